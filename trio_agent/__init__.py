@@ -1,0 +1,55 @@
+"""trio-agent: LLM agent loops on trio, with one totally ordered event stream."""
+
+from .events import Cancelled as Cancelled
+from .events import Completed as Completed
+from .events import Event as Event
+from .events import Failed as Failed
+from .events import FailureCode as FailureCode
+from .events import MaxSteps as MaxSteps
+from .events import MessageAccepted as MessageAccepted
+from .events import ModelChunk as ModelChunk
+from .events import RunFinished as RunFinished
+from .events import RunResult as RunResult
+from .events import ToolFinished as ToolFinished
+from .events import ToolStarted as ToolStarted
+from .limits import MAX_AGENT_STEPS as MAX_AGENT_STEPS
+from .limits import MAX_ARGUMENT_CHARS as MAX_ARGUMENT_CHARS
+from .limits import MAX_ARGUMENT_DEPTH as MAX_ARGUMENT_DEPTH
+from .limits import MAX_ARGUMENT_ENTRIES as MAX_ARGUMENT_ENTRIES
+from .limits import MAX_ARGUMENT_VALUES as MAX_ARGUMENT_VALUES
+from .limits import MAX_ASSISTANT_BLOCKS as MAX_ASSISTANT_BLOCKS
+from .limits import MAX_INITIAL_MESSAGES as MAX_INITIAL_MESSAGES
+from .limits import MAX_STEP_CHUNKS as MAX_STEP_CHUNKS
+from .limits import MAX_STEP_TEXT as MAX_STEP_TEXT
+from .limits import ArgumentsError as ArgumentsError
+from .limits import check_arguments as check_arguments
+from .loop import AgentRun as AgentRun
+from .loop import run_agent_loop as run_agent_loop
+from .messages import AssistantMessage as AssistantMessage
+from .messages import Block as Block
+from .messages import Message as Message
+from .messages import TextBlock as TextBlock
+from .messages import ToolCall as ToolCall
+from .messages import ToolResultMessage as ToolResultMessage
+from .messages import TranscriptError as TranscriptError
+from .messages import UserMessage as UserMessage
+from .messages import repair_transcript as repair_transcript
+from .messages import text_from_assistant as text_from_assistant
+from .messages import validate_transcript as validate_transcript
+from .model import Chunk as Chunk
+from .model import Model as Model
+from .model import ModelRequest as ModelRequest
+from .model import ModelResponse as ModelResponse
+from .model import ModelStream as ModelStream
+from .model import TextDelta as TextDelta
+from .model import ToolSpec as ToolSpec
+from .model import Usage as Usage
+from .tools import FatalToolError as FatalToolError
+from .tools import Tool as Tool
+from .tools import ToolArgumentsError as ToolArgumentsError
+from .tools import ToolError as ToolError
+from .tools import ToolRegistry as ToolRegistry
+from .tools import execute_tool_call as execute_tool_call
+from .tools import tool as tool
+
+__version__ = "0.1.0"

@@ -1,0 +1,161 @@
+"""Resource limits of a run, and the plain-JSON check for tool arguments.
+
+The limits are contract constants: a model that goes past one commits a
+protocol error, found before any tool runs. ``check_arguments`` is the one
+place that decides what tool arguments may look like; it returns a private
+copy so that nothing the model (or a caller) keeps a reference to can change
+the run's transcript afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Final
+
+__all__ = [
+    "MAX_AGENT_STEPS",
+    "MAX_ARGUMENT_CHARS",
+    "MAX_ARGUMENT_DEPTH",
+    "MAX_ARGUMENT_ENTRIES",
+    "MAX_ARGUMENT_VALUES",
+    "MAX_ASSISTANT_BLOCKS",
+    "MAX_INITIAL_MESSAGES",
+    "MAX_STEP_CHUNKS",
+    "MAX_STEP_TEXT",
+    "ArgumentsError",
+    "check_arguments",
+    "is_valid_unicode",
+]
+
+MAX_AGENT_STEPS: Final = 64
+"""Ceiling of ``max_steps`` and of the request-number range of one run."""
+MAX_INITIAL_MESSAGES: Final = 4096
+"""Messages one run accepts as its initial transcript."""
+MAX_STEP_CHUNKS: Final = 1024
+"""Chunks in one step's stream."""
+MAX_STEP_TEXT: Final = 65536
+"""Unicode code points of text in one step (the stream, and the final message)."""
+MAX_ASSISTANT_BLOCKS: Final = 1024
+"""Blocks in one assistant message, counted as the model gave them."""
+MAX_ARGUMENT_DEPTH: Final = 32
+"""Nesting of containers in tool arguments; the root object is depth 1."""
+MAX_ARGUMENT_VALUES: Final = 257
+"""JSON values in tool arguments, the root included."""
+MAX_ARGUMENT_ENTRIES: Final = 256
+"""Object fields plus array elements in tool arguments, all levels together."""
+MAX_ARGUMENT_CHARS: Final = 4096
+"""Code points of all keys and string values in tool arguments together."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def is_valid_unicode(text: str) -> bool:
+    """True when ``text`` holds no lone surrogate (it can be encoded as UTF-8)."""
+    return text.isascii() or _SURROGATE.search(text) is None
+
+
+class ArgumentsError(ValueError):
+    """Tool arguments that are not plain JSON or go past a limit.
+
+    ``path`` is a JSON path in msgspec's style (``$.items[3].name``), so the
+    message can tell a model exactly which value to fix.
+    """
+
+    def __init__(self, reason: str, path: str = "$") -> None:
+        super().__init__(f"{reason} - at `{path}`")
+        self.reason = reason
+        self.path = path
+
+
+class _Fail(Exception):
+    """Raised inside the walk; each frame prepends its key on the way out."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.keys: list[str | int] = []
+
+
+class _Budget:
+    __slots__ = ("chars", "entries")
+
+    def __init__(self) -> None:
+        self.entries = 0
+        self.chars = 0
+
+
+def _walk(value: Any, depth: int, budget: _Budget) -> Any:
+    kind = type(value)
+    if kind is str:
+        budget.chars += len(value)
+        if budget.chars > MAX_ARGUMENT_CHARS:
+            raise _Fail(f"more than {MAX_ARGUMENT_CHARS} characters in keys and strings")
+        if not is_valid_unicode(value):
+            raise _Fail("string is not valid Unicode (lone surrogate)")
+        return value
+    if kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise _Fail(f"number {value!r} is not finite")
+        return value
+    if kind is dict or kind is list:
+        if depth > MAX_ARGUMENT_DEPTH:
+            raise _Fail(f"nesting deeper than {MAX_ARGUMENT_DEPTH} containers")
+        budget.entries += len(value)
+        if budget.entries > MAX_ARGUMENT_ENTRIES:
+            raise _Fail(
+                f"more than {MAX_ARGUMENT_ENTRIES} object fields and array elements "
+                f"({MAX_ARGUMENT_VALUES} values)"
+            )
+        if kind is list:
+            out_list = []
+            for index, item in enumerate(value):
+                try:
+                    out_list.append(_walk(item, depth + 1, budget))
+                except _Fail as fail:
+                    fail.keys.append(index)
+                    raise
+            return out_list
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _Fail(f"object key {key!r} is not a string")
+            try:
+                _walk(key, depth, budget)
+                out[key] = _walk(item, depth + 1, budget)
+            except _Fail as fail:
+                fail.keys.append(key)
+                raise
+        return out
+    raise _Fail(f"value of type {kind.__name__} is not plain JSON")
+
+
+def _format_path(keys: list[str | int]) -> str:
+    parts = ["$"]
+    for key in reversed(keys):
+        if isinstance(key, int):
+            parts.append(f"[{key}]")
+        elif key.isidentifier():
+            parts.append(f".{key}")
+        else:
+            parts.append(f"[{key!r}]")
+    return "".join(parts)
+
+
+def check_arguments(arguments: object) -> dict[str, Any]:
+    """Return a private copy of ``arguments`` after checking it is plain JSON within the limits.
+
+    Plain JSON: the root is a ``dict``; values are ``dict`` with ``str`` keys,
+    ``list``, ``str``, ``int``, finite ``float``, ``bool`` or ``None``, of
+    exactly those types (no tuples, subclasses or other objects). Raises
+    ``ArgumentsError`` naming the first offending value by its JSON path.
+    """
+    if type(arguments) is not dict:
+        raise ArgumentsError(
+            f"arguments must be a JSON object (dict), got {type(arguments).__name__}"
+        )
+    try:
+        return _walk(arguments, 1, _Budget())
+    except _Fail as fail:
+        raise ArgumentsError(fail.reason, _format_path(fail.keys)) from None

@@ -1,0 +1,290 @@
+"""The model boundary: request, chunk and response structs, the ``Model``
+protocol, and the pure checks a step's stream and response must pass before
+anything they ask for happens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from msgspec import Struct
+
+from .limits import (
+    MAX_ASSISTANT_BLOCKS,
+    MAX_STEP_CHUNKS,
+    MAX_STEP_TEXT,
+    ArgumentsError,
+    check_arguments,
+    is_valid_unicode,
+)
+from .messages import AssistantMessage, Block, Message, TextBlock, ToolCall
+
+__all__ = [
+    "Chunk",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelStream",
+    "StopReason",
+    "TextDelta",
+    "ToolSpec",
+    "Usage",
+]
+
+StopReason = Literal["stop", "tool_call", "length"]
+
+
+class ToolSpec(Struct, frozen=True):
+    """What the model is told about a tool; ``parameters`` is a JSON Schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ModelRequest(Struct, frozen=True):
+    """One model request: the frozen transcript so far, the tools and the system prompt."""
+
+    id: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+    system: str = ""
+
+
+class TextDelta(Struct, frozen=True, tag_field="type", tag="text_delta"):
+    """A piece of assistant text, as streamed."""
+
+    text: str
+
+
+Chunk = TextDelta | ToolCall
+"""What a model stream yields; a tool call arrives as one whole chunk."""
+
+
+class Usage(Struct, frozen=True):
+    """Token counts a provider reports for one response."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class ModelResponse(Struct, frozen=True):
+    """The final response of one stream; it must agree with the chunks streamed."""
+
+    id: str
+    request_id: str
+    content: tuple[Block, ...]
+    stop_reason: StopReason
+    usage: Usage | None = None
+
+
+@runtime_checkable
+class ModelStream(Protocol):
+    """An open model stream: iterate the chunks, then await ``response()``."""
+
+    def __aiter__(self) -> AsyncIterator[Chunk]: ...
+
+    async def response(self) -> ModelResponse: ...
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything with ``stream(request)`` returning an async context manager of a stream.
+
+    Use: ``async with model.stream(request) as stream: async for chunk in
+    stream: ...; response = await stream.response()``. Leaving the ``async
+    with`` (also by cancellation) must release whatever the stream holds.
+    """
+
+    def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[ModelStream]: ...
+
+
+class ProtocolViolation(Exception):
+    """A chunk or response that breaks the step rules (internal; becomes ``MODEL_PROTOCOL_ERROR``)."""
+
+
+def _check_str(value: object, what: str) -> None:
+    if type(value) is not str:
+        raise ProtocolViolation(f"{what} must be a str, got {type(value).__name__}")
+    if not is_valid_unicode(value):
+        raise ProtocolViolation(f"{what} is not valid Unicode (lone surrogate)")
+
+
+def _checked_call(call: ToolCall, what: str) -> ToolCall:
+    """Check a tool call's fields; return it with a private copy of its arguments."""
+    _check_str(call.id, f"{what} id")
+    _check_str(call.name, f"{what} name")
+    try:
+        arguments = check_arguments(call.arguments)
+    except ArgumentsError as exc:
+        raise ProtocolViolation(
+            f"{what} {call.id!r} to {call.name!r} has bad arguments: {exc}"
+        ) from None
+    return ToolCall(call.id, call.name, arguments)
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Equality of checked plain JSON that, unlike ``==``, tells ``1``, ``1.0`` and ``True`` apart."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(_same_json(v, b[k]) for k, v in a.items())
+    if type(a) is list:
+        return len(a) == len(b) and all(map(_same_json, a, b))
+    return a == b
+
+
+def _same_group(a: str | ToolCall, b: str | ToolCall) -> bool:
+    if type(a) is str or type(b) is str:
+        return a == b
+    return a.id == b.id and a.name == b.name and _same_json(a.arguments, b.arguments)  # type: ignore[union-attr]
+
+
+class StepCheck:
+    """The pure checks of one step: feed chunks, then the response.
+
+    ``add_chunk`` raises ``ProtocolViolation`` for the first invalid chunk
+    (which is then not emitted); ``finish`` checks the response against the
+    stream and the transcript's ids and returns the assistant message to
+    append. No I/O: the loop owns awaiting and emitting.
+    """
+
+    __slots__ = ("_chunks", "_groups", "_request_id", "_text", "_text_parts")
+
+    def __init__(self, request_id: str) -> None:
+        self._request_id = request_id
+        self._chunks = 0
+        self._text = 0
+        self._groups: list[str | ToolCall] = []  # merged stream: joined text, calls
+        self._text_parts: list[str] = []
+
+    def add_chunk(self, chunk: object) -> None:
+        """Check one streamed chunk; raise ``ProtocolViolation`` if it is not valid."""
+        self._chunks += 1
+        if self._chunks > MAX_STEP_CHUNKS:
+            raise ProtocolViolation(f"the stream sent more than {MAX_STEP_CHUNKS} chunks")
+        kind = type(chunk)
+        if kind is TextDelta:
+            text = chunk.text  # type: ignore[union-attr]
+            _check_str(text, "text delta")
+            self._text += len(text)
+            if self._text > MAX_STEP_TEXT:
+                raise ProtocolViolation(
+                    f"the stream sent more than {MAX_STEP_TEXT} characters of text"
+                )
+            if text:
+                self._text_parts.append(text)
+        elif kind is ToolCall:
+            call = _checked_call(chunk, "streamed tool call")  # type: ignore[arg-type]
+            self._flush_text()
+            self._groups.append(call)
+        else:
+            raise ProtocolViolation(
+                f"the stream yielded a {kind.__name__}, not a TextDelta or ToolCall"
+            )
+
+    def _flush_text(self) -> None:
+        if self._text_parts:
+            self._groups.append("".join(self._text_parts))
+            self._text_parts.clear()
+
+    def finish(
+        self,
+        response: object,
+        message_ids: set[str],
+        call_ids: set[str],
+    ) -> AssistantMessage:
+        """Check the response; return the assistant message (id ``message-{response.id}``).
+
+        ``message_ids`` and ``call_ids`` are the ids the transcript already
+        uses: call ids must be new across the whole transcript, and so must
+        the ids of the assistant message and of each call's future result.
+        """
+        self._flush_text()
+        if type(response) is not ModelResponse:
+            raise ProtocolViolation(
+                f"response() returned a {type(response).__name__}, not a ModelResponse"
+            )
+        _check_str(response.id, "response id")
+        _check_str(response.request_id, "response request_id")
+        if response.request_id != self._request_id:
+            raise ProtocolViolation(
+                f"response answers {response.request_id!r}, but the request is "
+                f"{self._request_id!r}"
+            )
+        content = response.content
+        if type(content) not in (tuple, list):
+            raise ProtocolViolation("response content must be a tuple of blocks")
+        if len(content) > MAX_ASSISTANT_BLOCKS:
+            raise ProtocolViolation(
+                f"response has {len(content)} blocks, more than {MAX_ASSISTANT_BLOCKS}"
+            )
+        if response.usage is not None and type(response.usage) is not Usage:
+            raise ProtocolViolation("response usage must be a Usage or None")
+
+        blocks: list[Block] = []
+        groups: list[str | ToolCall] = []
+        calls: list[ToolCall] = []
+        parts: list[str] = []
+        text = 0
+        for position, block in enumerate(content):
+            if type(block) is TextBlock:
+                _check_str(block.text, f"response block {position} text")
+                text += len(block.text)
+                if block.text:
+                    parts.append(block.text)
+                blocks.append(block)
+            elif type(block) is ToolCall:
+                call = _checked_call(block, f"response tool call (block {position})")
+                if parts:
+                    groups.append("".join(parts))
+                    parts.clear()
+                groups.append(call)
+                calls.append(call)
+                blocks.append(call)
+            else:
+                raise ProtocolViolation(
+                    f"response block {position} is a {type(block).__name__}, "
+                    "not a TextBlock or ToolCall"
+                )
+        if parts:
+            groups.append("".join(parts))
+        if text > MAX_STEP_TEXT:
+            raise ProtocolViolation(
+                f"response has {text} characters of text, more than {MAX_STEP_TEXT}"
+            )
+        if len(groups) != len(self._groups) or not all(
+            map(_same_group, groups, self._groups)
+        ):
+            raise ProtocolViolation(
+                "response content differs from the streamed chunks (after merging "
+                "adjacent text)"
+            )
+
+        stop = response.stop_reason
+        if stop == "tool_call":
+            if not calls:
+                raise ProtocolViolation("stop reason is 'tool_call' but there is no tool call")
+        elif stop in ("stop", "length"):
+            if calls:
+                raise ProtocolViolation(f"stop reason is {stop!r} but there are tool calls")
+        else:
+            raise ProtocolViolation(f"unknown stop reason {stop!r}")
+
+        message_id = f"message-{response.id}"
+        if message_id in message_ids:
+            raise ProtocolViolation(f"message id {message_id!r} is already used")
+        seen: set[str] = set()
+        for call in calls:
+            if call.id in call_ids or call.id in seen:
+                raise ProtocolViolation(f"tool call id {call.id!r} is already used")
+            seen.add(call.id)
+            if f"tool-result-{call.id}" in message_ids:
+                raise ProtocolViolation(
+                    f"message id 'tool-result-{call.id}' is already used"
+                )
+        return AssistantMessage(message_id, tuple(blocks))

@@ -1,0 +1,212 @@
+"""``ScriptedModel``: a ``Model`` that replays scripted responses offline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, final
+
+import attrs
+import trio
+
+from ..messages import Block, TextBlock, ToolCall
+from ..model import Chunk, ModelRequest, ModelResponse, StopReason, TextDelta, Usage
+
+__all__ = ["ScriptExhaustedError", "ScriptedModel", "ScriptedResponse", "scripted_response"]
+
+
+class ScriptExhaustedError(Exception):
+    """The model was asked for more responses than its script holds."""
+
+
+_UNSET: Any = object()
+
+
+@final
+@attrs.frozen
+class ScriptedResponse:
+    """One scripted answer, and how to stream it (or fail while streaming it).
+
+    Build it with ``scripted_response``. ``chunks`` replaces the stream made
+    from ``content``; ``response`` replaces the final response object;
+    ``request_id`` overrides the id the response answers. ``hang_at=k``
+    blocks forever before chunk ``k`` (``k == len(chunks)``: in
+    ``response()``); ``raise_at=k`` raises ``error`` there instead.
+    """
+
+    id: str
+    content: tuple[Block, ...]
+    stop_reason: StopReason
+    usage: Usage | None = None
+    text_chunks: int = 1
+    chunks: tuple[Any, ...] | None = None
+    response: Any = _UNSET
+    request_id: str | None = None
+    hang_at: int | None = None
+    raise_at: int | None = None
+    error: BaseException | None = None
+
+    def stream_chunks(self) -> tuple[Any, ...]:
+        """The chunks this response streams, in order."""
+        if self.chunks is not None:
+            return self.chunks
+        out: list[Chunk] = []
+        for block in self.content:
+            if type(block) is TextBlock:
+                out.extend(TextDelta(part) for part in _split(block.text, self.text_chunks))
+            else:
+                out.append(block)  # type: ignore[arg-type]
+        return tuple(out)
+
+    def final_response(self, request: ModelRequest) -> Any:
+        if self.response is not _UNSET:
+            return self.response
+        return ModelResponse(
+            id=self.id,
+            request_id=request.id if self.request_id is None else self.request_id,
+            content=self.content,
+            stop_reason=self.stop_reason,
+            usage=self.usage,
+        )
+
+
+def _split(text: str, parts: int) -> list[str]:
+    """``text`` in ``parts`` pieces of near-equal code-point length (empty text: one piece)."""
+    if parts <= 1 or len(text) <= 1:
+        return [text]
+    size, extra = divmod(len(text), parts)
+    pieces, start = [], 0
+    for index in range(min(parts, len(text))):
+        end = start + size + (1 if index < extra else 0)
+        pieces.append(text[start:end])
+        start = end
+    return [p for p in pieces if p] or [text]
+
+
+def scripted_response(
+    id: str,
+    content: str | Sequence[Block],
+    stop_reason: StopReason | Literal["toolCall"] | None = None,
+    *,
+    usage: Usage | None = None,
+    text_chunks: int = 1,
+    chunks: Sequence[Any] | None = None,
+    response: Any = _UNSET,
+    request_id: str | None = None,
+    hang_at: int | None = None,
+    raise_at: int | None = None,
+    error: BaseException | None = None,
+) -> ScriptedResponse:
+    """A scripted answer: ``content`` is text or a sequence of blocks.
+
+    ``stop_reason`` defaults to ``"tool_call"`` when the content has a tool
+    call and ``"stop"`` otherwise. ``text_chunks`` splits each text block
+    into that many deltas. See ``ScriptedResponse`` for the fault options.
+    """
+    blocks: tuple[Block, ...] = (
+        (TextBlock(content),) if isinstance(content, str) else tuple(content)
+    )
+    if stop_reason is None:
+        stop_reason = "tool_call" if any(type(b) is ToolCall for b in blocks) else "stop"
+    elif stop_reason == "toolCall":
+        stop_reason = "tool_call"
+    if raise_at is not None and error is None:
+        error = RuntimeError(f"scripted failure in response {id!r}")
+    if type(text_chunks) is not int or text_chunks < 1:
+        raise ValueError(f"text_chunks must be an int >= 1, got {text_chunks!r}")
+    return ScriptedResponse(
+        id=id,
+        content=blocks,
+        stop_reason=stop_reason,  # type: ignore[arg-type]
+        usage=usage,
+        text_chunks=text_chunks,
+        chunks=None if chunks is None else tuple(chunks),
+        response=response,
+        request_id=request_id,
+        hang_at=hang_at,
+        raise_at=raise_at,
+        error=error,
+    )
+
+
+@final
+class _ScriptedStream:
+    """The open stream of one scripted response; every step is a trio checkpoint."""
+
+    __slots__ = ("_chunks", "_index", "_request", "_script")
+
+    def __init__(self, script: ScriptedResponse, request: ModelRequest) -> None:
+        self._script = script
+        self._request = request
+        self._chunks = script.stream_chunks()
+        self._index = 0
+
+    async def _fault(self, position: int) -> None:
+        if self._script.hang_at == position:
+            await trio.sleep_forever()
+        if self._script.raise_at == position:
+            assert self._script.error is not None
+            raise self._script.error
+
+    def __aiter__(self) -> _ScriptedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        await trio.lowlevel.checkpoint()
+        if self._index >= len(self._chunks):
+            raise StopAsyncIteration
+        await self._fault(self._index)
+        chunk = self._chunks[self._index]
+        self._index += 1
+        return chunk
+
+    async def response(self) -> Any:
+        await trio.lowlevel.checkpoint()
+        await self._fault(len(self._chunks))
+        return self._script.final_response(self._request)
+
+
+@final
+class _ScriptedContext:
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: _ScriptedStream) -> None:
+        self._stream = stream
+
+    async def __aenter__(self) -> _ScriptedStream:
+        await trio.lowlevel.checkpoint()
+        return self._stream
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+
+@final
+class ScriptedModel:
+    """A ``Model`` that answers request ``n`` with the ``n``-th scripted entry.
+
+    An entry is a ``ScriptedResponse`` or an exception, raised when the
+    stream is opened. ``requests`` records every request in order and
+    ``call_count`` counts them. Asking past the script raises
+    ``ScriptExhaustedError`` (the run fails with ``MODEL_ERROR``).
+    """
+
+    def __init__(self, responses: Sequence[ScriptedResponse | BaseException]) -> None:
+        self._script = list(responses)
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def call_count(self) -> int:
+        return len(self.requests)
+
+    def stream(self, request: ModelRequest) -> _ScriptedContext:
+        index = len(self.requests)
+        self.requests.append(request)
+        if index >= len(self._script):
+            raise ScriptExhaustedError(
+                f"request {request.id!r} is number {index + 1}, but the script has only "
+                f"{len(self._script)} responses"
+            )
+        entry = self._script[index]
+        if isinstance(entry, BaseException):
+            raise entry
+        return _ScriptedContext(_ScriptedStream(entry, request))

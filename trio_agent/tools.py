@@ -1,0 +1,281 @@
+"""Tools: the ``Tool`` value, the ``@tool`` decorator, ``ToolRegistry`` and
+``execute_tool_call``, which turns every recoverable failure into an error
+result the model can read and act on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, TypeVar, final, overload
+
+import attrs
+import msgspec
+
+from .messages import ToolCall, ToolResultMessage
+from .model import ToolSpec
+
+__all__ = [
+    "FatalToolError",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolError",
+    "ToolRegistry",
+    "execute_tool_call",
+    "tool",
+]
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+ToolFunction = Callable[..., Awaitable[Any]]
+F = TypeVar("F", bound=ToolFunction)
+
+
+class ToolError(Exception):
+    """Raise from a tool for a failure the model should see and may recover from."""
+
+
+class ToolArgumentsError(ToolError):
+    """Arguments that do not fit the tool's parameters; the message carries the JSON path."""
+
+
+class FatalToolError(Exception):
+    """Raise from a tool to end the whole run as failed (``TOOL_FATAL``)."""
+
+
+def _check_name(_: object, __: object, name: object) -> None:
+    if type(name) is not str or not _NAME.match(name):
+        raise ValueError(
+            f"tool name must be 1 to 64 letters, digits, '_' or '-', got {name!r}"
+        )
+
+
+def _check_parameters(_: object, __: object, parameters: object) -> None:
+    if type(parameters) is not dict:
+        raise TypeError(f"tool parameters must be a JSON Schema dict, got {parameters!r}")
+
+
+def _check_execute(_: object, __: object, execute: object) -> None:
+    if not callable(execute):
+        raise TypeError(f"tool execute must be an async callable, got {execute!r}")
+
+
+@final
+@attrs.frozen
+class Tool:
+    """A tool the model can call.
+
+    ``execute`` is an async callable taking the call's arguments (a private
+    plain-JSON dict) and returning a ``str`` (the result text) or any value
+    msgspec can JSON-encode. It raises ``ToolError`` for an error the model
+    should see, or ``FatalToolError`` to end the run. A ``Tool`` built by
+    hand gets no argument validation beyond plain JSON; ``@tool`` validates
+    against the function's signature.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    description: str = attrs.field(validator=attrs.validators.instance_of(str))
+    parameters: dict[str, Any] = attrs.field(validator=_check_parameters)
+    execute: Callable[[dict[str, Any]], Awaitable[Any]] = attrs.field(
+        validator=_check_execute, repr=False
+    )
+
+    def spec(self) -> ToolSpec:
+        """The ``ToolSpec`` the model sees, with a private copy of the schema."""
+        return ToolSpec(self.name, self.description, _copy_json(self.parameters))
+
+
+def _copy_json(value: Any) -> Any:
+    return msgspec.json.decode(msgspec.json.encode(value))
+
+
+def _schema_for(arguments_type: type) -> dict[str, Any]:
+    """The JSON Schema of a Struct, inlined at the top with other definitions kept in ``$defs``."""
+    schema = msgspec.json.schema(arguments_type)
+    defs: dict[str, Any] = schema.get("$defs", {})
+    top = dict(defs.pop(arguments_type.__name__))
+    top.pop("title", None)
+    if defs:
+        top["$defs"] = defs
+    return top
+
+
+def _build_tool(function: ToolFunction, name: str | None, description: str | None) -> Tool:
+    if not inspect.iscoroutinefunction(function):
+        raise TypeError(f"@tool needs an async function, got {function!r}")
+    signature = inspect.signature(function)
+    hints = typing.get_type_hints(function, include_extras=True)
+    fields: list[tuple[Any, ...]] = []
+    for parameter in signature.parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(f"@tool: {function.__qualname__} cannot take *args or **kwargs")
+        if parameter.kind is parameter.POSITIONAL_ONLY:
+            raise TypeError(
+                f"@tool: parameter {parameter.name!r} of {function.__qualname__} is "
+                "positional-only; tool arguments are passed by name"
+            )
+        annotation = hints.get(parameter.name, Any)
+        if annotation is object:
+            annotation = Any
+        if parameter.default is parameter.empty:
+            fields.append((parameter.name, annotation))
+        else:
+            fields.append((parameter.name, annotation, parameter.default))
+    tool_name = function.__name__ if name is None else name
+    arguments_type = msgspec.defstruct(
+        f"{tool_name}_arguments", fields, kw_only=True, forbid_unknown_fields=True
+    )
+    try:
+        parameters = _schema_for(arguments_type)
+    except TypeError as exc:
+        raise TypeError(f"@tool: cannot describe {function.__qualname__}: {exc}") from None
+    names = [field[0] for field in fields]
+
+    async def execute(arguments: dict[str, Any]) -> Any:
+        try:
+            values = msgspec.convert(arguments, arguments_type)
+        except msgspec.ValidationError as exc:
+            raise ToolArgumentsError(str(exc)) from None
+        return await function(**{n: getattr(values, n) for n in names})
+
+    doc = inspect.getdoc(function) or ""
+    return Tool(
+        name=tool_name,
+        description=doc if description is None else description,
+        parameters=parameters,
+        execute=execute,
+    )
+
+
+@overload
+def tool(function: ToolFunction, /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[ToolFunction], Tool]: ...
+def tool(
+    function: ToolFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Tool | Callable[[ToolFunction], Tool]:
+    """Build a ``Tool`` from an async function.
+
+    The name is the function's, the description its docstring, the
+    parameters a JSON Schema built by msgspec from the signature (``Any``
+    and ``object`` accept any JSON value; ``Annotated[..., msgspec.Meta(...)]``
+    adds constraints and descriptions). Arguments are validated with msgspec
+    before the call; a mismatch is a ``ToolArgumentsError`` whose message has
+    the JSON path (``Expected `int`, got `str` - at `$.left```).
+    Use as ``@tool`` or ``@tool(name=..., description=...)``.
+    """
+    if function is not None:
+        return _build_tool(function, name, description)
+    return lambda f: _build_tool(f, name, description)
+
+
+@final
+class ToolRegistry:
+    """Tools by name. A run snapshots the registry when it starts."""
+
+    __slots__ = ("_tools",)
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.register(item)
+
+    def register(self, tool: Tool) -> None:
+        """Add ``tool``; ``ValueError`` if its name is taken, ``TypeError`` if it is not a ``Tool``."""
+        if type(tool) is not Tool:
+            raise TypeError(f"register() takes a Tool, got {type(tool).__name__}")
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        return self._tools.get(name)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The specs of all tools, in registration order."""
+        return tuple(t.spec() for t in self._tools.values())
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(tuple(self._tools.values()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({list(self._tools)!r})"
+
+    def copy(self) -> ToolRegistry:
+        """A registry with the same tools that later ``register`` calls on either do not affect."""
+        return ToolRegistry(self._tools.values())
+
+
+def _result(call: ToolCall, content: str, is_error: bool) -> ToolResultMessage:
+    if not content.isascii():
+        content = _SURROGATE.sub("\ufffd", content)
+    return ToolResultMessage(
+        id=f"tool-result-{call.id}",
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=content,
+        is_error=is_error,
+    )
+
+
+async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMessage:
+    """Run one call and return its result message (id ``tool-result-{call.id}``).
+
+    A ``str`` return is the content; any other return is JSON-encoded
+    compactly. An unknown tool, arguments that fail validation, a
+    ``ToolError`` or any other ``Exception`` gives ``is_error=True`` with a
+    message that names the tool. ``FatalToolError`` propagates (the run
+    fails). Cancellation: ``trio.Cancelled`` and other ``BaseException``s
+    propagate untouched; no result is made for an interrupted call. Lone
+    surrogates in the content are replaced by U+FFFD so the result can be
+    encoded for any provider.
+    """
+    found = tools.get(call.name)
+    if found is None:
+        available = ", ".join(tools.names()) or "none"
+        return _result(
+            call, f'Unknown tool "{call.name}". Available tools: {available}.', True
+        )
+    try:
+        value = await found.execute(_copy_json(call.arguments))
+    except FatalToolError:
+        raise
+    except ToolArgumentsError as exc:
+        return _result(call, f'Invalid arguments for tool "{call.name}": {exc}', True)
+    except ToolError as exc:
+        return _result(call, f'Tool "{call.name}" failed: {exc}', True)
+    except Exception as exc:
+        return _result(
+            call, f'Tool "{call.name}" raised {type(exc).__name__}: {exc}', True
+        )
+    if type(value) is str:
+        return _result(call, value, False)
+    try:
+        encoded = msgspec.json.encode(value).decode()
+    except (TypeError, ValueError, OverflowError) as exc:
+        return _result(
+            call,
+            f'Tool "{call.name}" returned a {type(value).__name__} that cannot be '
+            f"encoded as JSON: {exc}",
+            True,
+        )
+    return _result(call, encoded, False)
