@@ -45,7 +45,7 @@ from .tools import FatalToolError, ToolRegistry, execute_tool_call
 
 __all__ = ["AgentRun", "run_agent_loop"]
 
-_EVENT_BUFFER = 0
+_EVENT_BUFFER = 16
 """Events the channel holds before the run waits for its consumer (backpressure)."""
 
 

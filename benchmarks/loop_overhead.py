@@ -1,0 +1,126 @@
+"""Per-step overhead and event throughput of the agent loop, against a bare channel floor.
+
+Scenario: a 64-step run on ``ScriptedModel``; each step streams 10 text
+chunks and one tool call (``add``), the last step 10 chunks of final text.
+The floor is a bare trio memory channel carrying the same number of events
+from one task to another, with the same buffer size the loop uses, measured
+in the same process. Run: ``python benchmarks/loop_overhead.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import trio
+
+from trio_agent import (
+    MAX_AGENT_STEPS,
+    RunFinished,
+    TextBlock,
+    ToolCall,
+    ToolRegistry,
+    UserMessage,
+    run_agent_loop,
+    tool,
+)
+from trio_agent.loop import _EVENT_BUFFER
+from trio_agent.testing import ScriptedModel, scripted_response
+
+STEPS = MAX_AGENT_STEPS
+CHUNKS = 10
+
+
+@tool
+async def add(left: int, right: int) -> dict[str, int]:
+    """Add two integers."""
+    return {"sum": left + right}
+
+
+def _script() -> list:
+    script = []
+    text = "0123456789" * 4
+    for step in range(STEPS - 1):
+        call = ToolCall(f"call-{step}", "add", {"left": step, "right": 1})
+        script.append(
+            scripted_response(f"r{step}", [TextBlock(text), call], text_chunks=CHUNKS)
+        )
+    script.append(scripted_response("final", text, text_chunks=CHUNKS))
+    return script
+
+
+def _run(script: list, observe: bool):
+    model = ScriptedModel(script)
+    return run_agent_loop(
+        messages=[UserMessage("u", "go")],
+        model=model,
+        tools=ToolRegistry([add]),
+        max_steps=STEPS,
+    )
+
+
+async def loop_observed(script: list) -> tuple[float, int]:
+    run = _run(script, True)
+    count = 0
+    start = time.perf_counter()
+    async with run:
+        async for event in run:
+            count += 1
+            last = event
+    elapsed = time.perf_counter() - start
+    assert isinstance(last, RunFinished) and last.result.status == "completed", last
+    return elapsed, count
+
+
+async def loop_unobserved(script: list) -> float:
+    run = _run(script, False)
+    start = time.perf_counter()
+    result = await run.wait()
+    elapsed = time.perf_counter() - start
+    assert result.status == "completed", result
+    return elapsed
+
+
+async def channel_floor(count: int) -> float:
+    send, receive = trio.open_memory_channel[object](_EVENT_BUFFER)
+    item = object()
+
+    async def produce() -> None:
+        async with send:
+            for _ in range(count):
+                await send.send(item)
+
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(produce)
+        async with receive:
+            async for _ in receive:
+                pass
+    return time.perf_counter() - start
+
+
+async def main(rounds: int) -> None:
+    script = _script()
+    observed, unobserved, floors = [], [], []
+    events = 0
+    for _ in range(rounds):
+        elapsed, events = await loop_observed(script)
+        observed.append(elapsed)
+        unobserved.append(await loop_unobserved(script))
+        floors.append(await channel_floor(events))
+    obs, unobs, floor = (statistics.median(x) for x in (observed, unobserved, floors))
+    print(f"scenario: {STEPS} steps, {CHUNKS} text chunks + 1 tool call per step; {events} events")
+    print(f"event channel buffer: {_EVENT_BUFFER}; rounds: {rounds} (medians)")
+    print(f"loop, events consumed:   {obs * 1e3:8.2f} ms  {events / obs:10,.0f} events/s  "
+          f"{obs / STEPS * 1e6:8.1f} us/step")
+    print(f"loop, wait() no events:  {unobs * 1e3:8.2f} ms  {'':10}           "
+          f"{unobs / STEPS * 1e6:8.1f} us/step")
+    print(f"floor, bare channel:     {floor * 1e3:8.2f} ms  {events / floor:10,.0f} events/s")
+    print(f"ratio loop/floor (time): {obs / floor:.2f}x   (target: <= 4x)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    trio.run(main, parser.parse_args().rounds)
