@@ -13,6 +13,7 @@ from typing import Any, TypeVar, final, overload
 
 import attrs
 import msgspec
+import trio
 
 from .messages import ToolCall, ToolResultMessage
 from .model import ToolSpec
@@ -107,7 +108,13 @@ def _build_tool(function: ToolFunction, name: str | None, description: str | Non
     if not inspect.iscoroutinefunction(function):
         raise TypeError(f"@tool needs an async function, got {function!r}")
     signature = inspect.signature(function)
-    hints = typing.get_type_hints(function, include_extras=True)
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except NameError as exc:
+        raise TypeError(
+            f"@tool: cannot resolve the annotations of {function.__qualname__}: {exc} "
+            "(types named in string annotations must be importable from its module)"
+        ) from None
     fields: list[tuple[Any, ...]] = []
     for parameter in signature.parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
@@ -259,14 +266,15 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
         value = await found.execute(_copy_json(call.arguments))
     except FatalToolError:
         raise
-    except ToolArgumentsError as exc:
-        return _result(call, f'Invalid arguments for tool "{call.name}": {exc}', True)
-    except ToolError as exc:
-        return _result(call, f'Tool "{call.name}" failed: {exc}', True)
     except Exception as exc:
-        return _result(
-            call, f'Tool "{call.name}" raised {type(exc).__name__}: {exc}', True
-        )
+        # A tool that turned our cancellation into its own error was still
+        # interrupted: no result is made for it.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if isinstance(exc, ToolArgumentsError):
+            return _result(call, f'Invalid arguments for tool "{call.name}": {exc}', True)
+        if isinstance(exc, ToolError):
+            return _result(call, f'Tool "{call.name}" failed: {exc}', True)
+        return _result(call, f'Tool "{call.name}" raised {type(exc).__name__}: {exc}', True)
     if type(value) is str:
         return _result(call, value, False)
     try:

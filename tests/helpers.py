@@ -1,0 +1,84 @@
+"""Small builders shared by the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from trio_agent import (
+    AgentRun,
+    Event,
+    RunFinished,
+    RunResult,
+    ToolCall,
+    ToolRegistry,
+    UserMessage,
+    run_agent_loop,
+    tool,
+)
+from trio_agent.testing import ScriptedModel, ScriptedResponse
+
+
+def user(content: str = "What is 20 + 22?", id: str = "user-001") -> UserMessage:
+    return UserMessage(id=id, content=content)
+
+
+def call(name: str, id: str, arguments: dict[str, Any] | None = None) -> ToolCall:
+    return ToolCall(id=id, name=name, arguments={} if arguments is None else arguments)
+
+
+@tool
+async def add(left: int, right: int) -> dict[str, int]:
+    """Add two integers."""
+    return {"sum": left + right}
+
+
+def make_echo(log: list[str]):
+    @tool
+    async def echo(text: str) -> str:
+        """Echo the text back."""
+        log.append(text)
+        return text
+
+    return echo
+
+
+async def settle(run: AgentRun) -> tuple[list[Event], RunResult]:
+    """Consume every event of ``run``; return them and the result."""
+    events: list[Event] = []
+    async with run:
+        async for event in run:
+            events.append(event)
+    assert run.result is not None
+    return events, run.result
+
+
+def start(
+    script: list[ScriptedResponse | BaseException],
+    *,
+    messages: list | None = None,
+    tools: ToolRegistry | None = None,
+    max_steps: int = 8,
+    **options: Any,
+) -> tuple[AgentRun, ScriptedModel]:
+    model = ScriptedModel(script)
+    run = run_agent_loop(
+        messages=[user()] if messages is None else messages,
+        model=model,
+        tools=ToolRegistry([add]) if tools is None else tools,
+        max_steps=max_steps,
+        **options,
+    )
+    return run, model
+
+
+def assert_stream_shape(events: list[Event], result: RunResult) -> None:
+    """Contiguous sequences from 0, one run.finished, last, equal to the result."""
+    assert [e.sequence for e in events] == list(range(len(events)))
+    finished = [e for e in events if isinstance(e, RunFinished)]
+    assert len(finished) == 1 and events[-1] is finished[0]
+    assert finished[0].result == result
+    # every event survives a JSON round trip unchanged
+    for event in events:
+        assert msgspec.json.decode(msgspec.json.encode(event), type=Event) == event

@@ -1,0 +1,270 @@
+"""@tool, ToolRegistry and execute_tool_call (DESIGN 6)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+import pytest
+import trio
+from helpers import add, call
+
+from trio_agent import (
+    FatalToolError,
+    Tool,
+    ToolError,
+    ToolRegistry,
+    ToolResultMessage,
+    ToolSpec,
+    execute_tool_call,
+    tool,
+)
+
+
+def test_tool_takes_name_docstring_and_signature():
+    @tool
+    async def search(query: str, limit: int = 10, exact: bool = False) -> list[str]:
+        """Search the index.
+
+        Returns matching titles.
+        """
+        return []
+
+    assert search.name == "search"
+    assert search.description == "Search the index.\n\nReturns matching titles."
+    assert search.parameters == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "limit": {"type": "integer", "default": 10},
+            "exact": {"type": "boolean", "default": False},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+
+def test_tool_overrides_name_and_description():
+    @tool(name="sum_two", description="Adds.")
+    async def whatever(left: int, right: int) -> int:
+        return left + right
+
+    assert (whatever.name, whatever.description) == ("sum_two", "Adds.")
+
+
+def test_any_and_object_parameters_accept_any_json():
+    @tool
+    async def store(key: str, value: Any, extra: object = None) -> str:
+        return "ok"
+
+    assert store.parameters["properties"]["value"] == {}
+    assert store.parameters["properties"]["extra"] == {"default": None}
+
+
+class Point(msgspec.Struct):
+    x: int
+    y: int
+
+
+def test_nested_types_and_constraints_reach_the_schema():
+    @tool
+    async def draw(points: list[Point], width: Annotated[int, msgspec.Meta(ge=1)]) -> str:
+        return "drawn"
+
+    params = draw.parameters
+    assert params["properties"]["points"] == {
+        "type": "array",
+        "items": {"$ref": "#/$defs/Point"},
+    }
+    assert params["properties"]["width"] == {"type": "integer", "minimum": 1}
+    assert params["$defs"]["Point"]["required"] == ["x", "y"]
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        lambda x: x,
+        print,
+    ],
+)
+def test_tool_rejects_sync_functions(function):
+    with pytest.raises(TypeError, match="async function"):
+        tool(function)
+
+
+def test_unresolvable_annotations_raise_a_clear_error():
+    class Local(msgspec.Struct):
+        x: int
+
+    async def uses_local(value: Local) -> str:  # a string annotation: __future__ is on
+        return "ok"
+
+    with pytest.raises(TypeError, match="cannot resolve the annotations of"):
+        tool(uses_local)
+
+
+def test_tool_rejects_var_args_and_positional_only():
+    async def varargs(*items: int) -> int:
+        return 0
+
+    async def posonly(x: int, /) -> int:
+        return x
+
+    with pytest.raises(TypeError, match=r"\*args"):
+        tool(varargs)
+    with pytest.raises(TypeError, match="positional-only"):
+        tool(posonly)
+
+
+@pytest.mark.parametrize("name", ["", "has space", "x" * 65, "dots.not.ok", 3])
+def test_tool_names_must_suit_providers(name):
+    async def execute(arguments):
+        return ""
+
+    with pytest.raises(ValueError, match="tool name"):
+        Tool(name=name, description="", parameters={}, execute=execute)
+
+
+def test_registry_register_get_specs():
+    registry = ToolRegistry()
+    registry.register(add)
+    assert registry.get("add") is add
+    assert registry.get("missing") is None
+    assert "add" in registry and len(registry) == 1 and list(registry) == [add]
+    assert registry.specs() == (ToolSpec("add", "Add two integers.", add.parameters),)
+
+
+def test_registry_refuses_duplicates_and_non_tools():
+    registry = ToolRegistry([add])
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(add)
+    with pytest.raises(TypeError, match="Tool"):
+        registry.register(lambda: None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="already registered"):
+        ToolRegistry([add, add])
+
+
+async def test_str_return_is_the_content_and_other_returns_are_compact_json():
+    @tool
+    async def text() -> str:
+        return "plain text"
+
+    @tool
+    async def structured() -> dict:
+        return {"sum": 42, "items": [1, 2]}
+
+    @tool
+    async def nothing() -> None:
+        return None
+
+    registry = ToolRegistry([text, structured, nothing])
+    assert await execute_tool_call(registry, call("text", "c1")) == ToolResultMessage(
+        "tool-result-c1", "c1", "text", "plain text", False
+    )
+    result = await execute_tool_call(registry, call("structured", "c2"))
+    assert result.content == '{"sum":42,"items":[1,2]}' and not result.is_error
+    assert (await execute_tool_call(registry, call("nothing", "c3"))).content == "null"
+
+
+async def test_validation_errors_carry_the_json_path():
+    result = await execute_tool_call(
+        ToolRegistry([add]), call("add", "c1", {"left": "20", "right": 22})
+    )
+    assert result.is_error
+    assert result.content == (
+        'Invalid arguments for tool "add": Expected `int`, got `str` - at `$.left`'
+    )
+    missing = await execute_tool_call(ToolRegistry([add]), call("add", "c2", {"left": 1}))
+    assert missing.is_error and "missing required field `right`" in missing.content
+    extra = await execute_tool_call(
+        ToolRegistry([add]), call("add", "c3", {"left": 1, "right": 2, "third": 3})
+    )
+    assert extra.is_error and "unknown field `third`" in extra.content
+
+
+async def test_recoverable_errors_name_the_tool_and_the_exception():
+    @tool
+    async def refuses(path: str) -> str:
+        raise ToolError(f"no such file: {path}")
+
+    @tool
+    async def crashes() -> str:
+        raise ZeroDivisionError("division by zero")
+
+    registry = ToolRegistry([refuses, crashes])
+    refused = await execute_tool_call(registry, call("refuses", "c1", {"path": "/x"}))
+    assert refused.is_error and refused.content == 'Tool "refuses" failed: no such file: /x'
+    crashed = await execute_tool_call(registry, call("crashes", "c2"))
+    assert crashed.is_error
+    assert crashed.content == 'Tool "crashes" raised ZeroDivisionError: division by zero'
+    unknown = await execute_tool_call(registry, call("nope", "c3"))
+    assert unknown.is_error
+    assert unknown.content == 'Unknown tool "nope". Available tools: refuses, crashes.'
+    assert unknown.tool_name == "nope" and unknown.id == "tool-result-c3"
+
+
+async def test_unencodable_return_is_an_error_result():
+    @tool
+    async def weird() -> object:
+        return object()
+
+    result = await execute_tool_call(ToolRegistry([weird]), call("weird", "c1"))
+    assert result.is_error and 'Tool "weird" returned a object' in result.content
+
+
+async def test_lone_surrogates_in_results_are_replaced():
+    @tool
+    async def bad_text() -> str:
+        return "ok \udcff end"
+
+    result = await execute_tool_call(ToolRegistry([bad_text]), call("bad_text", "c1"))
+    assert result.content == "ok \ufffd end"
+    msgspec.json.encode(result)
+
+
+async def test_fatal_errors_and_base_exceptions_propagate():
+    @tool
+    async def fatal() -> str:
+        raise FatalToolError("disk on fire")
+
+    @tool
+    async def interrupt() -> str:
+        raise KeyboardInterrupt
+
+    registry = ToolRegistry([fatal, interrupt])
+    with pytest.raises(FatalToolError, match="disk on fire"):
+        await execute_tool_call(registry, call("fatal", "c1"))
+    with pytest.raises(KeyboardInterrupt):
+        await execute_tool_call(registry, call("interrupt", "c2"))
+
+
+async def test_cancellation_is_never_turned_into_a_result():
+    @tool
+    async def slow() -> str:
+        await trio.sleep_forever()
+        return "never"
+
+    @tool
+    async def converts_cancel() -> str:
+        try:
+            await trio.sleep_forever()
+        finally:
+            raise RuntimeError("cleanup failed")  # noqa: B012
+
+    registry = ToolRegistry([slow, converts_cancel])
+    for name in ("slow", "converts_cancel"):
+        with trio.move_on_after(0.01) as scope:
+            await execute_tool_call(registry, call(name, "c1"))
+            pytest.fail("a result was made for a cancelled call")
+        assert scope.cancelled_caught
+
+
+async def test_nested_validation_errors_carry_the_full_path():
+    @tool
+    async def draw(points: list[Point]) -> str:
+        return "drawn"
+
+    result = await execute_tool_call(
+        ToolRegistry([draw]), call("draw", "c1", {"points": [{"x": 1, "y": 2}, {"x": 1, "y": "2"}]})
+    )
+    assert result.content.endswith("Expected `int`, got `str` - at `$.points[1].y`")
