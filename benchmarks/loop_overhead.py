@@ -43,9 +43,7 @@ def _script() -> list:
     text = "0123456789" * 4
     for step in range(STEPS - 1):
         call = ToolCall(f"call-{step}", "add", {"left": step, "right": 1})
-        script.append(
-            scripted_response(f"r{step}", [TextBlock(text), call], text_chunks=CHUNKS)
-        )
+        script.append(scripted_response(f"r{step}", [TextBlock(text), call], text_chunks=CHUNKS))
     script.append(scripted_response("final", text, text_chunks=CHUNKS))
     return script
 
@@ -112,10 +110,14 @@ async def main(rounds: int) -> None:
     obs, unobs, floor = (statistics.median(x) for x in (observed, unobserved, floors))
     print(f"scenario: {STEPS} steps, {CHUNKS} text chunks + 1 tool call per step; {events} events")
     print(f"event channel buffer: {_EVENT_BUFFER}; rounds: {rounds} (medians)")
-    print(f"loop, events consumed:   {obs * 1e3:8.2f} ms  {events / obs:10,.0f} events/s  "
-          f"{obs / STEPS * 1e6:8.1f} us/step")
-    print(f"loop, wait() no events:  {unobs * 1e3:8.2f} ms  {'':10}           "
-          f"{unobs / STEPS * 1e6:8.1f} us/step")
+    print(
+        f"loop, events consumed:   {obs * 1e3:8.2f} ms  {events / obs:10,.0f} events/s  "
+        f"{obs / STEPS * 1e6:8.1f} us/step"
+    )
+    print(
+        f"loop, wait() no events:  {unobs * 1e3:8.2f} ms  {'':10}           "
+        f"{unobs / STEPS * 1e6:8.1f} us/step"
+    )
     print(f"floor, bare channel:     {floor * 1e3:8.2f} ms  {events / floor:10,.0f} events/s")
     print(f"ratio loop/floor (time): {obs / floor:.2f}x   (target: <= 4x)")
 

@@ -58,7 +58,9 @@ def assert_cancelled(events, result, initial, *, model_calls=None, model=None):
 
 
 async def test_cancel_before_the_run_starts():
-    run, model = start([scripted_response("r1", "never")], messages=[user(), UserMessage("u2", "b")])
+    run, model = start(
+        [scripted_response("r1", "never")], messages=[user(), UserMessage("u2", "b")]
+    )
     run.cancel()
     events, result = await settle(run)
     assert events == [RunFinished(sequence=0, result=result)]
@@ -87,8 +89,12 @@ async def test_cancel_while_streaming_keeps_no_partial_message():
     run, model = start([scripted_response("r1", "a long answer", text_chunks=4, hang_at=2)])
     events = await consume_then_cancel(run, lambda e: e.sequence == 2)
     result = run.result
-    assert [e.type for e in events] == ["message.accepted", "model.chunk", "model.chunk",
-                                        "run.finished"]
+    assert [e.type for e in events] == [
+        "message.accepted",
+        "model.chunk",
+        "model.chunk",
+        "run.finished",
+    ]
     assert result == Cancelled(messages=(user(),), steps=1)
     assert_cancelled(events, result, [user()], model=model, model_calls=1)
 
@@ -150,8 +156,10 @@ async def test_run_cancel_cancels_the_given_scope():
 async def test_leaving_async_with_early_cancels_the_run():
     log: list[str] = []
     run, model = start(
-        [scripted_response("r1", [call("slow", "c1", {"label": "x"})]),
-         scripted_response("r2", "never")],
+        [
+            scripted_response("r1", [call("slow", "c1", {"label": "x"})]),
+            scripted_response("r2", "never"),
+        ],
         tools=ToolRegistry([hanging_tool(log)]),
     )
     async with run:
@@ -230,8 +238,10 @@ async def test_a_consumer_that_cancels_and_then_stops_reading_does_not_hang():
     """tool.finished and run.finished are sent shielded; the channel buffer keeps a
     consumer that stops reading after cancel() from deadlocking the run."""
     run, _ = start(
-        [scripted_response("r1", [call("add", "c1", {"left": 1, "right": 1})]),
-         scripted_response("r2", "x", hang_at=0)]
+        [
+            scripted_response("r1", [call("add", "c1", {"left": 1, "right": 1})]),
+            scripted_response("r2", "x", hang_at=0),
+        ]
     )
     with trio.fail_after(5):
         async with run:
@@ -246,9 +256,15 @@ async def test_a_consumer_that_cancels_and_then_stops_reading_does_not_hang():
 
 async def test_text_only_step_cancelled_mid_stream_then_repair_is_a_no_op():
     run, _ = start(
-        [scripted_response("r1", [TextBlock("thinking"), call("add", "c1", {"left": 1, "right": 1})],
-                           text_chunks=3, hang_at=3)]
+        [
+            scripted_response(
+                "r1",
+                [TextBlock("thinking"), call("add", "c1", {"left": 1, "right": 1})],
+                text_chunks=3,
+                hang_at=3,
+            )
+        ]
     )
-    events = await consume_then_cancel(run, lambda e: e.type == "model.chunk" and e.sequence == 3)
+    await consume_then_cancel(run, lambda e: e.type == "model.chunk" and e.sequence == 3)
     assert run.result.messages == (user(),)
     assert repair_transcript(run.result.messages) == (user(),)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 import trio
+import trio.lowlevel
 from helpers import assert_stream_shape, call, user
 
 from trio_agent import (
@@ -40,8 +41,8 @@ def scenario(log: ToolLog):
     async def work(name: str, value: int) -> str:
         log.started.append(name)
         try:
-            await trio.sleep(0)
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
+            await trio.lowlevel.checkpoint()
         except trio.Cancelled:
             log.cancelled.append(name)
             raise
@@ -58,8 +59,11 @@ def scenario(log: ToolLog):
         """Compute something."""
         return await work(f"compute:{x}", x * 2)
 
-    step1 = [TextBlock("Let me check."), call("lookup", "c1", {"key": "abc"}),
-             call("compute", "c2", {"x": 21})]
+    step1 = [
+        TextBlock("Let me check."),
+        call("lookup", "c1", {"key": "abc"}),
+        call("compute", "c2", {"x": 21}),
+    ]
     step2 = [TextBlock("All done: abc and 42.")]
     model = ScriptedModel(
         [

@@ -73,9 +73,10 @@ async def test_one_tool_run_appends_call_and_result_before_second_request():
     assert result.final_text == "The sum is 42."
     assert result.stop_reason == "stop"
     assert result.steps == 2
-    assert result.messages == (*model.requests[1].messages, AssistantMessage(
-        id="message-response-tool-002", content=(TextBlock("The sum is 42."),)
-    ))
+    assert result.messages == (
+        *model.requests[1].messages,
+        AssistantMessage(id="message-response-tool-002", content=(TextBlock("The sum is 42."),)),
+    )
     assert events[1].chunk == add_call and events[1].request_id == "request-001"
     assert events[4].chunk == TextDelta("The sum is 42.")
     assert events[2].call == add_call
@@ -125,10 +126,15 @@ async def test_max_steps_one_runs_the_whole_batch_and_opens_no_second_request():
     # results in call order, each right after its tool.finished
     assert [m.tool_call_id for m in result.messages[2:]] == [c.id for c in calls]
     assert [e.type for e in events[1:]] == [
-        "model.chunk", "model.chunk", "model.chunk",
-        "tool.started", "tool.finished",
-        "tool.started", "tool.finished",
-        "tool.started", "tool.finished",
+        "model.chunk",
+        "model.chunk",
+        "model.chunk",
+        "tool.started",
+        "tool.finished",
+        "tool.started",
+        "tool.finished",
+        "tool.started",
+        "tool.finished",
         "run.finished",
     ]
 
@@ -176,7 +182,9 @@ async def test_text_and_calls_keep_the_response_blocks_as_given():
         TextBlock(""),
         TextBlock("c"),
     ]
-    run, model = start([scripted_response("r1", blocks, "tool_call"), scripted_response("r2", "ok")])
+    run, model = start(
+        [scripted_response("r1", blocks, "tool_call"), scripted_response("r2", "ok")]
+    )
     result = await run.wait()
     assert result.messages[1] == AssistantMessage("message-r1", tuple(blocks))
     assert result.messages[2].content == '{"sum":3}'

@@ -100,9 +100,7 @@ class BrokenModels:
     ],
 )
 async def test_broken_model_boundaries_are_model_errors(factory, match):
-    run = run_agent_loop(
-        messages=[user()], model=factory(), tools=ToolRegistry(), max_steps=1
-    )
+    run = run_agent_loop(messages=[user()], model=factory(), tools=ToolRegistry(), max_steps=1)
     events, result = await settle(run)
     assert result.code == "MODEL_ERROR" and match in result.detail
     assert result.messages == (user(),)
@@ -130,8 +128,15 @@ async def test_a_model_that_swallows_errors_on_exit_still_gives_a_protocol_error
 
 async def test_chunks_before_the_error_were_emitted_but_not_kept():
     run, _ = start(
-        [scripted_response("r1", "partial answer", chunks=[TextDelta("partial ")], raise_at=1,
-                           error=TimeoutError("read timeout"))],
+        [
+            scripted_response(
+                "r1",
+                "partial answer",
+                chunks=[TextDelta("partial ")],
+                raise_at=1,
+                error=TimeoutError("read timeout"),
+            )
+        ],
         messages=[user()],
     )
     result = await assert_model_error(run, "TimeoutError: read timeout", chunks=1)

@@ -89,9 +89,7 @@ async def test_a_tool_gets_its_own_copy_of_the_arguments():
         arguments["new"] = True
         return "mutated"
 
-    registry = ToolRegistry(
-        [Tool(name="vandal", description="", parameters={}, execute=vandal)]
-    )
+    registry = ToolRegistry([Tool(name="vandal", description="", parameters={}, execute=vandal)])
     the_call = call("vandal", "c1", {"items": ["x"]})
     run, model = start(
         [scripted_response("r1", [the_call]), scripted_response("r2", "ok")], tools=registry

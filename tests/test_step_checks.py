@@ -231,7 +231,10 @@ async def test_different_splitting_of_the_same_text_is_accepted():
     )
     events, result = await assert_accepted(entry)
     assert [e.chunk.text for e in events if isinstance(e, ModelChunk)][:4] == [
-        "He", "", "llo, wor", "ld"
+        "He",
+        "",
+        "llo, wor",
+        "ld",
     ]
 
 
@@ -259,9 +262,7 @@ async def test_stream_and_response_that_differ_after_merging_fail(content, chunk
 async def test_stop_with_tool_calls_fails():
     await assert_protocol_error(scripted_response("r1", [call("spy", "c1")], "stop"), "'stop'")
     RAN.clear()
-    await assert_protocol_error(
-        scripted_response("r1", [call("spy", "c1")], "length"), "'length'"
-    )
+    await assert_protocol_error(scripted_response("r1", [call("spy", "c1")], "length"), "'length'")
 
 
 async def test_tool_call_stop_without_calls_fails():
@@ -274,7 +275,8 @@ async def test_unknown_stop_reason_fails():
 
 async def test_call_id_used_twice_in_one_response_fails():
     await assert_protocol_error(
-        scripted_response("r1", [call("spy", "same"), call("spy", "same")]), "'same' is already used"
+        scripted_response("r1", [call("spy", "same"), call("spy", "same")]),
+        "'same' is already used",
     )
 
 

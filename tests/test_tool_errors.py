@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from helpers import add, assert_stream_shape, call, settle, start
 
-from trio_agent import FatalToolError, Failed, ToolError, ToolRegistry, tool
+from trio_agent import Failed, FatalToolError, ToolError, ToolRegistry, tool
 from trio_agent.testing import scripted_response
 
 
@@ -67,8 +67,14 @@ async def test_fatal_tool_error_fails_the_run_without_a_result_for_that_call():
 
     run, model = start(
         [
-            scripted_response("r1", [call("add", "c1", {"left": 1, "right": 1}), call("fatal", "c2"),
-                                     call("after", "c3")]),
+            scripted_response(
+                "r1",
+                [
+                    call("add", "c1", {"left": 1, "right": 1}),
+                    call("fatal", "c2"),
+                    call("after", "c3"),
+                ],
+            ),
             scripted_response("r2", "unreachable"),
         ],
         tools=ToolRegistry([add, fatal, after]),
@@ -81,8 +87,11 @@ async def test_fatal_tool_error_fails_the_run_without_a_result_for_that_call():
     assert [m.id for m in result.messages] == ["user-001", "message-r1", "tool-result-c1"]
     assert [e.type for e in events] == [
         "message.accepted",
-        "model.chunk", "model.chunk", "model.chunk",
-        "tool.started", "tool.finished",
+        "model.chunk",
+        "model.chunk",
+        "model.chunk",
+        "tool.started",
+        "tool.finished",
         "tool.started",
         "run.finished",
     ]

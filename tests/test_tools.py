@@ -249,7 +249,7 @@ async def test_cancellation_is_never_turned_into_a_result():
         try:
             await trio.sleep_forever()
         finally:
-            raise RuntimeError("cleanup failed")  # noqa: B012
+            raise RuntimeError("cleanup failed")
 
     registry = ToolRegistry([slow, converts_cancel])
     for name in ("slow", "converts_cancel"):

@@ -43,8 +43,13 @@ GOOD: list[Message] = [
 INVALID = {
     "duplicate message id": ([user(), UserMessage("user-001", "again")], "DUPLICATE_MESSAGE_ID"),
     "duplicate call id": (
-        [user(), assistant("a1", call("add", "c1")), result("c1"),
-         assistant("a2", call("add", "c1")), result("c1", id="r2")],
+        [
+            user(),
+            assistant("a1", call("add", "c1")),
+            result("c1"),
+            assistant("a2", call("add", "c1")),
+            result("c1", id="r2"),
+        ],
         "DUPLICATE_CALL_ID",
     ),
     "duplicate call id in one message": (
@@ -62,21 +67,33 @@ INVALID = {
         "UNEXPECTED_RESULT",
     ),
     "result answering an older assistant message": (
-        [user(), assistant("a1", call("add", "c1")), result("c1"),
-         assistant("a2", call("add", "c2")), result("c2"), result("c1", id="late")],
+        [
+            user(),
+            assistant("a1", call("add", "c1")),
+            result("c1"),
+            assistant("a2", call("add", "c2")),
+            result("c2"),
+            result("c1", id="late"),
+        ],
         "UNEXPECTED_RESULT",
     ),
-    "wrong tool name": ([user(), assistant("a1", call("add", "c1")), result("c1", "sub")],
-                        "WRONG_TOOL_NAME"),
+    "wrong tool name": (
+        [user(), assistant("a1", call("add", "c1")), result("c1", "sub")],
+        "WRONG_TOOL_NAME",
+    ),
     "result before its call": (
-        [user(), result("c1"), assistant("a1", call("add", "c1"))], "UNEXPECTED_RESULT"
+        [user(), result("c1"), assistant("a1", call("add", "c1"))],
+        "UNEXPECTED_RESULT",
     ),
     "not a message": ([user(), {"role": "user", "id": "x", "content": "y"}], "NOT_A_MESSAGE"),
     "block that is not a block": ([assistant("a1", "text")], "INVALID_FIELD"),
     "field of the wrong type": ([UserMessage("u", 42)], "INVALID_FIELD"),
     "is_error not a bool": (
-        [user(), assistant("a1", call("add", "c1")),
-         ToolResultMessage("r", "c1", "add", "x", is_error="yes")],
+        [
+            user(),
+            assistant("a1", call("add", "c1")),
+            ToolResultMessage("r", "c1", "add", "x", is_error="yes"),
+        ],
         "INVALID_FIELD",
     ),
     "lone surrogate": ([UserMessage("u", "bad \udc00")], "INVALID_UNICODE"),
@@ -144,9 +161,7 @@ def test_repair_leaves_a_valid_transcript_unchanged():
     assert repair_transcript(GOOD) == tuple(GOOD)
 
 
-@pytest.mark.parametrize(
-    "case", [c for c in INVALID if INVALID[c][1] != "MISSING_RESULT"]
-)
+@pytest.mark.parametrize("case", [c for c in INVALID if INVALID[c][1] != "MISSING_RESULT"])
 def test_repair_does_not_hide_other_defects(case):
     messages, code = INVALID[case]
     with pytest.raises(TranscriptError) as info:

@@ -18,8 +18,8 @@ from .events import (
 from .loop import run_agent_loop
 from .messages import TextBlock, ToolCall, UserMessage
 from .model import TextDelta
-from .tools import ToolRegistry, tool
 from .testing import ScriptedModel, scripted_response
+from .tools import ToolRegistry, tool
 
 QUESTION = "A box holds 12 eggs. How many eggs are in 7 boxes, plus the 5 loose ones?"
 

@@ -83,9 +83,7 @@ RunResult = Completed | Cancelled | MaxSteps | Failed
 # ------------------------------------------------------------------ events
 
 
-class MessageAccepted(
-    Struct, frozen=True, kw_only=True, tag_field="type", tag="message.accepted"
-):
+class MessageAccepted(Struct, frozen=True, kw_only=True, tag_field="type", tag="message.accepted"):
     """An initial message the run took into its transcript."""
 
     type: ClassVar[str] = "message.accepted"

@@ -132,9 +132,7 @@ def _checked_message(message: object, index: int) -> Message:
         for field in ("id", "tool_call_id", "tool_name", "content"):
             _check_str(getattr(m, field), field, index, m)
         if type(m.is_error) is not bool:
-            raise TranscriptError(
-                "INVALID_FIELD", f"{_where(index, m)}: is_error must be a bool"
-            )
+            raise TranscriptError("INVALID_FIELD", f"{_where(index, m)}: is_error must be a bool")
         return m
     if kind is AssistantMessage:
         a: AssistantMessage = message  # type: ignore[assignment]

@@ -104,7 +104,7 @@ class Model(Protocol):
 
 
 class ProtocolViolation(Exception):
-    """A chunk or response that breaks the step rules (internal; becomes ``MODEL_PROTOCOL_ERROR``)."""
+    """A chunk or response that breaks a step rule; the loop reports ``MODEL_PROTOCOL_ERROR``."""
 
 
 def _check_str(value: object, what: str) -> None:
@@ -128,7 +128,7 @@ def _checked_call(call: ToolCall, what: str) -> ToolCall:
 
 
 def _same_json(a: Any, b: Any) -> bool:
-    """Equality of checked plain JSON that, unlike ``==``, tells ``1``, ``1.0`` and ``True`` apart."""
+    """Equality of plain JSON that, unlike ``==``, tells ``1``, ``1.0`` and ``True`` apart."""
     if type(a) is not type(b):
         return False
     if type(a) is dict:
@@ -213,8 +213,7 @@ class StepCheck:
         _check_str(response.request_id, "response request_id")
         if response.request_id != self._request_id:
             raise ProtocolViolation(
-                f"response answers {response.request_id!r}, but the request is "
-                f"{self._request_id!r}"
+                f"response answers {response.request_id!r}, but the request is {self._request_id!r}"
             )
         content = response.content
         if type(content) not in (tuple, list):
@@ -257,12 +256,9 @@ class StepCheck:
             raise ProtocolViolation(
                 f"response has {text} characters of text, more than {MAX_STEP_TEXT}"
             )
-        if len(groups) != len(self._groups) or not all(
-            map(_same_group, groups, self._groups)
-        ):
+        if len(groups) != len(self._groups) or not all(map(_same_group, groups, self._groups)):
             raise ProtocolViolation(
-                "response content differs from the streamed chunks (after merging "
-                "adjacent text)"
+                "response content differs from the streamed chunks (after merging adjacent text)"
             )
 
         stop = response.stop_reason
@@ -284,7 +280,5 @@ class StepCheck:
                 raise ProtocolViolation(f"tool call id {call.id!r} is already used")
             seen.add(call.id)
             if f"tool-result-{call.id}" in message_ids:
-                raise ProtocolViolation(
-                    f"message id 'tool-result-{call.id}' is already used"
-                )
+                raise ProtocolViolation(f"message id 'tool-result-{call.id}' is already used")
         return AssistantMessage(message_id, tuple(blocks))

@@ -49,9 +49,7 @@ class FatalToolError(Exception):
 
 def _check_name(_: object, __: object, name: object) -> None:
     if type(name) is not str or not _NAME.match(name):
-        raise ValueError(
-            f"tool name must be 1 to 64 letters, digits, '_' or '-', got {name!r}"
-        )
+        raise ValueError(f"tool name must be 1 to 64 letters, digits, '_' or '-', got {name!r}")
 
 
 def _check_parameters(_: object, __: object, parameters: object) -> None:
@@ -197,7 +195,7 @@ class ToolRegistry:
             self.register(item)
 
     def register(self, tool: Tool) -> None:
-        """Add ``tool``; ``ValueError`` if its name is taken, ``TypeError`` if it is not a ``Tool``."""
+        """Add ``tool``: ``ValueError`` if the name is taken, ``TypeError`` if not a ``Tool``."""
         if type(tool) is not Tool:
             raise TypeError(f"register() takes a Tool, got {type(tool).__name__}")
         if tool.name in self._tools:
@@ -259,9 +257,7 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
     found = tools.get(call.name)
     if found is None:
         available = ", ".join(tools.names()) or "none"
-        return _result(
-            call, f'Unknown tool "{call.name}". Available tools: {available}.', True
-        )
+        return _result(call, f'Unknown tool "{call.name}". Available tools: {available}.', True)
     try:
         value = await found.execute(_copy_json(call.arguments))
     except FatalToolError:

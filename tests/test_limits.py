@@ -1,0 +1,156 @@
+"""check_arguments: plain JSON within the limits, returned as a private copy (DESIGN 4)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trio_agent import (
+    MAX_AGENT_STEPS,
+    MAX_ARGUMENT_CHARS,
+    MAX_ARGUMENT_DEPTH,
+    MAX_ARGUMENT_ENTRIES,
+    MAX_ARGUMENT_VALUES,
+    MAX_ASSISTANT_BLOCKS,
+    MAX_INITIAL_MESSAGES,
+    MAX_STEP_CHUNKS,
+    MAX_STEP_TEXT,
+    ArgumentsError,
+    check_arguments,
+)
+
+
+def test_contract_values():
+    assert (MAX_AGENT_STEPS, MAX_INITIAL_MESSAGES, MAX_STEP_CHUNKS, MAX_STEP_TEXT) == (
+        64,
+        4096,
+        1024,
+        65536,
+    )
+    assert (MAX_ASSISTANT_BLOCKS, MAX_ARGUMENT_DEPTH, MAX_ARGUMENT_VALUES) == (1024, 32, 257)
+    assert (MAX_ARGUMENT_ENTRIES, MAX_ARGUMENT_CHARS) == (256, 4096)
+
+
+def test_returns_an_equal_deep_copy():
+    original = {"a": [1, {"b": None}], "c": "x", "d": 1.5, "e": True, "big": 2**80}
+    copy = check_arguments(original)
+    assert copy == original
+    assert copy is not original and copy["a"] is not original["a"]
+    assert copy["a"][1] is not original["a"][1]
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ({"a": {"b": [1, math.nan]}}, "$.a.b[1]"),
+        ({"key with space": b"x"}, "$['key with space']"),
+        ({"a": [[{"b": ()}]]}, "$.a[0][0].b"),
+    ],
+)
+def test_errors_carry_a_json_path(value, path):
+    with pytest.raises(ArgumentsError) as info:
+        check_arguments(value)
+    assert info.value.path == path
+    assert str(info.value).endswith(f"- at `{path}`")
+
+
+def test_subclasses_of_json_types_are_not_plain_json():
+    class MyDict(dict):
+        pass
+
+    class MyStr(str):
+        pass
+
+    with pytest.raises(ArgumentsError, match="MyDict"):
+        check_arguments(MyDict())
+    with pytest.raises(ArgumentsError, match="MyStr"):
+        check_arguments({"x": MyStr("y")})
+
+
+def test_keys_count_toward_the_character_limit():
+    check_arguments({"k" * 2048: "v" * 2048})
+    with pytest.raises(ArgumentsError, match="4096 characters"):
+        check_arguments({"k" * 2049: "v" * 2048})
+
+
+def test_empty_containers_count_for_depth_but_not_entries():
+    deep: dict = {}
+    for _ in range(MAX_ARGUMENT_DEPTH - 1):
+        deep = {"x": deep}
+    check_arguments(deep)
+    with pytest.raises(ArgumentsError, match="deeper"):
+        check_arguments({"x": deep})
+
+
+def test_deep_hostile_input_is_refused_without_recursion_error():
+    hostile: list = []
+    for _ in range(5000):
+        hostile = [hostile]
+    with pytest.raises(ArgumentsError, match="deeper"):
+        check_arguments({"x": hostile})
+
+
+json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(exclude_categories=("Cs",)), max_size=8)
+)
+json_value = st.recursive(
+    json_leaf,
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=5), inner, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+def measure(value, depth=1):
+    """(max depth, entries, chars) of a JSON value by the contract's definitions."""
+    if isinstance(value, dict):
+        parts = [measure(v, depth + 1) for v in value.values()]
+        return (
+            max([depth, *(p[0] for p in parts)]),
+            len(value) + sum(p[1] for p in parts),
+            sum(len(k) for k in value) + sum(p[2] for p in parts),
+        )
+    if isinstance(value, list):
+        parts = [measure(v, depth + 1) for v in value]
+        return (
+            max([depth, *(p[0] for p in parts)]),
+            len(value) + sum(p[1] for p in parts),
+            sum(p[2] for p in parts),
+        )
+    return (depth - 1, 0, len(value) if isinstance(value, str) else 0)
+
+
+@given(st.dictionaries(st.text(max_size=5), json_value, max_size=6))
+def test_accepts_exactly_what_is_within_the_limits(arguments):
+    depth, entries, chars = measure(arguments)
+    within = (
+        depth <= MAX_ARGUMENT_DEPTH
+        and entries <= MAX_ARGUMENT_ENTRIES
+        and chars <= MAX_ARGUMENT_CHARS
+        and all(c < "\ud800" or c > "\udfff" for c in _strings(arguments))
+    )
+    if within:
+        assert check_arguments(arguments) == arguments
+    else:
+        with pytest.raises(ArgumentsError):
+            check_arguments(arguments)
+
+
+def _strings(value):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from k
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield from value

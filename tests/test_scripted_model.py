@@ -1,0 +1,124 @@
+"""ScriptedModel and scripted_response, the offline model the tests and demo use."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from trio_agent import ModelRequest, ModelResponse, TextBlock, TextDelta, ToolCall, Usage
+from trio_agent.testing import ScriptedModel, ScriptExhaustedError, scripted_response
+
+
+def request(n: int = 1) -> ModelRequest:
+    return ModelRequest(id=f"request-{n:03d}", messages=(), tools=())
+
+
+async def read(model: ScriptedModel, req: ModelRequest):
+    async with model.stream(req) as stream:
+        chunks = [chunk async for chunk in stream]
+        return chunks, await stream.response()
+
+
+def test_stop_reason_is_inferred_and_the_course_spelling_is_accepted():
+    the_call = ToolCall("c1", "add", {})
+    assert scripted_response("r", "text").stop_reason == "stop"
+    assert scripted_response("r", [the_call]).stop_reason == "tool_call"
+    assert scripted_response("r", [the_call], "toolCall").stop_reason == "tool_call"
+    assert scripted_response("r", "t", "length").stop_reason == "length"
+    assert scripted_response("r", "text").content == (TextBlock("text"),)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2"])
+def test_text_chunks_must_be_a_positive_int(bad):
+    with pytest.raises(ValueError, match="text_chunks"):
+        scripted_response("r", "text", text_chunks=bad)
+
+
+async def test_records_requests_and_streams_content_split_into_chunks():
+    the_call = ToolCall("c1", "add", {"left": 1})
+    usage = Usage(input_tokens=3)
+    model = ScriptedModel(
+        [scripted_response("r1", [TextBlock("abcdef"), the_call], text_chunks=3, usage=usage)]
+    )
+    chunks, response = await read(model, request(7))
+    assert chunks == [TextDelta("ab"), TextDelta("cd"), TextDelta("ef"), the_call]
+    assert response == ModelResponse(
+        id="r1",
+        request_id="request-007",
+        content=(TextBlock("abcdef"), the_call),
+        stop_reason="tool_call",
+        usage=usage,
+    )
+    assert model.call_count == 1 and model.requests == [request(7)]
+
+
+async def test_more_text_chunks_than_characters_gives_one_per_character():
+    model = ScriptedModel([scripted_response("r1", "ab", text_chunks=5)])
+    chunks, _ = await read(model, request())
+    assert chunks == [TextDelta("a"), TextDelta("b")]
+
+
+async def test_exhausted_script_raises_a_named_error():
+    model = ScriptedModel([])
+    with pytest.raises(ScriptExhaustedError, match="script has only 0 responses"):
+        model.stream(request())
+    assert model.call_count == 1
+
+
+async def test_an_exception_entry_is_raised_when_the_stream_opens():
+    model = ScriptedModel([ConnectionResetError("reset")])
+    with pytest.raises(ConnectionResetError):
+        model.stream(request())
+
+
+async def test_raise_at_and_hang_at():
+    model = ScriptedModel(
+        [
+            scripted_response("r1", "abcd", text_chunks=4, raise_at=2, error=OSError("x")),
+            scripted_response("r2", "abcd", text_chunks=4, hang_at=4),
+        ]
+    )
+    seen = []
+    with pytest.raises(OSError, match="x"):
+        async with model.stream(request(1)) as stream:
+            async for chunk in stream:
+                seen.append(chunk)
+    assert seen == [TextDelta("a"), TextDelta("b")]
+    with trio.move_on_after(0.05) as scope:
+        await read(model, request(2))
+    assert scope.cancelled_caught
+
+
+async def test_overrides_for_protocol_faults():
+    model = ScriptedModel(
+        [
+            scripted_response("r1", "hi", chunks=["junk"], request_id="other", response=None),
+            scripted_response("r2", "hi", request_id="other"),
+        ]
+    )
+    chunks, response = await read(model, request(1))
+    assert chunks == ["junk"] and response is None
+    _, response = await read(model, request(2))
+    assert response.request_id == "other"
+
+
+async def test_every_stream_step_is_a_checkpoint():
+    """Opening, each chunk and response() are checkpoints, so cancellation can land there."""
+
+    class Count(trio.abc.Instrument):
+        steps = 0
+
+        def after_task_step(self, task):
+            if task.name == "reader":
+                Count.steps += 1
+
+    model = ScriptedModel([scripted_response("r1", "abc", text_chunks=3)])
+    instrument = Count()
+    trio.lowlevel.add_instrument(instrument)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read, model, request(), name="reader")
+    finally:
+        trio.lowlevel.remove_instrument(instrument)
+    # open, 3 chunks, end of stream, response(), and the task's final step
+    assert Count.steps == 7
