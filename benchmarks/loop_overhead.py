@@ -17,11 +17,13 @@ import trio
 
 from trio_agent import (
     MAX_AGENT_STEPS,
+    ModelRequest,
     RunFinished,
     TextBlock,
     ToolCall,
     ToolRegistry,
     UserMessage,
+    execute_tool_call,
     run_agent_loop,
     tool,
 )
@@ -48,7 +50,7 @@ def _script() -> list:
     return script
 
 
-def _run(script: list, observe: bool):
+def _run(script: list):
     model = ScriptedModel(script)
     return run_agent_loop(
         messages=[UserMessage("u", "go")],
@@ -59,7 +61,7 @@ def _run(script: list, observe: bool):
 
 
 async def loop_observed(script: list) -> tuple[float, int]:
-    run = _run(script, True)
+    run = _run(script)
     count = 0
     start = time.perf_counter()
     async with run:
@@ -72,12 +74,27 @@ async def loop_observed(script: list) -> tuple[float, int]:
 
 
 async def loop_unobserved(script: list) -> float:
-    run = _run(script, False)
+    run = _run(script)
     start = time.perf_counter()
     result = await run.wait()
     elapsed = time.perf_counter() - start
     assert result.status == "completed", result
     return elapsed
+
+
+async def model_and_tools_alone(script: list) -> float:
+    """The same streams and tool calls with no loop: what the loop itself adds is the rest."""
+    model = ScriptedModel(script)
+    registry = ToolRegistry([add])
+    start = time.perf_counter()
+    for step, _ in enumerate(script):
+        request = ModelRequest(id=f"request-{step + 1:03d}", messages=(), tools=())
+        async with model.stream(request) as stream:
+            async for chunk in stream:
+                if isinstance(chunk, ToolCall):
+                    await execute_tool_call(registry, chunk)
+            await stream.response()
+    return time.perf_counter() - start
 
 
 async def channel_floor(count: int) -> float:
@@ -100,14 +117,15 @@ async def channel_floor(count: int) -> float:
 
 async def main(rounds: int) -> None:
     script = _script()
-    observed, unobserved, floors = [], [], []
+    observed, unobserved, floors, alone = [], [], [], []
     events = 0
     for _ in range(rounds):
         elapsed, events = await loop_observed(script)
         observed.append(elapsed)
         unobserved.append(await loop_unobserved(script))
         floors.append(await channel_floor(events))
-    obs, unobs, floor = (statistics.median(x) for x in (observed, unobserved, floors))
+        alone.append(await model_and_tools_alone(script))
+    obs, unobs, floor, base = (statistics.median(x) for x in (observed, unobserved, floors, alone))
     print(f"scenario: {STEPS} steps, {CHUNKS} text chunks + 1 tool call per step; {events} events")
     print(f"event channel buffer: {_EVENT_BUFFER}; rounds: {rounds} (medians)")
     print(
@@ -118,7 +136,15 @@ async def main(rounds: int) -> None:
         f"loop, wait() no events:  {unobs * 1e3:8.2f} ms  {'':10}           "
         f"{unobs / STEPS * 1e6:8.1f} us/step"
     )
+    print(
+        f"model + tools, no loop:  {base * 1e3:8.2f} ms  {'':10}           "
+        f"{base / STEPS * 1e6:8.1f} us/step"
+    )
     print(f"floor, bare channel:     {floor * 1e3:8.2f} ms  {events / floor:10,.0f} events/s")
+    print(
+        f"loop overhead per step:  {(unobs - base) / STEPS * 1e6:8.1f} us without events, "
+        f"{(obs - base) / STEPS * 1e6:.1f} us with every event consumed"
+    )
     print(f"ratio loop/floor (time): {obs / floor:.2f}x   (target: <= 4x)")
 
 
