@@ -33,30 +33,31 @@ __all__ = [
 # ----------------------------------------------------------------- results
 
 
-class Completed(Struct, frozen=True, kw_only=True, tag_field="status", tag="completed"):
+class _Result(Struct, frozen=True, kw_only=True, tag_field="status"):
+    """Fields every result has: the run's complete messages and the requests it opened."""
+
+    messages: tuple[Message, ...]
+    steps: int
+
+
+class Completed(_Result, tag="completed"):
     """The model stopped (``stop``) or ran out of output tokens (``length``)."""
 
     status: ClassVar[str] = "completed"
-    messages: tuple[Message, ...]
-    steps: int
     final_text: str
     stop_reason: Literal["stop", "length"]
 
 
-class Cancelled(Struct, frozen=True, kw_only=True, tag_field="status", tag="cancelled"):
+class Cancelled(_Result, tag="cancelled"):
     """The run was cancelled; ``messages`` holds only complete messages."""
 
     status: ClassVar[str] = "cancelled"
-    messages: tuple[Message, ...]
-    steps: int
 
 
-class MaxSteps(Struct, frozen=True, kw_only=True, tag_field="status", tag="max_steps"):
+class MaxSteps(_Result, tag="max_steps"):
     """The step budget was spent; the last step's tool batch did complete."""
 
     status: ClassVar[str] = "max_steps"
-    messages: tuple[Message, ...]
-    steps: int
     max_steps: int
 
 
@@ -68,12 +69,10 @@ MODEL_ERROR: Final = "MODEL_ERROR"
 TOOL_FATAL: Final = "TOOL_FATAL"
 
 
-class Failed(Struct, frozen=True, kw_only=True, tag_field="status", tag="failed"):
+class Failed(_Result, tag="failed"):
     """The run failed; ``code`` is a stable string, ``detail`` says what happened."""
 
     status: ClassVar[str] = "failed"
-    messages: tuple[Message, ...]
-    steps: int
     code: str
     detail: str
 
@@ -83,45 +82,46 @@ RunResult = Completed | Cancelled | MaxSteps | Failed
 # ------------------------------------------------------------------ events
 
 
-class MessageAccepted(Struct, frozen=True, kw_only=True, tag_field="type", tag="message.accepted"):
+class _Event(Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Every event's place in the run's one total order."""
+
+    sequence: int
+
+
+class MessageAccepted(_Event, tag="message.accepted"):
     """An initial message the run took into its transcript."""
 
     type: ClassVar[str] = "message.accepted"
-    sequence: int
     message: Message
 
 
-class ModelChunk(Struct, frozen=True, kw_only=True, tag_field="type", tag="model.chunk"):
+class ModelChunk(_Event, tag="model.chunk"):
     """A valid chunk of the stream answering ``request_id``, as it arrived."""
 
     type: ClassVar[str] = "model.chunk"
-    sequence: int
     request_id: str
     chunk: Chunk
 
 
-class ToolStarted(Struct, frozen=True, kw_only=True, tag_field="type", tag="tool.started"):
+class ToolStarted(_Event, tag="tool.started"):
     """A tool call is about to run."""
 
     type: ClassVar[str] = "tool.started"
-    sequence: int
     call: ToolCall
 
 
-class ToolFinished(Struct, frozen=True, kw_only=True, tag_field="type", tag="tool.finished"):
+class ToolFinished(_Event, tag="tool.finished"):
     """A tool call returned; ``result`` is already in the transcript."""
 
     type: ClassVar[str] = "tool.finished"
-    sequence: int
     call: ToolCall
     result: ToolResultMessage
 
 
-class RunFinished(Struct, frozen=True, kw_only=True, tag_field="type", tag="run.finished"):
+class RunFinished(_Event, tag="run.finished"):
     """The last event of every run; ``result`` equals ``run.result``."""
 
     type: ClassVar[str] = "run.finished"
-    sequence: int
     result: RunResult
 
 
