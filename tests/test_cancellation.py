@@ -235,8 +235,8 @@ async def test_cancel_after_the_run_finished_changes_nothing():
 
 
 async def test_a_consumer_that_cancels_and_then_stops_reading_does_not_hang():
-    """tool.finished and run.finished are sent shielded; the channel buffer keeps a
-    consumer that stops reading after cancel() from deadlocking the run."""
+    """Leaving the block closes the channel, so the run's final (shielded) sends
+    cannot keep it waiting for a consumer that stopped reading."""
     run, _ = start(
         [
             scripted_response("r1", [call("add", "c1", {"left": 1, "right": 1})]),

@@ -35,7 +35,14 @@ def test_contract_values():
 
 
 def test_returns_an_equal_deep_copy():
-    original = {"a": [1, {"b": None}], "c": "x", "d": 1.5, "e": True, "big": 2**80}
+    original = {
+        "a": [1, {"b": None}],
+        "c": "x",
+        "d": 1.5,
+        "e": True,
+        "big": 2**64 - 1,
+        "small": -(2**63),
+    }
     copy = check_arguments(original)
     assert copy == original
     assert copy is not original and copy["a"] is not original["a"]
@@ -55,6 +62,14 @@ def test_errors_carry_a_json_path(value, path):
         check_arguments(value)
     assert info.value.path == path
     assert str(info.value).endswith(f"- at `{path}`")
+
+
+@pytest.mark.parametrize(
+    "value", [2**64, -(2**63) - 1, 2**20000], ids=["2**64", "-2**63-1", "huge"]
+)
+def test_integers_outside_64_bits_are_refused(value):
+    with pytest.raises(ArgumentsError, match="64-bit range"):
+        check_arguments({"n": value})
 
 
 def test_subclasses_of_json_types_are_not_plain_json():
@@ -96,7 +111,7 @@ def test_deep_hostile_input_is_refused_without_recursion_error():
 json_leaf = (
     st.none()
     | st.booleans()
-    | st.integers()
+    | st.integers(-(2**63), 2**64 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(st.characters(exclude_categories=("Cs",)), max_size=8)
 )

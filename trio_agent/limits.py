@@ -3,8 +3,9 @@
 The limits are contract constants: a model that goes past one commits a
 protocol error, found before any tool runs. ``check_arguments`` is the one
 place that decides what tool arguments may look like; it returns a private
-copy so that nothing the model (or a caller) keeps a reference to can change
-the run's transcript afterwards.
+copy, so objects the model (or a caller) built and still holds cannot change
+the run's transcript afterwards. (What the run hands out, in requests and
+events, it shares: those argument dicts are to be read, not changed.)
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ MAX_ARGUMENT_CHARS: Final = 4096
 """Code points of all keys and string values in tool arguments together."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_MIN_INT = -(2**63)
+_MAX_INT = 2**64 - 1
 
 
 def is_valid_unicode(text: str) -> bool:
@@ -93,7 +96,11 @@ def _walk(value: Any, depth: int, budget: _Budget) -> Any:
         if not is_valid_unicode(value):
             raise _Fail("string is not valid Unicode (lone surrogate)")
         return value
-    if kind is int or kind is bool or value is None:
+    if kind is int:
+        if not _MIN_INT <= value <= _MAX_INT:
+            raise _Fail("integer is outside the 64-bit range JSON peers can read")
+        return value
+    if kind is bool or value is None:
         return value
     if kind is float:
         if not math.isfinite(value):
@@ -147,7 +154,8 @@ def check_arguments(arguments: object) -> dict[str, Any]:
     """Return a private copy of ``arguments`` after checking it is plain JSON within the limits.
 
     Plain JSON: the root is a ``dict``; values are ``dict`` with ``str`` keys,
-    ``list``, ``str``, ``int``, finite ``float``, ``bool`` or ``None``, of
+    ``list``, ``str``, ``int`` (from -2**63 to 2**64 - 1), finite ``float``,
+    ``bool`` or ``None``, of
     exactly those types (no tuples, subclasses or other objects). Raises
     ``ArgumentsError`` naming the first offending value by its JSON path.
     """

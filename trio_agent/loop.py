@@ -7,7 +7,7 @@ channel and cancel scope. A session layer calls the same step functions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 import attrs
@@ -30,7 +30,7 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
-from .limits import MAX_AGENT_STEPS, MAX_INITIAL_MESSAGES
+from .limits import MAX_AGENT_STEPS, MAX_INITIAL_MESSAGES, is_valid_unicode
 from .messages import (
     AssistantMessage,
     Message,
@@ -70,19 +70,35 @@ class _Emitter:
     channel (``wait()`` without ``async with``) events are counted and dropped.
     """
 
-    __slots__ = ("_send", "next")
+    __slots__ = ("_owed", "_send", "next")
 
     def __init__(self, send: trio.MemorySendChannel[Event] | None) -> None:
         self._send = send
+        self._owed: Event | None = None
         self.next = 0
 
-    async def __call__(self, event: Event) -> None:
+    async def __call__(self, event: Event, *, owed: bool = False) -> None:
+        """Deliver ``event``. With ``owed=True`` an event whose send is cancelled is
+        kept and delivered by ``finish`` just before ``run.finished``: it reports
+        something already in the transcript, so it must not be lost."""
         if self._send is not None:
             try:
                 await self._send.send(event)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._send = None  # the consumer left; the run is being cancelled
+            except trio.Cancelled:
+                if owed:
+                    self._owed = event
+                raise
         self.next += 1
+
+    async def finish(self, make_last: Callable[[int], Event]) -> None:
+        """Deliver any owed event, then the last one; shielded, as the run is decided."""
+        with trio.CancelScope(shield=True):
+            if self._owed is not None:
+                owed, self._owed = self._owed, None
+                await self(owed)
+            await self(make_last(self.next))
 
 
 @final
@@ -126,11 +142,11 @@ async def _stream_response(
         async with model.stream(request) as stream:
             async for chunk in stream:
                 try:
-                    check.add_chunk(chunk)
+                    checked = check.add_chunk(chunk)
                 except ProtocolViolation as exc:
                     violation = exc
                     break
-                await emit(ModelChunk(sequence=emit.next, request_id=request.id, chunk=chunk))
+                await emit(ModelChunk(sequence=emit.next, request_id=request.id, chunk=checked))
             else:
                 response = await stream.response()
     except Exception as exc:
@@ -152,8 +168,9 @@ async def _run_tool_batch(
 ) -> None:
     """Run the message's calls one after another, appending each result as it returns.
 
-    A result, once appended, is always announced by ``tool.finished`` (the
-    send is shielded), so the event stream and the transcript agree.
+    A result, once appended, is always announced by ``tool.finished`` (owed
+    and sent before ``run.finished`` if cancellation interrupts its send), so
+    the event stream and the transcript agree.
     ``FatalToolError`` raises ``_RunFailure(TOOL_FATAL)`` with no result for
     that call. Cancellation propagates with no result for the interrupted call.
     """
@@ -168,8 +185,7 @@ async def _run_tool_batch(
                 TOOL_FATAL, f'tool "{block.name}" (call {block.id!r}) failed fatally: {exc}'
             ) from exc
         state.append(result)
-        with trio.CancelScope(shield=True):
-            await emit(ToolFinished(sequence=emit.next, call=block, result=result))
+        await emit(ToolFinished(sequence=emit.next, call=block, result=result), owed=True)
     state.linker.require_answered()
 
 
@@ -242,6 +258,8 @@ def _check_options(
             raise ValueError("cancel_scope has already been entered; pass a fresh one")
     if type(system) is not str:
         raise TypeError(f"system must be a str, got {type(system).__name__}")
+    if not is_valid_unicode(system):
+        raise ValueError("system is not valid Unicode (lone surrogate)")
 
 
 def run_agent_loop(
@@ -347,8 +365,13 @@ class AgentRun:
                 for message in self._initial:
                     await emit(MessageAccepted(sequence=emit.next, message=message))
                 result = await _run_steps(self._config, state, emit)
-        except trio.Cancelled:
-            await self._finish(Cancelled(messages=tuple(state.transcript), steps=state.steps), emit)
+        except (trio.Cancelled, BaseExceptionGroup) as exc:
+            # Cancelled from outside, bare or grouped by a tool's or model's nursery:
+            # the run still ends as Cancelled with run.finished, then it propagates.
+            if isinstance(exc, trio.Cancelled) or exc.split(trio.Cancelled)[0] is not None:
+                await self._finish(
+                    Cancelled(messages=tuple(state.transcript), steps=state.steps), emit
+                )
             raise
         if result is None:  # our own scope caught the cancellation
             result = Cancelled(messages=tuple(state.transcript), steps=state.steps)
@@ -356,8 +379,7 @@ class AgentRun:
 
     async def _finish(self, result: RunResult, emit: _Emitter) -> None:
         self._result = result
-        with trio.CancelScope(shield=True):
-            await emit(RunFinished(sequence=emit.next, result=result))
+        await emit.finish(lambda sequence: RunFinished(sequence=sequence, result=result))
 
     async def _drive_and_close(self, send: trio.MemorySendChannel[Event]) -> None:
         async with send:
@@ -384,8 +406,14 @@ class AgentRun:
             await self._nursery_manager.__aexit__(None, None, None)
         except BaseExceptionGroup as group:
             _, rest = group.split(trio.Cancelled)
-            if rest is None and exc is not None:
-                return False  # only cancellation: let the body's own exception through
+            if exc is not None:
+                if rest is None:
+                    return False  # only cancellation: let the body's own exception through
+                # The run died too: keep both rather than lose the body's exception.
+                raise BaseExceptionGroup(
+                    "the body of `async with run` and the run both raised",
+                    [exc, *rest.exceptions],
+                ) from None
             if len(group.exceptions) == 1 and not isinstance(
                 group.exceptions[0], BaseExceptionGroup
             ):

@@ -162,8 +162,9 @@ class StepCheck:
         self._groups: list[str | ToolCall] = []  # merged stream: joined text, calls
         self._text_parts: list[str] = []
 
-    def add_chunk(self, chunk: object) -> None:
-        """Check one streamed chunk; raise ``ProtocolViolation`` if it is not valid."""
+    def add_chunk(self, chunk: object) -> Chunk:
+        """Check one streamed chunk; return it as the run keeps it (a tool call with a
+        private copy of its arguments), or raise ``ProtocolViolation``."""
         self._chunks += 1
         if self._chunks > MAX_STEP_CHUNKS:
             raise ProtocolViolation(f"the stream sent more than {MAX_STEP_CHUNKS} chunks")
@@ -178,14 +179,15 @@ class StepCheck:
                 )
             if text:
                 self._text_parts.append(text)
-        elif kind is ToolCall:
+            return chunk  # type: ignore[return-value]
+        if kind is ToolCall:
             call = _checked_call(chunk, "streamed tool call")  # type: ignore[arg-type]
             self._flush_text()
             self._groups.append(call)
-        else:
-            raise ProtocolViolation(
-                f"the stream yielded a {kind.__name__}, not a TextDelta or ToolCall"
-            )
+            return call
+        raise ProtocolViolation(
+            f"the stream yielded a {kind.__name__}, not a TextDelta or ToolCall"
+        )
 
     def _flush_text(self) -> None:
         if self._text_parts:

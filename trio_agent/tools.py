@@ -55,11 +55,18 @@ def _check_name(_: object, __: object, name: object) -> None:
 def _check_parameters(_: object, __: object, parameters: object) -> None:
     if type(parameters) is not dict:
         raise TypeError(f"tool parameters must be a JSON Schema dict, got {parameters!r}")
+    try:
+        msgspec.json.encode(parameters)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"tool parameters must be JSON-encodable: {exc}") from None
 
 
 def _check_execute(_: object, __: object, execute: object) -> None:
-    if not callable(execute):
-        raise TypeError(f"tool execute must be an async callable, got {execute!r}")
+    if not (
+        inspect.iscoroutinefunction(execute)
+        or inspect.iscoroutinefunction(getattr(execute, "__call__", None))  # noqa: B004
+    ):
+        raise TypeError(f"tool execute must be an async function, got {execute!r}")
 
 
 @final
@@ -230,6 +237,19 @@ class ToolRegistry:
         return ToolRegistry(self._tools.values())
 
 
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message``; for a group, its leaf exceptions, so the model sees what failed."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = "; ".join(_describe(e) for e in exc.exceptions)
+        return f"{type(exc).__name__} ({leaves})"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _result(call: ToolCall, content: str, is_error: bool) -> ToolResultMessage:
     if not content.isascii():
         content = _SURROGATE.sub("\ufffd", content)
@@ -248,11 +268,14 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
     A ``str`` return is the content; any other return is JSON-encoded
     compactly. An unknown tool, arguments that fail validation, a
     ``ToolError`` or any other ``Exception`` gives ``is_error=True`` with a
-    message that names the tool. ``FatalToolError`` propagates (the run
-    fails). Cancellation: ``trio.Cancelled`` and other ``BaseException``s
-    propagate untouched; no result is made for an interrupted call. Lone
-    surrogates in the content are replaced by U+FFFD so the result can be
-    encoded for any provider.
+    message that names the tool. ``FatalToolError`` (also inside an
+    ``ExceptionGroup`` from the tool's own nursery) propagates: the run fails.
+    Cancellation: ``trio.Cancelled`` and other ``BaseException``s propagate
+    untouched, and so does cancellation the tool turned into an exception:
+    no result is made for an interrupted call. A tool that swallows
+    ``Cancelled`` and returns has finished: its return value is its result.
+    Lone surrogates in the content are replaced by U+FFFD so the result can
+    be encoded for any provider.
     """
     found = tools.get(call.name)
     if found is None:
@@ -260,17 +283,21 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
         return _result(call, f'Unknown tool "{call.name}". Available tools: {available}.', True)
     try:
         value = await found.execute(_copy_json(call.arguments))
-    except FatalToolError:
-        raise
     except Exception as exc:
-        # A tool that turned our cancellation into its own error was still
-        # interrupted: no result is made for it.
+        # A tool that turned our cancellation into its own error (fatal or not)
+        # was still interrupted: no result is made for it.
         await trio.lowlevel.checkpoint_if_cancelled()
+        if isinstance(exc, FatalToolError):
+            raise
+        if isinstance(exc, ExceptionGroup):
+            fatal, _ = exc.split(FatalToolError)
+            if fatal is not None:  # raised inside the tool's own nursery
+                raise _first_leaf(fatal) from exc
         if isinstance(exc, ToolArgumentsError):
             return _result(call, f'Invalid arguments for tool "{call.name}": {exc}', True)
         if isinstance(exc, ToolError):
             return _result(call, f'Tool "{call.name}" failed: {exc}', True)
-        return _result(call, f'Tool "{call.name}" raised {type(exc).__name__}: {exc}', True)
+        return _result(call, f'Tool "{call.name}" raised {_describe(exc)}', True)
     if type(value) is str:
         return _result(call, value, False)
     try:

@@ -1,0 +1,253 @@
+"""Regression tests, each named after the bug it pins (found in review of the core loop)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+from helpers import assert_stream_shape, call, start, user
+
+from trio_agent import (
+    Cancelled,
+    FatalToolError,
+    ModelChunk,
+    RunFinished,
+    Tool,
+    ToolFinished,
+    ToolRegistry,
+    run_agent_loop,
+    tool,
+)
+from trio_agent.testing import ScriptedModel, scripted_response
+
+
+def nursery_tool(log: list[str]):
+    @tool
+    async def fan_out() -> str:
+        """Runs two children in its own nursery until cancelled."""
+        log.append("start")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep_forever)
+            nursery.start_soon(trio.sleep_forever)
+        return "never"
+
+    return fan_out
+
+
+@pytest.mark.parametrize("observed", [True, False], ids=["async-with", "wait"])
+async def test_outer_cancel_grouped_by_a_tool_nursery_still_ends_with_run_finished(observed):
+    log: list[str] = []
+    run, _ = start(
+        [scripted_response("r1", [call("fan_out", "c1")])], tools=ToolRegistry([nursery_tool(log)])
+    )
+    events = []
+    with trio.move_on_after(0.05) as outer:
+        if observed:
+            async with run:
+                async for event in run:
+                    events.append(event)
+        else:
+            await run.wait()
+    assert outer.cancelled_caught and log == ["start"]
+    assert isinstance(run.result, Cancelled)
+    assert run.result.messages[0] == user() and len(run.result.messages) == 2
+
+
+async def test_outer_cancel_grouped_by_a_model_nursery_still_sets_the_result():
+    class NurseryModel:
+        def stream(self, request):
+            inner = ScriptedModel([scripted_response("r1", "x", hang_at=0)]).stream(request)
+
+            class CM:
+                async def __aenter__(self):
+                    self.cm = trio.open_nursery()
+                    nursery = await self.cm.__aenter__()
+                    nursery.start_soon(trio.sleep_forever)
+                    return await inner.__aenter__()
+
+                async def __aexit__(self, *exc):
+                    await inner.__aexit__(*exc)
+                    return await self.cm.__aexit__(*exc)
+
+            return CM()
+
+    run = run_agent_loop(messages=[user()], model=NurseryModel(), tools=ToolRegistry(), max_steps=1)
+    with trio.move_on_after(0.05) as outer:
+        await run.wait()
+    assert outer.cancelled_caught
+    assert run.result == Cancelled(messages=(user(),), steps=1)
+
+
+async def test_fatal_error_raised_on_cancellation_is_cancellation_not_tool_fatal():
+    @tool
+    async def converts() -> str:
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            raise FatalToolError("cleanup failed") from None
+        return "never"
+
+    run, _ = start(
+        [scripted_response("r1", [call("converts", "c1")])], tools=ToolRegistry([converts])
+    )
+    async with run:
+        async for event in run:
+            if event.type == "tool.started":
+                run.cancel()
+    assert isinstance(run.result, Cancelled)
+
+
+async def test_fatal_error_inside_a_tool_nursery_fails_the_run_with_its_message():
+    @tool
+    async def grouped() -> str:
+        async def boom() -> None:
+            raise FatalToolError("quota exhausted")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(boom)
+        return "never"
+
+    run, model = start(
+        [scripted_response("r1", [call("grouped", "c1")]), scripted_response("r2", "no")],
+        tools=ToolRegistry([grouped]),
+    )
+    result = await run.wait()
+    assert result.code == "TOOL_FATAL" and "quota exhausted" in result.detail
+    assert model.call_count == 1
+
+
+async def test_plain_error_groups_from_a_tool_name_their_leaves():
+    @tool
+    async def several() -> str:
+        raise ExceptionGroup("batch", [ValueError("bad row"), KeyError("id")])
+
+    run, _ = start(
+        [scripted_response("r1", [call("several", "c1")]), scripted_response("r2", "ok")],
+        tools=ToolRegistry([several]),
+    )
+    result = await run.wait()
+    assert result.messages[2].content == (
+        "Tool \"several\" raised ExceptionGroup (ValueError: bad row; KeyError: 'id')"
+    )
+
+
+async def test_consumer_that_cancels_then_stops_reading_gets_the_result_and_the_owed_event():
+    """A shielded send of tool.finished once blocked the run until the consumer read
+    again; now the event is owed, delivered just before run.finished."""
+    run, _ = start(
+        [
+            scripted_response("r1", [call("add", "c1", {"left": 1, "right": 1})]),
+            scripted_response("r2", "x", hang_at=0),
+        ]
+    )
+    events = []
+    with trio.fail_after(5):
+        async with run:
+            async for event in run:
+                events.append(event)
+                if event.type == "tool.started":
+                    run.cancel()
+                    while run.result is None:  # noqa: ASYNC110 (polling, not reading, is the point)
+                        await trio.sleep(0.001)
+                    break
+            events.extend([event async for event in run])
+    assert isinstance(run.result, Cancelled)
+    assert [e.type for e in events][-3:] == ["tool.started", "tool.finished", "run.finished"]
+    assert_stream_shape(events, run.result)
+    assert run.result.messages[-1] == events[-2].result
+
+
+async def test_model_chunk_carries_the_checked_copy_not_the_models_object():
+    streamed = {"left": 1, "right": 2}  # the chunk's dict, which the model changes later
+    entry = scripted_response(
+        "r1",
+        [call("add", "c1", {"left": 1, "right": 2})],
+        chunks=[call("add", "c1", streamed)],
+    )
+    run, _ = start([entry], max_steps=1)
+    events = []
+    async with run:
+        async for event in run:
+            if isinstance(event, ModelChunk):
+                streamed["left"] = float("nan")
+            events.append(event)
+    chunk = next(e.chunk for e in events if isinstance(e, ModelChunk))
+    assert chunk.arguments == {"left": 1, "right": 2}
+    assert chunk == run.result.messages[1].content[0]
+    assert_stream_shape(events, run.result)
+
+
+def test_system_with_a_lone_surrogate_is_refused():
+    with pytest.raises(ValueError, match="system is not valid Unicode"):
+        run_agent_loop(
+            messages=[], model=ScriptedModel([]), tools=ToolRegistry(), max_steps=1, system="\ud800"
+        )
+
+
+def test_tool_with_unencodable_parameters_is_refused_at_construction():
+    async def execute(arguments: dict[str, Any]) -> str:
+        return ""
+
+    with pytest.raises(TypeError, match="JSON-encodable"):
+        Tool(name="t", description="", parameters={"x": object()}, execute=execute)
+
+
+def test_tool_with_a_sync_execute_is_refused_at_construction():
+    with pytest.raises(TypeError, match="async function"):
+        Tool(name="t", description="", parameters={}, execute=lambda arguments: "sync")
+
+
+async def test_tool_execute_may_be_an_async_callable_object():
+    class Execute:
+        async def __call__(self, arguments: dict[str, Any]) -> str:
+            return "called"
+
+    registry = ToolRegistry([Tool(name="obj", description="", parameters={}, execute=Execute())])
+    run, _ = start(
+        [scripted_response("r1", [call("obj", "c1")]), scripted_response("r2", "ok")],
+        tools=registry,
+    )
+    assert (await run.wait()).messages[2].content == "called"
+
+
+class Boom(BaseException):
+    pass
+
+
+async def test_body_exception_is_kept_when_the_run_also_dies():
+    @tool
+    async def explodes_on_cancel() -> str:
+        try:
+            await trio.sleep_forever()
+        finally:
+            raise Boom
+        return "never"
+
+    run, _ = start(
+        [scripted_response("r1", [call("explodes_on_cancel", "c1")])],
+        tools=ToolRegistry([explodes_on_cancel]),
+    )
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with run:
+            async for event in run:
+                if event.type == "tool.started":
+                    raise ValueError("consumer bug")
+    kinds = {type(e) for e in info.value.exceptions}
+    assert kinds == {ValueError, Boom}
+
+
+async def test_owed_event_keeps_sequences_contiguous_for_every_cancel_point_in_a_batch():
+    calls = [call("add", f"c{i}", {"left": i, "right": i}) for i in range(4)]
+    for k in range(1, 12):
+        run, _ = start([scripted_response("r1", calls), scripted_response("r2", "ok")])
+        events = []
+        async with run:
+            async for event in run:
+                events.append(event)
+                if event.sequence == k:
+                    run.cancel()
+        assert_stream_shape(events, run.result)
+        finished = [e.result for e in events if isinstance(e, ToolFinished)]
+        assert finished == list(run.result.messages[2:])
+        assert isinstance(events[-1], RunFinished)
