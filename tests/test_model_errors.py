@@ -96,7 +96,7 @@ class BrokenModels:
     [
         (BrokenModels.not_a_context_manager, "TypeError"),
         (BrokenModels.fails_on_exit, "RuntimeError: close failed"),
-        (BrokenModels.raises_a_group, "ExceptionGroup"),
+        (BrokenModels.raises_a_group, "ExceptionGroup (ValueError: a; KeyError: 'b')"),
     ],
 )
 async def test_broken_model_boundaries_are_model_errors(factory, match):

@@ -41,7 +41,7 @@ from .messages import (
     text_from_assistant,
 )
 from .model import Model, ModelRequest, ProtocolViolation, StepCheck, ToolSpec
-from .tools import FatalToolError, ToolRegistry, execute_tool_call
+from .tools import FatalToolError, ToolRegistry, _describe, execute_tool_call
 
 __all__ = ["AgentRun", "run_agent_loop"]
 
@@ -153,7 +153,7 @@ async def _stream_response(
         # A model that turns our cancellation into its own error is still cancelled.
         await trio.lowlevel.checkpoint_if_cancelled()
         if violation is None:
-            raise _RunFailure(MODEL_ERROR, f"{type(exc).__name__}: {exc}") from exc
+            raise _RunFailure(MODEL_ERROR, _describe(exc)) from exc
     try:
         if violation is not None:
             raise violation
@@ -408,7 +408,10 @@ class AgentRun:
             _, rest = group.split(trio.Cancelled)
             if exc is not None:
                 if rest is None:
-                    return False  # only cancellation: let the body's own exception through
+                    # Only cancellation: let the body's own exception through. Nothing
+                    # is lost: trio cancellation is level-triggered, so the cancelled
+                    # scope raises again at the caller's next checkpoint.
+                    return False
                 # The run died too: keep both rather than lose the body's exception.
                 raise BaseExceptionGroup(
                     "the body of `async with run` and the run both raised",
