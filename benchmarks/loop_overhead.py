@@ -27,7 +27,7 @@ from trio_agent import (
     run_agent_loop,
     tool,
 )
-from trio_agent.loop import _EVENT_BUFFER
+from trio_agent._run import EVENT_BUFFER as _EVENT_BUFFER
 from trio_agent.testing import ScriptedModel, scripted_response
 
 STEPS = MAX_AGENT_STEPS

@@ -16,6 +16,7 @@ from .messages import Message, ToolCall, ToolResultMessage
 from .model import Chunk
 
 __all__ = [
+    "AttemptFailed",
     "Cancelled",
     "Completed",
     "Event",
@@ -96,11 +97,16 @@ class MessageAccepted(_Event, tag="message.accepted"):
 
 
 class ModelChunk(_Event, tag="model.chunk"):
-    """A valid chunk of the stream answering ``request_id``, as it arrived."""
+    """A valid chunk of the stream answering ``request_id``, as it arrived.
+
+    ``attempt`` counts from 1; chunks of an attempt that later failed are
+    followed by ``attempt.failed`` and never reach the transcript.
+    """
 
     type: ClassVar[str] = "model.chunk"
     request_id: str
     chunk: Chunk
+    attempt: int = 1
 
 
 class ToolStarted(_Event, tag="tool.started"):
@@ -126,3 +132,18 @@ class RunFinished(_Event, tag="run.finished"):
 
 
 Event = MessageAccepted | ModelChunk | ToolStarted | ToolFinished | RunFinished
+
+
+class AttemptFailed(_Event, tag="attempt.failed"):
+    """An attempt at ``request_id`` failed and will be retried after ``retry_in`` seconds.
+
+    The ``chunks`` model.chunk events of that attempt are void: they never
+    become part of the transcript. (Emitted only by layers that retry.)
+    """
+
+    type: ClassVar[str] = "attempt.failed"
+    request_id: str
+    attempt: int
+    error: str
+    chunks: int
+    retry_in: float

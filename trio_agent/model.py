@@ -23,13 +23,16 @@ from .messages import AssistantMessage, Block, Message, TextBlock, ToolCall
 
 __all__ = [
     "Chunk",
+    "ContextOverflowError",
     "Model",
+    "ModelError",
     "ModelRequest",
     "ModelResponse",
     "ModelStream",
     "StopReason",
     "TextDelta",
     "ToolSpec",
+    "TransientModelError",
     "Usage",
 ]
 
@@ -101,6 +104,25 @@ class Model(Protocol):
     """
 
     def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[ModelStream]: ...
+
+
+class ModelError(Exception):
+    """A model provider failed; subclasses say whether trying again can help."""
+
+
+class TransientModelError(ModelError):
+    """A failure worth retrying unchanged: rate limit, 5xx, timeout, dropped connection.
+
+    ``retry_after`` is the provider's hint in seconds, when it sent one.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ContextOverflowError(ModelError):
+    """The request does not fit the model's context window; never retried unchanged."""
 
 
 class ProtocolViolation(Exception):

@@ -1,0 +1,137 @@
+"""The shell every run object shares: a task in a nursery, a lockstep event
+channel, a cancel scope, and ``async with`` / ``async for`` / ``wait()``."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+import trio
+
+from .engine import Emitter
+
+R = TypeVar("R")
+E = TypeVar("E")
+
+_NEW, _OPEN, _CLOSED, _INLINE = "new", "open", "closed", "inline"
+
+EVENT_BUFFER = 0
+"""The run and its consumer move in lockstep: each event is handed over before the
+run goes on, so a consumer that calls ``cancel()`` after event k sees the last event
+next (save events owed for what is already in the transcript). A buffer measured
+no faster: trio's schedule points dominate either way."""
+
+
+class EventRun(Generic[E, R]):
+    """Base of ``AgentRun`` and ``TurnRun``; subclasses implement ``_drive``.
+
+    ``_drive(emit)`` runs to the end in the current task, emits every event
+    and calls ``_finish(result, make_last, emit)``.
+    """
+
+    _task_name = "trio_agent.run"
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self._scope = scope
+        self._phase = _NEW
+        self._result: R | None = None
+        self._receive: trio.MemoryReceiveChannel[E] | None = None
+        self._nursery_manager: Any = None
+
+    # -- to implement
+    async def _drive(self, emit: Emitter) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _emitter(self, send: trio.MemorySendChannel[E] | None) -> Emitter:
+        return Emitter(send)
+
+    # -- shared
+    @property
+    def result(self) -> R | None:
+        """The result once the run has finished, else None."""
+        return self._result
+
+    def cancel(self) -> None:
+        """Cancel the run (its cancel scope); safe at any time, also before it starts."""
+        self._scope.cancel()
+
+    async def _finish(self, result: R, make_last: Any, emit: Emitter) -> None:
+        self._result = result
+        await emit.finish(make_last)
+
+    async def _drive_and_close(self, send: trio.MemorySendChannel[E]) -> None:
+        async with send:
+            await self._drive(self._emitter(send))
+
+    async def __aenter__(self) -> Any:
+        if self._phase != _NEW:
+            raise RuntimeError("a run can be entered (or awaited) only once")
+        self._phase = _OPEN
+        send, self._receive = trio.open_memory_channel[E](EVENT_BUFFER)
+        self._nursery_manager = trio.open_nursery()
+        nursery = await self._nursery_manager.__aenter__()
+        nursery.start_soon(self._drive_and_close, send, name=self._task_name)
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        """Leaving early cancels the run; waits for it to finish either way."""
+        self._phase = _CLOSED
+        if self._result is None:
+            self._scope.cancel()
+        assert self._receive is not None
+        self._receive.close()
+        try:
+            await self._nursery_manager.__aexit__(None, None, None)
+        except BaseExceptionGroup as group:
+            _, rest = group.split(trio.Cancelled)
+            if exc is not None:
+                if rest is None:
+                    # Only cancellation: let the body's own exception through. Nothing
+                    # is lost: trio cancellation is level-triggered, so the cancelled
+                    # scope raises again at the caller's next checkpoint.
+                    return False
+                # The run died too: keep both rather than lose the body's exception.
+                raise BaseExceptionGroup(
+                    "the body of `async with run` and the run both raised",
+                    [exc, *rest.exceptions],
+                ) from None
+            if len(group.exceptions) == 1 and not isinstance(
+                group.exceptions[0], BaseExceptionGroup
+            ):
+                raise group.exceptions[0] from None
+            raise
+        return False
+
+    def __aiter__(self) -> Any:
+        return self
+
+    async def __anext__(self) -> E:
+        if self._phase != _OPEN or self._receive is None:
+            raise RuntimeError("iterate a run inside `async with run:`")
+        try:
+            return await self._receive.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+
+    async def wait(self) -> R:
+        """Return the result once the run has finished.
+
+        Inside ``async with`` it drains the remaining events. Without it, it
+        runs the whole loop in the calling task with no event channel (the
+        fastest way to get a result). Cancellation of the caller cancels the run.
+        """
+        if self._phase == _NEW:
+            self._phase = _INLINE
+            await self._drive(self._emitter(None))
+        elif self._phase == _OPEN:
+            async for _ in self:
+                pass
+        if self._result is None:
+            raise RuntimeError("the run is already being awaited elsewhere")
+        return self._result
+
+
+def cancelled_from_outside(exc: BaseException) -> bool:
+    """Whether ``exc`` (bare or grouped by a nursery) carries trio cancellation."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and exc.split(trio.Cancelled)[0] is not None

@@ -1,0 +1,489 @@
+"""The step engine that ``run_agent_loop`` and ``Agent`` both run on.
+
+One turn is ``run_turn``: steps until the model stops, the step budget is
+spent, a hook stops it or it fails, with every event emitted through one
+``Emitter``. The layers differ only in the ``StepHooks`` they pass: the
+defaults give exactly the core contract (no inbox, no retries, no hooks);
+the session layer overrides them. Like ``trio.lowlevel``, this module is for
+building layers, not for everyday use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, final
+
+import attrs
+import trio
+
+from .events import (
+    MODEL_ERROR,
+    MODEL_PROTOCOL_ERROR,
+    TOOL_FATAL,
+    AttemptFailed,
+    MessageAccepted,
+    ModelChunk,
+    ToolFinished,
+    ToolStarted,
+)
+from .messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    TranscriptError,
+    _checked_message,
+    _Linker,
+    _snapshot,
+)
+from .model import Model, ModelRequest, ProtocolViolation, StepCheck, ToolSpec, Usage
+from .tools import FatalToolError, ToolRegistry, _describe, execute_tool_call
+
+__all__ = [
+    "HOOK_ERROR",
+    "Conversation",
+    "Emitter",
+    "StepFailure",
+    "StepHooks",
+    "TurnOutcome",
+    "TurnSpec",
+    "TurnState",
+    "run_turn",
+]
+
+HOOK_ERROR = "HOOK_ERROR"
+
+
+class StepFailure(Exception):
+    """Ends the turn as failed with a stable ``code``; a hook may raise it directly."""
+
+    def __init__(self, code: str, detail: str, error: BaseException | None = None) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.error = error
+
+
+class _ModelFailed(Exception):
+    """One attempt failed with an exception from the model (internal)."""
+
+    def __init__(self, error: Exception, chunks: int) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.chunks = chunks
+
+
+@final
+class Emitter:
+    """The one event counter of a run or session, and its sink.
+
+    ``next`` is the sequence number the next event must carry; it moves on
+    only once the event is delivered (a send cancelled by trio delivers
+    nothing), so sequences stay contiguous whatever is cancelled. With no
+    channel (``wait()`` without ``async with``) events are counted and dropped.
+    """
+
+    __slots__ = ("_owed", "_send", "next")
+
+    def __init__(self, send: trio.MemorySendChannel[Any] | None, start: int = 0) -> None:
+        self._send = send
+        self._owed: list[Callable[[int], Any]] = []
+        self.next = start
+
+    async def __call__(self, event: Any) -> None:
+        if self._send is not None:
+            try:
+                await self._send.send(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._send = None  # the consumer left; the run is being cancelled
+        self.next += 1
+
+    async def announce(self, makers: Sequence[Callable[[int], Any]]) -> None:
+        """Deliver events that report what is already in the transcript.
+
+        If cancellation interrupts them, the undelivered ones are owed and
+        ``finish`` delivers them just before the last event: the stream and
+        the transcript always agree.
+        """
+        for index, make in enumerate(makers):
+            try:
+                await self(make(self.next))
+            except trio.Cancelled:
+                self._owed.extend(makers[index:])
+                raise
+
+    async def finish(self, make_last: Callable[[int], Any]) -> None:
+        """Deliver owed events, then the last one; shielded, as the outcome is decided."""
+        with trio.CancelScope(shield=True):
+            owed, self._owed = self._owed, []
+            for make in owed:
+                await self(make(self.next))
+            await self(make_last(self.next))
+
+
+@final
+@attrs.define(eq=False)
+class Conversation:
+    """The transcript a run or session owns, checked incrementally as it grows.
+
+    ``requests`` counts the model requests opened so far; request ``n`` is
+    ``request-{n:03d}``.
+    """
+
+    messages: list[Message]
+    linker: _Linker
+    requests: int = 0
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[object], requests: int = 0) -> Conversation:
+        """Check and copy ``messages``; raises ``TranscriptError``."""
+        checked, linker = _snapshot(messages)
+        return cls(list(checked), linker, requests)
+
+    def append(self, message: Message) -> None:
+        self.linker.add(message)
+        self.messages.append(message)
+
+    def snapshot(self) -> tuple[Message, ...]:
+        return tuple(self.messages)
+
+    def unanswered_calls(self) -> list[ToolCall]:
+        """Calls of the last assistant message still without a result."""
+        return list(self.linker.open_calls.values())
+
+    def replace(self, messages: Sequence[object]) -> None:
+        """Replace the whole transcript (compaction), checked in full: ``TranscriptError``."""
+        checked, linker = _snapshot(messages)
+        self.messages = list(checked)
+        self.linker = linker
+
+    def check_new(self, message: object) -> Message:
+        """Check a message about to be queued: its fields, and an id not yet used."""
+        checked = _checked_message(message, len(self.messages))
+        if checked.id in self.linker.message_ids:
+            raise TranscriptError("DUPLICATE_MESSAGE_ID", f"message id {checked.id!r} is used")
+        return checked
+
+
+@final
+@attrs.define(eq=False)
+class TurnState:
+    """What a turn has done so far; hooks and policies read it."""
+
+    steps: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    last_stop_reason: str | None = None
+    hit_length: bool = False
+    last_results: tuple[ToolResultMessage, ...] = ()
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@final
+@attrs.frozen(eq=False)
+class TurnSpec:
+    """What a turn runs with: the model, a snapshot of the tools, and its step budget."""
+
+    model: Model
+    tools: ToolRegistry
+    specs: tuple[ToolSpec, ...]
+    system: str
+    max_steps: int
+
+
+@final
+@attrs.frozen
+class TurnOutcome:
+    """How ``run_turn`` ended (cancellation propagates instead)."""
+
+    kind: Literal["completed", "max_steps", "failed", "stopped"]
+    stop_reason: str | None = None
+    code: str | None = None
+    detail: str | None = None
+    error: BaseException | None = None
+    stop: object = None
+
+
+class StepHooks:
+    """Extension points of ``run_turn``; these defaults are the core contract.
+
+    Override in a subclass. ``has_input``/``take_input`` are synchronous so
+    that nothing is taken from a queue unless it is appended at once.
+    """
+
+    def has_input(self, stop_reason: str) -> bool:
+        """Whether queued input would continue the turn after a step."""
+        return False
+
+    def take_input(self, stop_reason: str) -> list[Message]:
+        """Take the queued input that continues the turn (appended at once)."""
+        return []
+
+    async def prepare_request(
+        self, request: ModelRequest, conversation: Conversation
+    ) -> ModelRequest:
+        """The request to send, once per step, before any attempt."""
+        return request
+
+    def retry_delay(self, error: Exception, attempt: int) -> float | None:
+        """Seconds to wait before another attempt after ``error``, or None to fail."""
+        return None
+
+    async def before_tool_call(self, call: ToolCall) -> str | None:
+        """A reason to block ``call`` (it becomes an error result), or None to run it."""
+        return None
+
+    async def after_tool_call(self, call: ToolCall, result: ToolResultMessage) -> ToolResultMessage:
+        """The result to record for ``call``."""
+        return result
+
+    async def after_step(self, state: TurnState) -> object | None:
+        """Called when the turn would go on; anything but None stops it with that value."""
+        return None
+
+
+_DEFAULT_HOOKS = StepHooks()
+
+
+async def _hook(name: str, call: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return await call(*args)
+    except StepFailure:
+        raise
+    except Exception as exc:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        raise StepFailure(HOOK_ERROR, f"hook {name} raised {_describe(exc)}", exc) from exc
+
+
+async def _stream_response(
+    model: Model, request: ModelRequest, conversation: Conversation, emit: Emitter, attempt: int
+) -> tuple[AssistantMessage, str, Usage | None]:
+    """One attempt: stream, emitting each valid chunk; return the checked assistant message.
+
+    Raises ``_ModelFailed`` for an exception from the model and
+    ``StepFailure(MODEL_PROTOCOL_ERROR)`` for a broken rule. Cancellation
+    propagates; nothing is appended here, so a half-streamed message never
+    reaches the transcript.
+    """
+    check = StepCheck(request.id)
+    violation: ProtocolViolation | None = None
+    response: Any = None
+    chunks = 0
+    try:
+        async with model.stream(request) as stream:
+            async for chunk in stream:
+                try:
+                    checked = check.add_chunk(chunk)
+                except ProtocolViolation as exc:
+                    violation = exc
+                    break
+                await emit(
+                    ModelChunk(
+                        sequence=emit.next, request_id=request.id, chunk=checked, attempt=attempt
+                    )
+                )
+                chunks += 1
+            else:
+                response = await stream.response()
+    except Exception as exc:
+        # A model that turns our cancellation into its own error is still cancelled.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if violation is None:
+            raise _ModelFailed(exc, chunks) from exc
+    try:
+        if violation is not None:
+            raise violation
+        linker = conversation.linker
+        message = check.finish(response, linker.message_ids, linker.call_ids)
+    except ProtocolViolation as exc:
+        raise StepFailure(MODEL_PROTOCOL_ERROR, f"{request.id}: {exc}") from None
+    return message, response.stop_reason, response.usage
+
+
+def _blocked_result(call: ToolCall, reason: str) -> ToolResultMessage:
+    return ToolResultMessage(
+        id=f"tool-result-{call.id}",
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=f'Tool call "{call.name}" was blocked: {reason}',
+        is_error=True,
+    )
+
+
+def _finished(call: ToolCall, result: ToolResultMessage) -> Callable[[int], ToolFinished]:
+    return lambda sequence: ToolFinished(sequence=sequence, call=call, result=result)
+
+
+def _checked_result(call: ToolCall, result: object) -> ToolResultMessage:
+    if (
+        type(result) is not ToolResultMessage
+        or result.id != f"tool-result-{call.id}"
+        or result.tool_call_id != call.id
+        or result.tool_name != call.name
+    ):
+        raise StepFailure(
+            HOOK_ERROR,
+            f"hook after_tool_call must return the ToolResultMessage of call {call.id!r} "
+            f"(same id, tool_call_id and tool_name), got {result!r:.200}",
+        )
+    try:
+        _checked_message(result, 0)
+    except TranscriptError as exc:
+        raise StepFailure(HOOK_ERROR, f"hook after_tool_call returned {exc}") from None
+    return result
+
+
+async def _run_tool_batch(
+    message: AssistantMessage,
+    spec: TurnSpec,
+    hooks: StepHooks,
+    conversation: Conversation,
+    state: TurnState,
+    emit: Emitter,
+) -> None:
+    """Run the message's calls one after another, appending each result as it returns.
+
+    A result, once appended, is always announced by ``tool.finished``.
+    ``FatalToolError`` fails the turn with no result for that call; so does a
+    ``before_tool_call`` hook that raises. If ``after_tool_call`` raises, the
+    tool's own result is recorded before the turn fails. Cancellation
+    propagates with no result for the interrupted call.
+    """
+    results: list[ToolResultMessage] = []
+    plain = hooks is _DEFAULT_HOOKS  # the core: no hook calls on the hot path
+    for block in message.content:
+        if type(block) is not ToolCall:
+            continue
+        await emit(ToolStarted(sequence=emit.next, call=block))
+        reason = None if plain else await _hook("before_tool_call", hooks.before_tool_call, block)
+        if reason is not None:
+            result = _blocked_result(block, str(reason))
+        else:
+            try:
+                result = await execute_tool_call(spec.tools, block)
+            except FatalToolError as exc:
+                raise StepFailure(
+                    TOOL_FATAL,
+                    f'tool "{block.name}" (call {block.id!r}) failed fatally: {exc}',
+                    exc,
+                ) from exc
+        try:
+            final = (
+                result
+                if plain
+                else _checked_result(
+                    block, await _hook("after_tool_call", hooks.after_tool_call, block, result)
+                )
+            )
+        except StepFailure:
+            conversation.append(result)
+            await emit.announce([_finished(block, result)])
+            raise
+        conversation.append(final)
+        results.append(final)
+        await emit.announce([_finished(block, final)])
+    conversation.linker.require_answered()
+    state.last_results = tuple(results)
+
+
+async def _attempts(
+    spec: TurnSpec, hooks: StepHooks, request: ModelRequest, conv: Conversation, emit: Emitter
+) -> tuple[AssistantMessage, str, Usage | None]:
+    """Attempts of one request until one succeeds or ``retry_delay`` gives up."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await _stream_response(spec.model, request, conv, emit, attempt)
+        except _ModelFailed as failed:
+            try:
+                delay = hooks.retry_delay(failed.error, attempt)
+            except Exception as exc:
+                raise StepFailure(
+                    HOOK_ERROR, f"hook retry_delay raised {_describe(exc)}", exc
+                ) from exc
+            if delay is None:
+                raise StepFailure(MODEL_ERROR, _describe(failed.error), failed.error) from None
+            await emit(
+                AttemptFailed(
+                    sequence=emit.next,
+                    request_id=request.id,
+                    attempt=attempt,
+                    error=_describe(failed.error),
+                    chunks=failed.chunks,
+                    retry_in=delay,
+                )
+            )
+            await trio.sleep(delay)
+
+
+async def _step(
+    conv: Conversation, spec: TurnSpec, hooks: StepHooks, state: TurnState, emit: Emitter
+) -> str:
+    """One step: prepare the request, run its attempts, append the answer, run its tools."""
+    await trio.lowlevel.checkpoint_if_cancelled()  # never open a request once cancelled
+    request = ModelRequest(
+        id=f"request-{conv.requests + 1:03d}",
+        messages=conv.snapshot(),
+        tools=spec.specs,
+        system=spec.system,
+    )
+    if hooks is not _DEFAULT_HOOKS:
+        request = await _hook("prepare_request", hooks.prepare_request, request, conv)
+    conv.requests += 1
+    state.steps += 1
+    message, stop_reason, usage = await _attempts(spec, hooks, request, conv, emit)
+    conv.append(message)
+    state.last_stop_reason = stop_reason
+    state.hit_length = state.hit_length or stop_reason == "length"
+    if usage is not None:
+        state.input_tokens += usage.input_tokens
+        state.output_tokens += usage.output_tokens
+    if stop_reason == "tool_call":
+        await _run_tool_batch(message, spec, hooks, conv, state, emit)
+    return stop_reason
+
+
+async def accept(conversation: Conversation, messages: Sequence[Message], emit: Emitter) -> None:
+    """Append ``messages`` at once, then announce each with ``message.accepted``."""
+    for message in messages:
+        conversation.append(message)
+    await emit.announce(
+        [lambda sequence, m=m: MessageAccepted(sequence=sequence, message=m) for m in messages]
+    )
+
+
+async def run_turn(
+    conversation: Conversation,
+    spec: TurnSpec,
+    state: TurnState,
+    emit: Emitter,
+    hooks: StepHooks = _DEFAULT_HOOKS,
+) -> TurnOutcome:
+    """Run steps until the model stops, the budget is spent, a hook stops it or it fails.
+
+    After each step that would go on (a tool batch ran, or ``hooks.has_input``):
+    the step budget is checked (``max_steps``), then ``after_step``, then the
+    queued input is taken and appended. Queued input stays queued when the
+    turn ends. Cancellation propagates; the conversation then holds only
+    complete messages (a cancelled batch may leave calls unanswered, which
+    ``repair_transcript`` or the next turn answers explicitly).
+    """
+    try:
+        while True:
+            stop_reason = await _step(conversation, spec, hooks, state, emit)
+            if stop_reason != "tool_call" and not hooks.has_input(stop_reason):
+                return TurnOutcome("completed", stop_reason=stop_reason)
+            if state.steps >= spec.max_steps:
+                return TurnOutcome("max_steps", stop_reason=stop_reason)
+            stop = await _hook("after_step", hooks.after_step, state)
+            if stop is not None:
+                return TurnOutcome("stopped", stop_reason=stop_reason, stop=stop)
+            pending = hooks.take_input(stop_reason)
+            if pending:
+                await accept(conversation, pending, emit)
+    except StepFailure as failure:
+        return TurnOutcome("failed", code=failure.code, detail=failure.detail, error=failure.error)
