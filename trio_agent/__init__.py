@@ -1,7 +1,10 @@
 """trio-agent: LLM agent loops on trio, with one totally ordered event stream."""
 
+from .engine import StepFailure as StepFailure
+from .events import AttemptFailed as AttemptFailed
 from .events import Cancelled as Cancelled
 from .events import Completed as Completed
+from .events import ContextCompacted as ContextCompacted
 from .events import Event as Event
 from .events import Failed as Failed
 from .events import FailureCode as FailureCode
@@ -10,8 +13,21 @@ from .events import MessageAccepted as MessageAccepted
 from .events import ModelChunk as ModelChunk
 from .events import RunFinished as RunFinished
 from .events import RunResult as RunResult
+from .events import SessionEvent as SessionEvent
 from .events import ToolFinished as ToolFinished
 from .events import ToolStarted as ToolStarted
+from .events import TurnBlocked as TurnBlocked
+from .events import TurnCancelled as TurnCancelled
+from .events import TurnCompleted as TurnCompleted
+from .events import TurnEnd as TurnEnd
+from .events import TurnFailed as TurnFailed
+from .events import TurnFinished as TurnFinished
+from .events import TurnLength as TurnLength
+from .events import TurnMaxSteps as TurnMaxSteps
+from .events import TurnRepeatedFailure as TurnRepeatedFailure
+from .events import TurnResult as TurnResult
+from .events import TurnStarted as TurnStarted
+from .events import TurnTokenBudget as TurnTokenBudget
 from .limits import MAX_AGENT_STEPS as MAX_AGENT_STEPS
 from .limits import MAX_ARGUMENT_CHARS as MAX_ARGUMENT_CHARS
 from .limits import MAX_ARGUMENT_DEPTH as MAX_ARGUMENT_DEPTH
@@ -37,13 +53,24 @@ from .messages import repair_transcript as repair_transcript
 from .messages import text_from_assistant as text_from_assistant
 from .messages import validate_transcript as validate_transcript
 from .model import Chunk as Chunk
+from .model import ContextOverflowError as ContextOverflowError
 from .model import Model as Model
+from .model import ModelError as ModelError
 from .model import ModelRequest as ModelRequest
 from .model import ModelResponse as ModelResponse
 from .model import ModelStream as ModelStream
 from .model import TextDelta as TextDelta
 from .model import ToolSpec as ToolSpec
+from .model import TransientModelError as TransientModelError
 from .model import Usage as Usage
+from .session import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
+from .session import Agent as Agent
+from .session import RetryPolicy as RetryPolicy
+from .session import ToolBlocked as ToolBlocked
+from .session import TurnRun as TurnRun
+from .session import block as block
+from .session import estimate_tokens as estimate_tokens
+from .session import truncate_text as truncate_text
 from .tools import FatalToolError as FatalToolError
 from .tools import Tool as Tool
 from .tools import ToolArgumentsError as ToolArgumentsError

@@ -48,6 +48,8 @@ __all__ = [
     "TurnOutcome",
     "TurnSpec",
     "TurnState",
+    "accept",
+    "call_hook",
     "run_turn",
 ]
 
@@ -248,7 +250,9 @@ class StepHooks:
 _DEFAULT_HOOKS = StepHooks()
 
 
-async def _hook(name: str, call: Callable[..., Any], *args: Any) -> Any:
+async def call_hook(name: str, call: Callable[..., Any], *args: Any) -> Any:
+    """Await ``call(*args)``; an exception from it fails the turn as ``HOOK_ERROR``
+    naming ``name`` (cancellation propagates, also when the hook turned it into an error)."""
     try:
         return await call(*args)
     except StepFailure:
@@ -358,7 +362,9 @@ async def _run_tool_batch(
         if type(block) is not ToolCall:
             continue
         await emit(ToolStarted(sequence=emit.next, call=block))
-        reason = None if plain else await _hook("before_tool_call", hooks.before_tool_call, block)
+        reason = (
+            None if plain else await call_hook("before_tool_call", hooks.before_tool_call, block)
+        )
         if reason is not None:
             result = _blocked_result(block, str(reason))
         else:
@@ -375,7 +381,7 @@ async def _run_tool_batch(
                 result
                 if plain
                 else _checked_result(
-                    block, await _hook("after_tool_call", hooks.after_tool_call, block, result)
+                    block, await call_hook("after_tool_call", hooks.after_tool_call, block, result)
                 )
             )
         except StepFailure:
@@ -432,7 +438,7 @@ async def _step(
         system=spec.system,
     )
     if hooks is not _DEFAULT_HOOKS:
-        request = await _hook("prepare_request", hooks.prepare_request, request, conv)
+        request = await call_hook("prepare_request", hooks.prepare_request, request, conv)
     conv.requests += 1
     state.steps += 1
     message, stop_reason, usage = await _attempts(spec, hooks, request, conv, emit)
@@ -479,7 +485,7 @@ async def run_turn(
                 return TurnOutcome("completed", stop_reason=stop_reason)
             if state.steps >= spec.max_steps:
                 return TurnOutcome("max_steps", stop_reason=stop_reason)
-            stop = await _hook("after_step", hooks.after_step, state)
+            stop = await call_hook("after_step", hooks.after_step, state)
             if stop is not None:
                 return TurnOutcome("stopped", stop_reason=stop_reason, stop=stop)
             pending = hooks.take_input(stop_reason)

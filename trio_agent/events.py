@@ -13,7 +13,7 @@ from typing import ClassVar, Final, Literal
 from msgspec import Struct
 
 from .messages import Message, ToolCall, ToolResultMessage
-from .model import Chunk
+from .model import Chunk, Usage
 
 __all__ = [
     "AttemptFailed",
@@ -27,8 +27,22 @@ __all__ = [
     "ModelChunk",
     "RunFinished",
     "RunResult",
+    "ContextCompacted",
+    "SessionEvent",
     "ToolFinished",
     "ToolStarted",
+    "TurnBlocked",
+    "TurnCancelled",
+    "TurnCompleted",
+    "TurnEnd",
+    "TurnFailed",
+    "TurnFinished",
+    "TurnLength",
+    "TurnMaxSteps",
+    "TurnRepeatedFailure",
+    "TurnResult",
+    "TurnStarted",
+    "TurnTokenBudget",
 ]
 
 # ----------------------------------------------------------------- results
@@ -147,3 +161,128 @@ class AttemptFailed(_Event, tag="attempt.failed"):
     error: str
     chunks: int
     retry_in: float
+
+
+# ----------------------------------------------------------- session turns
+
+
+class _TurnEnd(Struct, frozen=True, kw_only=True, tag_field="reason"):
+    """Why a session turn ended; tagged by ``reason``."""
+
+
+class TurnCompleted(_TurnEnd, tag="completed"):
+    """The model stopped, and no queued input continued the turn."""
+
+    reason: ClassVar[str] = "completed"
+
+
+class TurnLength(_TurnEnd, tag="length"):
+    """A step ended on the model's output limit (sticky: later steps cannot undo it)."""
+
+    reason: ClassVar[str] = "length"
+
+
+class TurnMaxSteps(_TurnEnd, tag="max_steps"):
+    """The per-turn step budget was spent."""
+
+    reason: ClassVar[str] = "max_steps"
+    max_steps: int
+
+
+class TurnTokenBudget(_TurnEnd, tag="token_budget"):
+    """The turn's tokens (input plus output, from ``Usage``) reached the budget."""
+
+    reason: ClassVar[str] = "token_budget"
+    used: int
+    limit: int
+
+
+class TurnRepeatedFailure(_TurnEnd, tag="repeated_failure"):
+    """The same call (tool and arguments) failed ``count`` times in a row."""
+
+    reason: ClassVar[str] = "repeated_failure"
+    tool_name: str
+    count: int
+
+
+class TurnBlocked(_TurnEnd, tag="blocked"):
+    """A hook (``should_stop_turn``) stopped the turn."""
+
+    reason: ClassVar[str] = "blocked"
+    detail: str
+
+
+class TurnCancelled(_TurnEnd, tag="cancelled"):
+    """The turn was cancelled; queued input stays queued."""
+
+    reason: ClassVar[str] = "cancelled"
+
+
+class TurnFailed(_TurnEnd, tag="failed"):
+    """The turn failed; ``code`` is a stable string (``MODEL_ERROR``, ``HOOK_ERROR``,
+    ``CONTEXT_OVERFLOW``, ``MODEL_PROTOCOL_ERROR``, ``TOOL_FATAL``)."""
+
+    reason: ClassVar[str] = "failed"
+    code: str
+    detail: str
+
+
+TurnEnd = (
+    TurnCompleted
+    | TurnLength
+    | TurnMaxSteps
+    | TurnTokenBudget
+    | TurnRepeatedFailure
+    | TurnBlocked
+    | TurnCancelled
+    | TurnFailed
+)
+
+
+class TurnResult(Struct, frozen=True, kw_only=True):
+    """What one session turn did: why it ended, its steps and tokens, its final text.
+
+    ``messages`` is the whole session transcript after the turn.
+    """
+
+    turn: int
+    end: TurnEnd
+    steps: int
+    final_text: str
+    usage: Usage
+    messages: tuple[Message, ...]
+
+
+class TurnStarted(_Event, tag="turn.started"):
+    """A session turn began; its input follows as ``message.accepted`` events."""
+
+    type: ClassVar[str] = "turn.started"
+    turn: int
+
+
+class TurnFinished(_Event, tag="turn.finished"):
+    """The last event of a session turn."""
+
+    type: ClassVar[str] = "turn.finished"
+    turn: int
+    result: TurnResult
+
+
+class ContextCompacted(_Event, tag="context.compacted"):
+    """The ``compact`` hook replaced the transcript to make ``request_id`` fit."""
+
+    type: ClassVar[str] = "context.compacted"
+    request_id: str
+    messages: tuple[Message, ...]
+
+
+SessionEvent = (
+    MessageAccepted
+    | ModelChunk
+    | ToolStarted
+    | ToolFinished
+    | AttemptFailed
+    | TurnStarted
+    | TurnFinished
+    | ContextCompacted
+)

@@ -1,0 +1,616 @@
+"""Sessions: an ``Agent`` keeps a conversation across turns.
+
+A turn is ``trio_agent.engine.run_turn`` with session hooks: an inbox
+(steering before the next request, follow-ups when the turn would end),
+user hooks, retries of transient model failures inside a step, budgets that
+end a turn with their own reason, and a context-window guard. One event
+counter runs across all turns of a session.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, final
+
+import attrs
+import msgspec
+import trio
+
+from ._run import EventRun, cancelled_from_outside
+from .engine import (
+    HOOK_ERROR,
+    Conversation,
+    Emitter,
+    StepFailure,
+    StepHooks,
+    TurnOutcome,
+    TurnSpec,
+    TurnState,
+    accept,
+    call_hook,
+    run_turn,
+)
+from .events import (
+    ContextCompacted,
+    SessionEvent,
+    TurnBlocked,
+    TurnCancelled,
+    TurnCompleted,
+    TurnEnd,
+    TurnFailed,
+    TurnFinished,
+    TurnLength,
+    TurnMaxSteps,
+    TurnRepeatedFailure,
+    TurnResult,
+    TurnStarted,
+    TurnTokenBudget,
+)
+from .loop import check_system
+from .messages import (
+    INTERRUPTED_RESULT_TEXT,
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    TranscriptError,
+    UserMessage,
+    text_from_assistant,
+    validate_transcript,
+)
+from .model import ContextOverflowError, Model, ModelRequest, TransientModelError, Usage
+from .tools import ToolRegistry
+
+__all__ = [
+    "CONTEXT_OVERFLOW",
+    "Agent",
+    "RetryPolicy",
+    "ToolBlocked",
+    "TurnRun",
+    "block",
+    "estimate_tokens",
+    "truncate_text",
+]
+
+CONTEXT_OVERFLOW = "CONTEXT_OVERFLOW"
+
+TransformContext = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
+BeforeToolCall = Callable[[ToolCall], Awaitable["ToolBlocked | None"]]
+AfterToolCall = Callable[[ToolCall, ToolResultMessage], Awaitable[ToolResultMessage]]
+ShouldStopTurn = Callable[[TurnState], Awaitable[bool]]
+Compact = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
+CountTokens = Callable[[ModelRequest], int]
+
+
+@final
+@attrs.frozen
+class ToolBlocked:
+    """What ``before_tool_call`` returns to stop a call; build it with ``block(reason)``."""
+
+    reason: str
+
+
+def block(reason: str) -> ToolBlocked:
+    """Block a tool call: it does not run, and the model sees ``reason`` as an error result."""
+    if type(reason) is not str:
+        raise TypeError(f"block() takes a str reason, got {reason!r}")
+    return ToolBlocked(reason)
+
+
+def _positive(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if type(value) not in (int, float) or not value > 0 or not math.isfinite(value):  # type: ignore[operator]
+        raise ValueError(f"{attribute.name} must be a finite number > 0, got {value!r}")
+
+
+@final
+@attrs.frozen
+class RetryPolicy:
+    """Retries of a model attempt that failed with ``TransientModelError``.
+
+    ``attempts`` counts all tries (the first included). The delay before try
+    ``n + 1`` is ``initial_delay * 2**(n - 1)``, at most ``max_delay``, times a
+    random factor in ``1 +- jitter``. A ``retry_after`` hint on the error is
+    honoured instead; a hint longer than ``max_retry_after`` gives up at once.
+    Any other error is never retried. Waits use trio's clock.
+    """
+
+    attempts: int = attrs.field(default=5)
+    initial_delay: float = attrs.field(default=0.5, validator=_positive)
+    max_delay: float = attrs.field(default=10.0, validator=_positive)
+    jitter: float = attrs.field(default=0.1)
+    max_retry_after: float = attrs.field(default=60.0, validator=_positive)
+
+    def __attrs_post_init__(self) -> None:
+        if type(self.attempts) is not int or self.attempts < 1:
+            raise ValueError(f"attempts must be an int >= 1, got {self.attempts!r}")
+        if type(self.jitter) not in (int, float) or not 0 <= self.jitter < 1:
+            raise ValueError(f"jitter must be in [0, 1), got {self.jitter!r}")
+
+    def delay(self, error: Exception, attempt: int, rng: random.Random) -> float | None:
+        """Seconds before the next try after ``attempt`` failed with ``error``, or None."""
+        if not isinstance(error, TransientModelError) or attempt >= self.attempts:
+            return None
+        hint = error.retry_after
+        if hint is not None and math.isfinite(hint) and hint >= 0:
+            return None if hint > self.max_retry_after else float(hint)
+        base = min(self.max_delay, self.initial_delay * 2 ** (attempt - 1))
+        return base * (1 + rng.uniform(-self.jitter, self.jitter))
+
+
+def estimate_tokens(request: ModelRequest) -> int:
+    """A cheap pre-flight estimate: one token per 4 bytes of the request as JSON."""
+    return math.ceil(len(msgspec.json.encode(request)) / 4)
+
+
+def truncate_text(text: str, limit: int) -> str:
+    """``text`` if it fits ``limit`` characters, else its head and tail around a marker."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n[... {len(text) - limit} characters cut: result longer than {limit} ...]\n"
+    keep = max(limit - len(marker), 0)
+    head = keep // 2
+    return text[:head] + marker + text[len(text) - (keep - head) :]
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def _as_user_message(message: str | UserMessage) -> UserMessage:
+    if type(message) is str:
+        return UserMessage(_new_id("user"), message)
+    if type(message) is UserMessage:
+        return message
+    raise TypeError(f"expected a str or UserMessage, got {type(message).__name__}")
+
+
+def _optional_hook(name: str, value: object) -> None:
+    if value is not None and not callable(value):
+        raise TypeError(f"{name} must be an async callable or None, got {value!r}")
+
+
+@final
+class _SessionHooks(StepHooks):
+    """The engine hooks of one session turn."""
+
+    def __init__(self, agent: Agent, emit: Emitter) -> None:
+        self._agent = agent
+        self._emit = emit
+        self._failing_key: bytes | None = None
+        self._failing_count = 0
+        self._failing_tool = ""
+
+    # -- inbox
+    def has_input(self, stop_reason: str) -> bool:
+        agent = self._agent
+        return bool(agent._steering) or (stop_reason != "tool_call" and bool(agent._follow_ups))
+
+    def take_input(self, stop_reason: str) -> list[Message]:
+        agent = self._agent
+        if agent._steering:
+            return _drain(agent._steering)
+        if stop_reason != "tool_call":
+            return _drain(agent._follow_ups)
+        return []
+
+    # -- requests
+    async def _view(
+        self, request: ModelRequest, conversation: Conversation, *, rebuilt: bool
+    ) -> ModelRequest:
+        """The request as sent: ``transform_context`` applied to the transcript.
+
+        ``rebuilt``: the transcript changed (compaction) since ``request`` was made.
+        """
+        transform = self._agent._transform_context
+        if transform is None:
+            if not rebuilt:
+                return request
+            return msgspec.structs.replace(request, messages=conversation.snapshot())
+        returned = await call_hook("transform_context", transform, conversation.snapshot())
+        try:
+            messages = tuple(returned)
+            validate_transcript(messages)
+        except (TypeError, TranscriptError) as exc:
+            raise StepFailure(
+                HOOK_ERROR, f"hook transform_context returned an invalid transcript: {exc}", exc
+            ) from None
+        return msgspec.structs.replace(request, messages=messages)
+
+    async def prepare_request(
+        self, request: ModelRequest, conversation: Conversation
+    ) -> ModelRequest:
+        agent = self._agent
+        request = await self._view(request, conversation, rebuilt=False)
+        window = agent._context_window
+        if window is None:
+            return request
+        budget = window - agent._reserve_output_tokens
+        if agent._count_tokens(request) <= budget:
+            return request
+        if agent._compact is None:
+            raise StepFailure(
+                CONTEXT_OVERFLOW,
+                f"{request.id} needs about {agent._count_tokens(request)} tokens; the window "
+                f"leaves {budget} after reserving {agent._reserve_output_tokens} for output",
+            )
+        compacted = await call_hook("compact", agent._compact, conversation.snapshot())
+        try:
+            if type(compacted) not in (list, tuple):
+                raise TypeError(f"a list or tuple of messages, not {type(compacted).__name__}")
+            conversation.replace(compacted)
+        except (TypeError, TranscriptError) as exc:
+            raise StepFailure(
+                HOOK_ERROR, f"hook compact returned an unusable transcript: {exc}", exc
+            ) from None
+        messages = conversation.snapshot()
+        await self._emit.announce(
+            [
+                lambda sequence: ContextCompacted(
+                    sequence=sequence, request_id=request.id, messages=messages
+                )
+            ]
+        )
+        request = await self._view(request, conversation, rebuilt=True)
+        needed = agent._count_tokens(request)
+        if needed > budget:
+            raise StepFailure(
+                CONTEXT_OVERFLOW,
+                f"{request.id} needs about {needed} tokens after compaction; the window "
+                f"leaves {budget}",
+            )
+        return request
+
+    def retry_delay(self, error: Exception, attempt: int) -> float | None:
+        return self._agent._retry.delay(error, attempt, self._agent._rng)
+
+    # -- tools
+    async def before_tool_call(self, call: ToolCall) -> str | None:
+        hook = self._agent._before_tool_call
+        if hook is None:
+            return None
+        decision = await call_hook("before_tool_call", hook, call)
+        if decision is None:
+            return None
+        if type(decision) is not ToolBlocked:
+            raise StepFailure(
+                HOOK_ERROR,
+                f"hook before_tool_call must return None or block(reason), got {decision!r:.200}",
+            )
+        return decision.reason
+
+    async def after_tool_call(self, call: ToolCall, result: ToolResultMessage) -> ToolResultMessage:
+        agent = self._agent
+        if agent._after_tool_call is not None:
+            result = await call_hook("after_tool_call", agent._after_tool_call, call, result)
+            if type(result) is not ToolResultMessage:
+                return result  # the engine names the hook in its error
+        limit = agent._max_tool_result_chars
+        if limit is not None and len(result.content) > limit:
+            result = msgspec.structs.replace(result, content=truncate_text(result.content, limit))
+        self._track_failures(call, result)
+        return result
+
+    def _track_failures(self, call: ToolCall, result: ToolResultMessage) -> None:
+        if not result.is_error:
+            self._failing_key, self._failing_count = None, 0
+            return
+        key = call.name.encode() + b"\0" + msgspec.json.encode(call.arguments, order="sorted")
+        if key == self._failing_key:
+            self._failing_count += 1
+        else:
+            self._failing_key, self._failing_count, self._failing_tool = key, 1, call.name
+
+    # -- policies
+    async def after_step(self, state: TurnState) -> TurnEnd | None:
+        agent = self._agent
+        stop = agent._should_stop_turn
+        if stop is not None and await call_hook("should_stop_turn", stop, state):
+            return TurnBlocked(detail="should_stop_turn returned True")
+        if agent._max_turn_tokens is not None and state.total_tokens >= agent._max_turn_tokens:
+            return TurnTokenBudget(used=state.total_tokens, limit=agent._max_turn_tokens)
+        limit = agent._max_repeated_failures
+        if limit is not None and self._failing_count >= limit:
+            return TurnRepeatedFailure(tool_name=self._failing_tool, count=self._failing_count)
+        return None
+
+
+def _drain(queue: deque[Message]) -> list[Message]:
+    taken = list(queue)
+    queue.clear()
+    return taken
+
+
+def _end_of(outcome: TurnOutcome, state: TurnState, max_steps: int) -> TurnEnd:
+    if outcome.kind == "completed":
+        return TurnLength() if state.hit_length else TurnCompleted()
+    if outcome.kind == "max_steps":
+        return TurnMaxSteps(max_steps=max_steps)
+    if outcome.kind == "stopped":
+        return outcome.stop  # type: ignore[return-value]
+    code = outcome.code or ""
+    if isinstance(outcome.error, ContextOverflowError):
+        code = CONTEXT_OVERFLOW
+    return TurnFailed(code=code, detail=outcome.detail or "")
+
+
+@final
+class TurnRun(EventRun[SessionEvent, TurnResult]):
+    """One turn of an ``Agent``: enter it once and iterate its events, or ``await wait()``.
+
+    Events: ``turn.started``, the turn's input as ``message.accepted``, the
+    core's step events, ``attempt.failed`` for retried attempts,
+    ``context.compacted``, and last ``turn.finished``. Sequences continue
+    the session's one counter.
+    """
+
+    _task_name = "trio_agent.turn"
+
+    def __init__(self, agent: Agent, prompt: UserMessage | None) -> None:
+        super().__init__(trio.CancelScope())
+        self._agent = agent
+        self._prompt = prompt
+
+    def _emitter(self, send: trio.MemorySendChannel[SessionEvent] | None) -> Emitter:
+        return Emitter(send, start=self._agent._next_sequence)
+
+    async def _drive(self, emit: Emitter) -> None:
+        agent = self._agent
+        if agent._active is not None:
+            raise RuntimeError("this Agent is already running a turn; use steer() or follow_up()")
+        agent._active = self
+        emit.next = agent._next_sequence  # a turn created earlier still continues the count
+        try:
+            await self._run(agent, emit)
+        finally:
+            agent._active = None
+            agent._next_sequence = emit.next
+
+    async def _run(self, agent: Agent, emit: Emitter) -> None:
+        conversation = agent._conversation
+        turn = agent._turns = agent._turns + 1
+        spec = TurnSpec(
+            model=agent._model,
+            tools=agent._tools.copy(),
+            specs=agent._tools.specs(),
+            system=agent._system,
+            max_steps=agent._max_steps,
+        )
+        state = TurnState()
+        start = len(conversation.messages)
+        # Everything taken for this turn is appended before the first await, so a
+        # cancellation cannot lose it; its events are owed if cancellation lands first.
+        repairs = [
+            ToolResultMessage(
+                f"tool-result-{call.id}", call.id, call.name, INTERRUPTED_RESULT_TEXT, True
+            )
+            for call in conversation.unanswered_calls()
+        ]
+        taken = ([] if self._prompt is None else [self._prompt]) + _drain(agent._steering)
+        if not taken:
+            taken = _drain(agent._follow_ups)
+        outcome: TurnOutcome | None = None
+        try:
+            with self._scope:
+                await emit.announce([lambda sequence: TurnStarted(sequence=sequence, turn=turn)])
+                await accept(conversation, repairs + taken, emit)
+                if not taken:
+                    outcome = TurnOutcome("completed", stop_reason=None)  # nothing to do
+                else:
+                    hooks = _SessionHooks(agent, emit)
+                    outcome = await run_turn(conversation, spec, state, emit, hooks)
+        except (trio.Cancelled, BaseExceptionGroup) as exc:
+            if cancelled_from_outside(exc):
+                await self._end(turn, TurnCancelled(), state, conversation, start, emit)
+            raise
+        end = TurnCancelled() if outcome is None else _end_of(outcome, state, spec.max_steps)
+        await self._end(turn, end, state, conversation, start, emit)
+
+    async def _end(
+        self,
+        turn: int,
+        end: TurnEnd,
+        state: TurnState,
+        conversation: Conversation,
+        start: int,
+        emit: Emitter,
+    ) -> None:
+        final_text = ""
+        for message in reversed(conversation.messages[start:]):
+            if type(message) is AssistantMessage:
+                final_text = text_from_assistant(message)
+                break
+        result = TurnResult(
+            turn=turn,
+            end=end,
+            steps=state.steps,
+            final_text=final_text,
+            usage=Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens),
+            messages=conversation.snapshot(),
+        )
+        await self._finish(
+            result, lambda sequence: TurnFinished(sequence=sequence, turn=turn, result=result), emit
+        )
+
+
+@final
+class Agent:
+    """A conversation with a model across turns.
+
+    ``await agent.prompt(text)`` runs one turn and returns its ``TurnResult``;
+    ``agent.turn(text)`` returns the ``TurnRun`` to watch its events. The
+    transcript and the request numbering carry over from turn to turn; the
+    step budget (``max_steps``) is per turn. ``steer()`` and ``follow_up()``
+    queue input from any task, also while a turn runs. One turn runs at a time.
+
+    Hooks (each an optional async callable): ``transform_context(messages)``
+    returns the messages to send (the transcript itself is unchanged);
+    ``before_tool_call(call)`` returns None or ``block(reason)``;
+    ``after_tool_call(call, result)`` returns the result to record;
+    ``should_stop_turn(state)`` returning True ends the turn as ``blocked``;
+    ``compact(messages)`` returns a shorter transcript when a request would
+    not fit ``context_window``. A hook that raises ends the turn as failed
+    with ``HOOK_ERROR``, the transcript intact.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        tools: ToolRegistry | None = None,
+        system: str = "",
+        messages: Sequence[Message] = (),
+        max_steps: int = 32,
+        retry: RetryPolicy | None = None,
+        max_turn_tokens: int | None = None,
+        max_repeated_failures: int | None = 3,
+        context_window: int | None = None,
+        reserve_output_tokens: int = 4096,
+        count_tokens: CountTokens = estimate_tokens,
+        max_tool_result_chars: int | None = 32_768,
+        transform_context: TransformContext | None = None,
+        before_tool_call: BeforeToolCall | None = None,
+        after_tool_call: AfterToolCall | None = None,
+        should_stop_turn: ShouldStopTurn | None = None,
+        compact: Compact | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if not callable(getattr(model, "stream", None)):
+            raise TypeError(f"model must have a callable stream(request), got {model!r}")
+        if tools is not None and type(tools) is not ToolRegistry:
+            raise TypeError(f"tools must be a ToolRegistry or None, got {type(tools).__name__}")
+        check_system(system)
+        if type(messages) not in (list, tuple):
+            raise TypeError(f"messages must be a list or tuple, got {type(messages).__name__}")
+        for name, value in (
+            ("max_steps", max_steps),
+            ("reserve_output_tokens", reserve_output_tokens),
+        ):
+            if type(value) is not int or value < (1 if name == "max_steps" else 0):
+                raise ValueError(
+                    f"{name} must be an int >= {int(name == 'max_steps')}, got {value!r}"
+                )
+        for name, value in (
+            ("max_turn_tokens", max_turn_tokens),
+            ("max_repeated_failures", max_repeated_failures),
+            ("context_window", context_window),
+            ("max_tool_result_chars", max_tool_result_chars),
+        ):
+            if value is not None and (type(value) is not int or value < 1):
+                raise ValueError(f"{name} must be None or an int >= 1, got {value!r}")
+        if max_tool_result_chars is not None and max_tool_result_chars < 200:
+            raise ValueError("max_tool_result_chars must leave room for the cut marker (>= 200)")
+        if retry is not None and type(retry) is not RetryPolicy:
+            raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
+        if not callable(count_tokens):
+            raise TypeError(f"count_tokens must be callable, got {count_tokens!r}")
+        hooks = {
+            "transform_context": transform_context,
+            "before_tool_call": before_tool_call,
+            "after_tool_call": after_tool_call,
+            "should_stop_turn": should_stop_turn,
+            "compact": compact,
+        }
+        for name, value in hooks.items():
+            _optional_hook(name, value)
+        self._conversation = Conversation.from_messages(messages)  # raises TranscriptError
+        self._model = model
+        self._tools = ToolRegistry() if tools is None else tools
+        self._system = system
+        self._max_steps = max_steps
+        self._retry = RetryPolicy() if retry is None else retry
+        self._rng = random.Random(seed)
+        self._max_turn_tokens = max_turn_tokens
+        self._max_repeated_failures = max_repeated_failures
+        self._context_window = context_window
+        self._reserve_output_tokens = reserve_output_tokens
+        self._count_tokens = count_tokens
+        self._max_tool_result_chars = max_tool_result_chars
+        self._transform_context = transform_context
+        self._before_tool_call = before_tool_call
+        self._after_tool_call = after_tool_call
+        self._should_stop_turn = should_stop_turn
+        self._compact = compact
+        self._steering: deque[Message] = deque()
+        self._follow_ups: deque[Message] = deque()
+        self._turns = 0
+        self._next_sequence = 0
+        self._active: TurnRun | None = None
+
+    # -- state
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The session transcript: complete messages only."""
+        return self._conversation.snapshot()
+
+    @property
+    def turns(self) -> int:
+        """Turns started so far."""
+        return self._turns
+
+    @property
+    def requests(self) -> int:
+        """Model requests opened so far; the next is ``request-{requests + 1:03d}``."""
+        return self._conversation.requests
+
+    @property
+    def running(self) -> bool:
+        return self._active is not None
+
+    @property
+    def queued_steering(self) -> tuple[Message, ...]:
+        return tuple(self._steering)
+
+    @property
+    def queued_follow_ups(self) -> tuple[Message, ...]:
+        return tuple(self._follow_ups)
+
+    def clear_queued(self) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
+        """Remove and return the queued (steering, follow-up) messages."""
+        queued = (tuple(self._steering), tuple(self._follow_ups))
+        self._steering.clear()
+        self._follow_ups.clear()
+        return queued
+
+    # -- input
+    def _checked(self, message: str | UserMessage) -> UserMessage:
+        user = _as_user_message(message)
+        self._conversation.check_new(user)
+        if any(queued.id == user.id for queued in (*self._steering, *self._follow_ups)):
+            raise TranscriptError("DUPLICATE_MESSAGE_ID", f"message id {user.id!r} is queued")
+        return user
+
+    def steer(self, message: str | UserMessage) -> None:
+        """Queue guidance for the current turn, delivered before its next model request.
+
+        The running tool batch still finishes first. With no turn running it
+        waits for the next one. Raises ``TypeError``/``TranscriptError`` for
+        a bad message at once.
+        """
+        self._steering.append(self._checked(message))
+
+    def follow_up(self, message: str | UserMessage) -> None:
+        """Queue input delivered when the current turn would otherwise end; it continues it."""
+        self._follow_ups.append(self._checked(message))
+
+    # -- turns
+    def turn(self, message: str | UserMessage | None = None) -> TurnRun:
+        """A turn on ``message`` (if any) plus the queued input; nothing runs until entered.
+
+        With no message and nothing queued the turn ends with zero steps and
+        the model is not called.
+        """
+        if self._active is not None:
+            raise RuntimeError("this Agent is already running a turn; use steer() or follow_up()")
+        return TurnRun(self, None if message is None else self._checked(message))
+
+    async def prompt(self, message: str | UserMessage | None = None) -> TurnResult:
+        """Run one turn and return its result.
+
+        Cancellation ends the turn as ``cancelled`` (the transcript keeps only
+        complete messages; queued input stays queued) and propagates.
+        """
+        return await self.turn(message).wait()
