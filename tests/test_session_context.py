@@ -48,15 +48,22 @@ def history(n: int) -> list:
     return out
 
 
-async def test_a_request_that_would_not_fit_is_never_sent():
-    model = ScriptedModel([scripted_response("r1", "never")])
+def crowded(script, compact=None) -> tuple[Agent, ScriptedModel]:
+    """An agent whose 6 messages of history leave no room for a 7th (600 of 1000 tokens)."""
+    model = ScriptedModel(script)
     agent = Agent(
         model=model,
         messages=history(3),
         context_window=1000,
         reserve_output_tokens=400,
         count_tokens=by_messages,
+        compact=compact,
     )
+    return agent, model
+
+
+async def test_a_request_that_would_not_fit_is_never_sent():
+    agent, model = crowded([scripted_response("r1", "never")])
     result = await agent.prompt(UserMessage("u9", "one more"))  # 7 messages: 700 > 600
     assert isinstance(result.end, TurnFailed) and result.end.code == "CONTEXT_OVERFLOW"
     assert "700 tokens" in result.end.detail and "600" in result.end.detail
@@ -71,15 +78,7 @@ async def test_the_compact_hook_makes_the_request_fit():
         seen.append(len(messages))
         return (UserMessage("summary", "earlier: 3 questions answered"), messages[-1])
 
-    model = ScriptedModel([scripted_response("r1", "ok")])
-    agent = Agent(
-        model=model,
-        messages=history(3),
-        context_window=1000,
-        reserve_output_tokens=400,
-        count_tokens=by_messages,
-        compact=summarize,
-    )
+    agent, model = crowded([scripted_response("r1", "ok")], summarize)
     events, result = await turn(agent, UserMessage("u9", "one more"))
     assert result.end == TurnCompleted()
     assert seen == [7]
@@ -94,15 +93,7 @@ async def test_compaction_that_does_not_free_enough_room_fails_the_turn():
     async def useless(messages):
         return messages
 
-    model = ScriptedModel([scripted_response("r1", "never")])
-    agent = Agent(
-        model=model,
-        messages=history(3),
-        context_window=1000,
-        reserve_output_tokens=400,
-        count_tokens=by_messages,
-        compact=useless,
-    )
+    agent, model = crowded([scripted_response("r1", "never")], useless)
     result = await agent.prompt(UserMessage("u9", "x"))
     assert result.end.code == "CONTEXT_OVERFLOW" and "after compaction" in result.end.detail
     assert model.call_count == 0
@@ -113,14 +104,7 @@ async def test_compaction_returning_an_unusable_transcript_is_a_hook_error(retur
     async def bad(messages):
         return returned
 
-    agent = Agent(
-        model=ScriptedModel([]),
-        messages=history(3),
-        context_window=1000,
-        reserve_output_tokens=400,
-        count_tokens=by_messages,
-        compact=bad,
-    )
+    agent, _ = crowded([], bad)
     before = agent.messages
     result = await agent.prompt(UserMessage("u9", "x"))
     assert result.end.code == "HOOK_ERROR" and "compact" in result.end.detail
