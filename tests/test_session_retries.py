@@ -110,7 +110,9 @@ async def test_give_up_after_the_last_try_fails_the_turn(autojump_clock):
     agent, model = new_agent([flaky(f"a{i}") for i in range(6)])
     events, result = await run(agent, UserMessage("u1", "go"))
     assert model.call_count == 5  # default: 5 tries in all
-    assert len([e for _, e in events if isinstance(e, AttemptFailed)]) == 4
+    failed = [e for _, e in events if isinstance(e, AttemptFailed)]
+    # every failed attempt is reported, the last one as given up (its chunks are void too)
+    assert [f.retry_in for f in failed] == [0.5, 1.0, 2.0, 4.0, None]
     assert result.end == TurnFailed(
         code="MODEL_ERROR", detail="TransientModelError: 503 service unavailable"
     )

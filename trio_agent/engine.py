@@ -178,6 +178,7 @@ class TurnState:
     last_stop_reason: str | None = None
     hit_length: bool = False
     last_results: tuple[ToolResultMessage, ...] = ()
+    last_message: AssistantMessage | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -245,6 +246,10 @@ class StepHooks:
     async def after_step(self, state: TurnState) -> object | None:
         """Called when the turn would go on; anything but None stops it with that value."""
         return None
+
+    def finalize_result(self, result: ToolResultMessage) -> ToolResultMessage:
+        """The form in which every tool result is stored (also when a hook failed)."""
+        return result
 
 
 _DEFAULT_HOOKS = StepHooks()
@@ -385,9 +390,12 @@ async def _run_tool_batch(
                 )
             )
         except StepFailure:
+            result = hooks.finalize_result(result)
             conversation.append(result)
             await emit.announce([_finished(block, result)])
             raise
+        if not plain:
+            final = hooks.finalize_result(final)
         conversation.append(final)
         results.append(final)
         await emit.announce([_finished(block, final)])
@@ -411,18 +419,19 @@ async def _attempts(
                 raise StepFailure(
                     HOOK_ERROR, f"hook retry_delay raised {_describe(exc)}", exc
                 ) from exc
+            if hooks is not _DEFAULT_HOOKS:  # the core contract has no attempt events
+                await emit(
+                    AttemptFailed(
+                        sequence=emit.next,
+                        request_id=request.id,
+                        attempt=attempt,
+                        error=_describe(failed.error),
+                        chunks=failed.chunks,
+                        retry_in=delay,
+                    )
+                )
             if delay is None:
                 raise StepFailure(MODEL_ERROR, _describe(failed.error), failed.error) from None
-            await emit(
-                AttemptFailed(
-                    sequence=emit.next,
-                    request_id=request.id,
-                    attempt=attempt,
-                    error=_describe(failed.error),
-                    chunks=failed.chunks,
-                    retry_in=delay,
-                )
-            )
             await trio.sleep(delay)
 
 
@@ -443,6 +452,7 @@ async def _step(
     state.steps += 1
     message, stop_reason, usage = await _attempts(spec, hooks, request, conv, emit)
     conv.append(message)
+    state.last_message = message
     state.last_stop_reason = stop_reason
     state.hit_length = state.hit_length or stop_reason == "length"
     if usage is not None:
@@ -453,12 +463,32 @@ async def _step(
     return stop_reason
 
 
-async def accept(conversation: Conversation, messages: Sequence[Message], emit: Emitter) -> None:
-    """Append ``messages`` at once, then announce each with ``message.accepted``."""
+async def accept(
+    conversation: Conversation,
+    messages: Sequence[Message],
+    emit: Emitter,
+    first: Sequence[Callable[[int], Any]] = (),
+) -> None:
+    """Append ``messages`` at once, then announce ``first`` and each message
+    (``message.accepted``); all owed if cancellation interrupts the announcing.
+
+    Nothing is appended unless all of them can be (``TranscriptError``).
+    """
+    seen: set[str] = set()
+    for message in messages:
+        if message.id in conversation.linker.message_ids or message.id in seen:
+            raise TranscriptError("DUPLICATE_MESSAGE_ID", f"message id {message.id!r} is used")
+        seen.add(message.id)
     for message in messages:
         conversation.append(message)
     await emit.announce(
-        [lambda sequence, m=m: MessageAccepted(sequence=sequence, message=m) for m in messages]
+        [
+            *first,
+            *(
+                lambda sequence, m=m: MessageAccepted(sequence=sequence, message=m)
+                for m in messages
+            ),
+        ]
     )
 
 
@@ -491,5 +521,7 @@ async def run_turn(
             pending = hooks.take_input(stop_reason)
             if pending:
                 await accept(conversation, pending, emit)
+            elif stop_reason != "tool_call":  # the queue was emptied meanwhile
+                return TurnOutcome("completed", stop_reason=stop_reason)
     except StepFailure as failure:
         return TurnOutcome("failed", code=failure.code, detail=failure.detail, error=failure.error)

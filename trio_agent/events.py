@@ -82,6 +82,8 @@ INVALID_TRANSCRIPT: Final = "INVALID_TRANSCRIPT"
 MODEL_PROTOCOL_ERROR: Final = "MODEL_PROTOCOL_ERROR"
 MODEL_ERROR: Final = "MODEL_ERROR"
 TOOL_FATAL: Final = "TOOL_FATAL"
+INTERNAL_ERROR: Final = "INTERNAL_ERROR"
+"""A bug in trio-agent itself: the run still ends visibly, then the exception propagates."""
 
 
 class Failed(_Result, tag="failed"):
@@ -149,7 +151,8 @@ Event = MessageAccepted | ModelChunk | ToolStarted | ToolFinished | RunFinished
 
 
 class AttemptFailed(_Event, tag="attempt.failed"):
-    """An attempt at ``request_id`` failed and will be retried after ``retry_in`` seconds.
+    """An attempt at ``request_id`` failed; it is retried after ``retry_in``
+    seconds, or, with ``retry_in=None``, given up (the turn fails next).
 
     The ``chunks`` model.chunk events of that attempt are void: they never
     become part of the transcript. (Emitted only by layers that retry.)
@@ -160,7 +163,7 @@ class AttemptFailed(_Event, tag="attempt.failed"):
     attempt: int
     error: str
     chunks: int
-    retry_in: float
+    retry_in: float | None
 
 
 # ----------------------------------------------------------- session turns

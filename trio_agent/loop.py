@@ -16,6 +16,7 @@ import trio
 from ._run import EventRun, cancelled_from_outside
 from .engine import Conversation, Emitter, TurnOutcome, TurnSpec, TurnState, run_turn
 from .events import (
+    INTERNAL_ERROR,
     INVALID_TRANSCRIPT,
     Cancelled,
     Completed,
@@ -29,7 +30,7 @@ from .events import (
 from .limits import MAX_AGENT_STEPS, MAX_INITIAL_MESSAGES, is_valid_unicode
 from .messages import Message, TranscriptError, text_from_assistant
 from .model import Model
-from .tools import ToolRegistry
+from .tools import ToolRegistry, _describe
 
 __all__ = ["AgentRun", "run_agent_loop"]
 
@@ -196,6 +197,15 @@ class AgentRun(EventRun[Event, RunResult]):
             if cancelled_from_outside(exc):
                 cancelled = Cancelled(messages=conversation.snapshot(), steps=state.steps)
                 await self._end(cancelled, emit)
+            raise
+        except Exception as exc:  # a bug: still end the run visibly, then raise it
+            failed = Failed(
+                messages=conversation.snapshot(),
+                steps=state.steps,
+                code=INTERNAL_ERROR,
+                detail=_describe(exc),
+            )
+            await self._end(failed, emit)
             raise
         if outcome is None:  # our own scope caught the cancellation
             result: RunResult = Cancelled(messages=conversation.snapshot(), steps=state.steps)

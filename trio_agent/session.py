@@ -35,6 +35,7 @@ from .engine import (
     run_turn,
 )
 from .events import (
+    INTERNAL_ERROR,
     ContextCompacted,
     SessionEvent,
     TurnBlocked,
@@ -53,7 +54,6 @@ from .events import (
 from .loop import check_system
 from .messages import (
     INTERRUPTED_RESULT_TEXT,
-    AssistantMessage,
     Message,
     ToolCall,
     ToolResultMessage,
@@ -63,7 +63,7 @@ from .messages import (
     validate_transcript,
 )
 from .model import ContextOverflowError, Model, ModelRequest, TransientModelError, Usage
-from .tools import ToolRegistry
+from .tools import ToolRegistry, _describe
 
 __all__ = [
     "CONTEXT_OVERFLOW",
@@ -77,6 +77,8 @@ __all__ = [
 ]
 
 CONTEXT_OVERFLOW = "CONTEXT_OVERFLOW"
+RESERVED_PREFIXES = ("message-", "tool-result-")
+"""Id prefixes of the messages the loop makes; input messages may not use them."""
 
 TransformContext = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
 BeforeToolCall = Callable[[ToolCall], Awaitable["ToolBlocked | None"]]
@@ -131,14 +133,28 @@ class RetryPolicy:
             raise ValueError(f"jitter must be in [0, 1), got {self.jitter!r}")
 
     def delay(self, error: Exception, attempt: int, rng: random.Random) -> float | None:
-        """Seconds before the next try after ``attempt`` failed with ``error``, or None."""
-        if not isinstance(error, TransientModelError) or attempt >= self.attempts:
+        """Seconds before the next try after ``attempt`` failed with ``error``, or None.
+
+        An ``ExceptionGroup`` (from a provider's nursery) is transient when all
+        its leaves are; the longest ``retry_after`` among them is honoured.
+        """
+        leaves = _leaves(error)
+        if attempt >= self.attempts or not all(
+            isinstance(leaf, TransientModelError) for leaf in leaves
+        ):
             return None
-        hint = error.retry_after
+        hints = [leaf.retry_after for leaf in leaves if leaf.retry_after is not None]  # type: ignore[attr-defined]
+        hint = max(hints) if hints else None
         if hint is not None and math.isfinite(hint) and hint >= 0:
             return None if hint > self.max_retry_after else float(hint)
         base = min(self.max_delay, self.initial_delay * 2 ** (attempt - 1))
         return base * (1 + rng.uniform(-self.jitter, self.jitter))
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
 
 
 def estimate_tokens(request: ModelRequest) -> int:
@@ -229,12 +245,13 @@ class _SessionHooks(StepHooks):
         if window is None:
             return request
         budget = window - agent._reserve_output_tokens
-        if agent._count_tokens(request) <= budget:
+        needed = self._count(request)
+        if needed <= budget:
             return request
         if agent._compact is None:
             raise StepFailure(
                 CONTEXT_OVERFLOW,
-                f"{request.id} needs about {agent._count_tokens(request)} tokens; the window "
+                f"{request.id} needs about {needed} tokens; the window "
                 f"leaves {budget} after reserving {agent._reserve_output_tokens} for output",
             )
         compacted = await call_hook("compact", agent._compact, conversation.snapshot())
@@ -255,7 +272,7 @@ class _SessionHooks(StepHooks):
             ]
         )
         request = await self._view(request, conversation, rebuilt=True)
-        needed = agent._count_tokens(request)
+        needed = self._count(request)
         if needed > budget:
             raise StepFailure(
                 CONTEXT_OVERFLOW,
@@ -263,6 +280,15 @@ class _SessionHooks(StepHooks):
                 f"leaves {budget}",
             )
         return request
+
+    def _count(self, request: ModelRequest) -> int:
+        try:
+            count = self._agent._count_tokens(request)
+        except Exception as exc:
+            raise StepFailure(HOOK_ERROR, f"count_tokens raised {_describe(exc)}", exc) from exc
+        if type(count) is not int:
+            raise StepFailure(HOOK_ERROR, f"count_tokens must return an int, got {count!r:.100}")
+        return count
 
     def retry_delay(self, error: Exception, attempt: int) -> float | None:
         return self._agent._retry.delay(error, attempt, self._agent._rng)
@@ -288,10 +314,13 @@ class _SessionHooks(StepHooks):
             result = await call_hook("after_tool_call", agent._after_tool_call, call, result)
             if type(result) is not ToolResultMessage:
                 return result  # the engine names the hook in its error
-        limit = agent._max_tool_result_chars
-        if limit is not None and len(result.content) > limit:
-            result = msgspec.structs.replace(result, content=truncate_text(result.content, limit))
         self._track_failures(call, result)
+        return result
+
+    def finalize_result(self, result: ToolResultMessage) -> ToolResultMessage:
+        limit = self._agent._max_tool_result_chars
+        if limit is not None and len(result.content) > limit:
+            return msgspec.structs.replace(result, content=truncate_text(result.content, limit))
         return result
 
     def _track_failures(self, call: ToolCall, result: ToolResultMessage) -> None:
@@ -332,7 +361,9 @@ def _end_of(outcome: TurnOutcome, state: TurnState, max_steps: int) -> TurnEnd:
     if outcome.kind == "stopped":
         return outcome.stop  # type: ignore[return-value]
     code = outcome.code or ""
-    if isinstance(outcome.error, ContextOverflowError):
+    if outcome.error is not None and any(
+        isinstance(leaf, ContextOverflowError) for leaf in _leaves(outcome.error)
+    ):
         code = CONTEXT_OVERFLOW
     return TurnFailed(code=code, detail=outcome.detail or "")
 
@@ -380,7 +411,6 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             max_steps=agent._max_steps,
         )
         state = TurnState()
-        start = len(conversation.messages)
         # Everything taken for this turn is appended before the first await, so a
         # cancellation cannot lose it; its events are owed if cancellation lands first.
         repairs = [
@@ -395,8 +425,12 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         outcome: TurnOutcome | None = None
         try:
             with self._scope:
-                await emit.announce([lambda sequence: TurnStarted(sequence=sequence, turn=turn)])
-                await accept(conversation, repairs + taken, emit)
+                await accept(
+                    conversation,
+                    repairs + taken,
+                    emit,
+                    first=[lambda sequence: TurnStarted(sequence=sequence, turn=turn)],
+                )
                 if not taken:
                     outcome = TurnOutcome("completed", stop_reason=None)  # nothing to do
                 else:
@@ -404,10 +438,14 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                     outcome = await run_turn(conversation, spec, state, emit, hooks)
         except (trio.Cancelled, BaseExceptionGroup) as exc:
             if cancelled_from_outside(exc):
-                await self._end(turn, TurnCancelled(), state, conversation, start, emit)
+                await self._end(turn, TurnCancelled(), state, conversation, emit)
+            raise
+        except Exception as exc:  # a bug: still end the turn visibly, then raise it
+            failed = TurnFailed(code=INTERNAL_ERROR, detail=_describe(exc))
+            await self._end(turn, failed, state, conversation, emit)
             raise
         end = TurnCancelled() if outcome is None else _end_of(outcome, state, spec.max_steps)
-        await self._end(turn, end, state, conversation, start, emit)
+        await self._end(turn, end, state, conversation, emit)
 
     async def _end(
         self,
@@ -415,14 +453,10 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         end: TurnEnd,
         state: TurnState,
         conversation: Conversation,
-        start: int,
         emit: Emitter,
     ) -> None:
-        final_text = ""
-        for message in reversed(conversation.messages[start:]):
-            if type(message) is AssistantMessage:
-                final_text = text_from_assistant(message)
-                break
+        last = state.last_message
+        final_text = "" if last is None else text_from_assistant(last)
         result = TurnResult(
             turn=turn,
             end=end,
@@ -477,6 +511,8 @@ class Agent:
         should_stop_turn: ShouldStopTurn | None = None,
         compact: Compact | None = None,
         seed: int | None = None,
+        request_sequence_start: int = 1,
+        sequence_start: int = 0,
     ) -> None:
         if not callable(getattr(model, "stream", None)):
             raise TypeError(f"model must have a callable stream(request), got {model!r}")
@@ -503,6 +539,12 @@ class Agent:
                 raise ValueError(f"{name} must be None or an int >= 1, got {value!r}")
         if max_tool_result_chars is not None and max_tool_result_chars < 200:
             raise ValueError("max_tool_result_chars must leave room for the cut marker (>= 200)")
+        if type(request_sequence_start) is not int or request_sequence_start < 1:
+            raise ValueError(
+                f"request_sequence_start must be an int >= 1, got {request_sequence_start!r}"
+            )
+        if type(sequence_start) is not int or sequence_start < 0:
+            raise ValueError(f"sequence_start must be an int >= 0, got {sequence_start!r}")
         if retry is not None and type(retry) is not RetryPolicy:
             raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
         if not callable(count_tokens):
@@ -516,7 +558,8 @@ class Agent:
         }
         for name, value in hooks.items():
             _optional_hook(name, value)
-        self._conversation = Conversation.from_messages(messages)  # raises TranscriptError
+        # raises TranscriptError
+        self._conversation = Conversation.from_messages(messages, request_sequence_start - 1)
         self._model = model
         self._tools = ToolRegistry() if tools is None else tools
         self._system = system
@@ -536,8 +579,9 @@ class Agent:
         self._compact = compact
         self._steering: deque[Message] = deque()
         self._follow_ups: deque[Message] = deque()
+        self._reserved: set[str] = set()  # ids of queued input and pending prompts
         self._turns = 0
-        self._next_sequence = 0
+        self._next_sequence = sequence_start
         self._active: TurnRun | None = None
 
     # -- state
@@ -573,14 +617,23 @@ class Agent:
         queued = (tuple(self._steering), tuple(self._follow_ups))
         self._steering.clear()
         self._follow_ups.clear()
+        self._reserved.difference_update(m.id for m in (*queued[0], *queued[1]))
         return queued
 
     # -- input
     def _checked(self, message: str | UserMessage) -> UserMessage:
+        """Check an input message and reserve its id, so nothing can clash with it later."""
         user = _as_user_message(message)
         self._conversation.check_new(user)
-        if any(queued.id == user.id for queued in (*self._steering, *self._follow_ups)):
+        if user.id.startswith(RESERVED_PREFIXES):
+            raise TranscriptError(
+                "RESERVED_ID",
+                f"message id {user.id!r} uses a prefix the loop keeps for its own messages "
+                f"({', '.join(RESERVED_PREFIXES)})",
+            )
+        if user.id in self._reserved:
             raise TranscriptError("DUPLICATE_MESSAGE_ID", f"message id {user.id!r} is queued")
+        self._reserved.add(user.id)
         return user
 
     def steer(self, message: str | UserMessage) -> None:
