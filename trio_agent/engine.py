@@ -11,7 +11,7 @@ building layers, not for everyday use.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, final
+from typing import Any, Literal, Protocol, final
 
 import attrs
 import trio
@@ -43,6 +43,7 @@ __all__ = [
     "HOOK_ERROR",
     "Conversation",
     "Emitter",
+    "Journal",
     "StepFailure",
     "StepHooks",
     "TurnOutcome",
@@ -85,20 +86,34 @@ class Emitter:
     channel (``wait()`` without ``async with``) events are counted and dropped.
     """
 
-    __slots__ = ("_owed", "_send", "next")
+    __slots__ = ("_journal", "_owed", "_send", "next")
 
-    def __init__(self, send: trio.MemorySendChannel[Any] | None, start: int = 0) -> None:
+    def __init__(
+        self,
+        send: trio.MemorySendChannel[Any] | None,
+        start: int = 0,
+        journal: Journal | None = None,
+    ) -> None:
         self._send = send
         self._owed: list[Callable[[int], Any]] = []
+        self._journal = journal
         self.next = start
 
     async def __call__(self, event: Any) -> None:
+        if self._journal is not None:
+            # Records are written before the event they match can be observed.
+            await self._journal.barrier("event")
         if self._send is not None:
             try:
                 await self._send.send(event)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._send = None  # the consumer left; the run is being cancelled
         self.next += 1
+
+    @property
+    def owed(self) -> int:
+        """Events owed: they will be delivered before the last one."""
+        return len(self._owed)
 
     async def announce(self, makers: Sequence[Callable[[int], Any]]) -> None:
         """Deliver events that report what is already in the transcript.
@@ -123,18 +138,35 @@ class Emitter:
             await self(make_last(self.next))
 
 
+class Journal(Protocol):
+    """Where a session's records go (``trio_agent.ledger.Ledger``); every method but
+    ``barrier`` writes at once, without awaiting."""
+
+    def message(self, message: Message, code: str | None = None) -> None: ...
+    def compacted(self, messages: tuple[Message, ...]) -> None: ...
+    def step_started(self, request_id: str) -> None: ...
+    def step_ended(self, request_id: str, stop_reason: str) -> None: ...
+    def tool_call(self, call: ToolCall) -> None: ...
+    def attempt_failed(
+        self, request_id: str, attempt: int, error: str, retry_in: float | None
+    ) -> None: ...
+    async def barrier(self, point: Literal["event", "step", "turn"]) -> None: ...
+
+
 @final
 @attrs.define(eq=False)
 class Conversation:
     """The transcript a run or session owns, checked incrementally as it grows.
 
     ``requests`` counts the model requests opened so far; request ``n`` is
-    ``request-{n:03d}``.
+    ``request-{n:03d}``. With a ``journal``, every message is recorded the
+    moment it joins the transcript.
     """
 
     messages: list[Message]
     linker: _Linker
     requests: int = 0
+    journal: Journal | None = None
 
     @classmethod
     def from_messages(cls, messages: Sequence[object], requests: int = 0) -> Conversation:
@@ -142,9 +174,11 @@ class Conversation:
         checked, linker = _snapshot(messages)
         return cls(list(checked), linker, requests)
 
-    def append(self, message: Message) -> None:
+    def append(self, message: Message, code: str | None = None) -> None:
         self.linker.add(message)
         self.messages.append(message)
+        if self.journal is not None:
+            self.journal.message(message, code)
 
     def snapshot(self) -> tuple[Message, ...]:
         return tuple(self.messages)
@@ -158,6 +192,8 @@ class Conversation:
         checked, linker = _snapshot(messages)
         self.messages = list(checked)
         self.linker = linker
+        if self.journal is not None:
+            self.journal.compacted(checked)
 
     def check_new(self, message: object) -> Message:
         """Check a message about to be queued: its fields, and an id not yet used."""
@@ -366,6 +402,8 @@ async def _run_tool_batch(
     for block in message.content:
         if type(block) is not ToolCall:
             continue
+        if conversation.journal is not None:
+            conversation.journal.tool_call(block)  # before it can be dispatched
         await emit(ToolStarted(sequence=emit.next, call=block))
         reason = (
             None if plain else await call_hook("before_tool_call", hooks.before_tool_call, block)
@@ -419,6 +457,8 @@ async def _attempts(
                 raise StepFailure(
                     HOOK_ERROR, f"hook retry_delay raised {_describe(exc)}", exc
                 ) from exc
+            if conv.journal is not None:
+                conv.journal.attempt_failed(request.id, attempt, _describe(failed.error), delay)
             if hooks is not _DEFAULT_HOOKS:  # the core contract has no attempt events
                 await emit(
                     AttemptFailed(
@@ -450,6 +490,9 @@ async def _step(
         request = await call_hook("prepare_request", hooks.prepare_request, request, conv)
     conv.requests += 1
     state.steps += 1
+    journal = conv.journal
+    if journal is not None:
+        journal.step_started(request.id)
     message, stop_reason, usage = await _attempts(spec, hooks, request, conv, emit)
     conv.append(message)
     state.last_message = message
@@ -460,6 +503,9 @@ async def _step(
         state.output_tokens += usage.output_tokens
     if stop_reason == "tool_call":
         await _run_tool_batch(message, spec, hooks, conv, state, emit)
+    if journal is not None:
+        journal.step_ended(request.id, stop_reason)
+        await journal.barrier("step")
     return stop_reason
 
 

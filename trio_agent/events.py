@@ -37,6 +37,7 @@ __all__ = [
     "TurnEnd",
     "TurnFailed",
     "TurnFinished",
+    "TurnInterrupted",
     "TurnLength",
     "TurnMaxSteps",
     "TurnRepeatedFailure",
@@ -221,6 +222,12 @@ class TurnCancelled(_TurnEnd, tag="cancelled"):
     reason: ClassVar[str] = "cancelled"
 
 
+class TurnInterrupted(_TurnEnd, tag="interrupted"):
+    """The process stopped mid-turn; a resume closed the turn (recorded in the ledger)."""
+
+    reason: ClassVar[str] = "interrupted"
+
+
 class TurnFailed(_TurnEnd, tag="failed"):
     """The turn failed; ``code`` is a stable string (``MODEL_ERROR``, ``HOOK_ERROR``,
     ``CONTEXT_OVERFLOW``, ``MODEL_PROTOCOL_ERROR``, ``TOOL_FATAL``)."""
@@ -238,6 +245,7 @@ TurnEnd = (
     | TurnRepeatedFailure
     | TurnBlocked
     | TurnCancelled
+    | TurnInterrupted
     | TurnFailed
 )
 

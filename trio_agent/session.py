@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -44,6 +45,7 @@ from .events import (
     TurnEnd,
     TurnFailed,
     TurnFinished,
+    TurnInterrupted,
     TurnLength,
     TurnMaxSteps,
     TurnRepeatedFailure,
@@ -51,6 +53,7 @@ from .events import (
     TurnStarted,
     TurnTokenBudget,
 )
+from .ledger import FsyncPolicy, Ledger, derive
 from .loop import check_system
 from .messages import (
     INTERRUPTED_RESULT_TEXT,
@@ -63,6 +66,7 @@ from .messages import (
     validate_transcript,
 )
 from .model import ContextOverflowError, Model, ModelRequest, TransientModelError, Usage
+from .stores import SessionStore
 from .tools import ToolRegistry, _describe
 
 __all__ = [
@@ -386,7 +390,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         self._prompt = prompt
 
     def _emitter(self, send: trio.MemorySendChannel[SessionEvent] | None) -> Emitter:
-        return Emitter(send, start=self._agent._next_sequence)
+        return Emitter(send, start=self._agent._next_sequence, journal=self._agent._ledger)
 
     async def _drive(self, emit: Emitter) -> None:
         agent = self._agent
@@ -423,6 +427,8 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         if not taken:
             taken = _drain(agent._follow_ups)
         outcome: TurnOutcome | None = None
+        if agent._ledger is not None:
+            agent._ledger.turn_started(turn, emit.next)
         try:
             with self._scope:
                 await accept(
@@ -457,6 +463,13 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
     ) -> None:
         last = state.last_message
         final_text = "" if last is None else text_from_assistant(last)
+        ledger = self._agent._ledger
+        if ledger is not None:
+            # turn/end is written, and as durable as the policy asks, before
+            # turn.finished can be observed.
+            ledger.turn_ended(turn, end, emit.next + emit.owed)
+            with trio.CancelScope(shield=True):
+                await ledger.barrier("turn")
         result = TurnResult(
             turn=turn,
             end=end,
@@ -513,6 +526,9 @@ class Agent:
         seed: int | None = None,
         request_sequence_start: int = 1,
         sequence_start: int = 0,
+        store: SessionStore | None = None,
+        session_id: str | None = None,
+        fsync: FsyncPolicy = "step",
     ) -> None:
         if not callable(getattr(model, "stream", None)):
             raise TypeError(f"model must have a callable stream(request), got {model!r}")
@@ -580,11 +596,88 @@ class Agent:
         self._steering: deque[Message] = deque()
         self._follow_ups: deque[Message] = deque()
         self._reserved: set[str] = set()  # ids of queued input and pending prompts
+        self._ledger: Ledger | None = None
+        self._session_id = session_id
+        self.resume_warnings: tuple[str, ...] = ()
+        self.closed_on_resume: tuple[tuple[ToolResultMessage, str], ...] = ()
+        if store is not None:
+            self._session_id = session_id = session_id or _new_id("session")
+            ledger = Ledger(store.create(session_id), 0, fsync)
+            ledger.session_started(session_id, time.time(), system)
+            for message in self._conversation.messages:
+                ledger.message(message)
+            self._attach(ledger)
+        elif session_id is not None or fsync != "step":
+            raise ValueError("session_id and fsync need a store")
         self._turns = 0
         self._next_sequence = sequence_start
         self._active: TurnRun | None = None
 
+    def _attach(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._conversation.journal = ledger
+
+    @classmethod
+    async def resume(
+        cls,
+        store: SessionStore,
+        session_id: str,
+        *,
+        model: Model,
+        fsync: FsyncPolicy = "step",
+        **options: Any,
+    ) -> Agent:
+        """Rebuild a recorded session, from its ledger, to go on with it.
+
+        The transcript, the turn and request counters are derived from the
+        records. Calls left without a result are answered with explicit
+        error results, written to the ledger as such: ``TOOL_NOT_STARTED``
+        (no ``tool/call`` was recorded) or ``TOOL_OUTCOME_UNKNOWN`` (it was,
+        but no result). An open turn is closed as ``interrupted``. Nothing
+        is run again. A torn last line is ignored and reported in
+        ``resume_warnings``; a damaged ledger raises ``LedgerCorruptError``.
+        Other options are those of ``Agent()`` (``system`` defaults to the
+        recorded one).
+        """
+        loaded = await store.load(session_id)
+        derived = derive(loaded.records)
+        closing = derived.closing_results()
+        options.setdefault("system", derived.system)
+        agent = cls(
+            model=model,
+            messages=[*derived.messages, *(result for result, _ in closing)],
+            request_sequence_start=derived.requests + 1,
+            sequence_start=derived.sequence,
+            **options,
+        )
+        ledger = Ledger(store.reopen(loaded), derived.next_seq, fsync)
+        for result, code in closing:
+            ledger.message(result, code)
+        if derived.open_turn is not None:
+            ledger.turn_ended(derived.open_turn, TurnInterrupted(), derived.sequence)
+        agent._attach(ledger)
+        agent._session_id = session_id
+        agent._turns = derived.turns
+        agent.resume_warnings = loaded.warnings
+        agent.closed_on_resume = tuple(closing)
+        await ledger.barrier("turn")
+        return agent
+
+    async def aclose(self) -> None:
+        """Flush and close the session's ledger (if it has one). Cancellation: the
+        final flush is shielded, so what was recorded is made durable."""
+        ledger, self._ledger = self._ledger, None
+        self._conversation.journal = None
+        if ledger is not None:
+            with trio.CancelScope(shield=True):
+                await ledger.aclose()
+
     # -- state
+    @property
+    def session_id(self) -> str | None:
+        """The ledger's session id, or None for a session kept in memory only."""
+        return self._session_id
+
     @property
     def messages(self) -> tuple[Message, ...]:
         """The session transcript: complete messages only."""
