@@ -1,0 +1,110 @@
+"""A child process for the ledger crash test: runs a durable multi-step session.
+
+Usage: crash_child.py DIRECTORY. Prints "ready" once the session exists, then
+runs until done (or until the parent kills it). Every tool dispatch appends
+its call id to DIRECTORY/dispatched.log before the tool does its work.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import trio
+
+from trio_agent import (
+    Agent,
+    AssistantMessage,
+    JsonlStore,
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+    TextDelta,
+    ToolCall,
+    ToolRegistry,
+    tool,
+)
+
+STEPS = 6
+SESSION = "crash"
+
+
+class StepwiseModel:
+    """Answers from the transcript alone, so a resumed session simply goes on:
+    step n (n assistant messages so far) calls two tools; step STEPS stops."""
+
+    def stream(self, request: ModelRequest):
+        return _Stream(request)
+
+
+class _Stream:
+    def __init__(self, request: ModelRequest) -> None:
+        n = sum(type(m) is AssistantMessage for m in request.messages)
+        self.request = request
+        if n < STEPS:
+            blocks = (
+                TextBlock(f"step {n}: "),
+                ToolCall(f"call-{n}-a", "work", {"key": f"{n}a"}),
+                ToolCall(f"call-{n}-b", "work", {"key": f"{n}b"}),
+            )
+            stop = "tool_call"
+        else:
+            blocks = (TextBlock("all done"),)
+            stop = "stop"
+        self.final = ModelResponse(
+            id=f"resp-{n}", request_id=request.id, content=blocks, stop_reason=stop
+        )
+        self.chunks = [TextDelta(b.text) if type(b) is TextBlock else b for b in blocks]
+
+    async def __aenter__(self):
+        await trio.sleep(0.001)
+        return self
+
+    async def __aexit__(self, *exc):
+        return None
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        if not self.chunks:
+            raise StopAsyncIteration
+        await trio.sleep(0.001)
+        return self.chunks.pop(0)
+
+    async def response(self):
+        await trio.sleep(0.001)
+        return self.final
+
+
+def make_tools(directory: Path) -> ToolRegistry:
+    log = os.open(directory / "dispatched.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    @tool
+    async def work(key: str) -> str:
+        """Do some work, after logging the dispatch."""
+        os.write(log, f"{key}\n".encode())
+        await trio.sleep(0.003)
+        return key.upper()
+
+    return ToolRegistry([work])
+
+
+async def main(directory: Path) -> None:
+    store = JsonlStore(directory)
+    agent = Agent(
+        model=StepwiseModel(),
+        tools=make_tools(directory),
+        store=store,
+        session_id=SESSION,
+        max_steps=STEPS + 1,
+    )
+    print("ready", flush=True)
+    await agent.prompt("start the work")
+    await agent.aclose()
+    print("finished", flush=True)
+
+
+if __name__ == "__main__":
+    trio.run(main, Path(sys.argv[1]))
