@@ -1,0 +1,156 @@
+"""What the session ledger costs: records per second under each fsync policy, and
+the time it adds per step of a session, against the same session kept in memory.
+
+Run: ``python benchmarks/ledger.py`` (writes to a temporary directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+from trio_agent import (
+    Agent,
+    JsonlStore,
+    Ledger,
+    SqliteStore,
+    TextBlock,
+    ToolCall,
+    ToolRegistry,
+    tool,
+)
+from trio_agent.testing import ScriptedModel, scripted_response
+
+STEPS = 64
+RECORDS = 2000
+
+
+@tool
+async def add(left: int, right: int) -> dict[str, int]:
+    """Add two integers."""
+    return {"sum": left + right}
+
+
+def script() -> list:
+    out = []
+    for step in range(STEPS - 1):
+        call = ToolCall(f"call-{step}", "add", {"left": step, "right": 1})
+        out.append(
+            scripted_response(f"r{step}", [TextBlock("0123456789" * 4), call], text_chunks=10)
+        )
+    out.append(scripted_response("final", "0123456789" * 4, text_chunks=10))
+    return out
+
+
+async def records_per_second(store, policy: str, writers: int, name: str) -> float:
+    """``writers`` sessions appending concurrently, each awaiting the barrier a
+    session would: every record (always), every 8 records (step), never."""
+    per_writer = RECORDS // writers
+
+    async def one(index: int) -> None:
+        ledger = Ledger(store.create(f"{name}-{index}"), 0, policy)
+        ledger.session_started("s", 0.0, "")
+        for i in range(per_writer):
+            ledger.step_started(f"request-{i:03d}")
+            if policy == "always" or (policy == "step" and i % 8 == 7):
+                await ledger.barrier("step")
+        await ledger.aclose()
+
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for index in range(writers):
+            nursery.start_soon(one, index)
+    return per_writer * writers / (time.perf_counter() - start)
+
+
+async def shared_ledger_always(store, tasks: int, name: str) -> tuple[float, int]:
+    """``tasks`` tasks appending to one ledger, each awaiting durability of its record
+    (fsync=always): group commit lets one fsync cover many of them."""
+    writer = store.create(name)
+    ledger = Ledger(writer, 0, "always")
+    ledger.session_started("s", 0.0, "")
+
+    async def one(index: int) -> None:
+        for i in range(RECORDS // tasks):
+            ledger.step_started(f"request-{index}-{i}")
+            await ledger.barrier("event")
+
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for index in range(tasks):
+            nursery.start_soon(one, index)
+    elapsed = time.perf_counter() - start
+    fsyncs = writer.fsyncs
+    await ledger.aclose()
+    return RECORDS / elapsed, fsyncs
+
+
+async def session_seconds(store, policy: str | None, name: str) -> float:
+    options = {} if store is None else {"store": store, "session_id": name, "fsync": policy}
+    agent = Agent(
+        model=ScriptedModel(script()), tools=ToolRegistry([add]), max_steps=STEPS, **options
+    )
+    start = time.perf_counter()
+    result = await agent.prompt("go")
+    elapsed = time.perf_counter() - start
+    await agent.aclose()
+    assert result.end.reason == "completed" and result.steps == STEPS, result.end
+    return elapsed
+
+
+async def main(rounds: int) -> None:
+    directory = Path(tempfile.mkdtemp(prefix="trio-agent-bench-"))
+    jsonl = JsonlStore(directory)
+    sqlite = SqliteStore(directory / "bench.db")
+    print(f"records/s ({RECORDS} records, medians of {rounds})")
+    for label, store in (("jsonl", jsonl), ("sqlite", sqlite)):
+        for policy in ("never", "step", "always"):
+            for writers in (1, 32):
+                rates = [
+                    await records_per_second(
+                        store, policy, writers, f"{label}-{policy}-{writers}-{r}"
+                    )
+                    for r in range(rounds)
+                ]
+                print(
+                    f"  {label:6} fsync={policy:6} sessions={writers:2}: "
+                    f"{statistics.median(rates):10,.0f} records/s"
+                )
+    for tasks in (1, 32):
+        results = [
+            await shared_ledger_always(jsonl, tasks, f"shared-{tasks}-{r}") for r in range(rounds)
+        ]
+        rate = statistics.median(r[0] for r in results)
+        fsyncs = statistics.median(r[1] for r in results)
+        print(
+            f"  jsonl  fsync=always, {tasks:2} tasks sharing one ledger: {rate:10,.0f} records/s"
+            f" ({fsyncs:.0f} fsyncs for {RECORDS} records)"
+        )
+    print(
+        f"\nsession of {STEPS} steps (10 chunks + 1 tool call each), per step, medians of {rounds}"
+    )
+    base = statistics.median([await session_seconds(None, None, "") for _ in range(rounds)])
+    print(f"  in memory (no ledger):  {base / STEPS * 1e6:8.1f} us/step")
+    for label, store in (("jsonl", jsonl), ("sqlite", sqlite)):
+        for policy in ("never", "step", "always"):
+            times = [
+                await session_seconds(store, policy, f"s-{label}-{policy}-{r}")
+                for r in range(rounds)
+            ]
+            t = statistics.median(times)
+            print(
+                f"  {label:6} fsync={policy:6}:   {t / STEPS * 1e6:8.1f} us/step  "
+                f"(ledger adds {(t - base) / STEPS * 1e6:7.1f} us/step)"
+            )
+    await sqlite.aclose()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    trio.run(main, parser.parse_args().rounds)
