@@ -13,38 +13,12 @@ import time
 from pathlib import Path
 
 import trio
+from _scenario import STEPS, add, script
 
-from trio_agent import (
-    Agent,
-    JsonlStore,
-    Ledger,
-    SqliteStore,
-    TextBlock,
-    ToolCall,
-    ToolRegistry,
-    tool,
-)
-from trio_agent.testing import ScriptedModel, scripted_response
+from trio_agent import Agent, JsonlStore, Ledger, SqliteStore, ToolRegistry
+from trio_agent.testing import ScriptedModel
 
-STEPS = 64
 RECORDS = 2000
-
-
-@tool
-async def add(left: int, right: int) -> dict[str, int]:
-    """Add two integers."""
-    return {"sum": left + right}
-
-
-def script() -> list:
-    out = []
-    for step in range(STEPS - 1):
-        call = ToolCall(f"call-{step}", "add", {"left": step, "right": 1})
-        out.append(
-            scripted_response(f"r{step}", [TextBlock("0123456789" * 4), call], text_chunks=10)
-        )
-    out.append(scripted_response("final", "0123456789" * 4, text_chunks=10))
-    return out
 
 
 async def records_per_second(store, policy: str, writers: int, name: str) -> float:

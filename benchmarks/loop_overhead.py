@@ -14,40 +14,20 @@ import statistics
 import time
 
 import trio
+from _scenario import CHUNKS, STEPS, add
+from _scenario import script as _script
 
 from trio_agent import (
-    MAX_AGENT_STEPS,
     ModelRequest,
     RunFinished,
-    TextBlock,
     ToolCall,
     ToolRegistry,
     UserMessage,
     execute_tool_call,
     run_agent_loop,
-    tool,
 )
 from trio_agent._run import EVENT_BUFFER as _EVENT_BUFFER
-from trio_agent.testing import ScriptedModel, scripted_response
-
-STEPS = MAX_AGENT_STEPS
-CHUNKS = 10
-
-
-@tool
-async def add(left: int, right: int) -> dict[str, int]:
-    """Add two integers."""
-    return {"sum": left + right}
-
-
-def _script() -> list:
-    script = []
-    text = "0123456789" * 4
-    for step in range(STEPS - 1):
-        call = ToolCall(f"call-{step}", "add", {"left": step, "right": 1})
-        script.append(scripted_response(f"r{step}", [TextBlock(text), call], text_chunks=CHUNKS))
-    script.append(scripted_response("final", text, text_chunks=CHUNKS))
-    return script
+from trio_agent.testing import ScriptedModel
 
 
 def _run(script: list):

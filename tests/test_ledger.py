@@ -61,18 +61,24 @@ def store(request, tmp_path):
     return SqliteStore(tmp_path / "sessions.db")
 
 
+def recording_agent(store, fsync: str = "step") -> Agent:
+    """An agent recording session ``s1`` of the two-step script in ``store``."""
+    return Agent(
+        model=ScriptedModel(two_step_script()),
+        tools=ToolRegistry([add]),
+        store=store,
+        session_id="s1",
+        fsync=fsync,
+    )
+
+
 def lines(store: JsonlStore, session_id: str) -> list:
     data = store.path(session_id).read_bytes()
     return [record_decoder.decode(line) for line in data.splitlines()]
 
 
 async def test_a_session_is_recorded_in_order_and_derives_the_same_transcript(store):
-    agent = Agent(
-        model=ScriptedModel(two_step_script()),
-        tools=ToolRegistry([add]),
-        store=store,
-        session_id="s1",
-    )
+    agent = recording_agent(store)
     result = await agent.prompt(UserMessage("u1", "sums"))
     await agent.aclose()
     loaded = await store.load("s1")
@@ -106,12 +112,7 @@ async def test_a_session_is_recorded_in_order_and_derives_the_same_transcript(st
 
 async def test_every_record_is_written_before_its_event_is_observed(tmp_path):
     store = JsonlStore(tmp_path)
-    agent = Agent(
-        model=ScriptedModel(two_step_script()),
-        tools=ToolRegistry([add]),
-        store=store,
-        session_id="s1",
-    )
+    agent = recording_agent(store)
     checked = 0
     async with agent.turn(UserMessage("u1", "sums")) as run:
         async for event in run:
@@ -153,13 +154,7 @@ async def test_fsync_policies_and_fsyncs_never_on_the_trio_thread(
         return real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", spy)
-    agent = Agent(
-        model=ScriptedModel(two_step_script()),
-        tools=ToolRegistry([add]),
-        store=JsonlStore(tmp_path),
-        session_id="s1",
-        fsync=policy,
-    )
+    agent = recording_agent(JsonlStore(tmp_path), fsync=policy)
     await agent.prompt(UserMessage("u1", "sums"))
     during = len(threads)
     await agent.aclose()
@@ -244,12 +239,7 @@ async def test_finished_results_are_recorded_when_a_turn_is_cancelled_mid_batch(
 async def crashed_session(store, cut_after: str):
     """A session recorded up to (and including) the first record of kind ``cut_after``
     whose call is ``c2``, as if the process died there."""
-    agent = Agent(
-        model=ScriptedModel(two_step_script()),
-        tools=ToolRegistry([add]),
-        store=store,
-        session_id="s1",
-    )
+    agent = recording_agent(store)
     await agent.prompt(UserMessage("u1", "sums"))
     await agent.aclose()
     records = list((await store.load("s1")).records)
@@ -338,12 +328,7 @@ async def test_a_resumed_session_goes_on_with_its_counters(store):
 
 async def test_a_torn_last_line_is_ignored_said_and_cut_before_appending(tmp_path):
     store = JsonlStore(tmp_path)
-    agent = Agent(
-        model=ScriptedModel(two_step_script()),
-        tools=ToolRegistry([add]),
-        store=store,
-        session_id="s1",
-    )
+    agent = recording_agent(store)
     await agent.prompt(UserMessage("u1", "sums"))
     await agent.aclose()
     path = store.path("s1")
@@ -373,12 +358,7 @@ async def test_a_torn_last_line_is_ignored_said_and_cut_before_appending(tmp_pat
 )
 async def test_a_damaged_middle_or_a_seq_gap_is_refused(tmp_path, damage, message):
     store = JsonlStore(tmp_path)
-    agent = Agent(
-        model=ScriptedModel(two_step_script()),
-        tools=ToolRegistry([add]),
-        store=store,
-        session_id="s1",
-    )
+    agent = recording_agent(store)
     await agent.prompt(UserMessage("u1", "sums"))
     await agent.aclose()
     path = store.path("s1")
@@ -426,12 +406,7 @@ async def test_initial_messages_are_recorded(store):
 
 
 async def test_step_start_records_count_requests(store):
-    agent = Agent(
-        model=ScriptedModel(two_step_script()),
-        tools=ToolRegistry([add]),
-        store=store,
-        session_id="s1",
-    )
+    agent = recording_agent(store)
     await agent.prompt(UserMessage("u1", "x"))
     await agent.aclose()
     records = (await store.load("s1")).records
