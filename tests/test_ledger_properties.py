@@ -14,12 +14,22 @@ from trio_agent import (
     TextBlock,
     ToolCall,
     ToolResultMessage,
+    TurnBlocked,
+    TurnCancelled,
     TurnCompleted,
+    TurnFailed,
+    TurnInterrupted,
+    TurnLength,
+    TurnMaxSteps,
+    TurnRepeatedFailure,
+    TurnTokenBudget,
     UserMessage,
     repair_transcript,
     validate_transcript,
 )
 from trio_agent.ledger import (
+    AttemptFailedRecord,
+    CompactedRecord,
     MessageRecord,
     SessionStartRecord,
     StepEndRecord,
@@ -41,6 +51,19 @@ json_leaf = (
     | text
     | st.floats(allow_nan=False, allow_infinity=False)
 )
+turn_ends = st.sampled_from(
+    [
+        TurnCompleted(),
+        TurnLength(),
+        TurnMaxSteps(max_steps=3),
+        TurnCancelled(),
+        TurnInterrupted(),
+        TurnBlocked(detail="policy"),
+        TurnFailed(code="MODEL_ERROR", detail="x"),
+        TurnTokenBudget(used=10, limit=5),
+        TurnRepeatedFailure(tool_name="run", count=3),
+    ]
+)
 arguments = st.dictionaries(text, st.lists(json_leaf, max_size=3) | json_leaf, max_size=3)
 
 
@@ -59,6 +82,14 @@ def sessions(draw):
         for _ in range(draw(st.integers(0, 3))):
             request = f"request-{next(ids):03d}"
             add(StepStartRecord, request_id=request)
+            for attempt in range(1, draw(st.integers(0, 2)) + 1):
+                add(
+                    AttemptFailedRecord,
+                    request_id=request,
+                    attempt=attempt,
+                    error="TransientModelError: 503",
+                    retry_in=draw(st.none() | st.floats(0, 10)),
+                )
             calls = [
                 ToolCall(
                     f"c{next(ids)}", draw(st.sampled_from(["add", "read", "run"])), draw(arguments)
@@ -68,13 +99,18 @@ def sessions(draw):
             blocks = ([TextBlock(draw(text))] if draw(st.booleans()) else []) + calls
             add(MessageRecord, message=AssistantMessage(f"m{next(ids)}", tuple(blocks)))
             for call in calls:
-                add(ToolCallRecord, call_id=call.id)
+                dispatched = draw(st.booleans())
+                if dispatched:
+                    add(ToolCallRecord, call_id=call.id)
+                code = draw(st.sampled_from([None, "TOOL_NOT_STARTED", "TOOL_OUTCOME_UNKNOWN"]))
                 result = ToolResultMessage(
                     f"tool-result-{call.id}", call.id, call.name, draw(text), draw(st.booleans())
                 )
-                add(ToolResultRecord, result=result)
+                add(ToolResultRecord, result=result, code=code)
             add(StepEndRecord, request_id=request, stop_reason="tool_call" if calls else "stop")
-        add(TurnEndRecord, turn=turn, end=TurnCompleted(), sequence=0)
+        add(TurnEndRecord, turn=turn, end=draw(turn_ends), sequence=0)
+        if draw(st.booleans()):  # compaction between turns: a summary replaces the history
+            add(CompactedRecord, messages=(UserMessage(f"summary-{next(ids)}", draw(text)),))
     return records
 
 
@@ -85,11 +121,12 @@ def test_encoding_and_deriving_are_lossless(records):
     loaded = parse_jsonl("s", data)
     assert list(loaded.records) == records and loaded.warnings == ()
     derived = derive(loaded.records)
-    stored = [
-        r.message if isinstance(r, MessageRecord) else r.result
-        for r in records
-        if isinstance(r, MessageRecord | ToolResultRecord)
-    ]
+    stored: list = []
+    for r in records:
+        if isinstance(r, MessageRecord | ToolResultRecord):
+            stored.append(r.message if isinstance(r, MessageRecord) else r.result)
+        elif isinstance(r, CompactedRecord):
+            stored = list(r.messages)
     assert derived.messages == stored
     validate_transcript(derived.messages)
     assert encode_records(list(loaded.records)) == data  # re-encoding gives the same bytes

@@ -115,6 +115,11 @@ class Emitter:
         """Events owed: they will be delivered before the last one."""
         return len(self._owed)
 
+    def owe(self, makers: Sequence[Callable[[int], Any]]) -> None:
+        """Queue events to deliver just before the last one (for paths that cannot
+        await, such as a ``finally`` under cancellation)."""
+        self._owed.extend(makers)
+
     async def announce(self, makers: Sequence[Callable[[int], Any]]) -> None:
         """Deliver events that report what is already in the transcript.
 
@@ -381,6 +386,28 @@ def _checked_result(call: ToolCall, result: object) -> ToolResultMessage:
     return result
 
 
+async def _after_tool_call(
+    call: ToolCall,
+    result: ToolResultMessage,
+    hooks: StepHooks,
+    conversation: Conversation,
+    emit: Emitter,
+) -> ToolResultMessage:
+    """The result to store, from ``after_tool_call``. The tool did run: if the hook
+    fails or is interrupted, its own result is stored (and announced) first."""
+    final: ToolResultMessage | None = None
+    try:
+        final = _checked_result(
+            call, await call_hook("after_tool_call", hooks.after_tool_call, call, result)
+        )
+    finally:
+        if final is None:
+            kept = hooks.finalize_result(result)
+            conversation.append(kept)
+            emit.owe([_finished(call, kept)])
+    return hooks.finalize_result(final)
+
+
 async def _run_tool_batch(
     message: AssistantMessage,
     spec: TurnSpec,
@@ -399,15 +426,16 @@ async def _run_tool_batch(
     """
     results: list[ToolResultMessage] = []
     plain = hooks is _DEFAULT_HOOKS  # the core: no hook calls on the hot path
+    journal = conversation.journal
     for block in message.content:
         if type(block) is not ToolCall:
             continue
-        if conversation.journal is not None:
-            conversation.journal.tool_call(block)  # before it can be dispatched
-        await emit(ToolStarted(sequence=emit.next, call=block))
         reason = (
             None if plain else await call_hook("before_tool_call", hooks.before_tool_call, block)
         )
+        if reason is None and journal is not None:
+            journal.tool_call(block)  # recorded before it can be dispatched
+        await emit(ToolStarted(sequence=emit.next, call=block))
         if reason is not None:
             result = _blocked_result(block, str(reason))
         else:
@@ -419,24 +447,13 @@ async def _run_tool_batch(
                     f'tool "{block.name}" (call {block.id!r}) failed fatally: {exc}',
                     exc,
                 ) from exc
-        try:
-            final = (
-                result
-                if plain
-                else _checked_result(
-                    block, await call_hook("after_tool_call", hooks.after_tool_call, block, result)
-                )
-            )
-        except StepFailure:
-            result = hooks.finalize_result(result)
-            conversation.append(result)
-            await emit.announce([_finished(block, result)])
-            raise
-        if not plain:
-            final = hooks.finalize_result(final)
-        conversation.append(final)
-        results.append(final)
-        await emit.announce([_finished(block, final)])
+        if plain:
+            stored = result
+        else:
+            stored = await _after_tool_call(block, result, hooks, conversation, emit)
+        conversation.append(stored)
+        results.append(stored)
+        await emit.announce([_finished(block, stored)])
     conversation.linker.require_answered()
     state.last_results = tuple(results)
 

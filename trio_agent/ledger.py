@@ -91,16 +91,22 @@ class SessionStartRecord(_Record, tag="session/start"):
     session_id: str
     created: float
     system: str = ""
+    first_request: int = 1
+    first_sequence: int = 0
 
 
 class TurnStartRecord(_Record, tag="turn/start"):
+    """A turn began; ``sequence`` is the event sequence of its ``turn.started``."""
+
     kind: ClassVar[str] = "turn/start"
     turn: int
     sequence: int
 
 
 class TurnEndRecord(_Record, tag="turn/end"):
-    """The end of a turn; ``interrupted`` when a resume closed it."""
+    """The end of a turn (``interrupted`` when a resume closed it); ``sequence`` is
+    where the next turn's events start. After an interrupted turn that is an
+    estimate (its ``turn/start``): events themselves are not recorded."""
 
     kind: ClassVar[str] = "turn/end"
     turn: int
@@ -224,7 +230,14 @@ class Ledger:
         self.records_written += 1
 
     # -- records
-    def session_started(self, session_id: str, created: float, system: str) -> None:
+    def session_started(
+        self,
+        session_id: str,
+        created: float,
+        system: str,
+        first_request: int = 1,
+        first_sequence: int = 0,
+    ) -> None:
         self._write(
             SessionStartRecord(
                 seq=self._seq,
@@ -232,6 +245,8 @@ class Ledger:
                 session_id=session_id,
                 created=created,
                 system=system,
+                first_request=first_request,
+                first_sequence=first_sequence,
             )
         )
 
@@ -354,8 +369,8 @@ def derive(records: Iterable[Record]) -> DerivedSession:
                 system=record.system,  # type: ignore[union-attr]
                 messages=[],
                 turns=0,
-                requests=0,
-                sequence=0,
+                requests=record.first_request - 1,  # type: ignore[union-attr]
+                sequence=record.first_sequence,  # type: ignore[union-attr]
                 next_seq=0,
                 open_turn=None,
                 dispatched=set(),
@@ -376,7 +391,7 @@ def derive(records: Iterable[Record]) -> DerivedSession:
                 session.sequence = record.sequence  # type: ignore[union-attr]
             elif kind is TurnEndRecord:
                 session.open_turn = None
-                session.sequence = max(session.sequence, record.sequence)  # type: ignore[union-attr]
+                session.sequence = record.sequence  # type: ignore[union-attr]
             elif kind is CompactedRecord:
                 checked, linker = _snapshot(record.messages)  # type: ignore[union-attr]
                 session.messages = list(checked)

@@ -467,7 +467,8 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         if ledger is not None:
             # turn/end is written, and as durable as the policy asks, before
             # turn.finished can be observed.
-            ledger.turn_ended(turn, end, emit.next + emit.owed)
+            # the sequence after turn.finished: where the next turn's events start
+            ledger.turn_ended(turn, end, emit.next + emit.owed + 1)
             with trio.CancelScope(shield=True):
                 await ledger.barrier("turn")
         result = TurnResult(
@@ -601,9 +602,18 @@ class Agent:
         self.resume_warnings: tuple[str, ...] = ()
         self.closed_on_resume: tuple[tuple[ToolResultMessage, str], ...] = ()
         if store is not None:
-            self._session_id = session_id = session_id or _new_id("session")
+            for method in ("create", "reopen", "load"):
+                if not callable(getattr(store, method, None)):
+                    raise TypeError(f"store must be a SessionStore, got {store!r}")
+            if fsync not in ("always", "step", "never"):
+                raise ValueError(f"fsync must be 'always', 'step' or 'never', got {fsync!r}")
+            if session_id is None:
+                session_id = _new_id("session")
+            self._session_id = session_id
             ledger = Ledger(store.create(session_id), 0, fsync)
-            ledger.session_started(session_id, time.time(), system)
+            ledger.session_started(
+                session_id, time.time(), system, request_sequence_start, sequence_start
+            )
             for message in self._conversation.messages:
                 ledger.message(message)
             self._attach(ledger)
@@ -666,6 +676,8 @@ class Agent:
     async def aclose(self) -> None:
         """Flush and close the session's ledger (if it has one). Cancellation: the
         final flush is shielded, so what was recorded is made durable."""
+        if self._active is not None:
+            raise RuntimeError("cannot close the ledger while a turn runs; cancel it first")
         ledger, self._ledger = self._ledger, None
         self._conversation.journal = None
         if ledger is not None:

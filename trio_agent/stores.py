@@ -80,18 +80,18 @@ def parse_jsonl(session_id: str, data: bytes) -> LoadedSession:
     while position < size:
         end = data.find(b"\n", position)
         line_number += 1
-        last = end == -1 or end == size - 1
         line = data[position : size if end == -1 else end]
+        if end == -1:
+            # Only a line the writer did not finish (no line end) is torn; a whole
+            # line that does not decode is damage, refused like any other.
+            warnings.append(
+                f"{session_id}: line {line_number} is torn ({len(line)} bytes with no "
+                "line end); ignored"
+            )
+            break
         try:
-            if end == -1:
-                raise ValueError("no line end")
             record = record_decoder.decode(line)
-        except (msgspec.DecodeError, ValueError) as exc:
-            if last:
-                warnings.append(
-                    f"{session_id}: line {line_number} is torn ({len(line)} bytes, {exc}); ignored"
-                )
-                break
+        except msgspec.DecodeError as exc:
             raise LedgerCorruptError(
                 f"{session_id}: line {line_number} is corrupt: {exc}"
             ) from None
@@ -126,8 +126,12 @@ class _GroupSync:
         self.fsyncs = 0
 
     async def sync(self) -> None:
+        if self._error is not None:
+            raise LedgerError(f"fsync failed: {self._error}") from self._error
+        if self._closing:
+            raise LedgerError("the ledger is closed")
         target = self.written
-        if self._synced >= target and self._error is None:
+        if self._synced >= target:
             return
         event = trio.Event()
         self._waiters.append((target, event))
@@ -193,9 +197,12 @@ class _JsonlWriter:
 
     def append(self, line: bytes) -> None:
         view = memoryview(line)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        except OSError as exc:
+            raise LedgerError(f"cannot write the ledger: {exc}") from exc
         self._sync.written += 1
 
     async def flush(self, durable: bool) -> None:
@@ -226,15 +233,26 @@ class JsonlStore:
 
     def create(self, session_id: str) -> SessionWriter:
         path = self.path(session_id)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            raise LedgerError(f"session {session_id!r} already exists at {path}") from None
+            try:
+                fd = os.open(path, flags | os.O_EXCL, 0o644)
+            except FileExistsError:
+                # A session whose first line was never finished (the process died
+                # while creating it) holds no record: it may be created again.
+                if b"\n" in path.read_bytes():
+                    raise LedgerError(f"session {session_id!r} already exists at {path}") from None
+                fd = os.open(path, flags | os.O_TRUNC)
+        except OSError as exc:
+            raise LedgerError(f"cannot create session {session_id!r}: {exc}") from exc
         return _JsonlWriter(fd)
 
     def reopen(self, loaded: LoadedSession) -> SessionWriter:
         path = self.path(loaded.session_id)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            raise LedgerError(f"cannot reopen session {loaded.session_id!r}: {exc}") from exc
         if os.fstat(fd).st_size != loaded.valid_bytes:
             os.ftruncate(fd, loaded.valid_bytes)  # drop the torn tail before appending
         return _JsonlWriter(fd)
@@ -267,16 +285,21 @@ class _SqliteWriter:
         self._session_id = session_id
         self._next_seq = next_seq
         self._pending: list[tuple[str, int, bytes]] = []
+        self._not_durable = False  # committed without a sync since the last durable flush
 
     def append(self, line: bytes) -> None:
         self._pending.append((self._session_id, self._next_seq, line.rstrip(b"\n")))
         self._next_seq += 1
 
     async def flush(self, durable: bool) -> None:
-        if not self._pending and not durable:
-            return
-        batch, self._pending = self._pending, []
-        await self._store._run(self._store._insert, batch, durable)
+        if self._pending:
+            batch = list(self._pending)
+            await self._store._run(self._store._insert, batch, durable)
+            del self._pending[: len(batch)]  # only once written: a cancelled flush keeps them
+            self._not_durable = not durable
+        elif durable and self._not_durable:
+            await self._store._run(self._store._sync_wal)
+            self._not_durable = False
 
     async def aclose(self) -> None:
         await self.flush(False)
@@ -315,18 +338,22 @@ class SqliteStore:
         db.execute("BEGIN IMMEDIATE")
         try:
             db.executemany("INSERT INTO records (session_id, seq, body) VALUES (?, ?, ?)", batch)
-        except sqlite3.IntegrityError as exc:
+        except sqlite3.IntegrityError:
             db.execute("ROLLBACK")
-            raise LedgerError(f"record already written: {exc}") from None
+            session_id, seq, _ = batch[0]
+            if seq == 0:
+                raise LedgerError(f"session {session_id!r} already exists in {self.path}") from None
+            raise LedgerError(f"session {session_id!r}: record {seq} was already written") from None
         db.execute("COMMIT")
 
-    def _exists(self, session_id: str) -> bool:
-        row = (
-            self._db()
-            .execute("SELECT 1 FROM records WHERE session_id = ? LIMIT 1", (session_id,))
-            .fetchone()
-        )
-        return row is not None
+    def _sync_wal(self) -> None:
+        """Put what NORMAL commits left in the write-ahead log on disk."""
+        self._db()
+        fd = os.open(f"{self.path}-wal", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def create(self, session_id: str) -> SessionWriter:
         # Whether it exists is checked by the first insert (seq 0 is the primary key).
