@@ -16,6 +16,7 @@ from .events import RunResult as RunResult
 from .events import SessionEvent as SessionEvent
 from .events import ToolFinished as ToolFinished
 from .events import ToolStarted as ToolStarted
+from .events import ToolUpdated as ToolUpdated
 from .events import TurnBlocked as TurnBlocked
 from .events import TurnCancelled as TurnCancelled
 from .events import TurnCompleted as TurnCompleted
@@ -84,9 +85,11 @@ from .stores import SqliteStore as SqliteStore
 from .tools import FatalToolError as FatalToolError
 from .tools import Tool as Tool
 from .tools import ToolArgumentsError as ToolArgumentsError
+from .tools import ToolContext as ToolContext
 from .tools import ToolError as ToolError
 from .tools import ToolRegistry as ToolRegistry
 from .tools import execute_tool_call as execute_tool_call
 from .tools import tool as tool
+from .tools import tool_context as tool_context
 
 __version__ = "0.1.0"

@@ -58,9 +58,13 @@ class EventRun(Generic[E, R]):
         self._result = result
         await emit.finish(make_last)
 
-    async def _drive_and_close(self, send: trio.MemorySendChannel[E]) -> None:
+    async def _drive_and_close(
+        self, send: trio.MemorySendChannel[E], nursery: trio.Nursery
+    ) -> None:
         async with send:
-            await self._drive(self._emitter(send))
+            emit = self._emitter(send)
+            emit.host = nursery  # tool calls that ignore cancellation may outlive a batch here
+            await self._drive(emit)
 
     async def __aenter__(self) -> Any:
         if self._phase != _NEW:
@@ -69,7 +73,7 @@ class EventRun(Generic[E, R]):
         send, self._receive = trio.open_memory_channel[E](EVENT_BUFFER)
         self._nursery_manager = trio.open_nursery()
         nursery = await self._nursery_manager.__aenter__()
-        nursery.start_soon(self._drive_and_close, send, name=self._task_name)
+        nursery.start_soon(self._drive_and_close, send, nursery, name=self._task_name)
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:

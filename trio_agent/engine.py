@@ -10,6 +10,7 @@ building layers, not for everyday use.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, final
 
@@ -25,6 +26,7 @@ from .events import (
     ModelChunk,
     ToolFinished,
     ToolStarted,
+    ToolUpdated,
 )
 from .messages import (
     AssistantMessage,
@@ -37,7 +39,14 @@ from .messages import (
     _snapshot,
 )
 from .model import Model, ModelRequest, ProtocolViolation, StepCheck, ToolSpec, Usage
-from .tools import FatalToolError, ToolRegistry, _describe, execute_tool_call
+from .tools import (
+    _CONTEXT,
+    FatalToolError,
+    ToolContext,
+    ToolRegistry,
+    _describe,
+    execute_tool_call,
+)
 
 __all__ = [
     "HOOK_ERROR",
@@ -86,7 +95,7 @@ class Emitter:
     channel (``wait()`` without ``async with``) events are counted and dropped.
     """
 
-    __slots__ = ("_journal", "_owed", "_send", "next")
+    __slots__ = ("_journal", "_owed", "_send", "host", "next")
 
     def __init__(
         self,
@@ -98,6 +107,7 @@ class Emitter:
         self._owed: list[Callable[[int], Any]] = []
         self._journal = journal
         self.next = start
+        self.host: trio.Nursery | None = None  # where tool tasks may outlive a batch
 
     async def __call__(self, event: Any) -> None:
         if self._journal is not None:
@@ -179,10 +189,11 @@ class Conversation:
         checked, linker = _snapshot(messages)
         return cls(list(checked), linker, requests)
 
-    def append(self, message: Message, code: str | None = None) -> None:
+    def append(self, message: Message, code: str | None = None, recorded: bool = False) -> None:
+        """Add a message; recorded in the journal unless ``recorded`` already."""
         self.linker.add(message)
         self.messages.append(message)
-        if self.journal is not None:
+        if self.journal is not None and not recorded:
             self.journal.message(message, code)
 
     def snapshot(self) -> tuple[Message, ...]:
@@ -236,6 +247,9 @@ class TurnSpec:
     specs: tuple[ToolSpec, ...]
     system: str
     max_steps: int
+    tool_execution: Literal["sequential", "parallel"] = "sequential"
+    max_parallel_tools: int = 10
+    tool_grace_period: float = 5.0
 
 
 @final
@@ -390,11 +404,10 @@ async def _after_tool_call(
     call: ToolCall,
     result: ToolResultMessage,
     hooks: StepHooks,
-    conversation: Conversation,
-    emit: Emitter,
+    keep: Callable[[ToolResultMessage], None],
 ) -> ToolResultMessage:
     """The result to store, from ``after_tool_call``. The tool did run: if the hook
-    fails or is interrupted, its own result is stored (and announced) first."""
+    fails or is interrupted, ``keep`` stores its own result first."""
     final: ToolResultMessage | None = None
     try:
         final = _checked_result(
@@ -402,10 +415,17 @@ async def _after_tool_call(
         )
     finally:
         if final is None:
-            kept = hooks.finalize_result(result)
-            conversation.append(kept)
-            emit.owe([_finished(call, kept)])
+            keep(hooks.finalize_result(result))
     return hooks.finalize_result(final)
+
+
+async def _execute(spec: TurnSpec, call: ToolCall) -> ToolResultMessage:
+    try:
+        return await execute_tool_call(spec.tools, call)
+    except FatalToolError as exc:
+        raise StepFailure(
+            TOOL_FATAL, f'tool "{call.name}" (call {call.id!r}) failed fatally: {exc}', exc
+        ) from exc
 
 
 async def _run_tool_batch(
@@ -416,46 +436,238 @@ async def _run_tool_batch(
     state: TurnState,
     emit: Emitter,
 ) -> None:
-    """Run the message's calls one after another, appending each result as it returns.
+    """Run the message's calls, sequentially (the default) or in parallel.
 
+    Sequential: one after another, each result appended as it returns.
+    Parallel (``spec.tool_execution == "parallel"``): see ``_concurrent_calls``.
     A result, once appended, is always announced by ``tool.finished``.
     ``FatalToolError`` fails the turn with no result for that call; so does a
-    ``before_tool_call`` hook that raises. If ``after_tool_call`` raises, the
-    tool's own result is recorded before the turn fails. Cancellation
-    propagates with no result for the interrupted call.
+    ``before_tool_call`` hook that raises. If ``after_tool_call`` raises or is
+    interrupted, the tool's own result is stored first. Cancellation
+    propagates with no result for an interrupted call.
     """
-    results: list[ToolResultMessage] = []
+    calls = [block for block in message.content if type(block) is ToolCall]
+    if spec.tool_execution == "parallel" and len(calls) > 1:
+        await _concurrent_calls(calls, spec, hooks, conversation, emit)
+    else:
+        for call in calls:
+            found = spec.tools.get(call.name)
+            if found is not None and found.progress:
+                await _concurrent_calls([call], spec, hooks, conversation, emit)
+            else:
+                await _sequential_call(call, spec, hooks, conversation, emit)
+    conversation.linker.require_answered()
+    state.last_results = tuple(
+        m for m in conversation.messages[-len(calls) :] if type(m) is ToolResultMessage
+    )
+
+
+async def _sequential_call(
+    call: ToolCall, spec: TurnSpec, hooks: StepHooks, conversation: Conversation, emit: Emitter
+) -> None:
     plain = hooks is _DEFAULT_HOOKS  # the core: no hook calls on the hot path
+    reason = None if plain else await call_hook("before_tool_call", hooks.before_tool_call, call)
+    if reason is None and conversation.journal is not None:
+        conversation.journal.tool_call(call)  # recorded before it can be dispatched
+    await emit(ToolStarted(sequence=emit.next, call=call))
+    result = (
+        _blocked_result(call, str(reason)) if reason is not None else await _execute(spec, call)
+    )
+    if not plain:
+
+        def keep(kept: ToolResultMessage) -> None:
+            conversation.append(kept)
+            emit.owe([_finished(call, kept)])
+
+        result = await _after_tool_call(call, result, hooks, keep)
+    conversation.append(result)
+    await emit.announce([_finished(call, result)])
+
+
+async def _concurrent_calls(
+    calls: list[ToolCall],
+    spec: TurnSpec,
+    hooks: StepHooks,
+    conversation: Conversation,
+    emit: Emitter,
+) -> None:
+    """Run ``calls`` as tasks, at most ``spec.max_parallel_tools`` at once.
+
+    This task alone emits events, so their order is total: ``tool.started``
+    in call order as each call is dispatched (an ``exclusive`` tool waits for
+    an empty pool and holds back the calls after it); ``tool.updated`` as
+    reported; ``tool.finished`` as each call completes, its result recorded
+    in the ledger at that moment. Results join the transcript in call order
+    (a reorder buffer), so a ``tool.finished`` may come before its result is
+    in the transcript, while an earlier call still runs.
+
+    If the batch stops early (cancellation, ``FatalToolError``, a failing
+    hook) every running call is cancelled, and the results of calls that
+    finished are kept, in call order among themselves; none is invented.
+    The batch waits ``spec.tool_grace_period`` seconds for cancelled calls to
+    end; a call still running then is left to the run's own nursery (when it
+    has one: ``async with run``), so the run ends; leaving ``async with``
+    still waits for it, as trio cannot abandon a task.
+    """
+    plain = hooks is _DEFAULT_HOOKS
     journal = conversation.journal
-    for block in message.content:
-        if type(block) is not ToolCall:
-            continue
-        reason = (
-            None if plain else await call_hook("before_tool_call", hooks.before_tool_call, block)
-        )
-        if reason is None and journal is not None:
-            journal.tool_call(block)  # recorded before it can be dispatched
-        await emit(ToolStarted(sequence=emit.next, call=block))
-        if reason is not None:
-            result = _blocked_result(block, str(reason))
-        else:
+    total = len(calls)
+    tools = [spec.tools.get(call.name) for call in calls]
+    send, receive = trio.open_memory_channel[tuple[str, int, Any]](math.inf)
+    scopes: dict[int, trio.CancelScope] = {}
+    running: set[int] = set()
+    exclusive_running = False
+    ready: dict[int, ToolResultMessage] = {}  # finished, waiting for their turn in call order
+    next_index = 0  # the reorder buffer's head
+    started = 0
+
+    def flush(gaps: bool) -> None:
+        """Append ready results in call order; with ``gaps``, skip unfinished calls."""
+        nonlocal next_index
+        order = sorted(ready) if gaps else []
+        if not gaps:
+            while next_index in ready:
+                order.append(next_index)
+                next_index += 1
+        for index in order:
+            conversation.append(ready.pop(index), recorded=True)
+
+    def record(index: int, result: ToolResultMessage) -> None:
+        if journal is not None:
+            journal.message(result)
+        ready[index] = result
+
+    async def finished(index: int, result: ToolResultMessage) -> None:
+        record(index, result)
+        await emit(ToolFinished(sequence=emit.next, call=calls[index], result=result))
+        flush(gaps=False)
+
+    def spawn(host: trio.Nursery, index: int) -> None:
+        scope = scopes[index] = trio.CancelScope()
+        call = calls[index]
+
+        def report(message: str, fraction: float | None) -> None:
             try:
-                result = await execute_tool_call(spec.tools, block)
-            except FatalToolError as exc:
+                send.send_nowait(("update", index, (message, fraction)))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+
+        async def run_call() -> None:
+            context = ToolContext(call, report)
+            token = _CONTEXT.set(context)
+            outcome: tuple[str, int, Any] = ("exited", index, None)
+            try:
+                with scope:
+                    try:
+                        outcome = ("done", index, await execute_tool_call(spec.tools, call))
+                    except FatalToolError as exc:
+                        outcome = ("fatal", index, exc)
+            finally:
+                context.close()
+                _CONTEXT.reset(token)
+                try:
+                    send.send_nowait(outcome)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass  # the batch stopped waiting for this call
+
+        host.start_soon(run_call, name=f"trio_agent.tool:{call.name}:{call.id}")
+
+    def can_start(index: int) -> bool:
+        tool = tools[index]
+        if tool is not None and tool.exclusive:
+            return not running
+        return not exclusive_running and len(running) < spec.max_parallel_tools
+
+    async def coordinate(host: trio.Nursery) -> None:
+        nonlocal started, exclusive_running
+        while started < total or running:
+            while started < total and can_start(started):
+                index, call = started, calls[started]
+                started += 1
+                reason = (
+                    None
+                    if plain
+                    else await call_hook("before_tool_call", hooks.before_tool_call, call)
+                )
+                if reason is not None:
+                    await emit(ToolStarted(sequence=emit.next, call=call))
+                    await finished(index, _blocked_result(call, str(reason)))
+                    continue
+                if journal is not None:
+                    journal.tool_call(call)  # recorded before it can be dispatched
+                await emit(ToolStarted(sequence=emit.next, call=call))
+                spawn(host, index)
+                running.add(index)
+                tool = tools[index]
+                exclusive_running = exclusive_running or bool(tool and tool.exclusive)
+            if not running:
+                continue
+            kind, index, payload = await receive.receive()
+            if kind == "update":
+                if index in running:  # dropped once the call finished
+                    message, fraction = payload
+                    await emit(
+                        ToolUpdated(
+                            sequence=emit.next,
+                            call=calls[index],
+                            message=message,
+                            fraction=fraction,
+                        )
+                    )
+                continue
+            running.discard(index)
+            tool = tools[index]
+            if tool is not None and tool.exclusive:
+                exclusive_running = False
+            if kind == "fatal":
+                call = calls[index]
                 raise StepFailure(
                     TOOL_FATAL,
-                    f'tool "{block.name}" (call {block.id!r}) failed fatally: {exc}',
-                    exc,
-                ) from exc
-        if plain:
-            stored = result
-        else:
-            stored = await _after_tool_call(block, result, hooks, conversation, emit)
-        conversation.append(stored)
-        results.append(stored)
-        await emit.announce([_finished(block, stored)])
-    conversation.linker.require_answered()
-    state.last_results = tuple(results)
+                    f'tool "{call.name}" (call {call.id!r}) failed fatally: {payload}',
+                    payload,
+                )
+            if kind == "done":
+                result = payload
+                if not plain:
+
+                    def keep(kept: ToolResultMessage, index: int = index) -> None:
+                        record(index, kept)
+                        emit.owe([_finished(calls[index], kept)])
+
+                    result = await _after_tool_call(calls[index], result, hooks, keep)
+                await finished(index, result)
+
+    async def stop(host: trio.Nursery) -> None:
+        """Cancel what still runs, wait the grace period, keep what finished."""
+        for index in running:
+            scopes[index].cancel()
+        with trio.move_on_after(spec.tool_grace_period) as waiting:
+            waiting.shield = True
+            while running:
+                kind, index, payload = await receive.receive()
+                if kind == "update":
+                    continue
+                running.discard(index)
+                if kind == "done":  # it finished in spite of the cancel: it ran
+                    record(index, hooks.finalize_result(payload))
+                    emit.owe([_finished(calls[index], ready[index])])
+        receive.close()  # calls still running after the grace period are left behind
+        flush(gaps=True)
+
+    async def run(host: trio.Nursery) -> None:
+        completed = False
+        try:
+            await coordinate(host)
+            completed = True
+        finally:
+            if not completed:
+                await stop(host)
+
+    if emit.host is not None:
+        await run(emit.host)
+    else:
+        async with trio.open_nursery() as nursery:
+            await run(nursery)
 
 
 async def _attempts(

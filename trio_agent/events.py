@@ -31,6 +31,7 @@ __all__ = [
     "SessionEvent",
     "ToolFinished",
     "ToolStarted",
+    "ToolUpdated",
     "TurnBlocked",
     "TurnCancelled",
     "TurnCompleted",
@@ -141,6 +142,16 @@ class ToolFinished(_Event, tag="tool.finished"):
     result: ToolResultMessage
 
 
+class ToolUpdated(_Event, tag="tool.updated"):
+    """Progress a running tool call reported (``ToolContext.report``); bounded in rate
+    and size, never after the call's ``tool.finished``."""
+
+    type: ClassVar[str] = "tool.updated"
+    call: ToolCall
+    message: str
+    fraction: float | None = None
+
+
 class RunFinished(_Event, tag="run.finished"):
     """The last event of every run; ``result`` equals ``run.result``."""
 
@@ -148,7 +159,7 @@ class RunFinished(_Event, tag="run.finished"):
     result: RunResult
 
 
-Event = MessageAccepted | ModelChunk | ToolStarted | ToolFinished | RunFinished
+Event = MessageAccepted | ModelChunk | ToolStarted | ToolUpdated | ToolFinished | RunFinished
 
 
 class AttemptFailed(_Event, tag="attempt.failed"):
@@ -291,6 +302,7 @@ SessionEvent = (
     MessageAccepted
     | ModelChunk
     | ToolStarted
+    | ToolUpdated
     | ToolFinished
     | AttemptFailed
     | TurnStarted

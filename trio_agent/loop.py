@@ -9,7 +9,7 @@ outcome to a ``RunResult``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import final
+from typing import Literal, final
 
 import trio
 
@@ -67,6 +67,24 @@ def _check_options(
     check_system(system)
 
 
+def check_tool_execution(
+    tool_execution: object, max_parallel_tools: object, tool_grace_period: object
+) -> None:
+    """``TypeError``/``ValueError`` unless the tool-batch options are usable."""
+    if tool_execution not in ("sequential", "parallel"):
+        raise ValueError(
+            f"tool_execution must be 'sequential' or 'parallel', got {tool_execution!r}"
+        )
+    if type(max_parallel_tools) is not int or max_parallel_tools < 1:
+        raise ValueError(f"max_parallel_tools must be an int >= 1, got {max_parallel_tools!r}")
+    if (
+        type(tool_grace_period) not in (int, float) or not 0 <= tool_grace_period < float("inf")  # type: ignore[operator]
+    ):
+        raise ValueError(
+            f"tool_grace_period must be a finite number >= 0, got {tool_grace_period!r}"
+        )
+
+
 def check_cancel_scope(cancel_scope: object) -> None:
     """``TypeError``/``ValueError`` unless None or a ``trio.CancelScope`` not yet entered."""
     if cancel_scope is None:
@@ -94,6 +112,9 @@ def run_agent_loop(
     request_sequence_start: int = 1,
     cancel_scope: trio.CancelScope | None = None,
     system: str = "",
+    tool_execution: Literal["sequential", "parallel"] = "sequential",
+    max_parallel_tools: int = 10,
+    tool_grace_period: float = 5.0,
 ) -> AgentRun:
     """Prepare a run of the agent loop; nothing runs until it is entered or awaited.
 
@@ -108,8 +129,13 @@ def run_agent_loop(
     ``await run.wait()`` for the result alone. Cancellation: ``run.cancel()``,
     a deadline on ``cancel_scope``, or leaving ``async with`` early ends the
     run as ``Cancelled`` with only complete messages.
+
+    ``tool_execution="parallel"`` runs a batch's calls concurrently (at most
+    ``max_parallel_tools`` at once; results still join the transcript in call
+    order); see ``trio_agent.engine`` for what a consumer then sees.
     """
     _check_options(messages, model, tools, max_steps, request_sequence_start, cancel_scope, system)
+    check_tool_execution(tool_execution, max_parallel_tools, tool_grace_period)
     conversation: Conversation | None = None
     invalid: str | None = None
     if len(messages) > MAX_INITIAL_MESSAGES:
@@ -120,7 +146,14 @@ def run_agent_loop(
         except TranscriptError as exc:
             invalid = f"{exc.code}: {exc}"
     spec = TurnSpec(
-        model=model, tools=tools.copy(), specs=tools.specs(), system=system, max_steps=max_steps
+        model=model,
+        tools=tools.copy(),
+        specs=tools.specs(),
+        system=system,
+        max_steps=max_steps,
+        tool_execution=tool_execution,
+        max_parallel_tools=max_parallel_tools,
+        tool_grace_period=float(tool_grace_period),
     )
     return AgentRun(
         spec, conversation, invalid, trio.CancelScope() if cancel_scope is None else cancel_scope

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, final
+from typing import Any, Literal, final
 
 import attrs
 import msgspec
@@ -54,7 +54,7 @@ from .events import (
     TurnTokenBudget,
 )
 from .ledger import FsyncPolicy, Ledger, derive
-from .loop import check_system
+from .loop import check_system, check_tool_execution
 from .messages import (
     INTERRUPTED_RESULT_TEXT,
     Message,
@@ -413,6 +413,9 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             specs=agent._tools.specs(),
             system=agent._system,
             max_steps=agent._max_steps,
+            tool_execution=agent._tool_execution,
+            max_parallel_tools=agent._max_parallel_tools,
+            tool_grace_period=agent._tool_grace_period,
         )
         state = TurnState()
         # Everything taken for this turn is appended before the first await, so a
@@ -530,12 +533,16 @@ class Agent:
         store: SessionStore | None = None,
         session_id: str | None = None,
         fsync: FsyncPolicy = "step",
+        tool_execution: Literal["sequential", "parallel"] = "sequential",
+        max_parallel_tools: int = 10,
+        tool_grace_period: float = 5.0,
     ) -> None:
         if not callable(getattr(model, "stream", None)):
             raise TypeError(f"model must have a callable stream(request), got {model!r}")
         if tools is not None and type(tools) is not ToolRegistry:
             raise TypeError(f"tools must be a ToolRegistry or None, got {type(tools).__name__}")
         check_system(system)
+        check_tool_execution(tool_execution, max_parallel_tools, tool_grace_period)
         if type(messages) not in (list, tuple):
             raise TypeError(f"messages must be a list or tuple, got {type(messages).__name__}")
         for name, value in (
@@ -579,6 +586,9 @@ class Agent:
         self._conversation = Conversation.from_messages(messages, request_sequence_start - 1)
         self._model = model
         self._tools = ToolRegistry() if tools is None else tools
+        self._tool_execution = tool_execution
+        self._max_parallel_tools = max_parallel_tools
+        self._tool_grace_period = float(tool_grace_period)
         self._system = system
         self._max_steps = max_steps
         self._retry = RetryPolicy() if retry is None else retry

@@ -6,9 +6,11 @@ result the model can read and act on.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextvars import ContextVar
 from typing import Any, TypeVar, final, overload
 
 import attrs
@@ -22,10 +24,12 @@ __all__ = [
     "FatalToolError",
     "Tool",
     "ToolArgumentsError",
+    "ToolContext",
     "ToolError",
     "ToolRegistry",
     "execute_tool_call",
     "tool",
+    "tool_context",
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
@@ -33,6 +37,65 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 ToolFunction = Callable[..., Awaitable[Any]]
 F = TypeVar("F", bound=ToolFunction)
+
+
+MAX_PROGRESS_TEXT = 1000
+"""Characters of one progress report; longer text is cut."""
+PROGRESS_INTERVAL = 0.05
+"""Seconds between two progress reports of one call that are passed on; faster ones
+are dropped."""
+
+
+@final
+class ToolContext:
+    """What a running tool call can use: its ``call``, and ``report()`` for progress.
+
+    Reports are passed on as ``tool.updated`` events, at most one per
+    ``PROGRESS_INTERVAL`` seconds (trio's clock) and ``MAX_PROGRESS_TEXT``
+    characters each; faster or later ones (after the call finished) are
+    dropped and counted in ``dropped``.
+    """
+
+    __slots__ = ("_last", "_sink", "call", "dropped")
+
+    def __init__(self, call: ToolCall, sink: Callable[[str, float | None], None] | None) -> None:
+        self.call = call
+        self._sink = sink
+        self._last = -math.inf
+        self.dropped = 0
+
+    def report(self, message: str, fraction: float | None = None) -> None:
+        """Report progress (never blocks; safe to call often)."""
+        if type(message) is not str:
+            raise TypeError(f"report() takes a str message, got {message!r}")
+        if fraction is not None and not (type(fraction) in (int, float) and 0.0 <= fraction <= 1.0):
+            raise ValueError(f"fraction must be None or in [0, 1], got {fraction!r}")
+        now = trio.current_time()
+        if self._sink is None or now - self._last < PROGRESS_INTERVAL:
+            self.dropped += 1
+            return
+        self._last = now
+        text = message if len(message) <= MAX_PROGRESS_TEXT else message[:MAX_PROGRESS_TEXT]
+        if not text.isascii():
+            text = _SURROGATE.sub("\ufffd", text)
+        self._sink(text, None if fraction is None else float(fraction))
+
+    def close(self) -> None:
+        """The call finished: later reports are dropped."""
+        self._sink = None
+
+
+_CONTEXT: ContextVar[ToolContext | None] = ContextVar("trio_agent_tool_context", default=None)
+
+
+def tool_context() -> ToolContext:
+    """The context of the tool call running in this task.
+
+    Outside a call, or in a call run without progress support (a tool not
+    declared ``progress=True``), reports go nowhere.
+    """
+    context = _CONTEXT.get()
+    return ToolContext(ToolCall("", "", {}), None) if context is None else context
 
 
 class ToolError(Exception):
@@ -88,6 +151,10 @@ class Tool:
     execute: Callable[[dict[str, Any]], Awaitable[Any]] = attrs.field(
         validator=_check_execute, repr=False
     )
+    exclusive: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """Runs alone in a parallel batch: calls before it finish first, calls after it wait."""
+    progress: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """Reports progress through ``tool_context().report(...)`` (``tool.updated`` events)."""
 
     def spec(self) -> ToolSpec:
         """The ``ToolSpec`` the model sees, with a private copy of the schema."""
@@ -109,7 +176,9 @@ def _schema_for(arguments_type: type) -> dict[str, Any]:
     return top
 
 
-def _build_tool(function: ToolFunction, name: str | None, description: str | None) -> Tool:
+def _build_tool(
+    function: ToolFunction, name: str | None, description: str | None, exclusive: bool
+) -> Tool:
     if not inspect.iscoroutinefunction(function):
         raise TypeError(f"@tool needs an async function, got {function!r}")
     signature = inspect.signature(function)
@@ -121,7 +190,11 @@ def _build_tool(function: ToolFunction, name: str | None, description: str | Non
             "(types named in string annotations must be importable from its module)"
         ) from None
     fields: list[tuple[Any, ...]] = []
+    context_name: str | None = None
     for parameter in signature.parameters.values():
+        if hints.get(parameter.name) is ToolContext:
+            context_name = parameter.name  # injected, not an argument the model sees
+            continue
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise TypeError(f"@tool: {function.__qualname__} cannot take *args or **kwargs")
         if parameter.kind is parameter.POSITIONAL_ONLY:
@@ -151,7 +224,10 @@ def _build_tool(function: ToolFunction, name: str | None, description: str | Non
             values = msgspec.convert(arguments, arguments_type)
         except msgspec.ValidationError as exc:
             raise ToolArgumentsError(str(exc)) from None
-        return await function(**{n: getattr(values, n) for n in names})
+        kwargs = {n: getattr(values, n) for n in names}
+        if context_name is not None:
+            kwargs[context_name] = tool_context()
+        return await function(**kwargs)
 
     doc = inspect.getdoc(function) or ""
     return Tool(
@@ -159,6 +235,8 @@ def _build_tool(function: ToolFunction, name: str | None, description: str | Non
         description=doc if description is None else description,
         parameters=parameters,
         execute=execute,
+        exclusive=exclusive,
+        progress=context_name is not None,
     )
 
 
@@ -166,7 +244,7 @@ def _build_tool(function: ToolFunction, name: str | None, description: str | Non
 def tool(function: ToolFunction, /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, exclusive: bool = False
 ) -> Callable[[ToolFunction], Tool]: ...
 def tool(
     function: ToolFunction | None = None,
@@ -174,6 +252,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    exclusive: bool = False,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Build a ``Tool`` from an async function.
 
@@ -183,11 +262,14 @@ def tool(
     adds constraints and descriptions). Arguments are validated with msgspec
     before the call; a mismatch is a ``ToolArgumentsError`` whose message has
     the JSON path (``Expected `int`, got `str` - at `$.left```).
-    Use as ``@tool`` or ``@tool(name=..., description=...)``.
+    A parameter annotated ``ToolContext`` is not an argument: it receives the
+    call's context (``ctx.report(...)`` for progress). ``exclusive=True``
+    makes the tool run alone in a parallel batch. Use as ``@tool`` or
+    ``@tool(name=..., description=..., exclusive=...)``.
     """
     if function is not None:
-        return _build_tool(function, name, description)
-    return lambda f: _build_tool(f, name, description)
+        return _build_tool(function, name, description, exclusive)
+    return lambda f: _build_tool(f, name, description, exclusive)
 
 
 @final
