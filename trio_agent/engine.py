@@ -182,18 +182,55 @@ class Conversation:
     linker: _Linker
     requests: int = 0
     journal: Journal | None = None
+    # Tool results join the transcript in the order of their calls, whatever order
+    # they come in (a parallel batch): each is placed by its call's position.
+    _positions: dict[str, int] = attrs.field(factory=dict, alias="_positions")
+    _batch_start: int = attrs.field(default=0, alias="_batch_start")
 
     @classmethod
     def from_messages(cls, messages: Sequence[object], requests: int = 0) -> Conversation:
         """Check and copy ``messages``; raises ``TranscriptError``."""
         checked, linker = _snapshot(messages)
-        return cls(list(checked), linker, requests)
+        conversation = cls(list(checked), linker, requests)
+        conversation._find_batch()
+        return conversation
 
-    def append(self, message: Message, code: str | None = None, recorded: bool = False) -> None:
-        """Add a message; recorded in the journal unless ``recorded`` already."""
+    def _find_batch(self) -> None:
+        messages = self.messages
+        start = len(messages)
+        while start > 0 and type(messages[start - 1]) is ToolResultMessage:
+            start -= 1
+        self._batch_start = start
+        last = messages[start - 1] if start > 0 else None
+        self._positions = (
+            {b.id: i for i, b in enumerate(last.content) if type(b) is ToolCall}
+            if type(last) is AssistantMessage
+            else {}
+        )
+
+    def append(self, message: Message, code: str | None = None) -> None:
+        """Add a message (recorded in the journal at once); a tool result goes in
+        its call's place among the results of its batch."""
         self.linker.add(message)
-        self.messages.append(message)
-        if self.journal is not None and not recorded:
+        messages = self.messages
+        if type(message) is ToolResultMessage:
+            positions = self._positions
+            rank = positions.get(message.tool_call_id, 0)
+            at = len(messages)
+            while at > self._batch_start and (
+                positions.get(messages[at - 1].tool_call_id, 0) > rank  # type: ignore[union-attr]
+            ):
+                at -= 1
+            messages.insert(at, message)
+        else:
+            messages.append(message)
+            self._batch_start = len(messages)
+            self._positions = (
+                {b.id: i for i, b in enumerate(message.content) if type(b) is ToolCall}
+                if type(message) is AssistantMessage
+                else {}
+            )
+        if self.journal is not None:
             self.journal.message(message, code)
 
     def snapshot(self) -> tuple[Message, ...]:
@@ -208,6 +245,7 @@ class Conversation:
         checked, linker = _snapshot(messages)
         self.messages = list(checked)
         self.linker = linker
+        self._find_batch()
         if self.journal is not None:
             self.journal.compacted(checked)
 
@@ -497,9 +535,9 @@ async def _concurrent_calls(
     in call order as each call is dispatched (an ``exclusive`` tool waits for
     an empty pool and holds back the calls after it); ``tool.updated`` as
     reported; ``tool.finished`` as each call completes, its result recorded
-    in the ledger at that moment. Results join the transcript in call order
-    (a reorder buffer), so a ``tool.finished`` may come before its result is
-    in the transcript, while an earlier call still runs.
+    in the ledger and placed in the transcript in call order at that moment
+    (``Conversation.append``): a snapshot taken while an earlier call still
+    runs has the later results in their places, the earlier one missing.
 
     If the batch stops early (cancellation, ``FatalToolError``, a failing
     hook) every running call is cancelled, and the results of calls that
@@ -517,30 +555,11 @@ async def _concurrent_calls(
     scopes: dict[int, trio.CancelScope] = {}
     running: set[int] = set()
     exclusive_running = False
-    ready: dict[int, ToolResultMessage] = {}  # finished, waiting for their turn in call order
-    next_index = 0  # the reorder buffer's head
     started = 0
 
-    def flush(gaps: bool) -> None:
-        """Append ready results in call order; with ``gaps``, skip unfinished calls."""
-        nonlocal next_index
-        order = sorted(ready) if gaps else []
-        if not gaps:
-            while next_index in ready:
-                order.append(next_index)
-                next_index += 1
-        for index in order:
-            conversation.append(ready.pop(index), recorded=True)
-
-    def record(index: int, result: ToolResultMessage) -> None:
-        if journal is not None:
-            journal.message(result)
-        ready[index] = result
-
     async def finished(index: int, result: ToolResultMessage) -> None:
-        record(index, result)
+        conversation.append(result)  # recorded now; placed in call order
         await emit(ToolFinished(sequence=emit.next, call=calls[index], result=result))
-        flush(gaps=False)
 
     def spawn(host: trio.Nursery, index: int) -> None:
         scope = scopes[index] = trio.CancelScope()
@@ -631,7 +650,7 @@ async def _concurrent_calls(
                 if not plain:
 
                     def keep(kept: ToolResultMessage, index: int = index) -> None:
-                        record(index, kept)
+                        conversation.append(kept)
                         emit.owe([_finished(calls[index], kept)])
 
                     result = await _after_tool_call(calls[index], result, hooks, keep)
@@ -649,10 +668,10 @@ async def _concurrent_calls(
                     continue
                 running.discard(index)
                 if kind == "done":  # it finished in spite of the cancel: it ran
-                    record(index, hooks.finalize_result(payload))
-                    emit.owe([_finished(calls[index], ready[index])])
+                    kept = hooks.finalize_result(payload)
+                    conversation.append(kept)
+                    emit.owe([_finished(calls[index], kept)])
         receive.close()  # calls still running after the grace period are left behind
-        flush(gaps=True)
 
     async def run(host: trio.Nursery) -> None:
         completed = False

@@ -18,6 +18,7 @@ import attrs
 import msgspec
 from msgspec import Struct
 
+from .engine import Conversation
 from .events import TurnEnd
 from .messages import (
     AssistantMessage,
@@ -26,7 +27,6 @@ from .messages import (
     ToolResultMessage,
     TranscriptError,
     _Linker,
-    _snapshot,
 )
 
 __all__ = [
@@ -313,6 +313,16 @@ class DerivedSession:
     open_turn: int | None
     dispatched: set[str]
 
+    def closed_messages(self) -> list[Message]:
+        """The transcript with ``closing_results`` in their calls' places."""
+        closed = Conversation(list(self.messages), _Linker())
+        for message in self.messages:
+            closed.linker.add(message)
+        closed._find_batch()
+        for result, _ in self.closing_results():
+            closed.append(result)
+        return closed.messages
+
     def closing_results(self) -> list[tuple[ToolResultMessage, str]]:
         """Explicit results for the calls of the last assistant message left without one.
 
@@ -350,7 +360,7 @@ def derive(records: Iterable[Record]) -> DerivedSession:
     transcript cut after a tool call is valid here: calls may be open).
     """
     session: DerivedSession | None = None
-    linker = _Linker()
+    conversation = Conversation([], _Linker())  # the live transcript's own rules
     expected = 0
     for record in records:
         if record.seq != expected:
@@ -367,7 +377,7 @@ def derive(records: Iterable[Record]) -> DerivedSession:
             session = DerivedSession(
                 session_id=record.session_id,  # type: ignore[union-attr]
                 system=record.system,  # type: ignore[union-attr]
-                messages=[],
+                messages=conversation.messages,
                 turns=0,
                 requests=record.first_request - 1,  # type: ignore[union-attr]
                 sequence=record.first_sequence,  # type: ignore[union-attr]
@@ -377,10 +387,11 @@ def derive(records: Iterable[Record]) -> DerivedSession:
             )
             continue
         try:
-            if kind is MessageRecord or kind is ToolResultRecord:
-                message = record.message if kind is MessageRecord else record.result  # type: ignore[union-attr]
-                linker.add(message)
-                session.messages.append(message)
+            if kind is MessageRecord:
+                conversation.append(record.message)  # type: ignore[union-attr]
+            elif kind is ToolResultRecord:
+                # recorded as calls complete; placed in call order, as live
+                conversation.append(record.result)  # type: ignore[union-attr]
             elif kind is ToolCallRecord:
                 session.dispatched.add(record.call_id)  # type: ignore[union-attr]
             elif kind is StepStartRecord:
@@ -393,8 +404,8 @@ def derive(records: Iterable[Record]) -> DerivedSession:
                 session.open_turn = None
                 session.sequence = record.sequence  # type: ignore[union-attr]
             elif kind is CompactedRecord:
-                checked, linker = _snapshot(record.messages)  # type: ignore[union-attr]
-                session.messages = list(checked)
+                conversation.replace(record.messages)  # type: ignore[union-attr]
+                session.messages = conversation.messages
         except TranscriptError as exc:
             raise LedgerCorruptError(f"record {record.seq}: {exc}") from None
     if session is None:

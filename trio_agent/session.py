@@ -665,7 +665,7 @@ class Agent:
         options.setdefault("system", derived.system)
         agent = cls(
             model=model,
-            messages=[*derived.messages, *(result for result, _ in closing)],
+            messages=derived.closed_messages(),
             request_sequence_start=derived.requests + 1,
             sequence_start=derived.sequence,
             **options,
