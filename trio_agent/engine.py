@@ -559,7 +559,7 @@ async def _concurrent_calls(
 
     async def finished(index: int, result: ToolResultMessage) -> None:
         conversation.append(result)  # recorded now; placed in call order
-        await emit(ToolFinished(sequence=emit.next, call=calls[index], result=result))
+        await emit.announce([_finished(calls[index], result)])
 
     def spawn(host: trio.Nursery, index: int) -> None:
         scope = scopes[index] = trio.CancelScope()
