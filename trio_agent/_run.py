@@ -63,7 +63,8 @@ class EventRun(Generic[E, R]):
     ) -> None:
         async with send:
             emit = self._emitter(send)
-            emit.host = nursery  # tool calls that ignore cancellation may outlive a batch here
+            if emit.host is None:  # tool calls that ignore cancellation may outlive a batch here
+                emit.host = nursery
             await self._drive(emit)
 
     async def __aenter__(self) -> Any:
@@ -83,27 +84,7 @@ class EventRun(Generic[E, R]):
             self._scope.cancel()
         assert self._receive is not None
         self._receive.close()
-        try:
-            await self._nursery_manager.__aexit__(None, None, None)
-        except BaseExceptionGroup as group:
-            _, rest = group.split(trio.Cancelled)
-            if exc is not None:
-                if rest is None:
-                    # Only cancellation: let the body's own exception through. Nothing
-                    # is lost: trio cancellation is level-triggered, so the cancelled
-                    # scope raises again at the caller's next checkpoint.
-                    return False
-                # The run died too: keep both rather than lose the body's exception.
-                raise BaseExceptionGroup(
-                    "the body of `async with run` and the run both raised",
-                    [exc, *rest.exceptions],
-                ) from None
-            if len(group.exceptions) == 1 and not isinstance(
-                group.exceptions[0], BaseExceptionGroup
-            ):
-                raise group.exceptions[0] from None
-            raise
-        return False
+        return await exit_nursery(self._nursery_manager, exc)
 
     def __aiter__(self) -> Any:
         return self
@@ -139,3 +120,28 @@ def cancelled_from_outside(exc: BaseException) -> bool:
     if isinstance(exc, trio.Cancelled):
         return True
     return isinstance(exc, BaseExceptionGroup) and exc.split(trio.Cancelled)[0] is not None
+
+
+async def exit_nursery(manager: Any, exc: BaseException | None) -> bool:
+    """Leave a nursery opened by hand without wrapping the body's own exception.
+
+    The body's exception (``exc``) goes through untouched; a lone exception of
+    the nursery's tasks is unwrapped; a body exception and a task failure are
+    raised together rather than one being lost. Only groups of ``Cancelled``
+    are dropped while the body raises: trio cancellation is level-triggered,
+    so the cancelled scope raises again at the caller's next checkpoint.
+    """
+    try:
+        await manager.__aexit__(None, None, None)
+    except BaseExceptionGroup as group:
+        _, rest = group.split(trio.Cancelled)
+        if exc is not None:
+            if rest is None:
+                return False
+            raise BaseExceptionGroup(
+                "the body of the block and its tasks both raised", [exc, *rest.exceptions]
+            ) from None
+        if len(group.exceptions) == 1 and not isinstance(group.exceptions[0], BaseExceptionGroup):
+            raise group.exceptions[0] from None
+        raise
+    return False

@@ -162,6 +162,7 @@ class Journal(Protocol):
     def step_started(self, request_id: str) -> None: ...
     def step_ended(self, request_id: str, stop_reason: str) -> None: ...
     def tool_call(self, call: ToolCall) -> None: ...
+    def tool_skipped(self, call: ToolCall) -> None: ...
     def attempt_failed(
         self, request_id: str, attempt: int, error: str, retry_in: float | None
     ) -> None: ...
@@ -485,7 +486,7 @@ async def _run_tool_batch(
     propagates with no result for an interrupted call.
     """
     calls = [block for block in message.content if type(block) is ToolCall]
-    if spec.tool_execution == "parallel" and len(calls) > 1:
+    if spec.tool_execution == "parallel":
         await _concurrent_calls(calls, spec, hooks, conversation, emit)
     else:
         for call in calls:
@@ -500,17 +501,36 @@ async def _run_tool_batch(
     )
 
 
+async def _start(call: ToolCall, conversation: Conversation, emit: Emitter, dispatch: bool) -> None:
+    """Record ``tool/call`` (for a call about to be dispatched), then emit
+    ``tool.started``. If that emit is cancelled, the call will not run: the
+    ledger says so (``tool/skipped``), so a resume does not call it 'unknown'."""
+    journal = conversation.journal if dispatch else None
+    if journal is not None:
+        journal.tool_call(call)  # recorded before it can be dispatched
+    try:
+        await emit(ToolStarted(sequence=emit.next, call=call))
+    except trio.Cancelled:
+        if journal is not None:
+            journal.tool_skipped(call)
+        raise
+
+
 async def _sequential_call(
     call: ToolCall, spec: TurnSpec, hooks: StepHooks, conversation: Conversation, emit: Emitter
 ) -> None:
     plain = hooks is _DEFAULT_HOOKS  # the core: no hook calls on the hot path
     reason = None if plain else await call_hook("before_tool_call", hooks.before_tool_call, call)
-    if reason is None and conversation.journal is not None:
-        conversation.journal.tool_call(call)  # recorded before it can be dispatched
-    await emit(ToolStarted(sequence=emit.next, call=call))
-    result = (
-        _blocked_result(call, str(reason)) if reason is not None else await _execute(spec, call)
-    )
+    await _start(call, conversation, emit, dispatch=reason is None)
+    if reason is not None:
+        result = _blocked_result(call, str(reason))
+    else:
+        # a context of its own, so reports never land on an enclosing call
+        token = _CONTEXT.set(ToolContext(call, None))
+        try:
+            result = await _execute(spec, call)
+        finally:
+            _CONTEXT.reset(token)
     if not plain:
 
         def keep(kept: ToolResultMessage) -> None:
@@ -548,7 +568,6 @@ async def _concurrent_calls(
     still waits for it, as trio cannot abandon a task.
     """
     plain = hooks is _DEFAULT_HOOKS
-    journal = conversation.journal
     total = len(calls)
     tools = [spec.tools.get(call.name) for call in calls]
     send, receive = trio.open_memory_channel[tuple[str, int, Any]](math.inf)
@@ -561,15 +580,22 @@ async def _concurrent_calls(
         conversation.append(result)  # recorded now; placed in call order
         await emit.announce([_finished(calls[index], result)])
 
+    latest: dict[int, tuple[str, float | None]] = {}  # newest unsent report per call
+
     def spawn(host: trio.Nursery, index: int) -> None:
         scope = scopes[index] = trio.CancelScope()
         call = calls[index]
 
         def report(message: str, fraction: float | None) -> None:
-            try:
-                send.send_nowait(("update", index, (message, fraction)))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
+            # Only the newest report of a call waits to be sent: a slow consumer
+            # never builds a backlog that delays tool.finished.
+            poke = index not in latest
+            latest[index] = (message, fraction)
+            if poke:
+                try:
+                    send.send_nowait(("update", index, None))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
 
         async def run_call() -> None:
             context = ToolContext(call, report)
@@ -608,13 +634,10 @@ async def _concurrent_calls(
                     if plain
                     else await call_hook("before_tool_call", hooks.before_tool_call, call)
                 )
+                await _start(call, conversation, emit, dispatch=reason is None)
                 if reason is not None:
-                    await emit(ToolStarted(sequence=emit.next, call=call))
                     await finished(index, _blocked_result(call, str(reason)))
                     continue
-                if journal is not None:
-                    journal.tool_call(call)  # recorded before it can be dispatched
-                await emit(ToolStarted(sequence=emit.next, call=call))
                 spawn(host, index)
                 running.add(index)
                 tool = tools[index]
@@ -623,8 +646,9 @@ async def _concurrent_calls(
                 continue
             kind, index, payload = await receive.receive()
             if kind == "update":
-                if index in running:  # dropped once the call finished
-                    message, fraction = payload
+                update = latest.pop(index, None)
+                if update is not None and index in running:  # dropped once it finished
+                    message, fraction = update
                     await emit(
                         ToolUpdated(
                             sequence=emit.next,
@@ -646,47 +670,72 @@ async def _concurrent_calls(
                     payload,
                 )
             if kind == "done":
-                result = payload
-                if not plain:
+                await finished(index, await after(index, payload))
 
-                    def keep(kept: ToolResultMessage, index: int = index) -> None:
-                        conversation.append(kept)
-                        emit.owe([_finished(calls[index], kept)])
+    async def after(index: int, result: ToolResultMessage) -> ToolResultMessage:
+        if plain:
+            return result
 
-                    result = await _after_tool_call(calls[index], result, hooks, keep)
-                await finished(index, result)
+        def keep(kept: ToolResultMessage) -> None:
+            conversation.append(kept)
+            emit.owe([_finished(calls[index], kept)])
 
-    async def stop(host: trio.Nursery) -> None:
+        return await _after_tool_call(calls[index], result, hooks, keep)
+
+    def take(message: tuple[str, int, Any], kept: list[tuple[int, ToolResultMessage]]) -> None:
+        kind, index, payload = message
+        if kind == "update":
+            return
+        running.discard(index)
+        if kind == "done":  # it finished in spite of the stop: it ran
+            kept.append((index, payload))
+
+    async def stop(cancelled: bool) -> None:
         """Cancel what still runs, wait the grace period, keep what finished."""
         for index in running:
             scopes[index].cancel()
+        kept: list[tuple[int, ToolResultMessage]] = []
         with trio.move_on_after(spec.tool_grace_period) as waiting:
             waiting.shield = True
-            while running:
-                kind, index, payload = await receive.receive()
-                if kind == "update":
-                    continue
-                running.discard(index)
-                if kind == "done":  # it finished in spite of the cancel: it ran
-                    kept = hooks.finalize_result(payload)
-                    conversation.append(kept)
-                    emit.owe([_finished(calls[index], kept)])
+            while running:  # what is already waiting first: nothing lost at grace 0
+                try:
+                    take(receive.receive_nowait(), kept)
+                except trio.WouldBlock:
+                    take(await receive.receive(), kept)
         receive.close()  # calls still running after the grace period are left behind
+        for index, result in kept:
+            if cancelled:  # no hook can run now: the tool's own result is kept
+                stored = hooks.finalize_result(result)
+                conversation.append(stored)
+                emit.owe([_finished(calls[index], stored)])
+            else:
+                stored = await after(index, result)
+                conversation.append(stored)
+                emit.owe([_finished(calls[index], stored)])
 
     async def run(host: trio.Nursery) -> None:
-        completed = False
+        ending = "interrupted"  # by cancellation, until known otherwise
         try:
             await coordinate(host)
-            completed = True
+            ending = "done"
+        except StepFailure:
+            ending = "failed"
+            raise
         finally:
-            if not completed:
-                await stop(host)
+            if ending != "done":
+                await stop(cancelled=ending == "interrupted")
 
     if emit.host is not None:
         await run(emit.host)
-    else:
-        async with trio.open_nursery() as nursery:
+        return
+    failure: StepFailure | None = None
+    async with trio.open_nursery() as nursery:
+        try:
             await run(nursery)
+        except StepFailure as exc:  # keep it out of the nursery's exception group
+            failure = exc
+    if failure is not None:
+        raise failure
 
 
 async def _attempts(

@@ -149,6 +149,13 @@ class ToolCallRecord(_Record, tag="tool/call"):
     call_id: str
 
 
+class ToolSkippedRecord(_Record, tag="tool/skipped"):
+    """A call recorded by ``tool/call`` was not dispatched after all (cancelled first)."""
+
+    kind: ClassVar[str] = "tool/skipped"
+    call_id: str
+
+
 class ToolResultRecord(_Record, tag="tool/result"):
     """A tool result as it joined the transcript; ``code`` marks one a resume wrote."""
 
@@ -173,6 +180,7 @@ Record = (
     | MessageRecord
     | AttemptFailedRecord
     | ToolCallRecord
+    | ToolSkippedRecord
     | ToolResultRecord
     | CompactedRecord
 )
@@ -273,6 +281,9 @@ class Ledger:
 
     def tool_call(self, call: ToolCall) -> None:
         self._write(ToolCallRecord(seq=self._seq, call_id=call.id))
+
+    def tool_skipped(self, call: ToolCall) -> None:
+        self._write(ToolSkippedRecord(seq=self._seq, call_id=call.id))
 
     def attempt_failed(
         self, request_id: str, attempt: int, error: str, retry_in: float | None
@@ -394,6 +405,8 @@ def derive(records: Iterable[Record]) -> DerivedSession:
                 conversation.append(record.result)  # type: ignore[union-attr]
             elif kind is ToolCallRecord:
                 session.dispatched.add(record.call_id)  # type: ignore[union-attr]
+            elif kind is ToolSkippedRecord:
+                session.dispatched.discard(record.call_id)  # type: ignore[union-attr]
             elif kind is StepStartRecord:
                 session.requests += 1
             elif kind is TurnStartRecord:

@@ -21,7 +21,7 @@ import attrs
 import msgspec
 import trio
 
-from ._run import EventRun, cancelled_from_outside
+from ._run import EventRun, cancelled_from_outside, exit_nursery
 from .engine import (
     HOOK_ERROR,
     Conversation,
@@ -390,7 +390,9 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         self._prompt = prompt
 
     def _emitter(self, send: trio.MemorySendChannel[SessionEvent] | None) -> Emitter:
-        return Emitter(send, start=self._agent._next_sequence, journal=self._agent._ledger)
+        emit = Emitter(send, start=self._agent._next_sequence, journal=self._agent._ledger)
+        emit.host = self._agent._host
+        return emit
 
     async def _drive(self, emit: Emitter) -> None:
         agent = self._agent
@@ -632,6 +634,8 @@ class Agent:
         self._turns = 0
         self._next_sequence = sequence_start
         self._active: TurnRun | None = None
+        self._host: trio.Nursery | None = None
+        self._host_manager: Any = None
 
     def _attach(self, ledger: Ledger) -> None:
         self._ledger = ledger
@@ -682,6 +686,24 @@ class Agent:
         agent.closed_on_resume = tuple(closing)
         await ledger.barrier("turn")
         return agent
+
+    async def __aenter__(self) -> Agent:
+        """Optional: a nursery for the agent's lifetime, where a tool call that ignores
+        cancellation goes on after its turn ended (``tool_grace_period``), so no turn
+        waits for it. Leaving the block waits for such calls, then closes the ledger."""
+        if self._host_manager is not None:
+            raise RuntimeError("an Agent can be entered only once")
+        self._host_manager = trio.open_nursery()
+        self._host = await self._host_manager.__aenter__()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            return await exit_nursery(self._host_manager, exc)
+        finally:
+            self._host = None
+            if self._active is None:
+                await self.aclose()
 
     async def aclose(self) -> None:
         """Flush and close the session's ledger (if it has one). Cancellation: the

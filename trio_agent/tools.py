@@ -52,33 +52,62 @@ class ToolContext:
 
     Reports are passed on as ``tool.updated`` events, at most one per
     ``PROGRESS_INTERVAL`` seconds (trio's clock) and ``MAX_PROGRESS_TEXT``
-    characters each; faster or later ones (after the call finished) are
-    dropped and counted in ``dropped``.
+    characters each; faster ones, unusable ones and those after the call
+    finished are dropped and counted in ``dropped``. ``report`` never raises
+    and may be called from a worker thread (``trio.to_thread``) too.
     """
 
-    __slots__ = ("_last", "_sink", "call", "dropped")
+    __slots__ = ("_last", "_sink", "_token", "call", "dropped")
 
     def __init__(self, call: ToolCall, sink: Callable[[str, float | None], None] | None) -> None:
         self.call = call
         self._sink = sink
         self._last = -math.inf
+        self._token: trio.lowlevel.TrioToken | None = None
+        if sink is not None:
+            self._token = trio.lowlevel.current_trio_token()
         self.dropped = 0
 
-    def report(self, message: str, fraction: float | None = None) -> None:
-        """Report progress (never blocks; safe to call often)."""
-        if type(message) is not str:
-            raise TypeError(f"report() takes a str message, got {message!r}")
-        if fraction is not None and not (type(fraction) in (int, float) and 0.0 <= fraction <= 1.0):
-            raise ValueError(f"fraction must be None or in [0, 1], got {fraction!r}")
+    def report(self, message: object, fraction: float | None = None) -> None:
+        """Report progress: ``message`` (made a str) and an optional ``fraction`` in [0, 1]
+        (clamped; anything that is not a finite number is dropped). Never blocks."""
+        try:
+            trio.lowlevel.current_trio_token()
+        except RuntimeError:  # a worker thread: hand the report to the trio thread
+            token = self._token
+            if token is None:
+                self.dropped += 1
+                return
+            try:
+                token.run_sync_soon(self.report, message, fraction)
+            except trio.RunFinishedError:
+                self.dropped += 1
+            return
+        sink = self._sink
         now = trio.current_time()
-        if self._sink is None or now - self._last < PROGRESS_INTERVAL:
+        if sink is None or now - self._last < PROGRESS_INTERVAL:
             self.dropped += 1
             return
+        if fraction is not None:
+            try:
+                fraction = float(fraction)
+            except (TypeError, ValueError):
+                fraction = math.nan
+            if math.isnan(fraction):
+                self.dropped += 1
+                return
+            fraction = min(1.0, max(0.0, fraction))
         self._last = now
-        text = message if len(message) <= MAX_PROGRESS_TEXT else message[:MAX_PROGRESS_TEXT]
+        try:
+            text = message if type(message) is str else str(message)
+        except Exception:
+            self.dropped += 1
+            return
+        if len(text) > MAX_PROGRESS_TEXT:
+            text = text[:MAX_PROGRESS_TEXT]
         if not text.isascii():
             text = _SURROGATE.sub("\ufffd", text)
-        self._sink(text, None if fraction is None else float(fraction))
+        sink(text, fraction)
 
     def close(self) -> None:
         """The call finished: later reports are dropped."""
