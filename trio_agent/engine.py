@@ -524,9 +524,10 @@ async def _sequential_call(
     await _start(call, conversation, emit, dispatch=reason is None)
     if reason is not None:
         result = _blocked_result(call, str(reason))
-    else:
-        # a context of its own, so reports never land on an enclosing call
-        token = _CONTEXT.set(ToolContext(call, None))
+    elif _CONTEXT.get() is None:
+        result = await _execute(spec, call)
+    else:  # inside another call (a nested run): never report to that call
+        token = _CONTEXT.set(None)
         try:
             result = await _execute(spec, call)
         finally:
