@@ -17,7 +17,7 @@ from trio_agent import (
     run_agent_loop,
     tool,
 )
-from trio_agent.testing import ScriptedModel, ScriptedResponse
+from trio_agent.testing import ScriptedModel, ScriptedResponse, assert_run_invariants
 
 
 def user(content: str = "What is 20 + 22?", id: str = "user-001") -> UserMessage:
@@ -74,7 +74,9 @@ def start(
 
 
 def assert_stream_shape(events: list[Event], result: RunResult) -> None:
-    """Contiguous sequences from 0, one run.finished, last, equal to the result."""
+    """Contiguous sequences from 0, one run.finished, last, equal to the result;
+    and everything ``assert_run_invariants`` (our exported checker) promises."""
+    assert_run_invariants(events, result)
     assert [e.sequence for e in events] == list(range(len(events)))
     finished = [e for e in events if isinstance(e, RunFinished)]
     assert len(finished) == 1 and events[-1] is finished[0]

@@ -24,3 +24,8 @@ def test_readme_example_runs_and_prints_what_it_says():
     lines = done.stdout.splitlines()
     assert lines[-1] == "completed The sum is 42."
     assert lines[0] == "0 message.accepted" and lines[-2] == "7 run.finished"
+
+
+def test_readme_testing_example_is_the_file_that_runs_in_our_suite():
+    example = (Path(__file__).parent / "test_example_agent.py").read_text()
+    assert f"```python\n{example}```" in README.read_text()

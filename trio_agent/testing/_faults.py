@@ -1,0 +1,184 @@
+"""``FaultyModel``: inject named, reproducible faults into any ``Model``."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any, final
+
+import attrs
+import msgspec
+import trio
+
+from ..messages import TextBlock
+from ..model import ModelRequest, TextDelta, TransientModelError
+
+__all__ = [
+    "CorruptChunk",
+    "CutStream",
+    "DisagreeingResponse",
+    "Fault",
+    "FaultyModel",
+    "HangAt",
+    "RaiseOnCall",
+]
+
+
+@final
+@attrs.frozen
+class RaiseOnCall:
+    """Stream call ``call`` (1-based) raises ``error`` when it opens."""
+
+    call: int
+    error: Exception = attrs.field(factory=lambda: TransientModelError("503 service unavailable"))
+    name = "raise"
+
+
+@final
+@attrs.frozen
+class HangAt:
+    """Stream call ``call`` hangs before chunk ``chunk`` (0-based; past the last chunk:
+    in ``response()``)."""
+
+    call: int
+    chunk: int = 0
+    name = "hang"
+
+
+@final
+@attrs.frozen
+class CutStream:
+    """Stream call ``call`` drops the connection after ``after`` chunks (mid-call)."""
+
+    call: int
+    after: int = 1
+    error: Exception = attrs.field(
+        factory=lambda: TransientModelError("connection dropped mid-stream")
+    )
+    name = "cut"
+
+
+@final
+@attrs.frozen
+class CorruptChunk:
+    """Stream call ``call`` yields a corrupt chunk in place of chunk ``chunk``."""
+
+    call: int
+    chunk: int = 0
+    name = "corrupt"
+
+
+@final
+@attrs.frozen
+class DisagreeingResponse:
+    """Stream call ``call`` returns a response that disagrees with its stream."""
+
+    call: int
+    name = "disagree"
+
+
+Fault = RaiseOnCall | HangAt | CutStream | CorruptChunk | DisagreeingResponse
+_KINDS = (RaiseOnCall, HangAt, CutStream, CorruptChunk, DisagreeingResponse)
+
+
+@final
+class FaultyModel:
+    """Wraps any ``Model`` and injects faults on chosen stream calls.
+
+    Give the faults explicitly (``faults=[CutStream(call=2, after=3)]``), or
+    let a seed choose: ``FaultyModel(inner, seed=7, rate=0.3)`` gives each
+    call a fault with probability ``rate``, of a kind and position drawn from
+    the seeded generator, so the same seed gives the same faults.
+    ``injected`` lists the faults that fired, to reproduce a failing case.
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        faults: Sequence[Fault] = (),
+        *,
+        seed: int | None = None,
+        rate: float = 0.0,
+        kinds: Sequence[type] = _KINDS,
+    ) -> None:
+        if not callable(getattr(inner, "stream", None)):
+            raise TypeError(f"inner must be a Model, got {inner!r}")
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"rate must be in [0, 1], got {rate!r}")
+        self._inner = inner
+        self._faults = {fault.call: fault for fault in faults}
+        self._random = random.Random(seed) if seed is not None else None
+        self._rate = rate
+        self._kinds = tuple(kinds)
+        self.calls = 0
+        self.injected: list[Fault] = []
+
+    def _fault_for(self, call: int) -> Fault | None:
+        fault = self._faults.get(call)
+        if fault is None and self._random is not None and self._random.random() < self._rate:
+            kind = self._random.choice(self._kinds)
+            position = self._random.randrange(3)
+            fault = (
+                kind(call=call)
+                if kind in (RaiseOnCall, DisagreeingResponse)
+                else kind(call, position)
+            )
+        if fault is not None:
+            self.injected.append(fault)
+        return fault
+
+    def stream(self, request: ModelRequest) -> _FaultyContext:
+        self.calls += 1
+        return _FaultyContext(self._inner, request, self._fault_for(self.calls))
+
+
+@final
+class _FaultyContext:
+    def __init__(self, inner: Any, request: ModelRequest, fault: Fault | None) -> None:
+        self._inner_model = inner
+        self._request = request
+        self._fault = fault
+        self._context: Any = None
+        self._stream: Any = None
+        self._chunks = 0
+
+    async def __aenter__(self) -> _FaultyContext:
+        if isinstance(self._fault, RaiseOnCall):
+            await trio.lowlevel.checkpoint()
+            raise self._fault.error
+        self._context = self._inner_model.stream(self._request)
+        self._stream = await self._context.__aenter__()
+        self._iterator = self._stream.__aiter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        if self._context is not None:
+            return await self._context.__aexit__(*exc_info)
+        return None
+
+    def __aiter__(self) -> _FaultyContext:
+        return self
+
+    async def __anext__(self) -> Any:
+        fault, index = self._fault, self._chunks
+        if isinstance(fault, HangAt) and fault.chunk == index:
+            await trio.sleep_forever()
+        if isinstance(fault, CutStream) and fault.after == index:
+            raise fault.error
+        chunk = await self._iterator.__anext__()
+        self._chunks += 1
+        if isinstance(fault, CorruptChunk) and fault.chunk == index:
+            return TextDelta("corrupt \ud800 chunk")  # a lone surrogate: a protocol error
+        return chunk
+
+    async def response(self) -> Any:
+        fault = self._fault
+        if isinstance(fault, HangAt) and fault.chunk >= self._chunks:
+            await trio.sleep_forever()
+        if isinstance(fault, CutStream) and fault.after >= self._chunks:
+            raise fault.error
+        response = await self._stream.response()
+        if isinstance(fault, DisagreeingResponse):
+            content = (*response.content, TextBlock(" (not what was streamed)"))
+            return msgspec.structs.replace(response, content=content)
+        return response

@@ -1,0 +1,149 @@
+"""Hypothesis strategies for property-testing agents, tools and hooks.
+
+Needs ``hypothesis`` (the ``test`` extra). Arguments come inside the limits
+(``arguments()``) or just outside one of them (``arguments_outside_limits()``),
+so a tool's validation and the loop's step checks can both be exercised.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import strategies as st
+
+from ..limits import (
+    MAX_ARGUMENT_CHARS,
+    MAX_ARGUMENT_DEPTH,
+    MAX_ARGUMENT_ENTRIES,
+)
+from ..messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage, UserMessage
+from ._scripted import ScriptedResponse, scripted_response
+
+__all__ = [
+    "arguments",
+    "arguments_outside_limits",
+    "json_values",
+    "scripted_runs",
+    "texts",
+    "tool_calls",
+    "transcripts",
+    "user_messages",
+]
+
+texts = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+"""Valid Unicode text (no lone surrogates)."""
+
+_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
+)
+
+
+def json_values(max_leaves: int = 20) -> st.SearchStrategy[Any]:
+    """Plain JSON values (well inside the argument limits)."""
+    keys = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)
+    return st.recursive(
+        _leaves,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
+        max_leaves=max_leaves,
+    )
+
+
+def arguments(max_leaves: int = 20) -> st.SearchStrategy[dict[str, Any]]:
+    """Tool arguments within every limit: a JSON object of plain JSON values."""
+    keys = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)
+    return st.dictionaries(keys, json_values(max_leaves), max_size=5)
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: Any = {}
+    for _ in range(depth - 1):
+        value = {"d": value}
+    return value
+
+
+def arguments_outside_limits() -> st.SearchStrategy[Any]:
+    """Arguments that break exactly one rule: one past a limit, or not plain JSON."""
+    return st.sampled_from(
+        [
+            _nested(MAX_ARGUMENT_DEPTH + 1),
+            {"items": [0] * MAX_ARGUMENT_ENTRIES},
+            {"k": "x" * MAX_ARGUMENT_CHARS},
+            {"n": math.nan},
+            {"n": math.inf},
+            {"t": (1, 2)},
+            {"b": b"bytes"},
+            {1: "int key"},
+            {"s": "\ud800"},
+            {"n": 2**64},
+            ["not", "an", "object"],
+        ]
+    )
+
+
+def tool_calls(names: list[str] | None = None, ids: st.SearchStrategy[str] | None = None):
+    """Tool calls to ``names`` (any name if None) with arguments inside the limits."""
+    name = st.sampled_from(names) if names else st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
+    call_id = ids if ids is not None else st.uuids().map(lambda u: f"call-{u.hex[:12]}")
+    return st.builds(ToolCall, call_id, name, arguments())
+
+
+def user_messages() -> st.SearchStrategy[UserMessage]:
+    return st.builds(UserMessage, st.uuids().map(lambda u: f"user-{u.hex[:12]}"), texts)
+
+
+@st.composite
+def transcripts(draw: Any, max_turns: int = 3) -> list[Any]:
+    """Valid transcripts: user turns, assistant steps, a result for every call."""
+    out: list[Any] = []
+    counter = iter(range(10**9))
+    for _ in range(draw(st.integers(0, max_turns))):
+        out.append(UserMessage(f"user-{next(counter)}", draw(texts)))
+        for _ in range(draw(st.integers(0, 2))):
+            calls = [
+                ToolCall(
+                    f"call-{next(counter)}", draw(st.sampled_from(["a", "b"])), draw(arguments())
+                )
+                for _ in range(draw(st.integers(0, 3)))
+            ]
+            blocks = [TextBlock(draw(texts))] if draw(st.booleans()) else []
+            out.append(AssistantMessage(f"message-{next(counter)}", (*blocks, *calls)))
+            for call in calls:
+                out.append(
+                    ToolResultMessage(
+                        f"tool-result-{call.id}",
+                        call.id,
+                        call.name,
+                        draw(texts),
+                        draw(st.booleans()),
+                    )
+                )
+    return out
+
+
+@st.composite
+def scripted_runs(draw: Any, tool_names: list[str], max_steps: int = 4) -> list[ScriptedResponse]:
+    """A script for ``ScriptedModel``: steps of text and calls to ``tool_names`` (with
+    arguments of any shape, so some fail the tools' validation), then a final
+    text; chunking varies."""
+    script = []
+    counter = iter(range(10**9))
+    for step in range(draw(st.integers(0, max_steps - 1))):
+        calls = [
+            ToolCall(
+                f"call-{step}-{next(counter)}",
+                draw(st.sampled_from(tool_names)),
+                draw(arguments(6)),
+            )
+            for _ in range(draw(st.integers(1, 3)))
+        ]
+        blocks = [TextBlock(draw(texts))] if draw(st.booleans()) else []
+        script.append(
+            scripted_response(f"r{step}", [*blocks, *calls], text_chunks=draw(st.integers(1, 4)))
+        )
+    script.append(scripted_response("final", draw(texts), text_chunks=draw(st.integers(1, 4))))
+    return script
