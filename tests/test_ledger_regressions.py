@@ -18,13 +18,12 @@ from trio_agent import (
     SqliteStore,
     ToolRegistry,
     TurnCancelled,
-    TurnCompleted,
     UserMessage,
     tool,
     validate_transcript,
 )
 from trio_agent.ledger import ToolCallRecord, ToolResultRecord, derive, record_decoder
-from trio_agent.testing import ScriptedModel, scripted_response
+from trio_agent.testing import ScriptedModel, explore_cancellation, scripted_response
 
 
 def script():
@@ -47,54 +46,37 @@ def store(request, tmp_path):
     return JsonlStore(tmp_path) if request.param == "jsonl" else SqliteStore(tmp_path / "s.db")
 
 
-class CancelAfter(trio.abc.Instrument):
-    def __init__(self, run, k):
-        self.run, self.k, self.steps, self.fired = run, k, 0, False
-
-    def after_task_step(self, task):
-        if task.name == "trio_agent.turn":
-            self.steps += 1
-            if self.steps == self.k:
-                self.fired = True
-                self.run.cancel()
-
-
 async def test_a_turn_cancelled_at_any_checkpoint_leaves_a_ledger_that_derives_and_resumes(
-    store, tmp_path
+    store,
 ):
     """SQLite once dropped a batch whose flush was cancelled before the worker ran it,
     leaving a seq gap; every cancel point must leave a loadable, faithful ledger."""
-    k = 1
-    while True:
-        session_id = f"k{k}"
-        agent = Agent(
+    state = {"n": 0}
+
+    def scenario():
+        state["n"] += 1
+        state["id"] = f"k{state['n']}"
+        state["agent"] = Agent(
             model=ScriptedModel(script()),
             tools=ToolRegistry([add]),
             store=store,
-            session_id=session_id,
+            session_id=state["id"],
         )
-        run = agent.turn(UserMessage("u1", "go"))
-        instrument = CancelAfter(run, k)
-        trio.lowlevel.add_instrument(instrument)
-        try:
-            async with run:
-                async for _ in run:
-                    pass
-        finally:
-            trio.lowlevel.remove_instrument(instrument)
+        return state["agent"].turn(UserMessage("u1", "go"))
+
+    async def check(events, result):
+        agent, session_id = state["agent"], state["id"]
         await agent.aclose()
         derived = derive((await store.load(session_id)).records)
-        assert tuple(derived.messages) == agent.messages, k
+        assert tuple(derived.messages) == agent.messages
         resumed = await Agent.resume(
             store, session_id, model=ScriptedModel(script()[2:]), tools=ToolRegistry([add])
         )
         validate_transcript(resumed.messages)
         await resumed.aclose()
-        if not instrument.fired:
-            assert run.result.end == TurnCompleted()
-            break
-        k += 1
-    assert k > 10
+
+    report = await explore_cancellation(scenario, check)
+    assert report.checkpoints > 10 and report.outcomes[-1] == "completed"
 
 
 async def test_a_result_is_kept_when_cancellation_lands_in_after_tool_call(store):

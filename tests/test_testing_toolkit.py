@@ -234,17 +234,6 @@ async def test_replay_names_the_request_and_message_that_diverge(tmp_path):
 # --------------------------------------------------------------- strategies
 
 
-class CancelAt(trio.abc.Instrument):
-    def __init__(self, run, k):
-        self.run, self.k, self.steps = run, k, 0
-
-    def after_task_step(self, task):
-        if task.name == "trio_agent.run":
-            self.steps += 1
-            if self.steps == self.k:
-                self.run.cancel()
-
-
 @tool
 async def echo(text: str) -> str:
     """Echo."""
@@ -257,24 +246,20 @@ async def echo(text: str) -> str:
 @given(scripted_runs(["echo", "add"]), st.none() | st.integers(0, 60))
 def test_any_scripted_run_keeps_the_invariants_with_or_without_a_cancel(script, cancel_at):
     async def main():
-        run = run_agent_loop(
-            messages=[user()],
-            model=ScriptedModel(script),
-            tools=ToolRegistry([echo, add]),
-            max_steps=4,
+        def scenario():
+            return run_agent_loop(
+                messages=[user()],
+                model=ScriptedModel(script),
+                tools=ToolRegistry([echo, add]),
+                max_steps=4,
+            )
+
+        # only=k: cancel after checkpoint k (a k past the end cancels nothing)
+        report = await explore_cancellation(
+            scenario, assert_run_invariants, only=10**9 if cancel_at is None else cancel_at
         )
-        instrument = CancelAt(run, cancel_at)
-        trio.lowlevel.add_instrument(instrument)
-        events = []
-        try:
-            async with run:
-                async for event in run:
-                    events.append(event)
-        finally:
-            trio.lowlevel.remove_instrument(instrument)
-        assert_run_invariants(events, run.result)
         if cancel_at is None:
-            assert run.result.status in ("completed", "max_steps")
+            assert report.outcomes[0] in ("completed", "max_steps")
 
     trio.run(main)
 
