@@ -28,6 +28,7 @@ from .messages import (
     TranscriptError,
     _Linker,
 )
+from .model import Usage
 
 __all__ = [
     "FORMAT_VERSION",
@@ -123,6 +124,7 @@ class StepEndRecord(_Record, tag="step/end"):
     kind: ClassVar[str] = "step/end"
     request_id: str
     stop_reason: str
+    usage: Usage | None = None
 
 
 class MessageRecord(_Record, tag="message"):
@@ -276,8 +278,12 @@ class Ledger:
     def step_started(self, request_id: str) -> None:
         self._write(StepStartRecord(seq=self._seq, request_id=request_id))
 
-    def step_ended(self, request_id: str, stop_reason: str) -> None:
-        self._write(StepEndRecord(seq=self._seq, request_id=request_id, stop_reason=stop_reason))
+    def step_ended(self, request_id: str, stop_reason: str, usage: Usage | None = None) -> None:
+        self._write(
+            StepEndRecord(
+                seq=self._seq, request_id=request_id, stop_reason=stop_reason, usage=usage
+            )
+        )
 
     def tool_call(self, call: ToolCall) -> None:
         self._write(ToolCallRecord(seq=self._seq, call_id=call.id))

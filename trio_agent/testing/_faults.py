@@ -78,7 +78,8 @@ class DisagreeingResponse:
 
 
 Fault = RaiseOnCall | HangAt | CutStream | CorruptChunk | DisagreeingResponse
-_KINDS = (RaiseOnCall, HangAt, CutStream, CorruptChunk, DisagreeingResponse)
+_KINDS = (RaiseOnCall, CutStream, CorruptChunk, DisagreeingResponse)
+"""Kinds a seed draws from by default; ``HangAt`` hangs, so it is opt-in (``kinds=``)."""
 
 
 @final
@@ -88,8 +89,10 @@ class FaultyModel:
     Give the faults explicitly (``faults=[CutStream(call=2, after=3)]``), or
     let a seed choose: ``FaultyModel(inner, seed=7, rate=0.3)`` gives each
     call a fault with probability ``rate``, of a kind and position drawn from
-    the seeded generator, so the same seed gives the same faults.
-    ``injected`` lists the faults that fired, to reproduce a failing case.
+    the seeded generator, so the same seed gives the same faults (``HangAt``
+    only if listed in ``kinds``). ``injected`` lists the faults that fired
+    (a fault placed past the end of a stream does not), to reproduce a
+    failing case with ``faults=``.
     """
 
     def __init__(
@@ -105,8 +108,14 @@ class FaultyModel:
             raise TypeError(f"inner must be a Model, got {inner!r}")
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"rate must be in [0, 1], got {rate!r}")
+        if rate > 0 and seed is None:
+            raise ValueError("random faults need a seed, so that a failure can be reproduced")
+        self._faults: dict[int, Fault] = {}
+        for fault in faults:
+            if fault.call in self._faults:
+                raise ValueError(f"two faults for stream call {fault.call}; give one per call")
+            self._faults[fault.call] = fault
         self._inner = inner
-        self._faults = {fault.call: fault for fault in faults}
         self._random = random.Random(seed) if seed is not None else None
         self._rate = rate
         self._kinds = tuple(kinds)
@@ -123,21 +132,22 @@ class FaultyModel:
                 if kind in (RaiseOnCall, DisagreeingResponse)
                 else kind(call, position)
             )
-        if fault is not None:
-            self.injected.append(fault)
         return fault
 
     def stream(self, request: ModelRequest) -> _FaultyContext:
         self.calls += 1
-        return _FaultyContext(self._inner, request, self._fault_for(self.calls))
+        return _FaultyContext(self._inner, request, self._fault_for(self.calls), self.injected)
 
 
 @final
 class _FaultyContext:
-    def __init__(self, inner: Any, request: ModelRequest, fault: Fault | None) -> None:
+    def __init__(
+        self, inner: Any, request: ModelRequest, fault: Fault | None, fired: list[Fault]
+    ) -> None:
         self._inner_model = inner
         self._request = request
         self._fault = fault
+        self._fired = fired
         self._context: Any = None
         self._stream: Any = None
         self._chunks = 0
@@ -145,6 +155,7 @@ class _FaultyContext:
     async def __aenter__(self) -> _FaultyContext:
         if isinstance(self._fault, RaiseOnCall):
             await trio.lowlevel.checkpoint()
+            self._fired.append(self._fault)
             raise self._fault.error
         self._context = self._inner_model.stream(self._request)
         self._stream = await self._context.__aenter__()
@@ -162,23 +173,29 @@ class _FaultyContext:
     async def __anext__(self) -> Any:
         fault, index = self._fault, self._chunks
         if isinstance(fault, HangAt) and fault.chunk == index:
+            self._fired.append(fault)
             await trio.sleep_forever()
         if isinstance(fault, CutStream) and fault.after == index:
+            self._fired.append(fault)
             raise fault.error
         chunk = await self._iterator.__anext__()
         self._chunks += 1
         if isinstance(fault, CorruptChunk) and fault.chunk == index:
+            self._fired.append(fault)
             return TextDelta("corrupt \ud800 chunk")  # a lone surrogate: a protocol error
         return chunk
 
     async def response(self) -> Any:
         fault = self._fault
         if isinstance(fault, HangAt) and fault.chunk >= self._chunks:
+            self._fired.append(fault)
             await trio.sleep_forever()
         if isinstance(fault, CutStream) and fault.after >= self._chunks:
+            self._fired.append(fault)
             raise fault.error
         response = await self._stream.response()
         if isinstance(fault, DisagreeingResponse):
+            self._fired.append(fault)
             content = (*response.content, TextBlock(" (not what was streamed)"))
             return msgspec.structs.replace(response, content=content)
         return response

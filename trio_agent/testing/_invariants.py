@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from ..events import (
+    AttemptFailed,
     MessageAccepted,
+    ModelChunk,
     RunFinished,
     SessionEvent,
     ToolFinished,
     ToolStarted,
     TurnFinished,
+    TurnStarted,
 )
-from ..messages import ToolResultMessage, repair_transcript, validate_transcript
+from ..messages import (
+    AssistantMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    repair_transcript,
+    validate_transcript,
+)
 
 __all__ = ["InvariantError", "assert_run_invariants"]
 
@@ -31,53 +42,122 @@ def _fail(message: str, events: Sequence[Any]) -> None:
     raise InvariantError(f"{message}\nlast events:\n{trace}")
 
 
+def _merged(blocks: Sequence[Any]) -> list[Any]:
+    """Blocks or chunks with adjacent text joined and empty text dropped."""
+    out: list[Any] = []
+    text: list[str] = []
+    for block in blocks:
+        if type(block) is ToolCall:
+            if text:
+                out.append("".join(text))
+                text = []
+            out.append((block.id, block.name, msgspec.json.encode(block.arguments)))
+        elif block.text:
+            text.append(block.text)
+    if text:
+        out.append("".join(text))
+    return out
+
+
+def _streamed_steps(events: Sequence[Any]) -> list[list[Any]]:
+    """The merged chunks of each request's last attempt that did not fail, in order."""
+    chunks: dict[tuple[str, int], list[Any]] = {}
+    failed: set[tuple[str, int]] = set()
+    for event in events:
+        if isinstance(event, ModelChunk):
+            chunks.setdefault((event.request_id, event.attempt), []).append(event.chunk)
+        elif isinstance(event, AttemptFailed):
+            failed.add((event.request_id, event.attempt))
+    return [_merged(c) for key, c in chunks.items() if key not in failed]
+
+
 def assert_run_invariants(events: Sequence[Any], result: Any) -> None:
     """Check the promises of the contract for the events and result of one run or turn.
 
-    - sequences are contiguous (from the first event's), with no gap or repeat;
+    - sequences are contiguous, from 0 for a run (a turn continues its
+      session's count and begins with ``turn.started``);
     - exactly one final event (``run.finished`` or ``turn.finished``), last, and
-      its result equals ``result``;
-    - every event survives a JSON round trip unchanged;
-    - every tool result in the transcript answers a call that was started and
-      announced as finished with that very result (none invented);
-    - every accepted message is in the transcript, and every assistant message
-      is complete (the transcript validates once dangling calls are repaired,
-      and is fully valid when the run completed).
+      its result equals ``result``; every event survives a JSON round trip;
+    - a call is started and finished at most once, and a ``tool.finished``
+      matches its call;
+    - of the messages the run added: every assistant message is exactly what
+      a step streamed (complete, not cut short, not made up); every tool
+      result was announced by ``tool.finished`` for a started call, or
+      accepted as input (an explicit repair); every user message was accepted;
+    - the transcript validates once dangling calls are repaired, and fully
+      when the run completed or spent its budget.
 
     Works with ``AgentRun`` (``RunResult``) and ``TurnRun`` (``TurnResult``).
     Raises ``InvariantError`` naming the broken promise, with the last events.
     """
     if not events:
-        raise InvariantError("no events: every run ends with run.finished")
+        raise InvariantError("no events: every run ends with run.finished or turn.finished")
+    is_run = hasattr(result, "status")  # a RunResult; a TurnResult has ``end``
     first = events[0].sequence
+    if is_run and first != 0:
+        _fail(f"a run's events start at sequence 0, not {first}", events)
+    if not is_run and not isinstance(events[0], TurnStarted):
+        _fail("a turn's first event is turn.started", events)
     for offset, event in enumerate(events):
         if event.sequence != first + offset:
             _fail(f"event {offset} has sequence {event.sequence}, not {first + offset}", events)
-        encoded = msgspec.json.encode(event)
-        if _ANY_EVENT.decode(encoded) != event:
+        if _ANY_EVENT.decode(msgspec.json.encode(event)) != event:
             _fail(f"event {event.sequence} ({event.type}) does not round-trip", events)
     finals = [e for e in events if isinstance(e, RunFinished | TurnFinished)]
     if len(finals) != 1 or events[-1] is not finals[0]:
         _fail(f"{len(finals)} final events, or not last", events)
     if finals[0].result != result:
         _fail("the final event's result differs from the run's result", events)
-    messages = result.messages
-    started = {e.call.id for e in events if isinstance(e, ToolStarted)}
-    announced = {e.result.id: e.result for e in events if isinstance(e, ToolFinished)}
-    accepted_ids = {e.message.id for e in events if isinstance(e, MessageAccepted)}
-    ids = {m.id for m in messages}
-    missing = accepted_ids - ids
-    if missing and not _compacted(events):
-        _fail(f"accepted messages missing from the transcript: {sorted(missing)}", events)
-    for message in messages:
-        if type(message) is ToolResultMessage and message.id in announced:
-            if announced[message.id] != message:
-                _fail(f"tool result {message.id} differs from its tool.finished", events)
-    for result_id, announced_result in announced.items():
-        if announced_result.tool_call_id not in started:
-            _fail(f"tool result {result_id} for a call that never started", events)
-        if result_id not in ids and not _compacted(events):
-            _fail(f"tool.finished announced {result_id}, not in the transcript", events)
+
+    started = Counter(e.call.id for e in events if isinstance(e, ToolStarted))
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    if any(n > 1 for n in started.values()):
+        _fail(f"a call started twice: {[c for c, n in started.items() if n > 1]}", events)
+    announced: dict[str, ToolResultMessage] = {}
+    for event in finished:
+        if event.result.tool_call_id != event.call.id:
+            _fail(f"tool.finished for {event.call.id} carries another call's result", events)
+        if event.result.id in announced:
+            _fail(f"tool.finished twice for {event.result.id}", events)
+        if event.call.id not in started:
+            _fail(f"tool.finished for {event.call.id}, which never started", events)
+        announced[event.result.id] = event.result
+
+    messages = list(result.messages)
+    compacted = any(getattr(e, "type", "") == "context.compacted" for e in events)
+    accepted = [e.message for e in events if isinstance(e, MessageAccepted)]
+    if not compacted:
+        accepted_ids = {m.id for m in accepted}
+        if is_run:  # the initial messages come first
+            history = (
+                len(accepted) if any(isinstance(e, ModelChunk) for e in events) else len(messages)
+            )
+        else:  # the session's transcript before this turn, then the turn's input
+            first_input = next(
+                (i for i, m in enumerate(messages) if m.id in accepted_ids), len(messages)
+            )
+            history = first_input
+        missing = accepted_ids - {m.id for m in messages}
+        if missing:
+            _fail(f"accepted messages missing from the transcript: {sorted(missing)}", events)
+        steps = _streamed_steps(events)
+        for message in messages[history:]:
+            if type(message) is AssistantMessage:
+                merged = _merged(message.content)
+                if merged not in steps:
+                    _fail(f"assistant message {message.id} is not what any step streamed", events)
+                steps.remove(merged)
+            elif type(message) is ToolResultMessage:
+                if message.id in announced:
+                    if announced[message.id] != message:
+                        _fail(f"tool result {message.id} differs from its tool.finished", events)
+                elif message.id not in accepted_ids:
+                    _fail(f"tool result {message.id} was neither announced nor accepted", events)
+            elif type(message) is UserMessage and message.id not in accepted_ids:
+                _fail(f"user message {message.id} was never accepted", events)
+        for result_id in announced:
+            if result_id not in {m.id for m in messages}:
+                _fail(f"tool.finished announced {result_id}, not in the transcript", events)
     try:
         validate_transcript(repair_transcript(messages))
     except Exception as exc:  # TranscriptError, or worse
@@ -88,7 +168,3 @@ def assert_run_invariants(events: Sequence[Any], result: Any) -> None:
             validate_transcript(messages)
         except Exception as exc:
             _fail(f"a {status} run left an invalid transcript: {exc}", events)
-
-
-def _compacted(events: Sequence[Any]) -> bool:
-    return any(getattr(e, "type", "") == "context.compacted" for e in events)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, final
 
 import attrs
@@ -14,12 +14,20 @@ from ..ledger import (
     CompactedRecord,
     MessageRecord,
     Record,
+    SessionStartRecord,
     StepEndRecord,
     StepStartRecord,
     ToolResultRecord,
 )
-from ..messages import AssistantMessage, Message, TextBlock, _Linker
-from ..model import ModelError, ModelRequest, ModelResponse, TextDelta, TransientModelError
+from ..messages import AssistantMessage, Message, TextBlock, ToolCall, _Linker
+from ..model import (
+    ContextOverflowError,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    TransientModelError,
+)
 
 __all__ = ["ReplayDivergenceError", "ReplayModel"]
 
@@ -29,93 +37,123 @@ class ReplayDivergenceError(ModelError):
 
 
 @final
-@attrs.frozen
+@attrs.define
 class _Step:
     request_id: str
     messages: tuple[Message, ...]
-    failures: tuple[str, ...]
-    response: ModelResponse | None
+    failures: list[str] = attrs.field(factory=list)
+    response: ModelResponse | None = None
 
 
-def _steps(records: Iterable[Record]) -> list[_Step]:
+def _response(message: AssistantMessage, request_id: str, stop: str, usage: Any) -> ModelResponse:
+    return ModelResponse(
+        id=message.id.removeprefix("message-"),
+        request_id=request_id,
+        content=message.content,
+        stop_reason=stop,  # type: ignore[arg-type]
+        usage=usage,
+    )
+
+
+def _steps(records: Iterable[Record]) -> tuple[list[_Step], str | None]:
     conversation = Conversation([], _Linker())
     steps: list[_Step] = []
-    current: dict[str, Any] | None = None
+    system: str | None = None
+    current: _Step | None = None
     for record in records:
         kind = type(record)
-        if kind is StepStartRecord:
-            current = {
-                "request_id": record.request_id,  # type: ignore[union-attr]
-                "messages": conversation.snapshot(),
-                "failures": [],
-                "response": None,
-            }
-            steps.append(current)  # type: ignore[arg-type]
+        if kind is SessionStartRecord:
+            system = record.system  # type: ignore[union-attr]
+        elif kind is StepStartRecord:
+            current = _Step(record.request_id, conversation.snapshot())  # type: ignore[union-attr]
+            steps.append(current)
         elif kind is AttemptFailedRecord and current is not None:
-            current["failures"].append(record.error)  # type: ignore[union-attr]
+            current.failures.append(record.error)  # type: ignore[union-attr]
         elif kind is MessageRecord:
             message = record.message  # type: ignore[union-attr]
             if type(message) is AssistantMessage and current is not None:
-                current["message"] = message
+                # a step that never reached step/end (it failed or was cancelled in
+                # its tools) still got this response
+                has_calls = any(type(b) is ToolCall for b in message.content)
+                stop = "tool_call" if has_calls else "stop"
+                current.response = _response(message, current.request_id, stop, None)
             conversation.append(message)
         elif kind is ToolResultRecord:
             conversation.append(record.result)  # type: ignore[union-attr]
         elif kind is StepEndRecord and current is not None:
-            message = current.pop("message", None)
-            if message is not None:
-                current["response"] = ModelResponse(
-                    id=message.id.removeprefix("message-"),
-                    request_id=current["request_id"],
-                    content=message.content,
-                    stop_reason=record.stop_reason,  # type: ignore[union-attr]
+            if current.response is not None:
+                current.response = ModelResponse(
+                    id=current.response.id,
+                    request_id=current.request_id,
+                    content=current.response.content,
+                    stop_reason=record.stop_reason,  # type: ignore[union-attr,arg-type]
+                    usage=record.usage,  # type: ignore[union-attr]
                 )
             current = None
         elif kind is CompactedRecord:
             conversation.replace(record.messages)  # type: ignore[union-attr]
-    return [
-        _Step(s["request_id"], s["messages"], tuple(s["failures"]), s.get("response"))
-        for s in steps  # type: ignore[union-attr]
-    ]
+    return steps, system
+
+
+def _recorded_error(text: str) -> ModelError:
+    """The recorded failure, as the kind of error it was (``Type: message``)."""
+    kind, _, message = text.partition(": ")
+    if kind == "ContextOverflowError":
+        return ContextOverflowError(message)
+    if kind == "TransientModelError":
+        return TransientModelError(message)
+    return ModelError(f"replayed failure: {text}")
+
+
+def _where(a: object, b: object) -> str:
+    """Where two reprs first differ, with some context around it."""
+    left, right = repr(a), repr(b)
+    at = next(
+        (i for i, (x, y) in enumerate(zip(left, right, strict=False)) if x != y),
+        min(len(left), len(right)),
+    )
+    start = max(0, at - 60)
+    sent, recorded = left[start : at + 60], right[start : at + 60]
+    return f"at character {at}: sent ...{sent}..., recorded ...{recorded}..."
 
 
 @final
 class ReplayModel:
     """A ``Model`` that answers with the responses a session ledger recorded.
 
-    Request ``n`` is checked against the recording: its id, and its messages
-    against the transcript recorded before that step (so an agent that uses
-    ``transform_context`` must replay with the same one). A difference raises
-    ``ReplayDivergenceError`` naming the request and the first message that
-    differs. Recorded failed attempts are replayed as ``TransientModelError``
-    before the recorded response, so retries happen as they did.
+    Request ``n`` is checked against the recording: its id, its system
+    prompt, and its messages against the transcript recorded before that
+    step; an agent that uses ``transform_context`` passes the same hook here,
+    and it is applied to the recording before comparing. A difference raises
+    ``ReplayDivergenceError`` naming the request, the first message that
+    differs and where. Recorded failed attempts are replayed first, as the
+    kind of error they were (``TransientModelError``, ``ContextOverflowError``
+    or ``ModelError``), so retries happen as they did. Tool specs are not
+    recorded, so they are not compared.
     """
 
-    def __init__(self, records: Iterable[Record]) -> None:
-        self._steps = _steps(records)
+    def __init__(
+        self,
+        records: Iterable[Record],
+        *,
+        transform_context: Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
+        | None = None,
+    ) -> None:
+        self._steps, self._system = _steps(records)
+        self._transform = transform_context
         self._index = 0
         self._failed = 0
         self.requests: list[ModelRequest] = []
 
     @classmethod
-    async def from_store(cls, store: Any, session_id: str) -> ReplayModel:
+    async def from_store(cls, store: Any, session_id: str, **options: Any) -> ReplayModel:
         """Load the recording of ``session_id`` from a ``SessionStore``."""
-        return cls((await store.load(session_id)).records)
+        return cls((await store.load(session_id)).records, **options)
 
     @property
     def remaining(self) -> int:
         """Recorded steps not replayed yet."""
         return len(self._steps) - self._index
-
-    def _diverged(self, request: ModelRequest, step: _Step) -> str | None:
-        if request.id != step.request_id:
-            return f"request id is {request.id!r}, the recording has {step.request_id!r}"
-        sent, recorded = request.messages, step.messages
-        for index, (a, b) in enumerate(zip(sent, recorded, strict=False)):
-            if a != b:
-                return f"message {index} differs: sent {a!r:.200}, recorded {b!r:.200}"
-        if len(sent) != len(recorded):
-            return f"{len(sent)} messages sent, {len(recorded)} recorded"
-        return None
 
     def stream(self, request: ModelRequest) -> _ReplayStream:
         self.requests.append(request)
@@ -123,31 +161,53 @@ class ReplayModel:
             raise ReplayDivergenceError(
                 f"{request.id}: the recording has only {len(self._steps)} requests"
             )
-        step = self._steps[self._index]
-        problem = self._diverged(request, step)
-        if problem is not None:
-            raise ReplayDivergenceError(f"{request.id} diverges from the recording: {problem}")
+        return _ReplayStream(self, request, self._steps[self._index])
+
+    async def _check(self, request: ModelRequest, step: _Step) -> None:
+        def diverged(problem: str) -> ReplayDivergenceError:
+            return ReplayDivergenceError(f"{request.id} diverges from the recording: {problem}")
+
+        if request.id != step.request_id:
+            raise diverged(f"request id is {request.id!r}, the recording has {step.request_id!r}")
+        if self._system is not None and request.system != self._system:
+            raise diverged(f"system prompt differs {_where(request.system, self._system)}")
+        recorded = step.messages
+        if self._transform is not None:
+            recorded = tuple(await self._transform(recorded))
+        for index, (sent, kept) in enumerate(zip(request.messages, recorded, strict=False)):
+            if sent != kept:
+                raise diverged(f"message {index} ({kept.id}) differs {_where(sent, kept)}")
+        if len(request.messages) != len(recorded):
+            raise diverged(f"{len(request.messages)} messages sent, {len(recorded)} recorded")
+
+    def _next(self, step: _Step) -> ModelResponse:
         if self._failed < len(step.failures):
             self._failed += 1
-            raise TransientModelError(f"replayed failure: {step.failures[self._failed - 1]}")
+            raise _recorded_error(step.failures[self._failed - 1])
         self._index += 1
         self._failed = 0
         if step.response is None:
-            raise ModelError(f"{request.id}: the recorded step got no response")
-        return _ReplayStream(step.response)
+            raise ModelError(f"{step.request_id}: the recorded step got no response")
+        return step.response
 
 
 @final
 class _ReplayStream:
-    def __init__(self, response: ModelResponse) -> None:
-        self._response = response
-        self._chunks = [
-            TextDelta(block.text) if type(block) is TextBlock else block
-            for block in response.content
-        ]
+    def __init__(self, model: ReplayModel, request: ModelRequest, step: _Step) -> None:
+        self._model = model
+        self._request = request
+        self._step = step
+        self._chunks: list[Any] = []
+        self._response: ModelResponse | None = None
 
     async def __aenter__(self) -> _ReplayStream:
         await trio.lowlevel.checkpoint()
+        await self._model._check(self._request, self._step)
+        self._response = self._model._next(self._step)
+        self._chunks = [
+            TextDelta(block.text) if type(block) is TextBlock else block
+            for block in self._response.content
+        ]
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
@@ -164,4 +224,5 @@ class _ReplayStream:
 
     async def response(self) -> ModelResponse:
         await trio.lowlevel.checkpoint()
+        assert self._response is not None
         return self._response

@@ -22,6 +22,7 @@ from ._scripted import ScriptedResponse, scripted_response
 
 __all__ = [
     "arguments",
+    "arguments_at_limits",
     "arguments_outside_limits",
     "json_values",
     "scripted_runs",
@@ -66,6 +67,20 @@ def _nested(depth: int) -> dict[str, Any]:
     return value
 
 
+def arguments_at_limits() -> st.SearchStrategy[dict[str, Any]]:
+    """Arguments exactly at one limit (accepted): depth 32, 256 entries, 4096 characters,
+    or the ends of the integer range."""
+    return st.sampled_from(
+        [
+            _nested(MAX_ARGUMENT_DEPTH),
+            {"items": [0] * (MAX_ARGUMENT_ENTRIES - 1)},
+            {"k": "x" * (MAX_ARGUMENT_CHARS - 1)},
+            {"k": "é" * (MAX_ARGUMENT_CHARS - 1)},
+            {"n": 2**64 - 1, "m": -(2**63)},
+        ]
+    )
+
+
 def arguments_outside_limits() -> st.SearchStrategy[Any]:
     """Arguments that break exactly one rule: one past a limit, or not plain JSON."""
     return st.sampled_from(
@@ -80,6 +95,7 @@ def arguments_outside_limits() -> st.SearchStrategy[Any]:
             {1: "int key"},
             {"s": "\ud800"},
             {"n": 2**64},
+            {"n": -(2**63) - 1},
             ["not", "an", "object"],
         ]
     )
