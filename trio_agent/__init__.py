@@ -62,9 +62,12 @@ from .messages import validate_transcript as validate_transcript
 from .model import Chunk as Chunk
 from .model import ContextOverflowError as ContextOverflowError
 from .model import Model as Model
+from .model import ModelAuthenticationError as ModelAuthenticationError
 from .model import ModelError as ModelError
 from .model import ModelRequest as ModelRequest
+from .model import ModelRequestError as ModelRequestError
 from .model import ModelResponse as ModelResponse
+from .model import ModelResponseError as ModelResponseError
 from .model import ModelStream as ModelStream
 from .model import TextDelta as TextDelta
 from .model import ToolSpec as ToolSpec

@@ -25,7 +25,10 @@ __all__ = [
     "Chunk",
     "ContextOverflowError",
     "Model",
+    "ModelAuthenticationError",
     "ModelError",
+    "ModelRequestError",
+    "ModelResponseError",
     "ModelRequest",
     "ModelResponse",
     "ModelStream",
@@ -123,6 +126,18 @@ class TransientModelError(ModelError):
 
 class ContextOverflowError(ModelError):
     """The request does not fit the model's context window; never retried unchanged."""
+
+
+class ModelAuthenticationError(ModelError):
+    """The provider refused the credentials (401, 403); never retried."""
+
+
+class ModelRequestError(ModelError):
+    """The provider refused the request as malformed (400, 404, 422); never retried."""
+
+
+class ModelResponseError(ModelError):
+    """The provider's stream broke its own format (bad JSON, oversized tool arguments)."""
 
 
 class ProtocolViolation(Exception):

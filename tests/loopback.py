@@ -1,0 +1,100 @@
+"""A real HTTP/1.1 server on 127.0.0.1 for the provider tests.
+
+Each connection reads one request, records it, and answers with the next
+scripted ``Reply``: a status, headers, and a body sent in pieces (with an
+optional pause between them, or a hang until the client closes). It notes
+when a client closed the connection early.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+FIXTURES = Path(__file__).parent / "fixtures" / "providers"
+
+
+def fixture(name: str) -> bytes:
+    return (FIXTURES / name).read_bytes()
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    piece: int = 0  # send the body in pieces of this many bytes (0: whole)
+    pause: float = 0.0  # between pieces
+    hang_after: int | None = None  # bytes after which to stop and wait for the client
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class Loopback:
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.requests: list[Seen] = []
+        self.client_closed = trio.Event()
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            part = await stream.receive_some(65536)
+            if not part:
+                return
+            data += part
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        method, path, _ = lines[0].split(" ", 2)
+        headers = {
+            k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])
+        }
+        length = int(headers.get("content-length", "0"))
+        while len(body) < length:
+            body += await stream.receive_some(65536)
+        self.requests.append(Seen(method, path, headers, body))
+        reply = self.replies.pop(0) if self.replies else Reply(500, b'{"error":"no reply"}')
+        kind = "text/event-stream" if reply.status == 200 else "application/json"
+        head_out = [f"HTTP/1.1 {reply.status} X", f"content-type: {kind}", "connection: close"]
+        head_out += [f"{k}: {v}" for k, v in reply.headers.items()]
+        try:
+            await stream.send_all(("\r\n".join(head_out) + "\r\n\r\n").encode())
+            payload = reply.body
+            if reply.hang_after is not None:
+                await stream.send_all(payload[: reply.hang_after])
+                while await stream.receive_some(65536):
+                    pass
+                self.client_closed.set()
+                return
+            size = reply.piece or len(payload) or 1
+            for start in range(0, len(payload), size):
+                await stream.send_all(payload[start : start + size])
+                if reply.pause:
+                    await trio.sleep(reply.pause)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.client_closed.set()
+        finally:
+            await stream.aclose()
+
+    async def serve(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.port = listeners[0].socket.getsockname()[1]
+        await trio.serve_listeners(self._handle, listeners, task_status=task_status)

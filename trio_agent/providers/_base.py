@@ -1,0 +1,99 @@
+"""The part of a provider adapter that does not depend on the provider."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import msgspec
+
+from ..model import ModelRequest, ModelResponse
+from ._http import HTTPStream
+
+
+class ProviderModel:
+    """Base of the adapters: key from the environment, base URL, HTTP client.
+
+    ``api_key`` defaults to the environment variable the provider's own SDK
+    reads. The key goes only into request headers: it never appears in
+    events, records, errors or ``repr``. ``connect_seconds`` and
+    ``read_seconds`` bound one connection attempt and the wait for the next
+    piece of the stream (a dropped or stalled connection is a transient
+    error). Cancellation closes the HTTP stream at once.
+    """
+
+    provider = ""
+    key_variable = ""
+    default_base_url = ""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        connect_seconds: float = 10.0,
+        read_seconds: float = 120.0,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        if type(model) is not str or not model:
+            raise ValueError(f"model must be a model name, got {model!r}")
+        key = api_key if api_key is not None else os.environ.get(self.key_variable)
+        if not key:
+            raise ValueError(
+                f"no API key: pass api_key= or set the {self.key_variable} environment variable"
+            )
+        self.model = model
+        self.base_url = (
+            base_url
+            or os.environ.get(f"{self.key_variable[:-8]}_BASE_URL")
+            or self.default_base_url
+        ).rstrip("/")
+        self._key = key
+        for name, value in (("connect_seconds", connect_seconds), ("read_seconds", read_seconds)):
+            if type(value) not in (int, float) or not value > 0:
+                raise ValueError(f"{name} must be a number > 0, got {value!r}")
+        self._extra = dict(extra_body or {})
+        self._connect_seconds = float(connect_seconds)
+        self._read_seconds = float(read_seconds)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    def _headers(self) -> dict[str, str]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _url(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def encode_request(self, request: ModelRequest) -> bytes:
+        """The JSON body this adapter sends for ``request``."""
+        return msgspec.json.encode({**self._body(request), **self._extra})
+
+    def _open(self, request: ModelRequest) -> HTTPStream:
+        return HTTPStream(
+            self._url(),
+            self._headers(),
+            self.encode_request(request),
+            self.provider,
+            self._key,
+            self._connect_seconds,
+            self._read_seconds,
+        )
+
+
+def finish_response(
+    response_id: str, request: ModelRequest, content: list[Any], stop: str, usage: Any
+) -> ModelResponse:
+    # Qualified by the request id: compatible servers may repeat response ids, and
+    # a transcript's message ids must be unique.
+    return ModelResponse(
+        id=f"{request.id}.{response_id or 'response'}",
+        request_id=request.id,
+        content=tuple(content),
+        stop_reason=stop,  # type: ignore[arg-type]
+        usage=usage,
+    )

@@ -1,0 +1,342 @@
+"""What both provider adapters share: a small HTTP/1.1 streaming client on trio,
+a bytes-level SSE parser, HTTP errors mapped to our error classes, and keeping
+secrets out of messages."""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import ssl
+import time
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any, final
+
+import msgspec
+import trio
+
+from ..model import (
+    ContextOverflowError,
+    ModelAuthenticationError,
+    ModelError,
+    ModelRequestError,
+    ModelResponseError,
+    TransientModelError,
+)
+
+MAX_ERROR_BODY = 2000
+"""Bytes of an error response read to explain it."""
+MAX_ARGUMENT_BYTES = 64 * 1024
+"""Raw bytes of one tool call's streamed arguments; more is a broken stream."""
+MAX_EVENT_BYTES = 1024 * 1024
+"""Bytes of one server-sent event; more is a broken stream."""
+
+_TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` (an API key) replaced, wherever it appears."""
+    if secret:
+        text = text.replace(secret, "[redacted]")
+    return text
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """The ``retry-after`` hint in seconds (a number or an HTTP date), if any."""
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def error_for_status(
+    provider: str, status: int, body: bytes, headers: Mapping[str, str], secret: str | None
+) -> ModelError:
+    """The error a failed HTTP response stands for."""
+    text = redact(body[:MAX_ERROR_BODY].decode("utf-8", "replace"), secret)
+    message = f"{provider} answered HTTP {status}: {text}"
+    lowered = text.lower()
+    if status in _TRANSIENT_STATUS:
+        return TransientModelError(message, retry_after=retry_after(headers))
+    if status in (401, 403):
+        return ModelAuthenticationError(message)
+    if status == 413 or any(
+        marker in lowered
+        for marker in (
+            "context_length_exceeded",
+            "prompt is too long",
+            "maximum context length",
+            "too many tokens",
+        )
+    ):
+        return ContextOverflowError(message)
+    if status >= 500:
+        return TransientModelError(message, retry_after=retry_after(headers))
+    return ModelRequestError(message)
+
+
+def transport_error(provider: str, exc: Exception, secret: str | None) -> ModelError:
+    """Timeouts and dropped connections are worth another attempt."""
+    return TransientModelError(f"{provider}: {type(exc).__name__}: {redact(str(exc), secret)}")
+
+
+@final
+class SSEParser:
+    """Splits a byte stream into server-sent events: ``(event, data)`` pairs.
+
+    Works on bytes (no decoding of lines one by one): events end at a blank
+    line; ``data:`` lines are joined with newlines; comments are skipped.
+    """
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, data: bytes) -> list[tuple[bytes, bytes]]:
+        buffer = self._buffer + data if self._buffer else data
+        if b"\r" in buffer:
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        events = []
+        start = 0
+        while True:
+            end = buffer.find(b"\n\n", start)
+            if end == -1:
+                break
+            events.append(self._event(buffer[start:end]))
+            start = end + 2
+        self._buffer = buffer[start:]
+        if len(self._buffer) > MAX_EVENT_BYTES:
+            raise ModelResponseError(f"a server-sent event is longer than {MAX_EVENT_BYTES} bytes")
+        return events
+
+    @staticmethod
+    def _event(block: bytes) -> tuple[bytes, bytes]:
+        name = b""
+        data: list[bytes] = []
+        for line in block.split(b"\n"):
+            if line.startswith(b"data:"):
+                value = line[5:]
+                data.append(value[1:] if value.startswith(b" ") else value)
+            elif line.startswith(b"event:"):
+                value = line[6:]
+                name = value[1:] if value.startswith(b" ") else value
+        return name, b"\n".join(data)
+
+
+class HTTPStream:
+    """One streaming POST over HTTP/1.1 on trio streams (TLS for https).
+
+    No async generators anywhere (nothing is left for a finalizer to warn
+    about) and no connection pool: closing it closes the socket at once,
+    also on cancellation. ``connect_seconds`` bounds connecting (and the TLS
+    handshake), ``read_seconds`` each wait for the next bytes; both failures
+    are transient. Bodies may be chunked, sized or closed-delimited.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        headers: dict[str, str],
+        body: bytes,
+        provider: str,
+        secret: str | None,
+        connect_seconds: float,
+        read_seconds: float,
+    ) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        self._tls = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._tls else 80)
+        path = parts.path or "/"
+        if parts.query:
+            path += f"?{parts.query}"
+        host_header = self._host if parts.port is None else f"{self._host}:{parts.port}"
+        lines = [
+            f"POST {path} HTTP/1.1",
+            f"host: {host_header}",
+            f"content-length: {len(body)}",
+            "connection: close",
+            "user-agent: trio-agent",
+        ]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        self._head = ("\r\n".join(lines) + "\r\n\r\n").encode()
+        self._body = body
+        self._provider = provider
+        self._secret = secret
+        self._connect_seconds = connect_seconds
+        self._read_seconds = read_seconds
+        self._stream: trio.abc.Stream | None = None
+        self._buffer = b""
+        self._eof = False
+        self._chunked = False
+        self._remaining: int | None = None  # bytes left of a sized body, or of a chunk
+        self._parser = SSEParser()
+
+    async def _receive(self) -> bytes:
+        assert self._stream is not None
+        try:
+            with trio.fail_after(self._read_seconds):
+                return await self._stream.receive_some(65536)
+        except trio.TooSlowError:
+            raise TransientModelError(
+                f"{self._provider}: no data for {self._read_seconds} s (read timeout)"
+            ) from None
+        except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
+            raise transport_error(self._provider, exc, self._secret) from None
+
+    async def _fill(self) -> bool:
+        data = await self._receive()
+        if not data:
+            self._eof = True
+            return False
+        self._buffer += data
+        return True
+
+    async def open(self) -> None:
+        """Connect, send the request and read the response head; on any failure the
+        connection is closed before the error propagates."""
+        opened = False
+        try:
+            await self._open()
+            opened = True
+        finally:
+            if not opened:
+                await self.aclose()
+
+    async def _open(self) -> None:
+        try:
+            with trio.fail_after(self._connect_seconds):
+                stream: trio.abc.Stream = await trio.open_tcp_stream(self._host, self._port)
+                self._stream = stream
+                if self._tls:
+                    context = ssl.create_default_context()
+                    stream = self._stream = trio.SSLStream(
+                        stream, context, server_hostname=self._host
+                    )
+                    await stream.do_handshake()
+                await stream.send_all(self._head + self._body)
+        except trio.TooSlowError:
+            raise TransientModelError(
+                f"{self._provider}: could not connect within {self._connect_seconds} s"
+            ) from None
+        except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
+            raise transport_error(self._provider, exc, self._secret) from None
+        while b"\r\n\r\n" not in self._buffer:
+            if len(self._buffer) > 65536 or not await self._fill():
+                raise TransientModelError(f"{self._provider}: the response head was cut off")
+        head, _, self._buffer = self._buffer.partition(b"\r\n\r\n")
+        status_line, *header_lines = head.decode("latin-1").split("\r\n")
+        try:
+            status = int(status_line.split(" ", 2)[1])
+        except (IndexError, ValueError):
+            raise ModelResponseError(f"{self._provider}: not an HTTP response") from None
+        headers = _headers(header_lines)
+        self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        if not self._chunked and "content-length" in headers:
+            self._remaining = int(headers["content-length"])
+        if status != 200:
+            body = b""
+            while len(body) < MAX_ERROR_BODY:
+                piece = await self._body_bytes()
+                if piece is None:
+                    break
+                body += piece
+            raise error_for_status(self._provider, status, body, headers, self._secret)
+
+    async def _body_bytes(self) -> bytes | None:
+        """The next bytes of the body (chunked, sized or up to the close), or None."""
+        if not self._chunked:
+            if self._remaining == 0:
+                return None
+            if not self._buffer and not await self._fill():
+                return None
+            data, self._buffer = self._buffer, b""
+            if self._remaining is not None:
+                data = data[: self._remaining]
+                self._remaining -= len(data)
+            return data
+        while True:
+            if self._remaining:  # inside a chunk
+                if not self._buffer and not await self._fill():
+                    raise TransientModelError(f"{self._provider}: a chunk was cut off")
+                data = self._buffer[: self._remaining]
+                self._buffer = self._buffer[len(data) :]
+                self._remaining -= len(data)
+                return data
+            while b"\r\n" not in self._buffer:
+                if not await self._fill():
+                    return None
+            line, _, self._buffer = self._buffer.partition(b"\r\n")
+            if not line:  # the CRLF after a chunk's data
+                continue
+            try:
+                size = int(line.split(b";")[0], 16)
+            except ValueError:
+                raise ModelResponseError(f"{self._provider}: bad chunk size {line!r}") from None
+            if size == 0:
+                return None
+            self._remaining = size
+
+    async def next_events(self) -> list[tuple[bytes, bytes]] | None:
+        """The events in the next piece of the body, or None at its end."""
+        data = await self._body_bytes()
+        if data is None:
+            return None
+        return self._parser.feed(data)
+
+    async def aclose(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(1):  # a TLS close_notify must not hang us
+                    await stream.aclose()
+
+
+def _headers(lines: list[str]) -> dict[str, str]:
+    """Response header lines as a lower-cased dict (repeated names: the last wins)."""
+    headers: dict[str, str] = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return headers
+
+
+def decode(decoder: msgspec.json.Decoder[Any], data: bytes, provider: str) -> Any:
+    try:
+        return decoder.decode(data)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise ModelResponseError(f"{provider} sent an event that does not decode: {exc}") from None
+
+
+def parse_arguments(raw: bytes, call_id: str, provider: str) -> Any:
+    """A complete call's arguments, parsed strictly (bounded before parsing)."""
+    if len(raw) > MAX_ARGUMENT_BYTES:
+        raise ModelResponseError(
+            f"{provider}: tool call {call_id!r} has {len(raw)} bytes of arguments, "
+            f"more than {MAX_ARGUMENT_BYTES}"
+        )
+    if not raw.strip():
+        return {}
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise ModelResponseError(
+            f"{provider}: tool call {call_id!r} has arguments that are not JSON: {exc}"
+        ) from None
