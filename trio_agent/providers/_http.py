@@ -111,21 +111,24 @@ class SSEParser:
         buffer = self._buffer + data if self._buffer else data
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        events = []
-        start = 0
-        while True:
-            end = buffer.find(b"\n\n", start)
-            if end == -1:
-                break
-            events.append(self._event(buffer[start:end]))
-            start = end + 2
-        self._buffer = buffer[start:]
+        blocks = buffer.split(b"\n\n")  # in C; the last piece is not complete yet
+        self._buffer = blocks.pop()
+        event = self._event
+        events = [event(block) for block in blocks if block]
         if len(self._buffer) > MAX_EVENT_BYTES:
             raise ModelResponseError(f"a server-sent event is longer than {MAX_EVENT_BYTES} bytes")
         return events
 
     @staticmethod
     def _event(block: bytes) -> tuple[bytes, bytes]:
+        # Fast paths for what providers send: one data line, with or without a
+        # leading event line.
+        if block.startswith(b"data: ") and b"\n" not in block:
+            return b"", block[6:]
+        if block.startswith(b"event:"):
+            at = block.find(b"\ndata: ")
+            if at != -1 and block.find(b"\n", at + 1) == -1:
+                return block[6:at].strip(), block[at + 7 :]
         name = b""
         data: list[bytes] = []
         for line in block.split(b"\n"):
