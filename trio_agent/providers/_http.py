@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import email.utils
 import math
+import re
 import ssl
 import time
 import urllib.parse
@@ -94,12 +95,21 @@ def transport_error(provider: str, exc: Exception, secret: str | None) -> ModelE
     return TransientModelError(f"{provider}: {type(exc).__name__}: {redact(str(exc), secret)}")
 
 
+# The data of an event: its first data line's value, and any data lines after it.
+_DATA = re.compile(rb"^data: ?([^\n]*(?:\ndata:[^\n]*)*)", re.MULTILINE)
+_MORE_DATA = re.compile(rb"\ndata: ?")
+
+
 @final
 class SSEParser:
-    """Splits a byte stream into server-sent events: ``(event, data)`` pairs.
+    """Splits a byte stream into the data of its server-sent events.
 
-    Works on bytes (no decoding of lines one by one): events end at a blank
-    line; ``data:`` lines are joined with newlines; comments are skipped.
+    Works on whole reads, in C where it can: complete events are the bytes up
+    to the last blank line; their ``data:`` lines are found by one regex scan.
+    An event with several ``data:`` lines (rare) has them joined with
+    newlines, as the SSE rules say. Event names and comments are dropped (the
+    adapters read the type from the data). CRLF and CR line ends are
+    normalised, also when a CRLF is split between two reads.
     """
 
     __slots__ = ("_buffer",)
@@ -107,38 +117,27 @@ class SSEParser:
     def __init__(self) -> None:
         self._buffer = b""
 
-    def feed(self, data: bytes) -> list[tuple[bytes, bytes]]:
+    def feed(self, data: bytes) -> list[bytes]:
         buffer = self._buffer + data if self._buffer else data
+        held = b""
         if b"\r" in buffer:
+            if buffer.endswith(b"\r"):  # maybe half of a CRLF: decide on the next read
+                buffer, held = buffer[:-1], b"\r"
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        blocks = buffer.split(b"\n\n")  # in C; the last piece is not complete yet
-        self._buffer = blocks.pop()
-        event = self._event
-        events = [event(block) for block in blocks if block]
-        if len(self._buffer) > MAX_EVENT_BYTES:
-            raise ModelResponseError(f"a server-sent event is longer than {MAX_EVENT_BYTES} bytes")
-        return events
-
-    @staticmethod
-    def _event(block: bytes) -> tuple[bytes, bytes]:
-        # Fast paths for what providers send: one data line, with or without a
-        # leading event line.
-        if block.startswith(b"data: ") and b"\n" not in block:
-            return b"", block[6:]
-        if block.startswith(b"event:"):
-            at = block.find(b"\ndata: ")
-            if at != -1 and block.find(b"\n", at + 1) == -1:
-                return block[6:at].strip(), block[at + 7 :]
-        name = b""
-        data: list[bytes] = []
-        for line in block.split(b"\n"):
-            if line.startswith(b"data:"):
-                value = line[5:]
-                data.append(value[1:] if value.startswith(b" ") else value)
-            elif line.startswith(b"event:"):
-                value = line[6:]
-                name = value[1:] if value.startswith(b" ") else value
-        return name, b"\n".join(data)
+        cut = buffer.rfind(b"\n\n")
+        if cut == -1:
+            self._buffer = buffer + held
+            if len(self._buffer) > MAX_EVENT_BYTES:
+                raise ModelResponseError(
+                    f"a server-sent event is longer than {MAX_EVENT_BYTES} bytes"
+                )
+            return []
+        complete, self._buffer = buffer[: cut + 2], buffer[cut + 2 :] + held
+        values = _DATA.findall(complete)  # one scan, in C
+        for index, value in enumerate(values):
+            if b"\ndata:" in value:  # several data lines: joined by newlines (rare)
+                values[index] = _MORE_DATA.sub(b"\n", value)
+        return values
 
 
 class HTTPStream:
@@ -297,8 +296,9 @@ class HTTPStream:
                 return None
             self._remaining = size
 
-    async def next_events(self) -> list[tuple[bytes, bytes]] | None:
-        """The events in the next piece of the body, or None at its end."""
+    async def next_events(self) -> list[bytes] | None:
+        """The data of the events completed by the next piece of the body, or None
+        at its end."""
         data = await self._body_bytes()
         if data is None:
             return None
@@ -321,9 +321,10 @@ def _headers(lines: list[str]) -> dict[str, str]:
     return headers
 
 
-def decode(decoder: msgspec.json.Decoder[Any], data: bytes, provider: str) -> Any:
+def decode_all(decoder: msgspec.json.Decoder[Any], datas: list[bytes], provider: str) -> Any:
+    """The events' data, each decoded by msgspec into the provider's wire struct."""
     try:
-        return decoder.decode(data)
+        return [decoder.decode(data) for data in datas]
     except (msgspec.DecodeError, RecursionError) as exc:
         raise ModelResponseError(f"{provider} sent an event that does not decode: {exc}") from None
 

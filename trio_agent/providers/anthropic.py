@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, final
 
 import msgspec
@@ -17,7 +18,7 @@ from ..model import (
     Usage,
 )
 from ._base import ProviderModel, finish_response
-from ._http import HTTPStream, decode, parse_arguments
+from ._http import HTTPStream, decode_all, parse_arguments
 
 __all__ = ["AnthropicModel"]
 
@@ -196,7 +197,7 @@ class _AnthropicStream:
         self._stop: str | None = None
         self._usage = _Usage()
         self._ended = False
-        self._pending: list[Any] = []
+        self._pending: deque[Any] = deque()
         self._response: ModelResponse | None = None
 
     async def __aenter__(self) -> _AnthropicStream:
@@ -209,8 +210,12 @@ class _AnthropicStream:
     def __aiter__(self) -> _AnthropicStream:
         return self
 
-    def _take(self, data: bytes) -> None:
-        event: _Event = decode(_decoder, data, "Anthropic")
+    def _take_all(self, datas: list[bytes]) -> None:
+        if datas:
+            for event in decode_all(_decoder, datas, "Anthropic"):
+                self._take(event)
+
+    def _take(self, event: _Event) -> None:
         kind = event.type
         if kind == "content_block_delta" and event.delta is not None:
             block = self._blocks.get(event.index)
@@ -289,9 +294,8 @@ class _AnthropicStream:
             if events is None:
                 self._finish()
                 continue
-            for _, data in events:
-                self._take(data)
-        return self._pending.pop(0)
+            self._take_all(events)
+        return self._pending.popleft()
 
     async def response(self) -> ModelResponse:
         if self._response is None:

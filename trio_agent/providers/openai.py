@@ -3,6 +3,7 @@ llama.cpp, Ollama, OpenRouter, ...)."""
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, final
 
 import msgspec
@@ -17,7 +18,7 @@ from ..model import (
     Usage,
 )
 from ._base import ProviderModel, finish_response
-from ._http import HTTPStream, decode, parse_arguments
+from ._http import HTTPStream, decode_all, parse_arguments
 
 __all__ = ["OpenAIChatModel"]
 
@@ -177,7 +178,7 @@ class _OpenAIStream:
         self._calls: dict[int, list[Any]] = {}  # index -> [id, name, argument parts]
         self._stop: str | None = None
         self._usage: Usage | None = None
-        self._pending: list[Any] = []
+        self._pending: deque[Any] = deque()
         self._done = False
         self._response: ModelResponse | None = None
 
@@ -191,11 +192,15 @@ class _OpenAIStream:
     def __aiter__(self) -> _OpenAIStream:
         return self
 
-    def _take(self, data: bytes) -> None:
-        if data == b"[DONE]":
+    def _take_all(self, datas: list[bytes]) -> None:
+        if b"[DONE]" in datas:
+            datas = datas[: datas.index(b"[DONE]")]
             self._done = True
-            return
-        chunk: _Chunk = decode(_decoder, data, "OpenAI")
+        if datas:
+            for chunk in decode_all(_decoder, datas, "OpenAI"):
+                self._take(chunk)
+
+    def _take(self, chunk: _Chunk) -> None:
         if chunk.error is not None:
             raise TransientModelError(f"OpenAI stream error: {chunk.error.message}")
         if chunk.id:
@@ -253,9 +258,8 @@ class _OpenAIStream:
             if events is None:
                 self._finish()
                 continue
-            for _, data in events:
-                self._take(data)
-        return self._pending.pop(0)
+            self._take_all(events)
+        return self._pending.popleft()
 
     async def response(self) -> ModelResponse:
         if self._response is None:
