@@ -156,8 +156,23 @@ async def anthropic_sdk(url: str) -> int:
     return count
 
 
-async def timed(server: Loopback, body: bytes, consume) -> float:
-    server.replies.append(Reply(body=body, piece=16384))
+def one_chunk_per_event(body: bytes) -> bytes:
+    """The body as the real APIs send it: chunked transfer, one chunk per event."""
+    events = [e + b"\n\n" for e in body.split(b"\n\n") if e]
+    return b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
+
+
+CHUNKED_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+    b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+)
+
+
+async def timed(server: Loopback, body: bytes, consume, chunked: bool = False) -> float:
+    if chunked:
+        server.replies.append(Reply(body=one_chunk_per_event(body), head=CHUNKED_HEAD, piece=16384))
+    else:
+        server.replies.append(Reply(body=body, piece=16384))
     start = time.perf_counter()
     count = await consume()
     elapsed = time.perf_counter() - start
@@ -184,16 +199,18 @@ async def main(rounds: int) -> None:
                 lambda: anthropic_sdk(server.url),
             ),
         ):
-            mine, theirs = [], []
-            for _ in range(rounds):  # alternating, in one process
-                mine.append(await timed(server, body, adapter))
-                theirs.append(await timed(server, body, sdk))
-            a, b = statistics.median(mine), statistics.median(theirs)
-            print(
-                f"  {name:9} trio-agent: {DELTAS / a:10,.0f} chunks/s ({a / DELTAS * 1e6:5.1f} us)"
-                f"   official SDK: {DELTAS / b:9,.0f} chunks/s ({b / DELTAS * 1e6:6.1f} us)"
-                f"   ratio {b / a:5.1f}x"
-            )
+            for chunked in (False, True):
+                mine, theirs = [], []
+                for _ in range(rounds):  # alternating, in one process
+                    mine.append(await timed(server, body, adapter, chunked))
+                    theirs.append(await timed(server, body, sdk, chunked))
+                a, b = statistics.median(mine), statistics.median(theirs)
+                framing = "chunked, one per event" if chunked else "close-delimited"
+                print(
+                    f"  {name:9} {framing:22} trio-agent: {DELTAS / a:9,.0f} chunks/s "
+                    f"({a / DELTAS * 1e6:4.1f} us)   SDK: {DELTAS / b:8,.0f} chunks/s "
+                    f"({b / DELTAS * 1e6:5.1f} us)   ratio {b / a:5.1f}x"
+                )
         nursery.cancel_scope.cancel()
 
 

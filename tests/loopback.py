@@ -30,6 +30,9 @@ class Reply:
     piece: int = 0  # send the body in pieces of this many bytes (0: whole)
     pause: float = 0.0  # between pieces
     hang_after: int | None = None  # bytes after which to stop and wait for the client
+    chunked: bool = False  # send each piece as one HTTP chunk (as the real APIs do)
+    end_chunked: bool = True  # send the final zero-size chunk
+    head: bytes | None = None  # a raw response head, instead of the usual one
 
 
 @dataclass
@@ -74,9 +77,12 @@ class Loopback:
         reply = self.replies.pop(0) if self.replies else Reply(500, b'{"error":"no reply"}')
         kind = "text/event-stream" if reply.status == 200 else "application/json"
         head_out = [f"HTTP/1.1 {reply.status} X", f"content-type: {kind}", "connection: close"]
+        if reply.chunked:
+            head_out.append("transfer-encoding: chunked")
         head_out += [f"{k}: {v}" for k, v in reply.headers.items()]
+        head = reply.head or ("\r\n".join(head_out) + "\r\n\r\n").encode()
         try:
-            await stream.send_all(("\r\n".join(head_out) + "\r\n\r\n").encode())
+            await stream.send_all(head)
             payload = reply.body
             if reply.hang_after is not None:
                 await stream.send_all(payload[: reply.hang_after])
@@ -86,9 +92,14 @@ class Loopback:
                 return
             size = reply.piece or len(payload) or 1
             for start in range(0, len(payload), size):
-                await stream.send_all(payload[start : start + size])
+                piece = payload[start : start + size]
+                if reply.chunked:
+                    piece = b"%x\r\n%s\r\n" % (len(piece), piece)
+                await stream.send_all(piece)
                 if reply.pause:
                     await trio.sleep(reply.pause)
+            if reply.chunked and reply.end_chunked:
+                await stream.send_all(b"0\r\n\r\n")
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.client_closed.set()
         finally:

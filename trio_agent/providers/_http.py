@@ -68,7 +68,8 @@ def error_for_status(
     provider: str, status: int, body: bytes, headers: Mapping[str, str], secret: str | None
 ) -> ModelError:
     """The error a failed HTTP response stands for."""
-    text = redact(body[:MAX_ERROR_BODY].decode("utf-8", "replace"), secret)
+    # redact first, then cut: a key straddling the cut must not leak half of it
+    text = redact(body.decode("utf-8", "replace"), secret)[:MAX_ERROR_BODY]
     message = f"{provider} answered HTTP {status}: {text}"
     lowered = text.lower()
     if status in _TRANSIENT_STATUS:
@@ -88,6 +89,22 @@ def error_for_status(
     if status >= 500:
         return TransientModelError(message, retry_after=retry_after(headers))
     return ModelRequestError(message)
+
+
+def stream_error(provider: str, kind: str, message: str, secret: str | None) -> ModelError:
+    """An error the provider reported inside the stream, typed by its kind."""
+    text = f"{provider} stream error {kind}: {redact(message, secret)}"
+    lowered = f"{kind} {message}".lower()
+    if any(
+        k in lowered
+        for k in ("overloaded", "rate_limit", "server_error", "api_error", "timeout", "unavailable")
+    ):
+        return TransientModelError(text)
+    if any(k in lowered for k in ("authentication", "permission", "invalid_api_key")):
+        return ModelAuthenticationError(text)
+    if any(k in lowered for k in ("context_length", "prompt is too long", "too many tokens")):
+        return ContextOverflowError(text)
+    return ModelError(text)
 
 
 def transport_error(provider: str, exc: Exception, secret: str | None) -> ModelError:
@@ -169,7 +186,8 @@ class HTTPStream:
         path = parts.path or "/"
         if parts.query:
             path += f"?{parts.query}"
-        host_header = self._host if parts.port is None else f"{self._host}:{parts.port}"
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        host_header = host if parts.port is None else f"{host}:{parts.port}"
         lines = [
             f"POST {path} HTTP/1.1",
             f"host: {host_header}",
@@ -182,6 +200,7 @@ class HTTPStream:
         self._body = body
         self._provider = provider
         self._secret = secret
+        self.secret = secret  # the adapters redact in-stream errors with it
         self._connect_seconds = connect_seconds
         self._read_seconds = read_seconds
         self._stream: trio.abc.Stream | None = None
@@ -230,7 +249,7 @@ class HTTPStream:
                 if self._tls:
                     context = ssl.create_default_context()
                     stream = self._stream = trio.SSLStream(
-                        stream, context, server_hostname=self._host
+                        stream, context, server_hostname=self._host, https_compatible=True
                     )
                     await stream.do_handshake()
                 await stream.send_all(self._head + self._body)
@@ -240,22 +259,30 @@ class HTTPStream:
             ) from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
             raise transport_error(self._provider, exc, self._secret) from None
-        while b"\r\n\r\n" not in self._buffer:
-            if len(self._buffer) > 65536 or not await self._fill():
-                raise TransientModelError(f"{self._provider}: the response head was cut off")
-        head, _, self._buffer = self._buffer.partition(b"\r\n\r\n")
-        status_line, *header_lines = head.decode("latin-1").split("\r\n")
-        try:
-            status = int(status_line.split(" ", 2)[1])
-        except (IndexError, ValueError):
-            raise ModelResponseError(f"{self._provider}: not an HTTP response") from None
+        while True:  # skip interim 1xx responses (100 Continue, 103 Early Hints)
+            while b"\r\n\r\n" not in self._buffer:
+                if len(self._buffer) > 65536 or not await self._fill():
+                    raise TransientModelError(f"{self._provider}: the response head was cut off")
+            head, _, self._buffer = self._buffer.partition(b"\r\n\r\n")
+            status_line, *header_lines = head.decode("latin-1").split("\r\n")
+            try:
+                status = int(status_line.split(" ", 2)[1])
+            except (IndexError, ValueError):
+                raise ModelResponseError(f"{self._provider}: not an HTTP response") from None
+            if not 100 <= status < 200:
+                break
         headers = _headers(header_lines)
         self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         if not self._chunked and "content-length" in headers:
-            self._remaining = int(headers["content-length"])
+            try:
+                self._remaining = int(headers["content-length"])
+            except ValueError:
+                raise ModelResponseError(
+                    f"{self._provider}: bad content-length {headers['content-length']!r}"
+                ) from None
         if status != 200:
             body = b""
-            while len(body) < MAX_ERROR_BODY:
+            while len(body) < MAX_ERROR_BODY + len(self._secret or ""):
                 piece = await self._body_bytes()
                 if piece is None:
                     break
@@ -263,29 +290,55 @@ class HTTPStream:
             raise error_for_status(self._provider, status, body, headers, self._secret)
 
     async def _body_bytes(self) -> bytes | None:
-        """The next bytes of the body (chunked, sized or up to the close), or None."""
+        """The next bytes of the body (chunked, sized or up to the close), or None at
+        its end. A body cut off before its announced end is a transient error."""
         if not self._chunked:
             if self._remaining == 0:
                 return None
             if not self._buffer and not await self._fill():
+                if self._remaining is not None:
+                    raise TransientModelError(
+                        f"{self._provider}: the body ended {self._remaining} bytes early"
+                    )
                 return None
             data, self._buffer = self._buffer, b""
             if self._remaining is not None:
                 data = data[: self._remaining]
                 self._remaining -= len(data)
             return data
+        # Every chunk already in the buffer, in one piece, walking it by position
+        # (slicing the buffer once per chunk would be quadratic in a read).
+        out: list[bytes] = []
+        buffer, at = self._buffer, 0
         while True:
             if self._remaining:  # inside a chunk
-                if not self._buffer and not await self._fill():
-                    raise TransientModelError(f"{self._provider}: a chunk was cut off")
-                data = self._buffer[: self._remaining]
-                self._buffer = self._buffer[len(data) :]
-                self._remaining -= len(data)
-                return data
-            while b"\r\n" not in self._buffer:
+                available = len(buffer) - at
+                if not available:
+                    if out:
+                        break
+                    self._buffer = b""
+                    if not await self._fill():
+                        raise TransientModelError(f"{self._provider}: a chunk was cut off")
+                    buffer, at = self._buffer, 0
+                    continue
+                take = min(available, self._remaining)
+                out.append(buffer[at : at + take])
+                at += take
+                self._remaining -= take
+                continue
+            end = buffer.find(b"\r\n", at)
+            if end == -1:
+                if out:
+                    break
+                self._buffer = buffer[at:]
                 if not await self._fill():
-                    return None
-            line, _, self._buffer = self._buffer.partition(b"\r\n")
+                    raise TransientModelError(
+                        f"{self._provider}: the body ended before its last chunk"
+                    )
+                buffer, at = self._buffer, 0
+                continue
+            line = buffer[at:end]
+            at = end + 2
             if not line:  # the CRLF after a chunk's data
                 continue
             try:
@@ -293,8 +346,12 @@ class HTTPStream:
             except ValueError:
                 raise ModelResponseError(f"{self._provider}: bad chunk size {line!r}") from None
             if size == 0:
-                return None
+                self._chunked = False
+                self._remaining = 0  # the end (trailers, if any, are not read)
+                break
             self._remaining = size
+        self._buffer = buffer[at:]
+        return b"".join(out) if out else None
 
     async def next_events(self) -> list[bytes] | None:
         """The data of the events completed by the next piece of the body, or None

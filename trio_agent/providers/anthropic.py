@@ -9,7 +9,6 @@ import msgspec
 
 from ..messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage, UserMessage
 from ..model import (
-    ModelError,
     ModelRequest,
     ModelResponse,
     ModelResponseError,
@@ -18,7 +17,7 @@ from ..model import (
     Usage,
 )
 from ._base import ProviderModel, finish_response
-from ._http import HTTPStream, decode_all, parse_arguments
+from ._http import HTTPStream, decode_all, parse_arguments, redact, stream_error
 
 __all__ = ["AnthropicModel"]
 
@@ -91,7 +90,8 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
 
     for message in request.messages:
         if type(message) is UserMessage:
-            add("user", [{"type": "text", "text": message.content}])
+            if message.content:  # the API refuses empty text blocks
+                add("user", [{"type": "text", "text": message.content}])
         elif type(message) is AssistantMessage:
             blocks: list[dict[str, Any]] = []
             for block in message.content:
@@ -245,15 +245,24 @@ class _AnthropicStream:
             if event.delta is not None and event.delta.stop_reason is not None:
                 self._stop = _STOPS.get(event.delta.stop_reason, "stop")
             if event.usage is not None:
-                self._usage.output_tokens = event.usage.output_tokens
+                u = event.usage  # cumulative: later counts replace earlier ones
+                self._usage.output_tokens = u.output_tokens
+                if u.input_tokens:
+                    self._usage.input_tokens = u.input_tokens
+                if u.cache_read_input_tokens is not None:
+                    self._usage.cache_read_input_tokens = u.cache_read_input_tokens
+                if u.cache_creation_input_tokens is not None:
+                    self._usage.cache_creation_input_tokens = u.cache_creation_input_tokens
         elif kind == "message_stop":
             self._ended = True
         elif kind == "error":
             error = event.error or _Error()
-            message = f"Anthropic stream error {error.type}: {error.message}"
             if error.type in _TRANSIENT_ERRORS:
-                raise TransientModelError(message)
-            raise ModelError(message)
+                raise TransientModelError(
+                    f"Anthropic stream error {error.type}: "
+                    f"{redact(error.message, self._http.secret)}"
+                )
+            raise stream_error("Anthropic", error.type, error.message, self._http.secret)
 
     def _finish(self) -> None:
         if not self._ended or self._stop is None:
@@ -268,7 +277,11 @@ class _AnthropicStream:
                 text = "".join(parts)
                 if text:
                     content.append(TextBlock(text))
-            elif kind == "tool_use" and self._stop != "length" and complete:
+            elif kind == "tool_use" and self._stop != "length":
+                if not complete:
+                    raise ModelResponseError(
+                        f"Anthropic tool_use block {index} never ended, but the message did"
+                    )
                 if not call_id or not name:
                     raise ModelResponseError(f"Anthropic tool_use block {index} has no id or name")
                 raw = "".join(parts).encode()

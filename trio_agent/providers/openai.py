@@ -18,7 +18,7 @@ from ..model import (
     Usage,
 )
 from ._base import ProviderModel, finish_response
-from ._http import HTTPStream, decode_all, parse_arguments
+from ._http import HTTPStream, decode_all, parse_arguments, stream_error
 
 __all__ = ["OpenAIChatModel"]
 
@@ -29,17 +29,19 @@ class _Function(msgspec.Struct):
 
 
 class _ToolCallDelta(msgspec.Struct):
-    index: int = 0
+    index: int | None = None
     id: str | None = None
     function: _Function | None = None
 
 
 class _Delta(msgspec.Struct):
     content: str | None = None
+    refusal: str | None = None
     tool_calls: list[_ToolCallDelta] | None = None
 
 
 class _Choice(msgspec.Struct):
+    index: int = 0
     delta: _Delta | None = None
     finish_reason: str | None = None
 
@@ -98,7 +100,10 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
                 for b in message.content
                 if type(b) is ToolCall
             ]
-            entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+            entry: dict[str, Any] = {
+                "role": "assistant",
+                "content": text or ("" if not calls else None),
+            }
             if calls:
                 entry["tool_calls"] = calls
             out.append(entry)
@@ -127,9 +132,17 @@ class OpenAIChatModel(ProviderModel):
     key_variable = "OPENAI_API_KEY"
     default_base_url = "https://api.openai.com/v1"
 
-    def __init__(self, model: str, *, max_tokens: int | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        max_tokens: int | None = None,
+        max_completion_tokens: int | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__(model, **options)
         self.max_tokens = max_tokens
+        self.max_completion_tokens = max_completion_tokens  # o-series, gpt-5
 
     def _headers(self) -> dict[str, str]:
         return {
@@ -162,6 +175,8 @@ class OpenAIChatModel(ProviderModel):
             ]
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
+        if self.max_completion_tokens is not None:
+            body["max_completion_tokens"] = self.max_completion_tokens
         return body
 
     def stream(self, request: ModelRequest) -> _OpenAIStream:
@@ -202,7 +217,9 @@ class _OpenAIStream:
 
     def _take(self, chunk: _Chunk) -> None:
         if chunk.error is not None:
-            raise TransientModelError(f"OpenAI stream error: {chunk.error.message}")
+            error = chunk.error
+            kind = f"{error.type or ''} {error.code or ''}".strip()
+            raise stream_error("OpenAI", kind, error.message, self._http.secret)
         if chunk.id:
             self._id = chunk.id
         if chunk.usage is not None:
@@ -214,13 +231,25 @@ class _OpenAIStream:
                 cache_read_tokens=cached,
             )
         for choice in chunk.choices:
+            if choice.index != 0:  # n > 1: the first choice is the answer
+                continue
             delta = choice.delta
             if delta is not None:
-                if delta.content:
-                    self._text.append(delta.content)
-                    self._pending.append(TextDelta(delta.content))
+                text = delta.content or delta.refusal  # a refusal is what the model said
+                if text:
+                    self._text.append(text)
+                    self._pending.append(TextDelta(text))
                 for part in delta.tool_calls or ():
-                    slot = self._calls.setdefault(part.index, [None, None, []])
+                    index = part.index
+                    if index is None:  # servers that omit it: a new id starts a new call
+                        last = max(self._calls, default=-1)
+                        known = self._calls.get(last)
+                        index = (
+                            last + 1
+                            if last < 0 or (part.id and known and known[0] != part.id)
+                            else last
+                        )
+                    slot = self._calls.setdefault(index, [None, None, []])
                     if part.id:
                         slot[0] = part.id
                     if part.function is not None:
@@ -234,9 +263,11 @@ class _OpenAIStream:
     def _finish(self) -> None:
         if self._stop is None:
             raise TransientModelError("OpenAI stream ended before a finish reason")
+        if not self._done:
+            raise TransientModelError("OpenAI stream ended before data: [DONE]")
         text = "".join(self._text)
         content: list[Any] = [TextBlock(text)] if text else []
-        stop = self._stop
+        stop = "stop" if self._stop == "tool_call" and not self._calls else self._stop
         if stop != "length" and self._calls:
             for index in sorted(self._calls):
                 call_id, name, parts = self._calls[index]
