@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import deque
 from typing import Any
 
 import msgspec
@@ -83,6 +84,54 @@ class ProviderModel:
             self._connect_seconds,
             self._read_seconds,
         )
+
+
+class SSEModelStream:
+    """The open stream of an adapter: reads events, hands them to ``_take_all``,
+    yields the chunks it queued, and calls ``_finish`` at the end of the body to
+    build the response (and queue the tool calls, now complete)."""
+
+    def __init__(self, http: HTTPStream, request: ModelRequest) -> None:
+        self._http = http
+        self._request = request
+        self._pending: deque[Any] = deque()
+        self._ended = False  # the provider said the message is over
+        self._response: ModelResponse | None = None
+
+    def _take_all(self, datas: list[bytes]) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _finish(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Any:
+        await self._http.open()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self._http.aclose()
+
+    def __aiter__(self) -> Any:
+        return self
+
+    async def __anext__(self) -> Any:
+        while not self._pending:
+            if self._response is not None:
+                raise StopAsyncIteration
+            events = None if self._ended else await self._http.next_events()
+            if events is None:
+                self._finish()
+                continue
+            self._take_all(events)
+        return self._pending.popleft()
+
+    async def response(self) -> ModelResponse:
+        """The final response (the rest of the stream is read first)."""
+        if self._response is None:
+            async for _ in self:
+                pass
+        assert self._response is not None
+        return self._response
 
 
 def finish_response(

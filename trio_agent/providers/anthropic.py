@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, final
 
 import msgspec
@@ -10,13 +9,12 @@ import msgspec
 from ..messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage, UserMessage
 from ..model import (
     ModelRequest,
-    ModelResponse,
     ModelResponseError,
     TextDelta,
     TransientModelError,
     Usage,
 )
-from ._base import ProviderModel, finish_response
+from ._base import ProviderModel, SSEModelStream, finish_response
 from ._http import HTTPStream, decode_all, parse_arguments, redact, stream_error
 
 __all__ = ["AnthropicModel"]
@@ -186,29 +184,15 @@ class AnthropicModel(ProviderModel):
 
 
 @final
-class _AnthropicStream:
+class _AnthropicStream(SSEModelStream):
     def __init__(self, http: HTTPStream, request: ModelRequest) -> None:
-        self._http = http
-        self._request = request
+        super().__init__(http, request)
         self._id = ""
         self._blocks: dict[
             int, list[Any]
         ] = {}  # index -> [type, text parts | json parts, id, name]
         self._stop: str | None = None
         self._usage = _Usage()
-        self._ended = False
-        self._pending: deque[Any] = deque()
-        self._response: ModelResponse | None = None
-
-    async def __aenter__(self) -> _AnthropicStream:
-        await self._http.open()
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self._http.aclose()
-
-    def __aiter__(self) -> _AnthropicStream:
-        return self
 
     def _take_all(self, datas: list[bytes]) -> None:
         if datas:
@@ -298,21 +282,3 @@ class _AnthropicStream:
             cache_write_tokens=u.cache_creation_input_tokens or 0,
         )
         self._response = finish_response(self._id, self._request, content, stop, usage)
-
-    async def __anext__(self) -> Any:
-        while not self._pending:
-            if self._response is not None:
-                raise StopAsyncIteration
-            events = None if self._ended else await self._http.next_events()
-            if events is None:
-                self._finish()
-                continue
-            self._take_all(events)
-        return self._pending.popleft()
-
-    async def response(self) -> ModelResponse:
-        if self._response is None:
-            async for _ in self:
-                pass
-        assert self._response is not None
-        return self._response

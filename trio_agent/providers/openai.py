@@ -3,7 +3,6 @@ llama.cpp, Ollama, OpenRouter, ...)."""
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, final
 
 import msgspec
@@ -11,13 +10,12 @@ import msgspec
 from ..messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage, UserMessage
 from ..model import (
     ModelRequest,
-    ModelResponse,
     ModelResponseError,
     TextDelta,
     TransientModelError,
     Usage,
 )
-from ._base import ProviderModel, finish_response
+from ._base import ProviderModel, SSEModelStream, finish_response
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
 
 __all__ = ["OpenAIChatModel"]
@@ -184,33 +182,19 @@ class OpenAIChatModel(ProviderModel):
 
 
 @final
-class _OpenAIStream:
+class _OpenAIStream(SSEModelStream):
     def __init__(self, http: HTTPStream, request: ModelRequest) -> None:
-        self._http = http
-        self._request = request
+        super().__init__(http, request)
         self._id = ""
         self._text: list[str] = []
         self._calls: dict[int, list[Any]] = {}  # index -> [id, name, argument parts]
         self._stop: str | None = None
         self._usage: Usage | None = None
-        self._pending: deque[Any] = deque()
-        self._done = False
-        self._response: ModelResponse | None = None
-
-    async def __aenter__(self) -> _OpenAIStream:
-        await self._http.open()
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self._http.aclose()
-
-    def __aiter__(self) -> _OpenAIStream:
-        return self
 
     def _take_all(self, datas: list[bytes]) -> None:
         if b"[DONE]" in datas:
             datas = datas[: datas.index(b"[DONE]")]
-            self._done = True
+            self._ended = True
         if datas:
             for chunk in decode_all(_decoder, datas, "OpenAI"):
                 self._take(chunk)
@@ -263,7 +247,7 @@ class _OpenAIStream:
     def _finish(self) -> None:
         if self._stop is None:
             raise TransientModelError("OpenAI stream ended before a finish reason")
-        if not self._done:
+        if not self._ended:
             raise TransientModelError("OpenAI stream ended before data: [DONE]")
         text = "".join(self._text)
         content: list[Any] = [TextBlock(text)] if text else []
@@ -280,21 +264,3 @@ class _OpenAIStream:
             stop = "tool_call"
         # a length stop cuts calls off: they are dropped, never run half-written
         self._response = finish_response(self._id, self._request, content, stop, self._usage)
-
-    async def __anext__(self) -> Any:
-        while not self._pending:
-            if self._response is not None:
-                raise StopAsyncIteration
-            events = None if self._done else await self._http.next_events()
-            if events is None:
-                self._finish()
-                continue
-            self._take_all(events)
-        return self._pending.popleft()
-
-    async def response(self) -> ModelResponse:
-        if self._response is None:
-            async for _ in self:
-                pass
-        assert self._response is not None
-        return self._response
