@@ -94,5 +94,7 @@ from .tools import ToolRegistry as ToolRegistry
 from .tools import execute_tool_call as execute_tool_call
 from .tools import tool as tool
 from .tools import tool_context as tool_context
+from .workspace import Workspace as Workspace
+from .workspace import WorkspaceError as WorkspaceError
 
 __version__ = "0.1.0"

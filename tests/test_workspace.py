@@ -1,0 +1,224 @@
+"""Workspace tools: confinement, limits, and a process tool that leaves no orphan (issue 8)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import trio
+from helpers import call, user
+
+from trio_agent import run_agent_loop
+from trio_agent.testing import ScriptedModel, scripted_response
+from trio_agent.workspace import Workspace, WorkspaceError
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.txt").write_text("alpha\nbeta\ngamma\n")
+    (root / "src").mkdir()
+    (root / "src" / "main.py").write_text("print('hi')\n# beta\n")
+    (tmp_path / "secret.txt").write_text("outside secret")
+    return Workspace(
+        root,
+        max_read_bytes=4096,
+        max_write_bytes=8192,
+        max_output_chars=2000,
+        run_seconds=5,
+        grace_seconds=0.5,
+    )
+
+
+def outside(workspace) -> str:
+    return str(workspace.root.parent)
+
+
+async def test_files_round_trip(workspace):
+    assert "wrote" in await workspace.write_file("deep/er/file.md", "# title\nbody\n")
+    assert await workspace.read_file("deep/er/file.md") == "# title\nbody\n"
+    await workspace.edit_file("deep/er/file.md", "body", "text")
+    assert await workspace.read_file("deep/er/file.md") == "# title\ntext\n"
+    assert await workspace.list_dir(".") == "deep/\nnotes.txt\nsrc/"
+    assert await workspace.glob("**/*.py") == "src/main.py"
+    assert await workspace.glob("*.txt") == "notes.txt"
+    assert await workspace.grep("beta") == "notes.txt:2: beta\nsrc/main.py:2: # beta"
+    assert await workspace.read_file(str(workspace.root / "notes.txt")) == "alpha\nbeta\ngamma\n"
+
+
+async def test_edit_refuses_missing_and_ambiguous_text(workspace):
+    await workspace.write_file("x.txt", "a a b")
+    with pytest.raises(WorkspaceError, match="found 2 times"):
+        await workspace.edit_file("x.txt", "a", "c")
+    with pytest.raises(WorkspaceError, match="found 0 times"):
+        await workspace.edit_file("x.txt", "zzz", "c")
+
+
+def attempts(workspace):
+    """Escape attempts: (name, coroutine factory). Each must be refused."""
+    root, out = workspace.root, outside(workspace)
+    w = workspace
+    return [
+        ("dotdot read", lambda: w.read_file("../secret.txt")),
+        ("dotdot deep", lambda: w.read_file("src/../../secret.txt")),
+        ("dotdot write", lambda: w.write_file("../evil.txt", "x")),
+        ("dotdot in the middle", lambda: w.write_file("src/../../evil.txt", "x")),
+        ("absolute outside", lambda: w.read_file("/etc/passwd")),
+        ("absolute sibling prefix", lambda: w.read_file(str(root) + "-other/x")),
+        ("absolute write outside", lambda: w.write_file(f"{out}/evil.txt", "x")),
+        ("proc", lambda: w.read_file("/proc/self/environ")),
+        ("device", lambda: w.read_file("/dev/zero")),
+        ("NUL in path", lambda: w.read_file("notes.txt\x00.png")),
+        ("giant path", lambda: w.read_file("a/" * 2000)),
+        ("not a string", lambda: w.read_file(["notes.txt"])),
+        ("list dotdot", lambda: w.list_dir("..")),
+        ("grep dotdot", lambda: w.grep("secret", "..")),
+        ("glob dotdot", lambda: w.glob("../*")),
+        ("edit dotdot", lambda: w.edit_file("../secret.txt", "outside", "inside")),
+        ("giant write", lambda: w.write_file("big.txt", "x" * 9000)),
+        ("read a directory", lambda: w.read_file("src")),
+        ("write over a directory", lambda: w.write_file("src", "x")),
+        ("empty edit", lambda: w.edit_file("notes.txt", "", "x")),
+        ("bad regex", lambda: w.grep("(", regex=True)),
+        ("empty command", lambda: w.run("   ")),
+        ("giant command", lambda: w.run("echo " + "x" * 20000)),
+        ("bad seconds", lambda: w.run("true", seconds=-1)),
+        ("write file named ..", lambda: w.write_file("..", "x")),
+    ]
+
+
+async def test_escape_attempts_are_refused_with_a_reason(workspace):
+    cases = attempts(workspace)
+    assert len(cases) >= 25
+    for name, attempt in cases:
+        with pytest.raises(WorkspaceError) as info:
+            await attempt()
+        assert str(info.value), name
+    assert not (workspace.root.parent / "evil.txt").exists()
+    assert (workspace.root.parent / "secret.txt").read_text() == "outside secret"
+
+
+async def test_symlinks_are_never_followed_even_ones_a_command_made(workspace):
+    await workspace.run(
+        f"ln -s {outside(workspace)} escape; ln -s /etc/passwd pw; "
+        f"mkdir d; ln -s {outside(workspace)}/secret.txt d/s; ln -s notes.txt ok"
+    )
+    for path in ("escape/secret.txt", "pw", "d/s", "ok"):
+        with pytest.raises(WorkspaceError, match="symlink"):
+            await workspace.read_file(path)
+    with pytest.raises(WorkspaceError, match="symlink"):
+        await workspace.write_file("escape/evil.txt", "x")
+    assert not (workspace.root.parent / "evil.txt").exists()
+    listed = await workspace.list_dir(".")
+    assert "escape@" in listed
+    assert "secret" not in await workspace.grep("outside secret")  # not followed by grep
+    assert "escape/secret.txt" not in await workspace.glob("**")
+
+
+async def test_reads_are_bounded_and_binary_is_refused(workspace):
+    await workspace.write_file("long.txt", "y" * 8000)
+    text = await workspace.read_file("long.txt")
+    assert "more bytes; read on with offset=4096" in text and len(text) <= 2100
+    (workspace.root / "blob.bin").write_bytes(b"\x00\x01\x02" * 10)
+    with pytest.raises(WorkspaceError, match="binary"):
+        await workspace.read_file("blob.bin")
+    (workspace.root / "bad.txt").write_bytes(b"ok \xff\xfe end")
+    assert await workspace.read_file("bad.txt") == "ok \ufffd\ufffd end"
+
+
+async def test_run_output_is_bounded_head_and_tail(workspace):
+    result = await workspace.run("seq 1 100000")
+    assert result.startswith("[exit code 0]\n1\n2\n") and result.rstrip().endswith("100000")
+    assert "characters cut" in result and len(result) < 2100
+
+
+async def test_run_binary_output_and_exit_codes(workspace):
+    assert (await workspace.run("printf 'a\\377b'; exit 3")).startswith("[exit code 3]\na\ufffdb")
+
+
+async def test_run_gets_an_explicit_environment(workspace, monkeypatch):
+    monkeypatch.setenv("API_KEY_SECRET", "do-not-leak")
+    out = await workspace.run("env")
+    assert "do-not-leak" not in out and f"HOME={workspace.root}" in out
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def wait_gone(pids, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:  # noqa: ASYNC110
+        await trio.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+async def test_a_time_limit_ends_the_whole_group_grandchildren_too(workspace):
+    script = "sleep 300 & echo $! > kids; (sh -c 'sleep 300 & echo $! >> kids; wait') & wait"
+    result = await workspace.run(script, seconds=1)
+    assert result.startswith("[timed out after 1.0 s")
+    pids = [int(p) for p in (workspace.root / "kids").read_text().split()]
+    assert len(pids) == 2 and await wait_gone(pids) == []
+
+
+async def test_cancellation_ends_the_group_before_the_result(workspace):
+    with trio.move_on_after(1):
+        await workspace.run("sleep 300 & echo $! > kids; trap '' TERM; sleep 300 & wait")
+    pids = [int(p) for p in (workspace.root / "kids").read_text().split()]
+    assert await wait_gone(pids) == []  # TERM ignored: SIGKILL after the grace period
+
+
+async def test_background_children_do_not_outlive_a_finished_command(workspace):
+    result = await workspace.run("sleep 300 & echo $! > kids; echo done")
+    assert result.startswith("[exit code 0]\ndone")
+    pids = [int(p) for p in (workspace.root / "kids").read_text().split()]
+    assert await wait_gone(pids) == []
+
+
+async def test_a_fork_bomb_is_bounded_by_the_time_limit(workspace):
+    result = await workspace.run(
+        "b() { b & }; for i in 1 2 3 4 5 6 7 8; do b & done; sleep 300", seconds=1
+    )
+    assert result.startswith("[timed out")
+
+
+async def test_the_tools_in_an_agent_run(workspace):
+    tools = workspace.tools()
+    assert [t.name for t in tools] == [
+        "read_file",
+        "write_file",
+        "edit_file",
+        "list_dir",
+        "glob",
+        "grep",
+        "run",
+    ]
+    assert tools.get("run").exclusive
+    script = [
+        scripted_response(
+            "r1",
+            [
+                call("write_file", "c1", {"path": "hello.py", "content": "print('hi')\n"}),
+                call("read_file", "c2", {"path": "../secret.txt"}),
+                call("run", "c3", {"command": "python3 hello.py"}),
+            ],
+        ),
+        scripted_response("r2", "done"),
+    ]
+    result = await run_agent_loop(
+        messages=[user()], model=ScriptedModel(script), tools=tools, max_steps=2
+    ).wait()
+    contents = [m.content for m in result.messages[2:5]]
+    assert contents[0].startswith("wrote 12 bytes")
+    assert result.messages[3].is_error and "uses '..'" in contents[1]
+    assert contents[2] == "[exit code 0]\nhi\n"

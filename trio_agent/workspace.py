@@ -1,0 +1,488 @@
+"""Workspace tools: files and processes confined to one root directory.
+
+Every path is opened one component at a time from the root's directory
+descriptor with ``O_NOFOLLOW``: ``..``, absolute paths outside the root,
+symlinks (also ones a command created) and anything but regular files and
+directories are refused, with no window between a check and the open.
+Reads, writes, output and time are bounded. File work runs in a worker
+thread; commands run in a session of their own, and cancellation or a time
+limit ends the whole process group (SIGTERM, a grace period, SIGKILL), which
+is reaped before the result is recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import stat
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar, final
+
+import trio
+
+from .tools import Tool, ToolError, ToolRegistry, tool
+
+__all__ = ["Workspace", "WorkspaceError"]
+
+T = TypeVar("T")
+_NUL = "\x00"
+
+
+class WorkspaceError(ToolError):
+    """A refused or failed workspace operation; the model sees the reason."""
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters: its head and tail around a marker."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n[... {len(text) - limit} characters cut ...]\n"
+    keep = max(limit - len(marker), 0)
+    return text[: keep // 2] + marker + text[len(text) - (keep - keep // 2) :]
+
+
+@final
+class Workspace:
+    """Tools confined to ``root``: ``read_file``, ``write_file``, ``edit_file``,
+    ``list_dir``, ``glob``, ``grep`` and ``run``; get them with ``tools()``.
+
+    Limits: ``max_path_chars`` per path, ``max_read_bytes`` per read,
+    ``max_write_bytes`` per write, ``max_output_chars`` of any result (head
+    and tail kept), ``max_entries`` listed or matched, ``run_seconds`` per
+    command (``grace_seconds`` between SIGTERM and SIGKILL). Commands get
+    only ``env`` (default: a minimal PATH, HOME=root, LANG), never the
+    parent's environment wholesale.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        max_path_chars: int = 1024,
+        max_read_bytes: int = 256 * 1024,
+        max_write_bytes: int = 1024 * 1024,
+        max_output_chars: int = 16_000,
+        max_entries: int = 500,
+        run_seconds: float = 60.0,
+        grace_seconds: float = 2.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        root_path = Path(root).resolve()
+        if not root_path.is_dir():
+            raise ValueError(f"workspace root {root_path} is not a directory")
+        self.root = root_path
+        self.max_path_chars = max_path_chars
+        self.max_read_bytes = max_read_bytes
+        self.max_write_bytes = max_write_bytes
+        self.max_output_chars = max_output_chars
+        self.max_entries = max_entries
+        self.run_seconds = run_seconds
+        self.grace_seconds = grace_seconds
+        self.env = (
+            dict(env)
+            if env is not None
+            else {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(root_path), "LANG": "C.UTF-8"}
+        )
+
+    # ------------------------------------------------------------- paths
+
+    def _parts(self, path: object) -> list[str]:
+        """The path's components below the root, or a ``WorkspaceError`` saying why not."""
+        if type(path) is not str:
+            raise WorkspaceError(f"path must be a string, got {type(path).__name__}")
+        if len(path) > self.max_path_chars:
+            raise WorkspaceError(f"path is longer than {self.max_path_chars} characters")
+        if _NUL in path:
+            raise WorkspaceError("path contains a NUL character")
+        if os.path.isabs(path):
+            root = str(self.root)
+            if path != root and not path.startswith(root + os.sep):
+                raise WorkspaceError(f"{path!r} is outside the workspace")
+            path = path[len(root) :].lstrip(os.sep)
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        if ".." in parts:
+            raise WorkspaceError(f"{path!r} uses '..'; paths stay inside the workspace")
+        return parts
+
+    def _open(self, parts: Sequence[str], flags: int, *, create_dirs: bool = False) -> int:
+        """Open ``parts`` under the root, never following a symlink on the way."""
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for part in parts[:-1]:
+                try:
+                    next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create_dirs:
+                        raise
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                    next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = next_fd
+            if not parts:
+                return fd
+            last = os.open(parts[-1], flags | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+            return last
+        finally:
+            if parts:
+                os.close(fd)
+
+    def _explain(self, path: str, exc: OSError) -> WorkspaceError:
+        import errno
+
+        reasons = {
+            errno.ELOOP: "is a symlink (symlinks are not followed)",
+            errno.ENOTDIR: "goes through something that is not a directory, or a symlink",
+            errno.ENOENT: "does not exist",
+            errno.EISDIR: "is a directory",
+            errno.EACCES: "is not accessible",
+            errno.EEXIST: "already exists",
+        }
+        return WorkspaceError(f"{path!r} {reasons.get(exc.errno, exc.strerror or str(exc))}")
+
+    async def _in_thread(self, path: str, work: Callable[[], T]) -> T:
+        try:
+            return await trio.to_thread.run_sync(work)
+        except WorkspaceError:
+            raise
+        except OSError as exc:
+            raise self._explain(path, exc) from None
+
+    # ------------------------------------------------------------- files
+
+    def _regular(self, fd: int, path: str) -> os.stat_result:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise WorkspaceError(f"{path!r} is not a regular file")
+        return info
+
+    async def read_file(self, path: str, offset: int = 0) -> str:
+        """The text of a file (UTF-8), from ``offset``, at most ``max_read_bytes``."""
+        parts = self._parts(path)
+        if type(offset) is not int or offset < 0:
+            raise WorkspaceError(f"offset must be an int >= 0, got {offset!r}")
+
+        def work() -> str:
+            fd = self._open(parts, os.O_RDONLY)
+            try:
+                info = self._regular(fd, path)
+                data = os.pread(fd, self.max_read_bytes + 1, offset)
+            finally:
+                os.close(fd)
+            if b"\x00" in data[:8192]:
+                raise WorkspaceError(f"{path!r} is a binary file ({info.st_size} bytes)")
+            text = data[: self.max_read_bytes].decode("utf-8", "replace")
+            if len(data) > self.max_read_bytes:
+                rest = info.st_size - offset - self.max_read_bytes
+                text += (
+                    f"\n[... {rest} more bytes; read on with offset={offset + self.max_read_bytes}]"
+                )
+            return _cut(text, self.max_output_chars)
+
+        return await self._in_thread(path, work)
+
+    async def write_file(self, path: str, content: str) -> str:
+        """Write ``content`` to a file (created with its directories), replacing it."""
+        parts = self._parts(path)
+        if not parts:
+            raise WorkspaceError("write_file needs a file path")
+        data = content.encode("utf-8", "surrogateescape")
+        if len(data) > self.max_write_bytes:
+            raise WorkspaceError(f"content is {len(data)} bytes, more than {self.max_write_bytes}")
+
+        def work() -> str:
+            fd = self._open(parts, os.O_WRONLY | os.O_CREAT, create_dirs=True)
+            try:
+                self._regular(fd, path)
+                os.ftruncate(fd, 0)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            return f"wrote {len(data)} bytes to {'/'.join(parts)}"
+
+        return await self._in_thread(path, work)
+
+    async def edit_file(self, path: str, old: str, new: str) -> str:
+        """Replace the one occurrence of ``old`` with ``new``; refuse 0 or several."""
+        if not old:
+            raise WorkspaceError("old must not be empty")
+        parts = self._parts(path)
+
+        def work() -> str:
+            fd = self._open(parts, os.O_RDWR)
+            try:
+                info = self._regular(fd, path)
+                if info.st_size > self.max_write_bytes:
+                    raise WorkspaceError(f"{path!r} is larger than {self.max_write_bytes} bytes")
+                text = os.pread(fd, info.st_size + 1, 0).decode("utf-8", "surrogateescape")
+                count = text.count(old)
+                if count != 1:
+                    raise WorkspaceError(
+                        f"old text found {count} times in {path!r}; it must be found exactly once"
+                        + (" (add surrounding lines to make it unique)" if count > 1 else "")
+                    )
+                data = text.replace(old, new, 1).encode("utf-8", "surrogateescape")
+                if len(data) > self.max_write_bytes:
+                    raise WorkspaceError(f"the edit makes {path!r} larger than allowed")
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, data, 0)
+            finally:
+                os.close(fd)
+            return f"edited {'/'.join(parts)}"
+
+        return await self._in_thread(path, work)
+
+    def _walk(self, parts: Sequence[str]) -> Iterator[tuple[str, int]]:
+        """(relative path, mode) of everything below ``parts``, symlinks not followed."""
+        fd = (
+            self._open(parts, os.O_RDONLY | os.O_DIRECTORY)
+            if parts
+            else os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        )
+        base = "/".join(parts)
+        try:
+            for top, dirs, files, dirfd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+                rel = os.path.normpath(os.path.join(base, top)) if base or top != "." else ""
+                for name in sorted(dirs + files):
+                    info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                    yield (os.path.join(rel, name) if rel and rel != "." else name), info.st_mode
+                dirs.sort()
+        finally:
+            os.close(fd)
+
+    async def list_dir(self, path: str = ".") -> str:
+        """The entries of a directory (``/`` after directories, ``@`` after symlinks)."""
+        parts = self._parts(path)
+
+        def work() -> str:
+            fd = (
+                self._open(parts, os.O_RDONLY | os.O_DIRECTORY)
+                if parts
+                else os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+            )
+            try:
+                names = sorted(os.listdir(fd))
+                lines = []
+                for name in names[: self.max_entries]:
+                    mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+                    mark = "/" if stat.S_ISDIR(mode) else "@" if stat.S_ISLNK(mode) else ""
+                    lines.append(name + mark)
+            finally:
+                os.close(fd)
+            if len(names) > self.max_entries:
+                lines.append(f"[... {len(names) - self.max_entries} more entries]")
+            return "\n".join(lines) or "(empty)"
+
+        return await self._in_thread(path, work)
+
+    async def glob(self, pattern: str) -> str:
+        """Paths under the root matching a glob (``**`` crosses directories)."""
+        self._parts(pattern.replace("*", "x").replace("?", "x"))  # same rules as a path
+        regex = _glob_regex(pattern)
+
+        def work() -> str:
+            found = []
+            for rel, _ in self._walk([]):
+                if regex.fullmatch(rel):
+                    found.append(rel)
+                    if len(found) > self.max_entries:
+                        break
+            more = len(found) > self.max_entries
+            lines = found[: self.max_entries] + (
+                [f"[... more than {self.max_entries}]"] if more else []
+            )
+            return "\n".join(lines) or "(no match)"
+
+        return await self._in_thread(pattern, work)
+
+    async def grep(self, pattern: str, path: str = ".", regex: bool = False) -> str:
+        """``file:line: text`` for lines containing ``pattern`` (a regex if ``regex``)."""
+        parts = self._parts(path)
+        try:
+            matcher = re.compile(pattern if regex else re.escape(pattern))
+        except re.error as exc:
+            raise WorkspaceError(f"bad regex: {exc}") from None
+
+        def work() -> str:
+            out: list[str] = []
+            files = (
+                [("/".join(parts), stat.S_IFREG)]
+                if parts and not os.path.isdir(self.root.joinpath(*parts))
+                else [
+                    (os.path.join("/".join(parts), r) if parts else r, m)
+                    for r, m in self._walk(parts)
+                ]
+            )
+            for rel, mode in files:
+                if not stat.S_ISREG(mode):
+                    continue
+                try:
+                    fd = self._open(self._parts(rel), os.O_RDONLY)
+                except OSError:
+                    continue
+                try:
+                    data = os.pread(fd, self.max_read_bytes, 0)
+                finally:
+                    os.close(fd)
+                if b"\x00" in data[:8192]:
+                    continue
+                for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                    if matcher.search(line):
+                        out.append(f"{rel}:{number}: {line[:300]}")
+                        if len(out) >= self.max_entries:
+                            out.append("[... more matches]")
+                            return "\n".join(out)
+            return "\n".join(out) or "(no match)"
+
+        return await self._in_thread(path, work)
+
+    # ----------------------------------------------------------- commands
+
+    async def run(self, command: str, seconds: float | None = None) -> str:
+        """Run ``command`` with ``sh -c`` in the workspace; the exit code and output
+        (stdout and stderr together, head and tail kept). The whole process group
+        is ended when it finishes, fails its time limit, or is cancelled."""
+        if type(command) is not str or not command.strip():
+            raise WorkspaceError("command must be a non-empty string")
+        if len(command) > 16_384:
+            raise WorkspaceError("command is longer than 16384 characters")
+        if seconds is not None and not (type(seconds) in (int, float) and seconds > 0):
+            raise WorkspaceError(f"seconds must be a number > 0, got {seconds!r}")
+        limit = self.run_seconds if seconds is None else min(float(seconds), self.run_seconds)
+        process = await trio.lowlevel.open_process(
+            ["/bin/sh", "-c", command],
+            cwd=self.root,
+            env=self.env,
+            start_new_session=True,  # its own process group: we can end all of it
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        output = bytearray()
+        budget = self.max_output_chars * 4
+
+        async def drain() -> None:
+            assert process.stdout is not None
+            async with process.stdout:
+                while True:
+                    data = await process.stdout.receive_some(65536)
+                    if not data:
+                        return
+                    if len(output) < budget * 2:
+                        output.extend(data)
+                    else:  # keep the head and the latest tail
+                        output[budget:] = output[-budget:] + data[-budget:]
+
+        timed_out = False
+        try:
+            with trio.move_on_after(limit) as timer:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(drain)
+                    await process.wait()
+                    nursery.cancel_scope.cancel()  # grandchildren may hold the pipe
+            timed_out = timer.cancelled_caught
+        finally:
+            await self._end_group(process)
+        text = _cut(output.decode("utf-8", "replace"), self.max_output_chars)
+        if timed_out:
+            return f"[timed out after {limit} s; the process group was ended]\n{text}"
+        return f"[exit code {process.returncode}]\n{text}"
+
+    async def _end_group(self, process: trio.Process) -> None:
+        """SIGTERM the group, wait the grace period, SIGKILL, reap. Shielded: it
+        finishes even when the caller is being cancelled."""
+        with trio.CancelScope(shield=True):
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(process.pid, sig)
+                except ProcessLookupError:
+                    break
+                if sig == signal.SIGTERM:
+                    with trio.move_on_after(self.grace_seconds):
+                        await process.wait()
+                        # the leader is gone; give the rest of the group the same grace
+                        while _group_alive(process.pid):  # noqa: ASYNC110 - no event for it
+                            await trio.sleep(0.01)
+                        break
+            await process.wait()
+
+    # --------------------------------------------------------------- tools
+
+    def tools(self) -> ToolRegistry:
+        """The workspace's tools, ready for ``run_agent_loop`` or ``Agent``."""
+        workspace = self
+
+        @tool(name="read_file")
+        async def read_file(path: str, offset: int = 0) -> str:
+            """Read a text file of the workspace (from a byte offset)."""
+            return await workspace.read_file(path, offset)
+
+        @tool(name="write_file")
+        async def write_file(path: str, content: str) -> str:
+            """Write a text file in the workspace, creating directories as needed."""
+            return await workspace.write_file(path, content)
+
+        @tool(name="edit_file")
+        async def edit_file(path: str, old: str, new: str) -> str:
+            """Replace the one exact occurrence of old with new in a file."""
+            return await workspace.edit_file(path, old, new)
+
+        @tool(name="list_dir")
+        async def list_dir(path: str = ".") -> str:
+            """List a directory of the workspace."""
+            return await workspace.list_dir(path)
+
+        @tool(name="glob")
+        async def glob_tool(pattern: str) -> str:
+            """Find workspace paths matching a glob pattern (** crosses directories)."""
+            return await workspace.glob(pattern)
+
+        @tool(name="grep")
+        async def grep(pattern: str, path: str = ".", regex: bool = False) -> str:
+            """Find lines containing a text (or a regex) in workspace files."""
+            return await workspace.grep(pattern, path, regex)
+
+        @tool(name="run", exclusive=True)
+        async def run(command: str, seconds: float | None = None) -> str:
+            """Run a shell command in the workspace and return its exit code and output."""
+            return await workspace.run(command, seconds)
+
+        tools: list[Tool] = [read_file, write_file, edit_file, list_dir, glob_tool, grep, run]
+        return ToolRegistry(tools)
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob as a regex: ``*`` and ``?`` stay within a path component, ``**``
+    crosses directories (``**/`` may match none)."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover
+        return True
+    return True
