@@ -1,34 +1,271 @@
-"""The ``trio-agent`` command line."""
+"""The ``trio-agent`` command line: ``demo``, ``run``, ``show`` and ``resume``."""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
+import msgspec
 import trio
 
+from .messages import TextBlock, UserMessage
+from .model import TextDelta
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``trio-agent`` and ``python -m trio_agent``."""
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _print(line: str = "", end: str = "\n") -> None:
+    print(line, end=end, flush=True)
+
+
+def _model(args: argparse.Namespace) -> Any:
+    from .providers import AnthropicModel, OpenAIChatModel
+
+    options: dict[str, Any] = {}
+    if args.base_url:
+        options["base_url"] = args.base_url
+    if args.provider == "openai":
+        return OpenAIChatModel(args.model, **options)
+    return AnthropicModel(args.model, max_tokens=args.max_tokens, **options)
+
+
+def _ledger_location(path: str) -> tuple[Any, str]:
+    from .stores import JsonlStore
+
+    file = Path(path)
+    if file.suffix != ".jsonl":
+        raise SystemExit(f"trio-agent: a ledger is a .jsonl file, got {path}")
+    return JsonlStore(file.parent), file.stem
+
+
+def _one_line(text: str, limit: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Printer:
+    """Prints a turn's events for a person (or as JSON lines with ``as_json``)."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.in_text = False
+
+    def __call__(self, event: Any) -> None:
+        if self.as_json:
+            _print(msgspec.json.encode(event).decode())
+            return
+        kind = event.type
+        if kind == "model.chunk" and isinstance(event.chunk, TextDelta):
+            _print(event.chunk.text, end="")
+            self.in_text = True
+            return
+        if self.in_text:
+            _print()
+            self.in_text = False
+        if kind == "tool.started":
+            args = msgspec.json.encode(event.call.arguments).decode()
+            _print(f"-> {event.call.name}({_one_line(args, 80)})")
+        elif kind == "tool.updated":
+            _print(f"   ... {_one_line(event.message, 80)}")
+        elif kind == "tool.finished":
+            mark = "error" if event.result.is_error else "ok"
+            _print(f"   [{mark}] {_one_line(event.result.content)}")
+        elif kind == "attempt.failed":
+            wait = "giving up" if event.retry_in is None else f"retrying in {event.retry_in:.1f} s"
+            _print(f"   (attempt {event.attempt} failed: {_one_line(event.error, 80)}; {wait})")
+        elif kind == "turn.finished":
+            end = event.result.end
+            detail = getattr(end, "detail", "") or getattr(end, "code", "")
+            usage = event.result.usage
+            _print(
+                f"[turn {event.turn} {end.reason}{': ' + detail if detail else ''}; "
+                f"{event.result.steps} step(s), {usage.input_tokens} in / "
+                f"{usage.output_tokens} out tokens]"
+            )
+
+
+async def _drive_turn(agent: Any, message: str | None, as_json: bool) -> int:
+    """Run one turn, printing its events; Ctrl-C cancels it cleanly (exit 130)."""
+    printer = _Printer(as_json)
+    interrupted = False
+    run = agent.turn(message)
+    async with trio.open_nursery() as nursery:
+
+        async def on_sigint() -> None:
+            nonlocal interrupted
+            with trio.open_signal_receiver(signal.SIGINT) as signals:
+                async for _ in signals:
+                    interrupted = True
+                    run.cancel()
+                    return
+
+        nursery.start_soon(on_sigint)
+        async with run:
+            async for event in run:
+                printer(event)
+        nursery.cancel_scope.cancel()
+    await agent.aclose()
+    result = run.result
+    if interrupted:
+        if not as_json:
+            _print(
+                f"interrupted: the turn was cancelled; the ledger is closed ({result.end.reason})"
+            )
+        return EXIT_INTERRUPTED
+    return EXIT_OK if result.end.reason == "completed" else EXIT_FAILED
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from .session import Agent
+    from .workspace import Workspace
+
+    workspace = Workspace(args.workspace)
+    options: dict[str, Any] = {
+        "model": _model(args),
+        "tools": workspace.tools(),
+        "max_steps": args.max_steps,
+        "system": args.system,
+    }
+    if args.ledger:
+        store, session_id = _ledger_location(args.ledger)
+        if not store.directory.is_dir():
+            store.directory.mkdir(parents=True)
+        options.update(store=store, session_id=session_id)
+    agent = Agent(**options)
+    return await _drive_turn(agent, args.task, args.json)
+
+
+async def _resume(args: argparse.Namespace) -> int:
+    from .session import Agent
+    from .workspace import Workspace
+
+    store, session_id = _ledger_location(args.ledger)
+    agent = await Agent.resume(
+        store,
+        session_id,
+        model=_model(args),
+        tools=Workspace(args.workspace).tools(),
+        max_steps=args.max_steps,
+    )
+    for warning in agent.resume_warnings:
+        _print(f"warning: {warning}")
+    for result, code in agent.closed_on_resume:
+        _print(f"closed call {result.tool_call_id} ({result.tool_name}) as {code}")
+    return await _drive_turn(agent, args.task, args.json)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .ledger import derive
+    from .stores import parse_jsonl
+
+    path = Path(args.ledger)
+    loaded = parse_jsonl(path.stem, path.read_bytes())
+    if args.json:
+        for record in loaded.records:
+            _print(msgspec.json.encode(record).decode())
+        return EXIT_OK
+    derived = derive(loaded.records)
+    for warning in loaded.warnings:
+        _print(f"warning: {warning}")
+    _print(f"session {derived.session_id}: {derived.turns} turn(s), {derived.requests} request(s)")
+    totals = [0, 0]
+    for record in loaded.records:
+        kind = record.kind
+        if kind == "turn/start":
+            _print(f"\n== turn {record.turn}")
+        elif kind == "message":
+            message = record.message
+            if isinstance(message, UserMessage):
+                _print(f"user: {_one_line(message.content)}")
+            else:
+                for block in message.content:
+                    if isinstance(block, TextBlock):
+                        if block.text:
+                            _print(f"assistant: {_one_line(block.text)}")
+                    else:
+                        args_text = msgspec.json.encode(block.arguments).decode()
+                        _print(f"  call {block.name}({_one_line(args_text, 80)}) [{block.id}]")
+        elif kind == "tool/result":
+            mark = "error" if record.result.is_error else "ok"
+            code = f" {record.code}" if record.code else ""
+            _print(f"  result [{mark}{code}] {_one_line(record.result.content)}")
+        elif kind == "step/start":
+            _print(f"- {record.request_id}")
+        elif kind == "step/end" and record.usage is not None:
+            totals[0] += record.usage.input_tokens
+            totals[1] += record.usage.output_tokens
+        elif kind == "attempt/failed":
+            _print(f"  attempt {record.attempt} failed: {_one_line(record.error, 80)}")
+        elif kind == "turn/end":
+            end = record.end
+            detail = getattr(end, "detail", "") or getattr(end, "code", "")
+            _print(f"== turn {record.turn} ended: {end.reason}{': ' + detail if detail else ''}")
+    _print(f"\nusage: {totals[0]} input / {totals[1]} output tokens")
+    return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trio-agent", description="LLM agent loops on trio.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run an offline multi-step demo on a scripted model")
     demo.add_argument("--json", action="store_true", help="print events as JSON lines")
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        from ._demo import run_demo
 
-        def out(line: str) -> None:
-            print(line, flush=True)
+    def agent_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--provider", choices=["openai", "anthropic"], required=True)
+        sub.add_argument("--model", required=True)
+        sub.add_argument("--workspace", required=True, help="the directory the tools work in")
+        sub.add_argument("--base-url", help="an OpenAI-compatible or Anthropic server URL")
+        sub.add_argument("--max-steps", type=int, default=32)
+        sub.add_argument("--max-tokens", type=int, default=4096, help="Anthropic max_tokens")
+        sub.add_argument("--json", action="store_true", help="print events as JSON lines")
 
-        try:
-            return trio.run(lambda: run_demo(out, as_json=args.json))
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 130
-    parser.error(f"unknown command {args.command!r}")  # pragma: no cover
-    return 2
+    run = commands.add_parser("run", help="run an agent on a task, with workspace tools")
+    agent_options(run)
+    run.add_argument("--ledger", help="record the session to this .jsonl file")
+    run.add_argument("--system", default="You are a careful assistant working in a workspace.")
+    run.add_argument("task")
+    resume = commands.add_parser("resume", help="resume a recorded session")
+    resume.add_argument("ledger")
+    agent_options(resume)
+    resume.add_argument(
+        "--message", dest="task", help="a new message (default: go on with what is queued)"
+    )
+    show = commands.add_parser("show", help="show a recorded session")
+    show.add_argument("ledger")
+    show.add_argument("--json", action="store_true", help="print the records as JSON lines")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``trio-agent`` and ``python -m trio_agent``."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "demo":
+            from ._demo import run_demo
+
+            return trio.run(lambda: run_demo(_print, as_json=args.json))
+        if args.command == "show":
+            return _show(args)
+        runner: Callable[[argparse.Namespace], Any] = _run if args.command == "run" else _resume
+        return trio.run(runner, args)
+    except KeyboardInterrupt:
+        _print("interrupted", end="\n")
+        return EXIT_INTERRUPTED
+    except (ValueError, OSError) as exc:
+        print(f"trio-agent: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        from .ledger import LedgerError
+        from .model import ModelError
+
+        if isinstance(exc, LedgerError | ModelError):
+            print(f"trio-agent: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        raise
 
 
 if __name__ == "__main__":
