@@ -100,6 +100,48 @@ async def test_escape_attempts_are_refused_with_a_reason(workspace):
     assert (workspace.root.parent / "secret.txt").read_text() == "outside secret"
 
 
+async def test_replacing_the_root_or_hard_links_cannot_lead_outside(workspace):
+    out = outside(workspace)
+    await workspace.run(f"ln {out}/secret.txt hl")
+    with pytest.raises(WorkspaceError, match="hard links"):
+        await workspace.read_file("hl")
+    with pytest.raises(WorkspaceError, match="hard links"):
+        await workspace.write_file("hl", "overwritten")
+    assert (workspace.root.parent / "secret.txt").read_text() == "outside secret"
+    # a command swaps the root directory for a symlink to the outside
+    await workspace.run(f"cd .. && mv ws ws.old && ln -s {out} ws")
+    assert "secret.txt" not in await workspace.list_dir(".")  # still the real root
+    with pytest.raises(WorkspaceError):
+        await workspace.read_file("secret.txt")
+    await workspace.write_file("inside.txt", "x")
+    assert not (workspace.root.parent / "inside.txt").exists()
+
+
+async def test_fifos_and_devices_are_refused_without_blocking(workspace):
+    await workspace.run("mkfifo pipe")
+    attempts = [
+        lambda: workspace.read_file("pipe"),
+        lambda: workspace.write_file("pipe", "x"),  # no reader: refused at open
+        lambda: workspace.grep("x", "pipe"),
+        lambda: workspace.edit_file("pipe", "a", "b"),
+    ]
+    with trio.fail_after(5):
+        for attempt in attempts:
+            with pytest.raises(WorkspaceError, match=r"not a regular file|No such device"):
+                await attempt()
+
+
+async def test_results_are_capped(workspace):
+    for i in range(300):
+        await workspace.write_file(f"many/file{i:03d}_{'x' * 40}.txt", "needle " * 20)
+    for result in (
+        await workspace.list_dir("many"),
+        await workspace.glob("**/*.txt"),
+        await workspace.grep("needle"),
+    ):
+        assert len(result) <= 2000 + 100
+
+
 async def test_symlinks_are_never_followed_even_ones_a_command_made(workspace):
     await workspace.run(
         f"ln -s {outside(workspace)} escape; ln -s /etc/passwd pw; "
@@ -120,7 +162,17 @@ async def test_symlinks_are_never_followed_even_ones_a_command_made(workspace):
 async def test_reads_are_bounded_and_binary_is_refused(workspace):
     await workspace.write_file("long.txt", "y" * 8000)
     text = await workspace.read_file("long.txt")
-    assert "more bytes; read on with offset=4096" in text and len(text) <= 2100
+    assert text.endswith("[... 6000 more bytes; read on with offset=2000]")
+    # reading on from the hint loses nothing
+    pieces, offset = [], 0
+    while True:
+        part = await workspace.read_file("long.txt", offset)
+        body, _, hint = part.partition("\n[... ")
+        pieces.append(body)
+        if not hint:
+            break
+        offset = int(hint.rsplit("offset=", 1)[1].rstrip("]"))
+    assert "".join(pieces) == "y" * 8000
     (workspace.root / "blob.bin").write_bytes(b"\x00\x01\x02" * 10)
     with pytest.raises(WorkspaceError, match="binary"):
         await workspace.read_file("blob.bin")

@@ -38,7 +38,7 @@ def _ledger_location(path: str) -> tuple[Any, str]:
 
     file = Path(path)
     if file.suffix != ".jsonl":
-        raise SystemExit(f"trio-agent: a ledger is a .jsonl file, got {path}")
+        raise ValueError(f"a ledger is a .jsonl file, got {path}")
     return JsonlStore(file.parent), file.stem
 
 
@@ -93,22 +93,24 @@ async def _drive_turn(agent: Any, message: str | None, as_json: bool) -> int:
     printer = _Printer(as_json)
     interrupted = False
     run = agent.turn(message)
-    async with trio.open_nursery() as nursery:
+    # The receiver stays open until the ledger is closed: a second Ctrl-C during
+    # the cleanup is just another signal, never a KeyboardInterrupt mid-cleanup.
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
 
-        async def on_sigint() -> None:
-            nonlocal interrupted
-            with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async def on_sigint() -> None:
+                nonlocal interrupted
                 async for _ in signals:
-                    interrupted = True
-                    run.cancel()
-                    return
+                    if not interrupted:
+                        interrupted = True
+                        run.cancel()
 
-        nursery.start_soon(on_sigint)
-        async with run:
-            async for event in run:
-                printer(event)
-        nursery.cancel_scope.cancel()
-    await agent.aclose()
+            nursery.start_soon(on_sigint)
+            async with run:
+                async for event in run:
+                    printer(event)
+            await agent.aclose()
+            nursery.cancel_scope.cancel()
     result = run.result
     if interrupted:
         if not as_json:

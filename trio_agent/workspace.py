@@ -74,6 +74,9 @@ class Workspace:
         if not root_path.is_dir():
             raise ValueError(f"workspace root {root_path} is not a directory")
         self.root = root_path
+        # Opened once: every path is resolved from this descriptor, so renaming or
+        # replacing the root directory (a command can) never redirects the tools.
+        self._root_fd = os.open(root_path, os.O_RDONLY | os.O_DIRECTORY)
         self.max_path_chars = max_path_chars
         self.max_read_bytes = max_read_bytes
         self.max_write_bytes = max_write_bytes
@@ -109,7 +112,7 @@ class Workspace:
 
     def _open(self, parts: Sequence[str], flags: int, *, create_dirs: bool = False) -> int:
         """Open ``parts`` under the root, never following a symlink on the way."""
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        fd = os.dup(self._root_fd)
         try:
             for part in parts[:-1]:
                 try:
@@ -123,7 +126,21 @@ class Workspace:
                 fd = next_fd
             if not parts:
                 return fd
-            last = os.open(parts[-1], flags | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+            # O_NONBLOCK: opening a FIFO or a device must never block; only regular
+            # files and directories are used, checked with fstat before any I/O.
+            last = os.open(
+                parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, 0o644, dir_fd=fd
+            )
+            info = os.fstat(last)
+            if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+                os.close(last)
+                raise WorkspaceError(f"{'/'.join(parts)!r} is not a regular file or directory")
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                os.close(last)
+                raise WorkspaceError(
+                    f"{'/'.join(parts)!r} has other hard links (it may be a file outside)"
+                )
+            os.set_blocking(last, True)
             return last
         finally:
             if parts:
@@ -161,8 +178,8 @@ class Workspace:
     async def read_file(self, path: str, offset: int = 0) -> str:
         """The text of a file (UTF-8), from ``offset``, at most ``max_read_bytes``."""
         parts = self._parts(path)
-        if type(offset) is not int or offset < 0:
-            raise WorkspaceError(f"offset must be an int >= 0, got {offset!r}")
+        if type(offset) is not int or not 0 <= offset < 2**62:
+            raise WorkspaceError(f"offset must be an int in [0, 2**62), got {offset!r}")
 
         def work() -> str:
             fd = self._open(parts, os.O_RDONLY)
@@ -173,13 +190,14 @@ class Workspace:
                 os.close(fd)
             if b"\x00" in data[:8192]:
                 raise WorkspaceError(f"{path!r} is a binary file ({info.st_size} bytes)")
-            text = data[: self.max_read_bytes].decode("utf-8", "replace")
-            if len(data) > self.max_read_bytes:
-                rest = info.st_size - offset - self.max_read_bytes
-                text += (
-                    f"\n[... {rest} more bytes; read on with offset={offset + self.max_read_bytes}]"
-                )
-            return _cut(text, self.max_output_chars)
+            # keep only what fits in one result, and say exactly where to read on
+            limit = min(self.max_read_bytes, self.max_output_chars)
+            kept = data[:limit]
+            text = kept.decode("utf-8", "replace")
+            if len(data) > limit:
+                end = offset + len(kept)
+                text += f"\n[... {info.st_size - end} more bytes; read on with offset={end}]"
+            return text
 
         return await self._in_thread(path, work)
 
@@ -238,11 +256,7 @@ class Workspace:
 
     def _walk(self, parts: Sequence[str]) -> Iterator[tuple[str, int]]:
         """(relative path, mode) of everything below ``parts``, symlinks not followed."""
-        fd = (
-            self._open(parts, os.O_RDONLY | os.O_DIRECTORY)
-            if parts
-            else os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-        )
+        fd = self._open(parts, os.O_RDONLY | os.O_DIRECTORY)
         base = "/".join(parts)
         try:
             for top, dirs, files, dirfd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
@@ -259,11 +273,7 @@ class Workspace:
         parts = self._parts(path)
 
         def work() -> str:
-            fd = (
-                self._open(parts, os.O_RDONLY | os.O_DIRECTORY)
-                if parts
-                else os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-            )
+            fd = self._open(parts, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 names = sorted(os.listdir(fd))
                 lines = []
@@ -275,7 +285,7 @@ class Workspace:
                 os.close(fd)
             if len(names) > self.max_entries:
                 lines.append(f"[... {len(names) - self.max_entries} more entries]")
-            return "\n".join(lines) or "(empty)"
+            return _cut("\n".join(lines), self.max_output_chars) or "(empty)"
 
         return await self._in_thread(path, work)
 
@@ -295,7 +305,7 @@ class Workspace:
             lines = found[: self.max_entries] + (
                 [f"[... more than {self.max_entries}]"] if more else []
             )
-            return "\n".join(lines) or "(no match)"
+            return _cut("\n".join(lines), self.max_output_chars) or "(no match)"
 
         return await self._in_thread(pattern, work)
 
@@ -309,20 +319,25 @@ class Workspace:
 
         def work() -> str:
             out: list[str] = []
+            top = self._open(parts, os.O_RDONLY)  # checked by descriptor, never by path
+            try:
+                is_dir = stat.S_ISDIR(os.fstat(top).st_mode)
+            finally:
+                os.close(top)
             files = (
-                [("/".join(parts), stat.S_IFREG)]
-                if parts and not os.path.isdir(self.root.joinpath(*parts))
-                else [
+                [
                     (os.path.join("/".join(parts), r) if parts else r, m)
                     for r, m in self._walk(parts)
                 ]
+                if is_dir
+                else [("/".join(parts), stat.S_IFREG)]
             )
             for rel, mode in files:
                 if not stat.S_ISREG(mode):
                     continue
                 try:
                     fd = self._open(self._parts(rel), os.O_RDONLY)
-                except OSError:
+                except (OSError, WorkspaceError):
                     continue
                 try:
                     data = os.pread(fd, self.max_read_bytes, 0)
@@ -335,8 +350,8 @@ class Workspace:
                         out.append(f"{rel}:{number}: {line[:300]}")
                         if len(out) >= self.max_entries:
                             out.append("[... more matches]")
-                            return "\n".join(out)
-            return "\n".join(out) or "(no match)"
+                            return _cut("\n".join(out), self.max_output_chars)
+            return _cut("\n".join(out), self.max_output_chars) or "(no match)"
 
         return await self._in_thread(path, work)
 
