@@ -274,3 +274,19 @@ async def test_the_tools_in_an_agent_run(workspace):
     assert contents[0].startswith("wrote 12 bytes")
     assert result.messages[3].is_error and "uses '..'" in contents[1]
     assert contents[2] == "[exit code 0]\nhi\n"
+
+
+async def test_a_command_that_leaves_its_group_is_still_ended(workspace):
+    result = await workspace.run(
+        "setsid sleep 300 & echo $! > kids; (setsid -f sh -c 'echo $$ >> kids; sleep 300'); "
+        "sleep 0.2; echo started"
+    )
+    assert "started" in result
+    pids = [int(p) for p in (workspace.root / "kids").read_text().split()]
+    assert len(pids) == 2 and await wait_gone(pids) == []
+
+
+async def test_the_marker_is_not_inherited_by_the_agent_environment(workspace):
+    assert "TRIO_AGENT_RUN" not in os.environ
+    out = await workspace.run("env | grep -c TRIO_AGENT_RUN")
+    assert out.startswith("[exit code 0]\n1")

@@ -17,6 +17,7 @@ import re
 import signal
 import stat
 import subprocess
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar, final
@@ -368,10 +369,13 @@ class Workspace:
         if seconds is not None and not (type(seconds) in (int, float) and seconds > 0):
             raise WorkspaceError(f"seconds must be a number > 0, got {seconds!r}")
         limit = self.run_seconds if seconds is None else min(float(seconds), self.run_seconds)
+        # A marker every descendant inherits, even one that leaves the process
+        # group (setsid, double fork): cleanup finds those by it.
+        marker = f"{_MARKER}={uuid.uuid4().hex}"
         process = await trio.lowlevel.open_process(
             ["/bin/sh", "-c", command],
             cwd=self.root,
-            env=self.env,
+            env={**self.env, _MARKER: marker.split("=", 1)[1]},
             start_new_session=True,  # its own process group: we can end all of it
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -401,29 +405,43 @@ class Workspace:
                     nursery.cancel_scope.cancel()  # grandchildren may hold the pipe
             timed_out = timer.cancelled_caught
         finally:
-            await self._end_group(process)
+            await self._end_group(process, marker.encode())
         text = _cut(output.decode("utf-8", "replace"), self.max_output_chars)
         if timed_out:
             return f"[timed out after {limit} s; the process group was ended]\n{text}"
         return f"[exit code {process.returncode}]\n{text}"
 
-    async def _end_group(self, process: trio.Process) -> None:
-        """SIGTERM the group, wait the grace period, SIGKILL, reap. Shielded: it
-        finishes even when the caller is being cancelled."""
+    async def _end_group(self, process: trio.Process, marker: bytes) -> None:
+        """SIGTERM the group, wait the grace period, SIGKILL, reap; then end any
+        descendant that left the group but still carries the run's marker.
+        Shielded: it finishes even when the caller is being cancelled."""
         with trio.CancelScope(shield=True):
+            await self._end_process_group(process)
             for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(process.pid, sig)
-                except ProcessLookupError:
+                strays = await trio.to_thread.run_sync(_marked, marker)
+                if not strays:
                     break
-                if sig == signal.SIGTERM:
-                    with trio.move_on_after(self.grace_seconds):
-                        await process.wait()
-                        # the leader is gone; give the rest of the group the same grace
-                        while _group_alive(process.pid):  # noqa: ASYNC110 - no event for it
-                            await trio.sleep(0.01)
-                        break
-            await process.wait()
+                for pid in strays:
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
+                await trio.sleep(self.grace_seconds if sig == signal.SIGTERM else 0)
+
+    async def _end_process_group(self, process: trio.Process) -> None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                break
+            if sig == signal.SIGTERM:
+                with trio.move_on_after(self.grace_seconds):
+                    await process.wait()
+                    # the leader is gone; give the rest of the group the same grace
+                    while _group_alive(process.pid):  # noqa: ASYNC110 - no event for it
+                        await trio.sleep(0.01)
+                    break
+        await process.wait()
 
     # --------------------------------------------------------------- tools
 
@@ -491,6 +509,28 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
             out.append(re.escape(pattern[i]))
             i += 1
     return re.compile("".join(out))
+
+
+_MARKER = "TRIO_AGENT_RUN"
+
+
+def _marked(marker: bytes) -> list[int]:
+    """Live processes (not zombies) whose environment holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+        except OSError:
+            continue
+        found.append(int(entry))
+    return found
 
 
 def _group_alive(pgid: int) -> bool:
