@@ -290,3 +290,32 @@ async def test_the_marker_is_not_inherited_by_the_agent_environment(workspace):
     assert "TRIO_AGENT_RUN" not in os.environ
     out = await workspace.run("env | grep -c TRIO_AGENT_RUN")
     assert out.startswith("[exit code 0]\n1")
+
+
+async def test_a_regex_grep_is_matched_in_a_child_and_finds_matches(workspace):
+    assert (
+        await workspace.grep(r"^(alpha|gamma)$", regex=True)
+        == "notes.txt:1: alpha\nnotes.txt:3: gamma"
+    )
+    assert await workspace.grep(r"print\(", "src", regex=True) == "src/main.py:1: print('hi')"
+
+
+async def test_a_catastrophic_regex_is_ended_without_stalling_the_agent(workspace):
+    await workspace.write_file("redos.txt", "a" * 40 + "!\n")
+    workspace.run_seconds = 1
+    ticks = 0
+
+    async def heartbeat():
+        nonlocal ticks
+        while True:
+            await trio.sleep(0.05)
+            ticks += 1
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(heartbeat)
+        started = time.monotonic()
+        with pytest.raises(WorkspaceError, match="longer than 1 s"):
+            await workspace.grep(r"^(a+)+$", "redos.txt", regex=True)
+        elapsed = time.monotonic() - started
+        nursery.cancel_scope.cancel()
+    assert elapsed < 5 and ticks >= 10  # this process kept running meanwhile

@@ -17,11 +17,14 @@ import re
 import signal
 import stat
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar, final
 
+import msgspec
 import trio
 
 from .tools import Tool, ToolError, ToolRegistry, tool
@@ -259,8 +262,11 @@ class Workspace:
         """(relative path, mode) of everything below ``parts``, symlinks not followed."""
         fd = self._open(parts, os.O_RDONLY | os.O_DIRECTORY)
         base = "/".join(parts)
+        deadline = time.monotonic() + self.run_seconds
         try:
             for top, dirs, files, dirfd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+                if time.monotonic() > deadline:
+                    raise WorkspaceError(f"the walk took longer than {self.run_seconds} s")
                 rel = os.path.normpath(os.path.join(base, top)) if base or top != "." else ""
                 for name in sorted(dirs + files):
                     info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
@@ -311,50 +317,86 @@ class Workspace:
         return await self._in_thread(pattern, work)
 
     async def grep(self, pattern: str, path: str = ".", regex: bool = False) -> str:
-        """``file:line: text`` for lines containing ``pattern`` (a regex if ``regex``)."""
+        """``file:line: text`` for lines containing ``pattern`` (a regex if ``regex``).
+
+        A literal pattern is matched here. A regex is matched in a child process
+        on the files opened here (their descriptors are passed on), so a pattern
+        that backtracks catastrophically is ended at ``run_seconds`` instead of
+        holding this process.
+        """
         parts = self._parts(path)
+        if type(pattern) is not str or not pattern or len(pattern) > 1000:
+            raise WorkspaceError("pattern must be a non-empty string of at most 1000 characters")
         try:
-            matcher = re.compile(pattern if regex else re.escape(pattern))
+            re.compile(pattern if regex else re.escape(pattern))
         except re.error as exc:
             raise WorkspaceError(f"bad regex: {exc}") from None
 
-        def work() -> str:
-            out: list[str] = []
+        def open_files() -> list[tuple[str, int]]:
             top = self._open(parts, os.O_RDONLY)  # checked by descriptor, never by path
             try:
                 is_dir = stat.S_ISDIR(os.fstat(top).st_mode)
             finally:
                 os.close(top)
-            files = (
-                [
-                    (os.path.join("/".join(parts), r) if parts else r, m)
-                    for r, m in self._walk(parts)
-                ]
+            names = (
+                [r for r, m in self._walk(parts) if stat.S_ISREG(m)]  # paths from the root
                 if is_dir
-                else [("/".join(parts), stat.S_IFREG)]
+                else ["/".join(parts)]
             )
-            for rel, mode in files:
-                if not stat.S_ISREG(mode):
-                    continue
+            opened = []
+            for rel in names[: self.max_entries * 4]:
                 try:
-                    fd = self._open(self._parts(rel), os.O_RDONLY)
+                    opened.append((rel, self._open(self._parts(rel), os.O_RDONLY)))
                 except (OSError, WorkspaceError):
                     continue
-                try:
-                    data = os.pread(fd, self.max_read_bytes, 0)
-                finally:
-                    os.close(fd)
-                if b"\x00" in data[:8192]:
-                    continue
-                for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-                    if matcher.search(line):
-                        out.append(f"{rel}:{number}: {line[:300]}")
-                        if len(out) >= self.max_entries:
-                            out.append("[... more matches]")
-                            return _cut("\n".join(out), self.max_output_chars)
-            return _cut("\n".join(out), self.max_output_chars) or "(no match)"
+            return opened
 
-        return await self._in_thread(path, work)
+        opened = await self._in_thread(path, open_files)
+        try:
+            lines = await self._grep_child(pattern, regex, opened)
+        finally:
+            for _, fd in opened:
+                os.close(fd)
+        if len(lines) > self.max_entries:
+            lines = [*lines[: self.max_entries], "[... more matches]"]
+        return _cut("\n".join(lines), self.max_output_chars) or "(no match)"
+
+    async def _grep_child(
+        self, pattern: str, regex: bool, opened: list[tuple[str, int]]
+    ) -> list[str]:
+        if not opened:
+            return []
+        if not regex:  # a literal cannot backtrack: match it here, in a thread
+            return await trio.to_thread.run_sync(
+                _grep_fds, re.escape(pattern), opened, self.max_read_bytes, self.max_entries + 1
+            )
+        request = msgspec.json.encode(
+            {
+                "pattern": pattern,
+                "files": opened,
+                "max_bytes": self.max_read_bytes,
+                "max_lines": self.max_entries + 1,
+            }
+        )
+        try:
+            with trio.fail_after(self.run_seconds):
+                done = await trio.run_process(
+                    [sys.executable, "-c", _GREP_CHILD],
+                    stdin=request,
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                    pass_fds=[fd for _, fd in opened],
+                    env={},
+                    cwd=self.root,
+                )
+        except trio.TooSlowError:
+            raise WorkspaceError(
+                f"the regex took longer than {self.run_seconds} s (it may backtrack too much)"
+            ) from None
+        if done.returncode != 0:
+            raise WorkspaceError(f"grep failed: {done.stderr.decode(errors='replace')[-300:]}")
+        return msgspec.json.decode(done.stdout)
 
     # ----------------------------------------------------------- commands
 
@@ -510,6 +552,45 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
             i += 1
     return re.compile("".join(out))
 
+
+def _grep_fds(
+    pattern: str, opened: list[tuple[str, int]], max_bytes: int, max_lines: int
+) -> list[str]:
+    """Lines matching ``pattern`` in already opened files (text files only)."""
+    matcher = re.compile(pattern)
+    out: list[str] = []
+    for rel, fd in opened:
+        data = os.pread(fd, max_bytes, 0)
+        if b"\x00" in data[:8192]:
+            continue
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if matcher.search(line):
+                out.append(f"{rel}:{number}: {line[:300]}")
+                if len(out) >= max_lines:
+                    return out
+    return out
+
+
+# The child process of a regex grep: it reads a JSON request on stdin and matches
+# in the descriptors it inherited; it never opens a path itself.
+_GREP_CHILD = """
+import json, os, re, sys
+request = json.load(sys.stdin)
+matcher = re.compile(request["pattern"])
+out = []
+for rel, fd in request["files"]:
+    data = os.pread(fd, request["max_bytes"], 0)
+    if b"\\x00" in data[:8192]:
+        continue
+    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        if matcher.search(line):
+            out.append(f"{rel}:{number}: {line[:300]}")
+            if len(out) >= request["max_lines"]:
+                break
+    if len(out) >= request["max_lines"]:
+        break
+json.dump(out, sys.stdout)
+"""
 
 _MARKER = "TRIO_AGENT_RUN"
 
