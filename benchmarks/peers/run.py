@@ -1,8 +1,12 @@
 """Runs the peer benchmarks in separate processes, alternating frameworks, and prints
-one table of medians and ratios. Needs the peers: ``pip install -r
-benchmarks/requirements-peers.txt``. Run: ``python benchmarks/peers/run.py``.
+medians and ratios. Needs the peers: ``pip install -r benchmarks/requirements-peers.txt``.
+Run: ``python benchmarks/peers/run.py`` (``--quick`` for a smoke run).
 
-So far: W1 (65 requests, 64 steps each calling add, then a final text).
+- W1: one run of 64 tool steps then a final text (65 requests); time per request.
+- W5: W1 at 16, 64 and 128 steps; does the per-step cost grow with the history?
+- W3: 1000 concurrent 3-step runs; wall time and peak-RSS growth per run.
+- W2 (event throughput with 10 text deltas per step) and W4 (cancel with a
+  10 s tool in flight) run on trio-agent only so far: see benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -15,45 +19,70 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-SCRIPTS = {
-    "trio-agent": "w1_trio_agent.py",
-    "pydantic-ai": "w1_pydantic_ai.py",
-    "openai-agents": "w1_openai_agents.py",
+FRAMEWORKS = {
+    "trio-agent": "trio_agent_peer.py",
+    "pydantic-ai": "pydantic_ai_peer.py",
+    "openai-agents": "openai_agents_peer.py",
 }
 
 
-def measure(script: str, rounds: int) -> float:
+def measure(framework: str, *workload: object) -> dict:
+    """One fresh process running one workload; its JSON figures."""
     done = subprocess.run(
-        [sys.executable, str(HERE / script), str(rounds)],
+        [sys.executable, str(HERE / FRAMEWORKS[framework]), *map(str, workload)],
         capture_output=True,
         text=True,
         check=True,
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])["us_per_step"]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def medians(passes: int, key: str, *workload: object) -> dict[str, float]:
+    """Median of ``key`` over ``passes`` processes per framework, alternating."""
+    values: dict[str, list[float]] = {name: [] for name in FRAMEWORKS}
+    for _ in range(passes):  # alternating, so drift hits everyone alike
+        for name in FRAMEWORKS:
+            values[name].append(measure(name, *workload)[key])
+    return {name: statistics.median(v) for name, v in values.items()}
+
+
+def ratio_line(figures: dict[str, float], unit: str, target: float | None = None) -> None:
+    ours = figures["trio-agent"]
+    for name, value in figures.items():
+        note = "" if name == "trio-agent" else f"   {value / ours:6.1f}x trio-agent"
+        print(f"  {name:14} {value:10.1f} {unit}{note}")
+    best_peer = min(v for k, v in figures.items() if k != "trio-agent")
+    goal = f" (target: {target:g}x)" if target else ""
+    print(f"  trio-agent is {best_peer / ours:.1f}x better than the better peer{goal}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passes", type=int, default=3, help="processes per framework")
     parser.add_argument("--rounds", type=int, default=10, help="runs per process")
+    parser.add_argument("--quick", action="store_true", help="one pass, two rounds, 100 runs")
     args = parser.parse_args()
-    results: dict[str, list[float]] = {name: [] for name in SCRIPTS}
-    for _ in range(args.passes):  # alternating, so drift hits everyone alike
-        for name, script in SCRIPTS.items():
-            results[name].append(measure(script, args.rounds))
-    medians = {name: statistics.median(values) for name, values in results.items()}
-    fastest_peer = min(v for k, v in medians.items() if k != "trio-agent")
+    passes, rounds, runs = (1, 2, 100) if args.quick else (args.passes, args.rounds, 1000)
+
+    print(f"W1: time per request, 64 steps (medians of {passes} processes x {rounds} runs)")
+    ratio_line(medians(passes, "us_per_step", "w1", 64, rounds), "us/step", target=50)
+
+    print("W5: time per request against run length")
+    for steps in (16, 64, 128):
+        print(f" {steps} steps")
+        ratio_line(medians(passes, "us_per_step", "w5", steps, rounds), "us/step")
+
+    print(f"W3: {runs} concurrent 3-step runs")
+    walls = medians(passes, "seconds", "w3", runs)
+    ratio_line({k: v * 1000 for k, v in walls.items()}, "ms wall")
+    ratio_line(medians(passes, "kb_per_run", "w3", runs), "KB peak RSS per run")
+
+    w2 = measure("trio-agent", "w2", rounds)
+    print(f"W2 (trio-agent only): {w2['events_per_s']:,.0f} events/s over {w2['events']} events")
+    w4 = measure("trio-agent", "w4")
     print(
-        f"W1: per-step time, 65 requests (medians of {args.passes} processes x {args.rounds} runs)"
-    )
-    for name, value in medians.items():
-        note = (
-            "" if name == "trio-agent" else f"   {value / medians['trio-agent']:6.1f}x trio-agent"
-        )
-        print(f"  {name:14} {value:10.1f} us/step{note}")
-    print(
-        f"  trio-agent is {fastest_peer / medians['trio-agent']:.1f}x faster than the faster "
-        f"peer (target: 50x)"
+        f"W4 (trio-agent only): returned {w4['seconds_to_return'] * 1000:.1f} ms after a 50 ms "
+        f"cancel; history {w4['history']}; invented result: {w4['invented_result']}"
     )
 
 

@@ -1,13 +1,12 @@
-"""W1 on the OpenAI Agents SDK: a custom Model, tracing disabled, max_turns high enough."""
+"""The workloads on the OpenAI Agents SDK (see run.py): a custom Model, tracing off."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import statistics
-import sys
 import time
 
+from _common import args, emit, peak_rss_kb, per_step
 from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
 from agents.models.interface import Model
 from openai.types.responses import (
@@ -16,10 +15,13 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-STEPS = 64
-
 
 class ScriptedModel(Model):
+    """``steps`` tool steps calling add, then a final text."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+
     async def get_response(
         self,
         system_instructions,
@@ -39,7 +41,7 @@ class ScriptedModel(Model):
             for item in input
             if isinstance(item, dict) and item.get("type") == "function_call_output"
         )
-        if outputs < STEPS:
+        if outputs < self.steps:
             item = ResponseFunctionToolCall(
                 arguments=json.dumps({"left": outputs, "right": 1}),
                 call_id=f"c{outputs}",
@@ -58,7 +60,7 @@ class ScriptedModel(Model):
             )
         return ModelResponse(output=[item], usage=Usage(), response_id=None)
 
-    def stream_response(self, *args, **kwargs):  # pragma: no cover - not used by W1
+    def stream_response(self, *args, **kwargs):  # pragma: no cover - streaming not measured
         raise NotImplementedError
 
 
@@ -68,23 +70,42 @@ async def add(left: int, right: int) -> int:
     return left + right
 
 
-agent = Agent(name="w1", instructions="add", model=ScriptedModel(), tools=[add])
+_AGENTS: dict[int, Agent] = {}
 
 
-async def once() -> float:
-    start = time.perf_counter()
-    result = await Runner.run(
-        agent, "add them", max_turns=STEPS + 5, run_config=RunConfig(tracing_disabled=True)
+async def run(steps: int) -> None:
+    agent = _AGENTS.setdefault(
+        steps, Agent(name="peer", instructions="add", model=ScriptedModel(steps), tools=[add])
     )
-    elapsed = time.perf_counter() - start
+    result = await Runner.run(
+        agent, "add them", max_turns=steps + 5, run_config=RunConfig(tracing_disabled=True)
+    )
     assert result.final_output == "done", result.final_output
-    return elapsed / (STEPS + 1)
 
 
-async def main(rounds: int) -> None:
-    times = [await once() for _ in range(rounds)]
-    print(json.dumps({"framework": "openai-agents", "us_per_step": statistics.median(times) * 1e6}))
+async def w3(runs: int) -> None:
+    await run(3)
+    base = peak_rss_kb()
+    start = time.perf_counter()
+    await asyncio.gather(*(run(3) for _ in range(runs)))
+    elapsed = time.perf_counter() - start
+    emit(
+        "openai-agents", "w3", runs=runs, seconds=elapsed, kb_per_run=(peak_rss_kb() - base) / runs
+    )
+
+
+async def main() -> None:
+    workload, numbers = args()
+    if workload in ("w1", "w5"):
+        steps, rounds = numbers
+        await run(steps)
+        figure = await per_step(run, steps, rounds) * 1e6
+        emit("openai-agents", workload, steps=steps, us_per_step=figure)
+    elif workload == "w3":
+        await w3(numbers[0])
+    else:
+        raise SystemExit(f"openai-agents: workload {workload} not written yet")
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 20))
+    asyncio.run(main())

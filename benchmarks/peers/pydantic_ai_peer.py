@@ -1,0 +1,69 @@
+"""The workloads on pydantic-ai (see run.py): FunctionModel, no request limit."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from _common import args, emit, peak_rss_kb, per_step
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import UsageLimits
+
+
+def agent_for(steps: int) -> Agent:
+    """``steps`` tool steps calling add, then a final text."""
+
+    def respond(messages, info: AgentInfo) -> ModelResponse:
+        returns = sum(
+            1 for m in messages for p in getattr(m, "parts", ()) if isinstance(p, ToolReturnPart)
+        )
+        if returns < steps:
+            call = ToolCallPart("add", {"left": returns, "right": 1}, tool_call_id=f"c{returns}")
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(respond))
+
+    @agent.tool_plain
+    async def add(left: int, right: int) -> int:
+        """Add two integers."""
+        return left + right
+
+    return agent
+
+
+_AGENTS: dict[int, Agent] = {}
+
+
+async def run(steps: int) -> None:
+    agent = _AGENTS.setdefault(steps, agent_for(steps))
+    result = await agent.run("add them", usage_limits=UsageLimits(request_limit=None))
+    assert result.output == "done", result.output
+
+
+async def w3(runs: int) -> None:
+    await run(3)  # import and build costs out of the figure
+    base = peak_rss_kb()
+    start = time.perf_counter()
+    await asyncio.gather(*(run(3) for _ in range(runs)))
+    elapsed = time.perf_counter() - start
+    emit("pydantic-ai", "w3", runs=runs, seconds=elapsed, kb_per_run=(peak_rss_kb() - base) / runs)
+
+
+async def main() -> None:
+    workload, numbers = args()
+    if workload in ("w1", "w5"):
+        steps, rounds = numbers
+        await run(steps)  # warm-up
+        figure = await per_step(run, steps, rounds) * 1e6
+        emit("pydantic-ai", workload, steps=steps, us_per_step=figure)
+    elif workload == "w3":
+        await w3(numbers[0])
+    else:
+        raise SystemExit(f"pydantic-ai: workload {workload} not written yet")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
