@@ -84,10 +84,10 @@ async def run(steps: int) -> None:
 
 
 async def w3(runs: int) -> None:
-    await run(3)
+    await run(4)
     base = peak_rss_kb()
     start = time.perf_counter()
-    await asyncio.gather(*(run(3) for _ in range(runs)))
+    await asyncio.gather(*(run(4) for _ in range(runs)))
     elapsed = time.perf_counter() - start
     emit(
         "openai-agents", "w3", runs=runs, seconds=elapsed, kb_per_run=(peak_rss_kb() - base) / runs

@@ -3,8 +3,9 @@ medians and ratios. Needs the peers: ``pip install -r benchmarks/requirements-pe
 Run: ``python benchmarks/peers/run.py`` (``--quick`` for a smoke run).
 
 - W1: one run of 64 tool steps then a final text (65 requests); time per request.
-- W5: W1 at 16, 64 and 128 steps; does the per-step cost grow with the history?
-- W3: 1000 concurrent 3-step runs; wall time and peak-RSS growth per run.
+- W5: W1 at 8, 32, 64 and 128 steps; does the per-step cost grow with the history?
+- W3: 1000 concurrent 4-step runs; wall time and peak-RSS growth per run (and
+  10,000 on trio-agent alone).
 - W2 (event throughput with 10 text deltas per step) and W4 (cancel with a
   10 s tool in flight) run on trio-agent only so far: see benchmarks/README.md.
 """
@@ -68,17 +69,28 @@ def main() -> None:
     ratio_line(medians(passes, "us_per_step", "w1", 64, rounds), "us/step", target=50)
 
     print("W5: time per request against run length")
-    for steps in (16, 64, 128):
+    for steps in (8, 32, 64, 128):
         print(f" {steps} steps")
         ratio_line(medians(passes, "us_per_step", "w5", steps, rounds), "us/step")
 
-    print(f"W3: {runs} concurrent 3-step runs")
+    print(f"W3: {runs} concurrent 4-step runs")
     walls = medians(passes, "seconds", "w3", runs)
     ratio_line({k: v * 1000 for k, v in walls.items()}, "ms wall")
     ratio_line(medians(passes, "kb_per_run", "w3", runs), "KB peak RSS per run")
 
+    many = measure("trio-agent", "w3", runs * 10)
+    print(
+        f"  trio-agent alone, {runs * 10} runs: {many['seconds'] * 1000:.0f} ms wall, "
+        f"{many['kb_per_run']:.1f} KB per run (target: 10 KB)"
+    )
+
     w2 = measure("trio-agent", "w2", rounds)
-    print(f"W2 (trio-agent only): {w2['events_per_s']:,.0f} events/s over {w2['events']} events")
+    bare = measure("trio-agent", "floor", w2["events"], rounds)
+    print(
+        f"W2 (trio-agent only): {w2['events_per_s']:,.0f} events/s over {w2['events']} events; "
+        f"bare-channel floor {bare['events_per_s']:,.0f} events/s "
+        f"({w2['events_per_s'] / bare['events_per_s']:.2f} of it, target 0.5)"
+    )
     w4 = measure("trio-agent", "w4")
     print(
         f"W4 (trio-agent only): returned {w4['seconds_to_return'] * 1000:.1f} ms after a 50 ms "

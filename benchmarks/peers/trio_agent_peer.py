@@ -62,12 +62,12 @@ async def w2(rounds: int) -> None:
 
 
 async def w3(runs: int) -> None:
-    await run(3)  # import and build costs out of the figure, as for the peers
+    await run(4)  # import and build costs out of the figure, as for the peers
     base = peak_rss_kb()
     start = time.perf_counter()
     async with trio.open_nursery() as nursery:
         for _ in range(runs):
-            nursery.start_soon(run, 3)
+            nursery.start_soon(run, 4)
     elapsed = time.perf_counter() - start
     emit("trio-agent", "w3", runs=runs, seconds=elapsed, kb_per_run=(peak_rss_kb() - base) / runs)
 
@@ -92,6 +92,29 @@ async def w4() -> None:
     )
 
 
+async def floor(events: int, rounds: int) -> None:
+    """The bare-channel floor: ``events`` objects over a trio memory channel to a
+    consumer task, nothing else."""
+    rates = []
+    for _ in range(rounds):
+        send, receive = trio.open_memory_channel(0)
+
+        async def produce(send: trio.MemorySendChannel[int]) -> None:
+            async with send:
+                for i in range(events):
+                    await send.send(i)
+
+        start = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce, send)
+            async with receive:
+                async for _ in receive:
+                    pass
+        rates.append(events / (time.perf_counter() - start))
+    rates.sort()
+    emit("trio-agent", "floor", events_per_s=rates[len(rates) // 2], events=events)
+
+
 async def main() -> None:
     workload, numbers = args()
     if workload in ("w1", "w5"):
@@ -103,6 +126,8 @@ async def main() -> None:
         await w2(numbers[0])
     elif workload == "w3":
         await w3(numbers[0])
+    elif workload == "floor":
+        await floor(*numbers)
     elif workload == "w4":
         await w4()
 
