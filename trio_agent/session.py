@@ -295,7 +295,7 @@ class _SessionHooks(StepHooks):
         return count
 
     def retry_delay(self, error: Exception, attempt: int) -> float | None:
-        return self._agent._retry.delay(error, attempt, self._agent._rng)
+        return self._agent._retry.delay(error, attempt, self._agent._jitter())
 
     # -- tools
     async def before_tool_call(self, call: ToolCall) -> str | None:
@@ -594,7 +594,8 @@ class Agent:
         self._system = system
         self._max_steps = max_steps
         self._retry = RetryPolicy() if retry is None else retry
-        self._rng = random.Random(seed)
+        self._seed = seed
+        self._rng: random.Random | None = None  # made on the first retry: 2.5 KB each
         self._max_turn_tokens = max_turn_tokens
         self._max_repeated_failures = max_repeated_failures
         self._context_window = context_window
@@ -636,6 +637,13 @@ class Agent:
         self._active: TurnRun | None = None
         self._host: trio.Nursery | None = None
         self._host_manager: Any = None
+
+    def _jitter(self) -> random.Random:
+        """The retry-jitter generator, seeded with ``seed``; made on first use because a
+        Mersenne Twister state is 2.5 KB and most runs never retry."""
+        if self._rng is None:
+            self._rng = random.Random(self._seed)
+        return self._rng
 
     def _attach(self, ledger: Ledger) -> None:
         self._ledger = ledger
