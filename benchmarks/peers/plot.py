@@ -24,7 +24,9 @@ def main() -> None:
     args = parser.parse_args()
     series: dict[str, list[float]] = {name: [] for name in FRAMEWORKS}
     for steps in STEPS:
-        for name, value in medians(args.passes, "us_per_step", "w5", steps, args.rounds).items():
+        for name, value in medians(args.passes, ("us_per_step",), "w5", steps, args.rounds)[
+            0
+        ].items():
             series[name].append(value)
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, values in series.items():

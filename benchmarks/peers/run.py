@@ -38,13 +38,15 @@ def measure(framework: str, *workload: object) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def medians(passes: int, key: str, *workload: object) -> dict[str, float]:
-    """Median of ``key`` over ``passes`` processes per framework, alternating."""
-    values: dict[str, list[float]] = {name: [] for name in FRAMEWORKS}
+def medians(passes: int, keys: tuple[str, ...], *workload: object) -> list[dict[str, float]]:
+    """Per key, the median over ``passes`` processes per framework, alternating."""
+    values = {key: {name: [] for name in FRAMEWORKS} for key in keys}
     for _ in range(passes):  # alternating, so drift hits everyone alike
         for name in FRAMEWORKS:
-            values[name].append(measure(name, *workload)[key])
-    return {name: statistics.median(v) for name, v in values.items()}
+            figures = measure(name, *workload)
+            for key in keys:
+                values[key][name].append(figures[key])
+    return [{name: statistics.median(v) for name, v in values[key].items()} for key in keys]
 
 
 def ratio_line(figures: dict[str, float], unit: str, target: float | None = None) -> None:
@@ -66,17 +68,17 @@ def main() -> None:
     passes, rounds, runs = (1, 2, 100) if args.quick else (args.passes, args.rounds, 1000)
 
     print(f"W1: time per request, 64 steps (medians of {passes} processes x {rounds} runs)")
-    ratio_line(medians(passes, "us_per_step", "w1", 64, rounds), "us/step", target=50)
+    ratio_line(medians(passes, ("us_per_step",), "w1", 64, rounds)[0], "us/step", target=50)
 
     print("W5: time per request against run length")
     for steps in (8, 32, 64, 128):
         print(f" {steps} steps")
-        ratio_line(medians(passes, "us_per_step", "w5", steps, rounds), "us/step")
+        ratio_line(medians(passes, ("us_per_step",), "w5", steps, rounds)[0], "us/step")
 
     print(f"W3: {runs} concurrent 4-step runs")
-    walls = medians(passes, "seconds", "w3", runs)
+    walls, memory = medians(passes, ("seconds", "kb_per_run"), "w3", runs)
     ratio_line({k: v * 1000 for k, v in walls.items()}, "ms wall")
-    ratio_line(medians(passes, "kb_per_run", "w3", runs), "KB peak RSS per run")
+    ratio_line(memory, "KB peak RSS per run")
 
     many = measure("trio-agent", "w3", runs * 10)
     print(
