@@ -509,6 +509,44 @@ class Agent:
     with ``HOOK_ERROR``, the transcript intact.
     """
 
+    # No per-instance dict: 1.2 KB less per concurrent run (benchmarks W3).
+    __slots__ = (
+        "_active",
+        "_after_tool_call",
+        "_before_tool_call",
+        "_compact",
+        "_context_window",
+        "_conversation",
+        "_count_tokens",
+        "_follow_ups",
+        "_host",
+        "_host_manager",
+        "_ledger",
+        "_max_parallel_tools",
+        "_max_repeated_failures",
+        "_max_steps",
+        "_max_tool_result_chars",
+        "_max_turn_tokens",
+        "_model",
+        "_next_sequence",
+        "_reserve_output_tokens",
+        "_reserved",
+        "_retry",
+        "_rng",
+        "_seed",
+        "_session_id",
+        "_should_stop_turn",
+        "_steering",
+        "_system",
+        "_tool_execution",
+        "_tool_grace_period",
+        "_tools",
+        "_transform_context",
+        "_turns",
+        "closed_on_resume",
+        "resume_warnings",
+    )
+
     def __init__(
         self,
         *,
