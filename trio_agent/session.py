@@ -13,7 +13,6 @@ import math
 import random
 import time
 import uuid
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, final
 
@@ -351,7 +350,7 @@ class _SessionHooks(StepHooks):
         return None
 
 
-def _drain(queue: deque[Message]) -> list[Message]:
+def _drain(queue: list[Message]) -> list[Message]:
     taken = list(queue)
     queue.clear()
     return taken
@@ -645,8 +644,9 @@ class Agent:
         self._after_tool_call = after_tool_call
         self._should_stop_turn = should_stop_turn
         self._compact = compact
-        self._steering: deque[Message] = deque()
-        self._follow_ups: deque[Message] = deque()
+        # lists, not deques: only appended, drained whole and cleared; an empty deque is 600 B
+        self._steering: list[Message] = []
+        self._follow_ups: list[Message] = []
         self._reserved: set[str] = set()  # ids of queued input and pending prompts
         self._ledger: Ledger | None = None
         self._session_id = session_id
