@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from _common import args, emit, peak_rss_kb, per_step
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 
@@ -35,6 +36,46 @@ def agent_for(steps: int) -> Agent:
 
 
 _AGENTS: dict[int, Agent] = {}
+_TEXT = "0123456789" * 4
+
+
+def streaming_agent(steps: int) -> Agent:
+    """W2: as ``agent_for``, each response also streaming a text in 10 deltas."""
+
+    async def stream(messages, info: AgentInfo):
+        returns = sum(
+            1 for m in messages for p in getattr(m, "parts", ()) if isinstance(p, ToolReturnPart)
+        )
+        for i in range(10):
+            yield _TEXT[i * 4 : (i + 1) * 4]
+        if returns < steps:
+            arguments = json.dumps({"left": returns, "right": 1})
+            yield {1: DeltaToolCall("add", arguments, tool_call_id=f"c{returns}")}
+
+    agent = Agent(FunctionModel(stream_function=stream))
+
+    @agent.tool_plain
+    async def add(left: int, right: int) -> int:
+        """Add two integers."""
+        return left + right
+
+    return agent
+
+
+async def w2(rounds: int) -> None:
+    """Every event of ``run_stream_events`` consumed; events per second."""
+    agent = streaming_agent(64)
+    rates = []
+    for _ in range(rounds + 1):  # the first is the warm-up
+        count = 0
+        start = time.perf_counter()
+        limits = UsageLimits(request_limit=None)
+        async with agent.run_stream_events("add them", usage_limits=limits) as events:
+            async for _ in events:
+                count += 1
+        rates.append(count / (time.perf_counter() - start))
+    rates = sorted(rates[1:])
+    emit("pydantic-ai", "w2", events_per_s=rates[len(rates) // 2], events=count)
 
 
 async def run(steps: int) -> None:
@@ -59,6 +100,8 @@ async def main() -> None:
         await run(steps)  # warm-up
         figure = await per_step(run, steps, rounds) * 1e6
         emit("pydantic-ai", workload, steps=steps, us_per_step=figure)
+    elif workload == "w2":
+        await w2(numbers[0])
     elif workload == "w3":
         await w3(numbers[0])
     else:
