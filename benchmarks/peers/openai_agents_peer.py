@@ -7,7 +7,15 @@ import json
 import time
 
 from _common import args, emit, peak_rss_kb, per_step
-from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
+from agents import (
+    Agent,
+    ModelResponse,
+    RunConfig,
+    Runner,
+    SQLiteSession,
+    Usage,
+    function_tool,
+)
 from agents.models.interface import Model
 from openai.types.responses import (
     ResponseFunctionToolCall,
@@ -17,10 +25,11 @@ from openai.types.responses import (
 
 
 class ScriptedModel(Model):
-    """``steps`` tool steps calling add, then a final text."""
+    """``steps`` tool steps calling ``tool`` (add by default), then a final text."""
 
-    def __init__(self, steps: int) -> None:
+    def __init__(self, steps: int, tool: str = "add") -> None:
         self.steps = steps
+        self.tool = tool
 
     async def get_response(
         self,
@@ -43,9 +52,9 @@ class ScriptedModel(Model):
         )
         if outputs < self.steps:
             item = ResponseFunctionToolCall(
-                arguments=json.dumps({"left": outputs, "right": 1}),
+                arguments=json.dumps({"left": outputs, "right": 1} if self.tool == "add" else {}),
                 call_id=f"c{outputs}",
-                name="add",
+                name=self.tool,
                 type="function_call",
                 id=f"fc{outputs}",
                 status="completed",
@@ -68,6 +77,13 @@ class ScriptedModel(Model):
 async def add(left: int, right: int) -> int:
     """Add two integers."""
     return left + right
+
+
+@function_tool
+async def slow() -> str:
+    """Sleep ten seconds."""
+    await asyncio.sleep(10)
+    return "late"
 
 
 _AGENTS: dict[int, Agent] = {}
@@ -94,6 +110,28 @@ async def w3(runs: int) -> None:
     )
 
 
+async def _w4_once() -> tuple[float, list[str]]:
+    agent = Agent(name="w4", instructions="wait", model=ScriptedModel(1, "slow"), tools=[slow])
+    session = SQLiteSession("w4")  # in memory: what the SDK keeps of the run
+    start = time.perf_counter()
+    try:
+        run = Runner.run(
+            agent, "wait", session=session, run_config=RunConfig(tracing_disabled=True)
+        )
+        await asyncio.wait_for(run, 0.05)
+    except TimeoutError:
+        pass
+    returned = time.perf_counter() - start
+    return returned, [str(item.get("type", item.get("role"))) for item in await session.get_items()]
+
+
+async def w4() -> None:
+    """The session's history after a cancel with the tool in flight."""
+    await _w4_once()  # warm-up: the first run pays for imports and SQLite set-up
+    returned, history = await _w4_once()
+    emit("openai-agents", "w4", seconds_to_return=returned, history=history)
+
+
 async def main() -> None:
     workload, numbers = args()
     if workload in ("w1", "w5"):
@@ -103,6 +141,8 @@ async def main() -> None:
         emit("openai-agents", workload, steps=steps, us_per_step=figure)
     elif workload == "w3":
         await w3(numbers[0])
+    elif workload == "w4":
+        await w4()
     else:
         raise SystemExit(f"openai-agents: workload {workload} not written yet")
 

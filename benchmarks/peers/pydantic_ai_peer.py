@@ -93,6 +93,51 @@ async def w3(runs: int) -> None:
     emit("pydantic-ai", "w3", runs=runs, seconds=elapsed, kb_per_run=(peak_rss_kb() - base) / runs)
 
 
+def _w4_agent() -> Agent:
+    def respond(messages, info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart("slow", {}, tool_call_id="c1")])
+
+    agent = Agent(FunctionModel(respond))
+
+    @agent.tool_plain
+    async def slow() -> str:
+        """Sleep ten seconds."""
+        await asyncio.sleep(10)
+        return "late"
+
+    return agent
+
+
+async def _w4_once(agent: Agent) -> tuple[float, list[str]]:
+    runs = []
+
+    async def go() -> None:
+        async with agent.iter("wait") as run:
+            runs.append(run)
+            async for _ in run:
+                pass
+
+    start = time.perf_counter()
+    try:
+        await asyncio.wait_for(go(), 0.05)
+    except TimeoutError:
+        pass
+    returned = time.perf_counter() - start
+    history = [
+        f"{type(m).__name__}[{','.join(type(p).__name__ for p in m.parts)}]"
+        for m in runs[0].all_messages()
+    ]
+    return returned, history
+
+
+async def w4() -> None:
+    """The run's own history (``agent.iter``) after a cancel with the tool in flight."""
+    agent = _w4_agent()
+    await _w4_once(agent)  # warm-up
+    returned, history = await _w4_once(agent)
+    emit("pydantic-ai", "w4", seconds_to_return=returned, history=history)
+
+
 async def main() -> None:
     workload, numbers = args()
     if workload in ("w1", "w5"):
@@ -104,6 +149,8 @@ async def main() -> None:
         await w2(numbers[0])
     elif workload == "w3":
         await w3(numbers[0])
+    elif workload == "w4":
+        await w4()
     else:
         raise SystemExit(f"pydantic-ai: workload {workload} not written yet")
 
