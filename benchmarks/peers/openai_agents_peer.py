@@ -18,10 +18,15 @@ from agents import (
 )
 from agents.models.interface import Model
 from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
+    ResponseTextDeltaEvent,
 )
+
+_TEXT = "0123456789" * 4
 
 
 class ScriptedModel(Model):
@@ -69,8 +74,53 @@ class ScriptedModel(Model):
             )
         return ModelResponse(output=[item], usage=Usage(), response_id=None)
 
-    def stream_response(self, *args, **kwargs):  # pragma: no cover - streaming not measured
-        raise NotImplementedError
+    async def stream_response(self, system_instructions, input, *args, **kwargs):
+        """W2: the text in 10 deltas, then the whole response, as the Responses API streams."""
+        outputs = sum(
+            1
+            for item in input
+            if isinstance(item, dict) and item.get("type") == "function_call_output"
+        )
+        for i in range(10):
+            yield ResponseTextDeltaEvent(
+                type="response.output_text.delta",
+                item_id="m",
+                output_index=0,
+                content_index=0,
+                delta=_TEXT[i * 4 : (i + 1) * 4],
+                sequence_number=i,
+                logprobs=[],
+            )
+        text = ResponseOutputText(text=_TEXT, type="output_text", annotations=[])
+        output: list = [
+            ResponseOutputMessage(
+                id="m", role="assistant", status="completed", type="message", content=[text]
+            )
+        ]
+        if outputs < self.steps:
+            output.append(
+                ResponseFunctionToolCall(
+                    arguments=json.dumps({"left": outputs, "right": 1}),
+                    call_id=f"c{outputs}",
+                    name=self.tool,
+                    type="function_call",
+                    id=f"fc{outputs}",
+                    status="completed",
+                )
+            )
+        response = Response(
+            id="r",
+            created_at=0,
+            model="scripted",
+            object="response",
+            output=output,
+            parallel_tool_calls=True,
+            tool_choice="auto",
+            tools=[],
+        )
+        yield ResponseCompletedEvent(
+            type="response.completed", response=response, sequence_number=10
+        )
 
 
 @function_tool
@@ -110,6 +160,24 @@ async def w3(runs: int) -> None:
     )
 
 
+async def w2(rounds: int) -> None:
+    """Every event of ``Runner.run_streamed`` consumed; events per second."""
+    agent = Agent(name="w2", instructions="add", model=ScriptedModel(64), tools=[add])
+    rates = []
+    for _ in range(rounds + 1):  # the first is the warm-up
+        count = 0
+        start = time.perf_counter()
+        result = Runner.run_streamed(
+            agent, "add them", max_turns=70, run_config=RunConfig(tracing_disabled=True)
+        )
+        async for _ in result.stream_events():
+            count += 1
+        rates.append(count / (time.perf_counter() - start))
+        assert result.final_output == _TEXT, result.final_output
+    rates = sorted(rates[1:])
+    emit("openai-agents", "w2", events_per_s=rates[len(rates) // 2], events=count)
+
+
 async def _w4_once() -> tuple[float, list[str]]:
     agent = Agent(name="w4", instructions="wait", model=ScriptedModel(1, "slow"), tools=[slow])
     session = SQLiteSession("w4")  # in memory: what the SDK keeps of the run
@@ -139,6 +207,8 @@ async def main() -> None:
         await run(steps)
         figure = await per_step(run, steps, rounds) * 1e6
         emit("openai-agents", workload, steps=steps, us_per_step=figure)
+    elif workload == "w2":
+        await w2(numbers[0])
     elif workload == "w3":
         await w3(numbers[0])
     elif workload == "w4":
