@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 
-from _common import args, emit, peak_rss_kb, per_step
+from _common import emit, event_rate, serve
 from agents import (
     Agent,
     ModelResponse,
@@ -149,33 +149,25 @@ async def run(steps: int) -> None:
     assert result.final_output == "done", result.final_output
 
 
-async def w3(runs: int) -> None:
-    await run(4)
-    base = peak_rss_kb()
-    start = time.perf_counter()
+async def concurrently(runs: int) -> None:
     await asyncio.gather(*(run(4) for _ in range(runs)))
-    elapsed = time.perf_counter() - start
-    emit(
-        "openai-agents", "w3", runs=runs, seconds=elapsed, kb_per_run=(peak_rss_kb() - base) / runs
-    )
 
 
 async def w2(rounds: int) -> None:
     """Every event of ``Runner.run_streamed`` consumed; events per second."""
     agent = Agent(name="w2", instructions="add", model=ScriptedModel(64), tools=[add])
-    rates = []
-    for _ in range(rounds + 1):  # the first is the warm-up
+
+    async def once() -> int:
         count = 0
-        start = time.perf_counter()
         result = Runner.run_streamed(
             agent, "add them", max_turns=70, run_config=RunConfig(tracing_disabled=True)
         )
         async for _ in result.stream_events():
             count += 1
-        rates.append(count / (time.perf_counter() - start))
         assert result.final_output == _TEXT, result.final_output
-    rates = sorted(rates[1:])
-    emit("openai-agents", "w2", events_per_s=rates[len(rates) // 2], events=count)
+        return count
+
+    await event_rate("openai-agents", "w2", rounds, once)
 
 
 async def _w4_once() -> tuple[float, list[str]]:
@@ -201,20 +193,7 @@ async def w4() -> None:
 
 
 async def main() -> None:
-    workload, numbers = args()
-    if workload in ("w1", "w5"):
-        steps, rounds = numbers
-        await run(steps)
-        figure = await per_step(run, steps, rounds) * 1e6
-        emit("openai-agents", workload, steps=steps, us_per_step=figure)
-    elif workload == "w2":
-        await w2(numbers[0])
-    elif workload == "w3":
-        await w3(numbers[0])
-    elif workload == "w4":
-        await w4()
-    else:
-        raise SystemExit(f"openai-agents: workload {workload} not written yet")
+    await serve("openai-agents", run, concurrently, {"w2": w2, "w4": w4})
 
 
 if __name__ == "__main__":

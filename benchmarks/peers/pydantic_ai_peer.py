@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 
-from _common import args, emit, peak_rss_kb, per_step
+from _common import emit, event_rate, serve
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
@@ -65,17 +65,16 @@ def streaming_agent(steps: int) -> Agent:
 async def w2(rounds: int) -> None:
     """Every event of ``run_stream_events`` consumed; events per second."""
     agent = streaming_agent(64)
-    rates = []
-    for _ in range(rounds + 1):  # the first is the warm-up
+
+    async def once() -> int:
         count = 0
-        start = time.perf_counter()
         limits = UsageLimits(request_limit=None)
         async with agent.run_stream_events("add them", usage_limits=limits) as events:
             async for _ in events:
                 count += 1
-        rates.append(count / (time.perf_counter() - start))
-    rates = sorted(rates[1:])
-    emit("pydantic-ai", "w2", events_per_s=rates[len(rates) // 2], events=count)
+        return count
+
+    await event_rate("pydantic-ai", "w2", rounds, once)
 
 
 async def run(steps: int) -> None:
@@ -84,13 +83,8 @@ async def run(steps: int) -> None:
     assert result.output == "done", result.output
 
 
-async def w3(runs: int) -> None:
-    await run(4)  # import and build costs out of the figure
-    base = peak_rss_kb()
-    start = time.perf_counter()
+async def concurrently(runs: int) -> None:
     await asyncio.gather(*(run(4) for _ in range(runs)))
-    elapsed = time.perf_counter() - start
-    emit("pydantic-ai", "w3", runs=runs, seconds=elapsed, kb_per_run=(peak_rss_kb() - base) / runs)
 
 
 def _w4_agent() -> Agent:
@@ -139,20 +133,7 @@ async def w4() -> None:
 
 
 async def main() -> None:
-    workload, numbers = args()
-    if workload in ("w1", "w5"):
-        steps, rounds = numbers
-        await run(steps)  # warm-up
-        figure = await per_step(run, steps, rounds) * 1e6
-        emit("pydantic-ai", workload, steps=steps, us_per_step=figure)
-    elif workload == "w2":
-        await w2(numbers[0])
-    elif workload == "w3":
-        await w3(numbers[0])
-    elif workload == "w4":
-        await w4()
-    else:
-        raise SystemExit(f"pydantic-ai: workload {workload} not written yet")
+    await serve("pydantic-ai", run, concurrently, {"w2": w2, "w4": w4})
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import trio
-from _common import args, emit, peak_rss_kb, per_step
+from _common import emit, event_rate, serve
 
 from trio_agent import Agent, TextBlock, ToolCall, ToolRegistry, tool
 from trio_agent.testing import ScriptedModel, scripted_response
@@ -46,30 +46,44 @@ async def run(steps: int) -> None:
 
 
 async def w2(rounds: int) -> None:
-    rates = []
-    for _ in range(rounds):
+    async def once() -> int:
         agent = Agent(
             model=ScriptedModel(script(64, chunks=10)), tools=ToolRegistry([add]), max_steps=65
         )
         count = 0
-        start = time.perf_counter()
         async with agent.turn("add them") as turn:
             async for _ in turn:
                 count += 1
-        rates.append(count / (time.perf_counter() - start))
-    rates.sort()
-    emit("trio-agent", "w2", events_per_s=rates[len(rates) // 2], events=count)
+        return count
+
+    await event_rate("trio-agent", "w2", rounds, once)
 
 
-async def w3(runs: int) -> None:
-    await run(4)  # import and build costs out of the figure, as for the peers
-    base = peak_rss_kb()
-    start = time.perf_counter()
+async def concurrently(runs: int) -> None:
     async with trio.open_nursery() as nursery:
         for _ in range(runs):
             nursery.start_soon(run, 4)
-    elapsed = time.perf_counter() - start
-    emit("trio-agent", "w3", runs=runs, seconds=elapsed, kb_per_run=(peak_rss_kb() - base) / runs)
+
+
+async def floor(events: int, rounds: int) -> None:
+    """The bare-channel floor: ``events`` objects over a trio memory channel to a
+    consumer task, nothing else."""
+
+    async def produce(send: trio.MemorySendChannel[int]) -> None:
+        async with send:
+            for i in range(events):
+                await send.send(i)
+
+    async def once() -> int:
+        send, receive = trio.open_memory_channel[int](0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce, send)
+            async with receive:
+                async for _ in receive:
+                    pass
+        return events
+
+    await event_rate("trio-agent", "floor", rounds, once)
 
 
 async def w4() -> None:
@@ -92,44 +106,8 @@ async def w4() -> None:
     )
 
 
-async def floor(events: int, rounds: int) -> None:
-    """The bare-channel floor: ``events`` objects over a trio memory channel to a
-    consumer task, nothing else."""
-    rates = []
-    for _ in range(rounds):
-        send, receive = trio.open_memory_channel(0)
-
-        async def produce(send: trio.MemorySendChannel[int]) -> None:
-            async with send:
-                for i in range(events):
-                    await send.send(i)
-
-        start = time.perf_counter()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(produce, send)
-            async with receive:
-                async for _ in receive:
-                    pass
-        rates.append(events / (time.perf_counter() - start))
-    rates.sort()
-    emit("trio-agent", "floor", events_per_s=rates[len(rates) // 2], events=events)
-
-
 async def main() -> None:
-    workload, numbers = args()
-    if workload in ("w1", "w5"):
-        steps, rounds = numbers
-        await run(steps)  # warm-up, as for the peers
-        figure = await per_step(run, steps, rounds) * 1e6
-        emit("trio-agent", workload, steps=steps, us_per_step=figure)
-    elif workload == "w2":
-        await w2(numbers[0])
-    elif workload == "w3":
-        await w3(numbers[0])
-    elif workload == "floor":
-        await floor(*numbers)
-    elif workload == "w4":
-        await w4()
+    await serve("trio-agent", run, concurrently, {"w2": w2, "w4": w4, "floor": floor})
 
 
 if __name__ == "__main__":
