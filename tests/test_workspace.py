@@ -237,6 +237,24 @@ async def test_background_children_do_not_outlive_a_finished_command(workspace):
     assert await wait_gone(pids) == []
 
 
+async def test_regression_output_written_just_before_exit_is_not_lost(workspace):
+    # CI bug: the leader printed "done" and exited while a background child held
+    # the pipe; the reader was cancelled before it read the last line.
+    for _ in range(25):
+        result = await workspace.run("sleep 300 & echo done")
+        assert result == "[exit code 0]\ndone\n"
+
+
+async def test_regression_orphaned_zombies_do_not_cost_the_grace_period(tmp_path):
+    # Where PID 1 reaps slowly, the killed background child stays a zombie in
+    # the group; the group counted as alive until the whole grace period ended.
+    patient = Workspace(tmp_path, grace_seconds=60)
+    with trio.fail_after(30):
+        result = await patient.run("sleep 300 & echo $! > kids; echo done")
+    assert result == "[exit code 0]\ndone\n"
+    assert await wait_gone([int((tmp_path / "kids").read_text())]) == []
+
+
 async def test_a_fork_bomb_is_bounded_by_the_time_limit(workspace):
     result = await workspace.run(
         "b() { b & }; for i in 1 2 3 4 5 6 7 8; do b & done; sleep 300", seconds=1

@@ -425,6 +425,7 @@ class Workspace:
         )
         output = bytearray()
         budget = self.max_output_chars * 4
+        drained = trio.Event()
 
         async def drain() -> None:
             assert process.stdout is not None
@@ -432,6 +433,7 @@ class Workspace:
                 while True:
                     data = await process.stdout.receive_some(65536)
                     if not data:
+                        drained.set()
                         return
                     if len(output) < budget * 2:
                         output.extend(data)
@@ -439,15 +441,26 @@ class Workspace:
                         output[budget:] = output[-budget:] + data[-budget:]
 
         timed_out = False
+        ended = False
         try:
             with trio.move_on_after(limit) as timer:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(drain)
                     await process.wait()
-                    nursery.cancel_scope.cancel()  # grandchildren may hold the pipe
-            timed_out = timer.cancelled_caught
+                    # The leader is done, but what it wrote last may still sit in
+                    # the pipe. End the rest of the group first (background
+                    # children hold the pipe open), then read to EOF; a stray
+                    # that escaped both the group and the marker gets no more
+                    # than the grace period.
+                    ended = True
+                    await self._end_group(process, marker.encode())
+                    with trio.move_on_after(self.grace_seconds):
+                        await drained.wait()
+                    nursery.cancel_scope.cancel()
+            timed_out = timer.cancelled_caught and not ended  # it exited by itself
         finally:
-            await self._end_group(process, marker.encode())
+            if not ended:
+                await self._end_group(process, marker.encode())
         text = _cut(output.decode("utf-8", "replace"), self.max_output_chars)
         if timed_out:
             return f"[timed out after {limit} s; the process group was ended]\n{text}"
@@ -480,7 +493,7 @@ class Workspace:
                 with trio.move_on_after(self.grace_seconds):
                     await process.wait()
                     # the leader is gone; give the rest of the group the same grace
-                    while _group_alive(process.pid):  # noqa: ASYNC110 - no event for it
+                    while await trio.to_thread.run_sync(_group_alive, process.pid):  # noqa: ASYNC110 - no event for it
                         await trio.sleep(0.01)
                     break
         await process.wait()
@@ -615,10 +628,24 @@ def _marked(marker: bytes) -> list[int]:
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` still runs. Zombies do not count:
+    where PID 1 reaps slowly (containers), orphans stay zombies for a while,
+    and ``killpg(pgid, 0)`` would call the group alive until the grace ends."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # pragma: no cover
         return True
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state, _ppid, group = f.read().rsplit(b")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state != b"Z":
+            return True
+    return False
     return True
