@@ -122,3 +122,33 @@ async def test_every_stream_step_is_a_checkpoint():
         trio.lowlevel.remove_instrument(instrument)
     # open, 3 chunks, end of stream, response(), and the task's final step
     assert Count.steps == 7
+
+
+async def test_without_a_request_log_it_still_counts_and_answers_in_order():
+    script = (scripted_response("r1", "one"), scripted_response("r2", "two"))
+    model = ScriptedModel(script, record_requests=False)
+    first = await read(model, request(1))
+    second = await read(model, request(2))
+    assert [first[1].content, second[1].content] == [(TextBlock("one"),), (TextBlock("two"),)]
+    assert model.call_count == 2 and model.requests == []
+    with pytest.raises(ScriptExhaustedError):
+        model.stream(request(3))
+    assert model.call_count == 3
+
+
+async def test_models_sharing_one_script_keep_their_own_position():
+    script = [scripted_response("r1", "one"), scripted_response("r2", "two")]
+    a, b = ScriptedModel(script), ScriptedModel(script)
+    script.append(scripted_response("r3", "late"))  # the model took a snapshot
+    await read(a, request(1))
+    _, response = await read(b, request(1))
+    assert response.content == (TextBlock("one"),)
+    await read(a, request(2))
+    with pytest.raises(ScriptExhaustedError, match="only 2 responses"):
+        a.stream(request(3))
+
+
+@pytest.mark.parametrize("bad", [0, 1, "no", None])
+def test_record_requests_must_be_a_bool(bad):
+    with pytest.raises(TypeError, match="record_requests"):
+        ScriptedModel([], record_requests=bad)

@@ -147,3 +147,22 @@ messages = st.one_of(
 def test_any_messages_round_trip(ms):
     data = msgspec.json.encode(ms)
     assert msgspec.json.decode(data, type=tuple[Message, ...]) == ms
+
+
+def test_wire_structs_stay_out_of_the_cyclic_collector():
+    # gc=False: a transcript of many thousand messages costs the collector nothing
+    import gc
+
+    from trio_agent import AssistantMessage, TextBlock, ToolCall, ToolResultMessage, UserMessage
+    from trio_agent.events import MessageAccepted
+
+    call = ToolCall("c1", "add", {"left": 1})
+    objects = [
+        call,
+        TextBlock("t"),
+        UserMessage("u1", "hi"),
+        AssistantMessage("m1", (call,)),
+        ToolResultMessage("tool-result-c1", "c1", "add", "2"),
+        MessageAccepted(sequence=0, message=UserMessage("u1", "hi")),
+    ]
+    assert [gc.is_tracked(o) for o in objects] == [False] * len(objects)

@@ -268,3 +268,18 @@ async def test_nested_validation_errors_carry_the_full_path():
         ToolRegistry([draw]), call("draw", "c1", {"points": [{"x": 1, "y": 2}, {"x": 1, "y": "2"}]})
     )
     assert result.content.endswith("Expected `int`, got `str` - at `$.points[1].y`")
+
+
+def test_a_tool_is_fixed_when_built_and_its_spec_is_built_once():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+
+    async def execute(arguments):
+        return "ok"
+
+    built = Tool(name="t", description="d", parameters=schema, execute=execute)
+    schema["properties"]["injected"] = {"type": "string"}
+    assert built.parameters == {"type": "object", "properties": {"a": {"type": "integer"}}}
+    assert built.spec() is built.spec()  # shared by every request and run
+    built.parameters["properties"]["later"] = {}
+    assert "later" not in built.spec().parameters["properties"]
+    assert built == Tool(name="t", description="d", parameters=built.parameters, execute=execute)

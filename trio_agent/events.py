@@ -50,7 +50,8 @@ __all__ = [
 # ----------------------------------------------------------------- results
 
 
-class _Result(Struct, frozen=True, kw_only=True, tag_field="status"):
+# gc=False: plain data, never in a cycle (see messages.py).
+class _Result(Struct, frozen=True, gc=False, kw_only=True, tag_field="status"):
     """Fields every result has: the run's complete messages and the requests it opened."""
 
     messages: tuple[Message, ...]
@@ -101,7 +102,7 @@ RunResult = Completed | Cancelled | MaxSteps | Failed
 # ------------------------------------------------------------------ events
 
 
-class _Event(Struct, frozen=True, kw_only=True, tag_field="type"):
+class _Event(Struct, frozen=True, gc=False, kw_only=True, tag_field="type"):
     """Every event's place in the run's one total order."""
 
     sequence: int
@@ -181,7 +182,7 @@ class AttemptFailed(_Event, tag="attempt.failed"):
 # ----------------------------------------------------------- session turns
 
 
-class _TurnEnd(Struct, frozen=True, kw_only=True, tag_field="reason"):
+class _TurnEnd(Struct, frozen=True, gc=False, kw_only=True, tag_field="reason"):
     """Why a session turn ended; tagged by ``reason``."""
 
 
@@ -261,7 +262,7 @@ TurnEnd = (
 )
 
 
-class TurnResult(Struct, frozen=True, kw_only=True):
+class TurnResult(Struct, frozen=True, gc=False, kw_only=True):
     """What one session turn did: why it ended, its steps and tokens, its final text.
 
     ``messages`` is the whole session transcript after the turn.

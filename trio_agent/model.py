@@ -5,7 +5,7 @@ anything they ask for happens.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Container
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -42,7 +42,8 @@ __all__ = [
 StopReason = Literal["stop", "tool_call", "length"]
 
 
-class ToolSpec(Struct, frozen=True):
+# gc=False: plain data, never in a cycle (see messages.py).
+class ToolSpec(Struct, frozen=True, gc=False):
     """What the model is told about a tool; ``parameters`` is a JSON Schema."""
 
     name: str
@@ -50,7 +51,7 @@ class ToolSpec(Struct, frozen=True):
     parameters: dict[str, Any]
 
 
-class ModelRequest(Struct, frozen=True):
+class ModelRequest(Struct, frozen=True, gc=False):
     """One model request: the frozen transcript so far, the tools and the system prompt."""
 
     id: str
@@ -59,7 +60,7 @@ class ModelRequest(Struct, frozen=True):
     system: str = ""
 
 
-class TextDelta(Struct, frozen=True, tag_field="type", tag="text_delta"):
+class TextDelta(Struct, frozen=True, gc=False, tag_field="type", tag="text_delta"):
     """A piece of assistant text, as streamed."""
 
     text: str
@@ -69,7 +70,7 @@ Chunk = TextDelta | ToolCall
 """What a model stream yields; a tool call arrives as one whole chunk."""
 
 
-class Usage(Struct, frozen=True):
+class Usage(Struct, frozen=True, gc=False):
     """Token counts a provider reports for one response."""
 
     input_tokens: int = 0
@@ -78,7 +79,7 @@ class Usage(Struct, frozen=True):
     cache_write_tokens: int = 0
 
 
-class ModelResponse(Struct, frozen=True):
+class ModelResponse(Struct, frozen=True, gc=False):
     """The final response of one stream; it must agree with the chunks streamed."""
 
     id: str
@@ -234,8 +235,8 @@ class StepCheck:
     def finish(
         self,
         response: object,
-        message_ids: set[str],
-        call_ids: set[str],
+        message_ids: Container[str],
+        call_ids: Container[str],
     ) -> AssistantMessage:
         """Check the response; return the assistant message (id ``message-{response.id}``).
 

@@ -154,6 +154,9 @@ class RetryPolicy:
         return base * (1 + rng.uniform(-self.jitter, self.jitter))
 
 
+_DEFAULT_RETRY = RetryPolicy()  # frozen: one shared by every Agent that takes the default
+
+
 def _leaves(error: BaseException) -> list[BaseException]:
     if isinstance(error, BaseExceptionGroup):
         return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
@@ -394,68 +397,67 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         return emit
 
     async def _drive(self, emit: Emitter) -> None:
+        # One frame for the whole turn: a suspended turn's coroutine frames are
+        # most of what it costs in memory.
         agent = self._agent
         if agent._active is not None:
             raise RuntimeError("this Agent is already running a turn; use steer() or follow_up()")
         agent._active = self
         emit.next = agent._next_sequence  # a turn created earlier still continues the count
         try:
-            await self._run(agent, emit)
+            conversation = agent._conversation
+            turn = agent._turns = agent._turns + 1
+            spec = TurnSpec(
+                model=agent._model,
+                tools=agent._tools.copy(),
+                specs=agent._tools.specs(),
+                system=agent._system,
+                max_steps=agent._max_steps,
+                tool_execution=agent._tool_execution,
+                max_parallel_tools=agent._max_parallel_tools,
+                tool_grace_period=agent._tool_grace_period,
+            )
+            state = TurnState()
+            # Everything taken for this turn is appended before the first await, so a
+            # cancellation cannot lose it; its events are owed if cancellation lands first.
+            repairs = [
+                ToolResultMessage(
+                    f"tool-result-{call.id}", call.id, call.name, INTERRUPTED_RESULT_TEXT, True
+                )
+                for call in conversation.unanswered_calls()
+            ]
+            taken = ([] if self._prompt is None else [self._prompt]) + _drain(agent._steering)
+            if not taken:
+                taken = _drain(agent._follow_ups)
+            outcome: TurnOutcome | None = None
+            if agent._ledger is not None:
+                agent._ledger.turn_started(turn, emit.next)
+            try:
+                with self._scope:
+                    await accept(
+                        conversation,
+                        repairs + taken,
+                        emit,
+                        first=[lambda sequence: TurnStarted(sequence=sequence, turn=turn)],
+                    )
+                    if not taken:
+                        outcome = TurnOutcome("completed", stop_reason=None)  # nothing to do
+                    else:
+                        hooks = _SessionHooks(agent, emit)
+                        outcome = await run_turn(conversation, spec, state, emit, hooks)
+            except (trio.Cancelled, BaseExceptionGroup) as exc:
+                if cancelled_from_outside(exc):
+                    await self._end(turn, TurnCancelled(), state, conversation, emit)
+                raise
+            except Exception as exc:  # a bug: still end the turn visibly, then raise it
+                failed = TurnFailed(code=INTERNAL_ERROR, detail=_describe(exc))
+                await self._end(turn, failed, state, conversation, emit)
+                raise
+            end = TurnCancelled() if outcome is None else _end_of(outcome, state, spec.max_steps)
+            await self._end(turn, end, state, conversation, emit)
         finally:
             agent._active = None
             agent._next_sequence = emit.next
-
-    async def _run(self, agent: Agent, emit: Emitter) -> None:
-        conversation = agent._conversation
-        turn = agent._turns = agent._turns + 1
-        spec = TurnSpec(
-            model=agent._model,
-            tools=agent._tools.copy(),
-            specs=agent._tools.specs(),
-            system=agent._system,
-            max_steps=agent._max_steps,
-            tool_execution=agent._tool_execution,
-            max_parallel_tools=agent._max_parallel_tools,
-            tool_grace_period=agent._tool_grace_period,
-        )
-        state = TurnState()
-        # Everything taken for this turn is appended before the first await, so a
-        # cancellation cannot lose it; its events are owed if cancellation lands first.
-        repairs = [
-            ToolResultMessage(
-                f"tool-result-{call.id}", call.id, call.name, INTERRUPTED_RESULT_TEXT, True
-            )
-            for call in conversation.unanswered_calls()
-        ]
-        taken = ([] if self._prompt is None else [self._prompt]) + _drain(agent._steering)
-        if not taken:
-            taken = _drain(agent._follow_ups)
-        outcome: TurnOutcome | None = None
-        if agent._ledger is not None:
-            agent._ledger.turn_started(turn, emit.next)
-        try:
-            with self._scope:
-                await accept(
-                    conversation,
-                    repairs + taken,
-                    emit,
-                    first=[lambda sequence: TurnStarted(sequence=sequence, turn=turn)],
-                )
-                if not taken:
-                    outcome = TurnOutcome("completed", stop_reason=None)  # nothing to do
-                else:
-                    hooks = _SessionHooks(agent, emit)
-                    outcome = await run_turn(conversation, spec, state, emit, hooks)
-        except (trio.Cancelled, BaseExceptionGroup) as exc:
-            if cancelled_from_outside(exc):
-                await self._end(turn, TurnCancelled(), state, conversation, emit)
-            raise
-        except Exception as exc:  # a bug: still end the turn visibly, then raise it
-            failed = TurnFailed(code=INTERNAL_ERROR, detail=_describe(exc))
-            await self._end(turn, failed, state, conversation, emit)
-            raise
-        end = TurnCancelled() if outcome is None else _end_of(outcome, state, spec.max_steps)
-        await self._end(turn, end, state, conversation, emit)
 
     async def _end(
         self,
@@ -630,7 +632,7 @@ class Agent:
         self._tool_grace_period = float(tool_grace_period)
         self._system = system
         self._max_steps = max_steps
-        self._retry = RetryPolicy() if retry is None else retry
+        self._retry = _DEFAULT_RETRY if retry is None else retry
         self._seed = seed
         self._rng: random.Random | None = None  # made on the first retry: 2.5 KB each
         self._max_turn_tokens = max_turn_tokens
@@ -647,7 +649,8 @@ class Agent:
         # lists, not deques: only appended, drained whole and cleared; an empty deque is 600 B
         self._steering: list[Message] = []
         self._follow_ups: list[Message] = []
-        self._reserved: set[str] = set()  # ids of queued input and pending prompts
+        # ids of queued input and pending prompts (a dict: an empty set is 216 B)
+        self._reserved: dict[str, None] = {}
         self._ledger: Ledger | None = None
         self._session_id = session_id
         self.resume_warnings: tuple[str, ...] = ()
@@ -800,7 +803,8 @@ class Agent:
         queued = (tuple(self._steering), tuple(self._follow_ups))
         self._steering.clear()
         self._follow_ups.clear()
-        self._reserved.difference_update(m.id for m in (*queued[0], *queued[1]))
+        for message in (*queued[0], *queued[1]):
+            self._reserved.pop(message.id, None)
         return queued
 
     # -- input
@@ -816,7 +820,7 @@ class Agent:
             )
         if user.id in self._reserved:
             raise TranscriptError("DUPLICATE_MESSAGE_ID", f"message id {user.id!r} is queued")
-        self._reserved.add(user.id)
+        self._reserved[user.id] = None
         return user
 
     def steer(self, message: str | UserMessage) -> None:

@@ -185,9 +185,19 @@ class Tool:
     progress: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     """Reports progress through ``tool_context().report(...)`` (``tool.updated`` events)."""
 
+    _spec: ToolSpec = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        # A tool is a value fixed when it is built: later changes to the schema
+        # dict it was given reach neither ``parameters`` nor the spec.
+        object.__setattr__(self, "parameters", _copy_json(self.parameters))
+        spec = ToolSpec(self.name, self.description, _copy_json(self.parameters))
+        object.__setattr__(self, "_spec", spec)
+
     def spec(self) -> ToolSpec:
-        """The ``ToolSpec`` the model sees, with a private copy of the schema."""
-        return ToolSpec(self.name, self.description, _copy_json(self.parameters))
+        """The ``ToolSpec`` the model sees. Built once per tool and shared by every
+        request (a run holds no copy of its own): treat its schema as read-only."""
+        return self._spec
 
 
 def _copy_json(value: Any) -> Any:

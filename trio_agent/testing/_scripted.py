@@ -188,19 +188,38 @@ class ScriptedModel:
     stream is opened. ``requests`` records every request in order and
     ``call_count`` counts them. Asking past the script raises
     ``ScriptExhaustedError`` (the run fails with ``MODEL_ERROR``).
+
+    Each request holds its own snapshot of the transcript, so the log grows
+    with the square of a long conversation: ``record_requests=False`` keeps
+    ``requests`` empty (``call_count`` still counts), for benchmarks, long
+    sessions and many concurrent runs. The script may be shared by many
+    models: responses are frozen and each model keeps its own position.
     """
 
-    def __init__(self, responses: Sequence[ScriptedResponse | BaseException]) -> None:
-        self._script = list(responses)
+    __slots__ = ("_count", "_record", "_script", "requests")
+
+    def __init__(
+        self,
+        responses: Sequence[ScriptedResponse | BaseException],
+        *,
+        record_requests: bool = True,
+    ) -> None:
+        if type(record_requests) is not bool:
+            raise TypeError(f"record_requests must be a bool, got {record_requests!r}")
+        self._script = responses if type(responses) is tuple else tuple(responses)
+        self._record = record_requests
+        self._count = 0
         self.requests: list[ModelRequest] = []
 
     @property
     def call_count(self) -> int:
-        return len(self.requests)
+        return self._count
 
     def stream(self, request: ModelRequest) -> _ScriptedContext:
-        index = len(self.requests)
-        self.requests.append(request)
+        index = self._count
+        self._count += 1
+        if self._record:
+            self.requests.append(request)
         if index >= len(self._script):
             raise ScriptExhaustedError(
                 f"request {request.id!r} is number {index + 1}, but the script has only "
