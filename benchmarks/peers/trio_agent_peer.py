@@ -37,19 +37,28 @@ def script(steps: int, chunks: int = 1):
     return out
 
 
+_SCRIPTS: dict[int, tuple] = {}
+_TOOLS = ToolRegistry([add])
+
+
 async def run(steps: int) -> None:
-    agent = Agent(
-        model=ScriptedModel(script(steps)), tools=ToolRegistry([add]), max_steps=steps + 1
-    )
+    # As the peers share one agent definition, runs share the (frozen) script and
+    # the registry; each run has its own session and its own scripted model, which
+    # keeps no request log (the peers' models keep none either).
+    if steps not in _SCRIPTS:
+        _SCRIPTS[steps] = tuple(script(steps))
+    model = ScriptedModel(_SCRIPTS[steps], record_requests=False)
+    agent = Agent(model=model, tools=_TOOLS, max_steps=steps + 1)
     result = await agent.prompt("add them")
     assert result.end.reason == "completed" and result.steps == steps + 1, result.end
 
 
 async def w2(rounds: int) -> None:
+    responses = tuple(script(64, chunks=10))
+
     async def once() -> int:
-        agent = Agent(
-            model=ScriptedModel(script(64, chunks=10)), tools=ToolRegistry([add]), max_steps=65
-        )
+        model = ScriptedModel(responses, record_requests=False)
+        agent = Agent(model=model, tools=_TOOLS, max_steps=65)
         count = 0
         async with agent.turn("add them") as turn:
             async for _ in turn:
