@@ -283,3 +283,31 @@ def test_a_tool_is_fixed_when_built_and_its_spec_is_built_once():
     built.parameters["properties"]["later"] = {}
     assert "later" not in built.spec().parameters["properties"]
     assert built == Tool(name="t", description="d", parameters=built.parameters, execute=execute)
+
+
+def test_registry_copies_share_nothing_a_register_can_change():
+    @tool
+    async def one() -> str:
+        """One."""
+        return "1"
+
+    @tool
+    async def two() -> str:
+        """Two."""
+        return "2"
+
+    original = ToolRegistry([add])
+    specs = original.specs()
+    assert original.specs() is specs  # built once until the next register
+    twin = original.copy()
+    original.register(one)
+    assert twin.names() == ("add",) and twin.specs() == specs
+    assert original.names() == ("add", "one") and [s.name for s in original.specs()] == [
+        "add",
+        "one",
+    ]
+    twin.register(two)
+    assert original.names() == ("add", "one") and twin.names() == ("add", "two")
+    third = twin.copy()
+    third.register(one)
+    assert twin.names() == ("add", "two") and third.names() == ("add", "two", "one")

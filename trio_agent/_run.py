@@ -3,6 +3,7 @@ channel, a cancel scope, and ``async with`` / ``async for`` / ``wait()``."""
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import Any, Generic, TypeVar
 
 import trio
@@ -97,6 +98,12 @@ class EventRun(Generic[E, R]):
         except trio.EndOfChannel:
             raise StopAsyncIteration from None
 
+    def _inline(self) -> Coroutine[Any, Any, None]:
+        """The whole run in the awaiting task, no channel: ``await run._inline()``
+        (a plain method, so the caller awaits ``_drive`` with no frame between)."""
+        self._phase = _INLINE
+        return self._drive(self._emitter(None))
+
     async def wait(self) -> R:
         """Return the result once the run has finished.
 
@@ -105,8 +112,7 @@ class EventRun(Generic[E, R]):
         fastest way to get a result). Cancellation of the caller cancels the run.
         """
         if self._phase == _NEW:
-            self._phase = _INLINE
-            await self._drive(self._emitter(None))
+            await self._inline()
         elif self._phase == _OPEN:
             async for _ in self:
                 pass

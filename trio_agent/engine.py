@@ -104,7 +104,7 @@ class Emitter:
         journal: Journal | None = None,
     ) -> None:
         self._send = send
-        self._owed: list[Callable[[int], Any]] = []
+        self._owed: tuple[Callable[[int], Any], ...] = ()  # a tuple: nothing until owed
         self._journal = journal
         self.next = start
         self.host: trio.Nursery | None = None  # where tool tasks may outlive a batch
@@ -128,7 +128,7 @@ class Emitter:
     def owe(self, makers: Sequence[Callable[[int], Any]]) -> None:
         """Queue events to deliver just before the last one (for paths that cannot
         await, such as a ``finally`` under cancellation)."""
-        self._owed.extend(makers)
+        self._owed += tuple(makers)
 
     async def announce(self, makers: Sequence[Callable[[int], Any]]) -> None:
         """Deliver events that report what is already in the transcript.
@@ -141,13 +141,13 @@ class Emitter:
             try:
                 await self(make(self.next))
             except trio.Cancelled:
-                self._owed.extend(makers[index:])
+                self._owed += tuple(makers[index:])
                 raise
 
     async def finish(self, make_last: Callable[[int], Any]) -> None:
         """Deliver owed events, then the last one; shielded, as the outcome is decided."""
         with trio.CancelScope(shield=True):
-            owed, self._owed = self._owed, []
+            owed, self._owed = self._owed, ()
             for make in owed:
                 await self(make(self.next))
             await self(make_last(self.next))
@@ -315,9 +315,9 @@ class StepHooks:
         """Whether queued input would continue the turn after a step."""
         return False
 
-    def take_input(self, stop_reason: str) -> list[Message]:
+    def take_input(self, stop_reason: str) -> Sequence[Message]:
         """Take the queued input that continues the turn (appended at once)."""
-        return []
+        return ()
 
     async def prepare_request(
         self, request: ModelRequest, conversation: Conversation
@@ -739,44 +739,43 @@ async def _concurrent_calls(
         raise failure
 
 
-async def _attempts(
-    spec: TurnSpec, hooks: StepHooks, request: ModelRequest, conv: Conversation, emit: Emitter
-) -> tuple[AssistantMessage, str, Usage | None]:
-    """Attempts of one request until one succeeds or ``retry_delay`` gives up."""
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            return await _stream_response(spec.model, request, conv, emit, attempt)
-        except _ModelFailed as failed:
-            try:
-                delay = hooks.retry_delay(failed.error, attempt)
-            except Exception as exc:
-                raise StepFailure(
-                    HOOK_ERROR, f"hook retry_delay raised {_describe(exc)}", exc
-                ) from exc
-            if conv.journal is not None:
-                conv.journal.attempt_failed(request.id, attempt, _describe(failed.error), delay)
-            if hooks is not _DEFAULT_HOOKS:  # the core contract has no attempt events
-                await emit(
-                    AttemptFailed(
-                        sequence=emit.next,
-                        request_id=request.id,
-                        attempt=attempt,
-                        error=_describe(failed.error),
-                        chunks=failed.chunks,
-                        retry_in=delay,
-                    )
-                )
-            if delay is None:
-                raise StepFailure(MODEL_ERROR, _describe(failed.error), failed.error) from None
-            await trio.sleep(delay)
+async def _failed_attempt(
+    failed: _ModelFailed,
+    attempt: int,
+    hooks: StepHooks,
+    request: ModelRequest,
+    conv: Conversation,
+    emit: Emitter,
+) -> None:
+    """After a failed attempt: record it, then wait the retry delay, or raise
+    ``StepFailure`` when ``retry_delay`` gives up."""
+    try:
+        delay = hooks.retry_delay(failed.error, attempt)
+    except Exception as exc:
+        raise StepFailure(HOOK_ERROR, f"hook retry_delay raised {_describe(exc)}", exc) from exc
+    if conv.journal is not None:
+        conv.journal.attempt_failed(request.id, attempt, _describe(failed.error), delay)
+    if hooks is not _DEFAULT_HOOKS:  # the core contract has no attempt events
+        await emit(
+            AttemptFailed(
+                sequence=emit.next,
+                request_id=request.id,
+                attempt=attempt,
+                error=_describe(failed.error),
+                chunks=failed.chunks,
+                retry_in=delay,
+            )
+        )
+    if delay is None:
+        raise StepFailure(MODEL_ERROR, _describe(failed.error), failed.error) from None
+    await trio.sleep(delay)
 
 
 async def _step(
     conv: Conversation, spec: TurnSpec, hooks: StepHooks, state: TurnState, emit: Emitter
 ) -> str:
-    """One step: prepare the request, run its attempts, append the answer, run its tools."""
+    """One step: prepare the request, run its attempts until one succeeds or
+    ``retry_delay`` gives up, append the answer, run its tools."""
     await trio.lowlevel.checkpoint_if_cancelled()  # never open a request once cancelled
     request = ModelRequest(
         id=f"request-{conv.requests + 1:03d}",
@@ -791,7 +790,16 @@ async def _step(
     journal = conv.journal
     if journal is not None:
         journal.step_started(request.id)
-    message, stop_reason, usage = await _attempts(spec, hooks, request, conv, emit)
+    attempt = 0
+    while True:  # the attempts, inline: one coroutine frame less per suspended step
+        attempt += 1
+        try:
+            message, stop_reason, usage = await _stream_response(
+                spec.model, request, conv, emit, attempt
+            )
+            break
+        except _ModelFailed as failed:
+            await _failed_attempt(failed, attempt, hooks, request, conv, emit)
     conv.append(message)
     state.last_message = message
     state.last_stop_reason = stop_reason

@@ -211,13 +211,13 @@ class _SessionHooks(StepHooks):
         agent = self._agent
         return bool(agent._steering) or (stop_reason != "tool_call" and bool(agent._follow_ups))
 
-    def take_input(self, stop_reason: str) -> list[Message]:
+    def take_input(self, stop_reason: str) -> tuple[Message, ...]:
         agent = self._agent
         if agent._steering:
             return _drain(agent._steering)
         if stop_reason != "tool_call":
             return _drain(agent._follow_ups)
-        return []
+        return ()
 
     # -- requests
     async def _view(
@@ -353,8 +353,9 @@ class _SessionHooks(StepHooks):
         return None
 
 
-def _drain(queue: list[Message]) -> list[Message]:
-    taken = list(queue)
+def _drain(queue: list[Message]) -> tuple[Message, ...]:
+    # a tuple: an empty one costs nothing, and a turn's frame holds what it took
+    taken = tuple(queue)
     queue.clear()
     return taken
 
@@ -420,13 +421,13 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             state = TurnState()
             # Everything taken for this turn is appended before the first await, so a
             # cancellation cannot lose it; its events are owed if cancellation lands first.
-            repairs = [
+            repairs = tuple(
                 ToolResultMessage(
                     f"tool-result-{call.id}", call.id, call.name, INTERRUPTED_RESULT_TEXT, True
                 )
                 for call in conversation.unanswered_calls()
-            ]
-            taken = ([] if self._prompt is None else [self._prompt]) + _drain(agent._steering)
+            )
+            taken = (() if self._prompt is None else (self._prompt,)) + _drain(agent._steering)
             if not taken:
                 taken = _drain(agent._follow_ups)
             outcome: TurnOutcome | None = None
@@ -853,4 +854,7 @@ class Agent:
         Cancellation ends the turn as ``cancelled`` (the transcript keeps only
         complete messages; queued input stays queued) and propagates.
         """
-        return await self.turn(message).wait()
+        run = self.turn(message)
+        await run._inline()  # as run.wait(), with one frame less per suspended turn
+        assert run._result is not None  # _drive always finishes with a result
+        return run._result

@@ -315,10 +315,14 @@ def tool(
 class ToolRegistry:
     """Tools by name. A run snapshots the registry when it starts."""
 
-    __slots__ = ("_tools",)
+    # Copy on write: ``copy()`` (a run's snapshot, once per turn) shares the dict
+    # until either side registers; the specs tuple is built once per change.
+    __slots__ = ("_shared", "_specs", "_tools")
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._shared = False
+        self._specs: tuple[ToolSpec, ...] | None = None
         for item in tools:
             self.register(item)
 
@@ -328,7 +332,11 @@ class ToolRegistry:
             raise TypeError(f"register() takes a Tool, got {type(tool).__name__}")
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
+        if self._shared:
+            self._tools = dict(self._tools)
+            self._shared = False
         self._tools[tool.name] = tool
+        self._specs = None
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""
@@ -336,7 +344,9 @@ class ToolRegistry:
 
     def specs(self) -> tuple[ToolSpec, ...]:
         """The specs of all tools, in registration order."""
-        return tuple(t.spec() for t in self._tools.values())
+        if self._specs is None:
+            self._specs = tuple(t.spec() for t in self._tools.values())
+        return self._specs
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)
@@ -355,7 +365,10 @@ class ToolRegistry:
 
     def copy(self) -> ToolRegistry:
         """A registry with the same tools that later ``register`` calls on either do not affect."""
-        return ToolRegistry(self._tools.values())
+        twin = ToolRegistry()
+        twin._tools, twin._specs = self._tools, self._specs
+        twin._shared = self._shared = True
+        return twin
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
