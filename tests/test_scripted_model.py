@@ -102,8 +102,8 @@ async def test_overrides_for_protocol_faults():
     assert response.request_id == "other"
 
 
-async def test_every_stream_step_is_a_checkpoint():
-    """Opening, each chunk and response() are checkpoints, so cancellation can land there."""
+async def task_steps(model: ScriptedModel) -> int:
+    """How many steps the task reading one stream of ``model`` takes."""
 
     class Count(trio.abc.Instrument):
         steps = 0
@@ -112,7 +112,6 @@ async def test_every_stream_step_is_a_checkpoint():
             if task.name == "reader":
                 Count.steps += 1
 
-    model = ScriptedModel([scripted_response("r1", "abc", text_chunks=3)])
     instrument = Count()
     trio.lowlevel.add_instrument(instrument)
     try:
@@ -120,8 +119,34 @@ async def test_every_stream_step_is_a_checkpoint():
             nursery.start_soon(read, model, request(), name="reader")
     finally:
         trio.lowlevel.remove_instrument(instrument)
+    return Count.steps
+
+
+async def test_every_stream_step_is_a_checkpoint():
+    """Opening, each chunk and response() are checkpoints, so cancellation can land there."""
+    model = ScriptedModel([scripted_response("r1", "abc", text_chunks=3)])
     # open, 3 chunks, end of stream, response(), and the task's final step
-    assert Count.steps == 7
+    assert await task_steps(model) == 7
+
+
+async def test_without_chunk_checkpoints_only_opening_and_response_are():
+    script = [scripted_response("r1", "abc", text_chunks=3)]
+    model = ScriptedModel(script, chunk_checkpoints=False)
+    assert await task_steps(model) == 3  # open, response(), the final step
+    chunks, response = await read(ScriptedModel(script, chunk_checkpoints=False), request())
+    assert chunks == [TextDelta("a"), TextDelta("b"), TextDelta("c")]
+    assert response.content == (TextBlock("abc"),)
+
+
+async def test_faults_still_happen_without_chunk_checkpoints():
+    model = ScriptedModel(
+        [scripted_response("r1", "abcd", text_chunks=4, hang_at=2)], chunk_checkpoints=False
+    )
+    with trio.move_on_after(0.05) as scope:
+        await read(model, request())
+    assert scope.cancelled_caught
+    with pytest.raises(TypeError, match="chunk_checkpoints"):
+        ScriptedModel([], chunk_checkpoints=1)
 
 
 async def test_without_a_request_log_it_still_counts_and_answers_in_order():

@@ -209,7 +209,8 @@ class StepCheck:
         kind = type(chunk)
         if kind is TextDelta:
             text = chunk.text  # type: ignore[union-attr]
-            _check_str(text, "text delta")
+            if type(text) is not str or not text.isascii():  # the hot path: one test
+                _check_str(text, "text delta")
             self._text += len(text)
             if self._text > MAX_STEP_TEXT:
                 raise ProtocolViolation(
@@ -267,7 +268,6 @@ class StepCheck:
 
         blocks: list[Block] = []
         groups: list[str | ToolCall] = []
-        calls: list[ToolCall] = []
         parts: list[str] = []
         text = 0
         for position, block in enumerate(content):
@@ -278,13 +278,11 @@ class StepCheck:
                     parts.append(block.text)
                 blocks.append(block)
             elif type(block) is ToolCall:
-                call = _checked_call(block, f"response tool call (block {position})")
                 if parts:
                     groups.append("".join(parts))
                     parts.clear()
-                groups.append(call)
-                calls.append(call)
-                blocks.append(call)
+                groups.append(block)
+                blocks.append(block)
             else:
                 raise ProtocolViolation(
                     f"response block {position} is a {type(block).__name__}, "
@@ -300,6 +298,11 @@ class StepCheck:
             raise ProtocolViolation(
                 "response content differs from the streamed chunks (after merging adjacent text)"
             )
+        # Each call equals (as JSON, types included) one already checked and copied
+        # as it streamed: the message keeps those copies instead of making new ones.
+        streamed = iter([g for g in self._groups if type(g) is ToolCall])
+        blocks = [next(streamed) if type(b) is ToolCall else b for b in blocks]
+        calls = [b for b in blocks if type(b) is ToolCall]
 
         stop = response.stop_reason
         if stop == "tool_call":

@@ -47,7 +47,7 @@ async def run(steps: int) -> None:
     # keeps no request log (the peers' models keep none either).
     if steps not in _SCRIPTS:
         _SCRIPTS[steps] = tuple(script(steps))
-    model = ScriptedModel(_SCRIPTS[steps], record_requests=False)
+    model = ScriptedModel(_SCRIPTS[steps], record_requests=False, chunk_checkpoints=False)
     agent = Agent(model=model, tools=_TOOLS, max_steps=steps + 1)
     result = await agent.prompt("add them")
     assert result.end.reason == "completed" and result.steps == steps + 1, result.end
@@ -57,7 +57,7 @@ async def w2(rounds: int) -> None:
     responses = tuple(script(64, chunks=10))
 
     async def once() -> int:
-        model = ScriptedModel(responses, record_requests=False)
+        model = ScriptedModel(responses, record_requests=False, chunk_checkpoints=False)
         agent = Agent(model=model, tools=_TOOLS, max_steps=65)
         count = 0
         async with agent.turn("add them") as turn:

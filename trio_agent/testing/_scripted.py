@@ -44,18 +44,24 @@ class ScriptedResponse:
     hang_at: int | None = None
     raise_at: int | None = None
     error: BaseException | None = None
+    _streamed: tuple[Any, ...] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False, alias="_streamed"
+    )
 
     def stream_chunks(self) -> tuple[Any, ...]:
-        """The chunks this response streams, in order."""
+        """The chunks this response streams, in order (made once: a script is
+        often replayed by many models)."""
         if self.chunks is not None:
             return self.chunks
-        out: list[Chunk] = []
-        for block in self.content:
-            if type(block) is TextBlock:
-                out.extend(TextDelta(part) for part in _split(block.text, self.text_chunks))
-            else:
-                out.append(block)  # type: ignore[arg-type]
-        return tuple(out)
+        if self._streamed is None:
+            out: list[Chunk] = []
+            for block in self.content:
+                if type(block) is TextBlock:
+                    out.extend(TextDelta(part) for part in _split(block.text, self.text_chunks))
+                else:
+                    out.append(block)  # type: ignore[arg-type]
+            object.__setattr__(self, "_streamed", tuple(out))
+        return self._streamed  # type: ignore[return-value]
 
     def final_response(self, request: ModelRequest) -> Any:
         if self.response is not _UNSET:
@@ -130,15 +136,18 @@ def scripted_response(
 
 @final
 class _ScriptedStream:
-    """The open stream of one scripted response; every step is a trio checkpoint."""
+    """The open stream of one scripted response; every step is a trio checkpoint
+    (with ``chunk_checkpoints=False``, opening and ``response()`` only)."""
 
-    __slots__ = ("_chunks", "_index", "_request", "_script")
+    __slots__ = ("_chunks", "_every_chunk", "_faults", "_index", "_request", "_script")
 
-    def __init__(self, script: ScriptedResponse, request: ModelRequest) -> None:
+    def __init__(self, script: ScriptedResponse, request: ModelRequest, every_chunk: bool) -> None:
         self._script = script
         self._request = request
         self._chunks = script.stream_chunks()
         self._index = 0
+        self._every_chunk = every_chunk
+        self._faults = script.hang_at is not None or script.raise_at is not None
 
     async def _fault(self, position: int) -> None:
         if self._script.hang_at == position:
@@ -151,10 +160,12 @@ class _ScriptedStream:
         return self
 
     async def __anext__(self) -> Any:
-        await trio.lowlevel.checkpoint()
+        if self._every_chunk:
+            await trio.lowlevel.checkpoint()
         if self._index >= len(self._chunks):
             raise StopAsyncIteration
-        await self._fault(self._index)
+        if self._faults:
+            await self._fault(self._index)
         chunk = self._chunks[self._index]
         self._index += 1
         return chunk
@@ -194,18 +205,28 @@ class ScriptedModel:
     ``requests`` empty (``call_count`` still counts), for benchmarks, long
     sessions and many concurrent runs. The script may be shared by many
     models: responses are frozen and each model keeps its own position.
+
+    Opening a stream, each chunk and ``response()`` are trio checkpoints, so
+    ``explore_cancellation`` can cancel at every one. ``chunk_checkpoints=False``
+    streams the chunks with no checkpoint between them, as a provider does
+    with the events it parsed from one network read (and as the peers'
+    scripted models do in ``benchmarks/peers``).
     """
 
-    __slots__ = ("_count", "_record", "_script", "requests")
+    __slots__ = ("_count", "_every_chunk", "_record", "_script", "requests")
 
     def __init__(
         self,
         responses: Sequence[ScriptedResponse | BaseException],
         *,
         record_requests: bool = True,
+        chunk_checkpoints: bool = True,
     ) -> None:
         if type(record_requests) is not bool:
             raise TypeError(f"record_requests must be a bool, got {record_requests!r}")
+        if type(chunk_checkpoints) is not bool:
+            raise TypeError(f"chunk_checkpoints must be a bool, got {chunk_checkpoints!r}")
+        self._every_chunk = chunk_checkpoints
         self._script = responses if type(responses) is tuple else tuple(responses)
         self._record = record_requests
         self._count = 0
@@ -228,4 +249,4 @@ class ScriptedModel:
         entry = self._script[index]
         if isinstance(entry, BaseException):
             raise entry
-        return _ScriptedContext(_ScriptedStream(entry, request))
+        return _ScriptedContext(_ScriptedStream(entry, request, self._every_chunk))
