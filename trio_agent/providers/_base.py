@@ -115,6 +115,8 @@ class SSEModelStream:
         return self
 
     async def __anext__(self) -> Any:
+        if self._pending:  # nearly always: a read queues many chunks
+            return self._pending.popleft()
         while not self._pending:
             if self._response is not None:
                 raise StopAsyncIteration

@@ -11,6 +11,7 @@ import ssl
 import time
 import urllib.parse
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any, final
 
 import msgspec
@@ -112,9 +113,13 @@ def transport_error(provider: str, exc: Exception, secret: str | None) -> ModelE
     return TransientModelError(f"{provider}: {type(exc).__name__}: {redact(str(exc), secret)}")
 
 
-# The data of an event: its first data line's value, and any data lines after it.
-_DATA = re.compile(rb"^data: ?([^\n]*(?:\ndata:[^\n]*)*)", re.MULTILINE)
+# The data of an event: its first data line's value, and any data lines right after
+# it. Every line is matched with the newline before it (the parser keeps one in
+# front of its buffer), so the scan looks for a literal prefix, in C.
+_DATA = re.compile(rb"\ndata: ?([^\n]*(?:\ndata:[^\n]*)*)")
 _MORE_DATA = re.compile(rb"\ndata: ?")
+# A chunk's size line, with the line end of the chunk before it (HTTP/1.1 chunked).
+_CHUNK_HEAD = re.compile(rb"\r\n([0-9A-Fa-f]+)(?:;[^\r\n]*)?\r\n")
 
 
 @final
@@ -132,10 +137,10 @@ class SSEParser:
     __slots__ = ("_buffer",)
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._buffer = b"\n"  # always starts with a line end: see _DATA
 
     def feed(self, data: bytes) -> list[bytes]:
-        buffer = self._buffer + data if self._buffer else data
+        buffer = self._buffer + data
         held = b""
         if b"\r" in buffer:
             if buffer.endswith(b"\r"):  # maybe half of a CRLF: decide on the next read
@@ -144,16 +149,17 @@ class SSEParser:
         cut = buffer.rfind(b"\n\n")
         if cut == -1:
             self._buffer = buffer + held
-            if len(self._buffer) > MAX_EVENT_BYTES:
+            if len(self._buffer) > MAX_EVENT_BYTES + 1:
                 raise ModelResponseError(
                     f"a server-sent event is longer than {MAX_EVENT_BYTES} bytes"
                 )
             return []
-        complete, self._buffer = buffer[: cut + 2], buffer[cut + 2 :] + held
-        values = _DATA.findall(complete)  # one scan, in C
-        for index, value in enumerate(values):
-            if b"\ndata:" in value:  # several data lines: joined by newlines (rare)
-                values[index] = _MORE_DATA.sub(b"\n", value)
+        # Complete events end at cut + 1 (scanned in place, not copied); the rest keeps
+        # the second line end of the blank line in front of it.
+        values = _DATA.findall(buffer, 0, cut + 1)  # one scan, in C
+        if buffer.count(b"\ndata:", 0, cut + 1) != len(values):  # an event with several
+            values = [_MORE_DATA.sub(b"\n", value) for value in values]  # data lines (rare)
+        self._buffer = buffer[cut + 1 :] + held
         return values
 
 
@@ -213,14 +219,14 @@ class HTTPStream:
     async def _receive(self) -> bytes:
         assert self._stream is not None
         try:
-            with trio.fail_after(self._read_seconds):
+            # fail_after without its generator-based context manager (once per read)
+            with trio.CancelScope(deadline=trio.current_time() + self._read_seconds):
                 return await self._stream.receive_some(65536)
-        except trio.TooSlowError:
-            raise TransientModelError(
-                f"{self._provider}: no data for {self._read_seconds} s (read timeout)"
-            ) from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
             raise transport_error(self._provider, exc, self._secret) from None
+        raise TransientModelError(  # only the deadline above ends the scope without a read
+            f"{self._provider}: no data for {self._read_seconds} s (read timeout)"
+        )
 
     async def _fill(self) -> bool:
         data = await self._receive()
@@ -289,9 +295,58 @@ class HTTPStream:
                 body += piece
             raise error_for_status(self._provider, status, body, headers, self._secret)
 
+    def _chunks_in_buffer(self) -> bytes | None:
+        """The data of the chunks in the buffer, between chunks, found in C: one regex
+        split at the size lines, then every chunk's length checked against its size
+        line. If they all agree, the split is the one a chunk-by-chunk walk finds
+        (each size line starts right where the chunk before it ends); if any does
+        not (a size line lookalike inside the data, blank lines, odd size lines) or
+        no whole size line is there yet, None, and ``_body_bytes`` walks the chunks
+        itself."""
+        buffer = self._buffer
+        parts = _CHUNK_HEAD.split(buffer if buffer[:2] == b"\r\n" else b"\r\n" + buffer)
+        # parts: b"", size 1, data 1, ..., size n, what follows size line n
+        if len(parts) < 3 or parts[0]:
+            return None
+        sizes = list(map(int, parts[1::2], repeat(16)))
+        datas = parts[2::2]
+        last, tail = sizes.pop(), datas.pop()
+        if list(map(len, datas)) != sizes or 0 in sizes:
+            return None
+        if last == 0:  # the end (trailers, if any, are not read)
+            self._chunked = False
+            self._remaining = 0
+            self._buffer = b""
+        elif len(tail) >= last:
+            datas.append(tail[:last])
+            self._buffer = tail[last:]
+        else:
+            datas.append(tail)
+            self._remaining = last - len(tail)
+            self._buffer = b""
+        return b"".join(datas)
+
     async def _body_bytes(self) -> bytes | None:
         """The next bytes of the body (chunked, sized or up to the close), or None at
         its end. A body cut off before its announced end is a transient error."""
+        if self._chunked:  # the usual case first: whole chunks in a read, found in C
+            if not self._buffer and not await self._fill():
+                raise TransientModelError(
+                    f"{self._provider}: a chunk was cut off"
+                    if self._remaining
+                    else f"{self._provider}: the body ended before its last chunk"
+                )
+            head = b""
+            if self._remaining:  # the rest of the chunk the last read ended in
+                head = self._buffer[: self._remaining]
+                self._buffer = self._buffer[len(head) :]
+                self._remaining -= len(head)
+            if not self._remaining and self._buffer:
+                data = self._chunks_in_buffer()
+                if data is not None:
+                    return head + data
+            if head:
+                return head
         if not self._chunked:
             if self._remaining == 0:
                 return None
@@ -378,12 +433,33 @@ def _headers(lines: list[str]) -> dict[str, str]:
     return headers
 
 
-def decode_all(decoder: msgspec.json.Decoder[Any], datas: list[bytes], provider: str) -> Any:
-    """The events' data, each decoded by msgspec into the provider's wire struct."""
+def decode_all(
+    decoder: msgspec.json.Decoder[Any],
+    datas: list[bytes],
+    provider: str,
+    fallback: msgspec.json.Decoder[Any] | None = None,
+) -> Any:
+    """The events' data, each decoded by msgspec into the provider's wire struct.
+    With a ``fallback``, ``decoder`` is a narrower shortcut: an event it does not
+    accept is decoded by ``fallback``, whose verdict stands."""
     try:
-        return [decoder.decode(data) for data in datas]
+        try:
+            return [decoder.decode(data) for data in datas]
+        except msgspec.ValidationError:
+            if fallback is None:
+                raise
+        return [_decode_either(decoder, fallback, data) for data in datas]
     except (msgspec.DecodeError, RecursionError) as exc:
         raise ModelResponseError(f"{provider} sent an event that does not decode: {exc}") from None
+
+
+def _decode_either(
+    decoder: msgspec.json.Decoder[Any], fallback: msgspec.json.Decoder[Any], data: bytes
+) -> Any:
+    try:
+        return decoder.decode(data)
+    except msgspec.ValidationError:
+        return fallback.decode(data)
 
 
 def parse_arguments(raw: bytes, call_id: str, provider: str) -> Any:

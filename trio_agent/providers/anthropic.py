@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import Any, Literal, final
 
 import msgspec
 
@@ -20,48 +20,81 @@ from ._http import HTTPStream, decode_all, parse_arguments, redact, stream_error
 __all__ = ["AnthropicModel"]
 
 
-class _Block(msgspec.Struct):
+# The wire structs are decoded once per event and never hold references back, so
+# they need not be tracked by the garbage collector (gc=False: cheaper to make);
+# fields are in the order the API sends them (msgspec looks keys up fastest so).
+class _Block(msgspec.Struct, gc=False):
     type: str
     id: str | None = None
     name: str | None = None
     text: str | None = None
 
 
-class _BlockDelta(msgspec.Struct):
+class _BlockDelta(msgspec.Struct, gc=False):
     type: str = ""  # message_delta's delta has none
     text: str | None = None
     partial_json: str | None = None
     stop_reason: str | None = None
 
 
-class _Usage(msgspec.Struct):
+class _Usage(msgspec.Struct, gc=False):
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
 
 
-class _Message(msgspec.Struct):
+class _Message(msgspec.Struct, gc=False):
     id: str = ""
     usage: _Usage | None = None
 
 
-class _Error(msgspec.Struct):
+class _Error(msgspec.Struct, gc=False):
     type: str = ""
     message: str = ""
 
 
-class _Event(msgspec.Struct):
+class _Event(msgspec.Struct, gc=False):
     type: str
     index: int = 0
+    delta: _BlockDelta | None = None
     message: _Message | None = None
     content_block: _Block | None = None
-    delta: _BlockDelta | None = None
     usage: _Usage | None = None
     error: _Error | None = None
 
 
+# The same structs with the event and delta types the API documents as literals:
+# decoding those makes no new string per event. An event of another type (or with
+# another delta type) fails this decoder and is decoded by ``_decoder``, which
+# takes any type, as before: the literals are a shortcut, not a filter.
+class _KnownBlockDelta(_BlockDelta, gc=False):
+    type: Literal[
+        "",
+        "text_delta",
+        "input_json_delta",
+        "thinking_delta",
+        "signature_delta",
+        "citations_delta",
+    ] = ""
+
+
+class _KnownEvent(_Event, gc=False):
+    type: Literal[
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+        "error",
+    ]
+    delta: _KnownBlockDelta | None = None
+
+
 _decoder = msgspec.json.Decoder(_Event)
+_known_decoder = msgspec.json.Decoder(_KnownEvent)
 _STOPS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -195,23 +228,32 @@ class _AnthropicStream(SSEModelStream):
         self._usage = _Usage()
 
     def _take_all(self, datas: list[bytes]) -> None:
-        if datas:
-            for event in decode_all(_decoder, datas, "Anthropic"):
+        # The block deltas, nearly every event, are taken here inline; the rest in _take.
+        blocks, pending = self._blocks, self._pending
+        index, parts = -1, []  # the block the last delta went to, and its parts
+        for event in decode_all(_known_decoder, datas, "Anthropic", _decoder):
+            delta = event.delta
+            if event.type == "content_block_delta" and delta is not None:
+                if event.index != index:
+                    block = blocks.get(event.index)
+                    if block is None:
+                        raise ModelResponseError(f"Anthropic delta for unknown block {event.index}")
+                    index, parts = event.index, block[1]
+                if delta.type == "text_delta":
+                    text = delta.text
+                    if text:
+                        parts.append(text)
+                        pending.append(TextDelta(text))
+                elif delta.type == "input_json_delta" and delta.partial_json:
+                    parts.append(delta.partial_json)
+            else:
                 self._take(event)
+                index = -1  # it may have started a block anew
 
     def _take(self, event: _Event) -> None:
+        """Any event but a block delta (those are taken in ``_take_all``)."""
         kind = event.type
-        if kind == "content_block_delta" and event.delta is not None:
-            block = self._blocks.get(event.index)
-            if block is None:
-                raise ModelResponseError(f"Anthropic delta for unknown block {event.index}")
-            delta = event.delta
-            if delta.type == "text_delta" and delta.text:
-                block[1].append(delta.text)
-                self._pending.append(TextDelta(delta.text))
-            elif delta.type == "input_json_delta" and delta.partial_json:
-                block[1].append(delta.partial_json)
-        elif kind == "content_block_start" and event.content_block is not None:
+        if kind == "content_block_start" and event.content_block is not None:
             cb = event.content_block
             self._blocks[event.index] = [cb.type, [], cb.id, cb.name, False]
             if cb.type == "text" and cb.text:
