@@ -107,3 +107,55 @@ async def test_cancel_a_session_turn_after_every_checkpoint(autojump_clock):
     assert first_done > 10
     assert set(report.outcomes[:first_done]) == {"cancelled"}
     assert set(report.outcomes[first_done:]) == {"completed"}
+
+
+class _CancelScopeAfter(trio.abc.Instrument):
+    """Cancels ``scope`` after ``k`` steps of the task named ``prompt``."""
+
+    def __init__(self, scope: trio.CancelScope, k: int) -> None:
+        self.scope, self.k, self.steps = scope, k, 0
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name == "prompt":
+            self.steps += 1
+            if self.steps == self.k:
+                self.scope.cancel()
+
+
+async def test_prompt_cancelled_by_the_callers_scope_after_every_checkpoint(autojump_clock):
+    """prompt() runs the turn with no cancel scope of its own: the caller's scopes
+    cancel it, at any checkpoint, with the same guarantees as a cancelled turn."""
+    outcomes = []
+    for k in range(1, 200):
+        log = Log()
+        agent = scenario_agent(log)
+        box: dict = {}
+
+        async def prompt(scope: trio.CancelScope) -> None:
+            with scope:
+                box["result"] = await agent.prompt(UserMessage("u1", "go"))  # noqa: B023
+
+        scope = trio.CancelScope()
+        instrument = _CancelScopeAfter(scope, k)
+        trio.lowlevel.add_instrument(instrument)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(prompt, scope, name="prompt")
+        finally:
+            trio.lowlevel.remove_instrument(instrument)
+        outcomes.append("completed" if "result" in box else "cancelled")
+        assert not agent.running
+        messages = agent.messages
+        ids = [m.id for m in messages]
+        assert "u1" in ids  # appended before the turn's first await
+        assert ("steer-1" in ids) != ("steer-1" in [m.id for m in agent.queued_steering])
+        kept = [m for m in messages if isinstance(m, ToolResultMessage)]
+        assert sorted(r.content.lower() for r in kept) == sorted(log.finished)
+        assert "lost" not in str(messages)
+        follow = await agent.prompt(UserMessage("u2", "next"))
+        validate_transcript(follow.messages)
+        if "result" in box:
+            assert isinstance(box["result"].end, TurnCompleted)
+            break
+    assert outcomes[-1] == "completed" and set(outcomes[:-1]) == {"cancelled"}
+    assert len(outcomes) > 10

@@ -31,7 +31,9 @@ class EventRun(Generic[E, R]):
 
     _task_name = "trio_agent.run"
 
-    def __init__(self, scope: trio.CancelScope) -> None:
+    def __init__(self, scope: trio.CancelScope | None) -> None:
+        # None only for a run no caller holds (``Agent.prompt``): nothing can cancel
+        # it but the caller's own scopes, so it skips the cost of a scope of its own.
         self._scope = scope
         self._phase = _NEW
         self._result: R | None = None
@@ -53,7 +55,8 @@ class EventRun(Generic[E, R]):
 
     def cancel(self) -> None:
         """Cancel the run (its cancel scope); safe at any time, also before it starts."""
-        self._scope.cancel()
+        if self._scope is not None:
+            self._scope.cancel()
 
     async def _finish(self, result: R, make_last: Any, emit: Emitter) -> None:
         self._result = result
@@ -82,7 +85,7 @@ class EventRun(Generic[E, R]):
         """Leaving early cancels the run; waits for it to finish either way."""
         self._phase = _CLOSED
         if self._result is None:
-            self._scope.cancel()
+            self.cancel()
         assert self._receive is not None
         self._receive.close()
         return await exit_nursery(self._nursery_manager, exc)

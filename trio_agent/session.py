@@ -14,6 +14,7 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
 from typing import Any, Literal, final
 
 import attrs
@@ -155,6 +156,7 @@ class RetryPolicy:
 
 
 _DEFAULT_RETRY = RetryPolicy()  # frozen: one shared by every Agent that takes the default
+_UNSCOPED = nullcontext()  # stands in for the scope of a turn no caller can cancel
 
 
 def _leaves(error: BaseException) -> list[BaseException]:
@@ -387,8 +389,10 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
 
     _task_name = "trio_agent.turn"
 
-    def __init__(self, agent: Agent, prompt: UserMessage | None) -> None:
-        super().__init__(trio.CancelScope())
+    def __init__(
+        self, agent: Agent, prompt: UserMessage | None, scope: trio.CancelScope | None
+    ) -> None:
+        super().__init__(scope)
         self._agent = agent
         self._prompt = prompt
 
@@ -434,7 +438,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             if agent._ledger is not None:
                 agent._ledger.turn_started(turn, emit.next)
             try:
-                with self._scope:
+                with _UNSCOPED if self._scope is None else self._scope:
                     await accept(
                         conversation,
                         repairs + taken,
@@ -844,9 +848,14 @@ class Agent:
         With no message and nothing queued the turn ends with zero steps and
         the model is not called.
         """
+        return self._new_turn(message, trio.CancelScope())
+
+    def _new_turn(
+        self, message: str | UserMessage | None, scope: trio.CancelScope | None
+    ) -> TurnRun:
         if self._active is not None:
             raise RuntimeError("this Agent is already running a turn; use steer() or follow_up()")
-        return TurnRun(self, None if message is None else self._checked(message))
+        return TurnRun(self, None if message is None else self._checked(message), scope)
 
     async def prompt(self, message: str | UserMessage | None = None) -> TurnResult:
         """Run one turn and return its result.
@@ -854,7 +863,9 @@ class Agent:
         Cancellation ends the turn as ``cancelled`` (the transcript keeps only
         complete messages; queued input stays queued) and propagates.
         """
-        run = self.turn(message)
+        # No one holds this turn, so nothing but the caller's own scopes can cancel
+        # it: it needs no cancel scope (and trio's 500 B per entered scope) of its own.
+        run = self._new_turn(message, None)
         await run._inline()  # as run.wait(), with one frame less per suspended turn
         assert run._result is not None  # _drive always finishes with a result
         return run._result
