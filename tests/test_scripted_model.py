@@ -129,10 +129,10 @@ async def test_every_stream_step_is_a_checkpoint():
     assert await task_steps(model) == 7
 
 
-async def test_without_chunk_checkpoints_only_opening_and_response_are():
+async def test_without_chunk_checkpoints_only_opening_is_one():
     script = [scripted_response("r1", "abc", text_chunks=3)]
     model = ScriptedModel(script, chunk_checkpoints=False)
-    assert await task_steps(model) == 3  # open, response(), the final step
+    assert await task_steps(model) == 2  # open, and the task's final step
     chunks, response = await read(ScriptedModel(script, chunk_checkpoints=False), request())
     assert chunks == [TextDelta("a"), TextDelta("b"), TextDelta("c")]
     assert response.content == (TextBlock("abc"),)
@@ -145,6 +145,12 @@ async def test_faults_still_happen_without_chunk_checkpoints():
     with trio.move_on_after(0.05) as scope:
         await read(model, request())
     assert scope.cancelled_caught
+    at_response = ScriptedModel(
+        [scripted_response("r1", "ab", text_chunks=2, raise_at=2, error=OSError("late"))],
+        chunk_checkpoints=False,
+    )
+    with pytest.raises(OSError, match="late"):
+        await read(at_response, request())
     with pytest.raises(TypeError, match="chunk_checkpoints"):
         ScriptedModel([], chunk_checkpoints=1)
 

@@ -137,7 +137,7 @@ def scripted_response(
 @final
 class _ScriptedStream:
     """The open stream of one scripted response; every step is a trio checkpoint
-    (with ``chunk_checkpoints=False``, opening and ``response()`` only)."""
+    (with ``chunk_checkpoints=False``, opening it only)."""
 
     __slots__ = ("_chunks", "_every_chunk", "_faults", "_index", "_request", "_script")
 
@@ -171,8 +171,10 @@ class _ScriptedStream:
         return chunk
 
     async def response(self) -> Any:
-        await trio.lowlevel.checkpoint()
-        await self._fault(len(self._chunks))
+        if self._every_chunk:
+            await trio.lowlevel.checkpoint()
+        if self._faults:
+            await self._fault(len(self._chunks))
         return self._script.final_response(self._request)
 
 
@@ -208,9 +210,10 @@ class ScriptedModel:
 
     Opening a stream, each chunk and ``response()`` are trio checkpoints, so
     ``explore_cancellation`` can cancel at every one. ``chunk_checkpoints=False``
-    streams the chunks with no checkpoint between them, as a provider does
-    with the events it parsed from one network read (and as the peers'
-    scripted models do in ``benchmarks/peers``).
+    keeps only the one when the stream opens: the chunks and ``response()``
+    follow with no checkpoint, as from a provider that read the whole stream
+    in one network read (and as the peers' scripted models do in
+    ``benchmarks/peers``). Faults (``hang_at``, ``raise_at``) happen either way.
     """
 
     __slots__ = ("_count", "_every_chunk", "_record", "_script", "requests")
