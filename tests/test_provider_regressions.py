@@ -248,3 +248,71 @@ async def test_retries_work_through_an_adapter(loopback, autojump_clock):
     agent = Agent(model=openai(loopback), retry=RetryPolicy(jitter=0))
     result = await agent.prompt(UserMessage("u1", "hi"))
     assert result.final_text == "The sum is 42." and len(loopback.requests) == 2
+
+
+def _anthropic_sse(*events: dict) -> bytes:
+    return b"".join(
+        b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n"
+        for e in events
+    )
+
+
+_START = (
+    {"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 3}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking"}},
+    {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+)
+_END = (
+    {"type": "content_block_stop", "index": 0},
+    {"type": "content_block_stop", "index": 1},
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}},
+    {"type": "message_stop"},
+)
+
+
+async def test_anthropic_deltas_the_fast_decoder_refuses_are_taken_as_before(loopback):
+    # Block deltas go through a decoder that knows only text and JSON deltas; any
+    # other delta (thinking, signature, a null text) falls back to the full decoder
+    # and is skipped there, and text around it still streams in order.
+    body = _anthropic_sse(
+        *_START,
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "hm"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "signature_delta", "signature": "s"},
+        },
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "He"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": None}},
+        {"type": "ping"},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "llo"}},
+        *_END,
+    )
+    loopback.replies.append(Reply(body=body, piece=40))
+    chunks, response = await read(anthropic(loopback))
+    assert chunks == [TextDelta("He"), TextDelta("llo")]
+    assert response.content == (TextBlock("Hello"),) and response.stop_reason == "stop"
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [
+        {"type": "content_block_delta", "index": 7, "delta": {"type": "text_delta", "text": "x"}},
+        {"type": "content_block_delta", "index": 7, "delta": {"type": "thinking_delta"}},
+    ],
+)
+async def test_anthropic_a_delta_for_an_unknown_block_is_refused_on_both_paths(loopback, delta):
+    loopback.replies.append(Reply(body=_anthropic_sse(*_START, delta, *_END)))
+    with pytest.raises(ModelResponseError, match="unknown block 7"):
+        await read(anthropic(loopback))
+
+
+async def test_anthropic_a_text_delta_of_the_wrong_type_does_not_decode(loopback):
+    bad = {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": 5}}
+    loopback.replies.append(Reply(body=_anthropic_sse(*_START, bad, *_END)))
+    with pytest.raises(ModelResponseError, match="does not decode"):
+        await read(anthropic(loopback))

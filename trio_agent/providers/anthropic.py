@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, final
+from typing import Any, final
 
 import msgspec
 
@@ -64,37 +64,23 @@ class _Event(msgspec.Struct, gc=False):
     error: _Error | None = None
 
 
-# The same structs with the event and delta types the API documents as literals:
-# decoding those makes no new string per event. An event of another type (or with
-# another delta type) fails this decoder and is decoded by ``_decoder``, which
-# takes any type, as before: the literals are a shortcut, not a filter.
-class _KnownBlockDelta(_BlockDelta, gc=False):
-    type: Literal[
-        "",
-        "text_delta",
-        "input_json_delta",
-        "thinking_delta",
-        "signature_delta",
-        "citations_delta",
-    ] = ""
+# Block deltas are nearly every event of a stream. A first decoder takes only
+# those, as a tagged struct whose text delta *is* our ``TextDelta`` chunk (the
+# API's tag, "text_delta", is ours too): no event struct to pick apart and no
+# chunk to build per delta. Any other event, or a delta of another type
+# (thinking, signature, citations, or one malformed), fails it and is decoded
+# by ``_decoder``, which takes any type, as before: a shortcut, not a filter.
+class _JsonDelta(msgspec.Struct, gc=False, tag_field="type", tag="input_json_delta"):
+    partial_json: str
 
 
-class _KnownEvent(_Event, gc=False):
-    type: Literal[
-        "message_start",
-        "content_block_start",
-        "content_block_delta",
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-        "ping",
-        "error",
-    ]
-    delta: _KnownBlockDelta | None = None
+class _BlockDeltaEvent(msgspec.Struct, gc=False, tag_field="type", tag="content_block_delta"):
+    delta: TextDelta | _JsonDelta
+    index: int = 0  # as _Event's
 
 
 _decoder = msgspec.json.Decoder(_Event)
-_known_decoder = msgspec.json.Decoder(_KnownEvent)
+_delta_decoder = msgspec.json.Decoder(_BlockDeltaEvent)
 _STOPS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -228,27 +214,31 @@ class _AnthropicStream(SSEModelStream):
         self._usage = _Usage()
 
     def _take_all(self, datas: list[bytes]) -> None:
-        # The block deltas, nearly every event, are taken here inline; the rest in _take.
-        blocks, pending = self._blocks, self._pending
+        # Block deltas, nearly every event, are taken here inline; the rest in _take.
+        pending = self._pending
         index, parts = -1, []  # the block the last delta went to, and its parts
-        for event in decode_all(_known_decoder, datas, "Anthropic", _decoder):
-            delta = event.delta
-            if event.type == "content_block_delta" and delta is not None:
+        for event in decode_all(_delta_decoder, datas, "Anthropic", _decoder):
+            if type(event) is _BlockDeltaEvent:
                 if event.index != index:
-                    block = blocks.get(event.index)
-                    if block is None:
-                        raise ModelResponseError(f"Anthropic delta for unknown block {event.index}")
-                    index, parts = event.index, block[1]
-                if delta.type == "text_delta":
-                    text = delta.text
-                    if text:
-                        parts.append(text)
-                        pending.append(TextDelta(text))
-                elif delta.type == "input_json_delta" and delta.partial_json:
+                    index, parts = event.index, self._parts(event.index)
+                delta = event.delta
+                if type(delta) is TextDelta:
+                    if delta.text:
+                        parts.append(delta.text)
+                        pending.append(delta)
+                elif delta.partial_json:
                     parts.append(delta.partial_json)
+            elif event.type == "content_block_delta" and event.delta is not None:
+                self._parts(event.index)  # a delta of a type we do not stream: checked only
             else:
                 self._take(event)
                 index = -1  # it may have started a block anew
+
+    def _parts(self, index: int) -> list[str]:
+        block = self._blocks.get(index)
+        if block is None:
+            raise ModelResponseError(f"Anthropic delta for unknown block {index}")
+        return block[1]
 
     def _take(self, event: _Event) -> None:
         """Any event but a block delta (those are taken in ``_take_all``)."""
