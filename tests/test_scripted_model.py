@@ -183,3 +183,24 @@ async def test_models_sharing_one_script_keep_their_own_position():
 def test_record_requests_must_be_a_bool(bad):
     with pytest.raises(TypeError, match="record_requests"):
         ScriptedModel([], record_requests=bad)
+
+
+async def test_regression_a_shared_fault_does_not_grow_its_traceback_per_replay():
+    # One exception instance is raised by every model sharing the script: it must
+    # not carry the tracebacks of the earlier raises (a leak that grew each time).
+    error = OSError("flaky")
+    script = (
+        scripted_response("r1", "abcd", text_chunks=2, raise_at=1, error=error),
+        error,
+    )
+    depths = []
+    for _ in range(5):
+        for position in (0, 1):
+            model = ScriptedModel(script[position:] + script[:position])
+            with pytest.raises(OSError) as caught:
+                await read(model, request())
+            tb, depth = caught.value.__traceback__, 0
+            while tb is not None:
+                tb, depth = tb.tb_next, depth + 1
+            depths.append(depth)
+    assert len(set(depths[0::2])) == 1 and len(set(depths[1::2])) == 1

@@ -114,3 +114,51 @@ async def test_a_model_mutating_its_response_later_does_not_reach_the_transcript
                 arguments["left"] = 40  # the model's own object, changed after the fact
     assert run.result.messages[1].content[0].arguments == {"left": 1, "right": 2}
     assert run.result.messages[2].content == '{"sum":3}'
+
+
+async def test_a_consumer_editing_a_streamed_call_changes_neither_transcript_nor_tool():
+    # The message keeps copies of its own: the streamed copies went out in
+    # model.chunk events, and a consumer may do anything to those.
+    seen: list[dict[str, Any]] = []
+
+    async def spy(arguments: dict[str, Any]) -> str:
+        seen.append(arguments)
+        return "ok"
+
+    registry = ToolRegistry([Tool(name="spy", description="", parameters={}, execute=spy)])
+    run, _ = start(
+        [scripted_response("r1", [call("spy", "c1", {"n": 1})]), scripted_response("r2", "ok")],
+        tools=registry,
+    )
+    async with run:
+        async for event in run:
+            if event.type == "model.chunk" and hasattr(event.chunk, "arguments"):
+                event.chunk.arguments["n"] = 666
+                event.chunk.arguments["extra"] = True
+    assert seen == [{"n": 1}]
+    assert run.result.messages[1].content[0].arguments == {"n": 1}
+
+
+async def test_a_shared_tool_schema_is_read_only_and_reaches_no_other_run():
+    import copy
+    import pickle
+
+    import msgspec
+    import pytest
+
+    run, model = start([scripted_response("r1", "ok")])
+    await run.wait()
+    parameters = model.requests[0].tools[0].parameters
+    assert parameters == add.parameters and parameters is add.spec().parameters
+    with pytest.raises(TypeError, match="read-only"):
+        parameters["properties"]["injected"] = {"type": "string"}
+    with pytest.raises(TypeError, match="read-only"):
+        parameters["required"].append("injected")
+    with pytest.raises(TypeError, match="read-only"):
+        parameters.update({"x": 1})
+    # it still encodes, copies and pickles as plain JSON, and a copy can be changed
+    assert msgspec.json.decode(msgspec.json.encode(parameters)) == add.parameters
+    changed = copy.deepcopy(parameters)
+    assert pickle.loads(pickle.dumps(parameters)) == parameters == changed
+    changed["properties"]["x"] = {}  # a deep copy is the caller's own
+    assert "x" not in add.spec().parameters["properties"]

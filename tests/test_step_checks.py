@@ -246,10 +246,6 @@ async def test_different_splitting_of_the_same_text_is_accepted():
         ([TextBlock("a"), call("spy", "c1")], [call("spy", "c1"), TextDelta("a")]),
         ([call("spy", "c1", {"n": 1})], [call("spy", "c1", {"n": 1.0})]),
         ([call("spy", "c1", {"n": 1})], [call("spy", "c1", {"n": True})]),
-        # the response's own arguments are not re-copied, only compared with the
-        # checked copy of the streamed call: what is not plain JSON cannot match
-        ([call("spy", "c1", {"n": (1,)})], [call("spy", "c1", {"n": [1]})]),
-        ([call("spy", "c1", {"n": {1}})], [call("spy", "c1", {"n": [1]})]),
         ([call("spy", "c1", {"n": {"d": [[1]]}})], [call("spy", "c1", {"n": {"d": [[1.0]]}})]),
         ([call("spy", "c1", {"n": 1})], [call("spy", "c2", {"n": 1})]),
         ([call("spy", "c1", {"n": 1})], [call("other", "c1", {"n": 1})]),
@@ -262,6 +258,27 @@ async def test_different_splitting_of_the_same_text_is_accepted():
 )
 async def test_stream_and_response_that_differ_after_merging_fail(content, chunks):
     await assert_protocol_error(scripted_response("r1", content, chunks=chunks), "differs")
+
+
+class _Sneaky(str):
+    """A str subclass: equal to its text, but not plain JSON."""
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        call("spy", "c1", {"n": (1,)}),
+        call("spy", "c1", {"n": {1}}),
+        call("spy", "c1", {_Sneaky("n"): 1}),
+        ToolCall(_Sneaky("c1"), "spy", {"n": 1}),
+        ToolCall("c1", _Sneaky("spy"), {"n": 1}),
+    ],
+)
+async def test_a_response_call_is_checked_itself_not_only_compared(bad):
+    # The response's calls are checked and copied on their own: a value equal to
+    # the streamed one but not plain JSON (a str subclass included) is refused.
+    entry = scripted_response("r1", [bad], chunks=[call("spy", "c1", {"n": 1})])
+    await assert_protocol_error(entry, "response tool call")
 
 
 async def test_stop_with_tool_calls_fails():

@@ -245,6 +245,19 @@ async def test_regression_output_written_just_before_exit_is_not_lost(workspace)
         assert result == "[exit code 0]\ndone\n"
 
 
+async def test_regression_output_written_while_the_group_is_ended_is_kept(tmp_path):
+    # Review finding: the time limit also covered ending the group and reading the
+    # pipe to EOF, so a limit falling inside that lost what the group wrote while
+    # it was being ended. Only the command itself is timed now.
+    patient = Workspace(tmp_path, grace_seconds=1.5)
+    result = await patient.run(
+        "(trap 'sleep 0.6; echo bye; exit 0' TERM; echo ready; sleep 5 & wait) & "
+        "sleep 0.2; echo hi",
+        seconds=0.5,
+    )
+    assert result == "[exit code 0]\nready\nhi\nbye\n"
+
+
 async def test_regression_orphaned_zombies_do_not_cost_the_grace_period(tmp_path):
     # Where PID 1 reaps slowly, the killed background child stays a zombie in
     # the group; the group counted as alive until the whole grace period ended.

@@ -91,10 +91,7 @@ class EventRun(Generic[E, R]):
         return await exit_nursery(self._nursery_manager, exc)
 
     def __aiter__(self) -> Any:
-        """``async for`` reads the event channel itself: no frame of ours per event."""
-        if self._phase != _OPEN or self._receive is None:
-            raise RuntimeError("iterate a run inside `async with run:`")
-        return self._receive
+        return self
 
     async def __anext__(self) -> E:
         if self._phase != _OPEN or self._receive is None:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Container
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import msgspec
 from msgspec import Struct
 
 from .limits import (
@@ -165,21 +166,14 @@ def _checked_call(call: ToolCall, what: str) -> ToolCall:
     return ToolCall(call.id, call.name, arguments)
 
 
-def _same_json(a: Any, b: Any) -> bool:
-    """Equality of plain JSON that, unlike ``==``, tells ``1``, ``1.0`` and ``True`` apart."""
-    if type(a) is not type(b):
-        return False
-    if type(a) is dict:
-        return a.keys() == b.keys() and all(_same_json(v, b[k]) for k, v in a.items())
-    if type(a) is list:
-        return len(a) == len(b) and all(map(_same_json, a, b))
-    return a == b
+_CANONICAL = msgspec.json.Encoder(order="sorted")
 
 
-def _same_group(a: str | ToolCall, b: str | ToolCall) -> bool:
-    if type(a) is str or type(b) is str:
-        return a == b
-    return a.id == b.id and a.name == b.name and _same_json(a.arguments, b.arguments)  # type: ignore[union-attr]
+def _stream_group(call: ToolCall) -> tuple[str, str, bytes]:
+    """A checked call as the stream/response comparison sees it: id, name and its
+    arguments as canonical JSON (keys sorted; ``1``, ``1.0`` and ``true`` differ).
+    A private value: what a consumer does to the call it was handed changes nothing."""
+    return (call.id, call.name, _CANONICAL.encode(call.arguments))
 
 
 class StepCheck:
@@ -197,7 +191,8 @@ class StepCheck:
         self._request_id = request_id
         self._chunks = 0
         self._text = 0
-        self._groups: list[str | ToolCall] = []  # merged stream: joined text, calls
+        # the merged stream: joined text, and calls as _stream_group values
+        self._groups: list[str | tuple[str, str, bytes]] = []
         self._text_parts: list[str] = []
 
     def add_chunk(self, chunk: object) -> Chunk:
@@ -222,7 +217,7 @@ class StepCheck:
         if kind is ToolCall:
             call = _checked_call(chunk, "streamed tool call")  # type: ignore[arg-type]
             self._flush_text()
-            self._groups.append(call)
+            self._groups.append(_stream_group(call))
             return call
         raise ProtocolViolation(
             f"the stream yielded a {kind.__name__}, not a TextDelta or ToolCall"
@@ -267,7 +262,11 @@ class StepCheck:
             raise ProtocolViolation("response usage must be a Usage or None")
 
         blocks: list[Block] = []
-        groups: list[str | ToolCall] = []
+        groups: list[str | tuple[str, str, bytes]] = []
+        # The message gets copies of its own, checked here: the streamed copies went
+        # out in model.chunk events, and what a consumer does to those must not
+        # reach the transcript or the tools.
+        calls: list[ToolCall] = []
         parts: list[str] = []
         text = 0
         for position, block in enumerate(content):
@@ -278,11 +277,13 @@ class StepCheck:
                     parts.append(block.text)
                 blocks.append(block)
             elif type(block) is ToolCall:
+                call = _checked_call(block, f"response tool call (block {position})")
                 if parts:
                     groups.append("".join(parts))
                     parts.clear()
-                groups.append(block)
-                blocks.append(block)
+                groups.append(_stream_group(call))
+                calls.append(call)
+                blocks.append(call)
             else:
                 raise ProtocolViolation(
                     f"response block {position} is a {type(block).__name__}, "
@@ -294,15 +295,10 @@ class StepCheck:
             raise ProtocolViolation(
                 f"response has {text} characters of text, more than {MAX_STEP_TEXT}"
             )
-        if len(groups) != len(self._groups) or not all(map(_same_group, groups, self._groups)):
+        if groups != self._groups:
             raise ProtocolViolation(
                 "response content differs from the streamed chunks (after merging adjacent text)"
             )
-        # Each call equals (as JSON, types included) one already checked and copied
-        # as it streamed: the message keeps those copies instead of making new ones.
-        streamed = iter([g for g in self._groups if type(g) is ToolCall])
-        blocks = [next(streamed) if type(b) is ToolCall else b for b in blocks]
-        calls = [b for b in blocks if type(b) is ToolCall]
 
         stop = response.stop_reason
         if stop == "tool_call":

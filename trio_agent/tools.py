@@ -17,6 +17,7 @@ import attrs
 import msgspec
 import trio
 
+from ._frozen import frozen_json
 from .messages import ToolCall, ToolResultMessage
 from .model import ToolSpec
 
@@ -191,12 +192,13 @@ class Tool:
         # A tool is a value fixed when it is built: later changes to the schema
         # dict it was given reach neither ``parameters`` nor the spec.
         object.__setattr__(self, "parameters", _copy_json(self.parameters))
-        spec = ToolSpec(self.name, self.description, _copy_json(self.parameters))
+        spec = ToolSpec(self.name, self.description, frozen_json(self.parameters))
         object.__setattr__(self, "_spec", spec)
 
     def spec(self) -> ToolSpec:
         """The ``ToolSpec`` the model sees. Built once per tool and shared by every
-        request (a run holds no copy of its own): treat its schema as read-only."""
+        request of every run (none holds a copy of its own), so its schema is
+        read-only: a change in place raises ``TypeError``."""
         return self._spec
 
 

@@ -440,27 +440,26 @@ class Workspace:
                     else:  # keep the head and the latest tail
                         output[budget:] = output[-budget:] + data[-budget:]
 
-        timed_out = False
         ended = False
         try:
-            with trio.move_on_after(limit) as timer:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(drain)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(drain)
+                with trio.move_on_after(limit) as timer:  # only the command is timed
                     await process.wait()
-                    # The leader is done, but what it wrote last may still sit in
-                    # the pipe. End the rest of the group first (background
-                    # children hold the pipe open), then read to EOF; a stray
-                    # that escaped both the group and the marker gets no more
-                    # than the grace period.
-                    ended = True
-                    await self._end_group(process, marker.encode())
-                    with trio.move_on_after(self.grace_seconds):
-                        await drained.wait()
-                    nursery.cancel_scope.cancel()
-            timed_out = timer.cancelled_caught and not ended  # it exited by itself
-        finally:
-            if not ended:
+                # The leader is done (or out of time), but what the group writes
+                # last may still be on its way. End the rest of the group first
+                # (background children hold the pipe open), then read to EOF; a
+                # stray that escaped both the group and the marker gets no more
+                # than the grace period.
+                ended = True
                 await self._end_group(process, marker.encode())
+                with trio.move_on_after(self.grace_seconds):
+                    await drained.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            if not ended:  # cancelled from outside while the command ran
+                await self._end_group(process, marker.encode())
+        timed_out = timer.cancelled_caught
         text = _cut(output.decode("utf-8", "replace"), self.max_output_chars)
         if timed_out:
             return f"[timed out after {limit} s; the process group was ended]\n{text}"

@@ -154,7 +154,7 @@ class _ScriptedStream:
             await trio.sleep_forever()
         if self._script.raise_at == position:
             assert self._script.error is not None
-            raise self._script.error
+            raise self._script.error.with_traceback(None)  # a shared script: no old traceback
 
     def __aiter__(self) -> _ScriptedStream:
         return self
@@ -251,5 +251,5 @@ class ScriptedModel:
             )
         entry = self._script[index]
         if isinstance(entry, BaseException):
-            raise entry
+            raise entry.with_traceback(None)
         return _ScriptedContext(_ScriptedStream(entry, request, self._every_chunk))
