@@ -204,3 +204,24 @@ async def test_regression_a_shared_fault_does_not_grow_its_traceback_per_replay(
                 tb, depth = tb.tb_next, depth + 1
             depths.append(depth)
     assert len(set(depths[0::2])) == 1 and len(set(depths[1::2])) == 1
+
+
+async def test_regression_a_recorded_failure_keeps_its_own_traceback_on_replay():
+    # A recorded real failure keeps the frames it was raised from, every replay.
+    def fail():
+        raise OSError("recorded")
+
+    try:
+        fail()
+    except OSError as exc:
+        recorded = exc
+    frames = []
+    for _ in range(3):
+        with pytest.raises(OSError) as caught:
+            await read(ScriptedModel([recorded]), request())
+        tb, names = caught.value.__traceback__, []
+        while tb is not None:
+            names.append(tb.tb_frame.f_code.co_name)
+            tb = tb.tb_next
+        frames.append(names)
+    assert "fail" in frames[0] and frames[0] == frames[1] == frames[2]

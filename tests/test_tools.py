@@ -311,3 +311,24 @@ def test_registry_copies_share_nothing_a_register_can_change():
     third = twin.copy()
     third.register(one)
     assert twin.names() == ("add", "two") and third.names() == ("add", "two", "one")
+
+
+def test_regression_a_tool_can_be_rebuilt_from_a_spec_it_handed_out():
+    # Review finding: the spec's read-only schema was refused as "not a dict".
+    spec = add.spec()
+    twin = Tool(
+        name="plus", description=spec.description, parameters=spec.parameters, execute=add.execute
+    )
+    assert twin.parameters == add.parameters and type(twin.parameters) is dict
+    assert twin.spec().parameters == spec.parameters
+
+
+def test_regression_a_shared_schema_cannot_be_reinitialised_in_place():
+    import pytest
+
+    parameters = add.spec().parameters
+    with pytest.raises(TypeError, match="read-only"):
+        parameters.__init__(injected=True)
+    with pytest.raises(TypeError, match="read-only"):
+        parameters["required"].__init__(["zzz"])
+    assert "injected" not in parameters and parameters["required"] == ["left", "right"]

@@ -25,7 +25,7 @@ class ReadOnlyDict(dict):  # type: ignore[type-arg]
     """A ``dict`` that refuses every change in place."""
 
     __slots__ = ()
-    __setitem__ = __delitem__ = __ior__ = _refuse
+    __init__ = __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
     clear = pop = popitem = setdefault = update = _refuse
 
     def __reduce__(self) -> tuple[Any, ...]:  # a copy (copy, deepcopy, pickle) is yours
@@ -37,7 +37,7 @@ class ReadOnlyList(list):  # type: ignore[type-arg]
     """A ``list`` that refuses every change in place."""
 
     __slots__ = ()
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    __init__ = __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
     append = extend = insert = pop = remove = clear = sort = reverse = _refuse
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -47,7 +47,16 @@ class ReadOnlyList(list):  # type: ignore[type-arg]
 def frozen_json(value: Any) -> Any:
     """A read-only copy of plain JSON (dicts and lists all the way down)."""
     if type(value) in (dict, ReadOnlyDict):
-        return ReadOnlyDict({key: frozen_json(item) for key, item in value.items()})
+        frozen = ReadOnlyDict.__new__(ReadOnlyDict)  # filled here: __init__ refuses
+        dict.update(frozen, {key: frozen_json(item) for key, item in value.items()})
+        return frozen
     if type(value) in (list, ReadOnlyList):
-        return ReadOnlyList([frozen_json(item) for item in value])
+        items = ReadOnlyList.__new__(ReadOnlyList)
+        list.extend(items, [frozen_json(item) for item in value])
+        return items
     return value
+
+
+def is_json_object(value: object) -> bool:
+    """A dict, read-only or not (what a schema may be)."""
+    return type(value) in (dict, ReadOnlyDict)

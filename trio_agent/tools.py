@@ -17,7 +17,7 @@ import attrs
 import msgspec
 import trio
 
-from ._frozen import frozen_json
+from ._frozen import frozen_json, is_json_object
 from .messages import ToolCall, ToolResultMessage
 from .model import ToolSpec
 
@@ -146,7 +146,7 @@ def _check_name(_: object, __: object, name: object) -> None:
 
 
 def _check_parameters(_: object, __: object, parameters: object) -> None:
-    if type(parameters) is not dict:
+    if not is_json_object(parameters):  # a spec's read-only schema too: tools can be rebuilt
         raise TypeError(f"tool parameters must be a JSON Schema dict, got {parameters!r}")
     try:
         msgspec.json.encode(parameters)

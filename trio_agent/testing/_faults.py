@@ -12,6 +12,7 @@ import trio
 
 from ..messages import TextBlock
 from ..model import ModelRequest, TextDelta, TransientModelError
+from ._reraise import replayable
 
 __all__ = [
     "CorruptChunk",
@@ -156,7 +157,7 @@ class _FaultyContext:
         if isinstance(self._fault, RaiseOnCall):
             await trio.lowlevel.checkpoint()
             self._fired.append(self._fault)
-            raise self._fault.error.with_traceback(None)  # shared: no traceback kept from before
+            raise replayable(self._fault.error)
         self._context = self._inner_model.stream(self._request)
         self._stream = await self._context.__aenter__()
         self._iterator = self._stream.__aiter__()
@@ -177,7 +178,7 @@ class _FaultyContext:
             await trio.sleep_forever()
         if isinstance(fault, CutStream) and fault.after == index:
             self._fired.append(fault)
-            raise fault.error.with_traceback(None)
+            raise replayable(fault.error)
         chunk = await self._iterator.__anext__()
         self._chunks += 1
         if isinstance(fault, CorruptChunk) and fault.chunk == index:
@@ -192,7 +193,7 @@ class _FaultyContext:
             await trio.sleep_forever()
         if isinstance(fault, CutStream) and fault.after >= self._chunks:
             self._fired.append(fault)
-            raise fault.error.with_traceback(None)
+            raise replayable(fault.error)
         response = await self._stream.response()
         if isinstance(fault, DisagreeingResponse):
             self._fired.append(fault)

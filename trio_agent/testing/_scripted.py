@@ -10,6 +10,7 @@ import trio
 
 from ..messages import Block, TextBlock, ToolCall
 from ..model import Chunk, ModelRequest, ModelResponse, StopReason, TextDelta, Usage
+from ._reraise import replayable
 
 __all__ = ["ScriptExhaustedError", "ScriptedModel", "ScriptedResponse", "scripted_response"]
 
@@ -154,7 +155,7 @@ class _ScriptedStream:
             await trio.sleep_forever()
         if self._script.raise_at == position:
             assert self._script.error is not None
-            raise self._script.error.with_traceback(None)  # a shared script: no old traceback
+            raise replayable(self._script.error)
 
     def __aiter__(self) -> _ScriptedStream:
         return self
@@ -251,5 +252,5 @@ class ScriptedModel:
             )
         entry = self._script[index]
         if isinstance(entry, BaseException):
-            raise entry.with_traceback(None)
+            raise replayable(entry)
         return _ScriptedContext(_ScriptedStream(entry, request, self._every_chunk))
