@@ -3,6 +3,9 @@ text chunks and one ``add`` tool call, the last step 10 chunks of final text."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from trio_agent import MAX_AGENT_STEPS, TextBlock, ToolCall, tool
 from trio_agent.testing import ScriptedResponse, scripted_response
 
@@ -24,3 +27,12 @@ def script(steps: int = STEPS) -> list[ScriptedResponse]:
         out.append(scripted_response(f"r{step}", [TextBlock(text), call], text_chunks=CHUNKS))
     out.append(scripted_response("final", text, text_chunks=CHUNKS))
     return out
+
+
+async def timed_wait(run: Any) -> float:
+    """Seconds ``await run.wait()`` takes; the run must complete."""
+    start = time.perf_counter()
+    result = await run.wait()
+    elapsed = time.perf_counter() - start
+    assert result.status == "completed", result
+    return elapsed

@@ -14,7 +14,7 @@ import statistics
 import time
 
 import trio
-from _scenario import CHUNKS, STEPS, add
+from _scenario import CHUNKS, STEPS, add, timed_wait
 from _scenario import script as _script
 
 from trio_agent import (
@@ -54,12 +54,7 @@ async def loop_observed(script: list) -> tuple[float, int]:
 
 
 async def loop_unobserved(script: list) -> float:
-    run = _run(script)
-    start = time.perf_counter()
-    result = await run.wait()
-    elapsed = time.perf_counter() - start
-    assert result.status == "completed", result
-    return elapsed
+    return await timed_wait(_run(script))
 
 
 async def model_and_tools_alone(script: list) -> float:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import trio
+from _scenario import timed_wait
 
 from trio_agent import ToolCall, ToolRegistry, UserMessage, run_agent_loop, tool
 from trio_agent.testing import ScriptedModel, scripted_response
@@ -47,11 +47,7 @@ async def timed(mode: str, name: str, ms: int, steps: int) -> float:
         max_steps=steps,
         tool_execution=mode,
     )
-    start = time.perf_counter()
-    result = await run.wait()
-    elapsed = time.perf_counter() - start
-    assert result.status == "completed", result
-    return elapsed
+    return await timed_wait(run)
 
 
 async def main(rounds: int) -> None:

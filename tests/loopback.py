@@ -9,6 +9,7 @@ when a client closed the connection early.
 from __future__ import annotations
 
 import json
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,17 +48,20 @@ class Seen:
 
 
 class Loopback:
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.replies: list[Reply] = []
         self.requests: list[Seen] = []
         self.client_closed = trio.Event()
         self.port = 0
+        self._tls = tls
 
     @property
     def url(self) -> str:
+        if self._tls is not None:  # the test certificate is for "localhost"
+            return f"https://localhost:{self.port}"
         return f"http://127.0.0.1:{self.port}"
 
-    async def _handle(self, stream: trio.SocketStream) -> None:
+    async def _handle(self, stream: Any) -> None:
         data = b""
         while b"\r\n\r\n" not in data:
             part = await stream.receive_some(65536)
@@ -106,6 +110,8 @@ class Loopback:
             await stream.aclose()
 
     async def serve(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        listeners: list[Any] = await trio.open_tcp_listeners(0, host="127.0.0.1")
         self.port = listeners[0].socket.getsockname()[1]
+        if self._tls is not None:
+            listeners = [trio.SSLListener(ln, self._tls, https_compatible=True) for ln in listeners]
         await trio.serve_listeners(self._handle, listeners, task_status=task_status)

@@ -6,12 +6,14 @@ import json
 
 import msgspec
 import pytest
+import trio
 from loopback import Reply, fixture
 
 from trio_agent import (
     Agent,
     JsonlStore,
     ModelAuthenticationError,
+    ModelError,
     ModelRequest,
     ModelResponseError,
     RetryPolicy,
@@ -316,3 +318,39 @@ async def test_anthropic_a_text_delta_of_the_wrong_type_does_not_decode(loopback
     loopback.replies.append(Reply(body=_anthropic_sse(*_START, bad, *_END)))
     with pytest.raises(ModelResponseError, match="does not decode"):
         await read(anthropic(loopback))
+
+
+async def test_https_to_a_private_ca_with_its_context_and_one_shared_default_context():
+    # https is tested for real: a throwaway CA (trustme), the loopback server behind
+    # TLS, and the adapter trusting that CA through ssl_context=. Without it, the
+    # system's store refuses the certificate (a clear error, the key redacted).
+    import ssl
+
+    import trustme
+    from loopback import Loopback
+
+    from trio_agent.providers import _http
+
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    server = Loopback(tls=server_context)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        server.replies.append(Reply(body=fixture("anthropic_text.sse")))
+        model = AnthropicModel("m", api_key=KEY, base_url=server.url, ssl_context=client_context)
+        chunks, response = await read(model)
+        assert response.content == (TextBlock("The sum is 42."),)
+        assert server.requests[0].headers["x-api-key"] == KEY
+        untrusting = AnthropicModel("m", api_key=KEY, base_url=server.url)
+        with pytest.raises(ModelError, match="CERTIFICATE_VERIFY_FAILED") as caught:
+            await read(untrusting)
+        assert not isinstance(caught.value, TransientModelError)  # a retry cannot help
+        assert KEY not in str(caught.value)
+        first = _http._default_tls
+        assert first is not None and first is await _http.default_tls_context()
+        nursery.cancel_scope.cancel()
+    with pytest.raises(TypeError, match="ssl_context"):
+        AnthropicModel("m", api_key=KEY, ssl_context="yes")

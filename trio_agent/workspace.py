@@ -166,8 +166,6 @@ class Workspace:
     async def _in_thread(self, path: str, work: Callable[[], T]) -> T:
         try:
             return await trio.to_thread.run_sync(work)
-        except WorkspaceError:
-            raise
         except OSError as exc:
             raise self._explain(path, exc) from None
 
@@ -647,4 +645,3 @@ def _group_alive(pgid: int) -> bool:
         if int(group) == pgid and state != b"Z":
             return True
     return False
-    return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 from collections import deque
 from typing import Any
 
@@ -20,7 +21,9 @@ class ProviderModel:
     events, records, errors or ``repr``. ``connect_seconds`` and
     ``read_seconds`` bound one connection attempt and the wait for the next
     piece of the stream (a dropped or stalled connection is a transient
-    error). Cancellation closes the HTTP stream at once.
+    error). ``ssl_context`` is for https to a server the system's trust store
+    does not vouch for (a private CA); by default one context with the system's
+    store serves every connection. Cancellation closes the HTTP stream at once.
     """
 
     provider = ""
@@ -36,6 +39,7 @@ class ProviderModel:
         connect_seconds: float = 10.0,
         read_seconds: float = 120.0,
         extra_body: dict[str, Any] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if type(model) is not str or not model:
             raise ValueError(f"model must be a model name, got {model!r}")
@@ -54,6 +58,9 @@ class ProviderModel:
         for name, value in (("connect_seconds", connect_seconds), ("read_seconds", read_seconds)):
             if type(value) not in (int, float) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}")
+        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+            raise TypeError(f"ssl_context must be an ssl.SSLContext or None, got {ssl_context!r}")
+        self._ssl_context = ssl_context
         self._extra = dict(extra_body or {})
         self._connect_seconds = float(connect_seconds)
         self._read_seconds = float(read_seconds)
@@ -83,6 +90,7 @@ class ProviderModel:
             self._key,
             self._connect_seconds,
             self._read_seconds,
+            self._ssl_context,
         )
 
 

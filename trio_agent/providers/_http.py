@@ -109,8 +109,14 @@ def stream_error(provider: str, kind: str, message: str, secret: str | None) -> 
 
 
 def transport_error(provider: str, exc: Exception, secret: str | None) -> ModelError:
-    """Timeouts and dropped connections are worth another attempt."""
-    return TransientModelError(f"{provider}: {type(exc).__name__}: {redact(str(exc), secret)}")
+    """Timeouts and dropped connections are worth another attempt; a certificate
+    that does not verify is not. trio's TLS stream reports its cause underneath."""
+    if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
+        exc = exc.__cause__  # type: ignore[assignment]
+    text = f"{provider}: {type(exc).__name__}: {redact(str(exc), secret)}"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return ModelError(text)
+    return TransientModelError(text)
 
 
 # The data of an event: its first data line's value, and any data lines right after
@@ -163,6 +169,20 @@ class SSEParser:
         return values
 
 
+_default_tls: ssl.SSLContext | None = None
+
+
+async def default_tls_context() -> ssl.SSLContext:
+    """The system's trust store as one ``SSLContext``, made at the first https
+    request (reading the CA bundle takes milliseconds: in a worker thread, not
+    on the trio thread) and shared by every connection after it."""
+    global _default_tls
+    if _default_tls is None:
+        context = await trio.to_thread.run_sync(ssl.create_default_context)
+        _default_tls = _default_tls or context
+    return _default_tls
+
+
 class HTTPStream:
     """One streaming POST over HTTP/1.1 on trio streams (TLS for https).
 
@@ -182,6 +202,7 @@ class HTTPStream:
         secret: str | None,
         connect_seconds: float,
         read_seconds: float,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -205,8 +226,8 @@ class HTTPStream:
         self._head = ("\r\n".join(lines) + "\r\n\r\n").encode()
         self._body = body
         self._provider = provider
-        self._secret = secret
-        self.secret = secret  # the adapters redact in-stream errors with it
+        self.secret = secret  # redacted from every error, in-stream ones too
+        self._tls_context = tls_context
         self._connect_seconds = connect_seconds
         self._read_seconds = read_seconds
         self._stream: trio.abc.Stream | None = None
@@ -223,7 +244,7 @@ class HTTPStream:
             with trio.CancelScope(deadline=trio.current_time() + self._read_seconds):
                 return await self._stream.receive_some(65536)
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise transport_error(self._provider, exc, self._secret) from None
+            raise transport_error(self._provider, exc, self.secret) from None
         raise TransientModelError(  # only the deadline above ends the scope without a read
             f"{self._provider}: no data for {self._read_seconds} s (read timeout)"
         )
@@ -253,7 +274,7 @@ class HTTPStream:
                 stream: trio.abc.Stream = await trio.open_tcp_stream(self._host, self._port)
                 self._stream = stream
                 if self._tls:
-                    context = ssl.create_default_context()
+                    context = self._tls_context or await default_tls_context()
                     stream = self._stream = trio.SSLStream(
                         stream, context, server_hostname=self._host, https_compatible=True
                     )
@@ -264,7 +285,7 @@ class HTTPStream:
                 f"{self._provider}: could not connect within {self._connect_seconds} s"
             ) from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise transport_error(self._provider, exc, self._secret) from None
+            raise transport_error(self._provider, exc, self.secret) from None
         while True:  # skip interim 1xx responses (100 Continue, 103 Early Hints)
             while b"\r\n\r\n" not in self._buffer:
                 if len(self._buffer) > 65536 or not await self._fill():
@@ -288,12 +309,12 @@ class HTTPStream:
                 ) from None
         if status != 200:
             body = b""
-            while len(body) < MAX_ERROR_BODY + len(self._secret or ""):
+            while len(body) < MAX_ERROR_BODY + len(self.secret or ""):
                 piece = await self._body_bytes()
                 if piece is None:
                     break
                 body += piece
-            raise error_for_status(self._provider, status, body, headers, self._secret)
+            raise error_for_status(self._provider, status, body, headers, self.secret)
 
     def _chunks_in_buffer(self) -> bytes | None:
         """The data of the chunks in the buffer, between chunks, found in C: one regex

@@ -15,7 +15,7 @@ from ..model import (
     Usage,
 )
 from ._base import ProviderModel, SSEModelStream, finish_response
-from ._http import HTTPStream, decode_all, parse_arguments, redact, stream_error
+from ._http import HTTPStream, decode_all, parse_arguments, stream_error
 
 __all__ = ["AnthropicModel"]
 
@@ -89,7 +89,6 @@ _STOPS = {
     "pause_turn": "stop",
     "refusal": "stop",
 }
-_TRANSIENT_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 
 
 def _messages(request: ModelRequest) -> list[dict[str, Any]]:
@@ -272,12 +271,7 @@ class _AnthropicStream(SSEModelStream):
         elif kind == "message_stop":
             self._ended = True
         elif kind == "error":
-            error = event.error or _Error()
-            if error.type in _TRANSIENT_ERRORS:
-                raise TransientModelError(
-                    f"Anthropic stream error {error.type}: "
-                    f"{redact(error.message, self._http.secret)}"
-                )
+            error = event.error or _Error()  # overloaded, api, rate limit, timeout: transient
             raise stream_error("Anthropic", error.type, error.message, self._http.secret)
 
     def _finish(self) -> None:

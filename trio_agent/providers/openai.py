@@ -21,46 +21,46 @@ from ._http import HTTPStream, decode_all, parse_arguments, stream_error
 __all__ = ["OpenAIChatModel"]
 
 
-class _Function(msgspec.Struct):
+class _Function(msgspec.Struct, gc=False):
     name: str | None = None
     arguments: str | None = None
 
 
-class _ToolCallDelta(msgspec.Struct):
+class _ToolCallDelta(msgspec.Struct, gc=False):
     index: int | None = None
     id: str | None = None
     function: _Function | None = None
 
 
-class _Delta(msgspec.Struct):
+class _Delta(msgspec.Struct, gc=False):
     content: str | None = None
     refusal: str | None = None
     tool_calls: list[_ToolCallDelta] | None = None
 
 
-class _Choice(msgspec.Struct):
+class _Choice(msgspec.Struct, gc=False):
     index: int = 0
     delta: _Delta | None = None
     finish_reason: str | None = None
 
 
-class _PromptDetails(msgspec.Struct):
+class _PromptDetails(msgspec.Struct, gc=False):
     cached_tokens: int = 0
 
 
-class _Usage(msgspec.Struct):
+class _Usage(msgspec.Struct, gc=False):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     prompt_tokens_details: _PromptDetails | None = None
 
 
-class _ErrorBody(msgspec.Struct):
+class _ErrorBody(msgspec.Struct, gc=False):
     message: str = ""
     type: str | None = None
     code: str | int | None = None
 
 
-class _Chunk(msgspec.Struct):
+class _Chunk(msgspec.Struct, gc=False):
     id: str = ""
     choices: list[_Choice] = []
     usage: _Usage | None = None
