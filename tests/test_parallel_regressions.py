@@ -259,3 +259,39 @@ async def test_many_reports_do_not_build_a_backlog_before_tool_finished(autojump
                 first_finished = trio.current_time()
     assert first_finished is not None and first_finished < 6.0 + 0.5
     assert isinstance(run.result, Cancelled) is False
+
+
+async def test_a_failing_hook_on_one_kept_sibling_loses_no_other_and_keeps_the_fatal_code(
+    autojump_clock,
+):
+    # Review finding: when the batch stopped on a fatal tool, an after_tool_call
+    # that failed for a sibling finishing in the grace period dropped the later
+    # ones and turned TOOL_FATAL into HOOK_ERROR.
+    async def after(c, result):
+        if c.id == "c-a":
+            raise RuntimeError("hook bug")
+        return msgspec.structs.replace(result, content="[redacted]")
+
+    @tool
+    async def stubborn(key: str, seconds: float) -> str:
+        """Finish even when cancelled (within the grace period)."""
+        with trio.CancelScope(shield=True):
+            await trio.sleep(seconds)
+        return key
+
+    calls = [
+        call("boom", "c-x", {"after": 1}),
+        call("stubborn", "c-a", {"key": "a", "seconds": 2}),
+        call("stubborn", "c-b", {"key": "b", "seconds": 3}),
+    ]
+    agent = Agent(
+        model=ScriptedModel([scripted_response("r1", calls)]),
+        tools=ToolRegistry([stubborn, boom]),
+        tool_execution="parallel",
+        tool_grace_period=10,
+        after_tool_call=after,
+    )
+    result = await agent.prompt(UserMessage("u1", "go"))
+    assert result.end.code == "TOOL_FATAL"
+    kept = {m.tool_call_id: m.content for m in result.messages if isinstance(m, ToolResultMessage)}
+    assert kept == {"c-a": "a", "c-b": "[redacted]"}  # the hook's failure kept a's own result

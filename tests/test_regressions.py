@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import trio
-from helpers import assert_stream_shape, call, start, user
+from helpers import add, assert_stream_shape, call, start, user
 
 from trio_agent import (
     Cancelled,
@@ -16,6 +16,7 @@ from trio_agent import (
     Tool,
     ToolFinished,
     ToolRegistry,
+    UserMessage,
     run_agent_loop,
     tool,
 )
@@ -251,3 +252,79 @@ async def test_owed_event_keeps_sequences_contiguous_for_every_cancel_point_in_a
         finished = [e.result for e in events if isinstance(e, ToolFinished)]
         assert finished == list(run.result.messages[2:])
         assert isinstance(events[-1], RunFinished)
+
+
+async def test_regression_a_block_reason_with_a_lone_surrogate_cannot_break_the_transcript():
+    # Review finding: a blocked call's result was built by hand, without the
+    # lone-surrogate cleanup every other tool result gets.
+    from trio_agent import Agent, validate_transcript
+    from trio_agent.session import block
+
+    async def refuse(call_):
+        return block("bad \ud800")
+
+    agent = Agent(
+        model=ScriptedModel(
+            [
+                scripted_response("r1", [call("add", "c1", {"left": 1, "right": 2})]),
+                scripted_response("r2", "ok"),
+            ]
+        ),
+        tools=ToolRegistry([add]),
+        before_tool_call=refuse,
+    )
+    result = await agent.prompt("go")
+    validate_transcript(result.messages)
+    assert result.messages[2].content == 'Tool call "add" was blocked: bad \ufffd'
+
+
+async def test_regression_a_journal_failure_while_streaming_is_not_a_model_failure():
+    # Review finding: the model-error handler also caught errors of emitting a
+    # chunk event, so a ledger that could not write was retried as a flaky model.
+    from trio_agent.engine import Conversation, Emitter, StepHooks, TurnSpec, TurnState, run_turn
+
+    class FullDisk:
+        def __getattr__(self, name):
+            return lambda *args, **kwargs: None
+
+        async def barrier(self, point):
+            raise OSError(28, "No space left on device")
+
+    asked = []
+
+    class Hooks(StepHooks):
+        def retry_delay(self, error, attempt):
+            asked.append(error)
+            return 0
+
+    model = ScriptedModel([scripted_response("r1", "done")] * 3)
+    conversation = Conversation.from_messages([UserMessage("u1", "hi")])
+    spec = TurnSpec(model=model, tools=ToolRegistry(), specs=(), system="", max_steps=4)
+    with pytest.raises(OSError, match="No space left"):
+        await run_turn(conversation, spec, TurnState(), Emitter(None, journal=FullDisk()), Hooks())
+    assert asked == [] and model.call_count == 1
+
+
+async def test_regression_a_group_of_our_own_errors_still_ends_the_run_visibly(monkeypatch):
+    # Review finding: an ExceptionGroup (a bug inside a parallel batch's nursery,
+    # with wait() and no async with) skipped the INTERNAL_ERROR path: no
+    # run.finished and no result.
+    import trio_agent.engine as engine
+
+    async def bug(*args, **kwargs):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(engine, "_start", bug)
+    run = run_agent_loop(
+        messages=[UserMessage("u1", "hi")],
+        model=ScriptedModel(
+            [scripted_response("r1", [call("add", "c1", {"left": 1, "right": 2})])]
+        ),
+        tools=ToolRegistry([add]),
+        max_steps=2,
+        tool_execution="parallel",
+    )
+    with pytest.raises(BaseExceptionGroup):
+        await run.wait()
+    assert run.result is not None and run.result.status == "failed"
+    assert run.result.code == "INTERNAL_ERROR" and "bug" in run.result.detail

@@ -37,6 +37,7 @@ from .messages import (
     _checked_message,
     _Linker,
     _snapshot,
+    tool_result,
 )
 from .model import Model, ModelRequest, ProtocolViolation, StepCheck, ToolSpec, Usage
 from .tools import (
@@ -268,7 +269,6 @@ class TurnState:
     output_tokens: int = 0
     last_stop_reason: str | None = None
     hit_length: bool = False
-    last_results: tuple[ToolResultMessage, ...] = ()
     last_message: AssistantMessage | None = None
 
     @property
@@ -375,6 +375,7 @@ async def _stream_response(
     violation: ProtocolViolation | None = None
     response: Any = None
     chunks = 0
+    emitting = False  # an error while emitting is ours (the journal's), not the model's
     try:
         async with model.stream(request) as stream:
             async for chunk in stream:
@@ -383,17 +384,21 @@ async def _stream_response(
                 except ProtocolViolation as exc:
                     violation = exc
                     break
+                emitting = True
                 await emit(
                     ModelChunk(
                         sequence=emit.next, request_id=request.id, chunk=checked, attempt=attempt
                     )
                 )
+                emitting = False
                 chunks += 1
             else:
                 response = await stream.response()
     except Exception as exc:
         # A model that turns our cancellation into its own error is still cancelled.
         await trio.lowlevel.checkpoint_if_cancelled()
+        if emitting:
+            raise
         if violation is None:
             raise _ModelFailed(exc, chunks) from exc
     try:
@@ -407,13 +412,7 @@ async def _stream_response(
 
 
 def _blocked_result(call: ToolCall, reason: str) -> ToolResultMessage:
-    return ToolResultMessage(
-        id=f"tool-result-{call.id}",
-        tool_call_id=call.id,
-        tool_name=call.name,
-        content=f'Tool call "{call.name}" was blocked: {reason}',
-        is_error=True,
-    )
+    return tool_result(call, f'Tool call "{call.name}" was blocked: {reason}', True)
 
 
 def _finished(call: ToolCall, result: ToolResultMessage) -> Callable[[int], ToolFinished]:
@@ -472,7 +471,6 @@ async def _run_tool_batch(
     spec: TurnSpec,
     hooks: StepHooks,
     conversation: Conversation,
-    state: TurnState,
     emit: Emitter,
 ) -> None:
     """Run the message's calls, sequentially (the default) or in parallel.
@@ -496,9 +494,6 @@ async def _run_tool_batch(
             else:
                 await _sequential_call(call, spec, hooks, conversation, emit)
     conversation.linker.require_answered()
-    state.last_results = tuple(
-        m for m in conversation.messages[-len(calls) :] if type(m) is ToolResultMessage
-    )
 
 
 async def _start(call: ToolCall, conversation: Conversation, emit: Emitter, dispatch: bool) -> None:
@@ -692,7 +687,11 @@ async def _concurrent_calls(
             kept.append((index, payload))
 
     async def stop(cancelled: bool) -> None:
-        """Cancel what still runs, wait the grace period, keep what finished."""
+        """Cancel what still runs, wait the grace period, keep what finished. Under
+        cancellation no hook can run: each result is kept as its tool returned it.
+        Otherwise each goes through ``after_tool_call``; one that fails keeps the
+        tool's own result and neither loses the others nor hides why the batch
+        stopped."""
         for index in running:
             scopes[index].cancel()
         kept: list[tuple[int, ToolResultMessage]] = []
@@ -705,14 +704,15 @@ async def _concurrent_calls(
                     take(await receive.receive(), kept)
         receive.close()  # calls still running after the grace period are left behind
         for index, result in kept:
-            if cancelled:  # no hook can run now: the tool's own result is kept
+            if cancelled:
                 stored = hooks.finalize_result(result)
-                conversation.append(stored)
-                emit.owe([_finished(calls[index], stored)])
             else:
-                stored = await after(index, result)
-                conversation.append(stored)
-                emit.owe([_finished(calls[index], stored)])
+                try:
+                    stored = await after(index, result)
+                except StepFailure:  # the hook failed: keep() stored the tool's result
+                    continue
+            conversation.append(stored)
+            emit.owe([_finished(calls[index], stored)])
 
     async def run(host: trio.Nursery) -> None:
         ending = "interrupted"  # by cancellation, until known otherwise
@@ -808,7 +808,7 @@ async def _step(
         state.input_tokens += usage.input_tokens
         state.output_tokens += usage.output_tokens
     if stop_reason == "tool_call":
-        await _run_tool_batch(message, spec, hooks, conv, state, emit)
+        await _run_tool_batch(message, spec, hooks, conv, emit)
     if journal is not None:
         journal.step_ended(request.id, stop_reason, usage)
         await journal.barrier("step")

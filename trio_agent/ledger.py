@@ -27,6 +27,7 @@ from .messages import (
     ToolResultMessage,
     TranscriptError,
     _Linker,
+    tool_result,
 )
 from .model import Usage
 
@@ -354,18 +355,7 @@ class DerivedSession:
         for block in last.content:
             if type(block) is ToolCall and block.id not in answered:
                 code = TOOL_OUTCOME_UNKNOWN if block.id in self.dispatched else TOOL_NOT_STARTED
-                closing.append(
-                    (
-                        ToolResultMessage(
-                            f"tool-result-{block.id}",
-                            block.id,
-                            block.name,
-                            _CLOSING_TEXT[code],
-                            True,
-                        ),
-                        code,
-                    )
-                )
+                closing.append((tool_result(block, _CLOSING_TEXT[code], True), code))
         return closing
 
 

@@ -58,6 +58,11 @@ def is_valid_unicode(text: str) -> bool:
     return text.isascii() or _SURROGATE.search(text) is None
 
 
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, so it encodes as UTF-8."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
 class ArgumentsError(ValueError):
     """Tool arguments that are not plain JSON or go past a limit.
 

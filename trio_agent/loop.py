@@ -226,12 +226,7 @@ class AgentRun(EventRun[Event, RunResult]):
                 for message in tuple(conversation.messages):
                     await emit(MessageAccepted(sequence=emit.next, message=message))
                 outcome = await run_turn(conversation, self._spec, state, emit)
-        except (trio.Cancelled, BaseExceptionGroup) as exc:
-            if cancelled_from_outside(exc):
-                cancelled = Cancelled(messages=conversation.snapshot(), steps=state.steps)
-                await self._end(cancelled, emit)
-            raise
-        except Exception as exc:  # a bug: still end the run visibly, then raise it
+        except Exception as exc:  # a bug, or a group of them: end the run visibly, raise it
             failed = Failed(
                 messages=conversation.snapshot(),
                 steps=state.steps,
@@ -239,6 +234,11 @@ class AgentRun(EventRun[Event, RunResult]):
                 detail=_describe(exc),
             )
             await self._end(failed, emit)
+            raise
+        except (trio.Cancelled, BaseExceptionGroup) as exc:
+            if cancelled_from_outside(exc):
+                cancelled = Cancelled(messages=conversation.snapshot(), steps=state.steps)
+                await self._end(cancelled, emit)
             raise
         if outcome is None:  # our own scope caught the cancellation
             result: RunResult = Cancelled(messages=conversation.snapshot(), steps=state.steps)

@@ -14,7 +14,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from .limits import ArgumentsError, check_arguments, is_valid_unicode
+from .limits import ArgumentsError, check_arguments, is_valid_unicode, without_lone_surrogates
 
 __all__ = [
     "AssistantMessage",
@@ -273,20 +273,25 @@ def validate_transcript(messages: Iterable[Message]) -> None:
     _snapshot(_as_sequence(messages))
 
 
-def _interrupted_result(call: ToolCall, taken: Container[str]) -> ToolResultMessage:
-    result_id = f"tool-result-{call.id}"
-    if result_id in taken:
-        raise TranscriptError(
-            "DUPLICATE_MESSAGE_ID",
-            f"cannot answer call {call.id!r}: id {result_id!r} is already used",
-        )
+def tool_result(call: ToolCall, content: str, is_error: bool) -> ToolResultMessage:
+    """The result message answering ``call`` (lone surrogates replaced: it must encode)."""
     return ToolResultMessage(
-        id=result_id,
+        id=f"tool-result-{call.id}",
         tool_call_id=call.id,
         tool_name=call.name,
-        content=INTERRUPTED_RESULT_TEXT,
-        is_error=True,
+        content=without_lone_surrogates(content),
+        is_error=is_error,
     )
+
+
+def _interrupted_result(call: ToolCall, taken: Container[str]) -> ToolResultMessage:
+    result = tool_result(call, INTERRUPTED_RESULT_TEXT, True)
+    if result.id in taken:
+        raise TranscriptError(
+            "DUPLICATE_MESSAGE_ID",
+            f"cannot answer call {call.id!r}: id {result.id!r} is already used",
+        )
+    return result
 
 
 def repair_transcript(messages: Iterable[Message]) -> tuple[Message, ...]:

@@ -63,6 +63,7 @@ from .messages import (
     TranscriptError,
     UserMessage,
     text_from_assistant,
+    tool_result,
     validate_transcript,
 )
 from .model import ContextOverflowError, Model, ModelRequest, TransientModelError, Usage
@@ -426,9 +427,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             # Everything taken for this turn is appended before the first await, so a
             # cancellation cannot lose it; its events are owed if cancellation lands first.
             repairs = tuple(
-                ToolResultMessage(
-                    f"tool-result-{call.id}", call.id, call.name, INTERRUPTED_RESULT_TEXT, True
-                )
+                tool_result(call, INTERRUPTED_RESULT_TEXT, True)
                 for call in conversation.unanswered_calls()
             )
             taken = (() if self._prompt is None else (self._prompt,)) + _drain(agent._steering)
@@ -450,13 +449,13 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                     else:
                         hooks = _SessionHooks(agent, emit)
                         outcome = await run_turn(conversation, spec, state, emit, hooks)
+            except Exception as exc:  # a bug, or a group of them: end visibly, raise it
+                failed = TurnFailed(code=INTERNAL_ERROR, detail=_describe(exc))
+                await self._end(turn, failed, state, conversation, emit)
+                raise
             except (trio.Cancelled, BaseExceptionGroup) as exc:
                 if cancelled_from_outside(exc):
                     await self._end(turn, TurnCancelled(), state, conversation, emit)
-                raise
-            except Exception as exc:  # a bug: still end the turn visibly, then raise it
-                failed = TurnFailed(code=INTERNAL_ERROR, detail=_describe(exc))
-                await self._end(turn, failed, state, conversation, emit)
                 raise
             end = TurnCancelled() if outcome is None else _end_of(outcome, state, spec.max_steps)
             await self._end(turn, end, state, conversation, emit)

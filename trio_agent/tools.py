@@ -18,7 +18,8 @@ import msgspec
 import trio
 
 from ._frozen import frozen_json, is_json_object
-from .messages import ToolCall, ToolResultMessage
+from .limits import without_lone_surrogates
+from .messages import ToolCall, ToolResultMessage, tool_result
 from .model import ToolSpec
 
 __all__ = [
@@ -34,7 +35,6 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 ToolFunction = Callable[..., Awaitable[Any]]
 F = TypeVar("F", bound=ToolFunction)
@@ -106,9 +106,7 @@ class ToolContext:
             return
         if len(text) > MAX_PROGRESS_TEXT:
             text = text[:MAX_PROGRESS_TEXT]
-        if not text.isascii():
-            text = _SURROGATE.sub("\ufffd", text)
-        sink(text, fraction)
+        sink(without_lone_surrogates(text), fraction)
 
     def close(self) -> None:
         """The call finished: later reports are dropped."""
@@ -386,18 +384,6 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _result(call: ToolCall, content: str, is_error: bool) -> ToolResultMessage:
-    if not content.isascii():
-        content = _SURROGATE.sub("\ufffd", content)
-    return ToolResultMessage(
-        id=f"tool-result-{call.id}",
-        tool_call_id=call.id,
-        tool_name=call.name,
-        content=content,
-        is_error=is_error,
-    )
-
-
 async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMessage:
     """Run one call and return its result message (id ``tool-result-{call.id}``).
 
@@ -416,7 +402,7 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
     found = tools.get(call.name)
     if found is None:
         available = ", ".join(tools.names()) or "none"
-        return _result(call, f'Unknown tool "{call.name}". Available tools: {available}.', True)
+        return tool_result(call, f'Unknown tool "{call.name}". Available tools: {available}.', True)
     try:
         value = await found.execute(_copy_json(call.arguments))
     except Exception as exc:
@@ -430,19 +416,19 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
             if fatal is not None:  # raised inside the tool's own nursery
                 raise _first_leaf(fatal) from exc
         if isinstance(exc, ToolArgumentsError):
-            return _result(call, f'Invalid arguments for tool "{call.name}": {exc}', True)
+            return tool_result(call, f'Invalid arguments for tool "{call.name}": {exc}', True)
         if isinstance(exc, ToolError):
-            return _result(call, f'Tool "{call.name}" failed: {exc}', True)
-        return _result(call, f'Tool "{call.name}" raised {_describe(exc)}', True)
+            return tool_result(call, f'Tool "{call.name}" failed: {exc}', True)
+        return tool_result(call, f'Tool "{call.name}" raised {_describe(exc)}', True)
     if type(value) is str:
-        return _result(call, value, False)
+        return tool_result(call, value, False)
     try:
         encoded = msgspec.json.encode(value).decode()
     except (TypeError, ValueError, OverflowError) as exc:
-        return _result(
+        return tool_result(
             call,
             f'Tool "{call.name}" returned a {type(value).__name__} that cannot be '
             f"encoded as JSON: {exc}",
             True,
         )
-    return _result(call, encoded, False)
+    return tool_result(call, encoded, False)
