@@ -220,3 +220,36 @@ async def test_count_tokens_that_raises_is_a_hook_error():
     agent, _ = agent_with([], context_window=1000, count_tokens=broken)
     result = await agent.prompt(u("u1"))
     assert result.end.code == "HOOK_ERROR" and "count_tokens" in result.end.detail
+
+
+async def test_regression_delivered_input_ids_are_not_kept_reserved_forever():
+    # Review finding: every prompt, steer and follow-up id stayed in the reserved
+    # set after it was delivered; the transcript already refuses a reused id.
+    from trio_agent import TranscriptError, UserMessage
+    from trio_agent.testing import ScriptedModel, scripted_response
+
+    agent = Agent(model=ScriptedModel([scripted_response(f"r{i}", "ok") for i in range(4)]))
+    agent.follow_up(UserMessage("f1", "later"))
+    for i in range(3):
+        await agent.prompt(UserMessage(f"u{i}", "go"))
+    assert agent._reserved == {}
+    with pytest.raises(TranscriptError, match="u1"):
+        agent.steer(UserMessage("u1", "again"))
+
+
+async def test_regression_resume_refuses_a_bad_fsync_before_opening_anything(tmp_path):
+    # Review finding: resume opened (and could truncate) the ledger file before
+    # the policy was checked, leaking the descriptor.
+    import os
+
+    from trio_agent import JsonlStore
+    from trio_agent.testing import ScriptedModel, scripted_response
+
+    store = JsonlStore(tmp_path)
+    agent = Agent(model=ScriptedModel([scripted_response("r1", "ok")]), store=store, session_id="s")
+    await agent.prompt("go")
+    await agent.aclose()
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(ValueError, match="fsync"):
+        await Agent.resume(store, "s", model=ScriptedModel([]), fsync="sometimes")
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -195,6 +195,12 @@ FsyncPolicy = Literal["always", "step", "never"]
 _POLICIES: Final = ("always", "step", "never")
 
 
+def check_fsync(fsync: object) -> None:
+    """``ValueError`` unless ``fsync`` is a durability policy."""
+    if fsync not in _POLICIES:
+        raise ValueError(f"fsync must be one of {_POLICIES}, got {fsync!r}")
+
+
 class SessionWriter(Protocol):
     """Appends one session's encoded records; a store's half that writes.
 
@@ -222,14 +228,11 @@ class Ledger:
     """
 
     def __init__(self, writer: SessionWriter, next_seq: int, fsync: FsyncPolicy = "step") -> None:
-        if fsync not in _POLICIES:
-            raise ValueError(f"fsync must be one of {_POLICIES}, got {fsync!r}")
+        check_fsync(fsync)
         self._writer = writer
         self._seq = next_seq
-        self._policy = fsync
         self._event_durable = fsync == "always"
         self._step_durable = fsync != "never"
-        self.records_written = 0
 
     @property
     def next_seq(self) -> int:
@@ -238,7 +241,6 @@ class Ledger:
     def _write(self, record: Record) -> None:
         self._writer.append(record_encoder.encode(record) + b"\n")
         self._seq += 1
-        self.records_written += 1
 
     # -- records
     def session_started(

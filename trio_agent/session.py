@@ -53,7 +53,7 @@ from .events import (
     TurnStarted,
     TurnTokenBudget,
 )
-from .ledger import FsyncPolicy, Ledger, derive
+from .ledger import FsyncPolicy, Ledger, check_fsync, derive
 from .loop import check_system, check_tool_execution
 from .messages import (
     INTERRUPTED_RESULT_TEXT,
@@ -217,9 +217,9 @@ class _SessionHooks(StepHooks):
     def take_input(self, stop_reason: str) -> tuple[Message, ...]:
         agent = self._agent
         if agent._steering:
-            return _drain(agent._steering)
+            return _drain(agent._steering, agent._reserved)
         if stop_reason != "tool_call":
-            return _drain(agent._follow_ups)
+            return _drain(agent._follow_ups, agent._reserved)
         return ()
 
     # -- requests
@@ -356,10 +356,13 @@ class _SessionHooks(StepHooks):
         return None
 
 
-def _drain(queue: list[Message]) -> tuple[Message, ...]:
-    # a tuple: an empty one costs nothing, and a turn's frame holds what it took
+def _drain(queue: list[Message], reserved: dict[str, None]) -> tuple[Message, ...]:
+    """Take everything queued; the ids are no longer reserved (once in the
+    transcript, it refuses them). A tuple: an empty one costs nothing."""
     taken = tuple(queue)
     queue.clear()
+    for message in taken:
+        reserved.pop(message.id, None)
     return taken
 
 
@@ -409,7 +412,6 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         if agent._active is not None:
             raise RuntimeError("this Agent is already running a turn; use steer() or follow_up()")
         agent._active = self
-        emit.next = agent._next_sequence  # a turn created earlier still continues the count
         try:
             conversation = agent._conversation
             turn = agent._turns = agent._turns + 1
@@ -430,9 +432,12 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                 tool_result(call, INTERRUPTED_RESULT_TEXT, True)
                 for call in conversation.unanswered_calls()
             )
-            taken = (() if self._prompt is None else (self._prompt,)) + _drain(agent._steering)
+            taken = _drain(agent._steering, agent._reserved)
+            if self._prompt is not None:
+                agent._reserved.pop(self._prompt.id, None)
+                taken = (self._prompt, *taken)
             if not taken:
-                taken = _drain(agent._follow_ups)
+                taken = _drain(agent._follow_ups, agent._reserved)
             outcome: TurnOutcome | None = None
             if agent._ledger is not None:
                 agent._ledger.turn_started(turn, emit.next)
@@ -663,8 +668,7 @@ class Agent:
             for method in ("create", "reopen", "load"):
                 if not callable(getattr(store, method, None)):
                     raise TypeError(f"store must be a SessionStore, got {store!r}")
-            if fsync not in ("always", "step", "never"):
-                raise ValueError(f"fsync must be 'always', 'step' or 'never', got {fsync!r}")
+            check_fsync(fsync)
             if session_id is None:
                 session_id = _new_id("session")
             self._session_id = session_id
@@ -716,6 +720,7 @@ class Agent:
         Other options are those of ``Agent()`` (``system`` defaults to the
         recorded one).
         """
+        check_fsync(fsync)  # before anything is opened
         loaded = await store.load(session_id)
         derived = derive(loaded.records)
         closing = derived.closing_results()
@@ -804,12 +809,10 @@ class Agent:
 
     def clear_queued(self) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
         """Remove and return the queued (steering, follow-up) messages."""
-        queued = (tuple(self._steering), tuple(self._follow_ups))
-        self._steering.clear()
-        self._follow_ups.clear()
-        for message in (*queued[0], *queued[1]):
-            self._reserved.pop(message.id, None)
-        return queued
+        return (
+            _drain(self._steering, self._reserved),
+            _drain(self._follow_ups, self._reserved),
+        )
 
     # -- input
     def _checked(self, message: str | UserMessage) -> UserMessage:
