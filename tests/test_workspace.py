@@ -350,3 +350,18 @@ async def test_a_catastrophic_regex_is_ended_without_stalling_the_agent(workspac
         elapsed = time.monotonic() - started
         nursery.cancel_scope.cancel()
     assert elapsed < 5 and ticks >= 10  # this process kept running meanwhile
+
+
+def test_regression_a_dropped_workspace_closes_its_root_descriptor(tmp_path):
+    # Review finding: every Workspace kept its root directory open for good.
+    import gc
+
+    workspace = Workspace(tmp_path)
+    link = f"/proc/self/fd/{workspace._root_fd}"
+    assert os.readlink(link) == str(tmp_path)
+    del workspace
+    gc.collect()
+    try:
+        assert os.readlink(link) != str(tmp_path)  # the number may be reused since
+    except FileNotFoundError:
+        pass

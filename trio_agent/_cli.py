@@ -106,10 +106,12 @@ async def _drive_turn(agent: Any, message: str | None, as_json: bool) -> int:
                         run.cancel()
 
             nursery.start_soon(on_sigint)
-            async with run:
-                async for event in run:
-                    printer(event)
-            await agent.aclose()
+            try:
+                async with run:
+                    async for event in run:
+                        printer(event)
+            finally:  # the ledger is flushed and closed however the turn ends
+                await agent.aclose()
             nursery.cancel_scope.cancel()
     result = run.result
     if interrupted:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar, final
@@ -81,6 +82,7 @@ class Workspace:
         # Opened once: every path is resolved from this descriptor, so renaming or
         # replacing the root directory (a command can) never redirects the tools.
         self._root_fd = os.open(root_path, os.O_RDONLY | os.O_DIRECTORY)
+        weakref.finalize(self, os.close, self._root_fd)  # closed with the workspace
         self.max_path_chars = max_path_chars
         self.max_read_bytes = max_read_bytes
         self.max_write_bytes = max_write_bytes

@@ -29,6 +29,15 @@ from openai.types.responses import (
 _TEXT = "0123456789" * 4
 
 
+def _steps_done(items) -> int:
+    """Tool steps done so far, read off the last input item (call ids count up), so the
+    scripted model costs the same at every step and W5 measures the framework."""
+    last = items[-1] if isinstance(items, list) and items else None
+    if isinstance(last, dict) and last.get("type") == "function_call_output":
+        return int(last["call_id"][1:]) + 1
+    return 0
+
+
 class ScriptedModel(Model):
     """``steps`` tool steps calling ``tool`` (add by default), then a final text."""
 
@@ -50,11 +59,7 @@ class ScriptedModel(Model):
         conversation_id=None,
         prompt=None,
     ) -> ModelResponse:
-        outputs = sum(
-            1
-            for item in input
-            if isinstance(item, dict) and item.get("type") == "function_call_output"
-        )
+        outputs = _steps_done(input)
         if outputs < self.steps:
             item = ResponseFunctionToolCall(
                 arguments=json.dumps({"left": outputs, "right": 1} if self.tool == "add" else {}),
@@ -76,11 +81,7 @@ class ScriptedModel(Model):
 
     async def stream_response(self, system_instructions, input, *args, **kwargs):
         """W2: the text in 10 deltas, then the whole response, as the Responses API streams."""
-        outputs = sum(
-            1
-            for item in input
-            if isinstance(item, dict) and item.get("type") == "function_call_output"
-        )
+        outputs = _steps_done(input)
         for i in range(10):
             yield ResponseTextDeltaEvent(
                 type="response.output_text.delta",

@@ -13,13 +13,19 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 
+def _steps_done(messages) -> int:
+    """Tool steps done so far, read off the last message (call ids count up), so the
+    scripted model costs the same at every step and W5 measures the framework."""
+    parts = getattr(messages[-1], "parts", ())
+    done = next((p for p in parts if isinstance(p, ToolReturnPart)), None)
+    return 0 if done is None else int(done.tool_call_id[1:]) + 1
+
+
 def agent_for(steps: int) -> Agent:
     """``steps`` tool steps calling add, then a final text."""
 
     def respond(messages, info: AgentInfo) -> ModelResponse:
-        returns = sum(
-            1 for m in messages for p in getattr(m, "parts", ()) if isinstance(p, ToolReturnPart)
-        )
+        returns = _steps_done(messages)
         if returns < steps:
             call = ToolCallPart("add", {"left": returns, "right": 1}, tool_call_id=f"c{returns}")
             return ModelResponse(parts=[call])
@@ -43,9 +49,7 @@ def streaming_agent(steps: int) -> Agent:
     """W2: as ``agent_for``, each response also streaming a text in 10 deltas."""
 
     async def stream(messages, info: AgentInfo):
-        returns = sum(
-            1 for m in messages for p in getattr(m, "parts", ()) if isinstance(p, ToolReturnPart)
-        )
+        returns = _steps_done(messages)
         for i in range(10):
             yield _TEXT[i * 4 : (i + 1) * 4]
         if returns < steps:

@@ -27,6 +27,7 @@ from ..messages import (
     repair_transcript,
     validate_transcript,
 )
+from ._explorer import _outcome
 
 __all__ = ["InvariantError", "assert_run_invariants"]
 
@@ -137,7 +138,8 @@ def assert_run_invariants(events: Sequence[Any], result: Any) -> None:
                 (i for i, m in enumerate(messages) if m.id in accepted_ids), len(messages)
             )
             history = first_input
-        missing = accepted_ids - {m.id for m in messages}
+        ids = {m.id for m in messages}
+        missing = accepted_ids - ids
         if missing:
             _fail(f"accepted messages missing from the transcript: {sorted(missing)}", events)
         steps = _streamed_steps(events)
@@ -156,13 +158,13 @@ def assert_run_invariants(events: Sequence[Any], result: Any) -> None:
             elif type(message) is UserMessage and message.id not in accepted_ids:
                 _fail(f"user message {message.id} was never accepted", events)
         for result_id in announced:
-            if result_id not in {m.id for m in messages}:
+            if result_id not in ids:
                 _fail(f"tool.finished announced {result_id}, not in the transcript", events)
     try:
         validate_transcript(repair_transcript(messages))
     except Exception as exc:  # TranscriptError, or worse
         _fail(f"the transcript cannot be repaired into a valid one: {exc}", events)
-    status = getattr(result, "status", None) or getattr(getattr(result, "end", None), "reason", "")
+    status = _outcome(result)
     if status in ("completed", "max_steps"):
         try:
             validate_transcript(messages)

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, final
 
 import attrs
+import msgspec
 import trio
 
 from ..engine import Conversation
@@ -82,11 +83,10 @@ def _steps(records: Iterable[Record]) -> tuple[list[_Step], str | None]:
             conversation.append(record.result)  # type: ignore[union-attr]
         elif kind is StepEndRecord and current is not None:
             if current.response is not None:
-                current.response = ModelResponse(
-                    id=current.response.id,
+                current.response = msgspec.structs.replace(
+                    current.response,
                     request_id=current.request_id,
-                    content=current.response.content,
-                    stop_reason=record.stop_reason,  # type: ignore[union-attr,arg-type]
+                    stop_reason=record.stop_reason,  # type: ignore[union-attr]
                     usage=record.usage,  # type: ignore[union-attr]
                 )
             current = None
