@@ -24,3 +24,17 @@ def test_testing_helpers_are_exported():
     from trio_agent.testing import ScriptedModel, scripted_response
 
     assert callable(ScriptedModel) and callable(scripted_response)
+
+
+def test_struct_defaults_are_the_contracts():
+    # DESIGN 5 and 6: Usage counts default to 0, a request's system to "", and the
+    # registry takes its tools by the keyword ``tools``.
+    import msgspec
+
+    from trio_agent import ModelRequest, ToolRegistry, Usage
+
+    assert Usage() == Usage(0, 0, 0, 0)
+    assert msgspec.json.decode(b"{}", type=Usage) == Usage()
+    assert ModelRequest("request-001", (), ()).system == ""
+    registry = ToolRegistry(tools=[])
+    assert registry.specs() == () and len(registry) == 0

@@ -188,6 +188,27 @@ async def test_steering_when_the_model_stops_continues_the_turn():
     assert [m.id for m in model.requests[1].messages] == ["u1", "message-r1", "s1"]
 
 
+async def test_steering_is_delivered_before_follow_ups_when_the_model_stops():
+    # DESIGN 8.1: steering goes before the next step; a follow-up only when the
+    # turn would otherwise end.
+    agent, model = agent_with(
+        [
+            scripted_response("r1", "first answer", text_chunks=2),
+            scripted_response("r2", "steered"),
+            scripted_response("r3", "followed up"),
+        ]
+    )
+    async with agent.turn(u("u1")) as run:
+        async for event in run:
+            if isinstance(event, ModelChunk) and event.request_id == "request-001":
+                if not agent.queued_steering and event.chunk.text == "first ":
+                    agent.follow_up(u("f1", "and then"))
+                    agent.steer(u("s1", "be brief"))
+    assert run.result.steps == 3
+    assert [m.id for m in model.requests[1].messages] == ["u1", "message-r1", "s1"]
+    assert [m.id for m in model.requests[2].messages][-2:] == ["message-r2", "f1"]
+
+
 async def test_follow_up_continues_the_same_turn_when_it_would_end():
     agent, model = agent_with(
         [scripted_response("r1", "part one", text_chunks=2), scripted_response("r2", "part two")]
