@@ -170,6 +170,13 @@ class Journal(Protocol):
     async def barrier(self, point: Literal["event", "step", "turn"]) -> None: ...
 
 
+def _call_positions(message: Message | None) -> dict[str, int]:
+    """Call id -> position among the calls of ``message`` (an assistant message)."""
+    if type(message) is not AssistantMessage:
+        return {}
+    return {b.id: i for i, b in enumerate(message.content) if type(b) is ToolCall}
+
+
 @final
 @attrs.define(eq=False)
 class Conversation:
@@ -203,12 +210,7 @@ class Conversation:
         while start > 0 and type(messages[start - 1]) is ToolResultMessage:
             start -= 1
         self._batch_start = start
-        last = messages[start - 1] if start > 0 else None
-        self._positions = (
-            {b.id: i for i, b in enumerate(last.content) if type(b) is ToolCall}
-            if type(last) is AssistantMessage
-            else {}
-        )
+        self._positions = _call_positions(messages[start - 1] if start > 0 else None)
 
     def append(self, message: Message, code: str | None = None) -> None:
         """Add a message (recorded in the journal at once); a tool result goes in
@@ -227,11 +229,7 @@ class Conversation:
         else:
             messages.append(message)
             self._batch_start = len(messages)
-            self._positions = (
-                {b.id: i for i, b in enumerate(message.content) if type(b) is ToolCall}
-                if type(message) is AssistantMessage
-                else {}
-            )
+            self._positions = _call_positions(message)
         if self.journal is not None:
             self.journal.message(message, code)
 
@@ -442,10 +440,11 @@ async def _after_tool_call(
     call: ToolCall,
     result: ToolResultMessage,
     hooks: StepHooks,
-    keep: Callable[[ToolResultMessage], None],
+    conversation: Conversation,
+    emit: Emitter,
 ) -> ToolResultMessage:
     """The result to store, from ``after_tool_call``. The tool did run: if the hook
-    fails or is interrupted, ``keep`` stores its own result first."""
+    fails or is interrupted, its own result is stored (and its event owed) first."""
     final: ToolResultMessage | None = None
     try:
         final = _checked_result(
@@ -453,7 +452,9 @@ async def _after_tool_call(
         )
     finally:
         if final is None:
-            keep(hooks.finalize_result(result))
+            kept = hooks.finalize_result(result)
+            conversation.append(kept)
+            emit.owe([_finished(call, kept)])
     return hooks.finalize_result(final)
 
 
@@ -528,12 +529,7 @@ async def _sequential_call(
         finally:
             _CONTEXT.reset(token)
     if not plain:
-
-        def keep(kept: ToolResultMessage) -> None:
-            conversation.append(kept)
-            emit.owe([_finished(call, kept)])
-
-        result = await _after_tool_call(call, result, hooks, keep)
+        result = await _after_tool_call(call, result, hooks, conversation, emit)
     conversation.append(result)
     await emit.announce([_finished(call, result)])
 
@@ -671,12 +667,7 @@ async def _concurrent_calls(
     async def after(index: int, result: ToolResultMessage) -> ToolResultMessage:
         if plain:
             return result
-
-        def keep(kept: ToolResultMessage) -> None:
-            conversation.append(kept)
-            emit.owe([_finished(calls[index], kept)])
-
-        return await _after_tool_call(calls[index], result, hooks, keep)
+        return await _after_tool_call(calls[index], result, hooks, conversation, emit)
 
     def take(message: tuple[str, int, Any], kept: list[tuple[int, ToolResultMessage]]) -> None:
         kind, index, payload = message

@@ -172,3 +172,15 @@ def check_arguments(arguments: object) -> dict[str, Any]:
         return _walk(arguments, 1, _Budget())
     except _Fail as fail:
         raise ArgumentsError(fail.reason, _format_path(fail.keys)) from None
+
+
+def cut_text(text: str, limit: int, why: str = "") -> str:
+    """``text`` if it fits ``limit`` characters, else its head and tail around a
+    marker that says how much was cut (and ``why``, when given)."""
+    if len(text) <= limit:
+        return text
+    reason = f": {why}" if why else ""
+    marker = f"\n[... {len(text) - limit} characters cut{reason} ...]\n"
+    keep = max(limit - len(marker), 0)
+    head = keep // 2
+    return text[:head] + marker + text[len(text) - (keep - head) :]

@@ -44,10 +44,7 @@ def _check_options(
     cancel_scope: object,
     system: object,
 ) -> None:
-    if type(messages) not in (list, tuple):
-        raise TypeError(f"messages must be a list or tuple, got {type(messages).__name__}")
-    if not callable(getattr(model, "stream", None)):
-        raise TypeError(f"model must have a callable stream(request), got {model!r}")
+    check_messages_and_model(messages, model)
     if type(tools) is not ToolRegistry:
         raise TypeError(f"tools must be a ToolRegistry, got {type(tools).__name__}")
     if type(max_steps) is not int:
@@ -65,6 +62,14 @@ def _check_options(
         )
     check_cancel_scope(cancel_scope)
     check_system(system)
+
+
+def check_messages_and_model(messages: object, model: object) -> None:
+    """``TypeError`` unless ``messages`` is a list or tuple and ``model`` a ``Model``."""
+    if type(messages) not in (list, tuple):
+        raise TypeError(f"messages must be a list or tuple, got {type(messages).__name__}")
+    if not callable(getattr(model, "stream", None)):
+        raise TypeError(f"model must have a callable stream(request), got {model!r}")
 
 
 def check_tool_execution(

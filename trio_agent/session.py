@@ -54,7 +54,8 @@ from .events import (
     TurnTokenBudget,
 )
 from .ledger import FsyncPolicy, Ledger, check_fsync, derive
-from .loop import check_system, check_tool_execution
+from .limits import cut_text
+from .loop import check_messages_and_model, check_system, check_tool_execution
 from .messages import (
     INTERRUPTED_RESULT_TEXT,
     Message,
@@ -173,12 +174,7 @@ def estimate_tokens(request: ModelRequest) -> int:
 
 def truncate_text(text: str, limit: int) -> str:
     """``text`` if it fits ``limit`` characters, else its head and tail around a marker."""
-    if len(text) <= limit:
-        return text
-    marker = f"\n[... {len(text) - limit} characters cut: result longer than {limit} ...]\n"
-    keep = max(limit - len(marker), 0)
-    head = keep // 2
-    return text[:head] + marker + text[len(text) - (keep - head) :]
+    return cut_text(text, limit, f"result longer than {limit}")
 
 
 def _new_id(prefix: str) -> str:
@@ -587,32 +583,31 @@ class Agent:
         max_parallel_tools: int = 10,
         tool_grace_period: float = 5.0,
     ) -> None:
-        if not callable(getattr(model, "stream", None)):
-            raise TypeError(f"model must have a callable stream(request), got {model!r}")
+        check_messages_and_model(messages, model)
         if tools is not None and type(tools) is not ToolRegistry:
             raise TypeError(f"tools must be a ToolRegistry or None, got {type(tools).__name__}")
         check_system(system)
         check_tool_execution(tool_execution, max_parallel_tools, tool_grace_period)
-        if type(messages) not in (list, tuple):
-            raise TypeError(f"messages must be a list or tuple, got {type(messages).__name__}")
-        for name, value in (
-            ("max_steps", max_steps),
-            ("reserve_output_tokens", reserve_output_tokens),
-        ):
-            if type(value) is not int or value < (1 if name == "max_steps" else 0):
-                raise ValueError(
-                    f"{name} must be an int >= {int(name == 'max_steps')}, got {value!r}"
-                )
+        if type(max_steps) is not int or max_steps < 1:
+            raise ValueError(f"max_steps must be an int >= 1, got {max_steps!r}")
+        if type(reserve_output_tokens) is not int or reserve_output_tokens < 0:
+            raise ValueError(
+                f"reserve_output_tokens must be an int >= 0, got {reserve_output_tokens!r}"
+            )
         for name, value in (
             ("max_turn_tokens", max_turn_tokens),
             ("max_repeated_failures", max_repeated_failures),
             ("context_window", context_window),
-            ("max_tool_result_chars", max_tool_result_chars),
         ):
             if value is not None and (type(value) is not int or value < 1):
                 raise ValueError(f"{name} must be None or an int >= 1, got {value!r}")
-        if max_tool_result_chars is not None and max_tool_result_chars < 200:
-            raise ValueError("max_tool_result_chars must leave room for the cut marker (>= 200)")
+        if max_tool_result_chars is not None and (
+            type(max_tool_result_chars) is not int or max_tool_result_chars < 200
+        ):
+            raise ValueError(
+                "max_tool_result_chars must be None or an int >= 200 (room for the cut marker), "
+                f"got {max_tool_result_chars!r}"
+            )
         if type(request_sequence_start) is not int or request_sequence_start < 1:
             raise ValueError(
                 f"request_sequence_start must be an int >= 1, got {request_sequence_start!r}"

@@ -28,6 +28,7 @@ from typing import TypeVar, final
 import msgspec
 import trio
 
+from .limits import cut_text
 from .tools import Tool, ToolError, ToolRegistry, tool
 
 __all__ = ["Workspace", "WorkspaceError"]
@@ -38,15 +39,6 @@ _NUL = "\x00"
 
 class WorkspaceError(ToolError):
     """A refused or failed workspace operation; the model sees the reason."""
-
-
-def _cut(text: str, limit: int) -> str:
-    """``text`` within ``limit`` characters: its head and tail around a marker."""
-    if len(text) <= limit:
-        return text
-    marker = f"\n[... {len(text) - limit} characters cut ...]\n"
-    keep = max(limit - len(marker), 0)
-    return text[: keep // 2] + marker + text[len(text) - (keep - keep // 2) :]
 
 
 @final
@@ -292,7 +284,7 @@ class Workspace:
                 os.close(fd)
             if len(names) > self.max_entries:
                 lines.append(f"[... {len(names) - self.max_entries} more entries]")
-            return _cut("\n".join(lines), self.max_output_chars) or "(empty)"
+            return cut_text("\n".join(lines), self.max_output_chars) or "(empty)"
 
         return await self._in_thread(path, work)
 
@@ -312,7 +304,7 @@ class Workspace:
             lines = found[: self.max_entries] + (
                 [f"[... more than {self.max_entries}]"] if more else []
             )
-            return _cut("\n".join(lines), self.max_output_chars) or "(no match)"
+            return cut_text("\n".join(lines), self.max_output_chars) or "(no match)"
 
         return await self._in_thread(pattern, work)
 
@@ -359,7 +351,7 @@ class Workspace:
                 os.close(fd)
         if len(lines) > self.max_entries:
             lines = [*lines[: self.max_entries], "[... more matches]"]
-        return _cut("\n".join(lines), self.max_output_chars) or "(no match)"
+        return cut_text("\n".join(lines), self.max_output_chars) or "(no match)"
 
     async def _grep_child(
         self, pattern: str, regex: bool, opened: list[tuple[str, int]]
@@ -460,7 +452,7 @@ class Workspace:
             if not ended:  # cancelled from outside while the command ran
                 await self._end_group(process, marker.encode())
         timed_out = timer.cancelled_caught
-        text = _cut(output.decode("utf-8", "replace"), self.max_output_chars)
+        text = cut_text(output.decode("utf-8", "replace"), self.max_output_chars)
         if timed_out:
             return f"[timed out after {limit} s; the process group was ended]\n{text}"
         return f"[exit code {process.returncode}]\n{text}"
