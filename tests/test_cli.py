@@ -106,10 +106,11 @@ async def test_run_then_show_a_real_session(loopback, tmp_path):
     assert "user: write a greeting file" in text
     assert "call write_file(" in text and "result [ok] wrote 9 bytes" in text
     assert "== turn 1 ended: completed" in text and "usage: 82 input / 17 output" in text
+    assert "closed cleanly by its last writer" in text
 
     records = await cli([sys.executable, "-m", "trio_agent", "show", "--json", str(ledger)])
     kinds = [json.loads(line)["kind"] for line in records.stdout.decode().splitlines()]
-    assert kinds[0] == "session/start" and kinds[-1] == "turn/end"
+    assert kinds[0] == "session/start" and kinds[-2:] == ["turn/end", "session/closed"]
 
 
 async def test_json_events_decode(loopback, tmp_path):
@@ -147,9 +148,9 @@ async def test_ctrl_c_cancels_cleanly_leaves_a_valid_ledger_and_exits_130(loopba
     assert b"interrupted: the turn was cancelled" in seen
     loaded = parse_jsonl("s2", ledger.read_bytes())
     assert loaded.warnings == ()
-    derive(loaded.records)
-    assert loaded.records[-1].kind == "turn/end"
-    assert loaded.records[-1].end.reason == "cancelled"
+    assert derive(loaded.records).closed  # Ctrl-C still closes the session cleanly
+    assert loaded.records[-2].kind == "turn/end"
+    assert loaded.records[-2].end.reason == "cancelled"
 
     # and the session resumes
     loopback.replies.append(Reply(body=text_stream("done now")))

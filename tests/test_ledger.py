@@ -87,6 +87,7 @@ async def test_a_session_is_recorded_in_order_and_derives_the_same_transcript(st
         "session/start",
         "turn/start",
         "message",
+        "events/reserved",  # before turn.started, the first event: numbers 0 to 1023
         "step/start",
         "message",
         "tool/call",
@@ -98,13 +99,15 @@ async def test_a_session_is_recorded_in_order_and_derives_the_same_transcript(st
         "message",
         "step/end",
         "turn/end",
+        "session/closed",
     ]
     assert [r.seq for r in loaded.records] == list(range(len(kinds)))
     derived = derive(loaded.records)
     assert tuple(derived.messages) == result.messages
     assert derived.turns == 1 and derived.requests == 2 and derived.open_turn is None
-    end = loaded.records[-1]
+    end = loaded.records[-2]
     assert isinstance(end, TurnEndRecord) and end.end == TurnCompleted()
+    assert derived.closed and derived.sequence == loaded.records[-1].sequence == end.sequence
     # each message is stored exactly once
     stored = [r for r in loaded.records if isinstance(r, MessageRecord | ToolResultRecord)]
     assert len(stored) == len(result.messages)
@@ -230,7 +233,9 @@ async def test_finished_results_are_recorded_when_a_turn_is_cancelled_mid_batch(
     await agent.aclose()
     records = (await store.load("s1")).records
     assert [r.result.tool_call_id for r in records if isinstance(r, ToolResultRecord)] == ["c1"]
-    assert records[-1].end.reason == "cancelled"
+    assert records[-2].end.reason == "cancelled" and records[-1].kind == "session/closed"
+    # the interrupted call is recorded as cancelled, not left to look like a crash
+    assert [r.call_id for r in records if r.kind == "tool/cancelled"] == ["c2"]
 
 
 # -------------------------------------------------------------------- resume
@@ -282,7 +287,8 @@ async def test_resume_closes_open_calls_explicitly_and_runs_nothing(tmp_path, cu
     validate_transcript(agent.messages)
     await agent.aclose()
     after = (await store.load("s1")).records
-    assert isinstance(after[-1], TurnEndRecord) and after[-1].end == TurnInterrupted()
+    assert after[-1].kind == "session/closed"
+    assert isinstance(after[-2], TurnEndRecord) and after[-2].end == TurnInterrupted()
     written = [(r.result.tool_call_id, r.code) for r in after if isinstance(r, ToolResultRecord)]
     assert [w for w in written if w[1]] == [(k, v) for k, v in codes.items() if v]
 
@@ -341,7 +347,8 @@ async def test_a_torn_last_line_is_ignored_said_and_cut_before_appending(tmp_pat
     assert resumed.resume_warnings == loaded.warnings
     await resumed.aclose()
     again = await store.load("s1")
-    assert again.warnings == () and len(again.records) == len(loaded.records)
+    assert again.warnings == () and len(again.records) == len(loaded.records) + 1
+    assert again.records[-1].kind == again.records[-2].kind == "session/closed"
 
 
 @pytest.mark.parametrize(

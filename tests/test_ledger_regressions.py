@@ -214,7 +214,7 @@ def test_a_store_that_is_not_a_store_is_refused():
 
 
 def test_a_missing_directory_is_a_ledger_error(tmp_path):
-    with pytest.raises(LedgerError, match="cannot create"):
+    with pytest.raises(LedgerError, match=r"missing/s\.jsonl\.lock: .*No such file or directory"):
         Agent(model=ScriptedModel([]), store=JsonlStore(tmp_path / "missing"), session_id="s")
 
 
@@ -249,22 +249,24 @@ async def test_sqlite_refuses_an_existing_session_with_a_clear_error(tmp_path):
     store = SqliteStore(tmp_path / "s.db")
     first = Agent(model=ScriptedModel([]), store=store, session_id="dup")
     await first.aclose()
-    second = Agent(model=ScriptedModel([]), store=store, session_id="dup")
-    with pytest.raises(LedgerError, match="already exists"):
-        await second.aclose()
+    with pytest.raises(LedgerError, match="already exists"):  # at once, not at a later flush
+        Agent(model=ScriptedModel([]), store=store, session_id="dup")
+    # the refused writer let the lock go: the session can be resumed right away
+    resumed = await Agent.resume(store, "dup", model=ScriptedModel([]))
+    await resumed.aclose()
     await store.aclose()
 
 
 async def test_sqlite_always_makes_no_empty_thread_hops(tmp_path, monkeypatch):
     store = SqliteStore(tmp_path / "s.db")
     hops = []
-    real_run = store._run
+    real_run = store.run
 
-    async def counting(function, *args):
+    async def counting(what, function, *args):
         hops.append(function.__name__)
-        return await real_run(function, *args)
+        return await real_run(what, function, *args)
 
-    monkeypatch.setattr(store, "_run", counting)
+    monkeypatch.setattr(store, "run", counting)
     agent = Agent(
         model=ScriptedModel(script()),
         tools=ToolRegistry([add]),
@@ -275,7 +277,7 @@ async def test_sqlite_always_makes_no_empty_thread_hops(tmp_path, monkeypatch):
     await agent.prompt(UserMessage("u1", "go"))
     await agent.aclose()
     records = len((await store.load("s1")).records)
-    assert hops.count("_insert") <= records and hops.count("_sync_wal") == 0
+    assert hops.count("insert") <= records and hops.count("sync_wal") == 0
     conn = sqlite3.connect(tmp_path / "s.db")
     assert conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] == records
     conn.close()

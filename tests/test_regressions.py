@@ -288,6 +288,9 @@ async def test_regression_a_journal_failure_while_streaming_is_not_a_model_failu
             return lambda *args, **kwargs: None
 
         async def barrier(self, point):
+            return None
+
+        async def before_event(self, sequence):
             raise OSError(28, "No space left on device")
 
     asked = []

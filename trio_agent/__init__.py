@@ -30,11 +30,14 @@ from .events import TurnRepeatedFailure as TurnRepeatedFailure
 from .events import TurnResult as TurnResult
 from .events import TurnStarted as TurnStarted
 from .events import TurnTokenBudget as TurnTokenBudget
+from .ledger import TOOL_CANCELLED as TOOL_CANCELLED
 from .ledger import TOOL_NOT_STARTED as TOOL_NOT_STARTED
 from .ledger import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
 from .ledger import Ledger as Ledger
 from .ledger import LedgerCorruptError as LedgerCorruptError
 from .ledger import LedgerError as LedgerError
+from .ledger import SessionChangedError as SessionChangedError
+from .ledger import SessionLockedError as SessionLockedError
 from .limits import MAX_AGENT_STEPS as MAX_AGENT_STEPS
 from .limits import MAX_ARGUMENT_CHARS as MAX_ARGUMENT_CHARS
 from .limits import MAX_ARGUMENT_DEPTH as MAX_ARGUMENT_DEPTH

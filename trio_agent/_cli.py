@@ -163,11 +163,16 @@ async def _resume(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .ledger import derive
-    from .stores import parse_jsonl
+    from .ledger import LedgerError, derive
+    from .stores import JsonlStore, parse_jsonl
+    from .stores._lock import holder_of
 
-    path = Path(args.ledger)
-    loaded = parse_jsonl(path.stem, path.read_bytes())
+    store, session_id = _ledger_location(args.ledger)
+    path = store.path(session_id)
+    try:
+        loaded = parse_jsonl(session_id, path.read_bytes())
+    except OSError as exc:
+        raise LedgerError(f"cannot read session {session_id!r} at {path}: {exc}") from exc
     if args.json:
         for record in loaded.records:
             _print(msgspec.json.encode(record).decode())
@@ -176,40 +181,65 @@ def _show(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         _print(f"warning: {warning}")
     _print(f"session {derived.session_id}: {derived.turns} turn(s), {derived.requests} request(s)")
-    totals = [0, 0]
     for record in loaded.records:
-        kind = record.kind
-        if kind == "turn/start":
-            _print(f"\n== turn {record.turn}")
-        elif kind == "message":
-            message = record.message
-            if isinstance(message, UserMessage):
-                _print(f"user: {_one_line(message.content)}")
-            else:
-                for block in message.content:
-                    if isinstance(block, TextBlock):
-                        if block.text:
-                            _print(f"assistant: {_one_line(block.text)}")
-                    else:
-                        args_text = msgspec.json.encode(block.arguments).decode()
-                        _print(f"  call {block.name}({_one_line(args_text, 80)}) [{block.id}]")
-        elif kind == "tool/result":
-            mark = "error" if record.result.is_error else "ok"
-            code = f" {record.code}" if record.code else ""
-            _print(f"  result [{mark}{code}] {_one_line(record.result.content)}")
-        elif kind == "step/start":
-            _print(f"- {record.request_id}")
-        elif kind == "step/end" and record.usage is not None:
-            totals[0] += record.usage.input_tokens
-            totals[1] += record.usage.output_tokens
-        elif kind == "attempt/failed":
-            _print(f"  attempt {record.attempt} failed: {_one_line(record.error, 80)}")
-        elif kind == "turn/end":
-            end = record.end
-            detail = getattr(end, "detail", "") or getattr(end, "code", "")
-            _print(f"== turn {record.turn} ended: {end.reason}{': ' + detail if detail else ''}")
-    _print(f"\nusage: {totals[0]} input / {totals[1]} output tokens")
+        _print_record(record)
+    assert isinstance(store, JsonlStore)
+    _print(f"\n{_state_of(derived, holder_of(store.lock_path(session_id)))}")
+    usage, failed = derived.usage, derived.failed_usage
+    line = f"usage: {usage.input_tokens} input / {usage.output_tokens} output tokens"
+    if failed.input_tokens or failed.output_tokens:
+        line += (
+            f" (and {failed.input_tokens} input / {failed.output_tokens} output in "
+            "responses that were refused)"
+        )
+    _print(line)
     return EXIT_OK
+
+
+def _state_of(derived: Any, holder: str | None) -> str:
+    """How the last writer left the session: closed, being written, or died."""
+    if holder is not None:
+        return f"open: {holder} is writing it"
+    if derived.closed:
+        return "closed cleanly by its last writer"
+    where = "in a turn" if derived.open_turn is not None else "between turns"
+    return f"not closed: its last writer crashed or was killed ({where})"
+
+
+def _print_record(record: Any) -> None:
+    kind = record.kind
+    if kind == "turn/start":
+        _print(f"\n== turn {record.turn}")
+    elif kind == "message":
+        message = record.message
+        if isinstance(message, UserMessage):
+            _print(f"user: {_one_line(message.content)}")
+        else:
+            for block in message.content:
+                if isinstance(block, TextBlock):
+                    if block.text:
+                        _print(f"assistant: {_one_line(block.text)}")
+                else:
+                    args_text = msgspec.json.encode(block.arguments).decode()
+                    _print(f"  call {block.name}({_one_line(args_text, 80)}) [{block.id}]")
+    elif kind == "tool/result":
+        mark = "error" if record.result.is_error else "ok"
+        code = f" {record.code}" if record.code else ""
+        _print(f"  result [{mark}{code}] {_one_line(record.result.content)}")
+    elif kind == "tool/cancelled":
+        _print(f"  call {record.call_id} was cancelled while it ran")
+    elif kind == "tool/failed":
+        _print(f"  call {record.call_id} failed fatally: {_one_line(record.error, 80)}")
+    elif kind == "step/start":
+        _print(f"- {record.request_id}")
+    elif kind == "attempt/failed":
+        _print(f"  attempt {record.attempt} failed: {_one_line(record.error, 80)}")
+    elif kind == "turn/end":
+        end = record.end
+        detail = getattr(end, "detail", "") or getattr(end, "code", "")
+        _print(f"== turn {record.turn} ended: {end.reason}{': ' + detail if detail else ''}")
+    elif kind == "session/closed":
+        _print("(session closed)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -113,7 +113,7 @@ class Emitter:
     async def __call__(self, event: Any) -> None:
         if self._journal is not None:
             # Records are written before the event they match can be observed.
-            await self._journal.barrier("event")
+            await self._journal.before_event(self.next)
         if self._send is not None:
             try:
                 await self._send.send(event)
@@ -158,15 +158,25 @@ class Journal(Protocol):
     """Where a session's records go (``trio_agent.ledger.Ledger``); every method but
     ``barrier`` writes at once, without awaiting."""
 
-    def message(self, message: Message, code: str | None = None) -> None: ...
+    def message(
+        self, message: Message, code: str | None = None, usage: Usage | None = None
+    ) -> None: ...
     def compacted(self, messages: tuple[Message, ...]) -> None: ...
     def step_started(self, request_id: str) -> None: ...
-    def step_ended(self, request_id: str, stop_reason: str, usage: Usage | None = None) -> None: ...
+    def step_ended(self, request_id: str, stop_reason: str) -> None: ...
     def tool_call(self, call: ToolCall) -> None: ...
     def tool_skipped(self, call: ToolCall) -> None: ...
+    def tool_cancelled(self, call: ToolCall) -> None: ...
+    def tool_failed(self, call: ToolCall, error: str) -> None: ...
     def attempt_failed(
-        self, request_id: str, attempt: int, error: str, retry_in: float | None
+        self,
+        request_id: str,
+        attempt: int,
+        error: str,
+        retry_in: float | None,
+        usage: Usage | None = None,
     ) -> None: ...
+    async def before_event(self, sequence: int) -> None: ...
     async def barrier(self, point: Literal["event", "step", "turn"]) -> None: ...
 
 
@@ -212,9 +222,10 @@ class Conversation:
         self._batch_start = start
         self._positions = _call_positions(messages[start - 1] if start > 0 else None)
 
-    def append(self, message: Message, code: str | None = None) -> None:
-        """Add a message (recorded in the journal at once); a tool result goes in
-        its call's place among the results of its batch."""
+    def append(self, message: Message, code: str | None = None, usage: Usage | None = None) -> None:
+        """Add a message (recorded in the journal at once, with the ``usage`` of the
+        response it came from); a tool result goes in its call's place among the
+        results of its batch."""
         self.linker.add(message)
         messages = self.messages
         if type(message) is ToolResultMessage:
@@ -231,7 +242,7 @@ class Conversation:
             self._batch_start = len(messages)
             self._positions = _call_positions(message)
         if self.journal is not None:
-            self.journal.message(message, code)
+            self.journal.message(message, code, usage)
 
     def snapshot(self) -> tuple[Message, ...]:
         return tuple(self.messages)
@@ -405,7 +416,12 @@ async def _stream_response(
         linker = conversation.linker
         message = check.finish(response, linker.message_ids, linker.call_ids)
     except ProtocolViolation as exc:
-        raise StepFailure(MODEL_PROTOCOL_ERROR, f"{request.id}: {exc}") from None
+        detail = f"{request.id}: {exc}"
+        usage = getattr(response, "usage", None)
+        if conversation.journal is not None and type(usage) is Usage:
+            # the response arrived (and was billed) but is refused: count what it cost
+            conversation.journal.attempt_failed(request.id, attempt, detail, None, usage)
+        raise StepFailure(MODEL_PROTOCOL_ERROR, detail) from None
     return message, response.stop_reason, response.usage
 
 
@@ -458,13 +474,26 @@ async def _after_tool_call(
     return hooks.finalize_result(final)
 
 
-async def _execute(spec: TurnSpec, call: ToolCall) -> ToolResultMessage:
+async def _execute(spec: TurnSpec, call: ToolCall, journal: Journal | None) -> ToolResultMessage:
+    """Run a dispatched call. A call that fails fatally or is cancelled has no result;
+    the journal records which of the two happened to it."""
     try:
         return await execute_tool_call(spec.tools, call)
     except FatalToolError as exc:
-        raise StepFailure(
-            TOOL_FATAL, f'tool "{call.name}" (call {call.id!r}) failed fatally: {exc}', exc
-        ) from exc
+        raise _fatal(call, exc, journal) from exc
+    except trio.Cancelled:
+        if journal is not None:
+            journal.tool_cancelled(call)
+        raise
+
+
+def _fatal(call: ToolCall, error: FatalToolError, journal: Journal | None) -> StepFailure:
+    """The failure a fatal tool error ends the turn with, recorded as the call's end."""
+    if journal is not None:
+        journal.tool_failed(call, _describe(error))
+    return StepFailure(
+        TOOL_FATAL, f'tool "{call.name}" (call {call.id!r}) failed fatally: {error}', error
+    )
 
 
 async def _run_tool_batch(
@@ -521,11 +550,11 @@ async def _sequential_call(
     if reason is not None:
         result = _blocked_result(call, str(reason))
     elif _CONTEXT.get() is None:
-        result = await _execute(spec, call)
+        result = await _execute(spec, call, conversation.journal)
     else:  # inside another call (a nested run): never report to that call
         token = _CONTEXT.set(None)
         try:
-            result = await _execute(spec, call)
+            result = await _execute(spec, call, conversation.journal)
         finally:
             _CONTEXT.reset(token)
     if not plain:
@@ -655,12 +684,7 @@ async def _concurrent_calls(
             if tool is not None and tool.exclusive:
                 exclusive_running = False
             if kind == "fatal":
-                call = calls[index]
-                raise StepFailure(
-                    TOOL_FATAL,
-                    f'tool "{call.name}" (call {call.id!r}) failed fatally: {payload}',
-                    payload,
-                )
+                raise _fatal(calls[index], payload, conversation.journal)
             if kind == "done":
                 await finished(index, await after(index, payload))
 
@@ -676,6 +700,11 @@ async def _concurrent_calls(
         running.discard(index)
         if kind == "done":  # it finished in spite of the stop: it ran
             kept.append((index, payload))
+        elif conversation.journal is not None:  # it ended without a result
+            if kind == "fatal":
+                conversation.journal.tool_failed(calls[index], _describe(payload))
+            else:
+                conversation.journal.tool_cancelled(calls[index])
 
     async def stop(cancelled: bool) -> None:
         """Cancel what still runs, wait the grace period, keep what finished. Under
@@ -781,6 +810,9 @@ async def _step(
     journal = conv.journal
     if journal is not None:
         journal.step_started(request.id)
+        # stored (every store) before the request exists: a crash while waiting for
+        # the first token leaves its trace, and a resume never sends this id again
+        await journal.barrier("event")
     attempt = 0
     while True:  # the attempts, inline: one coroutine frame less per suspended step
         attempt += 1
@@ -791,7 +823,7 @@ async def _step(
             break
         except _ModelFailed as failed:
             await _failed_attempt(failed, attempt, hooks, request, conv, emit)
-    conv.append(message)
+    conv.append(message, usage=usage)
     state.last_message = message
     state.last_stop_reason = stop_reason
     state.hit_length = state.hit_length or stop_reason == "length"
@@ -801,7 +833,7 @@ async def _step(
     if stop_reason == "tool_call":
         await _run_tool_batch(message, spec, hooks, conv, emit)
     if journal is not None:
-        journal.step_ended(request.id, stop_reason, usage)
+        journal.step_ended(request.id, stop_reason)
         await journal.barrier("step")
     return stop_reason
 

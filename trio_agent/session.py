@@ -53,7 +53,15 @@ from .events import (
     TurnStarted,
     TurnTokenBudget,
 )
-from .ledger import FsyncPolicy, Ledger, check_fsync, derive
+from .ledger import (
+    DerivedSession,
+    FsyncPolicy,
+    Ledger,
+    LedgerError,
+    SessionChangedError,
+    check_fsync,
+    derive,
+)
 from .limits import cut_text
 from .loop import check_messages_and_model, check_system, check_tool_execution
 from .messages import (
@@ -362,6 +370,11 @@ def _drain(queue: list[Message], reserved: dict[str, None]) -> tuple[Message, ..
     return taken
 
 
+def _ledger_failure(error: BaseException) -> LedgerError | None:
+    """The ledger's own failure in ``error`` (bare or in a group), if any."""
+    return next((e for e in _leaves(error) if isinstance(e, LedgerError)), None)
+
+
 def _end_of(outcome: TurnOutcome, state: TurnState, max_steps: int) -> TurnEnd:
     if outcome.kind == "completed":
         return TurnLength() if state.hit_length else TurnCompleted()
@@ -451,6 +464,11 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                         hooks = _SessionHooks(agent, emit)
                         outcome = await run_turn(conversation, spec, state, emit, hooks)
             except Exception as exc:  # a bug, or a group of them: end visibly, raise it
+                broken = _ledger_failure(exc)
+                if broken is not None:  # nothing can be recorded now, so nothing is sent
+                    if broken is exc:
+                        raise
+                    raise broken from exc
                 failed = TurnFailed(code=INTERNAL_ERROR, detail=_describe(exc))
                 await self._end(turn, failed, state, conversation, emit)
                 raise
@@ -667,12 +685,15 @@ class Agent:
             if session_id is None:
                 session_id = _new_id("session")
             self._session_id = session_id
+            # The store locks the session for this writer (SessionLockedError if it has
+            # one); its first records are stored before the Agent exists.
             ledger = Ledger(store.create(session_id), 0, fsync)
             ledger.session_started(
                 session_id, time.time(), system, request_sequence_start, sequence_start
             )
             for message in self._conversation.messages:
                 ledger.message(message)
+            ledger.commit()
             self._attach(ledger)
         elif session_id is not None or fsync != "step":
             raise ValueError("session_id and fsync need a store")
@@ -705,40 +726,67 @@ class Agent:
     ) -> Agent:
         """Rebuild a recorded session, from its ledger, to go on with it.
 
-        The transcript, the turn and request counters are derived from the
-        records. Calls left without a result are answered with explicit
-        error results, written to the ledger as such: ``TOOL_NOT_STARTED``
-        (no ``tool/call`` was recorded) or ``TOOL_OUTCOME_UNKNOWN`` (it was,
-        but no result). An open turn is closed as ``interrupted``. Nothing
-        is run again. A torn last line is ignored and reported in
-        ``resume_warnings``; a damaged ledger raises ``LedgerCorruptError``.
-        Other options are those of ``Agent()`` (``system`` defaults to the
-        recorded one).
+        The transcript, the turn and request counters and the event numbering
+        are derived from the records. The resumed agent becomes the session's
+        one writer: ``SessionLockedError`` (naming the holder) if another
+        writer has it; if one appended and closed after this load, the
+        session is loaded again. Calls left without a result are answered
+        with explicit error results, written to the ledger as such:
+        ``TOOL_NOT_STARTED`` (never dispatched), ``TOOL_CANCELLED`` /
+        ``TOOL_FATAL`` (recorded as cancelled or failed), or
+        ``TOOL_OUTCOME_UNKNOWN`` (dispatched by a process that died before
+        its end was recorded). An open turn is closed as ``interrupted``.
+        Nothing is run again. ``resume_warnings`` says when the last writer
+        did not close the session (it crashed or was killed) and reports a
+        torn last line, which is ignored; a damaged ledger raises
+        ``LedgerCorruptError``. Other options are those of ``Agent()``
+        (``system`` defaults to the recorded one). Cancellation: nothing is
+        held afterwards (the writer is closed).
         """
         check_fsync(fsync)  # before anything is opened
-        loaded = await store.load(session_id)
-        derived = derive(loaded.records)
-        closing = derived.closing_results()
-        options.setdefault("system", derived.system)
-        agent = cls(
-            model=model,
-            messages=derived.closed_messages(),
-            request_sequence_start=derived.requests + 1,
-            sequence_start=derived.sequence,
-            **options,
-        )
-        ledger = Ledger(store.reopen(loaded), derived.next_seq, fsync)
-        for result, code in closing:
-            ledger.message(result, code)
-        if derived.open_turn is not None:
-            ledger.turn_ended(derived.open_turn, TurnInterrupted(), derived.sequence)
-        agent._attach(ledger)
-        agent._session_id = session_id
-        agent._turns = derived.turns
-        agent.resume_warnings = loaded.warnings
-        agent.closed_on_resume = tuple(closing)
-        await ledger.barrier("turn")
-        return agent
+        for attempt in range(1, 4):
+            loaded = await store.load(session_id)
+            derived = derive(loaded.records)
+            agent = cls(
+                model=model,
+                messages=derived.closed_messages(),
+                request_sequence_start=derived.requests + 1,
+                sequence_start=derived.sequence,
+                **{"system": derived.system, **options},
+            )
+            try:
+                await agent._take_over(store.reopen(loaded), derived, fsync)
+            except SessionChangedError:
+                if attempt == 3:
+                    raise
+                continue  # another writer appended and let go meanwhile: load again
+            agent._session_id = session_id
+            agent.resume_warnings = (*loaded.warnings, *_resume_warnings(derived))
+            return agent
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _take_over(self, writer: Any, derived: DerivedSession, fsync: FsyncPolicy) -> None:
+        """Become the writer of a resumed session: close what it left open."""
+        ledger = Ledger(writer, derived.next_seq, fsync, reserved=derived.reserved)
+        done = False
+        try:
+            closing = derived.closing_results()
+            for result, code in closing:
+                ledger.message(result, code)
+            if derived.open_turn is not None:
+                ledger.turn_ended(derived.open_turn, TurnInterrupted(), derived.sequence)
+            await ledger.barrier("turn")
+            done = True
+        finally:
+            if not done:
+                with trio.CancelScope(shield=True):
+                    try:
+                        await ledger.aclose()
+                    except LedgerError:
+                        pass  # the first failure is the one that propagates
+        self._attach(ledger)
+        self._turns = derived.turns
+        self.closed_on_resume = tuple(closing)
 
     async def __aenter__(self) -> Agent:
         """Optional: a nursery for the agent's lifetime, where a tool call that ignores
@@ -759,15 +807,19 @@ class Agent:
                 await self.aclose()
 
     async def aclose(self) -> None:
-        """Flush and close the session's ledger (if it has one). Cancellation: the
-        final flush is shielded, so what was recorded is made durable."""
+        """Record ``session/closed``, flush and close the session's ledger (if it has
+        one), letting the session's lock go. Cancellation: shielded, so what was
+        recorded is made durable."""
         if self._active is not None:
             raise RuntimeError("cannot close the ledger while a turn runs; cancel it first")
         ledger, self._ledger = self._ledger, None
         self._conversation.journal = None
         if ledger is not None:
             with trio.CancelScope(shield=True):
-                await ledger.aclose()
+                try:
+                    ledger.session_closed(self._next_sequence)  # a clean close, not a crash
+                finally:
+                    await ledger.aclose()
 
     # -- state
     @property
@@ -866,3 +918,20 @@ class Agent:
         await run._inline()  # as run.wait(), with one frame less per suspended turn
         assert run._result is not None  # _drive always finishes with a result
         return run._result
+
+
+def _resume_warnings(derived: DerivedSession) -> tuple[str, ...]:
+    """What a resume should tell about how the last writer left the session."""
+    if derived.closed:
+        return ()
+    if derived.open_turn is None:
+        where = "between turns"
+    else:
+        where = (
+            f"during turn {derived.open_turn}; its events are numbered below "
+            f"{derived.sequence}, where this writer's begin"
+        )
+    return (
+        f"{derived.session_id}: the last writer did not close the session: it crashed or "
+        f"was killed {where}",
+    )

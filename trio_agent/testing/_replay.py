@@ -77,7 +77,12 @@ def _steps(records: Iterable[Record]) -> tuple[list[_Step], str | None]:
                 # its tools) still got this response
                 has_calls = any(type(b) is ToolCall for b in message.content)
                 stop = "tool_call" if has_calls else "stop"
-                current.response = _response(message, current.request_id, stop, None)
+                current.response = _response(
+                    message,
+                    current.request_id,
+                    stop,
+                    record.usage,  # type: ignore[union-attr]
+                )
             conversation.append(message)
         elif kind is ToolResultRecord:
             conversation.append(record.result)  # type: ignore[union-attr]
@@ -87,7 +92,7 @@ def _steps(records: Iterable[Record]) -> tuple[list[_Step], str | None]:
                     current.response,
                     request_id=current.request_id,
                     stop_reason=record.stop_reason,  # type: ignore[union-attr]
-                    usage=record.usage,  # type: ignore[union-attr]
+                    usage=record.usage or current.response.usage,  # type: ignore[union-attr]
                 )
             current = None
         elif kind is CompactedRecord:

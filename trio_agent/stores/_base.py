@@ -1,0 +1,147 @@
+"""What every store shares: the store protocol, a loaded session, JSONL record
+parsing, session ids, and the state of a writer (open, broken, closed)."""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol, final
+
+import attrs
+import msgspec
+
+from ..ledger import LedgerCorruptError, LedgerError, Record, SessionWriter, record_decoder
+from ._lock import WriterLock
+
+__all__ = ["LoadedSession", "SessionStore", "WriterState", "check_session_id", "parse_jsonl"]
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
+
+
+def check_session_id(session_id: object) -> str:
+    """``session_id`` if it is a usable id (it names files), else ``ValueError``."""
+    if type(session_id) is not str or not _SESSION_ID.match(session_id) or session_id[0] == ".":
+        raise ValueError(
+            f"session id must be 1 to 128 letters, digits, '_', '-' or '.', not starting "
+            f"with '.', got {session_id!r}"
+        )
+    return session_id
+
+
+@final
+@attrs.frozen
+class LoadedSession:
+    """The records of a session as loaded, and what loading had to say.
+
+    ``valid_bytes`` (JSONL) is where the last whole line ends: a torn last
+    line is ignored, reported in ``warnings``, and cut off before appending.
+    ``size`` is how many bytes the ledger had when it was loaded: a writer
+    made from this refuses to append if the ledger has changed since.
+    """
+
+    session_id: str
+    records: tuple[Record, ...]
+    warnings: tuple[str, ...] = ()
+    valid_bytes: int = 0
+    size: int = -1
+
+
+class SessionStore(Protocol):
+    """A place for session ledgers. Every session has one writer at a time."""
+
+    def create(self, session_id: str) -> SessionWriter:
+        """A writer for a new session, holding its lock: ``LedgerError`` if it
+        exists, ``SessionLockedError`` if another writer holds it."""
+        ...
+
+    def reopen(self, loaded: LoadedSession) -> SessionWriter:
+        """A writer that appends after the records of ``loaded``, holding the
+        session's lock: ``SessionLockedError`` if another writer holds it,
+        ``SessionChangedError`` if the session grew since it was loaded."""
+        ...
+
+    async def load(self, session_id: str) -> LoadedSession:
+        """The session's records, checked: ``LedgerCorruptError`` if damaged,
+        ``LedgerError`` naming the session and where it lives for any other failure."""
+        ...
+
+
+def parse_jsonl(session_id: str, data: bytes) -> LoadedSession:
+    """Decode JSONL records; a torn last line is dropped with a warning, any other
+    bad line raises ``LedgerCorruptError`` naming it. ``seq`` must run 0, 1, 2, ..."""
+    records: list[Record] = []
+    warnings: list[str] = []
+    position = 0
+    line_number = 0
+    valid = 0
+    size = len(data)
+    while position < size:
+        end = data.find(b"\n", position)
+        line_number += 1
+        line = data[position : size if end == -1 else end]
+        if end == -1:
+            # Only a line the writer did not finish (no line end) is torn; a whole
+            # line that does not decode is damage, refused like any other.
+            warnings.append(
+                f"{session_id}: line {line_number} is torn ({len(line)} bytes with no "
+                "line end); ignored"
+            )
+            break
+        try:
+            record = record_decoder.decode(line)
+        except msgspec.DecodeError as exc:
+            raise LedgerCorruptError(
+                f"{session_id}: line {line_number} is corrupt: {exc}"
+            ) from None
+        if record.seq != len(records):
+            raise LedgerCorruptError(
+                f"{session_id}: line {line_number} has seq {record.seq} where "
+                f"{len(records)} was expected"
+            )
+        records.append(record)
+        position = end + 1
+        valid = position
+    return LoadedSession(session_id, tuple(records), tuple(warnings), valid, size)
+
+
+@final
+class WriterState:
+    """Whether a writer may write: open, broken by a failure, or closed.
+
+    A failure breaks the writer for good and lets its lock go: what it
+    stored is whole (the writer undid any part of the record that failed),
+    but the session in memory may hold what the ledger does not, so only a
+    resume, which reads the ledger, can go on from there.
+    """
+
+    __slots__ = ("closed", "failure", "lock", "session_id")
+
+    def __init__(self, session_id: str, lock: WriterLock) -> None:
+        self.session_id = session_id
+        self.lock = lock
+        self.failure: LedgerError | None = None
+        self.closed = False
+
+    @property
+    def usable(self) -> bool:
+        return self.failure is None and not self.closed
+
+    def check(self) -> None:
+        """Raise ``LedgerError`` unless the writer is open."""
+        if self.failure is not None:
+            raise LedgerError(
+                f"session {self.session_id!r}: the ledger writer stopped after a failed "
+                f"write ({self.failure}); it writes nothing more: resume the session to go on"
+            ) from self.failure
+        if self.closed:
+            raise LedgerError(f"session {self.session_id!r}: the ledger writer is closed")
+
+    def fail(self, error: LedgerError) -> LedgerError:
+        """Break the writer with ``error`` (the first failure is kept); returns it to raise."""
+        if self.failure is None and not self.closed:
+            self.failure = error
+            self.lock.release()
+        return error
+
+    def close(self) -> None:
+        self.closed = True
+        self.lock.release()

@@ -1,0 +1,188 @@
+"""Group-commit fsyncs for many open files from a few shared threads.
+
+A ledger file writes its records to the OS at once, on the trio thread, and
+``await SyncedFile.sync()`` waits until an fsync that began after the last
+write has finished; one fsync covers every record written before it began
+(group commit). Every file of the process shares one small pool of threads
+(at most ``MAX_FSYNC_THREADS``): with a thread per file, 2,000 open ledgers
+needed 2,001 threads. Threads start as work arrives and end after
+``IDLE_SECONDS`` with none. Waiters are trio tasks woken through their trio
+token, so a wait costs no thread hop of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from typing import Final, final
+
+import trio
+
+__all__ = ["IDLE_SECONDS", "MAX_FSYNC_THREADS", "FsyncClosedError", "SyncedFile", "pool_threads"]
+
+MAX_FSYNC_THREADS: Final = 4
+"""Threads that fsync for every ledger of the process, at most."""
+IDLE_SECONDS: Final = 5.0
+"""A pool thread with nothing to do for this long ends."""
+
+
+class FsyncClosedError(Exception):
+    """``sync()`` on a file that was closed."""
+
+
+@final
+class _Pool:
+    """The shared threads and the queue of files waiting for an fsync."""
+
+    def __init__(self, max_threads: int) -> None:
+        self.lock = threading.Condition()
+        self.queue: deque[SyncedFile] = deque()
+        self.max_threads = max_threads
+        self.threads = 0
+        self.idle = 0
+        self.peak = 0
+
+    def submit(self, file: SyncedFile) -> None:
+        """Queue ``file`` (its request is already recorded) and get a thread to it;
+        called holding ``lock``. A file whose fsync is in flight is queued again
+        by the thread running it."""
+        if file.queued or file.in_flight:
+            return
+        file.queued = True
+        self.queue.append(file)
+        if self.idle == 0 and self.threads < self.max_threads:
+            self.threads += 1
+            self.peak = max(self.peak, self.threads)
+            threading.Thread(target=self._run, name="trio-agent-fsync", daemon=True).start()
+        else:
+            self.lock.notify()
+
+    def _run(self) -> None:
+        lock = self.lock
+        while True:
+            with lock:
+                self.idle += 1
+                while not self.queue:
+                    if not lock.wait(IDLE_SECONDS) and not self.queue:
+                        self.idle -= 1
+                        self.threads -= 1
+                        return
+                self.idle -= 1
+                file = self.queue.popleft()
+                file.queued = False
+                if file.closing or file.requested <= file.synced:
+                    continue
+                target = file.written  # every line written so far is covered
+                file.in_flight = True
+            error: OSError | None = None
+            try:
+                os.fsync(file.fd)
+            except OSError as exc:
+                error = exc
+            with lock:
+                file.in_flight = False
+                file.fsyncs += 1
+                file.synced = max(file.synced, target)
+                if error is not None:
+                    file.error = error
+                elif file.requested > file.synced and not file.closing:
+                    file.queued = True  # more was asked for while this one ran
+                    self.queue.append(file)
+                token = file.token
+                lock.notify_all()  # close() may be waiting for this fsync to end
+            if token is not None:
+                try:
+                    token.run_sync_soon(file.wake)
+                except trio.RunFinishedError:
+                    pass
+
+
+_POOL = _Pool(MAX_FSYNC_THREADS)
+
+
+def pool_threads() -> tuple[int, int]:
+    """(threads alive now, most alive at once) of the shared fsync pool."""
+    with _POOL.lock:
+        return _POOL.threads, _POOL.peak
+
+
+@final
+class SyncedFile:
+    """One file's group commit on the shared pool.
+
+    The trio thread counts lines in ``written`` after each write; ``sync()``
+    waits until they are on disk. An fsync error is sticky: every later
+    ``sync()`` raises it (``OSError``), as the kernel may have dropped the
+    dirty pages for good.
+    """
+
+    __slots__ = (
+        "closing",
+        "error",
+        "fd",
+        "fsyncs",
+        "in_flight",
+        "queued",
+        "requested",
+        "synced",
+        "token",
+        "waiters",
+        "written",
+    )
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.written = 0  # lines written so far (trio thread)
+        self.requested = 0  # the pool's fields below are guarded by _POOL.lock
+        self.synced = 0
+        self.error: OSError | None = None
+        self.closing = False
+        self.queued = False
+        self.in_flight = False
+        self.fsyncs = 0
+        self.token: trio.lowlevel.TrioToken | None = None
+        self.waiters: list[tuple[int, trio.Event]] = []  # trio thread only
+
+    async def sync(self) -> None:
+        """Wait until every line written so far is on disk.
+
+        Cancellation: the wait is abandoned; the fsync goes on in the pool
+        and covers the lines anyway. Raises the fsync's ``OSError``, or
+        ``FsyncClosedError`` once ``close()`` was called.
+        """
+        if self.error is not None:
+            raise self.error
+        if self.closing:
+            raise FsyncClosedError("the file is closed")
+        target = self.written
+        if self.synced >= target:
+            return
+        event = trio.Event()
+        self.waiters.append((target, event))
+        with _POOL.lock:
+            self.token = trio.lowlevel.current_trio_token()
+            self.requested = max(self.requested, target)
+            _POOL.submit(self)
+        await event.wait()
+        if self.error is not None:
+            raise self.error
+
+    def wake(self) -> None:
+        """Set the events of waiters whose lines are on disk (trio thread)."""
+        synced, failed = self.synced, self.error is not None
+        waiting = []
+        for target, event in self.waiters:
+            if target <= synced or failed:
+                event.set()
+            else:
+                waiting.append((target, event))
+        self.waiters = waiting
+
+    def close(self) -> None:
+        """No more fsyncs: waits (blocking: call it in a worker thread) for one
+        in flight to end, so the descriptor can be closed after it."""
+        with _POOL.lock:
+            self.closing = True
+            while self.in_flight:
+                _POOL.lock.wait()

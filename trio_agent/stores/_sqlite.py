@@ -1,0 +1,240 @@
+"""Sessions as rows of one SQLite database (WAL), worked in a worker thread.
+
+A writer buffers its records and inserts them in one transaction per flush;
+each transaction first checks that the session's last stored record is the
+one this writer follows (a fencing check: nothing is ever written after a
+record this writer did not see). A writer holds an flock on
+``{database}.locks/{session_id}.lock`` for as long as it is open. Every
+``sqlite3`` failure reaches the caller as a ``LedgerError`` (a damaged file
+as ``LedgerCorruptError``), with the transaction rolled back.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final, TypeVar, final
+
+import trio
+
+from ..ledger import LedgerCorruptError, LedgerError, SessionChangedError, SessionWriter
+from ._base import LoadedSession, WriterState, check_session_id, parse_jsonl
+from ._lock import WriterLock
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS records (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID
+"""
+_COLUMNS: Final = ["session_id", "seq", "body"]
+_DAMAGED: Final = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+Row = tuple[str, int, bytes]
+
+
+@final
+class _SqliteWriter:
+    """Buffers records; ``flush`` inserts them in one transaction in the worker thread."""
+
+    def __init__(self, store: SqliteStore, session_id: str, next_seq: int, state: WriterState):
+        self._store = store
+        self._session_id = session_id
+        self._next_seq = next_seq
+        self._state = state
+        self._pending: list[Row] = []
+        self._not_durable = False  # committed without a sync since the last durable flush
+
+    def append(self, line: bytes) -> None:
+        if not self._state.usable:
+            self._state.check()
+        self._pending.append((self._session_id, self._next_seq, line.rstrip(b"\n")))
+        self._next_seq += 1
+
+    def commit(self) -> None:
+        """Insert what was appended now, in the calling thread: one small transaction
+        without an fsync (the first durable flush syncs it)."""
+        self._state.check()
+        if self._pending:
+            batch = list(self._pending)
+            try:
+                self._store.call("store the new session", self._store.insert, batch, False)
+            except LedgerError as exc:
+                self._state.fail(exc)
+                raise
+            del self._pending[: len(batch)]
+            self._not_durable = True
+
+    async def flush(self, durable: bool) -> None:
+        if not self._state.usable:
+            self._state.check()
+        store = self._store
+        try:
+            if self._pending:
+                batch = list(self._pending)
+                await store.run("write records", store.insert, batch, durable)
+                del self._pending[: len(batch)]  # only once written: a cancelled flush keeps them
+                self._not_durable = not durable
+            elif durable and self._not_durable:
+                await store.run("sync the write-ahead log", store.sync_wal)
+                self._not_durable = False
+        except LedgerError as exc:
+            self._state.fail(exc)
+            raise
+
+    async def aclose(self) -> None:
+        if self._state.closed:
+            return
+        try:
+            if self._state.usable:
+                await self.flush(False)
+        finally:
+            self._state.close()
+
+
+@final
+class SqliteStore:
+    """Sessions as rows of one SQLite database (WAL), worked in a worker thread.
+
+    Each flush is one transaction: committed with ``synchronous=NORMAL``
+    (written to the WAL, safe from a process crash) or, when durability is
+    asked for, ``FULL``. Costs a thread hop per flush, so the JSONL store is
+    the faster default. Creating a session stores its first records at once,
+    in the calling thread (one small transaction, no fsync), so the session
+    exists as soon as its ``Agent`` does.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._connection: sqlite3.Connection | None = None
+        self._limiter = trio.CapacityLimiter(1)
+        self._lock = threading.Lock()  # one user of the connection at a time, any thread
+
+    # -- running work on the connection
+    def call(self, what: str, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` with the connection to itself, in the calling thread;
+        every ``sqlite3`` (or file) failure as a ``LedgerError`` saying ``what`` failed."""
+        with self._lock:
+            try:
+                return function(*args)
+            except sqlite3.Error as exc:
+                code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+                error = LedgerCorruptError if code in _DAMAGED else LedgerError
+                raise error(f"SQLite store {self.path}: cannot {what}: {exc}") from exc
+            except OSError as exc:
+                raise LedgerError(f"SQLite store {self.path}: cannot {what}: {exc}") from exc
+
+    async def run(self, what: str, function: Callable[..., T], *args: Any) -> T:
+        """``call`` in a worker thread (one at a time). Cancellation waits for it."""
+        return await trio.to_thread.run_sync(
+            self.call, what, function, *args, limiter=self._limiter
+        )
+
+    def _db(self) -> sqlite3.Connection:
+        if self._connection is None:
+            connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            try:
+                connection.execute("PRAGMA journal_mode=WAL")
+                connection.execute("PRAGMA synchronous=NORMAL")
+                connection.execute(_SCHEMA)
+                columns = [row[1] for row in connection.execute("PRAGMA table_info(records)")]
+            except sqlite3.Error:
+                connection.close()
+                raise
+            if columns != _COLUMNS:
+                connection.close()
+                raise LedgerCorruptError(
+                    f"SQLite store {self.path}: its table 'records' has columns {columns}, "
+                    f"not {_COLUMNS}: it is not a trio-agent session database"
+                )
+            self._connection = connection
+        return self._connection
+
+    # -- the work itself (run through ``call``/``run``)
+    def insert(self, batch: Sequence[Row], durable: bool) -> None:
+        """Insert ``batch`` in one transaction, after checking that the session's
+        stored records end right before it; rolled back on any failure."""
+        db = self._db()
+        session_id, first, _ = batch[0]
+        db.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
+        db.execute("BEGIN IMMEDIATE")
+        done = False
+        try:
+            (last,) = db.execute(
+                "SELECT MAX(seq) FROM records WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if last is not None and first == 0:
+                raise LedgerError(f"session {session_id!r} already exists in {self.path}")
+            if (-1 if last is None else last) != first - 1:
+                raise SessionChangedError(
+                    f"session {session_id!r} in {self.path} ends at record {last}, but this "
+                    f"writer follows record {first - 1}: another writer wrote; load it again"
+                )
+            db.executemany("INSERT INTO records (session_id, seq, body) VALUES (?, ?, ?)", batch)
+            db.execute("COMMIT")
+            done = True
+        finally:
+            if not done and db.in_transaction:
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the connection rolls back by itself when it can
+
+    def sync_wal(self) -> None:
+        """Put what NORMAL commits left in the write-ahead log on disk."""
+        self._db()
+        fd = os.open(f"{self.path}-wal", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _select(self, session_id: str) -> list[bytes]:
+        rows = self._db().execute(
+            "SELECT body FROM records WHERE session_id = ? ORDER BY seq", (session_id,)
+        )
+        return [bytes(row[0]) for row in rows]
+
+    # -- the store
+    def _lock_for(self, session_id: str) -> WriterLock:
+        directory = Path(f"{self.path}.locks")
+        try:
+            directory.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(
+                f"session {session_id!r}: cannot make the lock directory {directory}: {exc}"
+            ) from exc
+        return WriterLock.acquire(directory / f"{session_id}.lock", session_id)
+
+    def create(self, session_id: str) -> SessionWriter:
+        check_session_id(session_id)
+        state = WriterState(session_id, self._lock_for(session_id))
+        # Whether it exists is checked when its first records are stored (``commit``).
+        return _SqliteWriter(self, session_id, 0, state)
+
+    def reopen(self, loaded: LoadedSession) -> SessionWriter:
+        # That nothing was added since ``loaded`` is checked by every insert.
+        state = WriterState(loaded.session_id, self._lock_for(loaded.session_id))
+        return _SqliteWriter(self, loaded.session_id, len(loaded.records), state)
+
+    async def load(self, session_id: str) -> LoadedSession:
+        check_session_id(session_id)
+        bodies = await self.run(f"load session {session_id!r}", self._select, session_id)
+        if not bodies:
+            raise LedgerError(f"no session {session_id!r} in {self.path}")
+        return parse_jsonl(session_id, b"\n".join(bodies) + b"\n")
+
+    async def aclose(self) -> None:
+        """Close the database connection (a later use opens it again)."""
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            await self.run("close the database", connection.close)
