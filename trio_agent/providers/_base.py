@@ -9,8 +9,8 @@ from typing import Any
 
 import msgspec
 
-from ..model import ModelRequest, ModelResponse
-from ._http import HTTPStream
+from ..model import ModelError, ModelRequest, ModelResponse
+from ._http import HTTPStream, Redactor, scrub_error
 
 
 class ProviderModel:
@@ -18,12 +18,13 @@ class ProviderModel:
 
     ``api_key`` defaults to the environment variable the provider's own SDK
     reads. The key goes only into request headers: it never appears in
-    events, records, errors or ``repr``. ``connect_seconds`` and
-    ``read_seconds`` bound one connection attempt and the wait for the next
-    piece of the stream (a dropped or stalled connection is a transient
-    error). ``ssl_context`` is for https to a server the system's trust store
-    does not vouch for (a private CA); by default one context with the system's
-    store serves every connection. Cancellation closes the HTTP stream at once.
+    events, records, errors (in any form a server may echo it in) or
+    ``repr``. ``connect_seconds`` and ``read_seconds`` bound one connection
+    attempt and the wait for the next piece of the stream (a dropped or
+    stalled connection is a transient error). ``ssl_context`` is for https to
+    a server the system's trust store does not vouch for (a private CA); by
+    default one context with the system's store serves every connection.
+    Cancellation closes the HTTP stream at once.
     """
 
     provider = ""
@@ -55,6 +56,7 @@ class ProviderModel:
             or self.default_base_url
         ).rstrip("/")
         self._key = key
+        self._redactor = Redactor(key)  # built once: what the key looks like in a text
         for name, value in (("connect_seconds", connect_seconds), ("read_seconds", read_seconds)):
             if type(value) not in (int, float) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}")
@@ -87,7 +89,7 @@ class ProviderModel:
             self._headers(),
             self.encode_request(request),
             self.provider,
-            self._key,
+            self._redactor,
             self._connect_seconds,
             self._read_seconds,
             self._ssl_context,
@@ -97,7 +99,13 @@ class ProviderModel:
 class SSEModelStream:
     """The open stream of an adapter: reads events, hands them to ``_take_all``,
     yields the chunks it queued, and calls ``_finish`` at the end of the body to
-    build the response (and queue the tool calls, now complete)."""
+    build the response (and queue the tool calls, now complete).
+
+    Every error leaves an adapter through here (``__aenter__``, ``__anext__``;
+    ``response`` reads through ``__anext__``), and every ``ModelError`` is
+    scrubbed on its way out (``scrub_error``): the texts the server sent, quoted
+    raw by the HTTP client and the adapters, lose the key and are capped.
+    """
 
     def __init__(self, http: HTTPStream, request: ModelRequest) -> None:
         self._http = http
@@ -113,7 +121,11 @@ class SSEModelStream:
         raise NotImplementedError
 
     async def __aenter__(self) -> Any:
-        await self._http.open()
+        try:
+            await self._http.open()
+        except ModelError as exc:
+            scrub_error(exc, self._http.secret)
+            raise
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
@@ -125,14 +137,18 @@ class SSEModelStream:
     async def __anext__(self) -> Any:
         if self._pending:  # nearly always: a read queues many chunks
             return self._pending.popleft()
-        while not self._pending:
-            if self._response is not None:
-                raise StopAsyncIteration
-            events = None if self._ended else await self._http.next_events()
-            if events is None:
-                self._finish()
-                continue
-            self._take_all(events)
+        try:  # free until something raises
+            while not self._pending:
+                if self._response is not None:
+                    raise StopAsyncIteration
+                events = None if self._ended else await self._http.next_events()
+                if events is None:
+                    self._finish()
+                    continue
+                self._take_all(events)
+        except ModelError as exc:
+            scrub_error(exc, self._http.secret)
+            raise
         return self._pending.popleft()
 
     async def response(self) -> ModelResponse:

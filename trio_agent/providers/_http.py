@@ -26,8 +26,8 @@ from ..model import (
     TransientModelError,
 )
 
-MAX_ERROR_BODY = 2000
-"""Bytes of an error response read to explain it."""
+MAX_ERROR_TEXT = 2000
+"""Characters an error message carries at most: server text beyond it is cut."""
 MAX_ARGUMENT_BYTES = 64 * 1024
 """Raw bytes of one tool call's streamed arguments; more is a broken stream."""
 MAX_EVENT_BYTES = 1024 * 1024
@@ -35,12 +35,124 @@ MAX_EVENT_BYTES = 1024 * 1024
 
 _TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 
+# ------------------------------------------------------------------ secrets
+#
+# Any text a server sends may quote the API key: an echo of it in an error body
+# or an in-stream error, or a header or chunk-size line made of it that we quote
+# as malformed. Every error an adapter raises is scrubbed once, where it leaves
+# the adapter (``SSEModelStream``, in _base.py): every form of the key is
+# redacted, then the message is cut to ``MAX_ERROR_TEXT``.
 
-def redact(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` (an API key) replaced, wherever it appears."""
-    if secret:
-        text = text.replace(secret, "[redacted]")
+_REDACTED = "[redacted]"
+_CUT = " [cut]"
+_LONGEST_FORM = 32
+"""Characters one character of a key takes at most in a form ``_char_forms``
+matches (a 4-byte UTF-8 character as four ``%2525XX``: 28)."""
+
+
+def _char_forms(char: str) -> str:
+    """A regex for one character of a key in every form a server or our own
+    quoting may give it: raw or backslash-escaped (``\\/``), as a ``\\uXXXX``
+    (``\\UXXXXXXXX``, a surrogate pair) or ``\\xXX`` escape, percent-encoded
+    (``%XX`` per UTF-8 byte, double-encoded ``%25XX`` too) or as an HTML character
+    reference; up to 4 backslashes before an escape (a repr of an escape doubles
+    them). Longest forms first: the group is atomic."""
+    code = ord(char)
+    utf8 = char.encode()
+    escape = r"\\{1,4}"
+    forms = [f"{escape}U{code:08x}"]  # case-insensitive: \U0000002f, \u0000002F
+    if code > 0xFFFF:  # JSON escapes an astral character as a surrogate pair
+        high, low = divmod(code - 0x10000, 0x400)
+        forms.append(f"{escape}u{0xD800 + high:04x}{escape}u{0xDC00 + low:04x}")
+    else:
+        forms.append(f"{escape}u{code:04x}")  # \u002f, \\u002F
+    forms.append("".join(f"{escape}x{byte:02x}" for byte in utf8))  # repr of bytes
+    if 0x7F < code < 0x100:
+        forms.append(f"{escape}x{code:02x}")  # repr of a non-printable str character
+    forms.append("".join(f"%(?:25){{0,2}}{byte:02x}" for byte in utf8))
+    forms.append(f"&#(?:0{{0,4}}{code}|x0{{0,4}}{code:x});")
+    forms.append(r"\\{0,4}" + re.escape(char))
+    if code > 0x7F:  # its UTF-8 bytes read as latin-1 (a header we decoded so)
+        forms.append(re.escape(utf8.decode("latin-1")))
+    return f"(?>{'|'.join(forms)})"
+
+
+def secret_pattern(secret: str) -> re.Pattern[str]:
+    """The one definition of what ``secret`` looks like in a text: any mixture,
+    character by character, of the forms of ``_char_forms`` (case-insensitive:
+    redacting a little too much is harmless)."""
+    return re.compile("".join(map(_char_forms, secret)), re.IGNORECASE)
+
+
+@final
+class Redactor:
+    """Finds one API key in error texts, in any of its forms; built once per key
+    (by the adapter), shared by all its streams. Its repr shows nothing of it."""
+
+    __slots__ = ("_pattern", "reach")
+
+    def __init__(self, secret: str) -> None:
+        if not secret:
+            raise ValueError("a Redactor needs a non-empty secret")
+        self._pattern = secret_pattern(secret)
+        self.reach = len(secret) * _LONGEST_FORM  # characters its longest form can take
+
+    def __repr__(self) -> str:
+        return "Redactor()"
+
+    def redact(self, text: str) -> str:
+        """``text`` with every form of the key replaced."""
+        return self._pattern.sub(_REDACTED, text)
+
+
+def scrub_text(text: str, redactor: Redactor | None) -> str:
+    """``text`` with the key redacted, then cut to ``MAX_ERROR_TEXT`` characters.
+
+    Only the text the cut can keep is searched: the first ``MAX_ERROR_TEXT`` plus
+    the reach of one key, so that a key starting before the cap is seen whole.
+    The last ``reach`` characters of that are dropped after redacting (a key cut
+    in two by the first cut may stand there, and redacting shortens what comes
+    before, so they could move under the cap): no part of a key survives a cut.
+    """
+    reach = redactor.reach if redactor is not None else 0
+    searched = MAX_ERROR_TEXT + reach
+    if len(text) > searched:
+        text = text[:searched]
+        if redactor is not None:
+            text = redactor.redact(text)[:-reach]
+        return text[: MAX_ERROR_TEXT - len(_CUT)] + _CUT
+    if redactor is not None:
+        text = redactor.redact(text)
+    if len(text) > MAX_ERROR_TEXT:  # redacting a short key can lengthen the text
+        text = text[: MAX_ERROR_TEXT - len(_CUT)] + _CUT
     return text
+
+
+def scrub_error(exc: ModelError, redactor: Redactor | None) -> None:
+    """Scrub an error (and the errors chained to it) in place, keeping its type and
+    attributes: every text argument and note goes through ``scrub_text``, and a
+    hidden ``__context__`` (suppressed by ``raise ... from None``: the parse error it
+    replaced, which may quote the raw text) is dropped."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, ModelError):
+            error.args = tuple(
+                scrub_text(arg, redactor) if type(arg) is str else arg for arg in error.args
+            )
+            notes = getattr(error, "__notes__", None)
+            if type(notes) is list:
+                notes[:] = [scrub_text(n, redactor) if type(n) is str else n for n in notes]
+        if error.__suppress_context__:
+            error.__context__ = None
+        error = error.__cause__ if error.__cause__ is not None else error.__context__
+
+
+def error_read_limit(redactor: Redactor | None) -> int:
+    """Bytes of an error response to read: enough for all the text ``scrub_text``
+    searches (a character takes up to 4 bytes of UTF-8)."""
+    return 4 * (MAX_ERROR_TEXT + (redactor.reach if redactor is not None else 0))
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
@@ -66,11 +178,11 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def error_for_status(
-    provider: str, status: int, body: bytes, headers: Mapping[str, str], secret: str | None
+    provider: str, status: int, body: bytes, headers: Mapping[str, str]
 ) -> ModelError:
-    """The error a failed HTTP response stands for."""
-    # redact first, then cut: a key straddling the cut must not leak half of it
-    text = redact(body.decode("utf-8", "replace"), secret)[:MAX_ERROR_BODY]
+    """The error a failed HTTP response stands for (it quotes the body raw: see
+    ``scrub_error``)."""
+    text = body.decode("utf-8", "replace")
     message = f"{provider} answered HTTP {status}: {text}"
     lowered = text.lower()
     if status in _TRANSIENT_STATUS:
@@ -92,9 +204,10 @@ def error_for_status(
     return ModelRequestError(message)
 
 
-def stream_error(provider: str, kind: str, message: str, secret: str | None) -> ModelError:
-    """An error the provider reported inside the stream, typed by its kind."""
-    text = f"{provider} stream error {kind}: {redact(message, secret)}"
+def stream_error(provider: str, kind: str, message: str) -> ModelError:
+    """An error the provider reported inside the stream, typed by its kind (it
+    quotes the provider raw: see ``scrub_error``)."""
+    text = f"{provider} stream error {kind}: {message}"
     lowered = f"{kind} {message}".lower()
     if any(
         k in lowered
@@ -108,12 +221,12 @@ def stream_error(provider: str, kind: str, message: str, secret: str | None) -> 
     return ModelError(text)
 
 
-def transport_error(provider: str, exc: Exception, secret: str | None) -> ModelError:
+def transport_error(provider: str, exc: Exception) -> ModelError:
     """Timeouts and dropped connections are worth another attempt; a certificate
     that does not verify is not. trio's TLS stream reports its cause underneath."""
     if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
         exc = exc.__cause__  # type: ignore[assignment]
-    text = f"{provider}: {type(exc).__name__}: {redact(str(exc), secret)}"
+    text = f"{provider}: {type(exc).__name__}: {exc}"
     if isinstance(exc, ssl.SSLCertVerificationError):
         return ModelError(text)
     return TransientModelError(text)
@@ -191,6 +304,9 @@ class HTTPStream:
     also on cancellation. ``connect_seconds`` bounds connecting (and the TLS
     handshake), ``read_seconds`` each wait for the next bytes; both failures
     are transient. Bodies may be chunked, sized or closed-delimited.
+
+    Its errors quote what the server sent as it is: ``secret`` (the adapter's
+    ``Redactor`` for its key) is what ``SSEModelStream`` scrubs them with.
     """
 
     def __init__(
@@ -199,7 +315,7 @@ class HTTPStream:
         headers: dict[str, str],
         body: bytes,
         provider: str,
-        secret: str | None,
+        secret: Redactor | None,
         connect_seconds: float,
         read_seconds: float,
         tls_context: ssl.SSLContext | None = None,
@@ -226,7 +342,7 @@ class HTTPStream:
         self._head = ("\r\n".join(lines) + "\r\n\r\n").encode()
         self._body = body
         self._provider = provider
-        self.secret = secret  # redacted from every error, in-stream ones too
+        self.secret = secret  # scrubbed out of every error, in-stream ones too
         self._tls_context = tls_context
         self._connect_seconds = connect_seconds
         self._read_seconds = read_seconds
@@ -244,7 +360,7 @@ class HTTPStream:
             with trio.CancelScope(deadline=trio.current_time() + self._read_seconds):
                 return await self._stream.receive_some(65536)
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise transport_error(self._provider, exc, self.secret) from None
+            raise transport_error(self._provider, exc) from None
         raise TransientModelError(  # only the deadline above ends the scope without a read
             f"{self._provider}: no data for {self._read_seconds} s (read timeout)"
         )
@@ -285,7 +401,7 @@ class HTTPStream:
                 f"{self._provider}: could not connect within {self._connect_seconds} s"
             ) from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise transport_error(self._provider, exc, self.secret) from None
+            raise transport_error(self._provider, exc) from None
         while True:  # skip interim 1xx responses (100 Continue, 103 Early Hints)
             while b"\r\n\r\n" not in self._buffer:
                 if len(self._buffer) > 65536 or not await self._fill():
@@ -308,13 +424,13 @@ class HTTPStream:
                     f"{self._provider}: bad content-length {headers['content-length']!r}"
                 ) from None
         if status != 200:
-            body = b""
-            while len(body) < MAX_ERROR_BODY + len(self.secret or ""):
+            body, limit = b"", error_read_limit(self.secret)
+            while len(body) < limit:
                 piece = await self._body_bytes()
                 if piece is None:
                     break
                 body += piece
-            raise error_for_status(self._provider, status, body, headers, self.secret)
+            raise error_for_status(self._provider, status, body, headers)
 
     def _chunks_in_buffer(self) -> bytes | None:
         """The data of the chunks in the buffer, between chunks, found in C: one regex

@@ -272,7 +272,7 @@ class _AnthropicStream(SSEModelStream):
             self._ended = True
         elif kind == "error":
             error = event.error or _Error()  # overloaded, api, rate limit, timeout: transient
-            raise stream_error("Anthropic", error.type, error.message, self._http.secret)
+            raise stream_error("Anthropic", error.type, error.message)
 
     def _finish(self) -> None:
         if not self._ended or self._stop is None:

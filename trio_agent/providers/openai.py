@@ -203,7 +203,7 @@ class _OpenAIStream(SSEModelStream):
         if chunk.error is not None:
             error = chunk.error
             kind = f"{error.type or ''} {error.code or ''}".strip()
-            raise stream_error("OpenAI", kind, error.message, self._http.secret)
+            raise stream_error("OpenAI", kind, error.message)
         if chunk.id:
             self._id = chunk.id
         if chunk.usage is not None:
