@@ -376,12 +376,21 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
+def _message_of(exc: BaseException) -> str:
+    """``str(exc)``, or a note saying it could not be read: an exception's ``__str__``
+    is the tool's code, and a failing one must not turn a result into a crash."""
+    try:
+        return str(exc)
+    except Exception as inner:
+        return f"(its message could not be read: {type(inner).__name__})"
+
+
 def _describe(exc: BaseException) -> str:
     """``Type: message``; for a group, its leaf exceptions, so the model sees what failed."""
     if isinstance(exc, BaseExceptionGroup):
         leaves = "; ".join(_describe(e) for e in exc.exceptions)
         return f"{type(exc).__name__} ({leaves})"
-    return f"{type(exc).__name__}: {exc}"
+    return f"{type(exc).__name__}: {_message_of(exc)}"
 
 
 async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMessage:
@@ -389,9 +398,11 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
 
     A ``str`` return is the content; any other return is JSON-encoded
     compactly. An unknown tool, arguments that fail validation, a
-    ``ToolError`` or any other ``Exception`` gives ``is_error=True`` with a
-    message that names the tool. ``FatalToolError`` (also inside an
-    ``ExceptionGroup`` from the tool's own nursery) propagates: the run fails.
+    ``ToolError`` or any other ``Exception``, or a return value that cannot be
+    encoded (a reference cycle, a deep nest, an unsupported type) gives
+    ``is_error=True`` with a message that names the tool and says why.
+    ``FatalToolError`` (also inside an ``ExceptionGroup`` from the tool's own
+    nursery) propagates: the run fails.
     Cancellation: ``trio.Cancelled`` and other ``BaseException``s propagate
     untouched, and so does cancellation the tool turned into an exception:
     no result is made for an interrupted call. A tool that swallows
@@ -416,19 +427,39 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
             if fatal is not None:  # raised inside the tool's own nursery
                 raise _first_leaf(fatal) from exc
         if isinstance(exc, ToolArgumentsError):
-            return tool_result(call, f'Invalid arguments for tool "{call.name}": {exc}', True)
+            return tool_result(
+                call, f'Invalid arguments for tool "{call.name}": {_message_of(exc)}', True
+            )
         if isinstance(exc, ToolError):
-            return tool_result(call, f'Tool "{call.name}" failed: {exc}', True)
+            return tool_result(call, f'Tool "{call.name}" failed: {_message_of(exc)}', True)
         return tool_result(call, f'Tool "{call.name}" raised {_describe(exc)}', True)
     if type(value) is str:
         return tool_result(call, value, False)
+    return _encoded_result(call, value)
+
+
+def _encoded_result(call: ToolCall, value: object) -> ToolResultMessage:
+    """A tool's non-str return as compact JSON, or an error result saying why it cannot be.
+
+    Only the encoding is guarded here (the tool has already returned), so
+    nothing the tool raised is taken for an encoding failure. Encoding fails
+    with ``RecursionError`` on a reference cycle or a deep nest, ``TypeError``
+    or ``ValueError`` on unsupported types, keys or lone surrogates, and with
+    whatever code it runs raises (a ``tzinfo.utcoffset``, say).
+    """
     try:
-        encoded = msgspec.json.encode(value).decode()
-    except (TypeError, ValueError, OverflowError) as exc:
-        return tool_result(
-            call,
-            f'Tool "{call.name}" returned a {type(value).__name__} that cannot be '
-            f"encoded as JSON: {exc}",
-            True,
-        )
-    return tool_result(call, encoded, False)
+        encoded = msgspec.json.encode(value)
+    except RecursionError:
+        reason = "it contains a reference cycle or is nested too deeply"
+    except (TypeError, ValueError, OverflowError) as exc:  # msgspec's own, readable
+        reason = _message_of(exc)
+    except Exception as exc:  # raised by code the encoding ran
+        reason = _describe(exc)
+    else:
+        return tool_result(call, encoded.decode(), False)
+    return tool_result(
+        call,
+        f'Tool "{call.name}" returned a {type(value).__name__} that cannot be '
+        f"encoded as JSON: {reason}",
+        True,
+    )

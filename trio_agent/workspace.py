@@ -12,6 +12,7 @@ is reaped before the result is recorded.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import signal
@@ -28,7 +29,8 @@ from typing import TypeVar, final
 import msgspec
 import trio
 
-from .limits import cut_text
+from ._glob import Glob
+from .limits import cut_text, without_lone_surrogates
 from .tools import Tool, ToolError, ToolRegistry, tool
 
 __all__ = ["Workspace", "WorkspaceError"]
@@ -39,6 +41,10 @@ _NUL = "\x00"
 
 class WorkspaceError(ToolError):
     """A refused or failed workspace operation; the model sees the reason."""
+
+
+_Check = Callable[[], None]
+"""Called by a worker thread per entry; raises to stop the work."""
 
 
 @final
@@ -163,6 +169,28 @@ class Workspace:
         except OSError as exc:
             raise self._explain(path, exc) from None
 
+    async def _abandonable(self, path: str, what: str, work: Callable[[_Check], T]) -> T:
+        """``work(check)`` in a worker thread that calls ``check()`` per entry; past
+        ``run_seconds``, ``check()`` raises a ``WorkspaceError`` naming ``what``.
+
+        Cancellation raises at once: the thread is abandoned, and its next
+        ``check()`` raises ``trio.Cancelled`` there, so it ends soon, closing its
+        own descriptors on the way out. ``work`` must return plain data
+        (nothing to release): an abandoned thread's result is dropped.
+        """
+        seconds = self.run_seconds
+        deadline = time.monotonic() + seconds
+
+        def check() -> None:
+            trio.from_thread.check_cancelled()
+            if time.monotonic() > deadline:
+                raise WorkspaceError(f"{what} took longer than {seconds} s")
+
+        try:
+            return await trio.to_thread.run_sync(work, check, abandon_on_cancel=True)
+        except OSError as exc:
+            raise self._explain(path, exc) from None
+
     # ------------------------------------------------------------- files
 
     def _regular(self, fd: int, path: str) -> os.stat_result:
@@ -216,7 +244,7 @@ class Workspace:
                     view = view[os.write(fd, view) :]
             finally:
                 os.close(fd)
-            return f"wrote {len(data)} bytes to {'/'.join(parts)}"
+            return without_lone_surrogates(f"wrote {len(data)} bytes to {'/'.join(parts)}")
 
         return await self._in_thread(path, work)
 
@@ -246,67 +274,91 @@ class Workspace:
                 os.pwrite(fd, data, 0)
             finally:
                 os.close(fd)
-            return f"edited {'/'.join(parts)}"
+            return without_lone_surrogates(f"edited {'/'.join(parts)}")
 
         return await self._in_thread(path, work)
 
-    def _walk(self, parts: Sequence[str]) -> Iterator[tuple[str, int]]:
-        """(relative path, mode) of everything below ``parts``, symlinks not followed."""
-        fd = self._open(parts, os.O_RDONLY | os.O_DIRECTORY)
-        base = "/".join(parts)
-        deadline = time.monotonic() + self.run_seconds
+    def _walk(self, parts: Sequence[str], check: _Check) -> Iterator[tuple[str, int]]:
+        """(relative path, mode) of everything below ``parts``, depth first in name
+        order, symlinks not followed, ``check()`` per entry. One descriptor per open
+        level, all closed when the walk ends or is closed; a directory whose path is
+        already ``max_path_chars`` long is listed, not entered (no tool could use
+        what is below it)."""
+        levels: list[tuple[int, str, list[str]]] = []  # (fd, path, subdirectories left)
         try:
-            for top, dirs, files, dirfd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
-                if time.monotonic() > deadline:
-                    raise WorkspaceError(f"the walk took longer than {self.run_seconds} s")
-                rel = os.path.normpath(os.path.join(base, top)) if base or top != "." else ""
-                for name in sorted(dirs + files):
-                    info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-                    yield (os.path.join(rel, name) if rel and rel != "." else name), info.st_mode
-                dirs.sort()
+            levels.append((self._open(parts, os.O_RDONLY | os.O_DIRECTORY), "/".join(parts), []))
+            while True:
+                fd, rel, subdirs = levels[-1]
+                for name in _names(fd, check):
+                    check()
+                    mode = _mode(name, fd)
+                    if mode is None:
+                        continue
+                    path = f"{rel}/{name}" if rel else name
+                    yield path, mode
+                    if stat.S_ISDIR(mode) and len(path) < self.max_path_chars:
+                        subdirs.append(name)
+                subdirs.reverse()  # popped from the end: in name order
+                if not _descend(levels):
+                    return
         finally:
-            os.close(fd)
+            for fd, _, _ in levels:
+                os.close(fd)
 
     async def list_dir(self, path: str = ".") -> str:
-        """The entries of a directory (``/`` after directories, ``@`` after symlinks)."""
-        parts = self._parts(path)
+        """The entries of a directory (``/`` after directories, ``@`` after symlinks).
 
-        def work() -> str:
+        Cancellation returns at once; the listing thread stops at its next entry.
+        """
+        parts = self._parts(path)
+        limit = self.max_entries
+
+        def work(check: _Check) -> tuple[list[str], int]:
             fd = self._open(parts, os.O_RDONLY | os.O_DIRECTORY)
             try:
-                names = sorted(os.listdir(fd))
+                names = _names(fd, check)
                 lines = []
-                for name in names[: self.max_entries]:
-                    mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
-                    mark = "/" if stat.S_ISDIR(mode) else "@" if stat.S_ISLNK(mode) else ""
-                    lines.append(name + mark)
+                for name in names[:limit]:
+                    check()
+                    mode = _mode(name, fd)
+                    if mode is not None:  # None: gone since it was listed
+                        mark = "/" if stat.S_ISDIR(mode) else "@" if stat.S_ISLNK(mode) else ""
+                        lines.append(name + mark)
             finally:
                 os.close(fd)
-            if len(names) > self.max_entries:
-                lines.append(f"[... {len(names) - self.max_entries} more entries]")
-            return cut_text("\n".join(lines), self.max_output_chars) or "(empty)"
+            return lines, len(names)
 
-        return await self._in_thread(path, work)
+        lines, total = await self._abandonable(path, f"listing {path!r}", work)
+        if total > limit:
+            lines.append(f"[... {total - limit} more entries]")
+        return _text(lines, self.max_output_chars) or "(empty)"
 
     async def glob(self, pattern: str) -> str:
-        """Paths under the root matching a glob (``**`` crosses directories)."""
+        """Paths under the root matching a glob (``**`` crosses directories; see
+        ``_glob``), matched in linear time.
+
+        Cancellation returns at once; the walk's thread stops at its next entry.
+        """
         self._parts(pattern.replace("*", "x").replace("?", "x"))  # same rules as a path
-        regex = _glob_regex(pattern)
+        matcher = Glob(pattern)
+        limit = self.max_entries
 
-        def work() -> str:
+        def work(check: _Check) -> list[str]:
             found = []
-            for rel, _ in self._walk([]):
-                if regex.fullmatch(rel):
-                    found.append(rel)
-                    if len(found) > self.max_entries:
-                        break
-            more = len(found) > self.max_entries
-            lines = found[: self.max_entries] + (
-                [f"[... more than {self.max_entries}]"] if more else []
-            )
-            return cut_text("\n".join(lines), self.max_output_chars) or "(no match)"
+            walk = self._walk([], check)
+            try:
+                for rel, _ in walk:
+                    if matcher.match(rel):
+                        found.append(rel)
+                        if len(found) > limit:
+                            break
+            finally:
+                walk.close()
+            return found
 
-        return await self._in_thread(pattern, work)
+        found = await self._abandonable(pattern, "the walk", work)
+        more = [f"[... more than {limit}]"] if len(found) > limit else []
+        return _text(found[:limit] + more, self.max_output_chars) or "(no match)"
 
     async def grep(self, pattern: str, path: str = ".", regex: bool = False) -> str:
         """``file:line: text`` for lines containing ``pattern`` (a regex if ``regex``).
@@ -314,7 +366,8 @@ class Workspace:
         A literal pattern is matched here. A regex is matched in a child process
         on the files opened here (their descriptors are passed on), so a pattern
         that backtracks catastrophically is ended at ``run_seconds`` instead of
-        holding this process.
+        holding this process. Cancellation while the files are found returns at
+        once (the walk's thread stops at its next entry).
         """
         parts = self._parts(path)
         if type(pattern) is not str or not pattern or len(pattern) > 1000:
@@ -324,25 +377,34 @@ class Workspace:
         except re.error as exc:
             raise WorkspaceError(f"bad regex: {exc}") from None
 
-        def open_files() -> list[tuple[str, int]]:
+        limit = self.max_entries * 4
+
+        def find_files(check: _Check) -> list[str]:
             top = self._open(parts, os.O_RDONLY)  # checked by descriptor, never by path
             try:
                 is_dir = stat.S_ISDIR(os.fstat(top).st_mode)
             finally:
                 os.close(top)
-            names = (
-                [r for r, m in self._walk(parts) if stat.S_ISREG(m)]  # paths from the root
-                if is_dir
-                else ["/".join(parts)]
-            )
+            if not is_dir:
+                return ["/".join(parts)]
+            walk = self._walk(parts, check)  # paths from the root
+            try:
+                return list(itertools.islice((r for r, m in walk if stat.S_ISREG(m)), limit))
+            finally:
+                walk.close()
+
+        def open_files() -> list[tuple[str, int]]:
+            """(name to show, descriptor) of each file; not abandoned: it holds descriptors."""
             opened = []
-            for rel in names[: self.max_entries * 4]:
+            for rel in names:
                 try:
-                    opened.append((rel, self._open(self._parts(rel), os.O_RDONLY)))
+                    fd = self._open(self._parts(rel), os.O_RDONLY)
                 except (OSError, WorkspaceError):
                     continue
+                opened.append((without_lone_surrogates(rel), fd))
             return opened
 
+        names = await self._abandonable(path, "the walk", find_files)
         opened = await self._in_thread(path, open_files)
         try:
             lines = await self._grep_child(pattern, regex, opened)
@@ -351,7 +413,7 @@ class Workspace:
                 os.close(fd)
         if len(lines) > self.max_entries:
             lines = [*lines[: self.max_entries], "[... more matches]"]
-        return cut_text("\n".join(lines), self.max_output_chars) or "(no match)"
+        return _text(lines, self.max_output_chars) or "(no match)"
 
     async def _grep_child(
         self, pattern: str, regex: bool, opened: list[tuple[str, int]]
@@ -534,27 +596,48 @@ class Workspace:
         return ToolRegistry(tools)
 
 
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob as a regex: ``*`` and ``?`` stay within a path component, ``**``
-    crosses directories (``**/`` may match none)."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out))
+def _text(lines: list[str], max_chars: int) -> str:
+    """Result lines as one text, cut to ``max_chars``; lone surrogates (from names
+    that are not UTF-8) replaced by U+FFFD, so it encodes, as a tool result does."""
+    return without_lone_surrogates(cut_text("\n".join(lines), max_chars))
+
+
+def _names(dir_fd: int, check: _Check) -> list[str]:
+    """The names in a directory, sorted; ``check()`` per entry (a directory may be huge)."""
+    names = []
+    with os.scandir(dir_fd) as entries:  # scans a duplicate of the descriptor
+        for entry in entries:
+            check()
+            names.append(entry.name)
+    names.sort()
+    return names
+
+
+def _mode(name: str, dir_fd: int) -> int | None:
+    """The mode of ``name`` in a directory (a symlink's own), or None if it is gone."""
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return None
+
+
+def _descend(levels: list[tuple[int, str, list[str]]]) -> bool:
+    """Open and push the next directory of a depth-first walk, closing the levels
+    that are done; False when the walk is over."""
+    while levels:
+        fd, rel, left = levels[-1]
+        if not left:
+            levels.pop()
+            os.close(fd)
+            continue
+        name = left.pop()
+        try:
+            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+        except OSError:  # gone, or replaced (by a symlink too) since it was listed
+            continue
+        levels.append((child, f"{rel}/{name}" if rel else name, []))
+        return True
+    return False
 
 
 def _grep_fds(
