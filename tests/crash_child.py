@@ -1,8 +1,8 @@
 """A child process for the ledger crash test: runs a durable multi-step session.
 
-Usage: crash_child.py DIRECTORY. Prints "ready" once the session exists, then
-runs until done (or until the parent kills it). Every tool dispatch appends
-its call id to DIRECTORY/dispatched.log before the tool does its work.
+Usage: crash_child.py DIRECTORY [jsonl|sqlite]. Prints "ready" once the session
+exists, then runs until done (or until the parent kills it). Every tool dispatch
+appends its call id to DIRECTORY/dispatched.log before the tool does its work.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from trio_agent import (
     JsonlStore,
     ModelRequest,
     ModelResponse,
+    SqliteStore,
     TextBlock,
     TextDelta,
     ToolCall,
@@ -91,8 +92,12 @@ def make_tools(directory: Path) -> ToolRegistry:
     return ToolRegistry([work])
 
 
-async def main(directory: Path) -> None:
-    store = JsonlStore(directory)
+def open_store(directory: Path, kind: str) -> JsonlStore | SqliteStore:
+    return JsonlStore(directory) if kind == "jsonl" else SqliteStore(directory / "sessions.db")
+
+
+async def main(directory: Path, kind: str) -> None:
+    store = open_store(directory, kind)
     agent = Agent(
         model=StepwiseModel(),
         tools=make_tools(directory),
@@ -107,4 +112,4 @@ async def main(directory: Path) -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main, Path(sys.argv[1]))
+    trio.run(main, Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "jsonl")

@@ -1,5 +1,6 @@
-"""Crash test with real processes: SIGKILL a durable session at random moments
-(seeded), then load, check and resume every ledger (issue 4)."""
+"""Crash tests with real processes: SIGKILL a durable session at random moments
+(seeded), then load, check and resume every ledger (issue 4), in both stores; and
+two processes racing to resume one session, the winner killed (issue 12)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import trio
-from crash_child import SESSION, STEPS, StepwiseModel, make_tools
+from crash_child import SESSION, STEPS, StepwiseModel, make_tools, open_store
 
 from trio_agent import (
     TOOL_OUTCOME_UNKNOWN,
     Agent,
-    JsonlStore,
     TurnCompleted,
     repair_transcript,
     validate_transcript,
@@ -23,7 +24,9 @@ from trio_agent import (
 from trio_agent.ledger import derive
 
 CHILD = Path(__file__).parent / "crash_child.py"
-TRIALS = 100
+RACER = Path(__file__).parent / "race_child.py"
+TRIALS = {"jsonl": 100, "sqlite": 40}
+RACES = 8
 SEED = 20261129
 
 
@@ -36,11 +39,11 @@ def call_id(key: str) -> str:
     return f"call-{key[:-1]}-{key[-1]}"
 
 
-async def crash_once(directory: Path, delay: float) -> bool:
+async def crash_once(directory: Path, delay: float, kind: str = "jsonl") -> bool:
     """Run the child until it is ready, let it work ``delay`` seconds, SIGKILL it.
     Returns whether it had already finished."""
     process = await trio.lowlevel.open_process(
-        [sys.executable, str(CHILD), str(directory)], stdout=subprocess.PIPE
+        [sys.executable, str(CHILD), str(directory), kind], stdout=subprocess.PIPE
     )
     output = b""
     assert process.stdout is not None
@@ -61,15 +64,18 @@ async def crash_once(directory: Path, delay: float) -> bool:
     return b"finished" in output
 
 
-async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path):
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path, kind):
+    # SQLite: the session must exist from "ready" on (its Agent exists), and a
+    # step/start must be stored before its request is opened.
     rng = random.Random(SEED)
     seen: Counter[str] = Counter()
-    for trial in range(TRIALS):
+    for trial in range(TRIALS[kind]):
         directory = tmp_path / f"trial-{trial}"
         directory.mkdir()
-        finished = await crash_once(directory, rng.uniform(0.0, 0.08))
+        finished = await crash_once(directory, rng.uniform(0.0, 0.08), kind)
         seen["finished" if finished else "killed"] += 1
-        store = JsonlStore(directory)
+        store = open_store(directory, kind)
 
         # load succeeds (a torn last line is ignored), seq contiguous
         loaded = await store.load(SESSION)
@@ -95,9 +101,12 @@ async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path):
         validate_transcript(agent.messages)
 
         # resuming to completion works, and no call id is ever dispatched twice
+        requests_before = derive(loaded.records).requests
         result = await agent.prompt("continue")
         await agent.aclose()
         assert result.end == TurnCompleted(), (trial, result.end)
+        # a request id is never sent twice: the resumed session numbers after every step/start
+        assert agent.requests >= requests_before + result.steps
         assert result.final_text == "all done"
         after = dispatched(directory)
         assert len(after) == len(set(after)), f"trial {trial}: a call ran twice: {after}"
@@ -105,5 +114,67 @@ async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path):
         assert again.warnings == ()
         assert list(derive(again.records).messages) == list(result.messages)
     # the seeded kills landed at many different moments
-    assert seen["killed"] >= 60, seen
-    assert seen[TOOL_OUTCOME_UNKNOWN] >= 10, seen
+    assert seen["killed"] >= TRIALS[kind] * 0.6, seen
+    assert seen[TOOL_OUTCOME_UNKNOWN] >= TRIALS[kind] // 10, seen
+
+
+async def first_line(process: trio.Process) -> bytes:
+    assert process.stdout is not None
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = await process.stdout.receive_some(1)
+        assert chunk, f"the child exited early: {line!r}"
+        line += chunk
+    return line
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+async def test_two_processes_racing_to_resume_one_session_exactly_one_wins(tmp_path, kind):
+    rng = random.Random(SEED + 1)
+    for trial in range(RACES):
+        directory = tmp_path / f"race-{trial}"
+        directory.mkdir()
+        await crash_once(directory, rng.uniform(0.0, 0.05), kind)  # left by a kill -9
+        before = dispatched(directory)
+        racers = [
+            await trio.lowlevel.open_process(
+                [sys.executable, str(RACER), str(directory), kind],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            for _ in range(2)
+        ]
+        try:
+            with trio.fail_after(30):
+                lines = [await first_line(racer) for racer in racers]
+                [winner] = [r for r, line in zip(racers, lines, strict=True) if line[:3] == b"won"]
+                [(loser, lost)] = [
+                    (r, line) for r, line in zip(racers, lines, strict=True) if r is not winner
+                ]
+                # the loser was refused at once, told which process holds the session
+                assert lost.startswith(b"locked: "), lost
+                assert f"process {winner.pid} on ".encode() in lost, lost
+                assert await loser.wait() == 3
+                # the winner goes on, and is killed at a random moment
+                assert winner.stdin is not None
+                await winner.stdin.send_all(b"go\n")
+                await trio.sleep(rng.uniform(0.0, 0.06))
+        finally:
+            for racer in racers:
+                racer.kill()
+                await racer.wait()
+                await racer.stdout.aclose()
+                await racer.stdin.aclose()
+        # the kernel let the dead winner's lock go: the session loads and resumes here
+        store = open_store(directory, kind)
+        loaded = await store.load(SESSION)
+        derive(loaded.records)
+        agent = await Agent.resume(
+            store, SESSION, model=StepwiseModel(), tools=make_tools(directory), max_steps=STEPS + 1
+        )
+        result = await agent.prompt("continue")
+        await agent.aclose()
+        assert result.end == TurnCompleted(), (trial, result.end)
+        after = dispatched(directory)
+        assert after[: len(before)] == before
+        assert len(after) == len(set(after)), f"race {trial}: a call ran twice: {after}"

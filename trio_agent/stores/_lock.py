@@ -84,25 +84,10 @@ class WriterLock:
         return self._release.alive
 
 
-def _describe_holder(fd: int) -> str:
-    """Who holds the lock, as its file says (best effort: it may not have said yet)."""
+def _locker(info: os.stat_result) -> int | None:
+    """The pid holding an flock on the file ``info`` describes, from ``/proc/locks``
+    (Linux): exact from the moment the lock is taken, and looking takes no lock."""
     try:
-        holder = msgspec.json.decode(os.pread(fd, 1024, 0).strip(), type=_Holder)
-    except (OSError, msgspec.DecodeError):
-        return "another writer"
-    mine = holder.pid == os.getpid() and holder.host == socket.gethostname()
-    where = "this process" if mine else f"process {holder.pid} on {holder.host}"
-    return f"{where} (since {holder.since})"
-
-
-def holder_of(path: Path) -> str | None:
-    """Who holds the lock at ``path`` now, or None when nobody does (for ``show``).
-
-    Read from ``/proc/locks`` (Linux), so looking never takes the lock, not
-    even for a moment: a writer starting meanwhile is never refused for it.
-    """
-    try:
-        info = os.stat(path)
         with open("/proc/locks", encoding="ascii", errors="replace") as f:
             table = f.read()
     except OSError:
@@ -110,13 +95,42 @@ def holder_of(path: Path) -> str | None:
     where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
     for line in table.splitlines():
         fields = line.split()
-        if "FLOCK" in fields and where in fields and "->" not in fields:
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; "->" marks a waiter
+        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == where:
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                return "another writer"
-            try:
-                return _describe_holder(fd)
-            finally:
-                os.close(fd)
+                return int(fields[4])
+            except ValueError:
+                return None
     return None
+
+
+def _describe_holder(fd: int) -> str:
+    """Who holds the lock: its pid from the kernel where it can say (the holder may
+    not have written its name yet), with what the holder wrote in the file."""
+    try:
+        pid = _locker(os.fstat(fd))
+        written: _Holder | None = msgspec.json.decode(os.pread(fd, 1024, 0).strip(), type=_Holder)
+    except (OSError, msgspec.DecodeError):
+        written = None
+    host = socket.gethostname()
+    if pid is None:  # not Linux: the file alone
+        if written is None:
+            return "another writer"
+        pid, host = written.pid, written.host
+    since = f" (since {written.since})" if written is not None and written.pid == pid else ""
+    if pid == os.getpid() and host == socket.gethostname():
+        return f"this process{since}"
+    return f"process {pid} on {host}{since}"
+
+
+def holder_of(path: Path) -> str | None:
+    """Who holds the lock at ``path`` now, or None when nobody does (for ``show``).
+    Looking never takes the lock, so a writer starting meanwhile is never refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return None if _locker(os.fstat(fd)) is None else _describe_holder(fd)
+    finally:
+        os.close(fd)

@@ -53,6 +53,7 @@ class _SqliteWriter:
         self._state = state
         self._pending: list[Row] = []
         self._not_durable = False  # committed without a sync since the last durable flush
+        self._fenced = next_seq == 0  # a reopened session's end is checked at the first flush
 
     def append(self, line: bytes) -> None:
         if not self._state.usable:
@@ -84,6 +85,12 @@ class _SqliteWriter:
                 await store.run("write records", store.insert, batch, durable)
                 del self._pending[: len(batch)]  # only once written: a cancelled flush keeps them
                 self._not_durable = not durable
+                self._fenced = True
+            elif not self._fenced:
+                await store.run(
+                    "check the session", store.check_end, self._session_id, self._next_seq
+                )
+                self._fenced = True
             elif durable and self._not_durable:
                 await store.run("sync the write-ahead log", store.sync_wal)
                 self._not_durable = False
@@ -169,16 +176,7 @@ class SqliteStore:
         db.execute("BEGIN IMMEDIATE")
         done = False
         try:
-            (last,) = db.execute(
-                "SELECT MAX(seq) FROM records WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            if last is not None and first == 0:
-                raise LedgerError(f"session {session_id!r} already exists in {self.path}")
-            if (-1 if last is None else last) != first - 1:
-                raise SessionChangedError(
-                    f"session {session_id!r} in {self.path} ends at record {last}, but this "
-                    f"writer follows record {first - 1}: another writer wrote; load it again"
-                )
+            self.check_end(session_id, first)
             db.executemany("INSERT INTO records (session_id, seq, body) VALUES (?, ?, ?)", batch)
             db.execute("COMMIT")
             done = True
@@ -188,6 +186,21 @@ class SqliteStore:
                     db.execute("ROLLBACK")
                 except sqlite3.Error:
                     pass  # the connection rolls back by itself when it can
+
+    def check_end(self, session_id: str, next_seq: int) -> None:
+        """Raise unless the session's stored records end right before ``next_seq``."""
+        (last,) = (
+            self._db()
+            .execute("SELECT MAX(seq) FROM records WHERE session_id = ?", (session_id,))
+            .fetchone()
+        )
+        if last is not None and next_seq == 0:
+            raise LedgerError(f"session {session_id!r} already exists in {self.path}")
+        if (-1 if last is None else last) != next_seq - 1:
+            raise SessionChangedError(
+                f"session {session_id!r} in {self.path} ends at record {last}, but this "
+                f"writer follows record {next_seq - 1}: another writer wrote; load it again"
+            )
 
     def sync_wal(self) -> None:
         """Put what NORMAL commits left in the write-ahead log on disk."""

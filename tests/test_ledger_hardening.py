@@ -1,0 +1,646 @@
+"""Regressions of the ledger and its stores found by trying to break them (issue 12).
+
+Each test is named after the hole it pins; each fails without its fix.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import threading
+from pathlib import Path
+
+import msgspec
+import pytest
+import trio
+from helpers import add, call
+
+from trio_agent import (
+    MAX_ARGUMENT_ENTRIES,
+    TOOL_CANCELLED,
+    TOOL_OUTCOME_UNKNOWN,
+    Agent,
+    AssistantMessage,
+    FatalToolError,
+    JsonlStore,
+    LedgerCorruptError,
+    LedgerError,
+    SessionChangedError,
+    SessionLockedError,
+    SqliteStore,
+    TextBlock,
+    ToolCall,
+    ToolRegistry,
+    Usage,
+    UserMessage,
+    tool,
+)
+from trio_agent.ledger import (
+    SEQUENCE_BLOCK,
+    TOOL_FATAL,
+    Ledger,
+    MessageRecord,
+    SessionStartRecord,
+    ToolCallRecord,
+    ToolResultRecord,
+    TurnStartRecord,
+    derive,
+    encode_records,
+    record_decoder,
+)
+from trio_agent.stores import _jsonl, parse_jsonl
+from trio_agent.stores._fsync import MAX_FSYNC_THREADS
+from trio_agent.testing import ScriptedModel, scripted_response
+
+
+@pytest.fixture(params=["jsonl", "sqlite"])
+def store(request, tmp_path):
+    if request.param == "jsonl":
+        return JsonlStore(tmp_path)
+    return SqliteStore(tmp_path / "sessions.db")
+
+
+def sums(prefix: str = "r", usage: Usage | None = None):
+    """Two steps: two add calls, then an answer."""
+    return [
+        scripted_response(
+            f"{prefix}1",
+            [
+                call("add", f"{prefix}c1", {"left": 1, "right": 2}),
+                call("add", f"{prefix}c2", {"left": 3, "right": 4}),
+            ],
+            usage=usage,
+        ),
+        scripted_response(f"{prefix}2", "3 and 7", usage=usage),
+    ]
+
+
+def agent_on(store, script, session_id="s1", **options) -> Agent:
+    tools = options.pop("tools", ToolRegistry([add]))
+    return Agent(
+        model=ScriptedModel(script), tools=tools, store=store, session_id=session_id, **options
+    )
+
+
+async def records_of(store, session_id="s1"):
+    return (await store.load(session_id)).records
+
+
+# ------------------------------------------------------------- 1. one writer
+
+
+async def test_two_writers_of_one_session_are_refused_instead_of_corrupting_it(store):
+    first = agent_on(store, sums("a"))
+    await first.prompt(UserMessage("u1", "go"))
+    await first.aclose()
+    one = await Agent.resume(store, "s1", model=ScriptedModel(sums("b")), tools=ToolRegistry([add]))
+    with pytest.raises(SessionLockedError, match=r"this process \(since .*\) holds"):
+        await Agent.resume(store, "s1", model=ScriptedModel(sums("c")), tools=ToolRegistry([add]))
+    with pytest.raises(SessionLockedError):  # creating it again is refused the same way
+        agent_on(store, [])
+    await one.prompt(UserMessage("u2", "again"))
+    await one.aclose()
+    # the session loads whole, and the lock went with the writer
+    derived = derive(await records_of(store))
+    assert derived.turns == 2 and derived.closed
+    two = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([add]))
+    await two.aclose()
+
+
+async def test_a_writer_that_appended_after_a_load_makes_a_second_reopen_fail(store):
+    agent = agent_on(store, sums("a"))
+    await agent.aclose()
+    loaded = await store.load("s1")
+    other = await Agent.resume(
+        store, "s1", model=ScriptedModel(sums("b")), tools=ToolRegistry([add])
+    )
+    await other.prompt(UserMessage("u1", "go"))
+    await other.aclose()
+    # ``loaded`` is stale: appending after it would repeat seq numbers
+    with pytest.raises(SessionChangedError, match="load it again"):
+        writer = store.reopen(loaded)
+        ledger = Ledger(writer, len(loaded.records))
+        ledger.turn_started(1, 0)
+        await ledger.aclose()  # SQLite finds out at its first insert
+    # Agent.resume loads again by itself: nothing lost
+    resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([add]))
+    assert len(resumed.messages) == 5
+    await resumed.aclose()
+
+
+async def test_a_resume_that_loses_the_race_to_a_closing_writer_loads_again(store, monkeypatch):
+    agent = agent_on(store, sums("a"))
+    await agent.aclose()
+    real_load = type(store).load
+    loads = []
+
+    async def load_then_someone_writes(self, session_id):
+        loaded = await real_load(self, session_id)
+        loads.append(len(loaded.records))
+        if len(loads) == 1:  # between this load and the reopen, another writer works
+            other = await Agent.resume(
+                store, "s1", model=ScriptedModel(sums("b")), tools=ToolRegistry([add])
+            )
+            await other.prompt(UserMessage("u1", "go"))
+            await other.aclose()
+        return loaded
+
+    monkeypatch.setattr(type(store), "load", load_then_someone_writes)
+    resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([add]))
+    monkeypatch.undo()
+    assert loads[0] < loads[-1] and len(resumed.messages) == 5
+    await resumed.aclose()
+    assert derive(await records_of(store)).turns == 1
+
+
+# --------------------------------------------------------- 2. partial writes
+
+
+async def test_a_short_write_leaves_no_half_line_and_the_session_loads(tmp_path, monkeypatch):
+    store = JsonlStore(tmp_path)
+    agent = agent_on(store, sums())
+    real_write = os.write
+    failing = [True]
+
+    def short_then_full(fd, data):
+        if failing[0] and b'"tool/result"' in bytes(data):
+            failing[0] = False
+            real_write(fd, bytes(data)[: len(data) // 2])  # half of the record reaches the file
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(_jsonl.os, "write", short_then_full)
+    with pytest.raises(LedgerError, match="No space left"):
+        await agent.prompt(UserMessage("u1", "go"))
+    monkeypatch.undo()
+    data = store.path("s1").read_bytes()
+    assert data.endswith(b"\n")  # cut back to the last whole record
+    loaded = parse_jsonl("s1", data)
+    assert loaded.warnings == ()
+    derive(loaded.records)
+    # the broken writer writes nothing more, even with space back...
+    with pytest.raises(LedgerError, match="writes nothing more"):
+        await agent.prompt(UserMessage("u2", "more"))
+    assert store.path("s1").read_bytes() == data
+    # ...and let its lock go: a resume goes on from what was stored
+    resumed = await Agent.resume(
+        store, "s1", model=ScriptedModel([scripted_response("n1", "on")]), tools=ToolRegistry([add])
+    )
+    assert [code for _, code in resumed.closed_on_resume] == [
+        TOOL_OUTCOME_UNKNOWN,
+        "TOOL_NOT_STARTED",
+    ]
+    result = await resumed.prompt(UserMessage("u3", "go on"))
+    assert result.final_text == "on"
+    await resumed.aclose()
+    assert derive((await store.load("s1")).records).closed
+    with pytest.raises(LedgerError):
+        await agent.aclose()  # the broken writer still closes (and says why it failed)
+
+
+async def test_a_write_that_makes_no_progress_is_a_full_disk_not_a_hang(tmp_path, monkeypatch):
+    store = JsonlStore(tmp_path)
+    agent = agent_on(store, sums())
+    monkeypatch.setattr(_jsonl.os, "write", lambda fd, data: 0)
+    with trio.fail_after(5), pytest.raises(LedgerError, match="no progress"):
+        await agent.prompt(UserMessage("u1", "go"))
+    monkeypatch.undo()
+    derive((await store.load("s1")).records)
+
+
+async def test_a_real_full_disk_loses_no_session_and_both_stores_work_once_space_is_back(
+    tmp_path,
+):
+    # A tmpfs of 2 MiB per store, filled mid-session, in a mount namespace of the
+    # child's own (unshare: no root needed where user namespaces are allowed).
+    child = Path(__file__).parent / "full_disk_child.py"
+    done = await trio.run_process(
+        ["unshare", "--mount", "--map-root-user", sys.executable, str(child), str(tmp_path)],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    reports = json.loads(done.stdout)
+    assert reports["jsonl"]["failed"].endswith("[Errno 28] No space left on device")
+    assert reports["sqlite"]["failed"].endswith("database or disk is full")
+    for kind, report in reports.items():
+        assert report["first"] == "completed", kind
+        assert report["loads_while_full"] >= 1 and report["torn_while_full"] == [], kind
+        assert report["broken_writer_wrote"] is False, kind  # no half turn appended later
+        assert report["after"] == "completed" and report["final_closed"], kind
+
+
+# -------------------------------------------------------- 3. SQLite failures
+
+
+async def test_sqlite_disk_full_is_a_ledger_error_and_does_not_wedge_the_store(tmp_path):
+    store = SqliteStore(tmp_path / "s.db")
+    keep = agent_on(store, sums("k"), session_id="other")
+    agent = agent_on(store, sums())
+    pages = store.call("count pages", lambda: store._db().execute("PRAGMA page_count").fetchone())
+    # SQLite's own "database or disk is full", from a page limit at the current size
+    store.call("cap", lambda: store._db().execute(f"PRAGMA max_page_count={pages[0]}"))
+    with pytest.raises(LedgerError, match="database or disk is full") as info:
+        await agent.prompt(UserMessage("u1", "x" * 20_000))
+    assert isinstance(info.value.__cause__, sqlite3.Error)
+    assert not store.call("look", lambda: store._db().in_transaction)  # rolled back
+    store.call("uncap", lambda: store._db().execute("PRAGMA max_page_count=1073741823"))
+    # the store works again: another session, and this one resumed
+    assert (await keep.prompt(UserMessage("u1", "go"))).final_text == "3 and 7"
+    await keep.aclose()
+    resumed = await Agent.resume(
+        store, "s1", model=ScriptedModel([scripted_response("n", "ok")]), tools=ToolRegistry([add])
+    )
+    assert (await resumed.prompt(UserMessage("u2", "retry"))).final_text == "ok"
+    await resumed.aclose()
+    derive(await records_of(store))
+    await store.aclose()
+
+
+async def test_a_file_that_is_not_a_database_is_a_corrupt_ledger_not_a_raw_sqlite_error(tmp_path):
+    path = tmp_path / "s.db"
+    path.write_bytes(b"this is not a database, just some text " * 200)
+    store = SqliteStore(path)
+    with pytest.raises(LedgerCorruptError, match="not a database") as info:
+        await store.load("s1")
+    assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
+    with pytest.raises(LedgerCorruptError):
+        Agent(model=ScriptedModel([]), store=store, session_id="s1")
+
+
+async def test_a_database_with_another_schema_is_refused_clearly(tmp_path):
+    path = tmp_path / "s.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE records (id INTEGER PRIMARY KEY, payload TEXT)")
+    store = SqliteStore(path)
+    with pytest.raises(LedgerCorruptError, match="not a trio-agent session database"):
+        await store.load("s1")
+
+
+async def test_sqlite_an_unopenable_path_is_a_ledger_error(tmp_path):
+    store = SqliteStore(tmp_path / "no" / "such" / "dir.db")
+    with pytest.raises(LedgerError, match="unable to open database file"):
+        await store.load("s1")
+
+
+# -------------------------------------------------------- 4. JSONL I/O errors
+
+
+async def test_every_jsonl_load_failure_is_a_ledger_error_naming_session_and_path(
+    tmp_path, monkeypatch
+):
+    store = JsonlStore(tmp_path)
+    store.path("dir").mkdir()  # a directory where the ledger should be
+    with pytest.raises(LedgerError, match=r"session 'dir' at .*dir\.jsonl: .*Is a directory"):
+        await store.load("dir")
+    for error in (
+        PermissionError(errno.EACCES, "Permission denied"),
+        OSError(errno.EMFILE, "Too many open files"),
+    ):
+
+        async def failing(self, *args, error=error):
+            raise error
+
+        monkeypatch.setattr(trio.Path, "read_bytes", failing)
+        with pytest.raises(LedgerError, match=rf"session 's1' at .*s1\.jsonl: .*{error.strerror}"):
+            await store.load("s1")
+        monkeypatch.undo()
+
+
+# ------------------------------------------------------ 5. records out of place
+
+
+async def recorded(tmp_path, name="a", system="be brief"):
+    store = JsonlStore(tmp_path / name)
+    store.directory.mkdir()
+    agent = agent_on(store, sums(name), system=system)
+    await agent.prompt(UserMessage(f"{name}-u1", "go"))
+    await agent.aclose()
+    return list(await records_of(store))
+
+
+def renumbered(records, start):
+    return [msgspec.structs.replace(r, seq=start + i) for i, r in enumerate(records)]
+
+
+async def test_two_ledgers_concatenated_are_refused(tmp_path):
+    first = await recorded(tmp_path, "a", system="be brief")
+    second = await recorded(tmp_path, "b", system="be verbose")
+    joined = first + renumbered(second, len(first))
+    with pytest.raises(LedgerCorruptError, match="a second session/start"):
+        derive(parse_jsonl("s1", encode_records(joined)).records)
+
+
+async def test_records_out_of_place_are_refused(tmp_path):
+    records = await recorded(tmp_path)
+    kinds = [r.kind for r in records]
+    turn_start = records[kinds.index("turn/start")]
+    step_start = kinds.index("step/start")
+    result = next(r for r in records if isinstance(r, ToolResultRecord))
+    cases = {
+        "turn/start of turn 2 inside turn 1": [
+            *records[:2],
+            msgspec.structs.replace(turn_start, turn=2),
+        ],
+        "turn/start of turn 3 after 1": [
+            *records[: kinds.index("session/closed")],
+            msgspec.structs.replace(turn_start, turn=3),
+        ],
+        "step/start of request-001 inside request-001": [
+            *records[: step_start + 1],
+            records[step_start],
+        ],
+        "does not answer an unanswered call": [
+            *records[:step_start],
+            msgspec.structs.replace(
+                result, result=msgspec.structs.replace(result.result, tool_call_id="nope")
+            ),
+        ],
+        "tool/call for call 'nope', which is not an open call": [
+            *records[: step_start + 2],
+            ToolCallRecord(seq=0, call_id="nope"),
+        ],
+        "session/closed inside turn 1": [*records[: step_start + 1], records[-1]],
+    }
+    for message, damaged in cases.items():
+        with pytest.raises(LedgerCorruptError, match=message):
+            derive(renumbered(damaged, 0))
+
+
+async def test_recorded_arguments_over_the_limits_are_refused_when_derived(tmp_path):
+    records = await recorded(tmp_path)
+    big = {f"k{i}": i for i in range(MAX_ARGUMENT_ENTRIES + 1)}
+    message = AssistantMessage("message-big", (TextBlock("x"), ToolCall("big", "add", big)))
+    at = [r.kind for r in records].index("step/start") + 1
+    damaged = [*records[:at], MessageRecord(seq=0, message=message)]
+    # found by derive as damage, not later by Agent.resume as a TranscriptError
+    with pytest.raises(LedgerCorruptError, match="more than 256 object fields"):
+        derive(renumbered(damaged, 0))
+
+
+# ------------------------------------------------- 6. stored before acting
+
+
+async def test_sqlite_stores_step_start_before_the_model_is_called(tmp_path):
+    path = tmp_path / "s.db"
+    seen = []
+
+    class Watching(ScriptedModel):
+        def stream(self, request):
+            with sqlite3.connect(path) as db:
+                rows = db.execute("SELECT body FROM records ORDER BY seq").fetchall()
+            seen.append((request.id, [msgspec.json.decode(r[0]).get("request_id") for r in rows]))
+            return super().stream(request)
+
+    agent = Agent(
+        model=Watching(sums()), tools=ToolRegistry([add]), store=SqliteStore(path), session_id="s1"
+    )
+    await agent.prompt(UserMessage("u1", "go"))
+    await agent.aclose()
+    assert [request in stored for request, stored in seen] == [True, True]
+
+
+async def test_sqlite_stores_a_new_session_when_its_agent_is_created(tmp_path):
+    path = tmp_path / "s.db"
+    store = SqliteStore(path)
+    agent = Agent(
+        model=ScriptedModel([]), store=store, session_id="s1", messages=[UserMessage("u0", "hi")]
+    )
+    with sqlite3.connect(path) as db:  # before any await: as if the process died now
+        kinds = [
+            msgspec.json.decode(r[0])["kind"]
+            for r in db.execute("SELECT body FROM records WHERE session_id = 's1' ORDER BY seq")
+        ]
+    assert kinds == ["session/start", "message"]
+    await agent.aclose()
+    await store.aclose()
+
+
+# ------------------------------------------------------ 7. session/closed
+
+
+async def test_a_clean_close_can_be_told_from_a_crash(tmp_path):
+    store = JsonlStore(tmp_path)
+    agent = agent_on(store, sums())
+    await agent.prompt(UserMessage("u1", "go"))
+    crashed = JsonlStore(tmp_path / "crashed")
+    crashed.directory.mkdir()
+    shutil.copy(store.path("s1"), crashed.path("s1"))  # the file as a kill -9 leaves it
+    await agent.aclose()
+    assert (await records_of(store))[-1].kind == "session/closed"
+    clean = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([add]))
+    assert clean.resume_warnings == ()
+    died = await Agent.resume(crashed, "s1", model=ScriptedModel([]), tools=ToolRegistry([add]))
+    assert any("did not close the session" in w for w in died.resume_warnings)
+    await clean.aclose()
+    await died.aclose()
+
+
+# --------------------------------------------------- 8. event numbering
+
+
+async def test_event_numbers_never_repeat_after_a_crash_resume(tmp_path):
+    store = JsonlStore(tmp_path)
+    crashed = JsonlStore(tmp_path / "crashed")
+    crashed.directory.mkdir()
+    chunks = 800  # three steps of 800 chunks: the writer renews its reservation twice
+    script = [
+        scripted_response(
+            f"r{i}",
+            [TextBlock("x" * chunks), call("add", f"c{i}", {"left": i, "right": 1})],
+            text_chunks=chunks,
+        )
+        for i in range(3)
+    ]
+    script.append(scripted_response("r3", "the end", hang_at=0))
+    agent = agent_on(store, script)
+    seen = []
+    async with agent.turn(UserMessage("u1", "go")) as run:
+        async for event in run:
+            seen.append(event.sequence)
+            if event.type == "tool.finished" and event.call.id == "c2":
+                await trio.sleep(0.01)  # the last stream hangs: the process "dies" now
+                shutil.copy(store.path("s1"), crashed.path("s1"))
+                run.cancel()
+    await agent.aclose()
+    assert max(seen) > 2 * SEQUENCE_BLOCK
+    resumed = await Agent.resume(
+        crashed,
+        "s1",
+        model=ScriptedModel([scripted_response("n", "on")]),
+        tools=ToolRegistry([add]),
+    )
+    later = []
+    async with resumed.turn(UserMessage("u2", "again")) as run:
+        async for event in run:
+            later.append(event.sequence)
+    await resumed.aclose()
+    assert min(later) > max(seen)  # a consumer of both processes sees no number twice
+    assert min(later) <= max(seen) + SEQUENCE_BLOCK + 1  # and the gap is bounded
+    assert later == list(range(later[0], later[0] + len(later)))
+
+
+async def test_event_numbers_continue_exactly_after_a_clean_close(store):
+    agent = agent_on(store, sums("a"))
+    first = []
+    async with agent.turn(UserMessage("u1", "go")) as run:
+        first = [event.sequence async for event in run]
+    await agent.aclose()
+    resumed = await Agent.resume(
+        store, "s1", model=ScriptedModel(sums("b")), tools=ToolRegistry([add])
+    )
+    async with resumed.turn(UserMessage("u2", "again")) as run:
+        second = [event.sequence async for event in run]
+    await resumed.aclose()
+    assert second[0] == first[-1] + 1
+
+
+# -------------------------------------------------------------- 9. usage
+
+
+async def test_usage_of_a_cancelled_turn_is_in_the_ledger(store):
+    release = trio.Event()
+
+    @tool
+    async def slow() -> str:
+        await release.wait()
+        return "never"
+
+    script = [scripted_response("r1", [call("slow", "c1")], usage=Usage(100, 20))]
+    agent = agent_on(store, script, tools=ToolRegistry([slow]))
+    async with agent.turn(UserMessage("u1", "go")) as run:
+        async for event in run:
+            if event.type == "tool.started":
+                run.cancel()  # the response completed (and was billed); the step did not
+    await agent.aclose()
+    derived = derive(await records_of(store))
+    assert (derived.usage.input_tokens, derived.usage.output_tokens) == (100, 20)
+
+
+async def test_usage_of_a_refused_response_is_counted_on_its_own(store):
+    # a response for another request: a protocol error, but the provider billed it
+    refused = scripted_response("r1", "hi", usage=Usage(50, 5), request_id="request-009")
+    agent = agent_on(store, [refused])
+    result = await agent.prompt(UserMessage("u1", "go"))
+    await agent.aclose()
+    assert result.end.code == "MODEL_PROTOCOL_ERROR"
+    derived = derive(await records_of(store))
+    assert derived.usage == Usage() and derived.failed_usage == Usage(50, 5)
+
+
+# ---------------------------------------------- 10. how a call without result ended
+
+
+async def test_a_fatal_call_is_not_later_called_outcome_unknown(store):
+    @tool
+    async def boom() -> str:
+        raise FatalToolError("the quota is gone")
+
+    agent = agent_on(
+        store, [scripted_response("r1", [call("boom", "c1")])], tools=ToolRegistry([boom])
+    )
+    result = await agent.prompt(UserMessage("u1", "go"))
+    assert result.end.code == TOOL_FATAL
+    await agent.aclose()
+    resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([boom]))
+    [(closing, code)] = resumed.closed_on_resume
+    assert code == TOOL_FATAL and "the quota is gone" in closing.content
+    await resumed.aclose()
+
+
+async def test_a_cancelled_call_is_not_later_called_outcome_unknown(store):
+    @tool
+    async def slow() -> str:
+        await trio.sleep_forever()
+        return "never"
+
+    agent = agent_on(
+        store, [scripted_response("r1", [call("slow", "c1")])], tools=ToolRegistry([slow])
+    )
+    async with agent.turn(UserMessage("u1", "go")) as run:
+        async for event in run:
+            if event.type == "tool.started":
+                await trio.sleep(0.01)  # the call runs, then is cancelled
+                run.cancel()
+    await agent.aclose()
+    resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([slow]))
+    [(closing, code)] = resumed.closed_on_resume
+    assert code == TOOL_CANCELLED and closing.content.startswith("TOOL_CANCELLED:")
+    await resumed.aclose()
+
+
+async def test_a_call_running_when_the_process_died_is_still_outcome_unknown(tmp_path):
+    store = JsonlStore(tmp_path)
+    crashed = JsonlStore(tmp_path / "crashed")
+    crashed.directory.mkdir()
+
+    @tool
+    async def slow() -> str:
+        shutil.copy(store.path("s1"), crashed.path("s1"))  # killed while it runs
+        await trio.sleep_forever()
+        return "never"
+
+    agent = agent_on(
+        store, [scripted_response("r1", [call("slow", "c1")])], tools=ToolRegistry([slow])
+    )
+    with trio.move_on_after(0.05):
+        await agent.prompt(UserMessage("u1", "go"))
+    await agent.aclose()
+    resumed = await Agent.resume(crashed, "s1", model=ScriptedModel([]), tools=ToolRegistry([slow]))
+    assert [code for _, code in resumed.closed_on_resume] == [TOOL_OUTCOME_UNKNOWN]
+    await resumed.aclose()
+
+
+# ------------------------------------------------------ 11. fsync threads
+
+
+def fsync_threads() -> int:
+    return sum(t.name == "trio-agent-fsync" for t in threading.enumerate())
+
+
+async def test_many_open_ledgers_share_a_few_fsync_threads(tmp_path):
+    store = JsonlStore(tmp_path)
+    ledgers = [Ledger(store.create(f"s{i}"), 0, "step") for i in range(200)]
+    most = 0
+
+    async def one(ledger):
+        nonlocal most
+        ledger.session_started("s", 0.0, "")
+        for i in range(4):
+            ledger.step_started(f"request-{i:03d}")
+            await ledger.barrier("step")
+            most = max(most, fsync_threads())
+
+    async with trio.open_nursery() as nursery:
+        for ledger in ledgers:
+            nursery.start_soon(one, ledger)
+    for ledger in ledgers:
+        await ledger.aclose()
+    assert 1 <= most <= MAX_FSYNC_THREADS  # one thread per ledger was 200
+    for i in range(200):
+        assert len((await store.load(f"s{i}")).records) == 5
+
+
+# ---------------------------------------------------------- extras
+
+
+async def test_derive_reads_usage_from_step_end_in_older_ledgers():
+    records = [
+        SessionStartRecord(seq=0, format=1, session_id="s", created=0.0),
+        TurnStartRecord(seq=1, turn=1, sequence=0),
+        *map(
+            record_decoder.decode,
+            [
+                b'{"kind":"step/start","seq":2,"request_id":"request-001"}',
+                b'{"kind":"message","seq":3,"message":{"role":"assistant","id":"m","content":[]}}',
+                b'{"kind":"step/end","seq":4,"request_id":"request-001","stop_reason":"stop",'
+                b'"usage":{"input_tokens":7,"output_tokens":3}}',
+            ],
+        ),
+    ]
+    assert derive(records).usage == Usage(7, 3)
