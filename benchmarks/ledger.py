@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -64,6 +65,33 @@ async def shared_ledger_always(store, tasks: int, name: str) -> tuple[float, int
     return RECORDS / elapsed, fsyncs
 
 
+async def many_ledgers(store, count: int, records: int, name: str) -> tuple[float, int]:
+    """``count`` sessions open at once, each appending ``records`` records and
+    awaiting a step barrier (fsync="step") after every 8: records/s, and the
+    most threads alive at any moment (sampled at every barrier)."""
+    ledgers = [Ledger(store.create(f"{name}-{i}"), 0, "step") for i in range(count)]
+    peak = threading.active_count()
+
+    async def one(ledger: Ledger) -> None:
+        nonlocal peak
+        ledger.session_started("s", 0.0, "")
+        for i in range(records):
+            ledger.step_started(f"request-{i:03d}")
+            if i % 8 == 7:
+                await ledger.barrier("step")
+                peak = max(peak, threading.active_count())
+
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for ledger in ledgers:
+            nursery.start_soon(one, ledger)
+    elapsed = time.perf_counter() - start
+    peak = max(peak, threading.active_count())
+    for ledger in ledgers:
+        await ledger.aclose()
+    return count * records / elapsed, peak
+
+
 async def session_seconds(store, policy: str | None, name: str) -> float:
     options = {} if store is None else {"store": store, "session_id": name, "fsync": policy}
     agent = Agent(
@@ -105,6 +133,12 @@ async def main(rounds: int) -> None:
             f"  jsonl  fsync=always, {tasks:2} tasks sharing one ledger: {rate:10,.0f} records/s"
             f" ({fsyncs:.0f} fsyncs for {RECORDS} records)"
         )
+    many = [await many_ledgers(jsonl, 2000, 16, f"many-{r}") for r in range(max(1, rounds // 2))]
+    print(
+        f"  jsonl  fsync=step, 2000 ledgers open at once: "
+        f"{statistics.median(m[0] for m in many):10,.0f} records/s, "
+        f"at most {max(m[1] for m in many)} threads alive"
+    )
     print(
         f"\nsession of {STEPS} steps (10 chunks + 1 tool call each), per step, medians of {rounds}"
     )
