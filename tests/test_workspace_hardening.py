@@ -13,7 +13,7 @@ from helpers import call, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import trio_agent.workspace as workspace_module
+import trio_agent.workspace._walk as workspace_module  # where walks and listings stat entries
 from trio_agent import ToolResultMessage, run_agent_loop
 from trio_agent._glob import Glob
 from trio_agent.testing import ScriptedModel, scripted_response
@@ -304,3 +304,14 @@ async def test_regression_tool_results_for_names_not_utf8_encode(workspace):
     for answer in answers:
         answer.content.encode("utf-8")
         assert "caf\ufffd" in answer.content
+
+
+async def test_regression_a_regex_grep_never_imports_modules_written_in_the_workspace(tmp_path):
+    # The grep child ran `python -c` in the root: a json.py there ran inside it.
+    (tmp_path / "json.py").write_text(
+        "import pathlib\npathlib.Path('pwned').write_text('x')\nfrom _json import *\n"
+    )
+    (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
+    found = await Workspace(tmp_path).grep("al.ha", regex=True)
+    assert found == "notes.txt:1: alpha"
+    assert not (tmp_path / "pwned").exists()

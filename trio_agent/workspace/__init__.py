@@ -1,0 +1,16 @@
+"""Workspace tools: files and processes confined to one root directory.
+
+Every path is opened one component at a time from the root's directory
+descriptor with ``O_NOFOLLOW``: ``..``, absolute paths outside the root,
+symlinks (also ones a command created) and anything but regular files and
+directories are refused, with no window between a check and the open.
+Reads, writes, output and time are bounded. File work runs in a worker
+thread; commands run in a session of their own, and cancellation or a time
+limit ends the whole process group (SIGTERM, a grace period, SIGKILL), which
+is reaped before the result is recorded.
+"""
+
+from ._errors import WorkspaceError as WorkspaceError
+from ._workspace import Workspace as Workspace
+
+__all__ = ["Workspace", "WorkspaceError"]

@@ -1,0 +1,180 @@
+"""Commands run in a process group of their own, and the whole group ended.
+
+A command runs with ``sh -c`` in a new session, so that ending it can reach
+every process it started: SIGTERM to the group, a grace period, SIGKILL, and
+the leader reaped before the result is recorded. Every descendant also
+inherits a marker in its environment, so one that left the group (``setsid``,
+a double fork) is found in ``/proc`` and ended too. Output is drained while
+the command runs, its head and latest tail kept within a budget.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import uuid
+from pathlib import Path
+from typing import final
+
+import trio
+
+from ..limits import cut_text
+
+__all__ = ["run_command"]
+
+_MARKER = "TRIO_AGENT_RUN"
+
+
+@final
+class _Output:
+    """What a command writes: all of it up to twice ``budget`` bytes, then the
+    first ``budget`` bytes and the latest ``budget`` bytes."""
+
+    def __init__(self, budget: int) -> None:
+        self.data = bytearray()
+        self.budget = budget
+        self.drained = trio.Event()
+
+    async def drain(self, stream: trio.abc.ReceiveStream) -> None:
+        """Read ``stream`` to its end (then set ``drained``), keeping what fits."""
+        budget = self.budget
+        async with stream:
+            while True:
+                data = await stream.receive_some(65536)
+                if not data:
+                    self.drained.set()
+                    return
+                if len(self.data) < budget * 2:
+                    self.data.extend(data)
+                else:  # keep the head and the latest tail
+                    self.data[budget:] = self.data[-budget:] + data[-budget:]
+
+
+async def run_command(
+    command: str,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    limit: float,
+    grace_seconds: float,
+    max_output_chars: int,
+) -> str:
+    """Run ``command`` with ``sh -c`` in ``cwd``; the exit code and output (stdout
+    and stderr together, cut to ``max_output_chars``, head and tail kept). The
+    whole process group is ended when it finishes, runs past ``limit`` seconds,
+    or is cancelled."""
+    # A marker every descendant inherits, even one that leaves the process
+    # group (setsid, double fork): cleanup finds those by it.
+    marker = f"{_MARKER}={uuid.uuid4().hex}"
+    process = await trio.lowlevel.open_process(
+        ["/bin/sh", "-c", command],
+        cwd=cwd,
+        env={**env, _MARKER: marker.split("=", 1)[1]},
+        start_new_session=True,  # its own process group: we can end all of it
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    output = _Output(max_output_chars * 4)
+    ended = False
+    try:
+        assert process.stdout is not None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(output.drain, process.stdout)
+            with trio.move_on_after(limit) as timer:  # only the command is timed
+                await process.wait()
+            # The leader is done (or out of time), but what the group writes
+            # last may still be on its way. End the rest of the group first
+            # (background children hold the pipe open), then read to EOF; a
+            # stray that escaped both the group and the marker gets no more
+            # than the grace period.
+            ended = True
+            await _end_group(process, marker.encode(), grace_seconds)
+            with trio.move_on_after(grace_seconds):
+                await output.drained.wait()
+            nursery.cancel_scope.cancel()
+    finally:
+        if not ended:  # cancelled from outside while the command ran
+            await _end_group(process, marker.encode(), grace_seconds)
+    text = cut_text(output.data.decode("utf-8", "replace"), max_output_chars)
+    if timer.cancelled_caught:
+        return f"[timed out after {limit} s; the process group was ended]\n{text}"
+    return f"[exit code {process.returncode}]\n{text}"
+
+
+async def _end_group(process: trio.Process, marker: bytes, grace_seconds: float) -> None:
+    """SIGTERM the group, wait the grace period, SIGKILL, reap; then end any
+    descendant that left the group but still carries the run's marker.
+    Shielded: it finishes even when the caller is being cancelled."""
+    with trio.CancelScope(shield=True):
+        await _end_process_group(process, grace_seconds)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            strays = await trio.to_thread.run_sync(_marked, marker)
+            if not strays:
+                break
+            for pid in strays:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            await trio.sleep(grace_seconds if sig == signal.SIGTERM else 0)
+
+
+async def _end_process_group(process: trio.Process, grace_seconds: float) -> None:
+    """SIGTERM the process group, give it the grace period, SIGKILL; reap the leader."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        if sig == signal.SIGTERM:
+            with trio.move_on_after(grace_seconds):
+                await process.wait()
+                # the leader is gone; give the rest of the group the same grace
+                while await trio.to_thread.run_sync(_group_alive, process.pid):  # noqa: ASYNC110 - no event for it
+                    await trio.sleep(0.01)
+                break
+    await process.wait()
+
+
+def _marked(marker: bytes) -> list[int]:
+    """Live processes (not zombies) whose environment holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+        except OSError:
+            continue
+        found.append(int(entry))
+    return found
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` still runs. Zombies do not count:
+    where PID 1 reaps slowly (containers), orphans stay zombies for a while,
+    and ``killpg(pgid, 0)`` would call the group alive until the grace ends."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover
+        return True
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state, _ppid, group = f.read().rsplit(b")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state != b"Z":
+            return True
+    return False

@@ -1,0 +1,347 @@
+"""The ``Workspace``: its limits, its seven tools, and the checks on their arguments.
+
+Each tool checks what the model passed and composes the package's parts:
+paths opened from the held root descriptor (``_paths``), cancellable walks
+(``_walk``), grep on opened files (``_grep``) and commands ended as a whole
+process group (``_process``). It is the one place that knows the limits, so
+a caller can change them on the instance between calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import stat
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import final
+
+from .._glob import Glob
+from ..limits import cut_text, without_lone_surrogates
+from ..tools import Tool, ToolRegistry, tool
+from ._errors import WorkspaceError
+from ._grep import grep_opened
+from ._paths import in_thread, open_parts, path_parts, regular
+from ._process import run_command
+from ._walk import Check, abandonable, list_entries, walk
+
+__all__ = ["Workspace"]
+
+
+@final
+class Workspace:
+    """Tools confined to ``root``: ``read_file``, ``write_file``, ``edit_file``,
+    ``list_dir``, ``glob``, ``grep`` and ``run``; get them with ``tools()``.
+
+    Limits: ``max_path_chars`` per path, ``max_read_bytes`` per read,
+    ``max_write_bytes`` per write, ``max_output_chars`` of any result (head
+    and tail kept), ``max_entries`` listed or matched, ``run_seconds`` per
+    command (``grace_seconds`` between SIGTERM and SIGKILL). Commands get
+    only ``env`` (default: a minimal PATH, HOME=root, LANG), never the
+    parent's environment wholesale.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        max_path_chars: int = 1024,
+        max_read_bytes: int = 256 * 1024,
+        max_write_bytes: int = 1024 * 1024,
+        max_output_chars: int = 16_000,
+        max_entries: int = 500,
+        run_seconds: float = 60.0,
+        grace_seconds: float = 2.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        root_path = Path(root).resolve()
+        if not root_path.is_dir():
+            raise ValueError(f"workspace root {root_path} is not a directory")
+        self.root = root_path
+        # Opened once: every path is resolved from this descriptor, so renaming or
+        # replacing the root directory (a command can) never redirects the tools.
+        self._root_fd = os.open(root_path, os.O_RDONLY | os.O_DIRECTORY)
+        weakref.finalize(self, os.close, self._root_fd)  # closed with the workspace
+        self.max_path_chars = max_path_chars
+        self.max_read_bytes = max_read_bytes
+        self.max_write_bytes = max_write_bytes
+        self.max_output_chars = max_output_chars
+        self.max_entries = max_entries
+        self.run_seconds = run_seconds
+        self.grace_seconds = grace_seconds
+        self.env = (
+            dict(env)
+            if env is not None
+            else {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(root_path), "LANG": "C.UTF-8"}
+        )
+
+    def _parts(self, path: object) -> list[str]:
+        """The path's components below the root, or a ``WorkspaceError`` saying why not."""
+        return path_parts(path, self.root, self.max_path_chars)
+
+    def _open(self, parts: Sequence[str], flags: int, *, create_dirs: bool = False) -> int:
+        """Open ``parts`` under the root, never following a symlink on the way."""
+        return open_parts(self._root_fd, parts, flags, create_dirs=create_dirs)
+
+    # ------------------------------------------------------------- files
+
+    async def read_file(self, path: str, offset: int = 0) -> str:
+        """The text of a file (UTF-8), from ``offset``, at most ``max_read_bytes``."""
+        parts = self._parts(path)
+        if type(offset) is not int or not 0 <= offset < 2**62:
+            raise WorkspaceError(f"offset must be an int in [0, 2**62), got {offset!r}")
+
+        def work() -> str:
+            fd = self._open(parts, os.O_RDONLY)
+            try:
+                info = regular(fd, path)
+                data = os.pread(fd, self.max_read_bytes + 1, offset)
+            finally:
+                os.close(fd)
+            if b"\x00" in data[:8192]:
+                raise WorkspaceError(f"{path!r} is a binary file ({info.st_size} bytes)")
+            # keep only what fits in one result, and say exactly where to read on
+            limit = min(self.max_read_bytes, self.max_output_chars)
+            kept = data[:limit]
+            text = kept.decode("utf-8", "replace")
+            if len(data) > limit:
+                end = offset + len(kept)
+                text += f"\n[... {info.st_size - end} more bytes; read on with offset={end}]"
+            return text
+
+        return await in_thread(path, work)
+
+    async def write_file(self, path: str, content: str) -> str:
+        """Write ``content`` to a file (created with its directories), replacing it."""
+        parts = self._parts(path)
+        if not parts:
+            raise WorkspaceError("write_file needs a file path")
+        data = content.encode("utf-8", "surrogateescape")
+        if len(data) > self.max_write_bytes:
+            raise WorkspaceError(f"content is {len(data)} bytes, more than {self.max_write_bytes}")
+
+        def work() -> str:
+            fd = self._open(parts, os.O_WRONLY | os.O_CREAT, create_dirs=True)
+            try:
+                regular(fd, path)
+                os.ftruncate(fd, 0)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            return without_lone_surrogates(f"wrote {len(data)} bytes to {'/'.join(parts)}")
+
+        return await in_thread(path, work)
+
+    async def edit_file(self, path: str, old: str, new: str) -> str:
+        """Replace the one occurrence of ``old`` with ``new``; refuse 0 or several."""
+        if not old:
+            raise WorkspaceError("old must not be empty")
+        parts = self._parts(path)
+
+        def work() -> str:
+            fd = self._open(parts, os.O_RDWR)
+            try:
+                info = regular(fd, path)
+                if info.st_size > self.max_write_bytes:
+                    raise WorkspaceError(f"{path!r} is larger than {self.max_write_bytes} bytes")
+                text = os.pread(fd, info.st_size + 1, 0).decode("utf-8", "surrogateescape")
+                count = text.count(old)
+                if count != 1:
+                    raise WorkspaceError(
+                        f"old text found {count} times in {path!r}; it must be found exactly once"
+                        + (" (add surrounding lines to make it unique)" if count > 1 else "")
+                    )
+                data = text.replace(old, new, 1).encode("utf-8", "surrogateescape")
+                if len(data) > self.max_write_bytes:
+                    raise WorkspaceError(f"the edit makes {path!r} larger than allowed")
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, data, 0)
+            finally:
+                os.close(fd)
+            return without_lone_surrogates(f"edited {'/'.join(parts)}")
+
+        return await in_thread(path, work)
+
+    # ------------------------------------------------------------ search
+
+    async def list_dir(self, path: str = ".") -> str:
+        """The entries of a directory (``/`` after directories, ``@`` after symlinks).
+
+        Cancellation returns at once; the listing thread stops at its next entry.
+        """
+        parts = self._parts(path)
+        limit = self.max_entries
+
+        def work(check: Check) -> tuple[list[str], int]:
+            return list_entries(self._root_fd, parts, limit, check)
+
+        lines, total = await abandonable(path, f"listing {path!r}", self.run_seconds, work)
+        if total > limit:
+            lines.append(f"[... {total - limit} more entries]")
+        return _text(lines, self.max_output_chars) or "(empty)"
+
+    async def glob(self, pattern: str) -> str:
+        """Paths under the root matching a glob (``**`` crosses directories; see
+        ``_glob``), matched in linear time.
+
+        Cancellation returns at once; the walk's thread stops at its next entry.
+        """
+        self._parts(pattern.replace("*", "x").replace("?", "x"))  # same rules as a path
+        matcher = Glob(pattern)
+        limit = self.max_entries
+
+        def work(check: Check) -> list[str]:
+            found = []
+            entries = walk(self._root_fd, [], self.max_path_chars, check)
+            try:
+                for rel, _ in entries:
+                    if matcher.match(rel):
+                        found.append(rel)
+                        if len(found) > limit:
+                            break
+            finally:
+                entries.close()
+            return found
+
+        found = await abandonable(pattern, "the walk", self.run_seconds, work)
+        more = [f"[... more than {limit}]"] if len(found) > limit else []
+        return _text(found[:limit] + more, self.max_output_chars) or "(no match)"
+
+    async def grep(self, pattern: str, path: str = ".", regex: bool = False) -> str:
+        """``file:line: text`` for lines containing ``pattern`` (a regex if ``regex``).
+
+        A literal pattern is matched here. A regex is matched in a child process
+        on the files opened here (their descriptors are passed on), so a pattern
+        that backtracks catastrophically is ended at ``run_seconds`` instead of
+        holding this process. Cancellation while the files are found returns at
+        once (the walk's thread stops at its next entry).
+        """
+        parts = self._parts(path)
+        if type(pattern) is not str or not pattern or len(pattern) > 1000:
+            raise WorkspaceError("pattern must be a non-empty string of at most 1000 characters")
+        try:
+            re.compile(pattern if regex else re.escape(pattern))
+        except re.error as exc:
+            raise WorkspaceError(f"bad regex: {exc}") from None
+
+        limit = self.max_entries * 4
+
+        def find_files(check: Check) -> list[str]:
+            top = self._open(parts, os.O_RDONLY)  # checked by descriptor, never by path
+            try:
+                is_dir = stat.S_ISDIR(os.fstat(top).st_mode)
+            finally:
+                os.close(top)
+            if not is_dir:
+                return ["/".join(parts)]
+            entries = walk(self._root_fd, parts, self.max_path_chars, check)  # paths from the root
+            try:
+                return list(itertools.islice((r for r, m in entries if stat.S_ISREG(m)), limit))
+            finally:
+                entries.close()
+
+        def open_files() -> list[tuple[str, int]]:
+            """(name to show, descriptor) of each file; not abandoned: it holds descriptors."""
+            opened = []
+            for rel in names:
+                try:
+                    fd = self._open(self._parts(rel), os.O_RDONLY)
+                except (OSError, WorkspaceError):
+                    continue
+                opened.append((without_lone_surrogates(rel), fd))
+            return opened
+
+        names = await abandonable(path, "the walk", self.run_seconds, find_files)
+        opened = await in_thread(path, open_files)
+        try:
+            lines = await grep_opened(
+                pattern,
+                regex,
+                opened,
+                max_bytes=self.max_read_bytes,
+                max_lines=self.max_entries + 1,
+                seconds=self.run_seconds,
+                cwd=self.root,
+            )
+        finally:
+            for _, fd in opened:
+                os.close(fd)
+        if len(lines) > self.max_entries:
+            lines = [*lines[: self.max_entries], "[... more matches]"]
+        return _text(lines, self.max_output_chars) or "(no match)"
+
+    # ----------------------------------------------------------- commands
+
+    async def run(self, command: str, seconds: float | None = None) -> str:
+        """Run ``command`` with ``sh -c`` in the workspace; the exit code and output
+        (stdout and stderr together, head and tail kept). The whole process group
+        is ended when it finishes, fails its time limit, or is cancelled."""
+        if type(command) is not str or not command.strip():
+            raise WorkspaceError("command must be a non-empty string")
+        if len(command) > 16_384:
+            raise WorkspaceError("command is longer than 16384 characters")
+        if seconds is not None and not (type(seconds) in (int, float) and seconds > 0):
+            raise WorkspaceError(f"seconds must be a number > 0, got {seconds!r}")
+        limit = self.run_seconds if seconds is None else min(float(seconds), self.run_seconds)
+        return await run_command(
+            command,
+            cwd=self.root,
+            env=self.env,
+            limit=limit,
+            grace_seconds=self.grace_seconds,
+            max_output_chars=self.max_output_chars,
+        )
+
+    # --------------------------------------------------------------- tools
+
+    def tools(self) -> ToolRegistry:
+        """The workspace's tools, ready for ``run_agent_loop`` or ``Agent``."""
+        workspace = self
+
+        @tool(name="read_file")
+        async def read_file(path: str, offset: int = 0) -> str:
+            """Read a text file of the workspace (from a byte offset)."""
+            return await workspace.read_file(path, offset)
+
+        @tool(name="write_file")
+        async def write_file(path: str, content: str) -> str:
+            """Write a text file in the workspace, creating directories as needed."""
+            return await workspace.write_file(path, content)
+
+        @tool(name="edit_file")
+        async def edit_file(path: str, old: str, new: str) -> str:
+            """Replace the one exact occurrence of old with new in a file."""
+            return await workspace.edit_file(path, old, new)
+
+        @tool(name="list_dir")
+        async def list_dir(path: str = ".") -> str:
+            """List a directory of the workspace."""
+            return await workspace.list_dir(path)
+
+        @tool(name="glob")
+        async def glob_tool(pattern: str) -> str:
+            """Find workspace paths matching a glob pattern (** crosses directories)."""
+            return await workspace.glob(pattern)
+
+        @tool(name="grep")
+        async def grep(pattern: str, path: str = ".", regex: bool = False) -> str:
+            """Find lines containing a text (or a regex) in workspace files."""
+            return await workspace.grep(pattern, path, regex)
+
+        @tool(name="run", exclusive=True)
+        async def run(command: str, seconds: float | None = None) -> str:
+            """Run a shell command in the workspace and return its exit code and output."""
+            return await workspace.run(command, seconds)
+
+        tools: list[Tool] = [read_file, write_file, edit_file, list_dir, glob_tool, grep, run]
+        return ToolRegistry(tools)
+
+
+def _text(lines: list[str], max_chars: int) -> str:
+    """Result lines as one text, cut to ``max_chars``; lone surrogates (from names
+    that are not UTF-8) replaced by U+FFFD, so it encodes, as a tool result does."""
+    return without_lone_surrogates(cut_text("\n".join(lines), max_chars))
