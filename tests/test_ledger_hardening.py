@@ -644,3 +644,20 @@ async def test_derive_reads_usage_from_step_end_in_older_ledgers():
         ),
     ]
     assert derive(records).usage == Usage(7, 3)
+
+
+async def test_a_turn_cut_short_by_keyboard_interrupt_still_closes_to_a_loadable_ledger(store):
+    # KeyboardInterrupt is neither an Exception nor cancellation: the turn gets no
+    # turn/end of its own, and session/closed inside an open turn would be damage.
+    class Interrupting(ScriptedModel):
+        def stream(self, request):
+            raise KeyboardInterrupt
+
+    agent = Agent(model=Interrupting([]), store=store, session_id="s1")
+    with pytest.raises(KeyboardInterrupt):
+        await agent.prompt(UserMessage("u1", "go"))
+    await agent.aclose()
+    records = await records_of(store)
+    assert [r.kind for r in records][-2:] == ["turn/end", "session/closed"]
+    assert records[-2].end.reason == "interrupted"
+    assert derive(records).closed

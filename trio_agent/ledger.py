@@ -45,7 +45,7 @@ from ._records import TurnStartRecord as TurnStartRecord
 from ._records import encode_records as encode_records
 from ._records import record_decoder as record_decoder
 from ._records import record_encoder
-from .events import TurnEnd
+from .events import TurnEnd, TurnInterrupted
 from .messages import Message, ToolCall, ToolResultMessage
 from .model import Usage
 
@@ -134,7 +134,7 @@ class Ledger:
     was not asked to: fsyncs run in a shared pool, many records at a time.
     """
 
-    __slots__ = ("_event_durable", "_reserved", "_seq", "_step_durable", "_writer")
+    __slots__ = ("_event_durable", "_open_turn", "_reserved", "_seq", "_step_durable", "_writer")
 
     def __init__(
         self,
@@ -149,6 +149,7 @@ class Ledger:
         self._event_durable = fsync == "always"
         self._step_durable = fsync != "never"
         self._reserved = reserved  # event sequences below this may be sent
+        self._open_turn: int | None = None
 
     @property
     def next_seq(self) -> int:
@@ -180,6 +181,10 @@ class Ledger:
         )
 
     def session_closed(self, sequence: int) -> None:
+        """The session is closed cleanly. A turn still open (one a ``BaseException``
+        such as ``KeyboardInterrupt`` cut short) is ended as ``interrupted`` first."""
+        if self._open_turn is not None:
+            self.turn_ended(self._open_turn, TurnInterrupted(), sequence)
         self._write(SessionClosedRecord(seq=self._seq, sequence=sequence))
 
     def commit(self) -> None:
@@ -188,9 +193,11 @@ class Ledger:
 
     def turn_started(self, turn: int, sequence: int) -> None:
         self._write(TurnStartRecord(seq=self._seq, turn=turn, sequence=sequence))
+        self._open_turn = turn
 
     def turn_ended(self, turn: int, end: TurnEnd, sequence: int) -> None:
         self._write(TurnEndRecord(seq=self._seq, turn=turn, end=end, sequence=sequence))
+        self._open_turn = None
 
     def message(
         self, message: Message, code: str | None = None, usage: Usage | None = None
