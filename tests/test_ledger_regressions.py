@@ -214,7 +214,7 @@ def test_a_store_that_is_not_a_store_is_refused():
 
 
 def test_a_missing_directory_is_a_ledger_error(tmp_path):
-    with pytest.raises(LedgerError, match=r"missing/s\.jsonl\.lock: .*No such file or directory"):
+    with pytest.raises(LedgerError, match=r"cannot create session .s. at .*missing/s\.jsonl"):
         Agent(model=ScriptedModel([]), store=JsonlStore(tmp_path / "missing"), session_id="s")
 
 

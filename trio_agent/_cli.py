@@ -184,7 +184,7 @@ def _show(args: argparse.Namespace) -> int:
     for record in loaded.records:
         _print_record(record)
     assert isinstance(store, JsonlStore)
-    _print(f"\n{_state_of(derived, holder_of(store.lock_path(session_id)))}")
+    _print(f"\n{_state_of(derived, holder_of(store.path(session_id)))}")
     usage, failed = derived.usage, derived.failed_usage
     line = f"usage: {usage.input_tokens} input / {usage.output_tokens} output tokens"
     if failed.input_tokens or failed.output_tokens:

@@ -113,17 +113,14 @@ class WriterState:
     resume, which reads the ledger, can go on from there.
     """
 
-    __slots__ = ("closed", "failure", "lock", "session_id")
+    __slots__ = ("closed", "failure", "lock", "session_id", "usable")
 
     def __init__(self, session_id: str, lock: WriterLock) -> None:
         self.session_id = session_id
         self.lock = lock
         self.failure: LedgerError | None = None
         self.closed = False
-
-    @property
-    def usable(self) -> bool:
-        return self.failure is None and not self.closed
+        self.usable = True  # neither failed nor closed (read on every append)
 
     def check(self) -> None:
         """Raise ``LedgerError`` unless the writer is open."""
@@ -137,11 +134,11 @@ class WriterState:
 
     def fail(self, error: LedgerError) -> LedgerError:
         """Break the writer with ``error`` (the first failure is kept); returns it to raise."""
-        if self.failure is None and not self.closed:
-            self.failure = error
+        if self.usable:
+            self.failure, self.usable = error, False
             self.lock.release()
         return error
 
     def close(self) -> None:
-        self.closed = True
+        self.closed, self.usable = True, False
         self.lock.release()

@@ -3,7 +3,7 @@
 Each line is written to the OS inline, on the trio thread (about a
 microsecond); fsyncs run in the shared pool of ``_fsync`` and cover every
 line written before them (group commit). The session's writer holds an
-flock on ``{session_id}.jsonl.lock`` beside it for as long as it is open.
+flock on the ledger file itself for as long as it is open.
 """
 
 from __future__ import annotations
@@ -29,12 +29,11 @@ class _JsonlWriter:
     """Appends whole lines to the session file: a write that fails is undone (the
     file is cut back to its last whole line) and breaks the writer."""
 
-    __slots__ = ("__weakref__", "_close_fd", "_fd", "_path", "_size", "_state", "_sync")
+    __slots__ = ("__weakref__", "_close_fd", "_fd", "_path", "_state", "_sync")
 
-    def __init__(self, fd: int, path: Path, size: int, state: WriterState) -> None:
+    def __init__(self, fd: int, path: Path, state: WriterState) -> None:
         self._fd = fd
         self._path = path
-        self._size = size  # where the last whole line ends
         self._state = state
         self._sync = SyncedFile(fd)
         self._close_fd = weakref.finalize(self, os.close, fd)  # once, however it ends
@@ -42,28 +41,31 @@ class _JsonlWriter:
     def append(self, line: bytes) -> None:
         if not self._state.usable:
             self._state.check()
-        view = memoryview(line)
         try:
-            while view:
-                written = os.write(self._fd, view)
-                if written <= 0:  # no progress and no error: treat as a full disk
-                    raise OSError(errno.ENOSPC, "the write made no progress")
-                view = view[written:]
+            written = os.write(self._fd, line)
+            if written != len(line):
+                self._write_rest(memoryview(line)[written:], written)
         except OSError as exc:
-            self._undo()
             raise self._state.fail(
                 LedgerError(f"cannot write the ledger of {self._state.session_id!r}: {exc}")
             ) from exc
-        self._size += len(line)
         self._sync.written += 1
 
-    def _undo(self) -> None:
-        """Cut the file back to its last whole line. If even that fails, the torn
-        tail is cut when the session is next reopened (load ignores it)."""
+    def _write_rest(self, rest: memoryview, done: int) -> None:
+        """The rest of a line after a short write; on failure the part written is
+        cut off again (this writer is the only one: the line is at the end)."""
         try:
-            os.ftruncate(self._fd, self._size)
+            while rest:
+                written = os.write(self._fd, rest)
+                if written <= 0:  # no progress and no error: treat it as a full disk
+                    raise OSError(errno.ENOSPC, "the write made no progress")
+                rest, done = rest[written:], done + written
         except OSError:
-            pass
+            try:
+                os.ftruncate(self._fd, os.fstat(self._fd).st_size - done)
+            except OSError:
+                pass  # the torn tail is cut when the session is next reopened
+            raise
 
     def commit(self) -> None:
         """Nothing to do: every line is already with the OS."""
@@ -87,8 +89,8 @@ class _JsonlWriter:
         if self._state.closed:
             return
         await trio.to_thread.run_sync(self._sync.close)
+        self._state.close()  # the lock first: it is on this very file
         self._close_fd()
-        self._state.close()
 
     @property
     def fsyncs(self) -> int:
@@ -99,9 +101,9 @@ class _JsonlWriter:
 class JsonlStore:
     """One ``{session_id}.jsonl`` file per session in ``directory``, one record a line.
 
-    A writer holds an flock on ``{session_id}.jsonl.lock`` (released by the
-    kernel if the process dies), so a session has one writer at a time, in
-    this process or any other on the machine.
+    A writer holds an flock on the session's file (released by the kernel if
+    the process dies), so a session has one writer at a time, in this process
+    or any other on the machine.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
@@ -110,60 +112,55 @@ class JsonlStore:
     def path(self, session_id: str) -> Path:
         return self.directory / f"{check_session_id(session_id)}.jsonl"
 
-    def lock_path(self, session_id: str) -> Path:
-        return self.directory / f"{check_session_id(session_id)}.jsonl.lock"
-
     def create(self, session_id: str) -> SessionWriter:
         path = self.path(session_id)
-        lock = WriterLock.acquire(self.lock_path(session_id), session_id)
-        made = False
-        try:
-            fd = self._create_file(path, session_id)
-            writer = _JsonlWriter(fd, path, 0, WriterState(session_id, lock))
-            made = True
-        finally:
-            if not made:
-                lock.release()
-        return writer
-
-    def _create_file(self, path: Path, session_id: str) -> int:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+        fd, made = -1, False
         try:
             try:
-                return os.open(path, flags | os.O_EXCL, 0o644)
+                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+                lock = WriterLock.on(fd, path, session_id)
             except FileExistsError:
-                # A session whose first line was never finished (the process died
-                # while creating it) holds no record: it may be created again.
+                fd = os.open(path, flags)
+                lock = WriterLock.on(fd, path, session_id)  # then look: nobody writes now
+                # A session whose first line was never finished (its process died while
+                # creating it) holds no record: it may be created again.
                 if b"\n" in path.read_bytes():
+                    lock.release()
                     raise LedgerError(f"session {session_id!r} already exists at {path}") from None
-                return os.open(path, flags | os.O_TRUNC)
+                os.ftruncate(fd, 0)
+            writer = _JsonlWriter(fd, path, WriterState(session_id, lock))
+            made = True
         except OSError as exc:
             raise LedgerError(f"cannot create session {session_id!r} at {path}: {exc}") from exc
+        finally:
+            if not made and fd != -1:
+                os.close(fd)  # and with it any lock taken on it
+        return writer
 
     def reopen(self, loaded: LoadedSession) -> SessionWriter:
         session_id = loaded.session_id
         path = self.path(session_id)
-        lock = WriterLock.acquire(self.lock_path(session_id), session_id)
         fd, made = -1, False
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            lock = WriterLock.on(fd, path, session_id)
             size = os.fstat(fd).st_size
             if loaded.size >= 0 and size != loaded.size:
+                lock.release()
                 raise SessionChangedError(
                     f"session {session_id!r} at {path} has {size} bytes, not the "
                     f"{loaded.size} it had when loaded: another writer appended; load it again"
                 )
             if size != loaded.valid_bytes:
                 os.ftruncate(fd, loaded.valid_bytes)  # drop the torn tail before appending
-            writer = _JsonlWriter(fd, path, loaded.valid_bytes, WriterState(session_id, lock))
+            writer = _JsonlWriter(fd, path, WriterState(session_id, lock))
             made = True
         except OSError as exc:
             raise LedgerError(f"cannot reopen session {session_id!r} at {path}: {exc}") from exc
         finally:
-            if not made:
-                if fd != -1:
-                    os.close(fd)
-                lock.release()
+            if not made and fd != -1:
+                os.close(fd)
         return writer
 
     async def load(self, session_id: str) -> LoadedSession:

@@ -1,16 +1,16 @@
-"""One writer per session: an exclusive lock on a file beside the session.
+"""One writer per session: an exclusive flock held while a writer is open.
 
-``WriterLock.acquire`` takes ``flock(LOCK_EX | LOCK_NB)`` on a lock file and
-writes who holds it there. flock belongs to the open file, so a second
-writer is refused in the same process as in another one, and the kernel
-drops the lock the moment its holder dies, kill -9 included: a crashed
-writer never leaves a session locked. The lock file itself stays (removing
-it would race with the next writer opening it); it is a few bytes.
+The JSONL store locks the session's ledger file itself; the SQLite store a
+lock file per session beside its database. flock belongs to the open file,
+so a second writer is refused in the same process as in another one, and the
+kernel drops the lock the moment its holder dies, kill -9 included: a crashed
+writer never leaves a session locked. Who holds a lock is read from
+``/proc/locks`` (Linux): exact from the moment the lock is taken, and
+looking never takes it.
 """
 
 from __future__ import annotations
 
-import datetime
 import fcntl
 import os
 import socket
@@ -18,75 +18,77 @@ import weakref
 from pathlib import Path
 from typing import final
 
-import msgspec
-
 from ..ledger import LedgerError, SessionLockedError
 
 __all__ = ["WriterLock", "holder_of"]
 
 
-class _Holder(msgspec.Struct, frozen=True):
-    pid: int
-    host: str
-    since: str
-
-
 @final
 class WriterLock:
-    """A held writer lock; ``release()`` (or the process ending) lets it go."""
+    """A held writer lock; ``release()`` (or the process ending) lets it go.
 
-    __slots__ = ("__weakref__", "_release", "path")
+    A lock on a file of its own (``acquire``) closes it when released or
+    dropped. A lock on the caller's file (``on``) is let go by ``release()``,
+    which must come before the caller closes that file, or by the close.
+    """
 
-    def __init__(self, fd: int, path: Path) -> None:
+    __slots__ = ("__weakref__", "_close", "_fd", "held", "path")
+
+    def __init__(self, fd: int, path: Path, owned: bool) -> None:
         self.path = path
-        # closed once, by release() or when the lock is dropped unreleased
-        self._release = weakref.finalize(self, os.close, fd)
+        self.held = True
+        self._fd = fd
+        self._close = weakref.finalize(self, os.close, fd) if owned else None
+
+    @classmethod
+    def on(cls, fd: int, path: Path, session_id: str) -> WriterLock:
+        """Lock the open file ``fd`` (``path``), which stays the caller's to close.
+
+        Raises ``SessionLockedError`` naming the holder when another writer
+        has it, ``LedgerError`` when it cannot be locked.
+        """
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SessionLockedError(
+                f"session {session_id!r} already has a writer: {_describe_holder(fd)} holds {path}"
+            ) from None
+        except OSError as exc:
+            raise LedgerError(f"session {session_id!r}: cannot lock {path}: {exc}") from exc
+        return cls(fd, path, owned=False)
 
     @classmethod
     def acquire(cls, path: Path, session_id: str) -> WriterLock:
-        """Lock ``path`` (created if missing) for the writer of ``session_id``.
-
-        Raises ``SessionLockedError`` naming the holder when another writer
-        has it, ``LedgerError`` when the lock file cannot be opened.
-        """
+        """Lock the lock file ``path`` (created if missing), kept open while held."""
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             raise LedgerError(
                 f"session {session_id!r}: cannot open its lock file {path}: {exc}"
             ) from exc
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _describe_holder(fd)
+            cls.on(fd, path, session_id)
+        except LedgerError:
             os.close(fd)
-            raise SessionLockedError(
-                f"session {session_id!r} already has a writer: {holder} holds {path}"
-            ) from None
-        except OSError as exc:
-            os.close(fd)
-            raise LedgerError(f"session {session_id!r}: cannot lock {path}: {exc}") from exc
-        since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        holder = msgspec.json.encode(_Holder(os.getpid(), socket.gethostname(), since))
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, holder + b"\n", 0)
-        except OSError:
-            pass  # who holds it is only for error messages; the lock is what counts
-        return cls(fd, path)
+            raise
+        return cls(fd, path, owned=True)
 
     def release(self) -> None:
-        """Let the lock go (closing the file releases the flock); idempotent."""
-        self._release()
-
-    @property
-    def held(self) -> bool:
-        return self._release.alive
+        """Let the lock go; idempotent."""
+        if not self.held:
+            return
+        self.held = False
+        if self._close is not None:
+            self._close()
+        else:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            except OSError:
+                pass  # nothing else to do: closing the file lets it go
 
 
 def _locker(info: os.stat_result) -> int | None:
-    """The pid holding an flock on the file ``info`` describes, from ``/proc/locks``
-    (Linux): exact from the moment the lock is taken, and looking takes no lock."""
+    """The pid holding an flock on the file ``info`` describes, from ``/proc/locks``."""
     try:
         with open("/proc/locks", encoding="ascii", errors="replace") as f:
             table = f.read()
@@ -105,27 +107,19 @@ def _locker(info: os.stat_result) -> int | None:
 
 
 def _describe_holder(fd: int) -> str:
-    """Who holds the lock: its pid from the kernel where it can say (the holder may
-    not have written its name yet), with what the holder wrote in the file."""
     try:
         pid = _locker(os.fstat(fd))
-        written: _Holder | None = msgspec.json.decode(os.pread(fd, 1024, 0).strip(), type=_Holder)
-    except (OSError, msgspec.DecodeError):
-        written = None
-    host = socket.gethostname()
-    if pid is None:  # not Linux: the file alone
-        if written is None:
-            return "another writer"
-        pid, host = written.pid, written.host
-    since = f" (since {written.since})" if written is not None and written.pid == pid else ""
-    if pid == os.getpid() and host == socket.gethostname():
-        return f"this process{since}"
-    return f"process {pid} on {host}{since}"
+    except OSError:
+        pid = None
+    if pid is None:  # not Linux, or it let go meanwhile
+        return "another writer"
+    if pid == os.getpid():
+        return "this process"
+    return f"process {pid} on {socket.gethostname()}"
 
 
 def holder_of(path: Path) -> str | None:
-    """Who holds the lock at ``path`` now, or None when nobody does (for ``show``).
-    Looking never takes the lock, so a writer starting meanwhile is never refused."""
+    """Who holds the lock on ``path`` now, or None when nobody does (for ``show``)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:

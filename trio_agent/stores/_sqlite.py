@@ -1,10 +1,11 @@
 """Sessions as rows of one SQLite database (WAL), worked in a worker thread.
 
-A writer buffers its records and inserts them in one transaction per flush;
-each transaction first checks that the session's last stored record is the
-one this writer follows (a fencing check: nothing is ever written after a
-record this writer did not see). A writer holds an flock on
-``{database}.locks/{session_id}.lock`` for as long as it is open. Every
+A writer holds an flock on ``{database}.locks/{session_id}.lock`` for as
+long as it is open. It buffers its records and inserts them in one
+transaction per flush; its first transaction checks that the session's last
+stored record is the one this writer follows (nothing is ever written after
+a record it did not see: a session created twice, or appended to since it
+was loaded). After that, the lock keeps every other writer out. Every
 ``sqlite3`` failure reaches the caller as a ``LedgerError`` (a damaged file
 as ``LedgerCorruptError``), with the transaction rolled back.
 """
@@ -53,7 +54,7 @@ class _SqliteWriter:
         self._state = state
         self._pending: list[Row] = []
         self._not_durable = False  # committed without a sync since the last durable flush
-        self._fenced = next_seq == 0  # a reopened session's end is checked at the first flush
+        self._fenced = False  # the session's stored end is checked at the first flush
 
     def append(self, line: bytes) -> None:
         if not self._state.usable:
@@ -68,12 +69,12 @@ class _SqliteWriter:
         if self._pending:
             batch = list(self._pending)
             try:
-                self._store.call("store the new session", self._store.insert, batch, False)
+                self._store.call("store the new session", self._store.insert, batch, False, True)
             except LedgerError as exc:
                 self._state.fail(exc)
                 raise
             del self._pending[: len(batch)]
-            self._not_durable = True
+            self._not_durable = self._fenced = True
 
     async def flush(self, durable: bool) -> None:
         if not self._state.usable:
@@ -82,7 +83,8 @@ class _SqliteWriter:
         try:
             if self._pending:
                 batch = list(self._pending)
-                await store.run("write records", store.insert, batch, durable)
+                fence = not self._fenced
+                await store.run("write records", store.insert, batch, durable, fence)
                 del self._pending[: len(batch)]  # only once written: a cancelled flush keeps them
                 self._not_durable = not durable
                 self._fenced = True
@@ -167,16 +169,17 @@ class SqliteStore:
         return self._connection
 
     # -- the work itself (run through ``call``/``run``)
-    def insert(self, batch: Sequence[Row], durable: bool) -> None:
-        """Insert ``batch`` in one transaction, after checking that the session's
-        stored records end right before it; rolled back on any failure."""
+    def insert(self, batch: Sequence[Row], durable: bool, fence: bool) -> None:
+        """Insert ``batch`` in one transaction (``fence``: after checking that the
+        session's stored records end right before it); rolled back on any failure."""
         db = self._db()
         session_id, first, _ = batch[0]
         db.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
         db.execute("BEGIN IMMEDIATE")
         done = False
         try:
-            self.check_end(session_id, first)
+            if fence:
+                self.check_end(session_id, first)
             db.executemany("INSERT INTO records (session_id, seq, body) VALUES (?, ?, ?)", batch)
             db.execute("COMMIT")
             done = True
