@@ -92,6 +92,17 @@ async def many_ledgers(store, count: int, records: int, name: str) -> tuple[floa
     return count * records / elapsed, peak
 
 
+async def create_and_close_seconds(store, name: str, count: int = 100) -> float:
+    """Seconds to create a session (its writer, and its lock), write its first
+    record and close it: a cost paid once per session, not per record."""
+    start = time.perf_counter()
+    for index in range(count):
+        ledger = Ledger(store.create(f"{name}-{index}"), 0, "never")
+        ledger.session_started("s", 0.0, "")
+        await ledger.aclose()
+    return (time.perf_counter() - start) / count
+
+
 async def session_seconds(store, policy: str | None, name: str) -> float:
     options = {} if store is None else {"store": store, "session_id": name, "fsync": policy}
     agent = Agent(
@@ -139,6 +150,11 @@ async def main(rounds: int) -> None:
         f"{statistics.median(m[0] for m in many):10,.0f} records/s, "
         f"at most {max(m[1] for m in many)} threads alive"
     )
+    for label, store in (("jsonl", jsonl), ("sqlite", sqlite)):
+        cost = statistics.median(
+            [await create_and_close_seconds(store, f"c-{label}-{r}") for r in range(rounds)]
+        )
+        print(f"  {label:6} create, first record and close one session: {cost * 1e6:7.1f} us")
     print(
         f"\nsession of {STEPS} steps (10 chunks + 1 tool call each), per step, medians of {rounds}"
     )

@@ -156,7 +156,7 @@ class Emitter:
 
 class Journal(Protocol):
     """Where a session's records go (``trio_agent.ledger.Ledger``); every method but
-    ``barrier`` writes at once, without awaiting."""
+    ``before_event`` and ``barrier`` writes at once, without awaiting."""
 
     def message(
         self, message: Message, code: str | None = None, usage: Usage | None = None

@@ -59,6 +59,7 @@ from .ledger import (
     Ledger,
     LedgerError,
     SessionChangedError,
+    SessionWriter,
     check_fsync,
     derive,
 )
@@ -765,7 +766,9 @@ class Agent:
             return agent
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _take_over(self, writer: Any, derived: DerivedSession, fsync: FsyncPolicy) -> None:
+    async def _take_over(
+        self, writer: SessionWriter, derived: DerivedSession, fsync: FsyncPolicy
+    ) -> None:
         """Become the writer of a resumed session: close what it left open."""
         ledger = Ledger(writer, derived.next_seq, fsync, reserved=derived.reserved)
         done = False
