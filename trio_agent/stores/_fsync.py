@@ -74,31 +74,33 @@ class _Pool:
                 return file, file.written  # every line written so far is covered
 
     def _run(self) -> None:
+        """A pool thread, forever: one lock section per fsync (finishing the last one
+        and taking the next), so the trio thread rarely waits on the lock."""
         lock = self.lock
+        lock.acquire()
         while True:
-            with lock:
-                file, target = self._take()
+            file, target = self._take()
+            lock.release()
             error: OSError | None = None
             try:
                 os.fsync(file.fd)
             except OSError as exc:
                 error = exc
-            with lock:
-                self.busy -= 1
-                file.in_flight = False
-                file.fsyncs += 1
-                file.synced = max(file.synced, target)
-                if error is not None:
-                    file.error = error
-                elif file.requested > file.synced and not file.closing:
-                    file.queued = True  # more was asked for while this one ran
-                    self.queue.append(file)
-                if file.closing:
-                    self.ended.notify_all()  # close() waits for this fsync to end
-                token = file.token
-            if token is not None:
+            lock.acquire()
+            self.busy -= 1
+            file.in_flight = False
+            file.fsyncs += 1
+            file.synced = max(file.synced, target)
+            if error is not None:
+                file.error = error
+            elif file.requested > file.synced and not file.closing:
+                file.queued = True  # more was asked for while this one ran
+                self.queue.append(file)
+            if file.closing:
+                self.ended.notify_all()  # close() waits for this fsync to end
+            if file.token is not None:
                 try:
-                    token.run_sync_soon(file.wake)
+                    file.token.run_sync_soon(file.wake)
                 except trio.RunFinishedError:
                     pass
 
