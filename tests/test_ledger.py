@@ -185,7 +185,7 @@ async def test_group_commit_covers_many_records_with_one_fsync(tmp_path, monkeyp
     ledger.session_started("s1", 0.0, "")
 
     async def writer_task(i):
-        ledger.turn_started(i, 0)
+        ledger.step_started(f"request-{i:03d}")
         await ledger.barrier("event")
 
     async with trio.open_nursery() as nursery:

@@ -663,3 +663,274 @@ async def test_a_turn_cut_short_by_keyboard_interrupt_still_closes_to_a_loadable
     assert [r.kind for r in records][-2:] == ["turn/end", "session/closed"]
     assert records[-2].end.reason == "interrupted"
     assert derive(records).closed
+
+
+# ------------------------------------------------- found by the review of issue 12
+
+
+async def test_a_turn_after_a_caught_keyboard_interrupt_keeps_the_ledger_loadable(store):
+    # A REPL catches Ctrl-C and goes on: the cut turn had no turn/end, and the next
+    # turn/start inside it made the whole session unloadable.
+    class InterruptingOnce(ScriptedModel):
+        calls = 0
+
+        def stream(self, request):
+            InterruptingOnce.calls += 1
+            if InterruptingOnce.calls == 1:
+                raise KeyboardInterrupt
+            return super().stream(request)
+
+    agent = Agent(
+        model=InterruptingOnce([scripted_response("r1", "fine")]), store=store, session_id="s1"
+    )
+    with pytest.raises(KeyboardInterrupt):
+        await agent.prompt(UserMessage("u1", "go"))
+    assert (await agent.prompt(UserMessage("u2", "again"))).final_text == "fine"
+    await agent.aclose()
+    records = await records_of(store)
+    ends = [r.end.reason for r in records if r.kind == "turn/end"]
+    assert ends == ["interrupted", "completed"] and derive(records).closed
+
+
+async def test_a_call_id_used_again_after_compaction_keeps_the_ledger_loadable(store):
+    # Compaction forgets the ids of what it dropped (live, and in derive): a server
+    # that numbers its calls from 1 again gives the same id to a new call.
+    async def compact(messages):
+        return [UserMessage("summary", "we added 1 and 2")]
+
+    agent = Agent(
+        model=ScriptedModel(
+            [
+                scripted_response("r1", [call("add", "c1", {"left": 1, "right": 2})]),
+                scripted_response("r2", "3"),
+                scripted_response("r3", [call("add", "c1", {"left": 3, "right": 4})]),
+                scripted_response("r4", "7"),
+            ]
+        ),
+        tools=ToolRegistry([add]),
+        store=store,
+        session_id="s1",
+        context_window=100,
+        reserve_output_tokens=0,
+        count_tokens=lambda request: 10_000 if len(request.messages) > 4 else 1,
+        compact=compact,
+    )
+    await agent.prompt(UserMessage("u1", "1+2"))
+    assert (await agent.prompt(UserMessage("u2", "3+4"))).final_text == "7"
+    await agent.aclose()
+    assert derive(await records_of(store)).closed
+
+
+async def test_every_ledger_write_is_protected_from_keyboard_interrupt(tmp_path):
+    # trio delivers Ctrl-C at any bytecode of unprotected code: between a record's
+    # write and its seq being counted, the next record repeated the seq.
+    seen = []
+
+    class Watching:
+        def append(self, line):
+            seen.append(trio.lowlevel.currently_ki_protected())
+
+        def commit(self): ...
+        async def flush(self, durable): ...
+        async def aclose(self): ...
+
+    ledger = Ledger(Watching(), 0)
+    ledger.session_started("s", 0.0, "")
+    ledger.turn_started(1, 0)
+    ledger.message(UserMessage("u1", "hi"), usage=Usage(1, 1))
+    ledger.step_started("request-001")
+    await ledger.before_event(0)
+    ledger.turn_ended(1, derive_end(), 2)
+    ledger.session_closed(2)
+    assert seen and all(seen), seen
+
+    class Journal:
+        def message(self, message, code=None, usage=None):
+            seen.append(trio.lowlevel.currently_ki_protected())
+
+    from trio_agent.engine import Conversation
+
+    conversation = Conversation.from_messages(())
+    conversation.journal = Journal()
+    seen.clear()
+    conversation.append(UserMessage("u2", "in the transcript and the journal, or neither"))
+    assert seen == [True]
+
+
+def derive_end():
+    from trio_agent import TurnCompleted
+
+    return TurnCompleted()
+
+
+async def test_a_fatal_tool_error_naming_a_file_that_is_not_utf8_is_recorded(store):
+    @tool
+    async def read(path: str) -> str:
+        name = b"caf\xe9.txt".decode("utf-8", "surrogateescape")  # as os.listdir gives it
+        raise FatalToolError(f"cannot read {name}: disk gone")
+
+    agent = agent_on(
+        store,
+        [scripted_response("r1", [call("read", "c1", {"path": "x"})])],
+        tools=ToolRegistry([read]),
+    )
+    result = await agent.prompt(UserMessage("u1", "go"))
+    await agent.aclose()
+    assert result.end.code == TOOL_FATAL and "caf\ufffd.txt" in result.end.detail
+    resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([read]))
+    assert [code for _, code in resumed.closed_on_resume] == [TOOL_FATAL]
+    await resumed.aclose()
+
+
+async def test_results_kept_after_a_fatal_call_survive_a_cancel_in_after_tool_call(store):
+    @tool
+    async def boom() -> str:
+        await trio.sleep(0.01)
+        raise FatalToolError("boom")
+
+    @tool
+    async def quick(n: int) -> str:
+        with trio.CancelScope(shield=True):
+            await trio.sleep(0.02)
+        return f"quick {n}"
+
+    in_hook = trio.Event()
+
+    async def audit(c, result):
+        in_hook.set()
+        await trio.sleep_forever()
+
+    calls = [call("boom", "c1"), call("quick", "c2", {"n": 2}), call("quick", "c3", {"n": 3})]
+    agent = agent_on(
+        store,
+        [scripted_response("r1", calls)],
+        tools=ToolRegistry([boom, quick]),
+        after_tool_call=audit,
+        tool_execution="parallel",
+        tool_grace_period=1.0,
+    )
+    async with agent.turn(UserMessage("u1", "go")) as run, trio.open_nursery() as nursery:
+
+        async def cancel_in_hook():
+            await in_hook.wait()
+            run.cancel()
+
+        nursery.start_soon(cancel_in_hook)
+        async for _ in run:
+            pass
+    await agent.aclose()
+    # c2 and c3 both ran to the end: both results are kept, none is "outcome unknown"
+    assert {m.content for m in agent.messages if m.id.startswith("tool-result-")} == {
+        "quick 2",
+        "quick 3",
+    }
+    resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([boom]))
+    assert [code for _, code in resumed.closed_on_resume] == [TOOL_FATAL]
+    await resumed.aclose()
+
+
+def append_bytes(path: Path, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)
+
+
+async def test_a_stale_load_is_refused_even_when_the_size_came_back_by_chance(tmp_path):
+    store = JsonlStore(tmp_path)
+    first = agent_on(store, [scripted_response("r1", "one")])
+    await first.prompt(UserMessage("u1", "go"))
+    await first.aclose()
+    path = store.path("s1")
+    records = await records_of(store)
+    closed = b'{"kind":"session/closed","seq":%d,"sequence":%d}\n' % (
+        len(records),
+        derive(records).sequence,
+    )
+    append_bytes(path, b"x" * len(closed))  # a torn tail exactly as long as B's next line
+    stale = await store.load("s1")
+    other = await Agent.resume(store, "s1", model=ScriptedModel([]))  # cuts the tail...
+    await other.aclose()  # ...and writes a line of that very size
+    assert path.stat().st_size == stale.size
+    with pytest.raises(SessionChangedError):
+        store.reopen(stale)
+    assert (await records_of(store))[-1].kind == "session/closed"
+
+
+async def test_closing_a_file_whose_fsync_waits_in_the_queue_wakes_its_waiter(
+    tmp_path, monkeypatch
+):
+    from trio_agent.stores import _fsync
+
+    real = os.fsync
+
+    def slow(fd):
+        import time
+
+        time.sleep(0.2)
+        real(fd)
+
+    monkeypatch.setattr(_fsync.os, "fsync", slow)
+    files = [
+        _fsync.SyncedFile(os.open(tmp_path / f"f{i}", os.O_WRONLY | os.O_CREAT))
+        for i in range(MAX_FSYNC_THREADS + 2)
+    ]
+    *busy, target = files
+    outcome = []
+    told = trio.Event()
+
+    async def waiter():
+        try:
+            await target.sync()
+            outcome.append("returned")
+        except _fsync.FsyncClosedError:
+            outcome.append("closed")
+        told.set()
+
+    async with trio.open_nursery() as nursery:
+        for file in busy:  # every pool thread busy, one more file queued
+            file.written += 1
+            nursery.start_soon(file.sync)
+        await trio.sleep(0.02)
+        target.written += 1
+        nursery.start_soon(waiter)
+        await trio.sleep(0.01)
+        await trio.to_thread.run_sync(target.close)
+        with trio.fail_after(3):
+            await told.wait()
+    assert outcome == ["closed"]  # told, not left waiting forever
+    for file in files:
+        os.close(file.fd)
+
+
+async def test_sqlite_creating_a_session_never_waits_on_a_busy_database(tmp_path):
+    path = tmp_path / "s.db"
+    store = SqliteStore(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute(
+        "CREATE TABLE IF NOT EXISTS records (session_id TEXT NOT NULL, seq INTEGER"
+        " NOT NULL, body BLOB NOT NULL, PRIMARY KEY (session_id, seq)) WITHOUT ROWID"
+    )
+    other.execute("BEGIN IMMEDIATE")  # another process is writing
+    started = trio.current_time()
+    agent = agent_on(store, [scripted_response("r1", "ok")])  # on the trio thread
+    assert trio.current_time() - started < 1  # SQLite's busy wait is 5 s
+    other.execute("COMMIT")
+    other.close()
+    # the first records went with the first flush instead; nothing is lost
+    assert (await agent.prompt(UserMessage("u1", "go"))).final_text == "ok"
+    await agent.aclose()
+    assert [r.kind for r in await records_of(store)][:2] == ["session/start", "turn/start"]
+    await store.aclose()
+
+
+@pytest.mark.parametrize("mode", ["fsync", "lock"])
+async def test_a_process_that_forks_keeps_fsyncing_and_lets_its_locks_go(tmp_path, mode):
+    child = Path(__file__).parent / "fork_child.py"
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [sys.executable, str(child), str(tmp_path), mode], capture_stdout=True, check=False
+        )
+    lines = done.stdout.decode().splitlines()
+    if mode == "fsync":  # the child's pool had no thread: its fsync never ran
+        assert lines == ["parent completed", "child completed"], lines
+    else:  # a forked child kept the SQLite lock file open, and the lock with it
+        assert lines == ["resumed after aclose"], lines

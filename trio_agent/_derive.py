@@ -268,10 +268,21 @@ class _Replay:
     def tool_result(self, record: ToolResultRecord) -> None:
         # recorded as calls complete; placed in call order, as live
         self._message(record.result)
+        self._forget(record.result.tool_call_id)
 
     def compacted(self, record: CompactedRecord) -> None:
+        # As live (a new linker): ids the compacted transcript dropped may come again.
         self.conversation.replace(record.messages)
         self.session.messages = self.conversation.messages
+        for call_id in [*self.session.dispatched, *self.session.failed]:
+            self._forget(call_id)
+
+    def _forget(self, call_id: str) -> None:
+        """A call that has its result (or was compacted away) is no longer open."""
+        session = self.session
+        session.dispatched.discard(call_id)
+        session.cancelled.discard(call_id)
+        session.failed.pop(call_id, None)
 
     def feed(self, record: Record) -> None:
         session = self.session

@@ -28,6 +28,7 @@ from .events import (
     ToolStarted,
     ToolUpdated,
 )
+from .limits import without_lone_surrogates
 from .messages import (
     AssistantMessage,
     Message,
@@ -222,6 +223,7 @@ class Conversation:
         self._batch_start = start
         self._positions = _call_positions(messages[start - 1] if start > 0 else None)
 
+    @trio.lowlevel.enable_ki_protection  # in the transcript and in the journal, or in neither
     def append(self, message: Message, code: str | None = None, usage: Usage | None = None) -> None:
         """Add a message (recorded in the journal at once, with the ``usage`` of the
         response it came from); a tool result goes in its call's place among the
@@ -251,6 +253,7 @@ class Conversation:
         """Calls of the last assistant message still without a result."""
         return list(self.linker.open_calls.values())
 
+    @trio.lowlevel.enable_ki_protection
     def replace(self, messages: Sequence[object]) -> None:
         """Replace the whole transcript (compaction), checked in full: ``TranscriptError``."""
         checked, linker = _snapshot(messages)
@@ -723,7 +726,7 @@ async def _concurrent_calls(
                 except trio.WouldBlock:
                     take(await receive.receive(), kept)
         receive.close()  # calls still running after the grace period are left behind
-        for index, result in kept:
+        for position, (index, result) in enumerate(kept):
             if cancelled:
                 stored = hooks.finalize_result(result)
             else:
@@ -731,6 +734,15 @@ async def _concurrent_calls(
                     stored = await after(index, result)
                 except StepFailure:  # the hook failed: keep() stored the tool's result
                     continue
+                except trio.Cancelled:  # no more hooks: the rest are kept as they came
+                    keep_as_returned(kept[position + 1 :])
+                    raise
+            conversation.append(stored)
+            emit.owe([_finished(calls[index], stored)])
+
+    def keep_as_returned(rest: list[tuple[int, ToolResultMessage]]) -> None:
+        for index, result in rest:
+            stored = hooks.finalize_result(result)
             conversation.append(stored)
             emit.owe([_finished(calls[index], stored)])
 
@@ -898,5 +910,6 @@ async def run_turn(
                 await accept(conversation, pending, emit)
             elif stop_reason != "tool_call":  # the queue was emptied meanwhile
                 return TurnOutcome("completed", stop_reason=stop_reason)
-    except StepFailure as failure:
-        return TurnOutcome("failed", code=failure.code, detail=failure.detail, error=failure.error)
+    except StepFailure as failure:  # its detail may quote an exception: keep it encodable
+        detail = without_lone_surrogates(failure.detail)
+        return TurnOutcome("failed", code=failure.code, detail=detail, error=failure.error)

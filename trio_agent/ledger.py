@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Final, Literal, Protocol, final
 
+from trio.lowlevel import enable_ki_protection
+
 from ._derive import TOOL_CANCELLED as TOOL_CANCELLED
 from ._derive import TOOL_FATAL as TOOL_FATAL
 from ._derive import TOOL_NOT_STARTED as TOOL_NOT_STARTED
@@ -155,6 +157,11 @@ class Ledger:
     def next_seq(self) -> int:
         return self._seq
 
+    # Every method that writes is protected from KeyboardInterrupt (trio delivers it
+    # at any bytecode of unprotected code): a record written without its ``seq``
+    # counted, or a turn written open without the writer knowing, would make the
+    # next record damage the ledger. The protection costs nothing per call.
+    @enable_ki_protection
     def _write(self, record: Record) -> None:
         self._writer.append(record_encoder.encode(record) + b"\n")
         self._seq += 1
@@ -180,21 +187,30 @@ class Ledger:
             )
         )
 
+    @enable_ki_protection
     def session_closed(self, sequence: int) -> None:
         """The session is closed cleanly. A turn still open (one a ``BaseException``
         such as ``KeyboardInterrupt`` cut short) is ended as ``interrupted`` first."""
+        self._end_open_turn(sequence)
+        self._write(SessionClosedRecord(seq=self._seq, sequence=sequence))
+
+    def _end_open_turn(self, sequence: int) -> None:
         if self._open_turn is not None:
             self.turn_ended(self._open_turn, TurnInterrupted(), sequence)
-        self._write(SessionClosedRecord(seq=self._seq, sequence=sequence))
 
     def commit(self) -> None:
         """Store the records so far now, synchronously (a session being created)."""
         self._writer.commit()
 
+    @enable_ki_protection
     def turn_started(self, turn: int, sequence: int) -> None:
+        """A turn begins; one still open (cut short by a ``BaseException`` that the
+        application caught, a REPL's Ctrl-C) is ended as ``interrupted`` first."""
+        self._end_open_turn(sequence)
         self._write(TurnStartRecord(seq=self._seq, turn=turn, sequence=sequence))
         self._open_turn = turn
 
+    @enable_ki_protection
     def turn_ended(self, turn: int, end: TurnEnd, sequence: int) -> None:
         self._write(TurnEndRecord(seq=self._seq, turn=turn, end=end, sequence=sequence))
         self._open_turn = None
@@ -253,8 +269,9 @@ class Ledger:
         (a record every ``SEQUENCE_BLOCK`` events) and make the records so far as
         durable as the policy asks for an event."""
         if sequence >= self._reserved:
-            self._reserved = sequence + SEQUENCE_BLOCK
-            self._write(EventsReservedRecord(seq=self._seq, until=self._reserved))
+            until = sequence + SEQUENCE_BLOCK
+            self._write(EventsReservedRecord(seq=self._seq, until=until))
+            self._reserved = until  # after the record: never counted reserved unwritten
         await self._writer.flush(self._event_durable)
 
     async def barrier(self, point: Literal["event", "step", "turn"]) -> None:

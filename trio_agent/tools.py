@@ -386,11 +386,12 @@ def _message_of(exc: BaseException) -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    """``Type: message``; for a group, its leaf exceptions, so the model sees what failed."""
+    """``Type: message``; for a group, its leaf exceptions, so the model sees what failed.
+    Always encodable text: an exception may quote a file name that is not UTF-8."""
     if isinstance(exc, BaseExceptionGroup):
         leaves = "; ".join(_describe(e) for e in exc.exceptions)
         return f"{type(exc).__name__} ({leaves})"
-    return f"{type(exc).__name__}: {_message_of(exc)}"
+    return without_lone_surrogates(f"{type(exc).__name__}: {_message_of(exc)}")
 
 
 async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMessage:

@@ -34,8 +34,10 @@ class LoadedSession:
 
     ``valid_bytes`` (JSONL) is where the last whole line ends: a torn last
     line is ignored, reported in ``warnings``, and cut off before appending.
-    ``size`` is how many bytes the ledger had when it was loaded: a writer
-    made from this refuses to append if the ledger has changed since.
+    ``size`` is how many bytes the ledger had when it was loaded and ``torn``
+    the bytes of its torn tail: a writer made from this refuses to append if
+    the ledger has changed since (a size alone could come back by chance once
+    another writer cut the same tail and appended).
     """
 
     session_id: str
@@ -43,6 +45,7 @@ class LoadedSession:
     warnings: tuple[str, ...] = ()
     valid_bytes: int = 0
     size: int = -1
+    torn: bytes = b""
 
 
 class SessionStore(Protocol):
@@ -100,7 +103,7 @@ def parse_jsonl(session_id: str, data: bytes) -> LoadedSession:
         records.append(record)
         position = end + 1
         valid = position
-    return LoadedSession(session_id, tuple(records), tuple(warnings), valid, size)
+    return LoadedSession(session_id, tuple(records), tuple(warnings), valid, size, data[valid:])
 
 
 @final

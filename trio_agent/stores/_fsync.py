@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import deque
 from typing import Final, final
 
@@ -36,14 +37,22 @@ class _Pool:
     """The shared threads and the queue of files waiting for an fsync."""
 
     def __init__(self, max_threads: int) -> None:
+        self.max_threads = max_threads
+        self.peak = 0
+        self.files: weakref.WeakSet[SyncedFile] = weakref.WeakSet()
+        self.reset()
+
+    def reset(self) -> None:
+        """A pool with no thread and no work: at start, and in the child of a fork
+        (which has none of the parent's threads, and may hold its lock)."""
         lock = threading.RLock()  # not a Lock: Condition uses an RLock's C fast paths
         self.lock = threading.Condition(lock)  # work for the threads
         self.ended = threading.Condition(lock)  # an fsync ended (close() waits for it)
         self.queue: deque[SyncedFile] = deque()
-        self.max_threads = max_threads
         self.threads = 0
         self.busy = 0  # threads between taking a file and having fsynced it
-        self.peak = 0
+        for file in self.files:  # none is queued or being fsynced in this process
+            file.queued = file.in_flight = False
 
     def submit(self, file: SyncedFile) -> None:
         """Queue ``file`` (its request is already recorded) and get a thread to it;
@@ -68,7 +77,9 @@ class _Pool:
                 self.lock.wait()
             file = self.queue.popleft()
             file.queued = False
-            if not file.closing and file.requested > file.synced:
+            if file.closing:
+                file.notify()  # its waiters learn it was closed
+            elif file.requested > file.synced:
                 file.in_flight = True
                 self.busy += 1
                 return file, file.written  # every line written so far is covered
@@ -98,14 +109,11 @@ class _Pool:
                 self.queue.append(file)
             if file.closing:
                 self.ended.notify_all()  # close() waits for this fsync to end
-            if file.token is not None:
-                try:
-                    file.token.run_sync_soon(file.wake)
-                except trio.RunFinishedError:
-                    pass
+            file.notify()
 
 
 _POOL = _Pool(MAX_FSYNC_THREADS)
+os.register_at_fork(after_in_child=_POOL.reset)
 
 
 def pool_threads() -> tuple[int, int]:
@@ -125,6 +133,7 @@ class SyncedFile:
     """
 
     __slots__ = (
+        "__weakref__",
         "closing",
         "error",
         "fd",
@@ -150,6 +159,7 @@ class SyncedFile:
         self.fsyncs = 0
         self.token: trio.lowlevel.TrioToken | None = None
         self.waiters: list[tuple[int, trio.Event]] = []  # trio thread only
+        _POOL.files.add(self)
 
     async def sync(self) -> None:
         """Wait until every line written so far is on disk.
@@ -174,13 +184,24 @@ class SyncedFile:
         await event.wait()
         if self.error is not None:
             raise self.error
+        if self.synced < target:
+            raise FsyncClosedError("the file was closed before its lines were on disk")
+
+    def notify(self) -> None:
+        """Have the trio thread run ``wake`` (from a pool thread)."""
+        if self.token is not None:
+            try:
+                self.token.run_sync_soon(self.wake)
+            except trio.RunFinishedError:
+                pass
 
     def wake(self) -> None:
-        """Set the events of waiters whose lines are on disk (trio thread)."""
-        synced, failed = self.synced, self.error is not None
+        """Set the events of waiters whose lines are on disk, or that wait in vain
+        (the fsync failed, or the file was closed); trio thread."""
+        synced, done = self.synced, self.error is not None or self.closing
         waiting = []
         for target, event in self.waiters:
-            if target <= synced or failed:
+            if target <= synced or done:
                 event.set()
             else:
                 waiting.append((target, event))

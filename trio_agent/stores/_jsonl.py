@@ -143,14 +143,17 @@ class JsonlStore:
         path = self.path(session_id)
         fd, made = -1, False
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
             lock = WriterLock.on(fd, path, session_id)
             size = os.fstat(fd).st_size
-            if loaded.size >= 0 and size != loaded.size:
+            if loaded.size >= 0 and (
+                size != loaded.size
+                or os.pread(fd, len(loaded.torn), loaded.valid_bytes) != loaded.torn
+            ):
                 lock.release()
                 raise SessionChangedError(
-                    f"session {session_id!r} at {path} has {size} bytes, not the "
-                    f"{loaded.size} it had when loaded: another writer appended; load it again"
+                    f"session {session_id!r} at {path} is not as it was when loaded "
+                    f"({size} bytes, then {loaded.size}): another writer appended; load it again"
                 )
             if size != loaded.valid_bytes:
                 os.ftruncate(fd, loaded.valid_bytes)  # drop the torn tail before appending

@@ -78,13 +78,12 @@ class WriterLock:
         if not self.held:
             return
         self.held = False
+        try:  # explicitly: a child forked meanwhile shares the open file, and its lock
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        except OSError:
+            pass  # nothing else to do: closing the file lets it go
         if self._close is not None:
             self._close()
-        else:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-            except OSError:
-                pass  # nothing else to do: closing the file lets it go
 
 
 def _locker(info: os.stat_result) -> int | None:

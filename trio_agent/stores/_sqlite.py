@@ -39,6 +39,8 @@ CREATE TABLE IF NOT EXISTS records (
 """
 _COLUMNS: Final = ["session_id", "seq", "body"]
 _DAMAGED: Final = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+_BUSY: Final = 5  # SQLITE_BUSY
+_BUSY_MS: Final = 5000  # how long a worker thread waits for another writer's lock
 
 Row = tuple[str, int, bytes]
 
@@ -64,17 +66,20 @@ class _SqliteWriter:
 
     def commit(self) -> None:
         """Insert what was appended now, in the calling thread: one small transaction
-        without an fsync (the first durable flush syncs it)."""
+        without an fsync (the first durable flush syncs it), and never a wait. If
+        the database is busy (another writer's transaction, here or in another
+        process), the records stay buffered for the first flush, as any others."""
         self._state.check()
         if self._pending:
             batch = list(self._pending)
             try:
-                self._store.call("store the new session", self._store.insert, batch, False, True)
+                stored = self._store.call_now("store the new session", batch)
             except LedgerError as exc:
                 self._state.fail(exc)
                 raise
-            del self._pending[: len(batch)]
-            self._not_durable = self._fenced = True
+            if stored:
+                del self._pending[: len(batch)]
+                self._not_durable = self._fenced = True
 
     async def flush(self, durable: bool) -> None:
         if not self._state.usable:
@@ -133,14 +138,41 @@ class SqliteStore:
         """``function(*args)`` with the connection to itself, in the calling thread;
         every ``sqlite3`` (or file) failure as a ``LedgerError`` saying ``what`` failed."""
         with self._lock:
-            try:
-                return function(*args)
-            except sqlite3.Error as exc:
-                code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-                error = LedgerCorruptError if code in _DAMAGED else LedgerError
-                raise error(f"SQLite store {self.path}: cannot {what}: {exc}") from exc
-            except OSError as exc:
-                raise LedgerError(f"SQLite store {self.path}: cannot {what}: {exc}") from exc
+            return self._mapped(what, function, *args)
+
+    def call_now(self, what: str, batch: Sequence[Row]) -> bool:
+        """``insert`` (fenced, not durable) in the calling thread if it can be done
+        without waiting: False, having done nothing, when the connection is in use
+        or the database is locked by another writer."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._mapped(what, self._insert_without_waiting, batch)
+        except LedgerError as exc:
+            if getattr(exc.__cause__, "sqlite_errorcode", 0) & 0xFF == _BUSY:
+                return False
+            raise
+        finally:
+            self._lock.release()
+        return True
+
+    def _mapped(self, what: str, function: Callable[..., T], *args: Any) -> T:
+        try:
+            return function(*args)
+        except sqlite3.Error as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            error = LedgerCorruptError if code in _DAMAGED else LedgerError
+            raise error(f"SQLite store {self.path}: cannot {what}: {exc}") from exc
+        except OSError as exc:
+            raise LedgerError(f"SQLite store {self.path}: cannot {what}: {exc}") from exc
+
+    def _insert_without_waiting(self, batch: Sequence[Row]) -> None:
+        db = self._db()
+        db.execute("PRAGMA busy_timeout=0")
+        try:
+            self.insert(batch, False, True)
+        finally:
+            db.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
 
     async def run(self, what: str, function: Callable[..., T], *args: Any) -> T:
         """``call`` in a worker thread (one at a time). Cancellation waits for it."""
@@ -150,7 +182,12 @@ class SqliteStore:
 
     def _db(self) -> sqlite3.Connection:
         if self._connection is None:
-            connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            connection = sqlite3.connect(
+                self.path,
+                check_same_thread=False,
+                isolation_level=None,
+                timeout=_BUSY_MS / 1000,
+            )
             try:
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=NORMAL")
