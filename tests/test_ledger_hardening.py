@@ -218,10 +218,11 @@ async def test_a_real_full_disk_loses_no_session_and_both_stores_work_once_space
     tmp_path,
 ):
     # A tmpfs of 2 MiB per store, filled mid-session, in a mount namespace of the
-    # child's own (unshare: no root needed where user namespaces are allowed).
+    # child's own: as root, or as a user where user namespaces are allowed.
     child = Path(__file__).parent / "full_disk_child.py"
+    as_root = [] if os.geteuid() == 0 else ["--map-root-user"]
     done = await trio.run_process(
-        ["unshare", "--mount", "--map-root-user", sys.executable, str(child), str(tmp_path)],
+        ["unshare", "--mount", *as_root, sys.executable, str(child), str(tmp_path)],
         capture_stdout=True,
         capture_stderr=True,
         check=False,
