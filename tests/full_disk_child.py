@@ -1,10 +1,10 @@
 """A child process for the full-disk test: a session on a tiny tmpfs that fills up.
 
 Usage: full_disk_child.py DIRECTORY. Run it in a mount namespace of its own
-(``unshare --mount``, with ``--map-root-user`` when not root): for each store it mounts a 2 MiB tmpfs
-under DIRECTORY, fills it mid-session, then frees it. Prints one JSON
-object: per store, what the failing turn raised and what loading, resuming
-and going on gave afterwards.
+(``unshare --mount``, with ``--map-root-user`` when not root): for each store
+it mounts a 2 MiB tmpfs under DIRECTORY, fills it mid-session, then frees it.
+Prints one JSON object: per store, what the failing turn raised and what
+loading, resuming and going on gave afterwards.
 """
 
 from __future__ import annotations
