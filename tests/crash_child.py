@@ -33,14 +33,21 @@ SESSION = "crash"
 
 class StepwiseModel:
     """Answers from the transcript alone, so a resumed session simply goes on:
-    step n (n assistant messages so far) calls two tools; step STEPS stops."""
+    step n (n assistant messages so far) calls two tools; step STEPS stops.
+    Every request it receives is logged to DIRECTORY/requests.log as it opens."""
+
+    def __init__(self, directory: Path) -> None:
+        self.log = os.open(
+            directory / "requests.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+        )
 
     def stream(self, request: ModelRequest):
-        return _Stream(request)
+        return _Stream(request, self.log)
 
 
 class _Stream:
-    def __init__(self, request: ModelRequest) -> None:
+    def __init__(self, request: ModelRequest, log: int) -> None:
+        self.log = log
         n = sum(type(m) is AssistantMessage for m in request.messages)
         self.request = request
         if n < STEPS:
@@ -59,6 +66,7 @@ class _Stream:
         self.chunks = [TextDelta(b.text) if type(b) is TextBlock else b for b in blocks]
 
     async def __aenter__(self):
+        os.write(self.log, f"{self.request.id}\n".encode())  # the request is sent
         await trio.sleep(0.001)
         return self
 
@@ -99,7 +107,7 @@ def open_store(directory: Path, kind: str) -> JsonlStore | SqliteStore:
 async def main(directory: Path, kind: str) -> None:
     store = open_store(directory, kind)
     agent = Agent(
-        model=StepwiseModel(),
+        model=StepwiseModel(directory),
         tools=make_tools(directory),
         store=store,
         session_id=SESSION,

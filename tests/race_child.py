@@ -23,7 +23,7 @@ async def main(directory: Path, kind: str) -> int:
         agent = await Agent.resume(
             store,
             SESSION,
-            model=StepwiseModel(),
+            model=StepwiseModel(directory),
             tools=make_tools(directory),
             max_steps=STEPS + 1,
         )

@@ -196,3 +196,37 @@ async def test_bad_usage_is_a_clear_error(tmp_path):
         ]
     )
     assert missing.returncode == 2 and b"not a directory" in missing.stderr
+
+
+async def test_show_tells_a_crashed_session_and_one_being_written_from_a_closed_one(tmp_path):
+    import shutil
+
+    from trio_agent import Agent, JsonlStore, UserMessage
+    from trio_agent.testing import ScriptedModel, scripted_response
+
+    store = JsonlStore(tmp_path)
+    agent = Agent(
+        model=ScriptedModel([scripted_response("r1", "hi", hang_at=0)]),
+        store=store,
+        session_id="live",
+    )
+    shown = {}
+    async with agent.turn(UserMessage("u1", "go")) as run:
+        async for event in run:
+            if event.type == "message.accepted":  # the stream hangs: a crash image now
+                shutil.copy(store.path("live"), tmp_path / "crashed.jsonl")
+                for name in ("live", "crashed"):
+                    done = await cli(
+                        [
+                            sys.executable,
+                            "-m",
+                            "trio_agent",
+                            "show",
+                            str(tmp_path / f"{name}.jsonl"),
+                        ]
+                    )
+                    shown[name] = done.stdout.decode()
+                run.cancel()
+    await agent.aclose()
+    assert f"open: process {os.getpid()} on " in shown["live"]
+    assert "not closed: its last writer crashed or was killed (in a turn)" in shown["crashed"]

@@ -46,6 +46,7 @@ from trio_agent.ledger import (
     MessageRecord,
     SessionStartRecord,
     ToolCallRecord,
+    ToolCancelledRecord,
     ToolResultRecord,
     TurnStartRecord,
     derive,
@@ -207,8 +208,15 @@ async def test_a_short_write_leaves_no_half_line_and_the_session_loads(tmp_path,
 async def test_a_write_that_makes_no_progress_is_a_full_disk_not_a_hang(tmp_path, monkeypatch):
     store = JsonlStore(tmp_path)
     agent = agent_on(store, sums())
-    monkeypatch.setattr(_jsonl.os, "write", lambda fd, data: 0)
-    with trio.fail_after(5), pytest.raises(LedgerError, match="no progress"):
+    calls = []
+
+    def no_progress(fd, data):
+        calls.append(fd)
+        assert len(calls) < 100, "the writer looped on a write that made no progress"
+        return 0
+
+    monkeypatch.setattr(_jsonl.os, "write", no_progress)
+    with pytest.raises(LedgerError, match="no progress"):
         await agent.prompt(UserMessage("u1", "go"))
     monkeypatch.undo()
     derive((await store.load("s1")).records)
@@ -262,6 +270,23 @@ async def test_sqlite_disk_full_is_a_ledger_error_and_does_not_wedge_the_store(t
     assert (await resumed.prompt(UserMessage("u2", "retry"))).final_text == "ok"
     await resumed.aclose()
     derive(await records_of(store))
+    await store.aclose()
+
+
+async def test_a_failed_sqlite_insert_is_rolled_back_so_later_flushes_work(tmp_path):
+    # SQLite rolls back by itself on a full disk, but not on a statement error such
+    # as "string or blob too big": the transaction stayed open, and every later
+    # flush failed with "Safety level may not be changed inside a transaction".
+    store = SqliteStore(tmp_path / "s.db")
+    agent = agent_on(store, sums())
+    other = agent_on(store, sums("o"), session_id="other")
+    store.call("limit", lambda: store._db().setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 5000))
+    with pytest.raises(LedgerError, match="too big"):
+        await agent.prompt(UserMessage("u1", "x" * 10_000))
+    store.call("unlimit", lambda: store._db().setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 10**9))
+    assert (await other.prompt(UserMessage("u1", "go"))).final_text == "3 and 7"
+    await other.aclose()
+    derive(await records_of(store, "other"))
     await store.aclose()
 
 
@@ -369,6 +394,14 @@ async def test_records_out_of_place_are_refused(tmp_path):
             ToolCallRecord(seq=0, call_id="nope"),
         ],
         "session/closed inside turn 1": [*records[: step_start + 1], records[-1]],
+        "tool/call for call 'ac1', which is already dispatched": [
+            *records[: step_start + 3],
+            records[step_start + 2],
+        ],
+        "tool/cancelled for call 'ac1', which is not dispatched": [
+            *records[: step_start + 2],
+            ToolCancelledRecord(seq=0, call_id="ac1"),
+        ],
     }
     for message, damaged in cases.items():
         with pytest.raises(LedgerCorruptError, match=message):
