@@ -835,7 +835,7 @@ async def _step(
             break
         except _ModelFailed as failed:
             await _failed_attempt(failed, attempt, hooks, request, conv, emit)
-    conv.append(message, usage=usage)
+    conv.append(message, None, usage)
     state.last_message = message
     state.last_stop_reason = stop_reason
     state.hit_length = state.hit_length or stop_reason == "length"

@@ -436,28 +436,29 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
         return tool_result(call, f'Tool "{call.name}" raised {_describe(exc)}', True)
     if type(value) is str:
         return tool_result(call, value, False)
-    return _encoded_result(call, value)
-
-
-def _encoded_result(call: ToolCall, value: object) -> ToolResultMessage:
-    """A tool's non-str return as compact JSON, or an error result saying why it cannot be.
-
-    Only the encoding is guarded here (the tool has already returned), so
-    nothing the tool raised is taken for an encoding failure. Encoding fails
-    with ``RecursionError`` on a reference cycle or a deep nest, ``TypeError``
-    or ``ValueError`` on unsupported types, keys or lone surrogates, and with
-    whatever code it runs raises (a ``tzinfo.utcoffset``, say).
-    """
+    # Only the encoding is guarded (the tool has returned), so nothing the tool
+    # raised is taken for an encoding failure; inline: one call less per result.
     try:
         encoded = msgspec.json.encode(value)
-    except RecursionError:
+    except Exception as exc:
+        return _unencodable(call, value, exc)
+    return tool_result(call, encoded.decode(), False)
+
+
+def _unencodable(call: ToolCall, value: object, exc: Exception) -> ToolResultMessage:
+    """The error result for a return value that cannot be encoded, saying why.
+
+    Encoding fails with ``RecursionError`` on a reference cycle or a deep
+    nest, ``TypeError`` or ``ValueError`` on unsupported types, keys or lone
+    surrogates, and with whatever code it runs raises (a ``tzinfo.utcoffset``,
+    say).
+    """
+    if isinstance(exc, RecursionError):
         reason = "it contains a reference cycle or is nested too deeply"
-    except (TypeError, ValueError, OverflowError) as exc:  # msgspec's own, readable
+    elif isinstance(exc, TypeError | ValueError | OverflowError):  # msgspec's own, readable
         reason = _message_of(exc)
-    except Exception as exc:  # raised by code the encoding ran
+    else:  # raised by code the encoding ran
         reason = _describe(exc)
-    else:
-        return tool_result(call, encoded.decode(), False)
     return tool_result(
         call,
         f'Tool "{call.name}" returned a {type(value).__name__} that cannot be '
