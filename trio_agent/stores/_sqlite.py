@@ -56,7 +56,9 @@ class _SqliteWriter:
         self._state = state
         self._pending: list[Row] = []
         self._not_durable = False  # committed without a sync since the last durable flush
-        self._fenced = False  # the session's stored end is checked at the first flush
+        # A reopened session's stored end is checked at the first flush; a new one's
+        # first insert finds any record 0 there by its primary key, for free.
+        self._fenced = next_seq == 0
 
     def append(self, line: bytes) -> None:
         if not self._state.usable:
@@ -170,7 +172,7 @@ class SqliteStore:
         db = self._db()
         db.execute("PRAGMA busy_timeout=0")
         try:
-            self.insert(batch, False, True)
+            self.insert(batch, False, False)  # a new session: record 0 is its own check
         finally:
             db.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
 
@@ -217,7 +219,13 @@ class SqliteStore:
         try:
             if fence:
                 self.check_end(session_id, first)
-            db.executemany("INSERT INTO records (session_id, seq, body) VALUES (?, ?, ?)", batch)
+            try:
+                db.executemany(
+                    "INSERT INTO records (session_id, seq, body) VALUES (?, ?, ?)", batch
+                )
+            except sqlite3.IntegrityError:  # a record of this seq is there already
+                self.check_end(session_id, first)  # says which: created twice, or stale
+                raise
             db.execute("COMMIT")
             done = True
         finally:
@@ -261,6 +269,11 @@ class SqliteStore:
     def _lock_for(self, session_id: str) -> WriterLock:
         directory = Path(f"{self.path}.locks")
         try:
+            return WriterLock.acquire(directory / f"{session_id}.lock", session_id)
+        except LedgerError as exc:
+            if not isinstance(exc.__cause__, FileNotFoundError):
+                raise
+        try:  # the first writer of this database: make the directory, once
             directory.mkdir(exist_ok=True)
         except OSError as exc:
             raise LedgerError(
@@ -271,7 +284,7 @@ class SqliteStore:
     def create(self, session_id: str) -> SessionWriter:
         check_session_id(session_id)
         state = WriterState(session_id, self._lock_for(session_id))
-        # Whether it exists is checked when its first records are stored (``commit``).
+        # Whether it exists is found when its first records are stored (``commit``).
         return _SqliteWriter(self, session_id, 0, state)
 
     def reopen(self, loaded: LoadedSession) -> SessionWriter:
