@@ -33,7 +33,7 @@ from ._records import (
     TurnEndRecord,
     TurnStartRecord,
 )
-from .engine import Conversation
+from ._transcript import Conversation
 from .events import TOOL_FATAL
 from .limits import cut_text
 from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage, TranscriptError

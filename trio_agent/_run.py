@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
-from .engine import Emitter
+from ._emit import Emitter
 
 R = TypeVar("R")
 E = TypeVar("E")
@@ -25,8 +25,10 @@ no faster: trio's schedule points dominate either way."""
 class EventRun(Generic[E, R]):
     """Base of ``AgentRun`` and ``TurnRun``; subclasses implement ``_drive``.
 
-    ``_drive(emit)`` runs to the end in the current task, emits every event
-    and calls ``_finish(result, make_last, emit)``.
+    ``_drive(emit, host)`` runs to the end in the current task, emits every
+    event and calls ``_finish(result, make_last, emit)``. ``host`` is the run's
+    own nursery under ``async with`` (tool calls that ignore cancellation may
+    outlive their batch there), None when the run is awaited inline.
     """
 
     _task_name = "trio_agent.run"
@@ -41,7 +43,9 @@ class EventRun(Generic[E, R]):
         self._nursery_manager: Any = None
 
     # -- to implement
-    async def _drive(self, emit: Emitter) -> None:  # pragma: no cover - abstract
+    async def _drive(
+        self, emit: Emitter, host: trio.Nursery | None
+    ) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _emitter(self, send: trio.MemorySendChannel[E] | None) -> Emitter:
@@ -66,10 +70,7 @@ class EventRun(Generic[E, R]):
         self, send: trio.MemorySendChannel[E], nursery: trio.Nursery
     ) -> None:
         async with send:
-            emit = self._emitter(send)
-            if emit.host is None:  # tool calls that ignore cancellation may outlive a batch here
-                emit.host = nursery
-            await self._drive(emit)
+            await self._drive(self._emitter(send), nursery)
 
     async def __aenter__(self) -> Any:
         if self._phase != _NEW:
@@ -102,10 +103,8 @@ class EventRun(Generic[E, R]):
             raise StopAsyncIteration from None
 
     def _inline(self) -> Coroutine[Any, Any, None]:
-        """The whole run in the awaiting task, no channel: ``await run._inline()``
-        (a plain method, so the caller awaits ``_drive`` with no frame between)."""
         self._phase = _INLINE
-        return self._drive(self._emitter(None))
+        return self._drive(self._emitter(None), None)
 
     async def wait(self) -> R:
         """Return the result once the run has finished.
@@ -122,6 +121,13 @@ class EventRun(Generic[E, R]):
         if self._result is None:
             raise RuntimeError("the run is already being awaited elsewhere")
         return self._result
+
+
+def inline(run: EventRun[Any, Any]) -> Coroutine[Any, Any, None]:
+    """The whole run in the awaiting task, no channel: ``await inline(run)``, then
+    ``run.result`` (a plain function, so the caller awaits the run's own frame
+    with no frame between: ``Agent.prompt`` keeps one frame per suspended turn)."""
+    return run._inline()
 
 
 def cancelled_from_outside(exc: BaseException) -> bool:

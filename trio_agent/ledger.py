@@ -23,6 +23,7 @@ from ._derive import TOOL_NOT_STARTED as TOOL_NOT_STARTED
 from ._derive import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
 from ._derive import DerivedSession as DerivedSession
 from ._derive import derive as derive
+from ._options import check_fsync as check_fsync
 from ._records import FORMAT_VERSION as FORMAT_VERSION
 from ._records import AttemptFailedRecord as AttemptFailedRecord
 from ._records import CompactedRecord as CompactedRecord
@@ -92,13 +93,6 @@ SEQUENCE_BLOCK: Final = 1024
 numbering resumes at most this far above the last event actually sent."""
 
 FsyncPolicy = Literal["always", "step", "never"]
-_POLICIES: Final = ("always", "step", "never")
-
-
-def check_fsync(fsync: object) -> None:
-    """``ValueError`` unless ``fsync`` is a durability policy."""
-    if fsync not in _POLICIES:
-        raise ValueError(f"fsync must be one of {_POLICIES}, got {fsync!r}")
 
 
 class SessionWriter(Protocol):

@@ -13,99 +13,28 @@ from typing import Literal, final
 
 import trio
 
+from ._emit import Emitter
+from ._errors import INTERNAL_ERROR, INVALID_TRANSCRIPT, describe
+from ._hooks import TurnSpec, TurnState, build_spec
+from ._options import check_loop_options, check_tool_execution
+from ._outcomes import result_of
 from ._run import EventRun, cancelled_from_outside
-from .engine import Conversation, Emitter, TurnOutcome, TurnSpec, TurnState, run_turn
+from ._transcript import Conversation
+from ._turn import TurnOutcome, run_turn
 from .events import (
-    INTERNAL_ERROR,
-    INVALID_TRANSCRIPT,
     Cancelled,
-    Completed,
     Event,
     Failed,
-    MaxSteps,
     MessageAccepted,
     RunFinished,
     RunResult,
 )
-from .limits import MAX_AGENT_STEPS, MAX_INITIAL_MESSAGES, is_valid_unicode
-from .messages import Message, TranscriptError, text_from_assistant
+from .limits import MAX_INITIAL_MESSAGES
+from .messages import Message, TranscriptError
 from .model import Model
-from .tools import ToolRegistry, _describe
+from .tools import ToolRegistry
 
 __all__ = ["AgentRun", "run_agent_loop"]
-
-
-def _check_options(
-    messages: object,
-    model: object,
-    tools: object,
-    max_steps: object,
-    request_sequence_start: object,
-    cancel_scope: object,
-    system: object,
-) -> None:
-    check_messages_and_model(messages, model)
-    if type(tools) is not ToolRegistry:
-        raise TypeError(f"tools must be a ToolRegistry, got {type(tools).__name__}")
-    if type(max_steps) is not int:
-        raise TypeError(f"max_steps must be an int, got {max_steps!r}")
-    if not 1 <= max_steps <= MAX_AGENT_STEPS:
-        raise ValueError(f"max_steps must be in 1..{MAX_AGENT_STEPS}, got {max_steps}")
-    if type(request_sequence_start) is not int:
-        raise TypeError(f"request_sequence_start must be an int, got {request_sequence_start!r}")
-    if request_sequence_start < 1:
-        raise ValueError(f"request_sequence_start must be >= 1, got {request_sequence_start}")
-    last = request_sequence_start + max_steps - 1
-    if last > MAX_AGENT_STEPS:
-        raise ValueError(
-            f"requests {request_sequence_start}..{last} go past request {MAX_AGENT_STEPS}"
-        )
-    check_cancel_scope(cancel_scope)
-    check_system(system)
-
-
-def check_messages_and_model(messages: object, model: object) -> None:
-    """``TypeError`` unless ``messages`` is a list or tuple and ``model`` a ``Model``."""
-    if type(messages) not in (list, tuple):
-        raise TypeError(f"messages must be a list or tuple, got {type(messages).__name__}")
-    if not callable(getattr(model, "stream", None)):
-        raise TypeError(f"model must have a callable stream(request), got {model!r}")
-
-
-def check_tool_execution(
-    tool_execution: object, max_parallel_tools: object, tool_grace_period: object
-) -> None:
-    """``TypeError``/``ValueError`` unless the tool-batch options are usable."""
-    if tool_execution not in ("sequential", "parallel"):
-        raise ValueError(
-            f"tool_execution must be 'sequential' or 'parallel', got {tool_execution!r}"
-        )
-    if type(max_parallel_tools) is not int or max_parallel_tools < 1:
-        raise ValueError(f"max_parallel_tools must be an int >= 1, got {max_parallel_tools!r}")
-    if (
-        type(tool_grace_period) not in (int, float) or not 0 <= tool_grace_period < float("inf")  # type: ignore[operator]
-    ):
-        raise ValueError(
-            f"tool_grace_period must be a finite number >= 0, got {tool_grace_period!r}"
-        )
-
-
-def check_cancel_scope(cancel_scope: object) -> None:
-    """``TypeError``/``ValueError`` unless None or a ``trio.CancelScope`` not yet entered."""
-    if cancel_scope is None:
-        return
-    if type(cancel_scope) is not trio.CancelScope:
-        raise TypeError(f"cancel_scope must be a trio.CancelScope or None, got {cancel_scope!r}")
-    if getattr(cancel_scope, "_has_been_entered", False):
-        raise ValueError("cancel_scope has already been entered; pass a fresh one")
-
-
-def check_system(system: object) -> None:
-    """``TypeError``/``ValueError`` unless ``system`` is a valid Unicode str."""
-    if type(system) is not str:
-        raise TypeError(f"system must be a str, got {type(system).__name__}")
-    if not is_valid_unicode(system):
-        raise ValueError("system is not valid Unicode (lone surrogate)")
 
 
 def run_agent_loop(
@@ -139,7 +68,9 @@ def run_agent_loop(
     ``max_parallel_tools`` at once; results still join the transcript in call
     order); see ``trio_agent.engine`` for what a consumer then sees.
     """
-    _check_options(messages, model, tools, max_steps, request_sequence_start, cancel_scope, system)
+    check_loop_options(
+        messages, model, tools, max_steps, request_sequence_start, cancel_scope, system
+    )
     check_tool_execution(tool_execution, max_parallel_tools, tool_grace_period)
     conversation: Conversation | None = None
     invalid: str | None = None
@@ -150,37 +81,11 @@ def run_agent_loop(
             conversation = Conversation.from_messages(messages, request_sequence_start - 1)
         except TranscriptError as exc:
             invalid = f"{exc.code}: {exc}"
-    spec = TurnSpec(
-        model=model,
-        tools=tools.copy(),
-        specs=tools.specs(),
-        system=system,
-        max_steps=max_steps,
-        tool_execution=tool_execution,
-        max_parallel_tools=max_parallel_tools,
-        tool_grace_period=float(tool_grace_period),
+    spec = build_spec(
+        model, tools, system, max_steps, tool_execution, max_parallel_tools, tool_grace_period
     )
     return AgentRun(
         spec, conversation, invalid, trio.CancelScope() if cancel_scope is None else cancel_scope
-    )
-
-
-def result_of(
-    outcome: TurnOutcome, messages: tuple[Message, ...], steps: int, max_steps: int
-) -> RunResult:
-    """The ``RunResult`` for a finished turn of the core loop."""
-    if outcome.kind == "completed":
-        last = messages[-1]
-        return Completed(
-            messages=messages,
-            steps=steps,
-            final_text=text_from_assistant(last),  # type: ignore[arg-type]
-            stop_reason=outcome.stop_reason,  # type: ignore[arg-type]
-        )
-    if outcome.kind == "max_steps":
-        return MaxSteps(messages=messages, steps=steps, max_steps=max_steps)
-    return Failed(
-        messages=messages, steps=steps, code=outcome.code or "", detail=outcome.detail or ""
     )
 
 
@@ -209,7 +114,7 @@ class AgentRun(EventRun[Event, RunResult]):
             result, lambda sequence: RunFinished(sequence=sequence, result=result), emit
         )
 
-    async def _drive(self, emit: Emitter) -> None:
+    async def _drive(self, emit: Emitter, host: trio.Nursery | None) -> None:
         """Run to the end in the current task, emit every event, set ``result``.
 
         Cancellation by the run's own scope ends the run as ``Cancelled``;
@@ -230,13 +135,13 @@ class AgentRun(EventRun[Event, RunResult]):
             with self._scope:
                 for message in tuple(conversation.messages):
                     await emit(MessageAccepted(sequence=emit.next, message=message))
-                outcome = await run_turn(conversation, self._spec, state, emit)
+                outcome = await run_turn(conversation, self._spec, state, emit, host=host)
         except Exception as exc:  # a bug, or a group of them: end the run visibly, raise it
             failed = Failed(
                 messages=conversation.snapshot(),
                 steps=state.steps,
                 code=INTERNAL_ERROR,
-                detail=_describe(exc),
+                detail=describe(exc),
             )
             await self._end(failed, emit)
             raise

@@ -12,14 +12,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import msgspec
 from msgspec import Struct
 
-from .limits import (
-    MAX_ASSISTANT_BLOCKS,
-    MAX_STEP_CHUNKS,
-    MAX_STEP_TEXT,
-    ArgumentsError,
-    check_arguments,
-    is_valid_unicode,
-)
+from ._errors import ModelProtocolError
+from ._transcript import BLOCK_CHECKS, BlockError, check_text_field
+from .limits import MAX_ASSISTANT_BLOCKS, MAX_STEP_CHUNKS, MAX_STEP_TEXT
 from .messages import AssistantMessage, Block, Message, TextBlock, ToolCall
 
 __all__ = [
@@ -142,28 +137,28 @@ class ModelResponseError(ModelError):
     """The provider's stream broke its own format (bad JSON, oversized tool arguments)."""
 
 
-class ProtocolViolation(Exception):
-    """A chunk or response that breaks a step rule; the loop reports ``MODEL_PROTOCOL_ERROR``."""
+ProtocolViolation = ModelProtocolError
+"""The name this error had before it was named as an error; kept working."""
 
 
 def _check_str(value: object, what: str) -> None:
-    if type(value) is not str:
-        raise ProtocolViolation(f"{what} must be a str, got {type(value).__name__}")
-    if not is_valid_unicode(value):
-        raise ProtocolViolation(f"{what} is not valid Unicode (lone surrogate)")
-
-
-def _checked_call(call: ToolCall, what: str) -> ToolCall:
-    """Check a tool call's fields; return it with a private copy of its arguments."""
-    _check_str(call.id, f"{what} id")
-    _check_str(call.name, f"{what} name")
     try:
-        arguments = check_arguments(call.arguments)
-    except ArgumentsError as exc:
-        raise ProtocolViolation(
-            f"{what} {call.id!r} to {call.name!r} has bad arguments: {exc}"
-        ) from None
-    return ToolCall(call.id, call.name, arguments)
+        check_text_field(value, what)
+    except BlockError as exc:
+        raise ModelProtocolError(str(exc)) from None
+
+
+def _checked_block(block: Any, what: str) -> Block:
+    """A response block or streamed call checked by the transcript's own table
+    (``BLOCK_CHECKS``); its failure said as a broken step rule."""
+    try:
+        return BLOCK_CHECKS[type(block)](block)
+    except BlockError as exc:
+        if exc.code == "INVALID_ARGUMENTS":
+            raise ModelProtocolError(
+                f"{what} {block.id!r} to {block.name!r} has bad arguments{exc.problem}"
+            ) from None
+        raise ModelProtocolError(f"{what} {exc}") from None
 
 
 _CANONICAL = msgspec.json.Encoder(order="sorted")
@@ -179,7 +174,7 @@ def _stream_group(call: ToolCall) -> tuple[str, str, bytes]:
 class StepCheck:
     """The pure checks of one step: feed chunks, then the response.
 
-    ``add_chunk`` raises ``ProtocolViolation`` for the first invalid chunk
+    ``add_chunk`` raises ``ModelProtocolError`` for the first invalid chunk
     (which is then not emitted); ``finish`` checks the response against the
     stream and the transcript's ids and returns the assistant message to
     append. No I/O: the loop owns awaiting and emitting.
@@ -197,10 +192,10 @@ class StepCheck:
 
     def add_chunk(self, chunk: object) -> Chunk:
         """Check one streamed chunk; return it as the run keeps it (a tool call with a
-        private copy of its arguments), or raise ``ProtocolViolation``."""
+        private copy of its arguments), or raise ``ModelProtocolError``."""
         self._chunks += 1
         if self._chunks > MAX_STEP_CHUNKS:
-            raise ProtocolViolation(f"the stream sent more than {MAX_STEP_CHUNKS} chunks")
+            raise ModelProtocolError(f"the stream sent more than {MAX_STEP_CHUNKS} chunks")
         kind = type(chunk)
         if kind is TextDelta:
             text = chunk.text  # type: ignore[union-attr]
@@ -208,18 +203,18 @@ class StepCheck:
                 _check_str(text, "text delta")
             self._text += len(text)
             if self._text > MAX_STEP_TEXT:
-                raise ProtocolViolation(
+                raise ModelProtocolError(
                     f"the stream sent more than {MAX_STEP_TEXT} characters of text"
                 )
             if text:
                 self._text_parts.append(text)
             return chunk  # type: ignore[return-value]
         if kind is ToolCall:
-            call = _checked_call(chunk, "streamed tool call")  # type: ignore[arg-type]
+            call: ToolCall = _checked_block(chunk, "streamed tool call")  # type: ignore[assignment]
             self._flush_text()
             self._groups.append(_stream_group(call))
             return call
-        raise ProtocolViolation(
+        raise ModelProtocolError(
             f"the stream yielded a {kind.__name__}, not a TextDelta or ToolCall"
         )
 
@@ -242,24 +237,24 @@ class StepCheck:
         """
         self._flush_text()
         if type(response) is not ModelResponse:
-            raise ProtocolViolation(
+            raise ModelProtocolError(
                 f"response() returned a {type(response).__name__}, not a ModelResponse"
             )
         _check_str(response.id, "response id")
         _check_str(response.request_id, "response request_id")
         if response.request_id != self._request_id:
-            raise ProtocolViolation(
+            raise ModelProtocolError(
                 f"response answers {response.request_id!r}, but the request is {self._request_id!r}"
             )
         content = response.content
         if type(content) not in (tuple, list):
-            raise ProtocolViolation("response content must be a tuple of blocks")
+            raise ModelProtocolError("response content must be a tuple of blocks")
         if len(content) > MAX_ASSISTANT_BLOCKS:
-            raise ProtocolViolation(
+            raise ModelProtocolError(
                 f"response has {len(content)} blocks, more than {MAX_ASSISTANT_BLOCKS}"
             )
         if response.usage is not None and type(response.usage) is not Usage:
-            raise ProtocolViolation("response usage must be a Usage or None")
+            raise ModelProtocolError("response usage must be a Usage or None")
 
         blocks: list[Block] = []
         groups: list[str | tuple[str, str, bytes]] = []
@@ -271,13 +266,13 @@ class StepCheck:
         text = 0
         for position, block in enumerate(content):
             if type(block) is TextBlock:
-                _check_str(block.text, f"response block {position} text")
+                _checked_block(block, f"response block {position}")
                 text += len(block.text)
                 if block.text:
                     parts.append(block.text)
                 blocks.append(block)
             elif type(block) is ToolCall:
-                call = _checked_call(block, f"response tool call (block {position})")
+                call = _checked_block(block, f"response tool call (block {position})")  # type: ignore[assignment]
                 if parts:
                     groups.append("".join(parts))
                     parts.clear()
@@ -285,39 +280,39 @@ class StepCheck:
                 calls.append(call)
                 blocks.append(call)
             else:
-                raise ProtocolViolation(
+                raise ModelProtocolError(
                     f"response block {position} is a {type(block).__name__}, "
                     "not a TextBlock or ToolCall"
                 )
         if parts:
             groups.append("".join(parts))
         if text > MAX_STEP_TEXT:
-            raise ProtocolViolation(
+            raise ModelProtocolError(
                 f"response has {text} characters of text, more than {MAX_STEP_TEXT}"
             )
         if groups != self._groups:
-            raise ProtocolViolation(
+            raise ModelProtocolError(
                 "response content differs from the streamed chunks (after merging adjacent text)"
             )
 
         stop = response.stop_reason
         if stop == "tool_call":
             if not calls:
-                raise ProtocolViolation("stop reason is 'tool_call' but there is no tool call")
+                raise ModelProtocolError("stop reason is 'tool_call' but there is no tool call")
         elif stop in ("stop", "length"):
             if calls:
-                raise ProtocolViolation(f"stop reason is {stop!r} but there are tool calls")
+                raise ModelProtocolError(f"stop reason is {stop!r} but there are tool calls")
         else:
-            raise ProtocolViolation(f"unknown stop reason {stop!r}")
+            raise ModelProtocolError(f"unknown stop reason {stop!r}")
 
         message_id = f"message-{response.id}"
         if message_id in message_ids:
-            raise ProtocolViolation(f"message id {message_id!r} is already used")
+            raise ModelProtocolError(f"message id {message_id!r} is already used")
         seen: set[str] = set()
         for call in calls:
             if call.id in call_ids or call.id in seen:
-                raise ProtocolViolation(f"tool call id {call.id!r} is already used")
+                raise ModelProtocolError(f"tool call id {call.id!r} is already used")
             seen.add(call.id)
             if f"tool-result-{call.id}" in message_ids:
-                raise ProtocolViolation(f"message id 'tool-result-{call.id}' is already used")
+                raise ModelProtocolError(f"message id 'tool-result-{call.id}' is already used")
         return AssistantMessage(message_id, tuple(blocks))

@@ -6,19 +6,21 @@ result the model can read and act on.
 from __future__ import annotations
 
 import inspect
-import math
 import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from contextvars import ContextVar
 from typing import Any, TypeVar, final, overload
 
 import attrs
 import msgspec
 import trio
 
+from ._context import MAX_PROGRESS_TEXT as MAX_PROGRESS_TEXT
+from ._context import PROGRESS_INTERVAL as PROGRESS_INTERVAL
+from ._context import ToolContext as ToolContext
+from ._context import tool_context as tool_context
+from ._errors import describe, first_leaf, message_of
 from ._frozen import frozen_json, is_json_object
-from .limits import without_lone_surrogates
 from .messages import ToolCall, ToolResultMessage, tool_result
 from .model import ToolSpec
 
@@ -38,92 +40,6 @@ _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 
 ToolFunction = Callable[..., Awaitable[Any]]
 F = TypeVar("F", bound=ToolFunction)
-
-
-MAX_PROGRESS_TEXT = 1000
-"""Characters of one progress report; longer text is cut."""
-PROGRESS_INTERVAL = 0.05
-"""Seconds between two progress reports of one call that are passed on; faster ones
-are dropped."""
-
-
-@final
-class ToolContext:
-    """What a running tool call can use: its ``call``, and ``report()`` for progress.
-
-    Reports are passed on as ``tool.updated`` events, at most one per
-    ``PROGRESS_INTERVAL`` seconds (trio's clock) and ``MAX_PROGRESS_TEXT``
-    characters each; faster ones, unusable ones and those after the call
-    finished are dropped and counted in ``dropped``. ``report`` never raises
-    and may be called from a worker thread (``trio.to_thread``) too.
-    """
-
-    __slots__ = ("_last", "_sink", "_token", "call", "dropped")
-
-    def __init__(self, call: ToolCall, sink: Callable[[str, float | None], None] | None) -> None:
-        self.call = call
-        self._sink = sink
-        self._last = -math.inf
-        self._token: trio.lowlevel.TrioToken | None = None
-        if sink is not None:
-            self._token = trio.lowlevel.current_trio_token()
-        self.dropped = 0
-
-    def report(self, message: object, fraction: float | None = None) -> None:
-        """Report progress: ``message`` (made a str) and an optional ``fraction`` in [0, 1]
-        (clamped; anything that is not a finite number is dropped). Never blocks."""
-        try:
-            trio.lowlevel.current_trio_token()
-        except RuntimeError:  # a worker thread: hand the report to the trio thread
-            token = self._token
-            if token is None:
-                self.dropped += 1
-                return
-            try:
-                token.run_sync_soon(self.report, message, fraction)
-            except trio.RunFinishedError:
-                self.dropped += 1
-            return
-        sink = self._sink
-        now = trio.current_time()
-        if sink is None or now - self._last < PROGRESS_INTERVAL:
-            self.dropped += 1
-            return
-        if fraction is not None:
-            try:
-                fraction = float(fraction)
-            except (TypeError, ValueError):
-                fraction = math.nan
-            if math.isnan(fraction):
-                self.dropped += 1
-                return
-            fraction = min(1.0, max(0.0, fraction))
-        self._last = now
-        try:
-            text = message if type(message) is str else str(message)
-        except Exception:
-            self.dropped += 1
-            return
-        if len(text) > MAX_PROGRESS_TEXT:
-            text = text[:MAX_PROGRESS_TEXT]
-        sink(without_lone_surrogates(text), fraction)
-
-    def close(self) -> None:
-        """The call finished: later reports are dropped."""
-        self._sink = None
-
-
-_CONTEXT: ContextVar[ToolContext | None] = ContextVar("trio_agent_tool_context", default=None)
-
-
-def tool_context() -> ToolContext:
-    """The context of the tool call running in this task.
-
-    Outside a call, or in a call run without progress support (a tool not
-    declared ``progress=True``), reports go nowhere.
-    """
-    context = _CONTEXT.get()
-    return ToolContext(ToolCall("", "", {}), None) if context is None else context
 
 
 class ToolError(Exception):
@@ -371,29 +287,6 @@ class ToolRegistry:
         return twin
 
 
-def _first_leaf(group: BaseExceptionGroup) -> BaseException:
-    first = group.exceptions[0]
-    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
-
-
-def _message_of(exc: BaseException) -> str:
-    """``str(exc)``, or a note saying it could not be read: an exception's ``__str__``
-    is the tool's code, and a failing one must not turn a result into a crash."""
-    try:
-        return str(exc)
-    except Exception as inner:
-        return f"(its message could not be read: {type(inner).__name__})"
-
-
-def _describe(exc: BaseException) -> str:
-    """``Type: message``; for a group, its leaf exceptions, so the model sees what failed.
-    Always encodable text: an exception may quote a file name that is not UTF-8."""
-    if isinstance(exc, BaseExceptionGroup):
-        leaves = "; ".join(_describe(e) for e in exc.exceptions)
-        return f"{type(exc).__name__} ({leaves})"
-    return without_lone_surrogates(f"{type(exc).__name__}: {_message_of(exc)}")
-
-
 async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMessage:
     """Run one call and return its result message (id ``tool-result-{call.id}``).
 
@@ -426,14 +319,14 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
         if isinstance(exc, ExceptionGroup):
             fatal, _ = exc.split(FatalToolError)
             if fatal is not None:  # raised inside the tool's own nursery
-                raise _first_leaf(fatal) from exc
+                raise first_leaf(fatal) from exc
         if isinstance(exc, ToolArgumentsError):
             return tool_result(
-                call, f'Invalid arguments for tool "{call.name}": {_message_of(exc)}', True
+                call, f'Invalid arguments for tool "{call.name}": {message_of(exc)}', True
             )
         if isinstance(exc, ToolError):
-            return tool_result(call, f'Tool "{call.name}" failed: {_message_of(exc)}', True)
-        return tool_result(call, f'Tool "{call.name}" raised {_describe(exc)}', True)
+            return tool_result(call, f'Tool "{call.name}" failed: {message_of(exc)}', True)
+        return tool_result(call, f'Tool "{call.name}" raised {describe(exc)}', True)
     if type(value) is str:
         return tool_result(call, value, False)
     # Only the encoding is guarded (the tool has returned), so nothing the tool
@@ -456,9 +349,9 @@ def _unencodable(call: ToolCall, value: object, exc: Exception) -> ToolResultMes
     if isinstance(exc, RecursionError):
         reason = "it contains a reference cycle or is nested too deeply"
     elif isinstance(exc, TypeError | ValueError | OverflowError):  # msgspec's own, readable
-        reason = _message_of(exc)
+        reason = message_of(exc)
     else:  # raised by code the encoding ran
-        reason = _describe(exc)
+        reason = describe(exc)
     return tool_result(
         call,
         f'Tool "{call.name}" returned a {type(value).__name__} that cannot be '

@@ -100,7 +100,7 @@ async def _once(run: Any, k: int | None, seconds: float) -> tuple[list[Any], Any
     return events, run.result, instrument.steps
 
 
-def _outcome(result: Any) -> str:
+def outcome_of(result: Any) -> str:
     status = getattr(result, "status", None)
     return status if status is not None else result.end.reason
 
@@ -153,10 +153,10 @@ async def explore_cancellation(
         raise ValueError(f"seconds_per_run must be a finite number > 0, got {seconds_per_run!r}")
     if only is not None:
         result, _ = await checked(only)
-        return ExplorationReport(checkpoints=only, outcomes=(_outcome(result),))
+        return ExplorationReport(checkpoints=only, outcomes=(outcome_of(result),))
     result, checkpoints = await checked(None)
     outcomes = []
     for k in range(checkpoints + 1):
         result, _ = await checked(k)
-        outcomes.append(_outcome(result))
+        outcomes.append(outcome_of(result))
     return ExplorationReport(checkpoints=checkpoints, outcomes=tuple(outcomes))

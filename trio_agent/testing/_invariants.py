@@ -27,7 +27,7 @@ from ..messages import (
     repair_transcript,
     validate_transcript,
 )
-from ._explorer import _outcome
+from ._explorer import outcome_of
 
 __all__ = ["InvariantError", "assert_run_invariants"]
 
@@ -164,7 +164,7 @@ def assert_run_invariants(events: Sequence[Any], result: Any) -> None:
         validate_transcript(repair_transcript(messages))
     except Exception as exc:  # TranscriptError, or worse
         _fail(f"the transcript cannot be repaired into a valid one: {exc}", events)
-    status = _outcome(result)
+    status = outcome_of(result)
     if status in ("completed", "max_steps"):
         try:
             validate_transcript(messages)

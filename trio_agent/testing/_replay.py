@@ -9,7 +9,7 @@ import attrs
 import msgspec
 import trio
 
-from ..engine import Conversation
+from .._transcript import Conversation
 from ..ledger import (
     AttemptFailedRecord,
     CompactedRecord,
@@ -20,7 +20,7 @@ from ..ledger import (
     StepStartRecord,
     ToolResultRecord,
 )
-from ..messages import AssistantMessage, Message, TextBlock, ToolCall, _Linker
+from ..messages import AssistantMessage, Message, TextBlock, ToolCall
 from ..model import (
     ContextOverflowError,
     ModelError,
@@ -57,7 +57,7 @@ def _response(message: AssistantMessage, request_id: str, stop: str, usage: Any)
 
 
 def _steps(records: Iterable[Record]) -> tuple[list[_Step], str | None]:
-    conversation = Conversation([], _Linker())
+    conversation = Conversation.from_messages(())
     steps: list[_Step] = []
     system: str | None = None
     current: _Step | None = None

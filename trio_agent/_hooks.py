@@ -1,0 +1,143 @@
+"""What a turn runs with, and what it calls out to: ``TurnSpec`` (built once,
+the same way, by the loop and the session), ``TurnState``, and the
+``StepHooks`` extension points with their defaults (the core contract).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, final
+
+import attrs
+import trio
+
+from ._errors import HOOK_ERROR, StepError, describe
+from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage
+from .model import Model, ModelRequest, ToolSpec
+from .tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from ._transcript import Conversation
+
+__all__ = [
+    "DEFAULT_HOOKS",
+    "StepHooks",
+    "TurnSpec",
+    "TurnState",
+    "build_spec",
+    "call_hook",
+]
+
+
+@final
+@attrs.define(eq=False)
+class TurnState:
+    """What a turn has done so far; hooks and policies read it."""
+
+    steps: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    last_stop_reason: str | None = None
+    hit_length: bool = False
+    last_message: AssistantMessage | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@final
+@attrs.frozen(eq=False)
+class TurnSpec:
+    """What a turn runs with: the model, a snapshot of the tools, and its step budget."""
+
+    model: Model
+    tools: ToolRegistry
+    specs: tuple[ToolSpec, ...]
+    system: str
+    max_steps: int
+    tool_execution: Literal["sequential", "parallel"] = "sequential"
+    max_parallel_tools: int = 10
+    tool_grace_period: float = 5.0
+
+
+def build_spec(
+    model: Model,
+    tools: ToolRegistry,
+    system: str,
+    max_steps: int,
+    tool_execution: Literal["sequential", "parallel"] = "sequential",
+    max_parallel_tools: int = 10,
+    tool_grace_period: float = 5.0,
+) -> TurnSpec:
+    """The spec of a turn: a snapshot of ``tools`` (later registrations do not reach
+    the turn) with their specs, and the options, as the loop and the session give them."""
+    return TurnSpec(
+        model=model,
+        tools=tools.copy(),
+        specs=tools.specs(),
+        system=system,
+        max_steps=max_steps,
+        tool_execution=tool_execution,
+        max_parallel_tools=max_parallel_tools,
+        tool_grace_period=float(tool_grace_period),
+    )
+
+
+class StepHooks:
+    """Extension points of ``run_turn``; these defaults are the core contract.
+
+    Override in a subclass. ``has_input``/``take_input`` are synchronous so
+    that nothing is taken from a queue unless it is appended at once.
+    """
+
+    def has_input(self, stop_reason: str) -> bool:
+        """Whether queued input would continue the turn after a step."""
+        return False
+
+    def take_input(self, stop_reason: str) -> Sequence[Message]:
+        """Take the queued input that continues the turn (appended at once)."""
+        return ()
+
+    async def prepare_request(
+        self, request: ModelRequest, conversation: Conversation
+    ) -> ModelRequest:
+        """The request to send, once per step, before any attempt."""
+        return request
+
+    def retry_delay(self, error: Exception, attempt: int) -> float | None:
+        """Seconds to wait before another attempt after ``error``, or None to fail."""
+        return None
+
+    async def before_tool_call(self, call: ToolCall) -> str | None:
+        """A reason to block ``call`` (it becomes an error result), or None to run it."""
+        return None
+
+    async def after_tool_call(self, call: ToolCall, result: ToolResultMessage) -> ToolResultMessage:
+        """The result to record for ``call``."""
+        return result
+
+    async def after_step(self, state: TurnState) -> object | None:
+        """Called when the turn would go on; anything but None stops it with that value."""
+        return None
+
+    def finalize_result(self, result: ToolResultMessage) -> ToolResultMessage:
+        """The form in which every tool result is stored (also when a hook failed)."""
+        return result
+
+
+DEFAULT_HOOKS = StepHooks()
+"""The core contract: no inbox, no retries, no hooks. Checked by identity on hot
+paths (``hooks is DEFAULT_HOOKS``), so the core pays for no hook call."""
+
+
+async def call_hook(name: str, call: Callable[..., Any], *args: Any) -> Any:
+    """Await ``call(*args)``; an exception from it fails the turn as ``HOOK_ERROR``
+    naming ``name`` (cancellation propagates, also when the hook turned it into an error)."""
+    try:
+        return await call(*args)
+    except StepError:
+        raise
+    except Exception as exc:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        raise StepError(HOOK_ERROR, f"hook {name} raised {describe(exc)}", exc) from exc

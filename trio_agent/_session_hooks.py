@@ -1,0 +1,407 @@
+"""The session's side of a turn: its frozen ``SessionPolicy``, its ``Inbox`` of
+queued input, and the ``SessionHooks`` that read both (never the ``Agent``)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, final
+
+import attrs
+import msgspec
+
+from ._emit import Emitter
+from ._errors import CONTEXT_OVERFLOW, HOOK_ERROR, StepError, describe
+from ._hooks import StepHooks, TurnSpec, TurnState, build_spec, call_hook
+from ._options import (
+    check_int,
+    check_max_steps,
+    check_optional_hook,
+    check_system,
+    check_tool_execution,
+)
+from ._policies import DEFAULT_RETRY, RetryPolicy, truncate_text
+from ._transcript import Conversation
+from .events import (
+    ContextCompacted,
+    TurnBlocked,
+    TurnEnd,
+    TurnRepeatedFailure,
+    TurnTokenBudget,
+)
+from .messages import (
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    TranscriptError,
+    UserMessage,
+    validate_transcript,
+)
+from .model import Model, ModelRequest
+from .tools import ToolRegistry
+
+__all__ = [
+    "RESERVED_PREFIXES",
+    "Inbox",
+    "SessionHooks",
+    "SessionPolicy",
+    "ToolBlocked",
+    "block",
+    "drain",
+    "new_id",
+]
+
+RESERVED_PREFIXES = ("message-", "tool-result-")
+"""Id prefixes of the messages the loop makes; input messages may not use them."""
+
+TransformContext = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
+BeforeToolCall = Callable[[ToolCall], Awaitable["ToolBlocked | None"]]
+AfterToolCall = Callable[[ToolCall, ToolResultMessage], Awaitable[ToolResultMessage]]
+ShouldStopTurn = Callable[[TurnState], Awaitable[bool]]
+Compact = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
+CountTokens = Callable[[ModelRequest], int]
+
+
+@final
+@attrs.frozen
+class ToolBlocked:
+    """What ``before_tool_call`` returns to stop a call; build it with ``block(reason)``."""
+
+    reason: str
+
+
+def block(reason: str) -> ToolBlocked:
+    """Block a tool call: it does not run, and the model sees ``reason`` as an error result."""
+    if type(reason) is not str:
+        raise TypeError(f"block() takes a str reason, got {reason!r}")
+    return ToolBlocked(reason)
+
+
+@final
+@attrs.frozen
+class SessionPolicy:
+    """What an ``Agent`` was created with, checked once (``build``) and then fixed:
+    the model and tools, the step budget, retries, budgets, the context guard,
+    the hooks and the tool-batch options."""
+
+    model: Model
+    tools: ToolRegistry
+    system: str
+    max_steps: int
+    retry: RetryPolicy
+    seed: int | None
+    max_turn_tokens: int | None
+    max_repeated_failures: int | None
+    context_window: int | None
+    reserve_output_tokens: int
+    count_tokens: CountTokens
+    max_tool_result_chars: int | None
+    transform_context: TransformContext | None
+    before_tool_call: BeforeToolCall | None
+    after_tool_call: AfterToolCall | None
+    should_stop_turn: ShouldStopTurn | None
+    compact: Compact | None
+    tool_execution: Literal["sequential", "parallel"]
+    max_parallel_tools: int
+    tool_grace_period: float
+
+    @classmethod
+    def build(cls, **options: Any) -> SessionPolicy:
+        """Check every option (``TypeError``/``ValueError`` naming it), then fix them."""
+        tools = options["tools"]
+        if tools is not None and type(tools) is not ToolRegistry:
+            raise TypeError(f"tools must be a ToolRegistry or None, got {type(tools).__name__}")
+        check_system(options["system"])
+        check_tool_execution(
+            options["tool_execution"], options["max_parallel_tools"], options["tool_grace_period"]
+        )
+        check_max_steps(options["max_steps"])
+        check_int("reserve_output_tokens", options["reserve_output_tokens"], 0)
+        for name in ("max_turn_tokens", "max_repeated_failures", "context_window"):
+            check_int(name, options[name], 1, optional=True)
+        limit = options["max_tool_result_chars"]
+        if limit is not None and (type(limit) is not int or limit < 200):
+            raise ValueError(
+                "max_tool_result_chars must be None or an int >= 200 (room for the cut marker), "
+                f"got {limit!r}"
+            )
+        retry = options["retry"]
+        if retry is not None and type(retry) is not RetryPolicy:
+            raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
+        if not callable(options["count_tokens"]):
+            raise TypeError(f"count_tokens must be callable, got {options['count_tokens']!r}")
+        for name in (
+            "transform_context",
+            "before_tool_call",
+            "after_tool_call",
+            "should_stop_turn",
+            "compact",
+        ):
+            check_optional_hook(name, options[name])
+        return cls(
+            **{
+                **options,
+                "tools": ToolRegistry() if tools is None else tools,
+                "retry": DEFAULT_RETRY if retry is None else retry,
+                "tool_grace_period": float(options["tool_grace_period"]),
+            }
+        )
+
+    def spec(self) -> TurnSpec:
+        """A turn's spec: the tools as registered now."""
+        return build_spec(
+            self.model,
+            self.tools,
+            self.system,
+            self.max_steps,
+            self.tool_execution,
+            self.max_parallel_tools,
+            self.tool_grace_period,
+        )
+
+
+def drain(queue: list[Message], reserved: dict[str, None]) -> tuple[Message, ...]:
+    """Take everything queued; the ids are no longer reserved (once in the
+    transcript, it refuses them). A tuple: an empty one costs nothing."""
+    taken = tuple(queue)
+    queue.clear()
+    for message in taken:
+        reserved.pop(message.id, None)
+    return taken
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id such as ``user-0123456789ab``."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@final
+class Inbox:
+    """Input queued for the session: steering (delivered before the next request
+    of the current turn), follow-ups (when it would end), and the ids of those
+    and of pending prompts, reserved so nothing can clash with them later."""
+
+    # lists, not deques: only appended, drained whole and cleared; an empty deque is
+    # 600 B. ``reserved`` is a dict: an empty set is 216 B.
+    __slots__ = ("follow_ups", "reserved", "steering")
+
+    def __init__(self) -> None:
+        self.steering: list[Message] = []
+        self.follow_ups: list[Message] = []
+        self.reserved: dict[str, None] = {}
+
+    def admit(self, message: str | UserMessage, conversation: Conversation) -> UserMessage:
+        """Check an input message (``TypeError``/``TranscriptError`` at once) and
+        reserve its id, so nothing can clash with it later."""
+        if type(message) is str:
+            user = UserMessage(new_id("user"), message)
+        elif type(message) is UserMessage:
+            user = message
+        else:
+            raise TypeError(f"expected a str or UserMessage, got {type(message).__name__}")
+        conversation.check_new(user)
+        if user.id.startswith(RESERVED_PREFIXES):
+            raise TranscriptError(
+                "RESERVED_ID",
+                f"message id {user.id!r} uses a prefix the loop keeps for its own messages "
+                f"({', '.join(RESERVED_PREFIXES)})",
+            )
+        if user.id in self.reserved:
+            raise TranscriptError("DUPLICATE_MESSAGE_ID", f"message id {user.id!r} is queued")
+        self.reserved[user.id] = None
+        return user
+
+    def has_input(self, stop_reason: str) -> bool:
+        return bool(self.steering) or (stop_reason != "tool_call" and bool(self.follow_ups))
+
+    def take_input(self, stop_reason: str) -> tuple[Message, ...]:
+        """What continues the turn after a step: steering first, then (when the model
+        stopped) the follow-ups."""
+        if self.steering:
+            return drain(self.steering, self.reserved)
+        if stop_reason != "tool_call":
+            return drain(self.follow_ups, self.reserved)
+        return ()
+
+    def take_for_turn(self, prompt: Message | None) -> tuple[Message, ...]:
+        """A new turn's input: its prompt with the queued steering, or else the
+        follow-ups."""
+        taken = drain(self.steering, self.reserved)
+        if prompt is not None:
+            self.reserved.pop(prompt.id, None)
+            taken = (prompt, *taken)
+        if not taken:
+            taken = drain(self.follow_ups, self.reserved)
+        return taken
+
+
+@final
+class SessionHooks(StepHooks):
+    """The engine hooks of one session turn: they read the session's frozen policy
+    and its inbox, and keep the turn's repeated-failure count."""
+
+    __slots__ = (
+        "_emit",
+        "_failing_count",
+        "_failing_key",
+        "_failing_tool",
+        "_inbox",
+        "_jitter",
+        "_policy",
+    )
+
+    def __init__(
+        self,
+        policy: SessionPolicy,
+        inbox: Inbox,
+        emit: Emitter,
+        jitter: Callable[[], random.Random],
+    ) -> None:
+        self._policy = policy
+        self._inbox = inbox
+        self._emit = emit
+        self._jitter = jitter  # the session's retry-jitter generator, made on first use
+        self._failing_key: bytes | None = None
+        self._failing_count = 0
+        self._failing_tool = ""
+
+    # -- inbox
+    def has_input(self, stop_reason: str) -> bool:
+        return self._inbox.has_input(stop_reason)
+
+    def take_input(self, stop_reason: str) -> tuple[Message, ...]:
+        return self._inbox.take_input(stop_reason)
+
+    # -- requests
+    async def _view(
+        self, request: ModelRequest, conversation: Conversation, *, rebuilt: bool
+    ) -> ModelRequest:
+        """The request as sent: ``transform_context`` applied to the transcript.
+
+        ``rebuilt``: the transcript changed (compaction) since ``request`` was made.
+        """
+        transform = self._policy.transform_context
+        if transform is None:
+            if not rebuilt:
+                return request
+            return msgspec.structs.replace(request, messages=conversation.snapshot())
+        returned = await call_hook("transform_context", transform, conversation.snapshot())
+        try:
+            messages = tuple(returned)
+            validate_transcript(messages)
+        except (TypeError, TranscriptError) as exc:
+            raise StepError(
+                HOOK_ERROR, f"hook transform_context returned an invalid transcript: {exc}", exc
+            ) from None
+        return msgspec.structs.replace(request, messages=messages)
+
+    async def prepare_request(
+        self, request: ModelRequest, conversation: Conversation
+    ) -> ModelRequest:
+        policy = self._policy
+        request = await self._view(request, conversation, rebuilt=False)
+        window = policy.context_window
+        if window is None:
+            return request
+        budget = window - policy.reserve_output_tokens
+        needed = self._count(request)
+        if needed <= budget:
+            return request
+        if policy.compact is None:
+            raise StepError(
+                CONTEXT_OVERFLOW,
+                f"{request.id} needs about {needed} tokens; the window "
+                f"leaves {budget} after reserving {policy.reserve_output_tokens} for output",
+            )
+        compacted = await call_hook("compact", policy.compact, conversation.snapshot())
+        try:
+            if type(compacted) not in (list, tuple):
+                raise TypeError(f"a list or tuple of messages, not {type(compacted).__name__}")
+            conversation.replace(compacted)
+        except (TypeError, TranscriptError) as exc:
+            raise StepError(
+                HOOK_ERROR, f"hook compact returned an unusable transcript: {exc}", exc
+            ) from None
+        messages = conversation.snapshot()
+        await self._emit.announce(
+            [
+                lambda sequence: ContextCompacted(
+                    sequence=sequence, request_id=request.id, messages=messages
+                )
+            ]
+        )
+        request = await self._view(request, conversation, rebuilt=True)
+        needed = self._count(request)
+        if needed > budget:
+            raise StepError(
+                CONTEXT_OVERFLOW,
+                f"{request.id} needs about {needed} tokens after compaction; the window "
+                f"leaves {budget}",
+            )
+        return request
+
+    def _count(self, request: ModelRequest) -> int:
+        try:
+            count = self._policy.count_tokens(request)
+        except Exception as exc:
+            raise StepError(HOOK_ERROR, f"count_tokens raised {describe(exc)}", exc) from exc
+        if type(count) is not int:
+            raise StepError(HOOK_ERROR, f"count_tokens must return an int, got {count!r:.100}")
+        return count
+
+    def retry_delay(self, error: Exception, attempt: int) -> float | None:
+        return self._policy.retry.delay(error, attempt, self._jitter())
+
+    # -- tools
+    async def before_tool_call(self, call: ToolCall) -> str | None:
+        hook = self._policy.before_tool_call
+        if hook is None:
+            return None
+        decision = await call_hook("before_tool_call", hook, call)
+        if decision is None:
+            return None
+        if type(decision) is not ToolBlocked:
+            raise StepError(
+                HOOK_ERROR,
+                f"hook before_tool_call must return None or block(reason), got {decision!r:.200}",
+            )
+        return decision.reason
+
+    async def after_tool_call(self, call: ToolCall, result: ToolResultMessage) -> ToolResultMessage:
+        hook = self._policy.after_tool_call
+        if hook is not None:
+            result = await call_hook("after_tool_call", hook, call, result)
+            if type(result) is not ToolResultMessage:
+                return result  # the engine names the hook in its error
+        self._track_failures(call, result)
+        return result
+
+    def finalize_result(self, result: ToolResultMessage) -> ToolResultMessage:
+        limit = self._policy.max_tool_result_chars
+        if limit is not None and len(result.content) > limit:
+            return msgspec.structs.replace(result, content=truncate_text(result.content, limit))
+        return result
+
+    def _track_failures(self, call: ToolCall, result: ToolResultMessage) -> None:
+        if not result.is_error:
+            self._failing_key, self._failing_count = None, 0
+            return
+        key = call.name.encode() + b"\0" + msgspec.json.encode(call.arguments, order="sorted")
+        if key == self._failing_key:
+            self._failing_count += 1
+        else:
+            self._failing_key, self._failing_count, self._failing_tool = key, 1, call.name
+
+    # -- policies
+    async def after_step(self, state: TurnState) -> TurnEnd | None:
+        policy = self._policy
+        stop = policy.should_stop_turn
+        if stop is not None and await call_hook("should_stop_turn", stop, state):
+            return TurnBlocked(detail="should_stop_turn returned True")
+        if policy.max_turn_tokens is not None and state.total_tokens >= policy.max_turn_tokens:
+            return TurnTokenBudget(used=state.total_tokens, limit=policy.max_turn_tokens)
+        limit = policy.max_repeated_failures
+        if limit is not None and self._failing_count >= limit:
+            return TurnRepeatedFailure(tool_name=self._failing_tool, count=self._failing_count)
+        return None

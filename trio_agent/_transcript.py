@@ -1,0 +1,382 @@
+"""The transcript's rules, checked once and incrementally: one table of block
+checks, the id and call/result ``Linker``, whole-transcript snapshots, and the
+``Conversation`` a run or session owns.
+
+A block type's checks live in ``BLOCK_CHECKS``, which every caller uses:
+``validate_transcript`` (and ``checked_message``), the step's response check
+and its chunk check; each turns a ``BlockError`` into its own error. The
+ledger replays records through ``Conversation`` too, so a resumed session
+obeys exactly the rules a live one did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+import attrs
+import trio
+
+from .limits import ArgumentsError, check_arguments, is_valid_unicode
+from .messages import (
+    INTERRUPTED_RESULT_TEXT,
+    AssistantMessage,
+    Block,
+    Message,
+    TextBlock,
+    ToolCall,
+    ToolResultMessage,
+    TranscriptError,
+    UserMessage,
+    tool_result,
+)
+
+if TYPE_CHECKING:
+    from ._emit import Journal
+    from .model import Usage
+
+__all__ = [
+    "BLOCK_CHECKS",
+    "BlockError",
+    "Conversation",
+    "Linker",
+    "check_block",
+    "checked_message",
+    "repair",
+    "snapshot",
+    "validate",
+]
+
+
+class BlockError(Exception):
+    """A field of a block that is not what it must be. ``code`` is the
+    ``TranscriptError`` code; ``problem`` starts with its own separator
+    (``" must be a str, got int"``, ``": more than 256 ..."``)."""
+
+    def __init__(self, code: str, field: str, problem: str) -> None:
+        super().__init__(f"{field}{problem}")
+        self.code = code
+        self.field = field
+        self.problem = problem
+
+
+def check_text_field(value: object, field: str) -> None:
+    """``BlockError`` unless ``value`` is a str of valid Unicode."""
+    if type(value) is not str:
+        raise BlockError("INVALID_FIELD", field, f" must be a str, got {type(value).__name__}")
+    if not is_valid_unicode(value):
+        raise BlockError("INVALID_UNICODE", field, " is not valid Unicode (lone surrogate)")
+
+
+def _text_block(block: TextBlock) -> TextBlock:
+    check_text_field(block.text, "text")
+    return block
+
+
+def _tool_call(block: ToolCall) -> ToolCall:
+    check_text_field(block.id, "id")
+    check_text_field(block.name, "name")
+    try:
+        arguments = check_arguments(block.arguments)
+    except ArgumentsError as exc:
+        raise BlockError("INVALID_ARGUMENTS", "arguments", f": {exc}") from None
+    return ToolCall(block.id, block.name, arguments)  # a private copy of the arguments
+
+
+BLOCK_CHECKS: dict[type, Callable[[Any], Block]] = {TextBlock: _text_block, ToolCall: _tool_call}
+"""Block type -> its check, returning the block as a run keeps it. One edit here
+(and in the step's merging rule) adds a block type."""
+
+
+def check_block(block: object) -> Block | None:
+    """The checked block, ``BlockError`` for a bad field, None for a type that is
+    not a block."""
+    check = BLOCK_CHECKS.get(type(block))
+    return None if check is None else check(block)
+
+
+def _where(index: int, message: Any) -> str:
+    ident = getattr(message, "id", None)
+    return f"message {index} (id {ident!r})" if type(ident) is str else f"message {index}"
+
+
+def _check_str(value: object, field: str, index: int, message: Any) -> None:
+    try:
+        check_text_field(value, field)
+    except BlockError as exc:
+        raise TranscriptError(exc.code, f"{_where(index, message)}: {exc}") from None
+
+
+def _checked_blocks(a: AssistantMessage, index: int) -> tuple[Block, ...]:
+    if type(a.content) not in (tuple, list):
+        raise TranscriptError(
+            "INVALID_FIELD", f"{_where(index, a)}: content must be a tuple of blocks"
+        )
+    blocks: list[Block] = []
+    for position, block in enumerate(a.content):
+        try:
+            checked = check_block(block)
+        except BlockError as exc:
+            raise TranscriptError(
+                exc.code, f"{_where(index, a)}: content[{position}].{exc}"
+            ) from None
+        if checked is None:
+            raise TranscriptError(
+                "INVALID_FIELD",
+                f"{_where(index, a)}: content[{position}] is a "
+                f"{type(block).__name__}, not a TextBlock or ToolCall",
+            )
+        blocks.append(checked)
+    return tuple(blocks)
+
+
+def checked_message(message: object, index: int) -> Message:
+    """Check one message's own fields; return it rebuilt with private copies of mutable parts."""
+    kind = type(message)
+    if kind is UserMessage:
+        _check_str(message.id, "id", index, message)  # type: ignore[union-attr]
+        _check_str(message.content, "content", index, message)  # type: ignore[union-attr]
+        return message  # type: ignore[return-value]  # frozen and all-str: nothing to copy
+    if kind is ToolResultMessage:
+        m: ToolResultMessage = message  # type: ignore[assignment]
+        for field in ("id", "tool_call_id", "tool_name", "content"):
+            _check_str(getattr(m, field), field, index, m)
+        if type(m.is_error) is not bool:
+            raise TranscriptError("INVALID_FIELD", f"{_where(index, m)}: is_error must be a bool")
+        return m
+    if kind is AssistantMessage:
+        a: AssistantMessage = message  # type: ignore[assignment]
+        _check_str(a.id, "id", index, a)
+        return AssistantMessage(a.id, _checked_blocks(a, index))
+    raise TranscriptError(
+        "NOT_A_MESSAGE",
+        f"message {index} is a {kind.__name__}, not a UserMessage, "
+        "AssistantMessage or ToolResultMessage",
+    )
+
+
+@final
+class Linker:
+    """Incremental check of ids and call/result linkage.
+
+    The loop feeds it each message it appends, so the transcript is checked
+    once, step by step, never re-validated whole.
+    """
+
+    __slots__ = ("call_ids", "count", "message_ids", "open_calls")
+
+    def __init__(self) -> None:
+        # dicts as ordered sets: a dict of a few keys is half the size of a set
+        self.message_ids: dict[str, None] = {}
+        self.call_ids: dict[str, None] = {}
+        # Calls of the last assistant message still waiting for a result, in call order.
+        self.open_calls: dict[str, ToolCall] = {}
+        self.count = 0
+
+    def add(self, message: Message) -> None:
+        index = self.count
+        if message.id in self.message_ids:
+            raise TranscriptError(
+                "DUPLICATE_MESSAGE_ID", f"{_where(index, message)}: id is used twice"
+            )
+        if type(message) is ToolResultMessage:
+            call = self.open_calls.pop(message.tool_call_id, None)
+            if call is None:
+                raise TranscriptError(
+                    "UNEXPECTED_RESULT",
+                    f"{_where(index, message)}: tool result for call "
+                    f"{message.tool_call_id!r} does not answer an unanswered call of the "
+                    "assistant message it follows",
+                )
+            if call.name != message.tool_name:
+                raise TranscriptError(
+                    "WRONG_TOOL_NAME",
+                    f"{_where(index, message)}: tool result names tool "
+                    f"{message.tool_name!r} but call {call.id!r} is to {call.name!r}",
+                )
+        else:
+            self.require_answered(index)
+            if type(message) is AssistantMessage:
+                for block in message.content:
+                    if type(block) is ToolCall:
+                        if block.id in self.call_ids:
+                            raise TranscriptError(
+                                "DUPLICATE_CALL_ID",
+                                f"{_where(index, message)}: tool call id {block.id!r} is "
+                                "used twice",
+                            )
+                        self.call_ids[block.id] = None
+                        self.open_calls[block.id] = block
+        self.message_ids[message.id] = None
+        self.count += 1
+
+    def require_answered(self, index: int | None = None) -> None:
+        """Raise ``MISSING_RESULT`` if the last assistant message has an unanswered call."""
+        if self.open_calls:
+            missing = ", ".join(repr(call_id) for call_id in self.open_calls)
+            where = "end of transcript" if index is None else f"before message {index}"
+            raise TranscriptError(
+                "MISSING_RESULT", f"{where}: tool call(s) {missing} have no result"
+            )
+
+
+def _as_sequence(messages: Iterable[object]) -> Sequence[object]:
+    if type(messages) in (list, tuple):
+        return messages  # type: ignore[return-value]
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
+        raise TypeError(f"messages must be a list or tuple, got {type(messages).__name__}")
+    return tuple(messages)
+
+
+def snapshot(messages: Sequence[object]) -> tuple[tuple[Message, ...], Linker]:
+    """Check a whole transcript; return it rebuilt and the linker that checked it."""
+    linker = Linker()
+    out = []
+    for index, message in enumerate(messages):
+        checked = checked_message(message, index)
+        linker.add(checked)
+        out.append(checked)
+    linker.require_answered()
+    return tuple(out), linker
+
+
+def validate(messages: Iterable[Message]) -> None:
+    """Raise ``TranscriptError`` unless ``messages`` is a transcript a provider accepts.
+
+    Checks: every item is a message with fields of the right types; strings
+    are valid Unicode; tool arguments are plain JSON within the limits;
+    message ids and tool call ids are unique; every tool result answers an
+    unanswered call of the assistant message it follows, with the same tool
+    name; every call has exactly one result, placed after its assistant
+    message and before any other user or assistant message.
+    """
+    snapshot(_as_sequence(messages))
+
+
+def _interrupted_result(call: ToolCall, taken: Container[str]) -> ToolResultMessage:
+    result = tool_result(call, INTERRUPTED_RESULT_TEXT, True)
+    if result.id in taken:
+        raise TranscriptError(
+            "DUPLICATE_MESSAGE_ID",
+            f"cannot answer call {call.id!r}: id {result.id!r} is already used",
+        )
+    return result
+
+
+def repair(messages: Iterable[Message]) -> tuple[Message, ...]:
+    """Answer every unanswered tool call with an explicit error result.
+
+    For a transcript cut by cancellation: each call left without a result
+    gets ``ToolResultMessage(id=f"tool-result-{call.id}", ...,
+    content="interrupted: no result was recorded", is_error=True)``, placed
+    right after that assistant message's existing results. Nothing else is
+    changed; any other defect still raises ``TranscriptError``. The result
+    passes ``validate_transcript``.
+    """
+    linker = Linker()
+    out: list[Message] = []
+
+    def close_open_calls() -> None:
+        for call in list(linker.open_calls.values()):
+            result = _interrupted_result(call, linker.message_ids)
+            linker.add(result)
+            out.append(result)
+
+    for index, message in enumerate(_as_sequence(messages)):
+        checked = checked_message(message, index)
+        if type(checked) is not ToolResultMessage:
+            close_open_calls()
+        linker.add(checked)
+        out.append(checked)
+    close_open_calls()
+    return tuple(out)
+
+
+def _call_positions(message: Message | None) -> dict[str, int]:
+    """Call id -> position among the calls of ``message`` (an assistant message)."""
+    if type(message) is not AssistantMessage:
+        return {}
+    return {b.id: i for i, b in enumerate(message.content) if type(b) is ToolCall}
+
+
+@final
+@attrs.define(eq=False)
+class Conversation:
+    """The transcript a run or session owns, checked incrementally as it grows.
+
+    ``requests`` counts the model requests opened so far; request ``n`` is
+    ``request-{n:03d}``. With a ``journal``, every message is recorded the
+    moment it joins the transcript.
+    """
+
+    messages: list[Message]
+    linker: Linker
+    requests: int = 0
+    journal: Journal | None = None
+    # Tool results join the transcript in the order of their calls, whatever order
+    # they come in (a parallel batch): each is placed by its call's position.
+    _positions: dict[str, int] = attrs.field(factory=dict, alias="_positions")
+    _batch_start: int = attrs.field(default=0, alias="_batch_start")
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[object], requests: int = 0) -> Conversation:
+        """Check and copy ``messages``; raises ``TranscriptError``."""
+        checked, linker = snapshot(messages)
+        conversation = cls(list(checked), linker, requests)
+        conversation._find_batch()
+        return conversation
+
+    def _find_batch(self) -> None:
+        messages = self.messages
+        start = len(messages)
+        while start > 0 and type(messages[start - 1]) is ToolResultMessage:
+            start -= 1
+        self._batch_start = start
+        self._positions = _call_positions(messages[start - 1] if start > 0 else None)
+
+    @trio.lowlevel.enable_ki_protection  # in the transcript and in the journal, or in neither
+    def append(self, message: Message, code: str | None = None, usage: Usage | None = None) -> None:
+        """Add a message (recorded in the journal at once, with the ``usage`` of the
+        response it came from); a tool result goes in its call's place among the
+        results of its batch."""
+        self.linker.add(message)
+        messages = self.messages
+        if type(message) is ToolResultMessage:
+            positions = self._positions
+            rank = positions.get(message.tool_call_id, 0)
+            at = len(messages)
+            while at > self._batch_start and (
+                positions.get(messages[at - 1].tool_call_id, 0) > rank  # type: ignore[union-attr]
+            ):
+                at -= 1
+            messages.insert(at, message)
+        else:
+            messages.append(message)
+            self._batch_start = len(messages)
+            self._positions = _call_positions(message)
+        if self.journal is not None:
+            self.journal.message(message, code, usage)
+
+    def snapshot(self) -> tuple[Message, ...]:
+        return tuple(self.messages)
+
+    def unanswered_calls(self) -> list[ToolCall]:
+        """Calls of the last assistant message still without a result."""
+        return list(self.linker.open_calls.values())
+
+    @trio.lowlevel.enable_ki_protection
+    def replace(self, messages: Sequence[object]) -> None:
+        """Replace the whole transcript (compaction), checked in full: ``TranscriptError``."""
+        checked, linker = snapshot(messages)
+        self.messages = list(checked)
+        self.linker = linker
+        self._find_batch()
+        if self.journal is not None:
+            self.journal.compacted(checked)
+
+    def check_new(self, message: object) -> Message:
+        """Check a message about to be queued: its fields, and an id not yet used."""
+        checked = checked_message(message, len(self.messages))
+        if checked.id in self.linker.message_ids:
+            raise TranscriptError("DUPLICATE_MESSAGE_ID", f"message id {checked.id!r} is used")
+        return checked

@@ -1,0 +1,262 @@
+"""A turn: steps until the model stops, the budget is spent, a hook stops it or
+it fails. Each step opens one model request, runs its attempts inline
+(retries, when a hook allows them), checks the answer, appends it and runs
+its tool batch. Every event goes through the turn's ``Emitter``; nothing here
+touches a channel, a file or a clock but through it and the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, final
+
+import attrs
+import trio
+
+from ._batch import run_tool_batch
+from ._emit import Emitter
+from ._errors import (
+    HOOK_ERROR,
+    MODEL_ERROR,
+    MODEL_PROTOCOL_ERROR,
+    ModelProtocolError,
+    StepError,
+    describe,
+)
+from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, TurnState, call_hook
+from ._transcript import Conversation
+from .events import AttemptFailed, MessageAccepted, ModelChunk
+from .limits import without_lone_surrogates
+from .messages import AssistantMessage, Message, TranscriptError
+from .model import Model, ModelRequest, StepCheck, Usage
+
+__all__ = ["TurnOutcome", "accept", "run_turn"]
+
+
+class _ModelFailed(Exception):
+    """One attempt failed with an exception from the model (internal)."""
+
+    def __init__(self, error: Exception, chunks: int) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.chunks = chunks
+
+
+@final
+@attrs.frozen
+class TurnOutcome:
+    """How ``run_turn`` ended (cancellation propagates instead)."""
+
+    kind: Literal["completed", "max_steps", "failed", "stopped"]
+    stop_reason: str | None = None
+    code: str | None = None
+    detail: str | None = None
+    error: BaseException | None = None
+    stop: object = None
+
+
+async def _stream_response(
+    model: Model, request: ModelRequest, conversation: Conversation, emit: Emitter, attempt: int
+) -> tuple[AssistantMessage, str, Usage | None]:
+    """One attempt: stream, emitting each valid chunk; return the checked assistant message.
+
+    Raises ``_ModelFailed`` for an exception from the model and
+    ``StepError(MODEL_PROTOCOL_ERROR)`` for a broken rule. Cancellation
+    propagates; nothing is appended here, so a half-streamed message never
+    reaches the transcript.
+    """
+    check = StepCheck(request.id)
+    violation: ModelProtocolError | None = None
+    response: Any = None
+    chunks = 0
+    emitting = False  # an error while emitting is ours (the journal's), not the model's
+    try:
+        async with model.stream(request) as stream:
+            async for chunk in stream:
+                try:
+                    checked = check.add_chunk(chunk)
+                except ModelProtocolError as exc:
+                    violation = exc
+                    break
+                emitting = True
+                await emit(
+                    ModelChunk(
+                        sequence=emit.next, request_id=request.id, chunk=checked, attempt=attempt
+                    )
+                )
+                emitting = False
+                chunks += 1
+            else:
+                response = await stream.response()
+    except Exception as exc:
+        # A model that turns our cancellation into its own error is still cancelled.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if emitting:
+            raise
+        if violation is None:
+            raise _ModelFailed(exc, chunks) from exc
+    try:
+        if violation is not None:
+            raise violation
+        linker = conversation.linker
+        message = check.finish(response, linker.message_ids, linker.call_ids)
+    except ModelProtocolError as exc:
+        detail = f"{request.id}: {exc}"
+        usage = getattr(response, "usage", None)
+        if conversation.journal is not None and type(usage) is Usage:
+            # the response arrived (and was billed) but is refused: count what it cost
+            conversation.journal.attempt_failed(request.id, attempt, detail, None, usage)
+        raise StepError(MODEL_PROTOCOL_ERROR, detail) from None
+    return message, response.stop_reason, response.usage
+
+
+async def _failed_attempt(
+    failed: _ModelFailed,
+    attempt: int,
+    hooks: StepHooks,
+    request: ModelRequest,
+    conv: Conversation,
+    emit: Emitter,
+) -> None:
+    """After a failed attempt: record it, then wait the retry delay, or raise
+    ``StepError`` when ``retry_delay`` gives up."""
+    try:
+        delay = hooks.retry_delay(failed.error, attempt)
+    except Exception as exc:
+        raise StepError(HOOK_ERROR, f"hook retry_delay raised {describe(exc)}", exc) from exc
+    if conv.journal is not None:
+        conv.journal.attempt_failed(request.id, attempt, describe(failed.error), delay)
+    if hooks is not DEFAULT_HOOKS:  # the core contract has no attempt events
+        await emit(
+            AttemptFailed(
+                sequence=emit.next,
+                request_id=request.id,
+                attempt=attempt,
+                error=describe(failed.error),
+                chunks=failed.chunks,
+                retry_in=delay,
+            )
+        )
+    if delay is None:
+        raise StepError(MODEL_ERROR, describe(failed.error), failed.error) from None
+    await trio.sleep(delay)
+
+
+async def _step(
+    conv: Conversation,
+    spec: TurnSpec,
+    hooks: StepHooks,
+    state: TurnState,
+    emit: Emitter,
+    host: trio.Nursery | None,
+) -> str:
+    """One step: prepare the request, run its attempts until one succeeds or
+    ``retry_delay`` gives up, append the answer, run its tools."""
+    await trio.lowlevel.checkpoint_if_cancelled()  # never open a request once cancelled
+    request = ModelRequest(
+        id=f"request-{conv.requests + 1:03d}",
+        messages=conv.snapshot(),
+        tools=spec.specs,
+        system=spec.system,
+    )
+    if hooks is not DEFAULT_HOOKS:
+        request = await call_hook("prepare_request", hooks.prepare_request, request, conv)
+    conv.requests += 1
+    state.steps += 1
+    journal = conv.journal
+    if journal is not None:
+        journal.step_started(request.id)
+        # stored (every store) before the request exists: a crash while waiting for
+        # the first token leaves its trace, and a resume never sends this id again
+        await journal.barrier("event")
+    attempt = 0
+    while True:  # the attempts, inline: one coroutine frame less per suspended step
+        attempt += 1
+        try:
+            message, stop_reason, usage = await _stream_response(
+                spec.model, request, conv, emit, attempt
+            )
+            break
+        except _ModelFailed as failed:
+            await _failed_attempt(failed, attempt, hooks, request, conv, emit)
+    conv.append(message, None, usage)
+    state.last_message = message
+    state.last_stop_reason = stop_reason
+    state.hit_length = state.hit_length or stop_reason == "length"
+    if usage is not None:
+        state.input_tokens += usage.input_tokens
+        state.output_tokens += usage.output_tokens
+    if stop_reason == "tool_call":
+        await run_tool_batch(message, spec, hooks, conv, emit, host)
+    if journal is not None:
+        journal.step_ended(request.id, stop_reason)
+        await journal.barrier("step")
+    return stop_reason
+
+
+async def accept(
+    conversation: Conversation,
+    messages: Sequence[Message],
+    emit: Emitter,
+    first: Sequence[Callable[[int], Any]] = (),
+) -> None:
+    """Append ``messages`` at once, then announce ``first`` and each message
+    (``message.accepted``); all owed if cancellation interrupts the announcing.
+
+    Nothing is appended unless all of them can be (``TranscriptError``).
+    """
+    seen: set[str] = set()
+    for message in messages:
+        if message.id in conversation.linker.message_ids or message.id in seen:
+            raise TranscriptError("DUPLICATE_MESSAGE_ID", f"message id {message.id!r} is used")
+        seen.add(message.id)
+    for message in messages:
+        conversation.append(message)
+    await emit.announce(
+        [
+            *first,
+            *(
+                lambda sequence, m=m: MessageAccepted(sequence=sequence, message=m)
+                for m in messages
+            ),
+        ]
+    )
+
+
+async def run_turn(
+    conversation: Conversation,
+    spec: TurnSpec,
+    state: TurnState,
+    emit: Emitter,
+    hooks: StepHooks = DEFAULT_HOOKS,
+    host: trio.Nursery | None = None,
+) -> TurnOutcome:
+    """Run steps until the model stops, the budget is spent, a hook stops it or it fails.
+
+    After each step that would go on (a tool batch ran, or ``hooks.has_input``):
+    the step budget is checked (``max_steps``), then ``after_step``, then the
+    queued input is taken and appended. Queued input stays queued when the
+    turn ends. Cancellation propagates; the conversation then holds only
+    complete messages (a cancelled batch may leave calls unanswered, which
+    ``repair_transcript`` or the next turn answers explicitly). ``host`` is a
+    nursery where tool calls that ignore cancellation may go on after their
+    batch (see ``ToolBatch``); without one, a batch waits for its calls.
+    """
+    try:
+        while True:
+            stop_reason = await _step(conversation, spec, hooks, state, emit, host)
+            if stop_reason != "tool_call" and not hooks.has_input(stop_reason):
+                return TurnOutcome("completed", stop_reason=stop_reason)
+            if state.steps >= spec.max_steps:
+                return TurnOutcome("max_steps", stop_reason=stop_reason)
+            stop = await call_hook("after_step", hooks.after_step, state)
+            if stop is not None:
+                return TurnOutcome("stopped", stop_reason=stop_reason, stop=stop)
+            pending = hooks.take_input(stop_reason)
+            if pending:
+                await accept(conversation, pending, emit)
+            elif stop_reason != "tool_call":  # the queue was emptied meanwhile
+                return TurnOutcome("completed", stop_reason=stop_reason)
+    except StepError as failure:  # its detail may quote an exception: keep it encodable
+        detail = without_lone_surrogates(failure.detail)
+        return TurnOutcome("failed", code=failure.code, detail=detail, error=failure.error)
