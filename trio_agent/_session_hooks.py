@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, final
 
@@ -81,12 +82,14 @@ def block(reason: str) -> ToolBlocked:
 @final
 @attrs.frozen
 class SessionPolicy:
-    """What an ``Agent`` was created with, checked once (``build``) and then fixed:
-    the model and tools, the step budget, retries, budgets, the context guard,
-    the hooks and the tool-batch options."""
+    """How an ``Agent`` runs its turns, checked once (``build``) and then fixed: the
+    step budget, retries, budgets, the context guard, the hooks and the
+    tool-batch options. (The model and the tools are the Agent's own.)
 
-    model: Model
-    tools: ToolRegistry
+    A value: agents built with the same options share one policy object
+    (``build`` interns it), so a thousand agents cost one, not a thousand.
+    """
+
     system: str
     max_steps: int
     retry: RetryPolicy
@@ -109,14 +112,11 @@ class SessionPolicy:
     @classmethod
     def build(cls, **options: Any) -> SessionPolicy:
         """Check every option (``TypeError``/``ValueError`` naming it), then fix them."""
-        tools = options["tools"]
-        if tools is not None and type(tools) is not ToolRegistry:
-            raise TypeError(f"tools must be a ToolRegistry or None, got {type(tools).__name__}")
         check_system(options["system"])
         check_tool_execution(
             options["tool_execution"], options["max_parallel_tools"], options["tool_grace_period"]
         )
-        check_max_steps(options["max_steps"])
+        check_max_steps(options["max_steps"], ceiling=None)  # a session's requests go on
         check_int("reserve_output_tokens", options["reserve_output_tokens"], 0)
         for name in ("max_turn_tokens", "max_repeated_failures", "context_window"):
             check_int(name, options[name], 1, optional=True)
@@ -139,26 +139,33 @@ class SessionPolicy:
             "compact",
         ):
             check_optional_hook(name, options[name])
-        return cls(
+        policy = cls(
             **{
                 **options,
-                "tools": ToolRegistry() if tools is None else tools,
                 "retry": DEFAULT_RETRY if retry is None else retry,
                 "tool_grace_period": float(options["tool_grace_period"]),
             }
         )
+        try:
+            return _POLICIES.setdefault(policy, policy)
+        except TypeError:  # a hook that cannot be hashed: this policy is not shared
+            return policy
 
-    def spec(self) -> TurnSpec:
-        """A turn's spec: the tools as registered now."""
+    def spec(self, model: Model, tools: ToolRegistry) -> TurnSpec:
+        """A turn's spec: ``tools`` as registered now."""
         return build_spec(
-            self.model,
-            self.tools,
+            model,
+            tools,
             self.system,
             self.max_steps,
             self.tool_execution,
             self.max_parallel_tools,
             self.tool_grace_period,
         )
+
+
+_POLICIES: weakref.WeakValueDictionary[SessionPolicy, SessionPolicy] = weakref.WeakValueDictionary()
+"""The policies of live agents, by value: one object per distinct set of options."""
 
 
 def drain(queue: list[Message], reserved: dict[str, None]) -> tuple[Message, ...]:
@@ -247,30 +254,29 @@ class SessionHooks(StepHooks):
         "_failing_key",
         "_failing_tool",
         "_inbox",
-        "_jitter",
         "_policy",
+        "_rng",
+        "_turn",
     )
 
-    def __init__(
-        self,
-        policy: SessionPolicy,
-        inbox: Inbox,
-        emit: Emitter,
-        jitter: Callable[[], random.Random],
-    ) -> None:
+    def __init__(self, policy: SessionPolicy, inbox: Inbox, emit: Emitter, turn: int) -> None:
         self._policy = policy
         self._inbox = inbox
         self._emit = emit
-        self._jitter = jitter  # the session's retry-jitter generator, made on first use
+        self._turn = turn
+        self._rng: random.Random | None = None  # made on the first retry: 2.5 KB each
         self._failing_key: bytes | None = None
         self._failing_count = 0
         self._failing_tool = ""
 
-    # -- inbox
+    # -- inbox (read here, not through a call more: twice a step)
     def has_input(self, stop_reason: str) -> bool:
-        return self._inbox.has_input(stop_reason)
+        inbox = self._inbox
+        return bool(inbox.steering) or (stop_reason != "tool_call" and bool(inbox.follow_ups))
 
     def take_input(self, stop_reason: str) -> tuple[Message, ...]:
+        if not self._inbox.steering and stop_reason == "tool_call":
+            return ()  # the usual case: nothing queued mid-turn
         return self._inbox.take_input(stop_reason)
 
     # -- requests
@@ -351,7 +357,10 @@ class SessionHooks(StepHooks):
         return count
 
     def retry_delay(self, error: Exception, attempt: int) -> float | None:
-        return self._policy.retry.delay(error, attempt, self._jitter())
+        if self._rng is None:  # seeded per turn with (seed, turn): deterministic, stateless
+            seed = self._policy.seed
+            self._rng = random.Random(None if seed is None else f"{seed}:{self._turn}")
+        return self._policy.retry.delay(error, attempt, self._rng)
 
     # -- tools
     async def before_tool_call(self, call: ToolCall) -> str | None:

@@ -68,14 +68,24 @@ def check_text_field(value: object, field: str) -> None:
         raise BlockError("INVALID_UNICODE", field, " is not valid Unicode (lone surrogate)")
 
 
+# Each check first tests the common case inline (an ASCII str: one test, no call);
+# only anything else goes through check_text_field. These run for every block,
+# message and result of every step.
+
+
 def _text_block(block: TextBlock) -> TextBlock:
-    check_text_field(block.text, "text")
+    text = block.text
+    if type(text) is not str or not text.isascii():
+        check_text_field(text, "text")
     return block
 
 
 def _tool_call(block: ToolCall) -> ToolCall:
-    check_text_field(block.id, "id")
-    check_text_field(block.name, "name")
+    call_id, name = block.id, block.name
+    if type(call_id) is not str or not call_id.isascii():
+        check_text_field(call_id, "id")
+    if type(name) is not str or not name.isascii():
+        check_text_field(name, "name")
     try:
         arguments = check_arguments(block.arguments)
     except ArgumentsError as exc:
@@ -101,6 +111,8 @@ def _where(index: int, message: Any) -> str:
 
 
 def _check_str(value: object, field: str, index: int, message: Any) -> None:
+    if type(value) is str and value.isascii():
+        return
     try:
         check_text_field(value, field)
     except BlockError as exc:

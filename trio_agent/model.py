@@ -142,6 +142,8 @@ ProtocolViolation = ModelProtocolError
 
 
 def _check_str(value: object, what: str) -> None:
+    if type(value) is str and value.isascii():
+        return
     try:
         check_text_field(value, what)
     except BlockError as exc:

@@ -11,7 +11,6 @@ turns of a session. The ``Agent`` is a thin shell: a frozen
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -142,9 +141,14 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                     if not taken:
                         outcome = TurnOutcome("completed", stop_reason=None)  # nothing to do
                     else:
-                        hooks = SessionHooks(policy, agent._inbox, emit, agent._jitter)
+                        hooks = SessionHooks(policy, agent._inbox, emit, turn)
                         outcome = await run_turn(
-                            conversation, policy.spec(), state, emit, hooks, agent._host or host
+                            conversation,
+                            policy.spec(agent._model, agent._tools),
+                            state,
+                            emit,
+                            hooks,
+                            agent._host or host,
                         )
             except Exception as exc:  # a bug, or a group of them: end visibly, raise it
                 broken = _ledger_failure(exc)
@@ -221,10 +225,11 @@ class Agent:
         "_host_manager",
         "_inbox",
         "_ledger",
+        "_model",
         "_next_sequence",
         "_policy",
-        "_rng",
         "_session_id",
+        "_tools",
         "_turns",
         "closed_on_resume",
         "resume_warnings",
@@ -261,9 +266,11 @@ class Agent:
         tool_grace_period: float = 5.0,
     ) -> None:
         check_messages_and_model(messages, model)
+        if tools is not None and type(tools) is not ToolRegistry:
+            raise TypeError(f"tools must be a ToolRegistry or None, got {type(tools).__name__}")
+        self._model = model
+        self._tools = ToolRegistry() if tools is None else tools
         self._policy = SessionPolicy.build(
-            model=model,
-            tools=tools,
             system=system,
             max_steps=max_steps,
             retry=retry,
@@ -293,7 +300,6 @@ class Agent:
         # raises TranscriptError
         self._conversation = Conversation.from_messages(messages, request_sequence_start - 1)
         self._inbox = Inbox()
-        self._rng: random.Random | None = None  # made on the first retry: 2.5 KB each
         self._ledger: Ledger | None = None
         self._session_id = session_id
         self.resume_warnings: tuple[str, ...] = ()
@@ -328,13 +334,6 @@ class Agent:
             ledger.message(message)
         ledger.commit()
         self._attach(ledger)
-
-    def _jitter(self) -> random.Random:
-        """The retry-jitter generator, seeded with ``seed``; made on first use because a
-        Mersenne Twister state is 2.5 KB and most runs never retry."""
-        if self._rng is None:
-            self._rng = random.Random(self._policy.seed)
-        return self._rng
 
     def _attach(self, ledger: Ledger) -> None:
         self._ledger = ledger
