@@ -1,40 +1,370 @@
-"""Every contract name is importable from trio_agent (DESIGN 3 to 7)."""
+"""The public API, name by name: every name a user can import today, per module.
 
-import trio_agent
+Moving a module (as the room-making issue did) must never drop one: a name
+missing here fails this test. A new public name is added to its list.
+Names kept for an old spelling are listed too (``StepFailure``,
+``ProtocolViolation``).
+"""
 
-CONTRACT = """
-TextBlock ToolCall Block UserMessage AssistantMessage ToolResultMessage Message
-text_from_assistant validate_transcript repair_transcript TranscriptError
-MAX_AGENT_STEPS MAX_INITIAL_MESSAGES MAX_STEP_CHUNKS MAX_STEP_TEXT MAX_ASSISTANT_BLOCKS
-MAX_ARGUMENT_DEPTH MAX_ARGUMENT_VALUES MAX_ARGUMENT_ENTRIES MAX_ARGUMENT_CHARS
-ModelRequest ToolSpec TextDelta Chunk Usage ModelResponse Model ModelStream
-Tool tool ToolRegistry execute_tool_call ToolError FatalToolError
-run_agent_loop AgentRun
-MessageAccepted ModelChunk ToolStarted ToolFinished RunFinished Event
-Completed Cancelled MaxSteps Failed RunResult
-""".split()
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PUBLIC = {
+    "trio_agent": [
+        "Agent",
+        "AgentRun",
+        "ArgumentsError",
+        "AssistantMessage",
+        "AttemptFailed",
+        "Block",
+        "CONTEXT_OVERFLOW",
+        "Cancelled",
+        "Chunk",
+        "Completed",
+        "ContextCompacted",
+        "ContextOverflowError",
+        "Event",
+        "Failed",
+        "FailureCode",
+        "FatalToolError",
+        "HOOK_ERROR",
+        "INTERNAL_ERROR",
+        "INVALID_TRANSCRIPT",
+        "JsonlStore",
+        "Ledger",
+        "LedgerCorruptError",
+        "LedgerError",
+        "LoadedSession",
+        "MAX_AGENT_STEPS",
+        "MAX_ARGUMENT_CHARS",
+        "MAX_ARGUMENT_DEPTH",
+        "MAX_ARGUMENT_ENTRIES",
+        "MAX_ARGUMENT_VALUES",
+        "MAX_ASSISTANT_BLOCKS",
+        "MAX_INITIAL_MESSAGES",
+        "MAX_STEP_CHUNKS",
+        "MAX_STEP_TEXT",
+        "MODEL_ERROR",
+        "MODEL_PROTOCOL_ERROR",
+        "MaxSteps",
+        "Message",
+        "MessageAccepted",
+        "Model",
+        "ModelAuthenticationError",
+        "ModelChunk",
+        "ModelError",
+        "ModelProtocolError",
+        "ModelRequest",
+        "ModelRequestError",
+        "ModelResponse",
+        "ModelResponseError",
+        "ModelStream",
+        "RetryPolicy",
+        "RunFinished",
+        "RunResult",
+        "SessionChangedError",
+        "SessionEvent",
+        "SessionLockedError",
+        "SessionStore",
+        "SqliteStore",
+        "StepError",
+        "StepFailure",
+        "TOOL_CANCELLED",
+        "TOOL_FATAL",
+        "TOOL_NOT_STARTED",
+        "TOOL_OUTCOME_UNKNOWN",
+        "TextBlock",
+        "TextDelta",
+        "Tool",
+        "ToolArgumentsError",
+        "ToolBlocked",
+        "ToolCall",
+        "ToolContext",
+        "ToolError",
+        "ToolFinished",
+        "ToolRegistry",
+        "ToolResultMessage",
+        "ToolSpec",
+        "ToolStarted",
+        "ToolUpdated",
+        "TranscriptError",
+        "TransientModelError",
+        "TurnBlocked",
+        "TurnCancelled",
+        "TurnCompleted",
+        "TurnEnd",
+        "TurnFailed",
+        "TurnFinished",
+        "TurnInterrupted",
+        "TurnLength",
+        "TurnMaxSteps",
+        "TurnRepeatedFailure",
+        "TurnResult",
+        "TurnRun",
+        "TurnStarted",
+        "TurnTokenBudget",
+        "Usage",
+        "UserMessage",
+        "Workspace",
+        "WorkspaceError",
+        "block",
+        "check_arguments",
+        "estimate_tokens",
+        "execute_tool_call",
+        "repair_transcript",
+        "run_agent_loop",
+        "text_from_assistant",
+        "tool",
+        "tool_context",
+        "truncate_text",
+        "validate_transcript",
+        "__version__",
+    ],
+    "trio_agent.engine": [
+        "Conversation",
+        "Emitter",
+        "HOOK_ERROR",
+        "Journal",
+        "ModelProtocolError",
+        "StepError",
+        "StepFailure",
+        "StepHooks",
+        "ToolBatch",
+        "TurnOutcome",
+        "TurnSpec",
+        "TurnState",
+        "accept",
+        "build_spec",
+        "call_hook",
+        "run_tool_batch",
+        "run_turn",
+    ],
+    "trio_agent.events": [
+        "AttemptFailed",
+        "Cancelled",
+        "Completed",
+        "ContextCompacted",
+        "Event",
+        "Failed",
+        "FailureCode",
+        "MaxSteps",
+        "MessageAccepted",
+        "ModelChunk",
+        "RunFinished",
+        "RunResult",
+        "SessionEvent",
+        "ToolFinished",
+        "ToolStarted",
+        "ToolUpdated",
+        "TurnBlocked",
+        "TurnCancelled",
+        "TurnCompleted",
+        "TurnEnd",
+        "TurnFailed",
+        "TurnFinished",
+        "TurnInterrupted",
+        "TurnLength",
+        "TurnMaxSteps",
+        "TurnRepeatedFailure",
+        "TurnResult",
+        "TurnStarted",
+        "TurnTokenBudget",
+    ],
+    "trio_agent.ledger": [
+        "AttemptFailedRecord",
+        "CompactedRecord",
+        "DerivedSession",
+        "EventsReservedRecord",
+        "FORMAT_VERSION",
+        "FsyncPolicy",
+        "Ledger",
+        "LedgerCorruptError",
+        "LedgerError",
+        "MessageRecord",
+        "Record",
+        "SEQUENCE_BLOCK",
+        "SessionChangedError",
+        "SessionClosedRecord",
+        "SessionLockedError",
+        "SessionStartRecord",
+        "SessionWriter",
+        "StepEndRecord",
+        "StepStartRecord",
+        "TOOL_CANCELLED",
+        "TOOL_FATAL",
+        "TOOL_NOT_STARTED",
+        "TOOL_OUTCOME_UNKNOWN",
+        "ToolCallRecord",
+        "ToolCancelledRecord",
+        "ToolFailedRecord",
+        "ToolResultRecord",
+        "ToolSkippedRecord",
+        "TurnEndRecord",
+        "TurnStartRecord",
+        "check_fsync",
+        "derive",
+        "encode_records",
+        "record_decoder",
+    ],
+    "trio_agent.limits": [
+        "ArgumentsError",
+        "MAX_AGENT_STEPS",
+        "MAX_ARGUMENT_CHARS",
+        "MAX_ARGUMENT_DEPTH",
+        "MAX_ARGUMENT_ENTRIES",
+        "MAX_ARGUMENT_VALUES",
+        "MAX_ASSISTANT_BLOCKS",
+        "MAX_INITIAL_MESSAGES",
+        "MAX_STEP_CHUNKS",
+        "MAX_STEP_TEXT",
+        "check_arguments",
+        "is_valid_unicode",
+    ],
+    "trio_agent.loop": [
+        "AgentRun",
+        "run_agent_loop",
+    ],
+    "trio_agent.messages": [
+        "AssistantMessage",
+        "Block",
+        "Message",
+        "TextBlock",
+        "ToolCall",
+        "ToolResultMessage",
+        "TranscriptError",
+        "UserMessage",
+        "repair_transcript",
+        "text_from_assistant",
+        "validate_transcript",
+    ],
+    "trio_agent.model": [
+        "Chunk",
+        "ContextOverflowError",
+        "Model",
+        "ModelAuthenticationError",
+        "ModelError",
+        "ModelRequest",
+        "ModelRequestError",
+        "ModelResponse",
+        "ModelResponseError",
+        "ModelStream",
+        "ProtocolViolation",
+        "StopReason",
+        "TextDelta",
+        "ToolSpec",
+        "TransientModelError",
+        "Usage",
+    ],
+    "trio_agent.session": [
+        "Agent",
+        "CONTEXT_OVERFLOW",
+        "RetryPolicy",
+        "ToolBlocked",
+        "TurnRun",
+        "block",
+        "estimate_tokens",
+        "truncate_text",
+    ],
+    "trio_agent.stores": [
+        "JsonlStore",
+        "LoadedSession",
+        "SessionStore",
+        "SqliteStore",
+        "parse_jsonl",
+    ],
+    "trio_agent.tools": [
+        "FatalToolError",
+        "MAX_PROGRESS_TEXT",
+        "PROGRESS_INTERVAL",
+        "Tool",
+        "ToolArgumentsError",
+        "ToolContext",
+        "ToolError",
+        "ToolRegistry",
+        "execute_tool_call",
+        "tool",
+        "tool_context",
+    ],
+    "trio_agent.workspace": [
+        "Workspace",
+        "WorkspaceError",
+    ],
+    "trio_agent.providers": [
+        "AnthropicModel",
+        "OpenAIChatModel",
+    ],
+    "trio_agent.testing": [
+        "CorruptChunk",
+        "CutStream",
+        "DisagreeingResponse",
+        "ExplorationFailure",
+        "ExplorationReport",
+        "Fault",
+        "FaultyModel",
+        "HangAt",
+        "InvariantError",
+        "RaiseOnCall",
+        "ReplayDivergenceError",
+        "ReplayModel",
+        "ScriptExhaustedError",
+        "ScriptedModel",
+        "ScriptedResponse",
+        "assert_run_invariants",
+        "explore_cancellation",
+        "scripted_response",
+    ],
+    "trio_agent.testing.strategies": [
+        "arguments",
+        "arguments_at_limits",
+        "arguments_outside_limits",
+        "json_values",
+        "scripted_runs",
+        "texts",
+        "tool_calls",
+        "transcripts",
+        "user_messages",
+    ],
+}
 
 
-def test_contract_names_are_exported():
-    missing = [name for name in CONTRACT if not hasattr(trio_agent, name)]
-    assert missing == []
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_every_public_name_is_importable(module):
+    found = importlib.import_module(module)
+    missing = [name for name in PUBLIC[module] if not hasattr(found, name)]
+    assert missing == [], f"{module} lost {missing}"
 
 
-def test_testing_helpers_are_exported():
-    from trio_agent.testing import ScriptedModel, scripted_response
+@pytest.mark.parametrize("module", sorted(m for m in PUBLIC if m != "trio_agent"))
+def test_every_module_says_what_it_exports(module):
+    # __all__ lists the module's public names, and no name it does not have
+    found = importlib.import_module(module)
+    assert all(hasattr(found, name) for name in found.__all__)
+    kept = {"ProtocolViolation", "check_fsync", "MAX_PROGRESS_TEXT", "PROGRESS_INTERVAL"}
+    assert set(PUBLIC[module]) - kept <= set(found.__all__)
 
-    assert callable(ScriptedModel) and callable(scripted_response)
+
+def test_the_old_spellings_are_the_new_names():
+    from trio_agent import ModelProtocolError, StepError, StepFailure
+    from trio_agent.model import ProtocolViolation
+
+    assert StepFailure is StepError and ProtocolViolation is ModelProtocolError
 
 
-def test_struct_defaults_are_the_contracts():
-    # DESIGN 5 and 6: Usage counts default to 0, a request's system to "", and the
-    # registry takes its tools by the keyword ``tools``.
-    import msgspec
+def test_every_failure_code_is_in_failure_code():
+    import typing
 
-    from trio_agent import ModelRequest, ToolRegistry, Usage
+    import trio_agent
 
-    assert Usage() == Usage(0, 0, 0, 0)
-    assert msgspec.json.decode(b"{}", type=Usage) == Usage()
-    assert ModelRequest("request-001", (), ()).system == ""
-    registry = ToolRegistry(tools=[])
-    assert registry.specs() == () and len(registry) == 0
+    codes = set(typing.get_args(trio_agent.events.FailureCode))
+    assert codes == {
+        trio_agent.INVALID_TRANSCRIPT,
+        trio_agent.MODEL_PROTOCOL_ERROR,
+        trio_agent.MODEL_ERROR,
+        trio_agent.TOOL_FATAL,
+        trio_agent.HOOK_ERROR,
+        trio_agent.CONTEXT_OVERFLOW,
+        trio_agent.INTERNAL_ERROR,
+    }

@@ -568,3 +568,18 @@ async def test_an_agent_resumes_from_given_messages():
     agent, model = agent_with([scripted_response("r1", "ok")], messages=history)
     await agent.prompt(u("u1"))
     assert model.requests[0].messages == (*history, u("u1"))
+
+
+def test_a_turn_budget_has_no_ceiling_as_a_run_does():
+    # One run numbers its requests 001..064; a session numbers them across turns, so
+    # a turn may take more steps (the peers' W5 benchmark runs 128 in one turn).
+    Agent(model=ScriptedModel([]), max_steps=129)
+    with pytest.raises(ValueError, match=r"max_steps must be >= 1, got 0"):
+        Agent(model=ScriptedModel([]), max_steps=0)
+
+
+def test_agents_with_the_same_options_share_one_policy():
+    first = Agent(model=ScriptedModel([]), max_steps=7)
+    second = Agent(model=ScriptedModel([]), max_steps=7)
+    other = Agent(model=ScriptedModel([]), max_steps=8)
+    assert first._policy is second._policy and first._policy is not other._policy

@@ -1,5 +1,14 @@
 """trio-agent: LLM agent loops on trio, with one totally ordered event stream."""
 
+from ._errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
+from ._errors import HOOK_ERROR as HOOK_ERROR
+from ._errors import INTERNAL_ERROR as INTERNAL_ERROR
+from ._errors import INVALID_TRANSCRIPT as INVALID_TRANSCRIPT
+from ._errors import MODEL_ERROR as MODEL_ERROR
+from ._errors import MODEL_PROTOCOL_ERROR as MODEL_PROTOCOL_ERROR
+from ._errors import TOOL_FATAL as TOOL_FATAL
+from ._errors import ModelProtocolError as ModelProtocolError
+from ._errors import StepError as StepError
 from .engine import StepFailure as StepFailure
 from .events import AttemptFailed as AttemptFailed
 from .events import Cancelled as Cancelled
@@ -76,7 +85,6 @@ from .model import TextDelta as TextDelta
 from .model import ToolSpec as ToolSpec
 from .model import TransientModelError as TransientModelError
 from .model import Usage as Usage
-from .session import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
 from .session import Agent as Agent
 from .session import RetryPolicy as RetryPolicy
 from .session import ToolBlocked as ToolBlocked

@@ -13,6 +13,7 @@ from typing import Any, Final, final
 
 import attrs
 
+from ._errors import TOOL_FATAL
 from ._records import (
     FORMAT_VERSION,
     AttemptFailedRecord,
@@ -34,7 +35,6 @@ from ._records import (
     TurnStartRecord,
 )
 from ._transcript import Conversation
-from .events import TOOL_FATAL
 from .limits import cut_text
 from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage, TranscriptError
 from .messages import tool_result as make_tool_result

@@ -8,10 +8,16 @@ each and ``msgspec.json.decode(data, type=Event)`` reads them back.
 
 from __future__ import annotations
 
-from typing import ClassVar, Final, Literal
+from typing import ClassVar, Literal
 
 from msgspec import Struct
 
+from ._errors import INTERNAL_ERROR as INTERNAL_ERROR
+from ._errors import INVALID_TRANSCRIPT as INVALID_TRANSCRIPT
+from ._errors import MODEL_ERROR as MODEL_ERROR
+from ._errors import MODEL_PROTOCOL_ERROR as MODEL_PROTOCOL_ERROR
+from ._errors import TOOL_FATAL as TOOL_FATAL
+from ._errors import FailureCode as FailureCode
 from .messages import Message, ToolCall, ToolResultMessage
 from .model import Chunk, Usage
 
@@ -79,14 +85,6 @@ class MaxSteps(_Result, tag="max_steps"):
     max_steps: int
 
 
-FailureCode = Literal["INVALID_TRANSCRIPT", "MODEL_PROTOCOL_ERROR", "MODEL_ERROR", "TOOL_FATAL"]
-
-INVALID_TRANSCRIPT: Final = "INVALID_TRANSCRIPT"
-MODEL_PROTOCOL_ERROR: Final = "MODEL_PROTOCOL_ERROR"
-MODEL_ERROR: Final = "MODEL_ERROR"
-TOOL_FATAL: Final = "TOOL_FATAL"
-INTERNAL_ERROR: Final = "INTERNAL_ERROR"
-"""A bug in trio-agent itself: the run still ends visibly, then the exception propagates."""
 
 
 class Failed(_Result, tag="failed"):
