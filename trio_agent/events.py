@@ -85,8 +85,6 @@ class MaxSteps(_Result, tag="max_steps"):
     max_steps: int
 
 
-
-
 class Failed(_Result, tag="failed"):
     """The run failed; ``code`` is a stable string, ``detail`` says what happened."""
 
