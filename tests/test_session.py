@@ -546,7 +546,8 @@ async def test_length_alone_ends_the_turn_as_length():
         ({"system": 3}, TypeError),
         ({"messages": "x"}, TypeError),
         ({"max_steps": 0}, ValueError),
-        ({"max_steps": True}, TypeError),  # as run_agent_loop says it: one check for both
+        ({"max_steps": True}, ValueError),
+        ({"seed": [1, 2]}, TypeError),  # refused at once, not at the first retry
         ({"max_turn_tokens": 0}, ValueError),
         ({"context_window": -5}, ValueError),
         ({"max_tool_result_chars": 1.5}, ValueError),
@@ -574,7 +575,7 @@ def test_a_turn_budget_has_no_ceiling_as_a_run_does():
     # One run numbers its requests 001..064; a session numbers them across turns, so
     # a turn may take more steps (the peers' W5 benchmark runs 128 in one turn).
     Agent(model=ScriptedModel([]), max_steps=129)
-    with pytest.raises(ValueError, match=r"max_steps must be >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"max_steps must be an int >= 1, got 0"):
         Agent(model=ScriptedModel([]), max_steps=0)
 
 

@@ -91,6 +91,8 @@ class StepHooks:
     that nothing is taken from a queue unless it is appended at once.
     """
 
+    __slots__ = ()  # a subclass may keep its state in slots (one per turn)
+
     def has_input(self, stop_reason: str) -> bool:
         """Whether queued input would continue the turn after a step."""
         return False

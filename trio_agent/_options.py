@@ -40,19 +40,15 @@ def check_messages_and_model(messages: object, model: object) -> None:
         raise TypeError(f"model must have a callable stream(request), got {model!r}")
 
 
-def check_max_steps(max_steps: object, ceiling: int | None = MAX_AGENT_STEPS) -> None:
-    """An int >= 1 (bool is not an int here), at most ``ceiling``.
-
-    One run of the core loop numbers its requests ``request-001`` to
-    ``request-064`` (``MAX_AGENT_STEPS``), so its step budget is bounded by
-    that range; a session numbers requests across all its turns, so a turn's
-    budget has no ceiling (``ceiling=None``).
-    """
+def check_max_steps(max_steps: object) -> None:
+    """An int in 1..``MAX_AGENT_STEPS`` (bool is not an int here): one run of the
+    core loop numbers its requests ``request-001`` to ``request-064``. (A session
+    numbers requests across its turns, so a turn's budget is only an int >= 1:
+    ``check_int``.)"""
     if type(max_steps) is not int:
         raise TypeError(f"max_steps must be an int, got {max_steps!r}")
-    if max_steps < 1 or (ceiling is not None and max_steps > ceiling):
-        limit = f"in 1..{ceiling}" if ceiling is not None else ">= 1"
-        raise ValueError(f"max_steps must be {limit}, got {max_steps}")
+    if not 1 <= max_steps <= MAX_AGENT_STEPS:
+        raise ValueError(f"max_steps must be in 1..{MAX_AGENT_STEPS}, got {max_steps}")
 
 
 def check_int(name: str, value: object, least: int, *, optional: bool = False) -> None:

@@ -17,13 +17,12 @@ from ._errors import CONTEXT_OVERFLOW, HOOK_ERROR, StepError, describe
 from ._hooks import StepHooks, TurnSpec, TurnState, build_spec, call_hook
 from ._options import (
     check_int,
-    check_max_steps,
     check_optional_hook,
     check_system,
     check_tool_execution,
 )
-from ._policies import DEFAULT_RETRY, RetryPolicy, truncate_text
-from ._transcript import Conversation
+from ._policies import DEFAULT_RETRY, RetryPolicy, estimate_tokens, truncate_text
+from ._transcript import Conversation, validate
 from .events import (
     ContextCompacted,
     TurnBlocked,
@@ -37,7 +36,6 @@ from .messages import (
     ToolResultMessage,
     TranscriptError,
     UserMessage,
-    validate_transcript,
 )
 from .model import Model, ModelRequest
 from .tools import ToolRegistry
@@ -116,7 +114,8 @@ class SessionPolicy:
         check_tool_execution(
             options["tool_execution"], options["max_parallel_tools"], options["tool_grace_period"]
         )
-        check_max_steps(options["max_steps"], ceiling=None)  # a session's requests go on
+        # a session numbers its requests across turns: a turn's budget has no ceiling
+        check_int("max_steps", options["max_steps"], 1)
         check_int("reserve_output_tokens", options["reserve_output_tokens"], 0)
         for name in ("max_turn_tokens", "max_repeated_failures", "context_window"):
             check_int(name, options[name], 1, optional=True)
@@ -126,6 +125,9 @@ class SessionPolicy:
                 "max_tool_result_chars must be None or an int >= 200 (room for the cut marker), "
                 f"got {limit!r}"
             )
+        seed = options["seed"]
+        if seed is not None and type(seed) not in (int, float, str, bytes):
+            raise TypeError(f"seed must be None, an int, a float, a str or bytes, got {seed!r}")
         retry = options["retry"]
         if retry is not None and type(retry) is not RetryPolicy:
             raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
@@ -146,10 +148,10 @@ class SessionPolicy:
                 "tool_grace_period": float(options["tool_grace_period"]),
             }
         )
-        try:
-            return _POLICIES.setdefault(policy, policy)
-        except TypeError:  # a hook that cannot be hashed: this policy is not shared
+        key = _sharing_key(policy)
+        if key is None:
             return policy
+        return _POLICIES.setdefault(key, policy)
 
     def spec(self, model: Model, tools: ToolRegistry) -> TurnSpec:
         """A turn's spec: ``tools`` as registered now."""
@@ -164,8 +166,30 @@ class SessionPolicy:
         )
 
 
-_POLICIES: weakref.WeakValueDictionary[SessionPolicy, SessionPolicy] = weakref.WeakValueDictionary()
-"""The policies of live agents, by value: one object per distinct set of options."""
+_POLICIES: weakref.WeakValueDictionary[tuple[Any, ...], SessionPolicy] = (
+    weakref.WeakValueDictionary()
+)
+"""Policies of live agents that can be shared, by their plain values; an entry goes
+with the last agent holding its policy."""
+
+
+def _sharing_key(policy: SessionPolicy) -> tuple[Any, ...] | None:
+    """A key by which agents may share ``policy``: only one made of plain values
+    (no hook, the default retries and token count), each with its type, so that
+    ``1``, ``1.0`` and ``True`` never stand for one another. None: not shared."""
+    hooks = (
+        policy.transform_context,
+        policy.before_tool_call,
+        policy.after_tool_call,
+        policy.should_stop_turn,
+        policy.compact,
+    )
+    if any(hook is not None for hook in hooks) or policy.retry is not DEFAULT_RETRY:
+        return None
+    if policy.count_tokens is not estimate_tokens:
+        return None
+    values = attrs.astuple(policy, recurse=False)
+    return tuple((type(value), value) for value in values)
 
 
 def drain(queue: list[Message], reserved: dict[str, None]) -> tuple[Message, ...]:
@@ -218,9 +242,6 @@ class Inbox:
             raise TranscriptError("DUPLICATE_MESSAGE_ID", f"message id {user.id!r} is queued")
         self.reserved[user.id] = None
         return user
-
-    def has_input(self, stop_reason: str) -> bool:
-        return bool(self.steering) or (stop_reason != "tool_call" and bool(self.follow_ups))
 
     def take_input(self, stop_reason: str) -> tuple[Message, ...]:
         """What continues the turn after a step: steering first, then (when the model
@@ -295,7 +316,7 @@ class SessionHooks(StepHooks):
         returned = await call_hook("transform_context", transform, conversation.snapshot())
         try:
             messages = tuple(returned)
-            validate_transcript(messages)
+            validate(messages)
         except (TypeError, TranscriptError) as exc:
             raise StepError(
                 HOOK_ERROR, f"hook transform_context returned an invalid transcript: {exc}", exc

@@ -124,12 +124,13 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         # One frame for the whole turn: a suspended turn's coroutine frames are
         # most of what it costs in memory.
         agent = self._agent
-        turn, taken, repairs = agent._begin_turn(self, self._prompt, emit.next)
         conversation = agent._conversation
         policy = agent._policy
+        spec = policy.spec(agent._model, agent._tools)  # the tools as they are now
         state = TurnState()
         outcome: TurnOutcome | None = None
         try:
+            turn, taken, repairs = agent._begin_turn(self, self._prompt, emit.next)
             try:
                 with _UNSCOPED if self._scope is None else self._scope:
                     await accept(
@@ -143,12 +144,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                     else:
                         hooks = SessionHooks(policy, agent._inbox, emit, turn)
                         outcome = await run_turn(
-                            conversation,
-                            policy.spec(agent._model, agent._tools),
-                            state,
-                            emit,
-                            hooks,
-                            agent._host or host,
+                            conversation, spec, state, emit, hooks, agent._host or host
                         )
             except Exception as exc:  # a bug, or a group of them: end visibly, raise it
                 broken = _ledger_failure(exc)
@@ -296,9 +292,9 @@ class Agent:
         ):
             if type(value) is not int or value < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
-        check_store(store, session_id, fsync)
         # raises TranscriptError
         self._conversation = Conversation.from_messages(messages, request_sequence_start - 1)
+        check_store(store, session_id, fsync)
         self._inbox = Inbox()
         self._ledger: Ledger | None = None
         self._session_id = session_id
@@ -340,6 +336,7 @@ class Agent:
         self._conversation.journal = ledger
 
     # -- turns, as TurnRun drives them
+    @trio.lowlevel.enable_ki_protection  # taken from the inbox and owned by a turn, or neither
     def _begin_turn(
         self, run: TurnRun, prompt: UserMessage | None, sequence: int
     ) -> tuple[int, tuple[Message, ...], tuple[ToolResultMessage, ...]]:
@@ -350,7 +347,12 @@ class Agent:
             raise RuntimeError("this Agent is already running a turn; use steer() or follow_up()")
         turn = self._turns + 1
         if self._ledger is not None:
-            self._ledger.turn_started(turn, sequence)  # if it fails, nothing was taken
+            try:
+                self._ledger.turn_started(turn, sequence)
+            except LedgerError:  # nothing was taken; the prompt is not kept either
+                if prompt is not None:
+                    self._inbox.reserved.pop(prompt.id, None)
+                raise
         self._active = run
         self._turns = turn
         repairs = tuple(
