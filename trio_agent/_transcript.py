@@ -253,15 +253,7 @@ def snapshot(messages: Sequence[object]) -> tuple[tuple[Message, ...], Linker]:
 
 
 def validate(messages: Iterable[Message]) -> None:
-    """Raise ``TranscriptError`` unless ``messages`` is a transcript a provider accepts.
-
-    Checks: every item is a message with fields of the right types; strings
-    are valid Unicode; tool arguments are plain JSON within the limits;
-    message ids and tool call ids are unique; every tool result answers an
-    unanswered call of the assistant message it follows, with the same tool
-    name; every call has exactly one result, placed after its assistant
-    message and before any other user or assistant message.
-    """
+    """``messages.validate_transcript`` (its docstring lists the checks)."""
     snapshot(_as_sequence(messages))
 
 
@@ -276,15 +268,7 @@ def _interrupted_result(call: ToolCall, taken: Container[str]) -> ToolResultMess
 
 
 def repair(messages: Iterable[Message]) -> tuple[Message, ...]:
-    """Answer every unanswered tool call with an explicit error result.
-
-    For a transcript cut by cancellation: each call left without a result
-    gets ``ToolResultMessage(id=f"tool-result-{call.id}", ...,
-    content="interrupted: no result was recorded", is_error=True)``, placed
-    right after that assistant message's existing results. Nothing else is
-    changed; any other defect still raises ``TranscriptError``. The result
-    passes ``validate_transcript``.
-    """
+    """``messages.repair_transcript`` (its docstring says what it does)."""
     linker = Linker()
     out: list[Message] = []
 
