@@ -296,8 +296,6 @@ class SessionHooks(StepHooks):
         return bool(inbox.steering) or (stop_reason != "tool_call" and bool(inbox.follow_ups))
 
     def take_input(self, stop_reason: str) -> tuple[Message, ...]:
-        if not self._inbox.steering and stop_reason == "tool_call":
-            return ()  # the usual case: nothing queued mid-turn
         return self._inbox.take_input(stop_reason)
 
     # -- requests

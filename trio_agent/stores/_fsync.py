@@ -22,7 +22,7 @@ from typing import Final, final
 
 import trio
 
-__all__ = ["MAX_FSYNC_THREADS", "FsyncClosedError", "SyncedFile", "pool_threads"]
+__all__ = ["MAX_FSYNC_THREADS", "FsyncClosedError", "SyncedFile"]
 
 MAX_FSYNC_THREADS: Final = 4
 """Threads that fsync for every ledger of the process, at most."""
@@ -38,7 +38,6 @@ class _Pool:
 
     def __init__(self, max_threads: int) -> None:
         self.max_threads = max_threads
-        self.peak = 0
         self.files: weakref.WeakSet[SyncedFile] = weakref.WeakSet()
         self.reset()
 
@@ -64,7 +63,6 @@ class _Pool:
         self.queue.append(file)
         if len(self.queue) > self.threads - self.busy and self.threads < self.max_threads:
             self.threads += 1
-            self.peak = max(self.peak, self.threads)
             threading.Thread(target=self._run, name="trio-agent-fsync", daemon=True).start()
         else:
             self.lock.notify()
@@ -114,12 +112,6 @@ class _Pool:
 
 _POOL = _Pool(MAX_FSYNC_THREADS)
 os.register_at_fork(after_in_child=_POOL.reset)
-
-
-def pool_threads() -> tuple[int, int]:
-    """(threads alive now, most alive at once) of the shared fsync pool."""
-    with _POOL.lock:
-        return _POOL.threads, _POOL.peak
 
 
 @final
