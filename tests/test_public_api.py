@@ -15,6 +15,8 @@ import pytest
 PUBLIC = {
     "trio_agent": [
         "Agent",
+        "AnthropicModel",
+        "OpenAIChatModel",
         "AgentRun",
         "ArgumentsError",
         "AssistantMessage",
@@ -368,3 +370,52 @@ def test_every_failure_code_is_in_failure_code():
         trio_agent.CONTEXT_OVERFLOW,
         trio_agent.INTERNAL_ERROR,
     }
+
+
+def test_the_package_lists_exactly_its_public_names():
+    # __all__, the lazy table and the imports type checkers read agree, name by name
+    import ast
+    from pathlib import Path
+
+    import trio_agent
+
+    tree = ast.parse(Path(trio_agent.__file__).read_text())
+    checked = {
+        alias.asname
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        for statement in node.body
+        if isinstance(statement, ast.ImportFrom)
+        for alias in statement.names
+    }
+    exported = set(trio_agent._EXPORTS)
+    assert checked == exported == set(trio_agent.__all__) - {"__version__"}
+    assert sorted(PUBLIC["trio_agent"]) == sorted(exported | {"__version__"})
+    for name, module in trio_agent._EXPORTS.items():
+        source = importlib.import_module(f"trio_agent.{module}")
+        assert getattr(trio_agent, name) is getattr(source, name), name
+    assert "__version__" in dir(trio_agent) and "Agent" in dir(trio_agent)
+    with pytest.raises(AttributeError, match="no attribute 'Agnet'"):
+        trio_agent.Agnet  # noqa: B018
+
+
+def test_submodules_are_attributes_of_the_package():
+    import subprocess
+    import sys
+
+    code = "import trio_agent; print(trio_agent.events.FailureCode, trio_agent.stores.JsonlStore)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "JsonlStore" in out.stdout
+
+
+def test_importing_the_package_is_cheap():
+    # nothing is loaded before it is used: no session, no store, no sqlite3
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, trio_agent; "
+        "print(sorted(m for m in sys.modules if m.startswith('trio_agent') or m == 'sqlite3'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['trio_agent']"

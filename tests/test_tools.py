@@ -80,16 +80,26 @@ def test_nested_types_and_constraints_reach_the_schema():
     assert params["$defs"]["Point"]["required"] == ["x", "y"]
 
 
-@pytest.mark.parametrize(
-    "function",
-    [
-        lambda x: x,
-        print,
-    ],
-)
-def test_tool_rejects_sync_functions(function):
-    with pytest.raises(TypeError, match="async function"):
-        tool(function)
+def test_tool_rejects_what_is_not_a_function_returning_a_result():
+    async def agen(x: int):
+        yield x
+
+    def gen(x: int):
+        yield x
+
+    class Klass:
+        pass
+
+    for bad in (agen, gen, Klass, 42):
+        with pytest.raises(TypeError, match="@tool needs a function"):
+            tool(bad)
+    with pytest.raises(TypeError, match="cannot read the signature"):
+        tool(name="smallest")(min)  # a builtin without a signature
+    with pytest.raises(TypeError, match="cannot take"):
+        tool(print)
+    with pytest.raises(ValueError, match="tool name must be"):
+        tool(lambda x: x)  # "<lambda>" is not a tool name
+    assert tool(name="ident")(lambda x: x).name == "ident"
 
 
 def test_unresolvable_annotations_raise_a_clear_error():

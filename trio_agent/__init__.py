@@ -1,111 +1,389 @@
-"""trio-agent: LLM agent loops on trio, with one totally ordered event stream."""
+"""trio-agent: LLM agent loops on trio, with one totally ordered event stream.
 
-from ._errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
-from ._errors import HOOK_ERROR as HOOK_ERROR
-from ._errors import INTERNAL_ERROR as INTERNAL_ERROR
-from ._errors import INVALID_TRANSCRIPT as INVALID_TRANSCRIPT
-from ._errors import MODEL_ERROR as MODEL_ERROR
-from ._errors import MODEL_PROTOCOL_ERROR as MODEL_PROTOCOL_ERROR
-from ._errors import TOOL_FATAL as TOOL_FATAL
-from ._errors import ModelProtocolError as ModelProtocolError
-from ._errors import StepError as StepError
-from .engine import StepFailure as StepFailure
-from .events import AttemptFailed as AttemptFailed
-from .events import Cancelled as Cancelled
-from .events import Completed as Completed
-from .events import ContextCompacted as ContextCompacted
-from .events import Event as Event
-from .events import Failed as Failed
-from .events import FailureCode as FailureCode
-from .events import MaxSteps as MaxSteps
-from .events import MessageAccepted as MessageAccepted
-from .events import ModelChunk as ModelChunk
-from .events import RunFinished as RunFinished
-from .events import RunResult as RunResult
-from .events import SessionEvent as SessionEvent
-from .events import ToolFinished as ToolFinished
-from .events import ToolStarted as ToolStarted
-from .events import ToolUpdated as ToolUpdated
-from .events import TurnBlocked as TurnBlocked
-from .events import TurnCancelled as TurnCancelled
-from .events import TurnCompleted as TurnCompleted
-from .events import TurnEnd as TurnEnd
-from .events import TurnFailed as TurnFailed
-from .events import TurnFinished as TurnFinished
-from .events import TurnInterrupted as TurnInterrupted
-from .events import TurnLength as TurnLength
-from .events import TurnMaxSteps as TurnMaxSteps
-from .events import TurnRepeatedFailure as TurnRepeatedFailure
-from .events import TurnResult as TurnResult
-from .events import TurnStarted as TurnStarted
-from .events import TurnTokenBudget as TurnTokenBudget
-from .ledger import TOOL_CANCELLED as TOOL_CANCELLED
-from .ledger import TOOL_NOT_STARTED as TOOL_NOT_STARTED
-from .ledger import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
-from .ledger import Ledger as Ledger
-from .ledger import LedgerCorruptError as LedgerCorruptError
-from .ledger import LedgerError as LedgerError
-from .ledger import SessionChangedError as SessionChangedError
-from .ledger import SessionLockedError as SessionLockedError
-from .limits import MAX_AGENT_STEPS as MAX_AGENT_STEPS
-from .limits import MAX_ARGUMENT_CHARS as MAX_ARGUMENT_CHARS
-from .limits import MAX_ARGUMENT_DEPTH as MAX_ARGUMENT_DEPTH
-from .limits import MAX_ARGUMENT_ENTRIES as MAX_ARGUMENT_ENTRIES
-from .limits import MAX_ARGUMENT_VALUES as MAX_ARGUMENT_VALUES
-from .limits import MAX_ASSISTANT_BLOCKS as MAX_ASSISTANT_BLOCKS
-from .limits import MAX_INITIAL_MESSAGES as MAX_INITIAL_MESSAGES
-from .limits import MAX_STEP_CHUNKS as MAX_STEP_CHUNKS
-from .limits import MAX_STEP_TEXT as MAX_STEP_TEXT
-from .limits import ArgumentsError as ArgumentsError
-from .limits import check_arguments as check_arguments
-from .loop import AgentRun as AgentRun
-from .loop import run_agent_loop as run_agent_loop
-from .messages import AssistantMessage as AssistantMessage
-from .messages import Block as Block
-from .messages import Message as Message
-from .messages import TextBlock as TextBlock
-from .messages import ToolCall as ToolCall
-from .messages import ToolResultMessage as ToolResultMessage
-from .messages import TranscriptError as TranscriptError
-from .messages import UserMessage as UserMessage
-from .messages import repair_transcript as repair_transcript
-from .messages import text_from_assistant as text_from_assistant
-from .messages import validate_transcript as validate_transcript
-from .model import Chunk as Chunk
-from .model import ContextOverflowError as ContextOverflowError
-from .model import Model as Model
-from .model import ModelAuthenticationError as ModelAuthenticationError
-from .model import ModelError as ModelError
-from .model import ModelRequest as ModelRequest
-from .model import ModelRequestError as ModelRequestError
-from .model import ModelResponse as ModelResponse
-from .model import ModelResponseError as ModelResponseError
-from .model import ModelStream as ModelStream
-from .model import TextDelta as TextDelta
-from .model import ToolSpec as ToolSpec
-from .model import TransientModelError as TransientModelError
-from .model import Usage as Usage
-from .session import Agent as Agent
-from .session import RetryPolicy as RetryPolicy
-from .session import ToolBlocked as ToolBlocked
-from .session import TurnRun as TurnRun
-from .session import block as block
-from .session import estimate_tokens as estimate_tokens
-from .session import truncate_text as truncate_text
-from .stores import JsonlStore as JsonlStore
-from .stores import LoadedSession as LoadedSession
-from .stores import SessionStore as SessionStore
-from .stores import SqliteStore as SqliteStore
-from .tools import FatalToolError as FatalToolError
-from .tools import Tool as Tool
-from .tools import ToolArgumentsError as ToolArgumentsError
-from .tools import ToolContext as ToolContext
-from .tools import ToolError as ToolError
-from .tools import ToolRegistry as ToolRegistry
-from .tools import execute_tool_call as execute_tool_call
-from .tools import tool as tool
-from .tools import tool_context as tool_context
-from .workspace import Workspace as Workspace
-from .workspace import WorkspaceError as WorkspaceError
+Every public name is importable from here (``from trio_agent import Agent,
+tool``) and listed in ``__all__``; anything else is private. Names are loaded
+on first use (PEP 562), so ``import trio_agent`` costs almost nothing and a
+program pays only for what it uses: a store's ``sqlite3`` or a provider's
+HTTP client is imported when that part is first touched.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getattr__``
+    from ._errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
+    from ._errors import HOOK_ERROR as HOOK_ERROR
+    from ._errors import INTERNAL_ERROR as INTERNAL_ERROR
+    from ._errors import INVALID_TRANSCRIPT as INVALID_TRANSCRIPT
+    from ._errors import MODEL_ERROR as MODEL_ERROR
+    from ._errors import MODEL_PROTOCOL_ERROR as MODEL_PROTOCOL_ERROR
+    from ._errors import TOOL_FATAL as TOOL_FATAL
+    from ._errors import ModelProtocolError as ModelProtocolError
+    from ._errors import StepError as StepError
+    from .engine import StepFailure as StepFailure
+    from .events import AttemptFailed as AttemptFailed
+    from .events import Cancelled as Cancelled
+    from .events import Completed as Completed
+    from .events import ContextCompacted as ContextCompacted
+    from .events import Event as Event
+    from .events import Failed as Failed
+    from .events import FailureCode as FailureCode
+    from .events import MaxSteps as MaxSteps
+    from .events import MessageAccepted as MessageAccepted
+    from .events import ModelChunk as ModelChunk
+    from .events import RunFinished as RunFinished
+    from .events import RunResult as RunResult
+    from .events import SessionEvent as SessionEvent
+    from .events import ToolFinished as ToolFinished
+    from .events import ToolStarted as ToolStarted
+    from .events import ToolUpdated as ToolUpdated
+    from .events import TurnBlocked as TurnBlocked
+    from .events import TurnCancelled as TurnCancelled
+    from .events import TurnCompleted as TurnCompleted
+    from .events import TurnEnd as TurnEnd
+    from .events import TurnFailed as TurnFailed
+    from .events import TurnFinished as TurnFinished
+    from .events import TurnInterrupted as TurnInterrupted
+    from .events import TurnLength as TurnLength
+    from .events import TurnMaxSteps as TurnMaxSteps
+    from .events import TurnRepeatedFailure as TurnRepeatedFailure
+    from .events import TurnResult as TurnResult
+    from .events import TurnStarted as TurnStarted
+    from .events import TurnTokenBudget as TurnTokenBudget
+    from .ledger import TOOL_CANCELLED as TOOL_CANCELLED
+    from .ledger import TOOL_NOT_STARTED as TOOL_NOT_STARTED
+    from .ledger import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
+    from .ledger import Ledger as Ledger
+    from .ledger import LedgerCorruptError as LedgerCorruptError
+    from .ledger import LedgerError as LedgerError
+    from .ledger import SessionChangedError as SessionChangedError
+    from .ledger import SessionLockedError as SessionLockedError
+    from .limits import MAX_AGENT_STEPS as MAX_AGENT_STEPS
+    from .limits import MAX_ARGUMENT_CHARS as MAX_ARGUMENT_CHARS
+    from .limits import MAX_ARGUMENT_DEPTH as MAX_ARGUMENT_DEPTH
+    from .limits import MAX_ARGUMENT_ENTRIES as MAX_ARGUMENT_ENTRIES
+    from .limits import MAX_ARGUMENT_VALUES as MAX_ARGUMENT_VALUES
+    from .limits import MAX_ASSISTANT_BLOCKS as MAX_ASSISTANT_BLOCKS
+    from .limits import MAX_INITIAL_MESSAGES as MAX_INITIAL_MESSAGES
+    from .limits import MAX_STEP_CHUNKS as MAX_STEP_CHUNKS
+    from .limits import MAX_STEP_TEXT as MAX_STEP_TEXT
+    from .limits import ArgumentsError as ArgumentsError
+    from .limits import check_arguments as check_arguments
+    from .loop import AgentRun as AgentRun
+    from .loop import run_agent_loop as run_agent_loop
+    from .messages import AssistantMessage as AssistantMessage
+    from .messages import Block as Block
+    from .messages import Message as Message
+    from .messages import TextBlock as TextBlock
+    from .messages import ToolCall as ToolCall
+    from .messages import ToolResultMessage as ToolResultMessage
+    from .messages import TranscriptError as TranscriptError
+    from .messages import UserMessage as UserMessage
+    from .messages import repair_transcript as repair_transcript
+    from .messages import text_from_assistant as text_from_assistant
+    from .messages import validate_transcript as validate_transcript
+    from .model import Chunk as Chunk
+    from .model import ContextOverflowError as ContextOverflowError
+    from .model import Model as Model
+    from .model import ModelAuthenticationError as ModelAuthenticationError
+    from .model import ModelError as ModelError
+    from .model import ModelRequest as ModelRequest
+    from .model import ModelRequestError as ModelRequestError
+    from .model import ModelResponse as ModelResponse
+    from .model import ModelResponseError as ModelResponseError
+    from .model import ModelStream as ModelStream
+    from .model import TextDelta as TextDelta
+    from .model import ToolSpec as ToolSpec
+    from .model import TransientModelError as TransientModelError
+    from .model import Usage as Usage
+    from .providers import AnthropicModel as AnthropicModel
+    from .providers import OpenAIChatModel as OpenAIChatModel
+    from .session import Agent as Agent
+    from .session import RetryPolicy as RetryPolicy
+    from .session import ToolBlocked as ToolBlocked
+    from .session import TurnRun as TurnRun
+    from .session import block as block
+    from .session import estimate_tokens as estimate_tokens
+    from .session import truncate_text as truncate_text
+    from .stores import JsonlStore as JsonlStore
+    from .stores import LoadedSession as LoadedSession
+    from .stores import SessionStore as SessionStore
+    from .stores import SqliteStore as SqliteStore
+    from .tools import FatalToolError as FatalToolError
+    from .tools import Tool as Tool
+    from .tools import ToolArgumentsError as ToolArgumentsError
+    from .tools import ToolContext as ToolContext
+    from .tools import ToolError as ToolError
+    from .tools import ToolRegistry as ToolRegistry
+    from .tools import execute_tool_call as execute_tool_call
+    from .tools import tool as tool
+    from .tools import tool_context as tool_context
+    from .workspace import Workspace as Workspace
+    from .workspace import WorkspaceError as WorkspaceError
+
+# name -> the module (under trio_agent) that defines it; tests check that this
+# table, ``__all__`` and the imports above list the same names.
+_EXPORTS: dict[str, str] = {
+    "CONTEXT_OVERFLOW": "_errors",
+    "HOOK_ERROR": "_errors",
+    "INTERNAL_ERROR": "_errors",
+    "INVALID_TRANSCRIPT": "_errors",
+    "MODEL_ERROR": "_errors",
+    "MODEL_PROTOCOL_ERROR": "_errors",
+    "ModelProtocolError": "_errors",
+    "StepError": "_errors",
+    "TOOL_FATAL": "_errors",
+    "StepFailure": "engine",
+    "AttemptFailed": "events",
+    "Cancelled": "events",
+    "Completed": "events",
+    "ContextCompacted": "events",
+    "Event": "events",
+    "Failed": "events",
+    "FailureCode": "events",
+    "MaxSteps": "events",
+    "MessageAccepted": "events",
+    "ModelChunk": "events",
+    "RunFinished": "events",
+    "RunResult": "events",
+    "SessionEvent": "events",
+    "ToolFinished": "events",
+    "ToolStarted": "events",
+    "ToolUpdated": "events",
+    "TurnBlocked": "events",
+    "TurnCancelled": "events",
+    "TurnCompleted": "events",
+    "TurnEnd": "events",
+    "TurnFailed": "events",
+    "TurnFinished": "events",
+    "TurnInterrupted": "events",
+    "TurnLength": "events",
+    "TurnMaxSteps": "events",
+    "TurnRepeatedFailure": "events",
+    "TurnResult": "events",
+    "TurnStarted": "events",
+    "TurnTokenBudget": "events",
+    "Ledger": "ledger",
+    "LedgerCorruptError": "ledger",
+    "LedgerError": "ledger",
+    "SessionChangedError": "ledger",
+    "SessionLockedError": "ledger",
+    "TOOL_CANCELLED": "ledger",
+    "TOOL_NOT_STARTED": "ledger",
+    "TOOL_OUTCOME_UNKNOWN": "ledger",
+    "ArgumentsError": "limits",
+    "MAX_AGENT_STEPS": "limits",
+    "MAX_ARGUMENT_CHARS": "limits",
+    "MAX_ARGUMENT_DEPTH": "limits",
+    "MAX_ARGUMENT_ENTRIES": "limits",
+    "MAX_ARGUMENT_VALUES": "limits",
+    "MAX_ASSISTANT_BLOCKS": "limits",
+    "MAX_INITIAL_MESSAGES": "limits",
+    "MAX_STEP_CHUNKS": "limits",
+    "MAX_STEP_TEXT": "limits",
+    "check_arguments": "limits",
+    "AgentRun": "loop",
+    "run_agent_loop": "loop",
+    "AssistantMessage": "messages",
+    "Block": "messages",
+    "Message": "messages",
+    "TextBlock": "messages",
+    "ToolCall": "messages",
+    "ToolResultMessage": "messages",
+    "TranscriptError": "messages",
+    "UserMessage": "messages",
+    "repair_transcript": "messages",
+    "text_from_assistant": "messages",
+    "validate_transcript": "messages",
+    "Chunk": "model",
+    "ContextOverflowError": "model",
+    "Model": "model",
+    "ModelAuthenticationError": "model",
+    "ModelError": "model",
+    "ModelRequest": "model",
+    "ModelRequestError": "model",
+    "ModelResponse": "model",
+    "ModelResponseError": "model",
+    "ModelStream": "model",
+    "TextDelta": "model",
+    "ToolSpec": "model",
+    "TransientModelError": "model",
+    "Usage": "model",
+    "AnthropicModel": "providers",
+    "OpenAIChatModel": "providers",
+    "Agent": "session",
+    "RetryPolicy": "session",
+    "ToolBlocked": "session",
+    "TurnRun": "session",
+    "block": "session",
+    "estimate_tokens": "session",
+    "truncate_text": "session",
+    "JsonlStore": "stores",
+    "LoadedSession": "stores",
+    "SessionStore": "stores",
+    "SqliteStore": "stores",
+    "FatalToolError": "tools",
+    "Tool": "tools",
+    "ToolArgumentsError": "tools",
+    "ToolContext": "tools",
+    "ToolError": "tools",
+    "ToolRegistry": "tools",
+    "execute_tool_call": "tools",
+    "tool": "tools",
+    "tool_context": "tools",
+    "Workspace": "workspace",
+    "WorkspaceError": "workspace",
+}
+
+__all__ = [
+    "Agent",
+    "AgentRun",
+    "AnthropicModel",
+    "ArgumentsError",
+    "AssistantMessage",
+    "AttemptFailed",
+    "Block",
+    "CONTEXT_OVERFLOW",
+    "Cancelled",
+    "Chunk",
+    "Completed",
+    "ContextCompacted",
+    "ContextOverflowError",
+    "Event",
+    "Failed",
+    "FailureCode",
+    "FatalToolError",
+    "HOOK_ERROR",
+    "INTERNAL_ERROR",
+    "INVALID_TRANSCRIPT",
+    "JsonlStore",
+    "Ledger",
+    "LedgerCorruptError",
+    "LedgerError",
+    "LoadedSession",
+    "MAX_AGENT_STEPS",
+    "MAX_ARGUMENT_CHARS",
+    "MAX_ARGUMENT_DEPTH",
+    "MAX_ARGUMENT_ENTRIES",
+    "MAX_ARGUMENT_VALUES",
+    "MAX_ASSISTANT_BLOCKS",
+    "MAX_INITIAL_MESSAGES",
+    "MAX_STEP_CHUNKS",
+    "MAX_STEP_TEXT",
+    "MODEL_ERROR",
+    "MODEL_PROTOCOL_ERROR",
+    "MaxSteps",
+    "Message",
+    "MessageAccepted",
+    "Model",
+    "ModelAuthenticationError",
+    "ModelChunk",
+    "ModelError",
+    "ModelProtocolError",
+    "ModelRequest",
+    "ModelRequestError",
+    "ModelResponse",
+    "ModelResponseError",
+    "ModelStream",
+    "OpenAIChatModel",
+    "RetryPolicy",
+    "RunFinished",
+    "RunResult",
+    "SessionChangedError",
+    "SessionEvent",
+    "SessionLockedError",
+    "SessionStore",
+    "SqliteStore",
+    "StepError",
+    "StepFailure",
+    "TOOL_CANCELLED",
+    "TOOL_FATAL",
+    "TOOL_NOT_STARTED",
+    "TOOL_OUTCOME_UNKNOWN",
+    "TextBlock",
+    "TextDelta",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolBlocked",
+    "ToolCall",
+    "ToolContext",
+    "ToolError",
+    "ToolFinished",
+    "ToolRegistry",
+    "ToolResultMessage",
+    "ToolSpec",
+    "ToolStarted",
+    "ToolUpdated",
+    "TranscriptError",
+    "TransientModelError",
+    "TurnBlocked",
+    "TurnCancelled",
+    "TurnCompleted",
+    "TurnEnd",
+    "TurnFailed",
+    "TurnFinished",
+    "TurnInterrupted",
+    "TurnLength",
+    "TurnMaxSteps",
+    "TurnRepeatedFailure",
+    "TurnResult",
+    "TurnRun",
+    "TurnStarted",
+    "TurnTokenBudget",
+    "Usage",
+    "UserMessage",
+    "Workspace",
+    "WorkspaceError",
+    "block",
+    "check_arguments",
+    "estimate_tokens",
+    "execute_tool_call",
+    "repair_transcript",
+    "run_agent_loop",
+    "text_from_assistant",
+    "tool",
+    "tool_context",
+    "truncate_text",
+    "validate_transcript",
+    "__version__",
+]
+
+
+_MODULES = frozenset(
+    {
+        "engine",
+        "events",
+        "ledger",
+        "limits",
+        "loop",
+        "messages",
+        "model",
+        "providers",
+        "session",
+        "stores",
+        "testing",
+        "tools",
+        "workspace",
+    }
+)
+"""Public submodules, reachable as attributes too (``trio_agent.events.Event``)."""
+
+
+def __getattr__(name: str) -> object:
+    """Load a public name (or submodule) the first time it is asked for."""
+    if name in _MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trio_agent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups are plain module attributes
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -21,11 +21,11 @@ def _refuse(self: object, *args: object, **kwargs: object) -> NoReturn:
 
 
 @final
-class ReadOnlyDict(dict):  # type: ignore[type-arg]
+class ReadOnlyDict(dict[Any, Any]):
     """A ``dict`` that refuses every change in place."""
 
     __slots__ = ()
-    __init__ = __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
+    __init__ = __setitem__ = __delitem__ = __ior__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
 
     def __reduce__(self) -> tuple[Any, ...]:  # a copy (copy, deepcopy, pickle) is yours
@@ -33,11 +33,11 @@ class ReadOnlyDict(dict):  # type: ignore[type-arg]
 
 
 @final
-class ReadOnlyList(list):  # type: ignore[type-arg]
+class ReadOnlyList(list[Any]):
     """A ``list`` that refuses every change in place."""
 
     __slots__ = ()
-    __init__ = __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+    __init__ = __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
     append = extend = insert = pop = remove = clear = sort = reverse = _refuse
 
     def __reduce__(self) -> tuple[Any, ...]:

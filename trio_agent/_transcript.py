@@ -146,8 +146,8 @@ def checked_message(message: object, index: int) -> Message:
     """Check one message's own fields; return it rebuilt with private copies of mutable parts."""
     kind = type(message)
     if kind is UserMessage:
-        _check_str(message.id, "id", index, message)  # type: ignore[union-attr]
-        _check_str(message.content, "content", index, message)  # type: ignore[union-attr]
+        _check_str(message.id, "id", index, message)  # type: ignore[attr-defined]
+        _check_str(message.content, "content", index, message)  # type: ignore[attr-defined]
         return message  # type: ignore[return-value]  # frozen and all-str: nothing to copy
     if kind is ToolResultMessage:
         m: ToolResultMessage = message  # type: ignore[assignment]

@@ -64,31 +64,31 @@ class _Result(Struct, frozen=True, gc=False, kw_only=True, tag_field="status"):
     steps: int
 
 
-class Completed(_Result, tag="completed"):
+class Completed(_Result, frozen=True, tag="completed"):
     """The model stopped (``stop``) or ran out of output tokens (``length``)."""
 
-    status: ClassVar[str] = "completed"
+    status: ClassVar[Literal["completed"]] = "completed"
     final_text: str
     stop_reason: Literal["stop", "length"]
 
 
-class Cancelled(_Result, tag="cancelled"):
+class Cancelled(_Result, frozen=True, tag="cancelled"):
     """The run was cancelled; ``messages`` holds only complete messages."""
 
-    status: ClassVar[str] = "cancelled"
+    status: ClassVar[Literal["cancelled"]] = "cancelled"
 
 
-class MaxSteps(_Result, tag="max_steps"):
+class MaxSteps(_Result, frozen=True, tag="max_steps"):
     """The step budget was spent; the last step's tool batch did complete."""
 
-    status: ClassVar[str] = "max_steps"
+    status: ClassVar[Literal["max_steps"]] = "max_steps"
     max_steps: int
 
 
-class Failed(_Result, tag="failed"):
+class Failed(_Result, frozen=True, tag="failed"):
     """The run failed; ``code`` is a stable string, ``detail`` says what happened."""
 
-    status: ClassVar[str] = "failed"
+    status: ClassVar[Literal["failed"]] = "failed"
     code: str
     detail: str
 
@@ -104,62 +104,62 @@ class _Event(Struct, frozen=True, gc=False, kw_only=True, tag_field="type"):
     sequence: int
 
 
-class MessageAccepted(_Event, tag="message.accepted"):
+class MessageAccepted(_Event, frozen=True, tag="message.accepted"):
     """An initial message the run took into its transcript."""
 
-    type: ClassVar[str] = "message.accepted"
+    type: ClassVar[Literal["message.accepted"]] = "message.accepted"
     message: Message
 
 
-class ModelChunk(_Event, tag="model.chunk"):
+class ModelChunk(_Event, frozen=True, tag="model.chunk"):
     """A valid chunk of the stream answering ``request_id``, as it arrived.
 
     ``attempt`` counts from 1; chunks of an attempt that later failed are
     followed by ``attempt.failed`` and never reach the transcript.
     """
 
-    type: ClassVar[str] = "model.chunk"
+    type: ClassVar[Literal["model.chunk"]] = "model.chunk"
     request_id: str
     chunk: Chunk
     attempt: int = 1
 
 
-class ToolStarted(_Event, tag="tool.started"):
+class ToolStarted(_Event, frozen=True, tag="tool.started"):
     """A tool call is about to run."""
 
-    type: ClassVar[str] = "tool.started"
+    type: ClassVar[Literal["tool.started"]] = "tool.started"
     call: ToolCall
 
 
-class ToolFinished(_Event, tag="tool.finished"):
+class ToolFinished(_Event, frozen=True, tag="tool.finished"):
     """A tool call returned; ``result`` is already in the transcript."""
 
-    type: ClassVar[str] = "tool.finished"
+    type: ClassVar[Literal["tool.finished"]] = "tool.finished"
     call: ToolCall
     result: ToolResultMessage
 
 
-class ToolUpdated(_Event, tag="tool.updated"):
+class ToolUpdated(_Event, frozen=True, tag="tool.updated"):
     """Progress a running tool call reported (``ToolContext.report``); bounded in rate
     and size, never after the call's ``tool.finished``."""
 
-    type: ClassVar[str] = "tool.updated"
+    type: ClassVar[Literal["tool.updated"]] = "tool.updated"
     call: ToolCall
     message: str
     fraction: float | None = None
 
 
-class RunFinished(_Event, tag="run.finished"):
+class RunFinished(_Event, frozen=True, tag="run.finished"):
     """The last event of every run; ``result`` equals ``run.result``."""
 
-    type: ClassVar[str] = "run.finished"
+    type: ClassVar[Literal["run.finished"]] = "run.finished"
     result: RunResult
 
 
 Event = MessageAccepted | ModelChunk | ToolStarted | ToolUpdated | ToolFinished | RunFinished
 
 
-class AttemptFailed(_Event, tag="attempt.failed"):
+class AttemptFailed(_Event, frozen=True, tag="attempt.failed"):
     """An attempt at ``request_id`` failed; it is retried after ``retry_in``
     seconds, or, with ``retry_in=None``, given up (the turn fails next).
 
@@ -167,7 +167,7 @@ class AttemptFailed(_Event, tag="attempt.failed"):
     become part of the transcript. (Emitted only by layers that retry.)
     """
 
-    type: ClassVar[str] = "attempt.failed"
+    type: ClassVar[Literal["attempt.failed"]] = "attempt.failed"
     request_id: str
     attempt: int
     error: str
@@ -182,65 +182,65 @@ class _TurnEnd(Struct, frozen=True, gc=False, kw_only=True, tag_field="reason"):
     """Why a session turn ended; tagged by ``reason``."""
 
 
-class TurnCompleted(_TurnEnd, tag="completed"):
+class TurnCompleted(_TurnEnd, frozen=True, tag="completed"):
     """The model stopped, and no queued input continued the turn."""
 
-    reason: ClassVar[str] = "completed"
+    reason: ClassVar[Literal["completed"]] = "completed"
 
 
-class TurnLength(_TurnEnd, tag="length"):
+class TurnLength(_TurnEnd, frozen=True, tag="length"):
     """A step ended on the model's output limit (sticky: later steps cannot undo it)."""
 
-    reason: ClassVar[str] = "length"
+    reason: ClassVar[Literal["length"]] = "length"
 
 
-class TurnMaxSteps(_TurnEnd, tag="max_steps"):
+class TurnMaxSteps(_TurnEnd, frozen=True, tag="max_steps"):
     """The per-turn step budget was spent."""
 
-    reason: ClassVar[str] = "max_steps"
+    reason: ClassVar[Literal["max_steps"]] = "max_steps"
     max_steps: int
 
 
-class TurnTokenBudget(_TurnEnd, tag="token_budget"):
+class TurnTokenBudget(_TurnEnd, frozen=True, tag="token_budget"):
     """The turn's tokens (input plus output, from ``Usage``) reached the budget."""
 
-    reason: ClassVar[str] = "token_budget"
+    reason: ClassVar[Literal["token_budget"]] = "token_budget"
     used: int
     limit: int
 
 
-class TurnRepeatedFailure(_TurnEnd, tag="repeated_failure"):
+class TurnRepeatedFailure(_TurnEnd, frozen=True, tag="repeated_failure"):
     """The same call (tool and arguments) failed ``count`` times in a row."""
 
-    reason: ClassVar[str] = "repeated_failure"
+    reason: ClassVar[Literal["repeated_failure"]] = "repeated_failure"
     tool_name: str
     count: int
 
 
-class TurnBlocked(_TurnEnd, tag="blocked"):
+class TurnBlocked(_TurnEnd, frozen=True, tag="blocked"):
     """A hook (``should_stop_turn``) stopped the turn."""
 
-    reason: ClassVar[str] = "blocked"
+    reason: ClassVar[Literal["blocked"]] = "blocked"
     detail: str
 
 
-class TurnCancelled(_TurnEnd, tag="cancelled"):
+class TurnCancelled(_TurnEnd, frozen=True, tag="cancelled"):
     """The turn was cancelled; queued input stays queued."""
 
-    reason: ClassVar[str] = "cancelled"
+    reason: ClassVar[Literal["cancelled"]] = "cancelled"
 
 
-class TurnInterrupted(_TurnEnd, tag="interrupted"):
+class TurnInterrupted(_TurnEnd, frozen=True, tag="interrupted"):
     """The process stopped mid-turn; a resume closed the turn (recorded in the ledger)."""
 
-    reason: ClassVar[str] = "interrupted"
+    reason: ClassVar[Literal["interrupted"]] = "interrupted"
 
 
-class TurnFailed(_TurnEnd, tag="failed"):
+class TurnFailed(_TurnEnd, frozen=True, tag="failed"):
     """The turn failed; ``code`` is a stable string (``MODEL_ERROR``, ``HOOK_ERROR``,
     ``CONTEXT_OVERFLOW``, ``MODEL_PROTOCOL_ERROR``, ``TOOL_FATAL``)."""
 
-    reason: ClassVar[str] = "failed"
+    reason: ClassVar[Literal["failed"]] = "failed"
     code: str
     detail: str
 
@@ -272,25 +272,25 @@ class TurnResult(Struct, frozen=True, gc=False, kw_only=True):
     messages: tuple[Message, ...]
 
 
-class TurnStarted(_Event, tag="turn.started"):
+class TurnStarted(_Event, frozen=True, tag="turn.started"):
     """A session turn began; its input follows as ``message.accepted`` events."""
 
-    type: ClassVar[str] = "turn.started"
+    type: ClassVar[Literal["turn.started"]] = "turn.started"
     turn: int
 
 
-class TurnFinished(_Event, tag="turn.finished"):
+class TurnFinished(_Event, frozen=True, tag="turn.finished"):
     """The last event of a session turn."""
 
-    type: ClassVar[str] = "turn.finished"
+    type: ClassVar[Literal["turn.finished"]] = "turn.finished"
     turn: int
     result: TurnResult
 
 
-class ContextCompacted(_Event, tag="context.compacted"):
+class ContextCompacted(_Event, frozen=True, tag="context.compacted"):
     """The ``compact`` hook replaced the transcript to make ``request_id`` fit."""
 
-    type: ClassVar[str] = "context.compacted"
+    type: ClassVar[Literal["context.compacted"]] = "context.compacted"
     request_id: str
     messages: tuple[Message, ...]
 

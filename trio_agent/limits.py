@@ -169,9 +169,10 @@ def check_arguments(arguments: object) -> dict[str, Any]:
             f"arguments must be a JSON object (dict), got {type(arguments).__name__}"
         )
     try:
-        return _walk(arguments, 1, _Budget())
+        checked: dict[str, Any] = _walk(arguments, 1, _Budget())
     except _Fail as fail:
         raise ArgumentsError(fail.reason, _format_path(fail.keys)) from None
+    return checked
 
 
 def cut_text(text: str, limit: int, why: str = "") -> str:

@@ -131,8 +131,10 @@ class AgentRun(EventRun[Event, RunResult]):
             return
         state = TurnState()
         outcome: TurnOutcome | None = None
+        scope = self._scope
+        assert scope is not None  # a loop run always owns a scope
         try:
-            with self._scope:
+            with scope:
                 for message in tuple(conversation.messages):
                     await emit(MessageAccepted(sequence=emit.next, message=message))
                 outcome = await run_turn(conversation, self._spec, state, emit, host=host)

@@ -10,7 +10,7 @@ calls that a cancellation left dangling, explicitly and never silently.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from msgspec import Struct
 
@@ -39,6 +39,8 @@ __all__ = [
 class TextBlock(Struct, frozen=True, gc=False, tag_field="type", tag="text"):
     """Text the assistant wrote."""
 
+    type: ClassVar[Literal["text"]] = "text"
+
     text: str
 
 
@@ -48,6 +50,8 @@ class ToolCall(Struct, frozen=True, gc=False, tag_field="type", tag="tool_call")
     As a stream chunk it is the whole call: provider adapters assemble the
     argument fragments before they hand it over.
     """
+
+    type: ClassVar[Literal["tool_call"]] = "tool_call"
 
     id: str
     name: str
@@ -60,6 +64,8 @@ Block = TextBlock | ToolCall
 class UserMessage(Struct, frozen=True, gc=False, tag_field="role", tag="user"):
     """Input from the user."""
 
+    role: ClassVar[Literal["user"]] = "user"
+
     id: str
     content: str
 
@@ -67,12 +73,16 @@ class UserMessage(Struct, frozen=True, gc=False, tag_field="role", tag="user"):
 class AssistantMessage(Struct, frozen=True, gc=False, tag_field="role", tag="assistant"):
     """A complete model response: text and tool-call blocks as the model gave them."""
 
+    role: ClassVar[Literal["assistant"]] = "assistant"
+
     id: str
     content: tuple[Block, ...]
 
 
 class ToolResultMessage(Struct, frozen=True, gc=False, tag_field="role", tag="tool_result"):
     """The answer to one tool call; ``is_error`` marks an error the model should see."""
+
+    role: ClassVar[Literal["tool_result"]] = "tool_result"
 
     id: str
     tool_call_id: str

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Container
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import msgspec
 from msgspec import Struct
@@ -58,6 +58,8 @@ class ModelRequest(Struct, frozen=True, gc=False):
 
 class TextDelta(Struct, frozen=True, gc=False, tag_field="type", tag="text_delta"):
     """A piece of assistant text, as streamed."""
+
+    type: ClassVar[Literal["text_delta"]] = "text_delta"
 
     text: str
 
@@ -200,7 +202,7 @@ class StepCheck:
             raise ModelProtocolError(f"the stream sent more than {MAX_STEP_CHUNKS} chunks")
         kind = type(chunk)
         if kind is TextDelta:
-            text = chunk.text  # type: ignore[union-attr]
+            text = chunk.text  # type: ignore[attr-defined]  # kind is TextDelta
             if type(text) is not str or not text.isascii():  # the hot path: one test
                 _check_str(text, "text delta")
             self._text += len(text)
@@ -274,7 +276,8 @@ class StepCheck:
                     parts.append(block.text)
                 blocks.append(block)
             elif type(block) is ToolCall:
-                call = _checked_block(block, f"response tool call (block {position})")  # type: ignore[assignment]
+                call = _checked_block(block, f"response tool call (block {position})")
+                assert type(call) is ToolCall  # the table keeps a block's type
                 if parts:
                     groups.append("".join(parts))
                     parts.clear()

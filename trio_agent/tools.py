@@ -5,11 +5,12 @@ result the model can read and act on.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import Any, TypeVar, final, overload
+from typing import TYPE_CHECKING, Any, Generic, Protocol, final, overload
 
 import attrs
 import msgspec
@@ -38,8 +39,16 @@ __all__ = [
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 
-ToolFunction = Callable[..., Awaitable[Any]]
-F = TypeVar("F", bound=ToolFunction)
+if TYPE_CHECKING:  # defaults (PEP 696) let a hand-built ``Tool(...)`` be ``Tool[..., Any]``
+    from typing_extensions import ParamSpec, TypeVar
+
+    P = ParamSpec("P", default=...)
+    R = TypeVar("R", default=Any)
+else:
+    from typing import ParamSpec, TypeVar
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
 
 
 class ToolError(Exception):
@@ -54,12 +63,12 @@ class FatalToolError(Exception):
     """Raise from a tool to end the whole run as failed (``TOOL_FATAL``)."""
 
 
-def _check_name(_: object, __: object, name: object) -> None:
+def _check_name(_: object, __: object, name: Any) -> None:
     if type(name) is not str or not _NAME.match(name):
         raise ValueError(f"tool name must be 1 to 64 letters, digits, '_' or '-', got {name!r}")
 
 
-def _check_parameters(_: object, __: object, parameters: object) -> None:
+def _check_parameters(_: object, __: object, parameters: Any) -> None:
     if not is_json_object(parameters):  # a spec's read-only schema too: tools can be rebuilt
         raise TypeError(f"tool parameters must be a JSON Schema dict, got {parameters!r}")
     try:
@@ -68,7 +77,7 @@ def _check_parameters(_: object, __: object, parameters: object) -> None:
         raise TypeError(f"tool parameters must be JSON-encodable: {exc}") from None
 
 
-def _check_execute(_: object, __: object, execute: object) -> None:
+def _check_execute(_: object, __: object, execute: Any) -> None:
     if not (
         inspect.iscoroutinefunction(execute)
         or inspect.iscoroutinefunction(getattr(execute, "__call__", None))  # noqa: B004
@@ -78,7 +87,7 @@ def _check_execute(_: object, __: object, execute: object) -> None:
 
 @final
 @attrs.frozen
-class Tool:
+class Tool(Generic[P, R]):
     """A tool the model can call.
 
     ``execute`` is an async callable taking the call's arguments (a private
@@ -87,6 +96,11 @@ class Tool:
     should see, or ``FatalToolError`` to end the run. A ``Tool`` built by
     hand gets no argument validation beyond plain JSON; ``@tool`` validates
     against the function's signature.
+
+    A tool made by ``@tool`` is generic in the decorated function's
+    parameters and return type, and calling it calls that function
+    (``await add(1, 2)``), so type checkers and tests see the function as
+    written; ``function`` is that function (None for a tool built by hand).
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -99,6 +113,8 @@ class Tool:
     """Runs alone in a parallel batch: calls before it finish first, calls after it wait."""
     progress: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     """Reports progress through ``tool_context().report(...)`` (``tool.updated`` events)."""
+    function: Callable[P, R] | None = attrs.field(default=None, eq=False, repr=False)
+    """The function ``@tool`` built this tool from; None for a tool built by hand."""
 
     _spec: ToolSpec = attrs.field(init=False, eq=False, repr=False)
 
@@ -114,6 +130,16 @@ class Tool:
         request of every run (none holds a copy of its own), so its schema is
         read-only: a change in place raises ``TypeError``."""
         return self._spec
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call the decorated function directly (no validation, no events): for tests
+        and for code that wants the plain function back."""
+        if self.function is None:
+            raise TypeError(
+                f"tool {self.name!r} was built by hand: run it with "
+                "execute_tool_call() or await tool.execute(arguments)"
+            )
+        return self.function(*args, **kwargs)
 
 
 def _copy_json(value: Any) -> Any:
@@ -131,12 +157,26 @@ def _schema_for(arguments_type: type) -> dict[str, Any]:
     return top
 
 
-def _build_tool(
-    function: ToolFunction, name: str | None, description: str | None, exclusive: bool
-) -> Tool:
-    if not inspect.iscoroutinefunction(function):
-        raise TypeError(f"@tool needs an async function, got {function!r}")
-    signature = inspect.signature(function)
+def _kind_of(function: object) -> str:
+    """``"async"`` or ``"sync"``: how a tool function runs; ``TypeError`` for what cannot."""
+    if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+        raise TypeError(f"@tool needs a function that returns its result, got {function!r}")
+    if inspect.iscoroutinefunction(function):
+        return "async"
+    if inspect.isclass(function) or not callable(function):
+        raise TypeError(f"@tool needs a function (async def or def), got {function!r}")
+    return "sync"
+
+
+def _arguments_type(
+    function: Callable[..., Any], tool_name: str
+) -> tuple[type[msgspec.Struct], list[str], str | None]:
+    """The Struct the model's arguments are validated against, its field names, and
+    the parameter that receives the ``ToolContext`` (if any)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"@tool: cannot read the signature of {function!r}: {exc}") from None
     try:
         hints = typing.get_type_hints(function, include_extras=True)
     except NameError as exc:
@@ -164,15 +204,24 @@ def _build_tool(
             fields.append((parameter.name, annotation))
         else:
             fields.append((parameter.name, annotation, parameter.default))
-    tool_name = function.__name__ if name is None else name
     arguments_type = msgspec.defstruct(
         f"{tool_name}_arguments", fields, kw_only=True, forbid_unknown_fields=True
     )
+    return arguments_type, [field[0] for field in fields], context_name
+
+
+def _build_tool(
+    function: Callable[P, R], name: str | None, description: str | None, exclusive: bool
+) -> Tool[P, R]:
+    kind = _kind_of(function)
+    tool_name = getattr(function, "__name__", "") if name is None else name
+    _check_name(None, None, tool_name)  # before the name is used to build a Struct
+    arguments_type, names, context_name = _arguments_type(function, tool_name)
     try:
         parameters = _schema_for(arguments_type)
     except TypeError as exc:
         raise TypeError(f"@tool: cannot describe {function.__qualname__}: {exc}") from None
-    names = [field[0] for field in fields]
+    call: Callable[..., Any] = function
 
     async def execute(arguments: dict[str, Any]) -> Any:
         try:
@@ -182,7 +231,9 @@ def _build_tool(
         kwargs = {n: getattr(values, n) for n in names}
         if context_name is not None:
             kwargs[context_name] = tool_context()
-        return await function(**kwargs)
+        if kind == "sync":  # a thread cannot be interrupted: cancellation waits for it
+            return await trio.to_thread.run_sync(functools.partial(call, **kwargs))
+        return await call(**kwargs)
 
     doc = inspect.getdoc(function) or ""
     return Tool(
@@ -192,24 +243,29 @@ def _build_tool(
         execute=execute,
         exclusive=exclusive,
         progress=context_name is not None,
+        function=function,
     )
 
 
+class _ToolDecorator(Protocol):
+    def __call__(self, function: Callable[P, R], /) -> Tool[P, R]: ...
+
+
 @overload
-def tool(function: ToolFunction, /) -> Tool: ...
+def tool(function: Callable[P, R], /) -> Tool[P, R]: ...
 @overload
 def tool(
     *, name: str | None = None, description: str | None = None, exclusive: bool = False
-) -> Callable[[ToolFunction], Tool]: ...
+) -> _ToolDecorator: ...
 def tool(
-    function: ToolFunction | None = None,
+    function: Callable[..., Any] | None = None,
     /,
     *,
     name: str | None = None,
     description: str | None = None,
     exclusive: bool = False,
-) -> Tool | Callable[[ToolFunction], Tool]:
-    """Build a ``Tool`` from an async function.
+) -> Tool[..., Any] | _ToolDecorator:
+    """Build a ``Tool`` from a function: ``async def``, or a plain ``def``.
 
     The name is the function's, the description its docstring, the
     parameters a JSON Schema built by msgspec from the signature (``Any``
@@ -220,11 +276,26 @@ def tool(
     A parameter annotated ``ToolContext`` is not an argument: it receives the
     call's context (``ctx.report(...)`` for progress). ``exclusive=True``
     makes the tool run alone in a parallel batch. Use as ``@tool`` or
-    ``@tool(name=..., description=..., exclusive=...)``.
+    ``@tool(name=..., description=..., exclusive=...)``. The result is a
+    ``Tool`` that keeps the function's signature for type checkers, and
+    calling it calls the function.
+
+    A plain ``def`` runs in a worker thread (``trio.to_thread.run_sync``), so
+    it never blocks the event loop. Cancellation: Python cannot interrupt a
+    thread, so a cancelled call runs to its end; like any tool that finished,
+    its result is recorded, and then the run ends as cancelled. Where calls
+    run as tasks (``tool_execution="parallel"``, or a tool that takes a
+    ``ToolContext``) the batch waits for it at most ``tool_grace_period``,
+    then leaves it to finish in the background with its outcome unknown.
+    Blocking work that must stop on cancellation belongs in an ``async def``.
     """
     if function is not None:
         return _build_tool(function, name, description, exclusive)
-    return lambda f: _build_tool(f, name, description, exclusive)
+
+    def decorate(f: Callable[..., Any], /) -> Tool[..., Any]:
+        return _build_tool(f, name, description, exclusive)
+
+    return typing.cast(_ToolDecorator, decorate)
 
 
 @final

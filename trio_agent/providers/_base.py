@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import ssl
+import urllib.parse
 from collections import deque
 from typing import Any
 
@@ -11,6 +12,20 @@ import msgspec
 
 from ..model import ModelError, ModelRequest, ModelResponse
 from ._http import HTTPStream, Redactor, scrub_error
+
+
+def check_base_url(url: object) -> str:
+    """``url`` without its trailing ``/``, if it is an http(s) URL with a host;
+    else ``ValueError`` saying what a base URL looks like."""
+    if type(url) is not str:
+        raise TypeError(f"base_url must be a str, got {type(url).__name__}")
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"base_url must be an http:// or https:// URL with a host, got {url!r} "
+            "(for example http://localhost:8000/v1)"
+        )
+    return url.rstrip("/")
 
 
 class ProviderModel:
@@ -46,15 +61,13 @@ class ProviderModel:
             raise ValueError(f"model must be a model name, got {model!r}")
         key = api_key if api_key is not None else os.environ.get(self.key_variable)
         if not key:
-            raise ValueError(
-                f"no API key: pass api_key= or set the {self.key_variable} environment variable"
-            )
+            raise ValueError(f"no API key: set {self.key_variable} or pass api_key=")
         self.model = model
-        self.base_url = (
+        self.base_url = check_base_url(
             base_url
             or os.environ.get(f"{self.key_variable[:-8]}_BASE_URL")
             or self.default_base_url
-        ).rstrip("/")
+        )
         self._key = key
         self._redactor = Redactor(key)  # built once: what the key looks like in a text
         for name, value in (("connect_seconds", connect_seconds), ("read_seconds", read_seconds)):

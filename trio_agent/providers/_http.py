@@ -353,7 +353,7 @@ class HTTPStream:
         self._remaining: int | None = None  # bytes left of a sized body, or of a chunk
         self._parser = SSEParser()
 
-    async def _receive(self) -> bytes:
+    async def _receive(self) -> bytes | bytearray:
         assert self._stream is not None
         try:
             # fail_after without its generator-based context manager (once per read)

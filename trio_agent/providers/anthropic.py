@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import msgspec
 
@@ -16,6 +16,9 @@ from ..model import (
 )
 from ._base import ProviderModel, SSEModelStream, finish_response
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = ["AnthropicModel"]
 
@@ -111,7 +114,7 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
         elif type(message) is AssistantMessage:
             blocks: list[dict[str, Any]] = []
             for block in message.content:
-                if type(block) is TextBlock:
+                if isinstance(block, TextBlock):
                     if block.text:
                         blocks.append({"type": "text", "text": block.text})
                 else:
@@ -162,9 +165,22 @@ class AnthropicModel(ProviderModel):
         *,
         max_tokens: int = 4096,
         anthropic_version: str = "2023-06-01",
-        **options: Any,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        connect_seconds: float = 10.0,
+        read_seconds: float = 120.0,
+        extra_body: dict[str, Any] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        super().__init__(model, **options)
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            connect_seconds=connect_seconds,
+            read_seconds=read_seconds,
+            extra_body=extra_body,
+            ssl_context=ssl_context,
+        )
         if type(max_tokens) is not int or max_tokens < 1:
             raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
         self.max_tokens = max_tokens
@@ -221,7 +237,7 @@ class _AnthropicStream(SSEModelStream):
                 if event.index != index:
                     index, parts = event.index, self._parts(event.index)
                 delta = event.delta
-                if type(delta) is TextDelta:
+                if isinstance(delta, TextDelta):
                     if delta.text:
                         parts.append(delta.text)
                         pending.append(delta)
@@ -237,7 +253,8 @@ class _AnthropicStream(SSEModelStream):
         block = self._blocks.get(index)
         if block is None:
             raise ModelResponseError(f"Anthropic delta for unknown block {index}")
-        return block[1]
+        parts: list[str] = block[1]
+        return parts
 
     def _take(self, event: _Event) -> None:
         """Any event but a block delta (those are taken in ``_take_all``)."""

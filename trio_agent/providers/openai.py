@@ -3,7 +3,7 @@ llama.cpp, Ollama, OpenRouter, ...)."""
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import msgspec
 
@@ -17,6 +17,9 @@ from ..model import (
 )
 from ._base import ProviderModel, SSEModelStream, finish_response
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = ["OpenAIChatModel"]
 
@@ -136,9 +139,22 @@ class OpenAIChatModel(ProviderModel):
         *,
         max_tokens: int | None = None,
         max_completion_tokens: int | None = None,
-        **options: Any,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        connect_seconds: float = 10.0,
+        read_seconds: float = 120.0,
+        extra_body: dict[str, Any] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        super().__init__(model, **options)
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            connect_seconds=connect_seconds,
+            read_seconds=read_seconds,
+            extra_body=extra_body,
+            ssl_context=ssl_context,
+        )
         self.max_tokens = max_tokens
         self.max_completion_tokens = max_completion_tokens  # o-series, gpt-5
 

@@ -101,8 +101,9 @@ async def _once(run: Any, k: int | None, seconds: float) -> tuple[list[Any], Any
 
 
 def outcome_of(result: Any) -> str:
+    """A run result's ``status``, or a turn result's end ``reason``."""
     status = getattr(result, "status", None)
-    return status if status is not None else result.end.reason
+    return str(status if status is not None else result.end.reason)
 
 
 async def explore_cancellation(

@@ -123,7 +123,7 @@ def scripted_response(
     return ScriptedResponse(
         id=id,
         content=blocks,
-        stop_reason=stop_reason,  # type: ignore[arg-type]
+        stop_reason=stop_reason,
         usage=usage,
         text_chunks=text_chunks,
         chunks=None if chunks is None else tuple(chunks),

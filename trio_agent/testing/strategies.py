@@ -32,7 +32,7 @@ __all__ = [
     "user_messages",
 ]
 
-texts = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
 """Valid Unicode text (no lone surrogates)."""
 
 _leaves = (
@@ -40,13 +40,13 @@ _leaves = (
     | st.booleans()
     | st.integers(-(2**63), 2**64 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
+    | st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 )
 
 
 def json_values(max_leaves: int = 20) -> st.SearchStrategy[Any]:
     """Plain JSON values (well inside the argument limits)."""
-    keys = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)
+    keys = st.text(st.characters(exclude_categories=["Cs"]), max_size=8)
     return st.recursive(
         _leaves,
         lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
@@ -56,12 +56,12 @@ def json_values(max_leaves: int = 20) -> st.SearchStrategy[Any]:
 
 def arguments(max_leaves: int = 20) -> st.SearchStrategy[dict[str, Any]]:
     """Tool arguments within every limit: a JSON object of plain JSON values."""
-    keys = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)
+    keys = st.text(st.characters(exclude_categories=["Cs"]), max_size=8)
     return st.dictionaries(keys, json_values(max_leaves), max_size=5)
 
 
 def _nested(depth: int) -> dict[str, Any]:
-    value: Any = {}
+    value: dict[str, Any] = {}
     for _ in range(depth - 1):
         value = {"d": value}
     return value
@@ -101,7 +101,9 @@ def arguments_outside_limits() -> st.SearchStrategy[Any]:
     )
 
 
-def tool_calls(names: list[str] | None = None, ids: st.SearchStrategy[str] | None = None):
+def tool_calls(
+    names: list[str] | None = None, ids: st.SearchStrategy[str] | None = None
+) -> st.SearchStrategy[ToolCall]:
     """Tool calls to ``names`` (any name if None) with arguments inside the limits."""
     name = st.sampled_from(names) if names else st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
     call_id = ids if ids is not None else st.uuids().map(lambda u: f"call-{u.hex[:12]}")

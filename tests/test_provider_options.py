@@ -1,0 +1,43 @@
+"""Provider constructors say what they take, and their errors say what to do."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from trio_agent import AnthropicModel, OpenAIChatModel
+
+
+@pytest.mark.parametrize("cls", [OpenAIChatModel, AnthropicModel])
+def test_constructors_spell_out_every_option(cls):
+    parameters = inspect.signature(cls).parameters
+    assert all(p.kind is not p.VAR_KEYWORD for p in parameters.values())
+    for name in ("api_key", "base_url", "connect_seconds", "read_seconds", "ssl_context"):
+        assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+    with pytest.raises(TypeError, match="api_kye"):
+        cls("m", api_kye="k")
+
+
+@pytest.mark.parametrize(
+    ("cls", "variable"),
+    [(OpenAIChatModel, "OPENAI_API_KEY"), (AnthropicModel, "ANTHROPIC_API_KEY")],
+)
+def test_a_missing_key_says_which_variable_to_set(cls, variable, monkeypatch):
+    monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(ValueError, match=f"no API key: set {variable} or pass api_key="):
+        cls("m")
+
+
+@pytest.mark.parametrize("url", ["localhost:8000/v1", "ftp://example.com", "http://", "//host/v1"])
+def test_a_base_url_needs_a_scheme_and_a_host(url):
+    with pytest.raises(ValueError, match="base_url must be an http:// or https:// URL with a host"):
+        OpenAIChatModel("m", api_key="k", base_url=url)
+
+
+def test_a_good_base_url_loses_its_trailing_slash(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://proxy.example/v1/")
+    assert OpenAIChatModel("m", api_key="k").base_url == "https://proxy.example/v1"
+    assert AnthropicModel("m", api_key="k", base_url="http://127.0.0.1:9/").base_url == (
+        "http://127.0.0.1:9"
+    )

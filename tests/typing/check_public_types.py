@@ -1,0 +1,77 @@
+"""What a type checker sees of trio-agent, checked by ``mypy --strict`` (tests/test_types.py).
+
+Never run, only checked. Each ``assert_type`` pins a type a user relies on;
+each ``# type: ignore[code]`` marks a mistake the checker must catch: were
+the type lost (a tool's signature, a provider's keywords), the ignore would
+be unused, and ``--strict`` reports unused ignores.
+"""
+
+from __future__ import annotations
+
+from typing import Any, assert_type
+
+import trio_agent as ta
+from trio_agent import Tool, tool
+
+
+@tool
+async def add(left: int, right: int = 0) -> int:
+    """Add two numbers."""
+    return left + right
+
+
+@tool(name="shout", description="Upper-case a text.")
+def shout(text: str) -> str:
+    return text.upper()
+
+
+async def tools_keep_their_signatures() -> None:
+    assert_type(await add(1, right=2), int)
+    assert_type(shout("hi"), str)
+    await add("1")  # type: ignore[arg-type]
+    shout(text=3)  # type: ignore[arg-type]
+    every: list[Tool[..., Any]] = [add, shout]
+    ta.ToolRegistry(every)
+
+
+def events_narrow_by_type(event: ta.SessionEvent) -> None:
+    if event.type == "model.chunk":
+        assert_type(event, ta.ModelChunk)
+        if event.chunk.type == "text_delta":
+            assert_type(event.chunk, ta.TextDelta)
+        else:
+            assert_type(event.chunk, ta.ToolCall)
+    elif event.type == "tool.finished":
+        assert_type(event.result, ta.ToolResultMessage)
+    elif event.type == "turn.finished":
+        end = event.result.end
+        if end.reason == "failed":
+            assert_type(end.code, str)
+        elif end.reason == "max_steps":
+            assert_type(end.max_steps, int)
+    event.chunk  # type: ignore[union-attr]
+
+
+def results_narrow_by_status(result: ta.RunResult) -> None:
+    if result.status == "completed":
+        assert_type(result, ta.Completed)
+        assert_type(result.final_text, str)
+    elif result.status == "failed":
+        assert_type(result.code, str)
+    result.final_text  # type: ignore[union-attr]
+
+
+def messages_narrow_by_role(message: ta.Message) -> None:
+    if message.role == "assistant":
+        for block in message.content:
+            if block.type == "tool_call":
+                assert_type(block.arguments, dict[str, Any])
+    elif message.role == "tool_result":
+        assert_type(message.is_error, bool)
+
+
+def providers_say_what_they_take() -> None:
+    ta.OpenAIChatModel("gpt-4o", api_key="k", base_url="http://localhost:8000/v1", read_seconds=5)
+    ta.AnthropicModel("claude", max_tokens=1024, connect_seconds=3.0)
+    ta.OpenAIChatModel("gpt-4o", api_kye="k")  # type: ignore[call-arg]
+    ta.AnthropicModel("claude", read_seconds="slow")  # type: ignore[arg-type]
