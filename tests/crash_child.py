@@ -113,9 +113,9 @@ async def main(directory: Path, kind: str) -> None:
         session_id=SESSION,
         max_steps=STEPS + 1,
     )
-    print("ready", flush=True)
-    await agent.prompt("start the work")
-    await agent.aclose()
+    async with agent:  # the session's ledger is created here, on first use
+        print("ready", flush=True)
+        await agent.prompt("start the work")
     print("finished", flush=True)
 
 

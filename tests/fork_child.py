@@ -60,9 +60,8 @@ def end(pid: int) -> None:
 
 async def lock_outlives(directory: Path) -> None:
     store = SqliteStore(directory / "s.db")
-    agent = Agent(model=ScriptedModel([]), store=store, session_id="s1")
-    pid = fork_a_sleeper()
-    await agent.aclose()
+    async with Agent(model=ScriptedModel([]), store=store, session_id="s1"):
+        pid = fork_a_sleeper()  # the session is open (its ledger made on `async with`)
     try:
         resumed = await Agent.resume(store, "s1", model=ScriptedModel([]))
         await resumed.aclose()

@@ -387,9 +387,12 @@ async def test_missing_and_existing_sessions(tmp_path, store):
     with pytest.raises(LedgerError, match="no session"):
         await store.load("nope")
     if isinstance(store, JsonlStore):
-        Agent(model=ScriptedModel([]), store=store, session_id="dup")
-        with pytest.raises(LedgerError, match="already exists"):
-            Agent(model=ScriptedModel([]), store=store, session_id="dup")
+        async with Agent(model=ScriptedModel([]), store=store, session_id="dup"):
+            pass
+        second = Agent(model=ScriptedModel([]), store=store, session_id="dup")  # creates nothing
+        with pytest.raises(LedgerError, match="already exists"):  # on first use (issue 14)
+            async with second:
+                pass
 
 
 @pytest.mark.parametrize("bad", ["", "../x", ".hidden", "a/b", "x" * 129, 3])
@@ -405,8 +408,8 @@ def test_fsync_and_session_id_need_a_store():
 
 async def test_initial_messages_are_recorded(store):
     history = [UserMessage("h1", "earlier")]
-    agent = Agent(model=ScriptedModel([]), messages=history, store=store, session_id="s1")
-    await agent.aclose()
+    async with Agent(model=ScriptedModel([]), messages=history, store=store, session_id="s1"):
+        pass  # the ledger is created on first use: here, `async with`
     derived = derive((await store.load("s1")).records)
     assert derived.messages == history
     assert isinstance((await store.load("s1")).records[1], MessageRecord)

@@ -102,7 +102,8 @@ async def test_two_writers_of_one_session_are_refused_instead_of_corrupting_it(s
     with pytest.raises(SessionLockedError, match=r"already has a writer: this process holds .*s1"):
         await Agent.resume(store, "s1", model=ScriptedModel(sums("c")), tools=ToolRegistry([add]))
     with pytest.raises(SessionLockedError):  # creating it again is refused the same way
-        agent_on(store, [])
+        async with agent_on(store, []):  # (on first use: issue 14)
+            pass
     await one.prompt(UserMessage("u2", "again"))
     await one.aclose()
     # the session loads whole, and the lock went with the writer
@@ -113,8 +114,8 @@ async def test_two_writers_of_one_session_are_refused_instead_of_corrupting_it(s
 
 
 async def test_a_writer_that_appended_after_a_load_makes_a_second_reopen_fail(store):
-    agent = agent_on(store, sums("a"))
-    await agent.aclose()
+    async with agent_on(store, sums("a")):
+        pass
     loaded = await store.load("s1")
     other = await Agent.resume(
         store, "s1", model=ScriptedModel(sums("b")), tools=ToolRegistry([add])
@@ -134,8 +135,8 @@ async def test_a_writer_that_appended_after_a_load_makes_a_second_reopen_fail(st
 
 
 async def test_a_resume_that_loses_the_race_to_a_closing_writer_loads_again(store, monkeypatch):
-    agent = agent_on(store, sums("a"))
-    await agent.aclose()
+    async with agent_on(store, sums("a")):
+        pass
     real_load = type(store).load
     loads = []
 
@@ -208,6 +209,7 @@ async def test_a_short_write_leaves_no_half_line_and_the_session_loads(tmp_path,
 async def test_a_write_that_makes_no_progress_is_a_full_disk_not_a_hang(tmp_path, monkeypatch):
     store = JsonlStore(tmp_path)
     agent = agent_on(store, sums())
+    await agent._open()  # its ledger, created now rather than by the turn below
     calls = []
 
     def no_progress(fd, data):
@@ -297,8 +299,10 @@ async def test_a_file_that_is_not_a_database_is_a_corrupt_ledger_not_a_raw_sqlit
     with pytest.raises(LedgerCorruptError, match="not a database") as info:
         await store.load("s1")
     assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
-    with pytest.raises(LedgerCorruptError):
-        Agent(model=ScriptedModel([]), store=store, session_id="s1")
+    agent = Agent(model=ScriptedModel([]), store=store, session_id="s1")
+    with pytest.raises(LedgerCorruptError):  # on first use (issue 14)
+        async with agent:
+            pass
 
 
 async def test_a_database_with_another_schema_is_refused_clearly(tmp_path):
@@ -441,19 +445,20 @@ async def test_sqlite_stores_step_start_before_the_model_is_called(tmp_path):
     assert [request in stored for request, stored in seen] == [True, True]
 
 
-async def test_sqlite_stores_a_new_session_when_its_agent_is_created(tmp_path):
+async def test_sqlite_stores_a_new_session_when_its_agent_is_first_used(tmp_path):
     path = tmp_path / "s.db"
     store = SqliteStore(path)
     agent = Agent(
         model=ScriptedModel([]), store=store, session_id="s1", messages=[UserMessage("u0", "hi")]
     )
-    with sqlite3.connect(path) as db:  # before any await: as if the process died now
-        kinds = [
-            msgspec.json.decode(r[0])["kind"]
-            for r in db.execute("SELECT body FROM records WHERE session_id = 's1' ORDER BY seq")
-        ]
-    assert kinds == ["session/start", "message"]
-    await agent.aclose()
+    assert not path.exists()  # nothing is created in __init__ (issue 14)
+    async with agent:
+        with sqlite3.connect(path) as db:  # before any flush: as if the process died now
+            kinds = [
+                msgspec.json.decode(r[0])["kind"]
+                for r in db.execute("SELECT body FROM records WHERE session_id = 's1' ORDER BY seq")
+            ]
+        assert kinds == ["session/start", "message"]
     await store.aclose()
 
 
@@ -944,14 +949,14 @@ async def test_sqlite_creating_a_session_never_waits_on_a_busy_database(tmp_path
         " NOT NULL, body BLOB NOT NULL, PRIMARY KEY (session_id, seq)) WITHOUT ROWID"
     )
     other.execute("BEGIN IMMEDIATE")  # another process is writing
+    agent = agent_on(store, [scripted_response("r1", "ok")])
     started = trio.current_time()
-    agent = agent_on(store, [scripted_response("r1", "ok")])  # on the trio thread
-    assert trio.current_time() - started < 1  # SQLite's busy wait is 5 s
-    other.execute("COMMIT")
-    other.close()
-    # the first records went with the first flush instead; nothing is lost
-    assert (await agent.prompt(UserMessage("u1", "go"))).final_text == "ok"
-    await agent.aclose()
+    async with agent:  # the session is created here, in a worker thread
+        assert trio.current_time() - started < 1  # SQLite's busy wait is 5 s
+        other.execute("COMMIT")
+        other.close()
+        # the first records went with the first flush instead; nothing is lost
+        assert (await agent.prompt(UserMessage("u1", "go"))).final_text == "ok"
     assert [r.kind for r in await records_of(store)][:2] == ["session/start", "turn/start"]
     await store.aclose()
 

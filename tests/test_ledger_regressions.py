@@ -213,9 +213,15 @@ def test_a_store_that_is_not_a_store_is_refused():
         Agent(model=ScriptedModel([]), store="sessions/")
 
 
-def test_a_missing_directory_is_a_ledger_error(tmp_path):
+async def test_a_directory_that_cannot_be_made_is_a_ledger_error(tmp_path):
+    # issue 14: a missing directory is made on first use (tests/test_ledger_issue14.py);
+    # one that cannot be made is a LedgerError there, naming the file.
+    (tmp_path / "file").write_text("")
+    store = JsonlStore(tmp_path / "file" / "missing")
+    agent = Agent(model=ScriptedModel([]), store=store, session_id="s")
     with pytest.raises(LedgerError, match=r"cannot create session .s. at .*missing/s\.jsonl"):
-        Agent(model=ScriptedModel([]), store=JsonlStore(tmp_path / "missing"), session_id="s")
+        async with agent:
+            pass
 
 
 async def test_a_session_torn_in_its_first_line_can_be_created_again(tmp_path):
@@ -247,10 +253,12 @@ async def test_a_whole_last_line_that_does_not_decode_is_damage_not_a_torn_line(
 
 async def test_sqlite_refuses_an_existing_session_with_a_clear_error(tmp_path):
     store = SqliteStore(tmp_path / "s.db")
-    first = Agent(model=ScriptedModel([]), store=store, session_id="dup")
-    await first.aclose()
+    async with Agent(model=ScriptedModel([]), store=store, session_id="dup"):
+        pass
+    second = Agent(model=ScriptedModel([]), store=store, session_id="dup")
     with pytest.raises(LedgerError, match="already exists"):  # at once, not at a later flush
-        Agent(model=ScriptedModel([]), store=store, session_id="dup")
+        async with second:  # its first use (issue 14)
+            pass
     # the refused writer let the lock go: the session can be resumed right away
     resumed = await Agent.resume(store, "dup", model=ScriptedModel([]))
     await resumed.aclose()

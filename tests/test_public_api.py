@@ -68,6 +68,7 @@ PUBLIC = {
         "RunFinished",
         "RunResult",
         "SessionChangedError",
+        "SessionExistsError",
         "SessionEvent",
         "SessionLockedError",
         "SessionStore",

@@ -542,11 +542,13 @@ async def test_length_alone_ends_the_turn_as_length():
     ("options", "error"),
     [
         ({"model": object()}, TypeError),
-        ({"tools": [add]}, TypeError),
+        ({"tools": [add, "x"]}, TypeError),
+        ({"tools": add}, TypeError),
         ({"system": 3}, TypeError),
         ({"messages": "x"}, TypeError),
         ({"max_steps": 0}, ValueError),
-        ({"max_steps": True}, ValueError),
+        ({"max_steps": True}, TypeError),  # as run_agent_loop: bool is not an int here
+        ({"max_steps": 65}, ValueError),
         ({"seed": [1, 2]}, TypeError),  # refused at once, not at the first retry
         ({"max_turn_tokens": 0}, ValueError),
         ({"context_window": -5}, ValueError),
@@ -571,11 +573,13 @@ async def test_an_agent_resumes_from_given_messages():
     assert model.requests[0].messages == (*history, u("u1"))
 
 
-def test_a_turn_budget_has_no_ceiling_as_a_run_does():
-    # One run numbers its requests 001..064; a session numbers them across turns, so
-    # a turn may take more steps (the peers' W5 benchmark runs 128 in one turn).
-    Agent(model=ScriptedModel([]), max_steps=129)
-    with pytest.raises(ValueError, match=r"max_steps must be an int >= 1, got 0"):
+def test_a_turn_budget_has_the_ceiling_of_a_run():
+    # issue 14: the Agent and run_agent_loop agree on what a step budget may be (a
+    # turn's budget is per turn; the session's request numbers run on across turns).
+    Agent(model=ScriptedModel([]), max_steps=64)
+    with pytest.raises(ValueError, match=r"max_steps must be in 1..64, got 129"):
+        Agent(model=ScriptedModel([]), max_steps=129)
+    with pytest.raises(ValueError, match=r"max_steps must be in 1..64, got 0"):
         Agent(model=ScriptedModel([]), max_steps=0)
 
 

@@ -87,7 +87,7 @@ async def test_regression_a_base_exception_at_turn_start_wedged_the_agent(monkey
 async def test_regression_a_failed_turn_start_kept_the_prompt_id_reserved(monkeypatch, tmp_path):
     agent = Agent(model=ScriptedModel([scripted_response("r1", "ok")]), store=JsonlStore(tmp_path))
 
-    def fail(self, turn, sequence):
+    def fail(self, turn, sequence, model=""):
         raise LedgerError("No space left on device")
 
     with monkeypatch.context() as m:
@@ -115,8 +115,10 @@ async def test_regression_a_tool_registered_on_turn_started_reached_the_running_
 
 
 @pytest.mark.parametrize("bad", [True, 1.5, "3", None])
-def test_regression_agent_max_steps_of_the_wrong_type_stays_a_value_error(bad):
-    with pytest.raises(ValueError, match="max_steps must be an int >= 1"):
+def test_regression_agent_max_steps_of_the_wrong_type_is_refused_as_the_loop_does(bad):
+    # issue 14: the Agent now refuses what run_agent_loop refuses, in its words (a
+    # wrong type is a TypeError there), instead of a message of its own.
+    with pytest.raises(TypeError, match="max_steps must be an int, got"):
         Agent(model=ScriptedModel([]), max_steps=bad)
 
 

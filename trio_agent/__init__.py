@@ -61,6 +61,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .ledger import LedgerCorruptError as LedgerCorruptError
     from .ledger import LedgerError as LedgerError
     from .ledger import SessionChangedError as SessionChangedError
+    from .ledger import SessionExistsError as SessionExistsError
     from .ledger import SessionLockedError as SessionLockedError
     from .limits import MAX_AGENT_STEPS as MAX_AGENT_STEPS
     from .limits import MAX_ARGUMENT_CHARS as MAX_ARGUMENT_CHARS
@@ -171,6 +172,7 @@ _EXPORTS: dict[str, str] = {
     "LedgerCorruptError": "ledger",
     "LedgerError": "ledger",
     "SessionChangedError": "ledger",
+    "SessionExistsError": "ledger",
     "SessionLockedError": "ledger",
     "TOOL_CANCELLED": "ledger",
     "TOOL_NOT_STARTED": "ledger",
@@ -294,6 +296,7 @@ __all__ = [
     "RunFinished",
     "RunResult",
     "SessionChangedError",
+    "SessionExistsError",
     "SessionEvent",
     "SessionLockedError",
     "SessionStore",

@@ -91,6 +91,9 @@ class DerivedSession:
     writer closed the session (``session/closed`` is the last record); False
     means it died, or is still writing. ``usage`` sums what every completed
     response reported, ``failed_usage`` what refused responses reported.
+    ``metadata`` is the run configuration recorded when the session was
+    created (``Agent(metadata=...)``; ``{}`` when none was): read it before
+    resuming with ``derive((await store.load(session_id)).records).metadata``.
     """
 
     session_id: str
@@ -108,6 +111,24 @@ class DerivedSession:
     cancelled: set[str] = attrs.field(factory=set)
     failed: dict[str, str] = attrs.field(factory=dict)
     reserved: int = 0
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+
+    def writer_warnings(self) -> tuple[str, ...]:
+        """What a resume should tell about how the last writer left the session:
+        nothing when it closed it, else where it crashed or was killed."""
+        if self.closed:
+            return ()
+        if self.open_turn is None:
+            where = "between turns"
+        else:
+            where = (
+                f"during turn {self.open_turn}; its events are numbered below "
+                f"{self.sequence}, where this writer's begin"
+            )
+        return (
+            f"{self.session_id}: the last writer did not close the session: it crashed or "
+            f"was killed {where}",
+        )
 
     def closed_messages(self) -> list[Message]:
         """The transcript with ``closing_results`` in their calls' places."""
@@ -167,6 +188,7 @@ class _Replay:
             next_seq=1,
             open_turn=None,
             dispatched=set(),
+            metadata=dict(start.metadata),
         )
         self.step: str | None = None  # the open step's request id
         self.step_usage = False  # the open step's response recorded its usage

@@ -54,6 +54,11 @@ class Emitter:
                 self._send = None  # the consumer left; the run is being cancelled
         self.next += 1
 
+    def attach(self, journal: Journal | None) -> None:
+        """Wait on ``journal`` from the next event on (a session's ledger made after
+        its turn's emitter: on the session's first use)."""
+        self._journal = journal
+
     @property
     def owed(self) -> int:
         """Events owed: they will be delivered before the last one."""

@@ -8,25 +8,33 @@ value it got; none has side effects.
 from __future__ import annotations
 
 import math
-from typing import Any, Final
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
 import trio
 
-from .limits import MAX_AGENT_STEPS, is_valid_unicode
+from .limits import MAX_AGENT_STEPS, MAX_ARGUMENT_DEPTH, is_valid_unicode
+
+if TYPE_CHECKING:
+    from .tools import ToolRegistry
 
 __all__ = [
     "FSYNC_POLICIES",
+    "MAX_METADATA_BYTES",
     "check_cancel_scope",
     "check_fsync",
     "check_int",
     "check_loop_options",
     "check_max_steps",
     "check_messages_and_model",
+    "check_metadata",
     "check_optional_hook",
     "check_positive",
     "check_store",
     "check_system",
     "check_tool_execution",
+    "registry_of",
 ]
 
 FSYNC_POLICIES: Final = ("always", "step", "never")
@@ -41,10 +49,10 @@ def check_messages_and_model(messages: object, model: object) -> None:
 
 
 def check_max_steps(max_steps: object) -> None:
-    """An int in 1..``MAX_AGENT_STEPS`` (bool is not an int here): one run of the
-    core loop numbers its requests ``request-001`` to ``request-064``. (A session
-    numbers requests across its turns, so a turn's budget is only an int >= 1:
-    ``check_int``.)"""
+    """An int in 1..``MAX_AGENT_STEPS`` (bool is not an int here), for the loop and
+    the session alike. One run of the core loop numbers its requests
+    ``request-001`` to ``request-064`` at most; an ``Agent``'s budget is per turn,
+    and its request numbers run on across its turns."""
     if type(max_steps) is not int:
         raise TypeError(f"max_steps must be an int, got {max_steps!r}")
     if not 1 <= max_steps <= MAX_AGENT_STEPS:
@@ -62,7 +70,8 @@ def check_int(name: str, value: object, least: int, *, optional: bool = False) -
 
 def check_positive(name: str, value: object) -> None:
     """A finite number > 0."""
-    if type(value) not in (int, float) or not value > 0 or not math.isfinite(value):  # type: ignore[operator]
+    number = value if type(value) is int or type(value) is float else None
+    if number is None or not number > 0 or not math.isfinite(number):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
 
 
@@ -153,3 +162,78 @@ def check_store(store: Any, session_id: object, fsync: object) -> None:
         if not callable(getattr(store, method, None)):
             raise TypeError(f"store must be a SessionStore, got {store!r}")
     check_fsync(fsync)
+
+
+def registry_of(tools: object) -> ToolRegistry:
+    """The registry an ``Agent`` runs with: ``tools`` itself when it is a
+    ``ToolRegistry`` (later registrations reach later turns), a new one for
+    None, or one built from an iterable of ``Tool`` (a duplicate name:
+    ``ValueError``; an item that is not a ``Tool``: ``TypeError`` naming its
+    index)."""
+    from .tools import Tool, ToolRegistry
+
+    if tools is None:
+        return ToolRegistry()
+    if type(tools) is ToolRegistry:
+        return tools
+    if type(tools) is Tool:
+        raise TypeError("tools must be a ToolRegistry or an iterable of Tool: pass [tool]")
+    if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        raise TypeError(
+            f"tools must be a ToolRegistry, an iterable of Tool or None, got {type(tools).__name__}"
+        )
+    items = list(tools)
+    for index, item in enumerate(items):
+        if type(item) is not Tool:
+            raise TypeError(f"tools[{index}] must be a Tool, got {type(item).__name__}")
+    return ToolRegistry(items)
+
+
+MAX_METADATA_BYTES: Final = 65536
+"""Bytes of a session's metadata as JSON, at most (it is run configuration)."""
+
+
+def _plain_json(value: Any, path: str, depth: int) -> Any:
+    """A copy of ``value`` if it is plain JSON (the types ``check_arguments``
+    allows, exactly), else ``ValueError`` naming where it is not."""
+    kind = type(value)
+    if kind is str:
+        if not is_valid_unicode(value):
+            raise ValueError(f"metadata at `{path}`: string is not valid Unicode")
+        return value
+    if kind is float and not math.isfinite(value):
+        raise ValueError(f"metadata at `{path}`: number {value!r} is not finite")
+    if kind is int and not -(2**63) <= value <= 2**64 - 1:
+        raise ValueError(f"metadata at `{path}`: integer is outside the 64-bit range")
+    if kind in (bool, int, float) or value is None:
+        return value
+    if kind not in (dict, list):
+        raise ValueError(f"metadata at `{path}`: a {kind.__name__} is not plain JSON")
+    if depth > MAX_ARGUMENT_DEPTH:
+        raise ValueError(f"metadata at `{path}`: nested deeper than {MAX_ARGUMENT_DEPTH}")
+    if kind is list:
+        return [_plain_json(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
+    for key in value:
+        if type(key) is not str or not is_valid_unicode(key):
+            raise ValueError(f"metadata at `{path}`: key {key!r} is not a valid str")
+    return {k: _plain_json(v, f"{path}.{k}", depth + 1) for k, v in value.items()}
+
+
+def check_metadata(metadata: object) -> dict[str, Any] | None:
+    """A private copy of ``metadata``: None, or a mapping with str keys whose
+    values are plain JSON as ``check_arguments`` defines it (exact types, finite
+    numbers, valid Unicode), at most ``MAX_METADATA_BYTES`` as JSON; the tool
+    arguments' size limits do not apply (a system prompt may be long). Else
+    ``TypeError``/``ValueError`` naming the offending value by its path."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, Mapping):
+        raise TypeError(
+            "metadata must be a mapping of str keys to plain JSON, or None, "
+            f"got {type(metadata).__name__}"
+        )
+    copy: dict[str, Any] = _plain_json(dict(metadata), "$", 1)
+    size = len(msgspec.json.encode(copy))
+    if size > MAX_METADATA_BYTES:
+        raise ValueError(f"metadata is {size} bytes as JSON, more than {MAX_METADATA_BYTES}")
+    return copy

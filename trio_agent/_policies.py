@@ -60,7 +60,7 @@ class RetryPolicy:
         hint = max(hints) if hints else None
         if hint is not None and math.isfinite(hint) and hint >= 0:
             return None if hint > self.max_retry_after else float(hint)
-        base = min(self.max_delay, self.initial_delay * 2 ** (attempt - 1))
+        base = min(self.max_delay, self.initial_delay * 2.0 ** (attempt - 1))
         return base * (1 + rng.uniform(-self.jitter, self.jitter))
 
 

@@ -7,7 +7,7 @@ release have defaults, so older ledgers load unchanged.
 
 from __future__ import annotations
 
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final, Literal
 
 import msgspec
 from msgspec import Struct
@@ -27,6 +27,7 @@ __all__ = [
     "Record",
     "SessionChangedError",
     "SessionClosedRecord",
+    "SessionExistsError",
     "SessionLockedError",
     "SessionStartRecord",
     "StepEndRecord",
@@ -41,6 +42,7 @@ __all__ = [
     "encode_records",
     "record_decoder",
     "record_encoder",
+    "session_exists",
 ]
 
 FORMAT_VERSION: Final = 1
@@ -62,90 +64,111 @@ class SessionChangedError(LedgerError):
     """The session was appended to after it was loaded: load it again before writing."""
 
 
+class SessionExistsError(LedgerError):
+    """A new session was asked for under an id a stored session has; the message says
+    how to continue that one instead (``Agent.resume``)."""
+
+
+def session_exists(session_id: str, where: object) -> SessionExistsError:
+    """The error for creating ``session_id`` again in the store at ``where``."""
+    return SessionExistsError(
+        f"session {session_id!r} already exists in {where}: use "
+        f"Agent.resume(store, {session_id!r}) to continue it"
+    )
+
+
 class _Record(Struct, frozen=True, kw_only=True, tag_field="kind"):
     seq: int
 
 
-class SessionStartRecord(_Record, tag="session/start"):
-    """The first record: the format version and what the session was created with."""
+class SessionStartRecord(_Record, frozen=True, tag="session/start"):
+    """The first record: the format version and what the session was created with.
 
-    kind: ClassVar[str] = "session/start"
+    ``metadata``: the run configuration the application recorded
+    (``Agent(metadata=...)``, plain JSON, never a secret); ``{}`` in older ledgers.
+    """
+
+    kind: ClassVar[Literal["session/start"]] = "session/start"
     format: int
     session_id: str
     created: float
     system: str = ""
     first_request: int = 1
     first_sequence: int = 0
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class SessionClosedRecord(_Record, tag="session/closed"):
+class SessionClosedRecord(_Record, frozen=True, tag="session/closed"):
     """``Agent.aclose()`` closed the session cleanly; ``sequence`` is where the next
     events start. A ledger that does not end with one was left by a process that died
     (or is still being written)."""
 
-    kind: ClassVar[str] = "session/closed"
+    kind: ClassVar[Literal["session/closed"]] = "session/closed"
     sequence: int
 
 
-class EventsReservedRecord(_Record, tag="events/reserved"):
+class EventsReservedRecord(_Record, frozen=True, tag="events/reserved"):
     """Event sequences below ``until`` may be handed out by this writer. Written before
     the first event past the previous reservation, so a resume after a crash starts
     numbering above every event a consumer of the dead process can have seen."""
 
-    kind: ClassVar[str] = "events/reserved"
+    kind: ClassVar[Literal["events/reserved"]] = "events/reserved"
     until: int
 
 
-class TurnStartRecord(_Record, tag="turn/start"):
-    """A turn began; ``sequence`` is the event sequence of its ``turn.started``."""
+class TurnStartRecord(_Record, frozen=True, tag="turn/start"):
+    """A turn began; ``sequence`` is the event sequence of its ``turn.started``;
+    ``model`` labels the model that ran it (``"provider:model"`` for the provider
+    adapters, else the model's class name; ``""`` in older ledgers)."""
 
-    kind: ClassVar[str] = "turn/start"
+    kind: ClassVar[Literal["turn/start"]] = "turn/start"
     turn: int
     sequence: int
+    model: str = ""
 
 
-class TurnEndRecord(_Record, tag="turn/end"):
+class TurnEndRecord(_Record, frozen=True, tag="turn/end"):
     """The end of a turn (``interrupted`` when a resume closed it); ``sequence`` is
     where the next turn's events start (after an interrupted turn: above every
     sequence the dead process had reserved)."""
 
-    kind: ClassVar[str] = "turn/end"
+    kind: ClassVar[Literal["turn/end"]] = "turn/end"
     turn: int
     end: TurnEnd
     sequence: int
 
 
-class StepStartRecord(_Record, tag="step/start"):
+class StepStartRecord(_Record, frozen=True, tag="step/start"):
     """A model request is about to be opened; stored before it is."""
 
-    kind: ClassVar[str] = "step/start"
+    kind: ClassVar[Literal["step/start"]] = "step/start"
     request_id: str
 
 
-class StepEndRecord(_Record, tag="step/end"):
+class StepEndRecord(_Record, frozen=True, tag="step/end"):
     """A step's tool batch is done. (``usage`` is read from older ledgers only: a
     response's usage is recorded with its message.)"""
 
-    kind: ClassVar[str] = "step/end"
+    kind: ClassVar[Literal["step/end"]] = "step/end"
     request_id: str
     stop_reason: str
     usage: Usage | None = None
 
 
-class MessageRecord(_Record, tag="message"):
+class MessageRecord(_Record, frozen=True, tag="message"):
     """A user or assistant message as it joined the transcript; an assistant
     message carries the usage of the response it came from."""
 
-    kind: ClassVar[str] = "message"
+    kind: ClassVar[Literal["message"]] = "message"
     message: Message
     usage: Usage | None = None
 
 
-class AttemptFailedRecord(_Record, tag="attempt/failed"):
+class AttemptFailedRecord(_Record, frozen=True, tag="attempt/failed"):
     """A failed model attempt; never part of the transcript. ``usage``: what the
     provider reported for a response that arrived but was refused."""
 
-    kind: ClassVar[str] = "attempt/failed"
+    kind: ClassVar[Literal["attempt/failed"]] = "attempt/failed"
     request_id: str
     attempt: int
     error: str
@@ -153,48 +176,48 @@ class AttemptFailedRecord(_Record, tag="attempt/failed"):
     usage: Usage | None = None
 
 
-class ToolCallRecord(_Record, tag="tool/call"):
+class ToolCallRecord(_Record, frozen=True, tag="tool/call"):
     """Written just before the call is dispatched (the call itself is in its assistant message)."""
 
-    kind: ClassVar[str] = "tool/call"
+    kind: ClassVar[Literal["tool/call"]] = "tool/call"
     call_id: str
 
 
-class ToolSkippedRecord(_Record, tag="tool/skipped"):
+class ToolSkippedRecord(_Record, frozen=True, tag="tool/skipped"):
     """A call recorded by ``tool/call`` was not dispatched after all (cancelled first)."""
 
-    kind: ClassVar[str] = "tool/skipped"
+    kind: ClassVar[Literal["tool/skipped"]] = "tool/skipped"
     call_id: str
 
 
-class ToolCancelledRecord(_Record, tag="tool/cancelled"):
+class ToolCancelledRecord(_Record, frozen=True, tag="tool/cancelled"):
     """A dispatched call was cancelled and ended without a result (it may have done
     part of its work)."""
 
-    kind: ClassVar[str] = "tool/cancelled"
+    kind: ClassVar[Literal["tool/cancelled"]] = "tool/cancelled"
     call_id: str
 
 
-class ToolFailedRecord(_Record, tag="tool/failed"):
+class ToolFailedRecord(_Record, frozen=True, tag="tool/failed"):
     """A dispatched call failed fatally (``FatalToolError``) and has no result."""
 
-    kind: ClassVar[str] = "tool/failed"
+    kind: ClassVar[Literal["tool/failed"]] = "tool/failed"
     call_id: str
     error: str
 
 
-class ToolResultRecord(_Record, tag="tool/result"):
+class ToolResultRecord(_Record, frozen=True, tag="tool/result"):
     """A tool result as it joined the transcript; ``code`` marks one a resume wrote."""
 
-    kind: ClassVar[str] = "tool/result"
+    kind: ClassVar[Literal["tool/result"]] = "tool/result"
     result: ToolResultMessage
     code: str | None = None
 
 
-class CompactedRecord(_Record, tag="context/compacted"):
+class CompactedRecord(_Record, frozen=True, tag="context/compacted"):
     """The transcript was replaced by ``messages`` (compaction)."""
 
-    kind: ClassVar[str] = "context/compacted"
+    kind: ClassVar[Literal["context/compacted"]] = "context/compacted"
     messages: tuple[Message, ...]
 
 

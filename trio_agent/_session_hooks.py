@@ -17,6 +17,7 @@ from ._errors import CONTEXT_OVERFLOW, HOOK_ERROR, StepError, describe
 from ._hooks import StepHooks, TurnSpec, TurnState, build_spec, call_hook
 from ._options import (
     check_int,
+    check_max_steps,
     check_optional_hook,
     check_system,
     check_tool_execution,
@@ -31,6 +32,7 @@ from .events import (
     TurnTokenBudget,
 )
 from .messages import (
+    AssistantMessage,
     Message,
     ToolCall,
     ToolResultMessage,
@@ -49,6 +51,7 @@ __all__ = [
     "block",
     "drain",
     "new_id",
+    "owes_reply",
 ]
 
 RESERVED_PREFIXES = ("message-", "tool-result-")
@@ -114,8 +117,8 @@ class SessionPolicy:
         check_tool_execution(
             options["tool_execution"], options["max_parallel_tools"], options["tool_grace_period"]
         )
-        # a session numbers its requests across turns: a turn's budget has no ceiling
-        check_int("max_steps", options["max_steps"], 1)
+        # as the loop's: per turn here, while request numbers run on across turns
+        check_max_steps(options["max_steps"])
         check_int("reserve_output_tokens", options["reserve_output_tokens"], 0)
         for name in ("max_turn_tokens", "max_repeated_failures", "context_window"):
             check_int(name, options[name], 1, optional=True)
@@ -200,6 +203,15 @@ def drain(queue: list[Message], reserved: dict[str, None]) -> tuple[Message, ...
     for message in taken:
         reserved.pop(message.id, None)
     return taken
+
+
+def owes_reply(conversation: Conversation) -> bool:
+    """Whether the model owes an answer: the transcript ends on a user message or a
+    tool result, or on an assistant message whose calls are not all answered."""
+    messages = conversation.messages
+    if not messages:
+        return False
+    return type(messages[-1]) is not AssistantMessage or bool(conversation.linker.open_calls)
 
 
 def new_id(prefix: str) -> str:

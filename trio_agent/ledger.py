@@ -13,8 +13,12 @@ and one whose outcome is unknown because the process died during it.
 
 from __future__ import annotations
 
-from typing import Final, Literal, Protocol, final
+import time
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
+from typing import Any, Final, Literal, Protocol, final
 
+import trio
 from trio.lowlevel import enable_ki_protection
 
 from ._derive import TOOL_CANCELLED as TOOL_CANCELLED
@@ -34,6 +38,7 @@ from ._records import MessageRecord as MessageRecord
 from ._records import Record as Record
 from ._records import SessionChangedError as SessionChangedError
 from ._records import SessionClosedRecord as SessionClosedRecord
+from ._records import SessionExistsError as SessionExistsError
 from ._records import SessionLockedError as SessionLockedError
 from ._records import SessionStartRecord as SessionStartRecord
 from ._records import StepEndRecord as StepEndRecord
@@ -48,6 +53,7 @@ from ._records import TurnStartRecord as TurnStartRecord
 from ._records import encode_records as encode_records
 from ._records import record_decoder as record_decoder
 from ._records import record_encoder
+from ._records import session_exists as session_exists
 from .events import TurnEnd, TurnInterrupted
 from .messages import Message, ToolCall, ToolResultMessage
 from .model import Usage
@@ -68,9 +74,11 @@ __all__ = [
     "LedgerCorruptError",
     "LedgerError",
     "MessageRecord",
+    "PendingLedger",
     "Record",
     "SessionChangedError",
     "SessionClosedRecord",
+    "SessionExistsError",
     "SessionLockedError",
     "SessionStartRecord",
     "SessionWriter",
@@ -85,7 +93,9 @@ __all__ = [
     "TurnStartRecord",
     "derive",
     "encode_records",
+    "model_label",
     "record_decoder",
+    "session_exists",
 ]
 
 SEQUENCE_BLOCK: Final = 1024
@@ -93,6 +103,17 @@ SEQUENCE_BLOCK: Final = 1024
 numbering resumes at most this far above the last event actually sent."""
 
 FsyncPolicy = Literal["always", "step", "never"]
+
+
+def model_label(model: object) -> str:
+    """How ``turn/start`` names the model that ran a turn: ``"provider:model"``
+    when the model has str attributes ``provider`` and ``model`` (the provider
+    adapters do), else its class's qualified name."""
+    provider = getattr(model, "provider", None)
+    name = getattr(model, "model", None)
+    if type(provider) is str and type(name) is str:
+        return f"{provider}:{name}"
+    return type(model).__qualname__
 
 
 class SessionWriter(Protocol):
@@ -114,6 +135,63 @@ class SessionWriter(Protocol):
     def commit(self) -> None: ...
     async def flush(self, durable: bool) -> None: ...
     async def aclose(self) -> None: ...
+
+
+@final
+class PendingLedger:
+    """A new session's ledger, to be created on first use: where (a store's
+    ``create``), its id and fsync policy, and the attempt under way, if one is."""
+
+    __slots__ = ("_creating", "create_writer", "fsync", "session_id")
+
+    def __init__(
+        self,
+        create_writer: Callable[[str], SessionWriter],
+        session_id: str,
+        fsync: FsyncPolicy,
+    ) -> None:
+        self.create_writer = create_writer
+        self.session_id = session_id
+        self.fsync = fsync
+        self._creating: trio.Event | None = None
+
+    async def create(
+        self,
+        *,
+        system: str,
+        first_request: int,
+        first_sequence: int,
+        metadata: Mapping[str, Any] | None,
+        messages: Iterable[Message],
+    ) -> Ledger | None:
+        """Create the ledger (``Ledger.create``) in a worker thread, or, while
+        another task's attempt is under way, wait for it and return None (look
+        again: it may have failed). Raises the store's errors.
+
+        Cancellation waits for the thread (it cannot be stopped halfway), so a
+        ledger is returned whole, to be taken at once, or none is made: a
+        cancellation before the thread starts creates nothing."""
+        if self._creating is not None:
+            await self._creating.wait()
+            return None
+        creating = self._creating = trio.Event()
+        try:
+            return await trio.to_thread.run_sync(
+                partial(
+                    Ledger.create,
+                    self.create_writer,
+                    self.session_id,
+                    self.fsync,
+                    system=system,
+                    first_request=first_request,
+                    first_sequence=first_sequence,
+                    metadata=metadata,
+                    messages=tuple(messages),
+                )
+            )
+        finally:
+            self._creating = None
+            creating.set()
 
 
 @final
@@ -147,6 +225,62 @@ class Ledger:
         self._reserved = reserved  # event sequences below this may be sent
         self._open_turn: int | None = None
 
+    @classmethod
+    def create(
+        cls,
+        create_writer: Callable[[str], SessionWriter],
+        session_id: str,
+        fsync: FsyncPolicy,
+        *,
+        system: str,
+        first_request: int,
+        first_sequence: int,
+        metadata: Mapping[str, Any] | None,
+        messages: Iterable[Message],
+    ) -> Ledger:
+        """A new session's ledger: a writer from ``create_writer`` (a store's
+        ``create``, which locks the session), its ``session/start`` and initial
+        messages, stored at once (``commit``). Blocking file or database work:
+        call it in a worker thread (``trio.to_thread.run_sync``). Raises the
+        store's errors (``SessionExistsError``, ``SessionLockedError``,
+        ``LedgerError``); a writer that failed has let the session's lock go."""
+        ledger = cls(create_writer(session_id), 0, fsync)
+        ledger.session_started(
+            session_id, time.time(), system, first_request, first_sequence, metadata
+        )
+        for message in messages:
+            ledger.message(message)
+        ledger.commit()
+        return ledger
+
+    @classmethod
+    async def take_over(
+        cls, writer: SessionWriter, derived: DerivedSession, fsync: FsyncPolicy
+    ) -> tuple[Ledger, list[tuple[ToolResultMessage, str]]]:
+        """The ledger of a resumed session (``writer`` from the store's ``reopen``),
+        with what the last writer left open closed: each call without a result
+        answered (``closing_results``, returned with their codes) and an open turn
+        ended as ``interrupted``, durably. Cancellation or a failure: the writer
+        is closed (its lock let go) before the error propagates."""
+        ledger = cls(writer, derived.next_seq, fsync, reserved=derived.reserved)
+        done = False
+        try:
+            closing = derived.closing_results()
+            for result, code in closing:
+                ledger.message(result, code)
+            if derived.open_turn is not None:
+                ledger.turn_ended(derived.open_turn, TurnInterrupted(), derived.sequence)
+            await ledger.barrier("turn")
+            done = True
+        finally:
+            if not done:
+                with trio.CancelScope(shield=True):
+                    try:
+                        await ledger.aclose()
+                    except LedgerError:
+                        pass  # the first failure is the one that propagates
+        return ledger, closing
+
     @property
     def next_seq(self) -> int:
         return self._seq
@@ -168,6 +302,7 @@ class Ledger:
         system: str,
         first_request: int = 1,
         first_sequence: int = 0,
+        metadata: Mapping[str, Any] | None = None,
     ) -> None:
         self._write(
             SessionStartRecord(
@@ -178,6 +313,7 @@ class Ledger:
                 system=system,
                 first_request=first_request,
                 first_sequence=first_sequence,
+                metadata={} if metadata is None else dict(metadata),
             )
         )
 
@@ -197,11 +333,12 @@ class Ledger:
         self._writer.commit()
 
     @enable_ki_protection
-    def turn_started(self, turn: int, sequence: int) -> None:
-        """A turn begins; one still open (cut short by a ``BaseException`` that the
-        application caught, a REPL's Ctrl-C) is ended as ``interrupted`` first."""
+    def turn_started(self, turn: int, sequence: int, model: str = "") -> None:
+        """A turn begins (run by ``model``, a ``model_label``); one still open (cut
+        short by a ``BaseException`` that the application caught, a REPL's Ctrl-C)
+        is ended as ``interrupted`` first."""
         self._end_open_turn(sequence)
-        self._write(TurnStartRecord(seq=self._seq, turn=turn, sequence=sequence))
+        self._write(TurnStartRecord(seq=self._seq, turn=turn, sequence=sequence, model=model))
         self._open_turn = turn
 
     @enable_ki_protection

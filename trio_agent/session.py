@@ -11,18 +11,26 @@ turns of a session. The ``Agent`` is a thin shell: a frozen
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
+from types import MappingProxyType
 from typing import Any, Literal, final
 
+import msgspec
 import trio
 
 from ._emit import Emitter
 from ._errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
 from ._errors import INTERNAL_ERROR, describe, leaves
 from ._hooks import TurnState
-from ._options import check_messages_and_model, check_store
+from ._options import (
+    check_cancel_scope,
+    check_int,
+    check_messages_and_model,
+    check_metadata,
+    check_store,
+    registry_of,
+)
 from ._outcomes import turn_end_of
 from ._policies import RetryPolicy as RetryPolicy
 from ._policies import estimate_tokens as estimate_tokens
@@ -41,6 +49,7 @@ from ._session_hooks import (
     TransformContext,
     drain,
     new_id,
+    owes_reply,
 )
 from ._session_hooks import ToolBlocked as ToolBlocked
 from ._session_hooks import block as block
@@ -52,19 +61,18 @@ from .events import (
     TurnEnd,
     TurnFailed,
     TurnFinished,
-    TurnInterrupted,
     TurnResult,
     TurnStarted,
 )
 from .ledger import (
-    DerivedSession,
     FsyncPolicy,
     Ledger,
     LedgerError,
+    PendingLedger,
     SessionChangedError,
-    SessionWriter,
     check_fsync,
     derive,
+    model_label,
 )
 from .messages import (
     INTERRUPTED_RESULT_TEXT,
@@ -76,7 +84,8 @@ from .messages import (
 )
 from .model import Model, Usage
 from .stores import SessionStore
-from .tools import ToolRegistry
+from .stores._base import check_session_id
+from .tools import Tool, ToolRegistry
 
 __all__ = [
     "CONTEXT_OVERFLOW",
@@ -88,6 +97,14 @@ __all__ = [
     "estimate_tokens",
     "truncate_text",
 ]
+
+_RESUMED_OPTIONS = (
+    *("tools", "max_steps", "retry", "max_turn_tokens", "max_repeated_failures"),
+    *("context_window", "reserve_output_tokens", "count_tokens", "max_tool_result_chars"),
+    *("transform_context", "before_tool_call", "after_tool_call", "should_stop_turn"),
+    *("compact", "seed", "tool_execution", "max_parallel_tools", "tool_grace_period"),
+)
+"""The options ``Agent.resume`` passes on to ``Agent()`` as they are."""
 
 _UNSCOPED = nullcontext()  # stands in for the scope of a turn no caller can cancel
 
@@ -130,7 +147,11 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         state = TurnState()
         outcome: TurnOutcome | None = None
         try:
-            turn, taken, repairs = agent._begin_turn(self, self._prompt, emit.next)
+            agent._claim(self)
+            if agent._pending is not None:  # the session's first use: create its ledger
+                await agent._open(self._prompt)
+                emit.attach(agent._ledger)
+            turn, taken, repairs = agent._begin_turn(self._prompt, emit.next)
             try:
                 with _UNSCOPED if self._scope is None else self._scope:
                     await accept(
@@ -139,7 +160,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                         emit,
                         first=[lambda sequence: TurnStarted(sequence=sequence, turn=turn)],
                     )
-                    if not taken:
+                    if not taken and not owes_reply(conversation):
                         outcome = TurnOutcome("completed", stop_reason=None)  # nothing to do
                     else:
                         hooks = SessionHooks(policy, agent._inbox, emit, turn)
@@ -199,9 +220,28 @@ class Agent:
 
     ``await agent.prompt(text)`` runs one turn and returns its ``TurnResult``;
     ``agent.turn(text)`` returns the ``TurnRun`` to watch its events. The
-    transcript and the request numbering carry over from turn to turn; the
-    step budget (``max_steps``) is per turn. ``steer()`` and ``follow_up()``
+    transcript and the request numbering carry over from turn to turn.
+    ``max_steps`` (an int in 1..``MAX_AGENT_STEPS``, as for ``run_agent_loop``)
+    is the step budget of each turn: request numbers run on across turns (a
+    session can have many), where ``run_agent_loop`` runs one unit whose
+    request numbers end at ``request-064``. ``steer()`` and ``follow_up()``
     queue input from any task, also while a turn runs. One turn runs at a time.
+
+    ``tools``: a ``ToolRegistry`` (kept: tools registered later reach later
+    turns) or any iterable of ``Tool`` (a registry is built: a duplicate name
+    raises ``ValueError``, an item that is not a ``Tool`` ``TypeError``).
+
+    With a ``store`` the session is recorded in a ledger. Its id is fixed at
+    once (``session_id``; a new one when none is given) but nothing is
+    created in ``__init__``: the ledger is created on first use, in a worker
+    thread, by ``async with agent`` or the first turn, whichever comes first.
+    The store's errors surface there: ``SessionExistsError`` (resume it
+    instead), ``SessionLockedError`` (another writer holds it), another
+    ``LedgerError``; the agent is left as it was, to try again. An agent
+    closed before either creates nothing: it recorded nothing to resume.
+    ``metadata``: run configuration recorded with the session (plain JSON,
+    str keys, at most 64 KiB; never a secret), read back as ``agent.metadata``,
+    or before resuming as ``derive((await store.load(id)).records).metadata``.
 
     Hooks (each an optional async callable): ``transform_context(messages)``
     returns the messages to send (the transcript itself is unchanged);
@@ -221,8 +261,10 @@ class Agent:
         "_host_manager",
         "_inbox",
         "_ledger",
+        "_metadata",
         "_model",
         "_next_sequence",
+        "_pending",
         "_policy",
         "_session_id",
         "_tools",
@@ -235,7 +277,7 @@ class Agent:
         self,
         *,
         model: Model,
-        tools: ToolRegistry | None = None,
+        tools: ToolRegistry | Iterable[Tool[..., Any]] | None = None,
         system: str = "",
         messages: Sequence[Message] = (),
         max_steps: int = 32,
@@ -260,12 +302,11 @@ class Agent:
         tool_execution: Literal["sequential", "parallel"] = "sequential",
         max_parallel_tools: int = 10,
         tool_grace_period: float = 5.0,
+        metadata: Mapping[str, Any] | None = None,
     ) -> None:
         check_messages_and_model(messages, model)
-        if tools is not None and type(tools) is not ToolRegistry:
-            raise TypeError(f"tools must be a ToolRegistry or None, got {type(tools).__name__}")
         self._model = model
-        self._tools = ToolRegistry() if tools is None else tools
+        self._tools = registry_of(tools)
         self._policy = SessionPolicy.build(
             system=system,
             max_steps=max_steps,
@@ -286,18 +327,19 @@ class Agent:
             max_parallel_tools=max_parallel_tools,
             tool_grace_period=tool_grace_period,
         )
-        for name, value, least in (
-            ("request_sequence_start", request_sequence_start, 1),
-            ("sequence_start", sequence_start, 0),
-        ):
-            if type(value) is not int or value < least:
-                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+        check_int("request_sequence_start", request_sequence_start, 1)
+        check_int("sequence_start", sequence_start, 0)
+        self._metadata = check_metadata(metadata)
         # raises TranscriptError
         self._conversation = Conversation.from_messages(messages, request_sequence_start - 1)
         check_store(store, session_id, fsync)
+        self._pending: PendingLedger | None = None
+        if store is not None:  # the id is fixed now; the ledger is made on first use
+            session_id = new_id("session") if session_id is None else check_session_id(session_id)
+            self._pending = PendingLedger(store.create, session_id, fsync)
+        self._session_id = session_id
         self._inbox = Inbox()
         self._ledger: Ledger | None = None
-        self._session_id = session_id
         self.resume_warnings: tuple[str, ...] = ()
         self.closed_on_resume: tuple[tuple[ToolResultMessage, str], ...] = ()
         self._turns = 0
@@ -305,55 +347,57 @@ class Agent:
         self._active: TurnRun | None = None
         self._host: trio.Nursery | None = None
         self._host_manager: Any = None
-        if store is not None:
-            self._create_session(store, session_id, fsync, system, request_sequence_start)
 
-    def _create_session(
-        self,
-        store: SessionStore,
-        session_id: str | None,
-        fsync: FsyncPolicy,
-        system: str,
-        request_sequence_start: int,
-    ) -> None:
-        """Create the session's ledger. The store locks the session for this writer
-        (``SessionLockedError`` if it has one); its first records are stored before
-        the Agent exists."""
-        if session_id is None:
-            session_id = new_id("session")
-        self._session_id = session_id
-        ledger = Ledger(store.create(session_id), 0, fsync)
-        ledger.session_started(
-            session_id, time.time(), system, request_sequence_start, self._next_sequence
-        )
-        for message in self._conversation.messages:
-            ledger.message(message)
-        ledger.commit()
-        self._attach(ledger)
+    # -- the ledger, created on first use
+    async def _open(self, prompt: UserMessage | None = None) -> None:
+        """Create the session's ledger if it is still to be made (``PendingLedger``):
+        attached as soon as it is made (no checkpoint between), so it is either
+        whole and in use or not made at all; after a failure it is still to be
+        made (the next use tries again), and the turn's ``prompt`` is not kept."""
+        while (pending := self._pending) is not None:
+            conversation, created = self._conversation, False
+            try:
+                made = await pending.create(
+                    system=self._policy.system,
+                    first_request=conversation.requests + 1,
+                    first_sequence=self._next_sequence,
+                    metadata=self._metadata,
+                    messages=conversation.messages,
+                )
+                created = True
+            finally:
+                if not created and prompt is not None:
+                    self._inbox.reserved.pop(prompt.id, None)
+            if made is not None:  # else another task's attempt ended: look again
+                self._pending = None
+                self._attach(made)
 
     def _attach(self, ledger: Ledger) -> None:
         self._ledger = ledger
         self._conversation.journal = ledger
 
     # -- turns, as TurnRun drives them
-    @trio.lowlevel.enable_ki_protection  # taken from the inbox and owned by a turn, or neither
-    def _begin_turn(
-        self, run: TurnRun, prompt: UserMessage | None, sequence: int
-    ) -> tuple[int, tuple[Message, ...], tuple[ToolResultMessage, ...]]:
-        """Make ``run`` the running turn; its number, its input (taken from the
-        inbox), and results for calls a cut turn left open. Everything taken is
-        appended before the turn's first await, so a cancellation cannot lose it."""
+    def _claim(self, run: TurnRun) -> None:
+        """Make ``run`` the running turn (``RuntimeError`` if one runs)."""
         if self._active is not None:
             raise RuntimeError("this Agent is already running a turn; use steer() or follow_up()")
+        self._active = run
+
+    @trio.lowlevel.enable_ki_protection  # taken from the inbox and owned by a turn, or neither
+    def _begin_turn(
+        self, prompt: UserMessage | None, sequence: int
+    ) -> tuple[int, tuple[Message, ...], tuple[ToolResultMessage, ...]]:
+        """The claimed turn's number, its input (taken from the inbox), and results
+        for calls a cut turn left open. Everything taken is appended before the
+        turn's first await, so a cancellation cannot lose it."""
         turn = self._turns + 1
         if self._ledger is not None:
             try:
-                self._ledger.turn_started(turn, sequence)
+                self._ledger.turn_started(turn, sequence, model_label(self._model))
             except LedgerError:  # nothing was taken; the prompt is not kept either
                 if prompt is not None:
                     self._inbox.reserved.pop(prompt.id, None)
                 raise
-        self._active = run
         self._turns = turn
         repairs = tuple(
             tool_result(call, INTERRUPTED_RESULT_TEXT, True)
@@ -374,29 +418,51 @@ class Agent:
         session_id: str,
         *,
         model: Model,
+        tools: ToolRegistry | Iterable[Tool[..., Any]] | None = None,
+        system: str | None = None,
+        max_steps: int = 32,
+        retry: RetryPolicy | None = None,
+        max_turn_tokens: int | None = None,
+        max_repeated_failures: int | None = 3,
+        context_window: int | None = None,
+        reserve_output_tokens: int = 4096,
+        count_tokens: CountTokens = estimate_tokens,
+        max_tool_result_chars: int | None = 32_768,
+        transform_context: TransformContext | None = None,
+        before_tool_call: BeforeToolCall | None = None,
+        after_tool_call: AfterToolCall | None = None,
+        should_stop_turn: ShouldStopTurn | None = None,
+        compact: Compact | None = None,
+        seed: int | None = None,
         fsync: FsyncPolicy = "step",
-        **options: Any,
+        tool_execution: Literal["sequential", "parallel"] = "sequential",
+        max_parallel_tools: int = 10,
+        tool_grace_period: float = 5.0,
     ) -> Agent:
         """Rebuild a recorded session, from its ledger, to go on with it.
 
-        The transcript, the turn and request counters and the event numbering
-        are derived from the records. The resumed agent becomes the session's
-        one writer: ``SessionLockedError`` (naming the holder) if another
-        writer has it; if one appended and closed after this load, the
-        session is loaded again. Calls left without a result are answered
+        The transcript, the turn and request counters, the event numbering and
+        ``metadata`` are derived from the records; ``system=None`` (the
+        default) keeps the recorded system prompt. The other options are those
+        of ``Agent()``, and mean the same. The resumed agent becomes the
+        session's one writer: ``SessionLockedError`` (naming the holder) if
+        another writer has it; if one appended and closed after this load,
+        the session is loaded again. Calls left without a result are answered
         with explicit error results, written to the ledger as such:
         ``TOOL_NOT_STARTED`` (never dispatched), ``TOOL_CANCELLED`` /
         ``TOOL_FATAL`` (recorded as cancelled or failed), or
         ``TOOL_OUTCOME_UNKNOWN`` (dispatched by a process that died before
         its end was recorded). An open turn is closed as ``interrupted``.
-        Nothing is run again. ``resume_warnings`` says when the last writer
-        did not close the session (it crashed or was killed) and reports a
-        torn last line, which is ignored; a damaged ledger raises
-        ``LedgerCorruptError``. Other options are those of ``Agent()``
-        (``system`` defaults to the recorded one). Cancellation: nothing is
-        held afterwards (the writer is closed).
+        Nothing is run again: ``awaiting_reply`` says whether the model owes
+        an answer, and ``prompt()`` with no message continues. ``resume_warnings``
+        says when the last writer did not close the session (it crashed or was
+        killed) and reports a torn last line, which is ignored; a damaged
+        ledger raises ``LedgerCorruptError``. Cancellation: nothing is held
+        afterwards (the writer is closed).
         """
         check_fsync(fsync)  # before anything is opened
+        given = locals()
+        options = {name: given[name] for name in _RESUMED_OPTIONS}
         for attempt in range(1, 4):
             loaded = await store.load(session_id)
             derived = derive(loaded.records)
@@ -405,50 +471,36 @@ class Agent:
                 messages=derived.closed_messages(),
                 request_sequence_start=derived.requests + 1,
                 sequence_start=derived.sequence,
-                **{"system": derived.system, **options},
+                system=derived.system if system is None else system,
+                **options,
             )
             try:
-                await agent._take_over(store.reopen(loaded), derived, fsync)
+                writer = await trio.to_thread.run_sync(store.reopen, loaded)  # file work
+                ledger, closing = await Ledger.take_over(writer, derived, fsync)
             except SessionChangedError:
                 if attempt == 3:
                     raise
                 continue  # another writer appended and let go meanwhile: load again
+            agent._attach(ledger)
+            agent._turns = derived.turns
             agent._session_id = session_id
-            agent.resume_warnings = (*loaded.warnings, *_resume_warnings(derived))
+            agent._metadata = derived.metadata
+            agent.closed_on_resume = tuple(closing)
+            agent.resume_warnings = (*loaded.warnings, *derived.writer_warnings())
             return agent
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _take_over(
-        self, writer: SessionWriter, derived: DerivedSession, fsync: FsyncPolicy
-    ) -> None:
-        """Become the writer of a resumed session: close what it left open."""
-        ledger = Ledger(writer, derived.next_seq, fsync, reserved=derived.reserved)
-        done = False
-        try:
-            closing = derived.closing_results()
-            for result, code in closing:
-                ledger.message(result, code)
-            if derived.open_turn is not None:
-                ledger.turn_ended(derived.open_turn, TurnInterrupted(), derived.sequence)
-            await ledger.barrier("turn")
-            done = True
-        finally:
-            if not done:
-                with trio.CancelScope(shield=True):
-                    try:
-                        await ledger.aclose()
-                    except LedgerError:
-                        pass  # the first failure is the one that propagates
-        self._attach(ledger)
-        self._turns = derived.turns
-        self.closed_on_resume = tuple(closing)
-
     async def __aenter__(self) -> Agent:
-        """Optional: a nursery for the agent's lifetime, where a tool call that ignores
-        cancellation goes on after its turn ended (``tool_grace_period``), so no turn
-        waits for it. Leaving the block waits for such calls, then closes the ledger."""
+        """Create the session's ledger if it is not made yet (``SessionExistsError``,
+        ``SessionLockedError`` or another ``LedgerError`` here; the agent can be
+        entered again after one), then open a nursery for the agent's lifetime,
+        where a tool call that ignores cancellation goes on after its turn ended
+        (``tool_grace_period``), so no turn waits for it. Leaving the block waits
+        for such calls, then closes the ledger. Cancellation: the ledger is
+        either made whole (the worker thread is waited for) or not at all."""
         if self._host_manager is not None:
             raise RuntimeError("an Agent can be entered only once")
+        await self._open()
         self._host_manager = trio.open_nursery()
         self._host = await self._host_manager.__aenter__()
         return self
@@ -463,8 +515,9 @@ class Agent:
 
     async def aclose(self) -> None:
         """Record ``session/closed``, flush and close the session's ledger (if it has
-        one), letting the session's lock go. Cancellation: shielded, so what was
-        recorded is made durable."""
+        one), letting the session's lock go. A session never used (no turn, no
+        ``async with``) has no ledger: nothing is created. Cancellation: shielded,
+        so what was recorded is made durable."""
         if self._active is not None:
             raise RuntimeError("cannot close the ledger while a turn runs; cancel it first")
         ledger, self._ledger = self._ledger, None
@@ -479,13 +532,27 @@ class Agent:
     # -- state
     @property
     def session_id(self) -> str | None:
-        """The ledger's session id, or None for a session kept in memory only."""
+        """The ledger's session id (fixed when the agent is made, before its ledger
+        is created), or None for a session kept in memory only."""
         return self._session_id
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        """The run configuration recorded with the session (``Agent(metadata=...)``,
+        or the ledger's on resume): a read-only copy; empty when none was given."""
+        return MappingProxyType(msgspec.json.decode(msgspec.json.encode(self._metadata or {})))
 
     @property
     def messages(self) -> tuple[Message, ...]:
         """The session transcript: complete messages only."""
         return self._conversation.snapshot()
+
+    @property
+    def awaiting_reply(self) -> bool:
+        """Whether the model owes an answer: the transcript ends on a user message or
+        a tool result (or calls a cut turn left open, answered as interrupted next
+        turn), as after resuming an interrupted turn. ``prompt()`` then continues."""
+        return owes_reply(self._conversation)
 
     @property
     def turns(self) -> int:
@@ -529,13 +596,23 @@ class Agent:
         self._inbox.follow_ups.append(self._inbox.admit(message, self._conversation))
 
     # -- turns
-    def turn(self, message: str | UserMessage | None = None) -> TurnRun:
+    def turn(
+        self,
+        message: str | UserMessage | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+    ) -> TurnRun:
         """A turn on ``message`` (if any) plus the queued input; nothing runs until entered.
 
-        With no message and nothing queued the turn ends with zero steps and
-        the model is not called.
+        With no message and nothing queued the model is called only when it
+        owes an answer (``awaiting_reply``): the turn continues the
+        conversation; otherwise it ends with zero steps. ``cancel_scope``: a
+        ``trio.CancelScope`` not yet entered (``TypeError``/``ValueError``
+        otherwise, as for ``run_agent_loop``), the turn's own; its deadline or
+        ``run.cancel()`` ends the turn as ``cancelled``, a result, not an error.
         """
-        return self._new_turn(message, trio.CancelScope())
+        check_cancel_scope(cancel_scope)
+        return self._new_turn(message, trio.CancelScope() if cancel_scope is None else cancel_scope)
 
     def _new_turn(
         self, message: str | UserMessage | None, scope: trio.CancelScope | None
@@ -545,33 +622,28 @@ class Agent:
         prompt = None if message is None else self._inbox.admit(message, self._conversation)
         return TurnRun(self, prompt, scope)
 
-    async def prompt(self, message: str | UserMessage | None = None) -> TurnResult:
+    async def prompt(
+        self,
+        message: str | UserMessage | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+    ) -> TurnResult:
         """Run one turn and return its result.
 
-        Cancellation ends the turn as ``cancelled`` (the transcript keeps only
-        complete messages; queued input stays queued) and propagates.
+        A deadline on the turn: pass ``cancel_scope=trio.CancelScope(deadline=...)``
+        (or ``relative_deadline=``), not yet entered. When it fires, the turn
+        ends as ``cancelled`` and that result is returned: nothing is raised.
+        Cancellation from outside (an enclosing ``trio.move_on_after``, a
+        cancelled nursery) also ends the turn as ``cancelled`` and records it,
+        then propagates as ``trio.Cancelled``, as trio intends, so no result
+        is returned. Either way the transcript keeps only complete messages
+        and queued input stays queued.
         """
-        # No one holds this turn, so nothing but the caller's own scopes can cancel
-        # it: it needs no cancel scope (and trio's 500 B per entered scope) of its own.
-        run = self._new_turn(message, None)
+        check_cancel_scope(cancel_scope)
+        # With no scope given, nothing but the caller's own scopes can cancel the turn:
+        # it needs no cancel scope (and trio's 500 B per entered scope) of its own.
+        run = self._new_turn(message, cancel_scope)
         await inline(run)  # as run.wait(), with one frame less per suspended turn
         result = run.result
         assert result is not None  # a turn always finishes with a result
         return result
-
-
-def _resume_warnings(derived: DerivedSession) -> tuple[str, ...]:
-    """What a resume should tell about how the last writer left the session."""
-    if derived.closed:
-        return ()
-    if derived.open_turn is None:
-        where = "between turns"
-    else:
-        where = (
-            f"during turn {derived.open_turn}; its events are numbered below "
-            f"{derived.sequence}, where this writer's begin"
-        )
-    return (
-        f"{derived.session_id}: the last writer did not close the session: it crashed or "
-        f"was killed {where}",
-    )

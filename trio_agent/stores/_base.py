@@ -49,7 +49,11 @@ class LoadedSession:
 
 
 class SessionStore(Protocol):
-    """A place for session ledgers. Every session has one writer at a time."""
+    """A place for session ledgers. Every session has one writer at a time.
+
+    ``create`` and ``reopen`` may block on files or a database: the ``Agent``
+    calls them in a worker thread (``create`` when the session is first used).
+    """
 
     def create(self, session_id: str) -> SessionWriter:
         """A writer for a new session, holding its lock: ``LedgerError`` if it

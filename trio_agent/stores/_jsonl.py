@@ -16,7 +16,7 @@ from typing import final
 
 import trio
 
-from ..ledger import LedgerError, SessionChangedError, SessionWriter
+from ..ledger import LedgerError, SessionChangedError, SessionWriter, session_exists
 from ._base import LoadedSession, WriterState, check_session_id, parse_jsonl
 from ._fsync import FsyncClosedError, SyncedFile
 from ._lock import WriterLock
@@ -101,6 +101,9 @@ class _JsonlWriter:
 class JsonlStore:
     """One ``{session_id}.jsonl`` file per session in ``directory``, one record a line.
 
+    ``directory`` need not exist: it is made (with its parents) when the first
+    session is created in it.
+
     A writer holds an flock on the session's file (released by the kernel if
     the process dies), so a session has one writer at a time, in this process
     or any other on the machine.
@@ -113,12 +116,16 @@ class JsonlStore:
         return self.directory / f"{check_session_id(session_id)}.jsonl"
 
     def create(self, session_id: str) -> SessionWriter:
+        """A writer for a new session, holding its lock (blocking file work: the
+        ``Agent`` calls it in a worker thread). The directory is made, with its
+        parents, if it does not exist yet. ``SessionExistsError`` if the session
+        exists, ``SessionLockedError`` if another writer holds it."""
         path = self.path(session_id)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
         fd, made = -1, False
         try:
             try:
-                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = self._open_new(path, flags | os.O_CREAT | os.O_EXCL)
                 lock = WriterLock.on(fd, path, session_id)
             except FileExistsError:
                 fd = os.open(path, flags)
@@ -127,7 +134,7 @@ class JsonlStore:
                 # creating it) holds no record: it may be created again.
                 if b"\n" in path.read_bytes():
                     lock.release()
-                    raise LedgerError(f"session {session_id!r} already exists at {path}") from None
+                    raise session_exists(session_id, self.directory) from None
                 os.ftruncate(fd, 0)
             writer = _JsonlWriter(fd, path, WriterState(session_id, lock))
             made = True
@@ -137,6 +144,16 @@ class JsonlStore:
             if not made and fd != -1:
                 os.close(fd)  # and with it any lock taken on it
         return writer
+
+    def _open_new(self, path: Path, flags: int) -> int:
+        """Open (create) ``path``; the store's directory is made on first use."""
+        try:
+            return os.open(path, flags, 0o644)
+        except FileNotFoundError:
+            if self.directory.is_dir():
+                raise
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return os.open(path, flags, 0o644)
 
     def reopen(self, loaded: LoadedSession) -> SessionWriter:
         session_id = loaded.session_id

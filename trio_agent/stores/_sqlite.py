@@ -13,17 +13,28 @@ as ``LedgerCorruptError``), with the transaction rolled back.
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
 import trio
 
-from ..ledger import LedgerCorruptError, LedgerError, SessionChangedError, SessionWriter
+from ..ledger import (
+    LedgerCorruptError,
+    LedgerError,
+    SessionChangedError,
+    SessionWriter,
+    session_exists,
+)
 from ._base import LoadedSession, WriterState, check_session_id, parse_jsonl
 from ._lock import WriterLock
+
+if TYPE_CHECKING:
+    import sqlite3
+
+# ``sqlite3`` is imported where a store first uses it, not with the package:
+# ``import trio_agent`` stays cheap for the many programs that never use SQLite.
 
 __all__ = ["SqliteStore"]
 
@@ -124,9 +135,12 @@ class SqliteStore:
     Each flush is one transaction: committed with ``synchronous=NORMAL``
     (written to the WAL, safe from a process crash) or, when durability is
     asked for, ``FULL``. Costs a thread hop per flush, so the JSONL store is
-    the faster default. Creating a session stores its first records at once,
-    in the calling thread (one small transaction, no fsync), so the session
-    exists as soon as its ``Agent`` does.
+    the faster default. Creating a session (``create`` and the writer's
+    ``commit``, which the ``Agent`` runs in a worker thread when the session is
+    first used) stores its first records at once (one small transaction, no
+    fsync, never a wait on a busy database). The database's directory is made,
+    with its parents, when the first session is created; ``sqlite3`` is
+    imported when the store first uses it.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -159,6 +173,8 @@ class SqliteStore:
         return True
 
     def _mapped(self, what: str, function: Callable[..., T], *args: Any) -> T:
+        import sqlite3
+
         try:
             return function(*args)
         except sqlite3.Error as exc:
@@ -184,6 +200,8 @@ class SqliteStore:
 
     def _db(self) -> sqlite3.Connection:
         if self._connection is None:
+            import sqlite3
+
             connection = sqlite3.connect(
                 self.path,
                 check_same_thread=False,
@@ -211,6 +229,8 @@ class SqliteStore:
     def insert(self, batch: Sequence[Row], durable: bool, fence: bool) -> None:
         """Insert ``batch`` in one transaction (``fence``: after checking that the
         session's stored records end right before it); rolled back on any failure."""
+        import sqlite3
+
         db = self._db()
         session_id, first, _ = batch[0]
         db.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
@@ -243,7 +263,7 @@ class SqliteStore:
             .fetchone()
         )
         if last is not None and next_seq == 0:
-            raise LedgerError(f"session {session_id!r} already exists in {self.path}")
+            raise session_exists(session_id, self.path)
         if (-1 if last is None else last) != next_seq - 1:
             raise SessionChangedError(
                 f"session {session_id!r} in {self.path} ends at record {last}, but this "
@@ -273,8 +293,8 @@ class SqliteStore:
         except LedgerError as exc:
             if not isinstance(exc.__cause__, FileNotFoundError):
                 raise
-        try:  # the first writer of this database: make the directory, once
-            directory.mkdir(exist_ok=True)
+        try:  # the first writer of this database: make the directory (and its parents), once
+            directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise LedgerError(
                 f"session {session_id!r}: cannot make the lock directory {directory}: {exc}"
