@@ -7,7 +7,9 @@ directories are refused, with no window between a check and the open.
 Reads, writes, output and time are bounded. File work runs in a worker
 thread; commands run in a session of their own, and cancellation or a time
 limit ends the whole process group (SIGTERM, a grace period, SIGKILL), which
-is reaped before the result is recorded.
+is reaped before the result is recorded. Long work is visible: ``run``
+reports its command's output lines as they come, and ``read_file``, ``glob``
+and ``grep`` report how far they got, as ``tool.updated`` events.
 """
 
 from ._errors import WorkspaceError as WorkspaceError

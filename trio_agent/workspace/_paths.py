@@ -101,7 +101,8 @@ def explain(path: str, exc: OSError) -> WorkspaceError:
         errno.EACCES: "is not accessible",
         errno.EEXIST: "already exists",
     }
-    return WorkspaceError(f"{path!r} {reasons.get(exc.errno, exc.strerror or str(exc))}")
+    reason = None if exc.errno is None else reasons.get(exc.errno)
+    return WorkspaceError(f"{path!r} {reason or exc.strerror or str(exc)}")
 
 
 async def in_thread(path: str, work: Callable[[], T]) -> T:

@@ -5,7 +5,8 @@ every process it started: SIGTERM to the group, a grace period, SIGKILL, and
 the leader reaped before the result is recorded. Every descendant also
 inherits a marker in its environment, so one that left the group (``setsid``,
 a double fork) is found in ``/proc`` and ended too. Output is drained while
-the command runs, its head and latest tail kept within a budget.
+the command runs, its head and latest tail kept within a budget, and its
+lines are reported as progress as they come.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import final
 import trio
 
 from ..limits import cut_text
+from ..tools import ToolContext
+from ._progress import OutputLines
 
 __all__ = ["run_command"]
 
@@ -36,15 +39,23 @@ class _Output:
         self.budget = budget
         self.drained = trio.Event()
 
-    async def drain(self, stream: trio.abc.ReceiveStream) -> None:
-        """Read ``stream`` to its end (then set ``drained``), keeping what fits."""
+    async def drain(self, stream: trio.abc.ReceiveStream, lines: OutputLines) -> None:
+        """Read ``stream`` to its end (then set ``drained``), keeping what fits and
+        passing each piece to ``lines`` (waking up when its waiting lines are due)."""
         budget = self.budget
         async with stream:
             while True:
-                data = await stream.receive_some(65536)
+                data = None
+                with trio.move_on_at(lines.due):
+                    data = await stream.receive_some(65536)
+                if data is None:  # lines are due and no output came meanwhile
+                    lines.flush()
+                    continue
                 if not data:
+                    lines.end()
                     self.drained.set()
                     return
+                lines.feed(data)
                 if len(self.data) < budget * 2:
                     self.data.extend(data)
                 else:  # keep the head and the latest tail
@@ -59,11 +70,13 @@ async def run_command(
     limit: float,
     grace_seconds: float,
     max_output_chars: int,
+    progress: ToolContext,
 ) -> str:
     """Run ``command`` with ``sh -c`` in ``cwd``; the exit code and output (stdout
-    and stderr together, cut to ``max_output_chars``, head and tail kept). The
-    whole process group is ended when it finishes, runs past ``limit`` seconds,
-    or is cancelled."""
+    and stderr together, cut to ``max_output_chars``, head and tail kept). While
+    it runs, its output lines go to ``progress`` as they come (``OutputLines``).
+    The whole process group is ended when it finishes, runs past ``limit``
+    seconds, or is cancelled (then ``Cancelled`` propagates once it is reaped)."""
     # A marker every descendant inherits, even one that leaves the process
     # group (setsid, double fork): cleanup finds those by it.
     marker = f"{_MARKER}={uuid.uuid4().hex}"
@@ -81,7 +94,7 @@ async def run_command(
     try:
         assert process.stdout is not None
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(output.drain, process.stdout)
+            nursery.start_soon(output.drain, process.stdout, OutputLines(progress))
             with trio.move_on_after(limit) as timer:  # only the command is timed
                 await process.wait()
             # The leader is done (or out of time), but what the group writes

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import TypeVar
 
 import trio
@@ -72,7 +72,7 @@ def list_entries(
 
 def walk(
     root_fd: int, parts: Sequence[str], max_path_chars: int, check: Check
-) -> Iterator[tuple[str, int]]:
+) -> Generator[tuple[str, int], None, None]:
     """(relative path, mode) of everything below ``parts``, depth first in name
     order, symlinks not followed, ``check()`` per entry. One descriptor per open
     level, all closed when the walk ends or is closed; a directory whose path is

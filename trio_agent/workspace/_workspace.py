@@ -9,25 +9,30 @@ a caller can change them on the instance between calls.
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import stat
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import final
 
+import trio
+
 from .._glob import Glob
 from ..limits import cut_text, without_lone_surrogates
-from ..tools import Tool, ToolRegistry, tool
+from ..tools import Tool, ToolContext, ToolRegistry, tool, tool_context
 from ._errors import WorkspaceError
 from ._grep import grep_opened
 from ._paths import in_thread, open_parts, path_parts, regular
 from ._process import run_command
+from ._progress import Meter, size_text
 from ._walk import Check, abandonable, list_entries, walk
 
 __all__ = ["Workspace"]
+
+_PIECE = 256 * 1024
+"""Bytes ``read_file`` reads at a time: it can stop, and report, between pieces."""
 
 
 @final
@@ -41,6 +46,12 @@ class Workspace:
     command (``grace_seconds`` between SIGTERM and SIGKILL). Commands get
     only ``env`` (default: a minimal PATH, HOME=root, LANG), never the
     parent's environment wholesale.
+
+    Progress: ``run`` reports its command's output lines as they come;
+    ``read_file``, ``glob`` and ``grep`` report how far they got every
+    ``progress_seconds`` (none when done sooner). Reports go to the running
+    tool call (``tool_context()``, ``tool.updated`` events, rate-bounded) or
+    to the ``progress`` context a method is given.
     """
 
     def __init__(
@@ -55,6 +66,7 @@ class Workspace:
         run_seconds: float = 60.0,
         grace_seconds: float = 2.0,
         env: dict[str, str] | None = None,
+        progress_seconds: float = 0.25,
     ) -> None:
         root_path = Path(root).resolve()
         if not root_path.is_dir():
@@ -71,6 +83,7 @@ class Workspace:
         self.max_entries = max_entries
         self.run_seconds = run_seconds
         self.grace_seconds = grace_seconds
+        self.progress_seconds = progress_seconds
         self.env = (
             dict(env)
             if env is not None
@@ -87,17 +100,33 @@ class Workspace:
 
     # ------------------------------------------------------------- files
 
-    async def read_file(self, path: str, offset: int = 0) -> str:
-        """The text of a file (UTF-8), from ``offset``, at most ``max_read_bytes``."""
+    async def read_file(
+        self, path: str, offset: int = 0, *, progress: ToolContext | None = None
+    ) -> str:
+        """The text of a file (UTF-8), from ``offset``, at most ``max_read_bytes``.
+
+        Read in pieces, reporting the bytes read so far to ``progress``.
+        Cancellation stops the read at its next piece."""
         parts = self._parts(path)
         if type(offset) is not int or not 0 <= offset < 2**62:
             raise WorkspaceError(f"offset must be an int in [0, 2**62), got {offset!r}")
+        context = tool_context() if progress is None else progress
+        name = "/".join(parts)
 
         def work() -> str:
             fd = self._open(parts, os.O_RDONLY)
             try:
                 info = regular(fd, path)
-                data = os.pread(fd, self.max_read_bytes + 1, offset)
+                total = max(1, min(self.max_read_bytes + 1, info.st_size - offset))
+                meter = Meter(self.progress_seconds)
+
+                def done(count: int) -> None:
+                    trio.from_thread.check_cancelled()
+                    if meter.due():
+                        text = f"{size_text(count)} of {size_text(total)} read"
+                        context.report(f"{text} from {name!r}", count / total)
+
+                data = _pread(fd, self.max_read_bytes + 1, offset, done)
             finally:
                 os.close(fd)
             if b"\x00" in data[:8192]:
@@ -184,25 +213,30 @@ class Workspace:
             lines.append(f"[... {total - limit} more entries]")
         return _text(lines, self.max_output_chars) or "(empty)"
 
-    async def glob(self, pattern: str) -> str:
+    async def glob(self, pattern: str, *, progress: ToolContext | None = None) -> str:
         """Paths under the root matching a glob (``**`` crosses directories; see
-        ``_glob``), matched in linear time.
+        ``_glob``), matched in linear time; the entries walked so far go to
+        ``progress``.
 
         Cancellation returns at once; the walk's thread stops at its next entry.
         """
         self._parts(pattern.replace("*", "x").replace("?", "x"))  # same rules as a path
         matcher = Glob(pattern)
         limit = self.max_entries
+        context = tool_context() if progress is None else progress
 
         def work(check: Check) -> list[str]:
-            found = []
+            found: list[str] = []
+            meter = Meter(self.progress_seconds)
             entries = walk(self._root_fd, [], self.max_path_chars, check)
             try:
-                for rel, _ in entries:
+                for walked, (rel, _) in enumerate(entries, 1):
                     if matcher.match(rel):
                         found.append(rel)
                         if len(found) > limit:
                             break
+                    if meter.due():
+                        context.report(f"{walked} entries walked, {len(found)} matching")
             finally:
                 entries.close()
             return found
@@ -211,14 +245,24 @@ class Workspace:
         more = [f"[... more than {limit}]"] if len(found) > limit else []
         return _text(found[:limit] + more, self.max_output_chars) or "(no match)"
 
-    async def grep(self, pattern: str, path: str = ".", regex: bool = False) -> str:
-        """``file:line: text`` for lines containing ``pattern`` (a regex if ``regex``).
+    async def grep(
+        self,
+        pattern: str,
+        path: str = ".",
+        regex: bool = False,
+        *,
+        progress: ToolContext | None = None,
+    ) -> str:
+        """``file:line: text`` for lines containing ``pattern`` (a regex if ``regex``);
+        the files found, then searched, so far go to ``progress``.
 
         A literal pattern is matched here. A regex is matched in a child process
         on the files opened here (their descriptors are passed on), so a pattern
         that backtracks catastrophically is ended at ``run_seconds`` instead of
         holding this process. Cancellation while the files are found returns at
-        once (the walk's thread stops at its next entry).
+        once (the walk's thread stops at its next entry); while they are
+        searched, a literal search stops at its next file and a regex child is
+        killed.
         """
         parts = self._parts(path)
         if type(pattern) is not str or not pattern or len(pattern) > 1000:
@@ -227,22 +271,10 @@ class Workspace:
             re.compile(pattern if regex else re.escape(pattern))
         except re.error as exc:
             raise WorkspaceError(f"bad regex: {exc}") from None
-
-        limit = self.max_entries * 4
+        context = tool_context() if progress is None else progress
 
         def find_files(check: Check) -> list[str]:
-            top = self._open(parts, os.O_RDONLY)  # checked by descriptor, never by path
-            try:
-                is_dir = stat.S_ISDIR(os.fstat(top).st_mode)
-            finally:
-                os.close(top)
-            if not is_dir:
-                return ["/".join(parts)]
-            entries = walk(self._root_fd, parts, self.max_path_chars, check)  # paths from the root
-            try:
-                return list(itertools.islice((r for r, m in entries if stat.S_ISREG(m)), limit))
-            finally:
-                entries.close()
+            return self._grep_files(parts, check, context)
 
         def open_files() -> list[tuple[str, int]]:
             """(name to show, descriptor) of each file; not abandoned: it holds descriptors."""
@@ -255,6 +287,13 @@ class Workspace:
                 opened.append((without_lone_surrogates(rel), fd))
             return opened
 
+        def searched(files: int, read: int, matches: int) -> None:
+            context.report(
+                f"{files} of {len(opened)} files searched ({size_text(read)}), "
+                f"{matches} matching lines",
+                files / len(opened),
+            )
+
         names = await abandonable(path, "the walk", self.run_seconds, find_files)
         opened = await in_thread(path, open_files)
         try:
@@ -266,6 +305,8 @@ class Workspace:
                 max_lines=self.max_entries + 1,
                 seconds=self.run_seconds,
                 cwd=self.root,
+                progress=searched,
+                every=self.progress_seconds,
             )
         finally:
             for _, fd in opened:
@@ -274,12 +315,42 @@ class Workspace:
             lines = [*lines[: self.max_entries], "[... more matches]"]
         return _text(lines, self.max_output_chars) or "(no match)"
 
+    def _grep_files(self, parts: list[str], check: Check, context: ToolContext) -> list[str]:
+        """The regular files below ``parts`` (at most ``4 * max_entries``), or ``parts``
+        itself if it is a file; the entries walked so far go to ``context``."""
+        top = self._open(parts, os.O_RDONLY)  # checked by descriptor, never by path
+        try:
+            is_dir = stat.S_ISDIR(os.fstat(top).st_mode)
+        finally:
+            os.close(top)
+        if not is_dir:
+            return ["/".join(parts)]
+        limit = self.max_entries * 4
+        found: list[str] = []
+        meter = Meter(self.progress_seconds)
+        entries = walk(self._root_fd, parts, self.max_path_chars, check)  # paths from the root
+        try:
+            for walked, (rel, mode) in enumerate(entries, 1):
+                if stat.S_ISREG(mode):
+                    found.append(rel)
+                    if len(found) >= limit:
+                        break
+                if meter.due():
+                    context.report(f"{walked} entries walked, {len(found)} files to search")
+        finally:
+            entries.close()
+        return found
+
     # ----------------------------------------------------------- commands
 
-    async def run(self, command: str, seconds: float | None = None) -> str:
+    async def run(
+        self, command: str, seconds: float | None = None, *, progress: ToolContext | None = None
+    ) -> str:
         """Run ``command`` with ``sh -c`` in the workspace; the exit code and output
-        (stdout and stderr together, head and tail kept). The whole process group
-        is ended when it finishes, fails its time limit, or is cancelled."""
+        (stdout and stderr together, head and tail kept). Its output lines go to
+        ``progress`` as they come (see ``OutputLines``). The whole process group
+        is ended when it finishes or fails its time limit; on cancellation too,
+        and ``Cancelled`` propagates once the group is reaped."""
         if type(command) is not str or not command.strip():
             raise WorkspaceError("command must be a non-empty string")
         if len(command) > 16_384:
@@ -294,6 +365,7 @@ class Workspace:
             limit=limit,
             grace_seconds=self.grace_seconds,
             max_output_chars=self.max_output_chars,
+            progress=tool_context() if progress is None else progress,
         )
 
     # --------------------------------------------------------------- tools
@@ -303,9 +375,9 @@ class Workspace:
         workspace = self
 
         @tool(name="read_file")
-        async def read_file(path: str, offset: int = 0) -> str:
+        async def read_file(context: ToolContext, path: str, offset: int = 0) -> str:
             """Read a text file of the workspace (from a byte offset)."""
-            return await workspace.read_file(path, offset)
+            return await workspace.read_file(path, offset, progress=context)
 
         @tool(name="write_file")
         async def write_file(path: str, content: str) -> str:
@@ -323,19 +395,21 @@ class Workspace:
             return await workspace.list_dir(path)
 
         @tool(name="glob")
-        async def glob_tool(pattern: str) -> str:
+        async def glob_tool(context: ToolContext, pattern: str) -> str:
             """Find workspace paths matching a glob pattern (** crosses directories)."""
-            return await workspace.glob(pattern)
+            return await workspace.glob(pattern, progress=context)
 
         @tool(name="grep")
-        async def grep(pattern: str, path: str = ".", regex: bool = False) -> str:
+        async def grep(
+            context: ToolContext, pattern: str, path: str = ".", regex: bool = False
+        ) -> str:
             """Find lines containing a text (or a regex) in workspace files."""
-            return await workspace.grep(pattern, path, regex)
+            return await workspace.grep(pattern, path, regex, progress=context)
 
         @tool(name="run", exclusive=True)
-        async def run(command: str, seconds: float | None = None) -> str:
+        async def run(context: ToolContext, command: str, seconds: float | None = None) -> str:
             """Run a shell command in the workspace and return its exit code and output."""
-            return await workspace.run(command, seconds)
+            return await workspace.run(command, seconds, progress=context)
 
         tools: list[Tool] = [read_file, write_file, edit_file, list_dir, glob_tool, grep, run]
         return ToolRegistry(tools)
@@ -345,3 +419,18 @@ def _text(lines: list[str], max_chars: int) -> str:
     """Result lines as one text, cut to ``max_chars``; lone surrogates (from names
     that are not UTF-8) replaced by U+FFFD, so it encodes, as a tool result does."""
     return without_lone_surrogates(cut_text("\n".join(lines), max_chars))
+
+
+def _pread(fd: int, count: int, offset: int, done: Callable[[int], None]) -> bytes:
+    """Up to ``count`` bytes of ``fd`` from ``offset``, read ``_PIECE`` bytes at a
+    time; ``done(bytes so far)`` after each piece (it may raise to stop)."""
+    pieces: list[bytes] = []
+    got = 0
+    while got < count:
+        piece = os.pread(fd, min(_PIECE, count - got), offset + got)
+        if not piece:
+            break
+        pieces.append(piece)
+        got += len(piece)
+        done(got)
+    return b"".join(pieces)
