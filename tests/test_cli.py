@@ -1,5 +1,5 @@
 """The trio-agent command line, run as a real subprocess against a loopback
-provider server (issue 8)."""
+provider server (issue 8). The helpers here serve the other test_cli_* modules."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from typing import Literal
 
 import msgspec
 import trio
@@ -15,8 +16,26 @@ from loopback import Reply
 from make_fixtures import USAGE, openai_chunk
 
 from trio_agent import SessionEvent
-from trio_agent.ledger import derive
+from trio_agent.ledger import Record, derive
 from trio_agent.stores import parse_jsonl
+
+
+class EventLine(msgspec.Struct, forbid_unknown_fields=True):
+    """A line of demo/run/resume --json, as a consumer would declare it (schema 1)."""
+
+    schema: Literal[1]
+    event: SessionEvent
+
+
+class RecordLine(msgspec.Struct, forbid_unknown_fields=True):
+    """A line of show --json (schema 1)."""
+
+    schema: Literal[1]
+    record: Record
+
+
+def event_lines(stdout: bytes) -> list[SessionEvent]:
+    return [msgspec.json.decode(line, type=EventLine).event for line in stdout.splitlines()]
 
 
 def call_stream(call_id: str, name: str, arguments: dict) -> bytes:
@@ -49,7 +68,14 @@ def text_stream(*pieces: str) -> bytes:
     ).encode()
 
 
-ENV = {**os.environ, "OPENAI_API_KEY": "sk-test-cli"}
+# Nothing from the caller's environment that would change what the CLI does.
+BASE_ENV = {
+    k: v
+    for k, v in os.environ.items()
+    if not k.startswith(("OPENAI_", "ANTHROPIC_")) and k != "TERM"
+}
+ENV = {**BASE_ENV, "OPENAI_API_KEY": "sk-test-cli"}
+TRIO_AGENT = [sys.executable, "-m", "trio_agent"]
 
 
 def command(loopback, workspace, *extra) -> list[str]:
@@ -70,9 +96,14 @@ def command(loopback, workspace, *extra) -> list[str]:
     ]
 
 
-async def cli(args: list[str]) -> subprocess.CompletedProcess:
+async def cli(args: list[str], env=None, cwd=None) -> subprocess.CompletedProcess:
     return await trio.run_process(
-        args, capture_stdout=True, capture_stderr=True, check=False, env=ENV
+        args,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env=ENV if env is None else env,
+        cwd=cwd,
     )
 
 
@@ -109,17 +140,17 @@ async def test_run_then_show_a_real_session(loopback, tmp_path):
     assert "closed cleanly by its last writer" in text
 
     records = await cli([sys.executable, "-m", "trio_agent", "show", "--json", str(ledger)])
-    kinds = [json.loads(line)["kind"] for line in records.stdout.decode().splitlines()]
+    lines = records.stdout.splitlines()
+    kinds = [msgspec.json.decode(line, type=RecordLine).record.kind for line in lines]
     assert kinds[0] == "session/start" and kinds[-2:] == ["turn/end", "session/closed"]
+    assert all(json.loads(line)["schema"] == 1 for line in lines)
 
 
 async def test_json_events_decode(loopback, tmp_path):
     loopback.replies.append(Reply(body=text_stream("hello")))
     done = await cli(command(loopback, tmp_path, "run", "--json", "say hello"))
     assert done.returncode == 0, done.stderr
-    events = [
-        msgspec.json.decode(line, type=SessionEvent) for line in done.stdout.decode().splitlines()
-    ]
+    events = event_lines(done.stdout)
     assert events[0].type == "turn.started" and events[-1].type == "turn.finished"
     assert [e.sequence for e in events] == list(range(len(events)))
 

@@ -1,13 +1,14 @@
-"""The offline demo, run through the real entry points in a subprocess."""
+"""The offline demo, run through the real entry points in a subprocess: it prints
+what ``run`` prints, through the same printer and the same --json lines."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 import msgspec
-
-from trio_agent import Event, RunFinished
+from test_cli import EventLine
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -20,25 +21,34 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_demo_prints_a_live_multi_step_run_and_its_result():
+def test_demo_reads_like_run():
     done = run_cli("demo")
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[0].startswith("#0   message.accepted  user-1:")
-    assert any("tool.started      multiply" in line for line in lines)
-    assert any('tool.finished     add -> {"sum":89} [ok]' in line for line in lines)
-    assert any("run.finished      completed after 3 step(s)" in line for line in lines)
-    assert "final text: There are 89 eggs in total: 84 in the boxes and 5 loose." in lines
+    assert done.stdout.splitlines() == [
+        "user: A box holds 12 eggs. How many eggs are in 7 boxes, plus the 5 loose ones?",
+        "First, eggs in the boxes: 7 x 12.",  # streamed in 6 pieces, printed as text
+        '-> multiply({"left":7,"right":12})',
+        '   [ok] {"product":84}',
+        "Now add the loose eggs.",
+        '-> add({"left":84,"right":5})',
+        '   [ok] {"sum":89}',
+        "There are 89 eggs in total: 84 in the boxes and 5 loose.",
+        "[turn 1 completed; 3 step(s), 0 in / 0 out tokens]",
+    ]
+    assert re.search(r"[\x00-\x08\x0b-\x1f\x7f]", done.stdout) is None
     assert done.stderr == ""
 
 
-def test_demo_json_prints_events_that_decode():
+def test_demo_json_prints_the_event_lines_run_prints():
     done = run_cli("demo", "--json")
     assert done.returncode == 0, done.stderr
-    events = [msgspec.json.decode(line, type=Event) for line in done.stdout.splitlines()]
+    events = [msgspec.json.decode(line, type=EventLine).event for line in done.stdout.splitlines()]
     assert [e.sequence for e in events] == list(range(len(events)))
-    assert isinstance(events[-1], RunFinished) and events[-1].result.status == "completed"
-    assert events[-1].result.steps == 3
+    assert events[0].type == "turn.started"
+    last = events[-1]
+    assert last.type == "turn.finished"
+    assert last.result.end.reason == "completed" and last.result.steps == 3
+    assert sum(e.type == "tool.finished" for e in events) == 2
 
 
 def test_unknown_command_is_a_usage_error():

@@ -1,27 +1,21 @@
-"""The offline demo: a scripted model and two tools run a three-step loop."""
+"""The offline demo: a scripted model and two tools run a three-step turn of an
+``Agent``, printed by the command line exactly as ``run`` prints a real one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Final
 
-import msgspec
 import trio
 
-from .events import (
-    Event,
-    MessageAccepted,
-    ModelChunk,
-    RunFinished,
-    ToolFinished,
-    ToolStarted,
-)
-from .loop import run_agent_loop
-from .messages import TextBlock, ToolCall, UserMessage
-from .model import TextDelta
+from .messages import TextBlock, ToolCall
+from .session import Agent
 from .testing import ScriptedModel, scripted_response
 from .tools import ToolRegistry, tool
 
-QUESTION = "A box holds 12 eggs. How many eggs are in 7 boxes, plus the 5 loose ones?"
+__all__ = ["QUESTION", "SYSTEM", "demo_agent", "demo_model"]
+
+QUESTION: Final = "A box holds 12 eggs. How many eggs are in 7 boxes, plus the 5 loose ones?"
+SYSTEM: Final = "You are a careful calculator. Use the tools for arithmetic."
 
 
 @tool
@@ -65,53 +59,8 @@ def demo_model() -> ScriptedModel:
     )
 
 
-def describe(event: Event) -> str:
-    """One readable line for an event."""
-    head = f"#{event.sequence:<3} {event.type:<17}"
-    if isinstance(event, MessageAccepted):
-        return f"{head} {event.message.id}: {getattr(event.message, 'content', '')!r}"
-    if isinstance(event, ModelChunk):
-        chunk = event.chunk
-        if isinstance(chunk, TextDelta):
-            return f"{head} {event.request_id} text {chunk.text!r}"
-        args = msgspec.json.encode(chunk.arguments).decode()
-        return f"{head} {event.request_id} call {chunk.name}({args}) id={chunk.id}"
-    if isinstance(event, ToolStarted):
-        return f"{head} {event.call.name} ({event.call.id})"
-    if isinstance(event, ToolFinished):
-        mark = "error" if event.result.is_error else "ok"
-        return f"{head} {event.call.name} -> {event.result.content} [{mark}]"
-    assert isinstance(event, RunFinished)
-    result = event.result
-    return f"{head} {result.status} after {result.steps} step(s)"
-
-
-async def run_demo(out: Callable[[str], None] = print, *, as_json: bool = False) -> int:
-    """Run the demo, printing each event as it happens; return an exit code."""
-    tools = ToolRegistry([multiply, add])
-    run = run_agent_loop(
-        messages=[UserMessage("user-1", QUESTION)],
-        model=demo_model(),
-        tools=tools,
-        max_steps=5,
-        system="You are a careful calculator. Use the tools for arithmetic.",
+def demo_agent() -> Agent:
+    """An Agent on the scripted model with the two tools (no ledger)."""
+    return Agent(
+        model=demo_model(), tools=ToolRegistry([multiply, add]), max_steps=5, system=SYSTEM
     )
-    async with run:
-        async for event in run:
-            if as_json:
-                out(msgspec.json.encode(event).decode())
-            else:
-                out(describe(event))
-                if isinstance(event, ModelChunk):
-                    await trio.sleep(0.03)  # pace the replay like a real stream
-    result = run.result
-    assert result is not None
-    if not as_json:
-        out("")
-        out(f"result: {result.status}")
-        if result.status == "completed":
-            out(f"final text: {result.final_text}")
-        out(f"transcript: {len(result.messages)} messages")
-        for message in result.messages:
-            out(f"  {message.id} ({type(message).__name__})")
-    return 0 if result.status == "completed" else 1

@@ -1,0 +1,237 @@
+"""The command line's grammar: commands, options, their help and defaults, and the
+checks argparse makes at parse time (a usage error, exit 2, names the option)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import textwrap
+import urllib.parse
+from collections.abc import Callable
+from typing import Final
+
+import attrs
+
+from ..limits import MAX_AGENT_STEPS
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "DEFAULT_RETRIES",
+    "DEFAULT_SYSTEM",
+    "KEY_VARIABLES",
+    "Parsers",
+    "UsageError",
+    "build_parser",
+]
+
+KEY_VARIABLES: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_SYSTEM: Final = "You are a careful assistant working in a workspace."
+DEFAULT_MAX_STEPS: Final = 32
+DEFAULT_RETRIES: Final = 4  # five attempts in all, as RetryPolicy() makes
+ANTHROPIC_MAX_TOKENS: Final = 4096
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class UsageError(Exception):
+    """A command line that cannot be run as given; the text says what to change (exit 2)."""
+
+
+def base_url(text: str) -> str:
+    """An http:// or https:// URL with a host (checked at parse time)."""
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an http:// or https:// URL (for example http://localhost:8000/v1)"
+        )
+    return text
+
+
+def env_name(text: str) -> str:
+    """The name of an environment variable (letters, digits, ``_``)."""
+    if not _ENV_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an environment variable name")
+    return text
+
+
+def count(least: int, most: int | None = None) -> Callable[[str], int]:
+    """An int in ``least..most``, as argparse's ``type``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least or (most is not None and value > most):
+            bound = f"in {least}..{most}" if most is not None else f">= {least}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+
+    return parse
+
+
+@attrs.frozen
+class Parsers:
+    """The top-level parser and each command's own (for its usage line in errors)."""
+
+    main: argparse.ArgumentParser
+    commands: dict[str, argparse.ArgumentParser]
+
+
+_EPILOG = """\
+--json prints one JSON object per line: {"schema": 1, "event": {...}} for demo,
+run and resume, {"schema": 1, "record": {...}} for show. `trio-agent schema`
+prints their JSON Schema.
+
+exit codes: 0 the turn completed, 1 it ended otherwise (failed, max_steps, ...)
+or the ledger or the provider failed, 2 bad usage, 130 interrupted (Ctrl-C)."""
+
+
+def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:
+    """The options ``run`` and ``resume`` share; on ``resume`` each defaults to what
+    ``run`` recorded in the ledger, and a flag given overrides it for this resume."""
+
+    def default(value: str) -> str:
+        return "default: as recorded by `run`" if resumed else f"default: {value}"
+
+    def needed() -> str:
+        return "default: as recorded by `run`" if resumed else "required"
+
+    sub.add_argument(
+        "--provider",
+        choices=sorted(KEY_VARIABLES),
+        required=not resumed,
+        help=f"the model provider's API ({needed()})"
+        + (
+            "; switching it drops the recorded model, base URL, key variable, max tokens"
+            if resumed
+            else ""
+        ),
+    )
+    sub.add_argument(
+        "--model", required=not resumed, metavar="NAME", help=f"the model name ({needed()})"
+    )
+    sub.add_argument(
+        "--workspace",
+        required=not resumed,
+        metavar="DIR",
+        help=f"the directory the tools read, write and run commands in ({needed()})",
+    )
+    sub.add_argument(
+        "--base-url",
+        type=base_url,
+        metavar="URL",
+        help="an OpenAI-compatible or Anthropic server ("
+        + default("$OPENAI_BASE_URL / $ANTHROPIC_BASE_URL, else the provider's own")
+        + ")",
+    )
+    sub.add_argument(
+        "--api-key-env",
+        type=env_name,
+        metavar="NAME",
+        help="read the API key from this environment variable ("
+        + default("OPENAI_API_KEY or ANTHROPIC_API_KEY, by provider")
+        + "); only the name is recorded, never the key",
+    )
+    sub.add_argument(
+        "--system",
+        metavar="TEXT",
+        help=f"the system prompt ({default(repr(DEFAULT_SYSTEM))})",
+    )
+    sub.add_argument(
+        "--max-steps",
+        type=count(1, MAX_AGENT_STEPS),
+        metavar="N",
+        help=f"model requests per turn, 1..{MAX_AGENT_STEPS} ({default(str(DEFAULT_MAX_STEPS))})",
+    )
+    sub.add_argument(
+        "--max-tokens",
+        type=count(1),
+        metavar="N",
+        help="the most output tokens per model response: Anthropic's max_tokens, OpenAI's "
+        "max_completion_tokens ("
+        + default(f"{ANTHROPIC_MAX_TOKENS} for anthropic, the server's own for openai")
+        + ")",
+    )
+    sub.add_argument(
+        "--retries",
+        type=count(0),
+        metavar="N",
+        help="retry a transient model error (rate limit, 5xx, timeout, dropped connection) "
+        f"up to N times, with backoff; 0 never retries ({default(str(DEFAULT_RETRIES))})",
+    )
+    sub.add_argument(
+        "--json", action="store_true", help="print events as JSON lines (default: off)"
+    )
+
+
+def build_parser(version: str) -> Parsers:
+    """The parser of ``trio-agent``; ``run``'s defaults are filled in at parse time,
+    ``resume``'s are left None (taken from the ledger later)."""
+    main = argparse.ArgumentParser(
+        prog="trio-agent",
+        description="LLM agent loops on trio.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    main.add_argument("--version", action="version", version=f"trio-agent {version}")
+    sub = main.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands: dict[str, argparse.ArgumentParser] = {}
+
+    def command(name: str, text: str, more: str = "") -> argparse.ArgumentParser:
+        parser = sub.add_parser(
+            name,
+            help=text,
+            description=textwrap.fill(text + more, 79),
+            epilog=_EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        commands[name] = parser
+        return parser
+
+    demo = command("demo", "run an offline multi-step demo on a scripted model (no key needed)")
+    demo.add_argument(
+        "--json", action="store_true", help="print events as JSON lines (default: off)"
+    )
+
+    run = command("run", "run an agent on a task, with the workspace tools")
+    _agent_options(run, resumed=False)
+    run.add_argument(
+        "--ledger",
+        metavar="FILE.jsonl",
+        help="record the session and its configuration to this new file, for `show` and "
+        "`resume` (default: not recorded)",
+    )
+    run.add_argument("task", help="what the agent should do")
+    run.set_defaults(system=DEFAULT_SYSTEM, max_steps=DEFAULT_MAX_STEPS, retries=DEFAULT_RETRIES)
+
+    resume = command(
+        "resume",
+        "go on with a recorded session: a new turn with --message, else the turn an "
+        "interruption left owing a reply",
+        ". Every option defaults to what `run` recorded in the ledger; an option given "
+        "overrides it for this resume (the record is kept as it is).",
+    )
+    resume.add_argument("ledger", metavar="FILE.jsonl", help="the session's ledger")
+    _agent_options(resume, resumed=True)
+    resume.add_argument(
+        "--message",
+        dest="task",
+        metavar="TEXT",
+        help="a new message (default: continue the interrupted turn, if there is one)",
+    )
+
+    show = command("show", "show a recorded session: its configuration, turns, calls, usage")
+    show.add_argument("ledger", metavar="FILE.jsonl", help="the session's ledger")
+    show.add_argument(
+        "--json", action="store_true", help="print the records as JSON lines (default: off)"
+    )
+
+    schema = command("schema", "print the JSON Schema of the --json lines")
+    schema.add_argument(
+        "--kind",
+        choices=["events", "records", "all"],
+        default="all",
+        help="events (demo, run, resume), records (show) or both (default: all)",
+    )
+    return Parsers(main, commands)

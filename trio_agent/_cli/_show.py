@@ -1,0 +1,148 @@
+"""``show``: a recorded session for a person (its configuration, each turn with the
+model that ran it, calls, results, how its last writer left it, usage), or its
+records as versioned JSON lines."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from ..ledger import (
+    AttemptFailedRecord,
+    DerivedSession,
+    MessageRecord,
+    Record,
+    SessionClosedRecord,
+    StepStartRecord,
+    ToolCancelledRecord,
+    ToolFailedRecord,
+    ToolResultRecord,
+    TurnEndRecord,
+    TurnStartRecord,
+    derive,
+)
+from ..messages import AssistantMessage, Block, TextBlock, UserMessage
+from ..stores._lock import holder_of
+from ._commands import EXIT_OK, ledger_location, read_ledger
+from ._config import METADATA_KEY
+from ._output import describe_end, one_line, visible
+from ._parser import ANTHROPIC_MAX_TOKENS, KEY_VARIABLES
+from ._schema import SCHEMA_VERSION, RecordLine
+
+__all__ = ["show"]
+
+
+def show(args: argparse.Namespace) -> int:
+    loaded = read_ledger(args.ledger)
+    out = sys.stdout
+    if args.json:
+        encoder = msgspec.json.Encoder()
+        for record in loaded.records:
+            wrapped = RecordLine(schema=SCHEMA_VERSION, record=record)
+            out.write(encoder.encode(wrapped).decode() + "\n")
+        return EXIT_OK
+    derived = derive(loaded.records)
+    lines = [f"warning: {warning}" for warning in loaded.warnings]
+    lines.append(
+        f"session {derived.session_id}: {derived.turns} turn(s), {derived.requests} request(s)"
+    )
+    lines += _configuration(derived.metadata)
+    for record in loaded.records:
+        lines += _record_lines(record)
+    _, _, file = ledger_location(args.ledger)
+    lines.append(f"\n{_state_of(derived, holder_of(file))}")
+    usage, failed = derived.usage, derived.failed_usage
+    line = f"usage: {usage.input_tokens} input / {usage.output_tokens} output tokens"
+    if failed.input_tokens or failed.output_tokens:
+        line += (
+            f" (and {failed.input_tokens} input / {failed.output_tokens} output in "
+            "responses that were refused)"
+        )
+    lines.append(line)
+    out.write("".join(visible(text) + "\n" for text in lines))
+    return EXIT_OK
+
+
+def _configuration(metadata: Mapping[str, Any] | None) -> list[str]:
+    """The configuration ``run`` recorded (and any other metadata), one line each."""
+    if not metadata:
+        return ["configuration: none recorded (resume needs --provider, --model, --workspace)"]
+    lines = []
+    config = metadata.get(METADATA_KEY)
+    if isinstance(config, Mapping):
+        lines.append("configuration (recorded by `trio-agent run`; `resume` uses it):")
+        for name, value in config.items():
+            if name == "format":
+                continue
+            if value is None:
+                value = _default_of(name, config)
+            elif name == "system":
+                value = one_line(str(value), 80)
+            lines.append(f"  {name}: {value}")
+    rest = {k: v for k, v in metadata.items() if k != METADATA_KEY}
+    if rest:
+        lines.append(f"metadata: {one_line(msgspec.json.encode(rest).decode(), 200)}")
+    return lines
+
+
+def _default_of(name: str, config: Mapping[str, Any]) -> str:
+    """What a setting recorded as None (not given) meant."""
+    provider = str(config.get("provider"))
+    if name == "api_key_env":
+        variable = KEY_VARIABLES.get(provider, "the provider's variable")
+        return f"(not given: {variable})"
+    if name == "max_tokens" and provider == "anthropic":
+        return f"(not given: {ANTHROPIC_MAX_TOKENS})"
+    if name == "max_tokens":
+        return "(not given: the server's own)"
+    return "(not given)"
+
+
+def _state_of(derived: DerivedSession, holder: str | None) -> str:
+    """How the last writer left the session: closed, being written, or died."""
+    if holder is not None:
+        return f"open: {holder} is writing it"
+    if derived.closed:
+        return "closed cleanly by its last writer"
+    where = "in a turn" if derived.open_turn is not None else "between turns"
+    return f"not closed: its last writer crashed or was killed ({where})"
+
+
+def _record_lines(record: Record) -> list[str]:
+    """What a person reads of one record (nothing for the bookkeeping ones)."""
+    match record:
+        case TurnStartRecord():
+            model = f" ({record.model})" if record.model else ""
+            return [f"\n== turn {record.turn}{model}"]
+        case MessageRecord(message=UserMessage() as message):
+            return [f"user: {one_line(message.content)}"]
+        case MessageRecord(message=AssistantMessage() as message):
+            return [_block_line(block) for block in message.content if _block_line(block)]
+        case ToolResultRecord():
+            mark = "error" if record.result.is_error else "ok"
+            code = f" {record.code}" if record.code else ""
+            return [f"  result [{mark}{code}] {one_line(record.result.content)}"]
+        case ToolCancelledRecord():
+            return [f"  call {record.call_id} was cancelled while it ran"]
+        case ToolFailedRecord():
+            return [f"  call {record.call_id} failed fatally: {one_line(record.error, 80)}"]
+        case StepStartRecord():
+            return [f"- {record.request_id}"]
+        case AttemptFailedRecord():
+            return [f"  attempt {record.attempt} failed: {one_line(record.error, 80)}"]
+        case TurnEndRecord():
+            return [f"== turn {record.turn} ended: {describe_end(record.end)}"]
+        case SessionClosedRecord():
+            return ["(session closed)"]
+    return []
+
+
+def _block_line(block: Block) -> str:
+    if isinstance(block, TextBlock):
+        return f"assistant: {one_line(block.text)}" if block.text else ""
+    args_text = msgspec.json.encode(block.arguments).decode()
+    return f"  call {block.name}({one_line(args_text, 80)}) [{block.id}]"
