@@ -95,13 +95,13 @@ async def run(model: Model, task: str, ledger_dir: Path) -> TurnResult:
         async with turn:
             async for event in turn:
                 show(event)
-    result = turn.result
+        result = turn.result
     assert result is not None  # set once the turn has finished
     return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="A note-taking agent, typed.")
     parser.add_argument("task", nargs="?", default="Note that the demo works")
     parser.add_argument("--openai", metavar="MODEL", help="use this OpenAI model (needs a key)")
     parser.add_argument("--ledger-dir", type=Path, help="where the session is recorded")

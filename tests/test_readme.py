@@ -1,31 +1,316 @@
-"""The README's example runs as written."""
+"""The README works as written, on PyPI too.
+
+Every ```python block runs, in a fresh interpreter, and prints what its
+``print(...)  # expected`` comments say. A block that cannot run on its own is
+marked, on the line just above it, with ``<!-- readme-test: SETUP ... -->``
+naming one of the setups in ``SETUPS``; an unknown setup, a stray marker, or
+a Python block fenced as anything but ```python fails, so no block is skipped.
+
+Links: PyPI shows the README away from the repository, so every link is an
+absolute https URL; one into this repository names a file that exists (and,
+tests/test_packaging.py checks, ships in the sdist). Nothing points outside
+the repository (``../``).
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
-README = Path(__file__).parent.parent / "README.md"
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+REPO_URL = "https://github.com/trio-agent/trio-agent"
+
+# --- reading the README ------------------------------------------------------------------
 
 
-def test_readme_example_runs_and_prints_what_it_says():
-    example = re.search(r"## Example\n\n```python\n(.*?)```", README.read_text(), re.S)
-    assert example is not None
-    done = subprocess.run(
-        [sys.executable, "-c", example.group(1)],
+@dataclass(frozen=True)
+class Block:
+    line: int  # of the opening fence, 1-based
+    setup: str | None  # the first word of its readme-test marker
+    argument: str  # the marker's second word, if any
+    code: str
+
+
+FENCE = re.compile(r"^(`{3,}|~{3,})\s*(\S*)")
+MARKER = re.compile(r"^<!-- readme-test: (\S+)(?: (\S+))?[^>]*-->$")
+PYTHONISH = {"py", "py3", "python3", "pycon", "pyi", "ipython"}
+
+
+class ReadmeError(AssertionError):
+    pass
+
+
+def python_blocks(text: str) -> list[Block]:
+    """The README's ```python blocks and their markers; ReadmeError for a block
+    that could escape the tests (fenced as ```py, indented, never closed) or a
+    marker that is not just above a Python block."""
+    lines = text.splitlines()
+    blocks: list[Block] = []
+    markers_used: set[int] = set()
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if re.match(r"^\s+(`{3}|~{3})", line):
+            raise ReadmeError(f"line {index + 1}: an indented fence (write fences at column 0)")
+        opened = FENCE.match(line)
+        if not opened:
+            index += 1
+            continue
+        fence, info = opened.groups()
+        end = index + 1
+        while end < len(lines) and not lines[end].startswith(fence):
+            end += 1
+        if end == len(lines):
+            raise ReadmeError(f"line {index + 1}: a code block that is never closed")
+        if info.lower() in PYTHONISH:
+            raise ReadmeError(f"line {index + 1}: fence Python as ```python, not ```{info}")
+        if info == "python":
+            setup, argument = None, ""
+            above = index - 1
+            marker = MARKER.match(lines[above]) if above >= 0 else None
+            if marker:
+                setup, argument = marker.group(1), marker.group(2) or ""
+                markers_used.add(above)
+            code = "\n".join(lines[index + 1 : end]) + "\n"
+            blocks.append(Block(index + 1, setup, argument, code))
+        index = end + 1
+    for number, line in enumerate(lines):
+        if "readme-test" in line and number not in markers_used:
+            raise ReadmeError(f"line {number + 1}: a readme-test marker not just above ```python")
+    return blocks
+
+
+def without_code(text: str) -> str:
+    """The README's prose: fenced blocks and inline code spans removed."""
+    text = re.sub(r"(?ms)^(`{3,}|~{3,}).*?^\1", "", text)
+    return re.sub(r"(`+)(?:(?!\1).)+?\1", "", text, flags=re.S)
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+REFERENCE = re.compile(r"(?m)^\s*\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)")
+HTML_LINK = re.compile(r"""(?:href|src)\s*=\s*["']([^"']+)["']""", re.I)
+AUTOLINK = re.compile(r"<([a-z][a-z0-9+.-]*:[^\s>]+)>", re.I)
+
+
+def link_targets(text: str) -> list[str]:
+    prose = without_code(text)
+    return [
+        match.group(1)
+        for pattern in (LINK, REFERENCE, HTML_LINK, AUTOLINK)
+        for match in pattern.finditer(prose)
+    ]
+
+
+def repo_path(url: str) -> str | None:
+    """The path in this repository a URL names (``blob/main/X`` or ``tree/main/X``)."""
+    found = re.match(re.escape(REPO_URL) + r"/(?:blob|tree|raw)/main/([^#?]+)", url)
+    return found.group(1).rstrip("/") if found else None
+
+
+def dead_links(text: str, root: Path) -> list[str]:
+    """Every reason a link in ``text`` would not work on PyPI."""
+    problems = []
+    if "../" in text:
+        problems.append("'../' points outside the repository")
+    for target in link_targets(text):
+        if not target.startswith(("https://", "mailto:")):
+            problems.append(f"{target}: relative or plain http (PyPI has no repository beside it)")
+            continue
+        path = repo_path(target)
+        if path is not None and not (root / path).exists():
+            problems.append(f"{target}: no {path} in the repository")
+    return problems
+
+
+def readme_repo_paths() -> list[str]:
+    """Every file of this repository the README links to (test_packaging: in the sdist)."""
+    paths = {repo_path(target) for target in link_targets(README.read_text())}
+    return sorted(path for path in paths if path is not None)
+
+
+BLOCKS = python_blocks(README.read_text())
+
+# --- running the blocks --------------------------------------------------------------------
+
+AGENT_PRELUDE = '''
+import trio
+
+from trio_agent import ToolCall, ToolRegistry, tool
+from trio_agent.testing import ScriptedModel, scripted_response
+
+
+@tool
+async def add(left: int, right: int) -> int:
+    """Add two integers."""
+    return left + right
+
+
+tools = ToolRegistry([add])
+model = ScriptedModel(
+    [
+        scripted_response("r1", [ToolCall("call-1", "add", {"left": 20, "right": 22})]),
+        scripted_response("r2", "The sum is 42."),
+        scripted_response("r3", "It is 420."),
+        scripted_response("r4", "Done."),
+    ]
+)
+'''
+
+SETUPS = {
+    # no marker: the block is a script
+    "keys": "a script, with OPENAI_API_KEY and ANTHROPIC_API_KEY set (no request is made)",
+    "agent": "the body of async def main(), given model, add and tools (AGENT_PRELUDE)",
+    "file": "the block is the named test file, which runs in our suite",
+}
+
+
+def expected_output(code: str) -> list[str]:
+    """What the block says it prints: the comments after its print(...) calls."""
+    return re.findall(r"(?m)^\s*print\(.*\)  # (.+)$", code)
+
+
+def run_python(source: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.endswith(("_API_KEY", "_BASE_URL"))
+    }
+    return subprocess.run(
+        [sys.executable, "-W", "error", "-c", source],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
+        cwd=cwd,
+        env={**environment, **env},
     )
+
+
+def run_block(block: Block, cwd: Path) -> subprocess.CompletedProcess[str]:
+    if block.setup is None:
+        return run_python(block.code, cwd)
+    if block.setup == "keys":
+        return run_python(block.code, cwd, OPENAI_API_KEY="sk-test", ANTHROPIC_API_KEY="sk-test")
+    assert block.setup == "agent", block
+    main = "async def main() -> None:\n" + textwrap.indent(block.code, "    ")
+    return run_python(f"{AGENT_PRELUDE}\n\n{main}\n\ntrio.run(main)\n", cwd)
+
+
+def test_the_readme_has_python_blocks_each_with_a_known_setup():
+    assert len(BLOCKS) >= 6
+    unknown = [(block.line, block.setup) for block in BLOCKS if block.setup not in {None, *SETUPS}]
+    assert unknown == [], f"unknown readme-test setups (known: {sorted(SETUPS)})"
+    assert sum(bool(expected_output(block.code)) for block in BLOCKS) >= 5
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=lambda block: f"line{block.line}")
+def test_readme_python_block_runs_and_prints_what_it_says(block, tmp_path):
+    if block.setup == "file":  # the file runs in our suite; the block must be it, exactly
+        assert block.code == (ROOT / block.argument).read_text()
+        assert re.fullmatch(r"tests/test_\w+\.py", block.argument)
+        return
+    done = run_block(block, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    printed = iter(done.stdout.splitlines())
+    for expected in expected_output(block.code):  # in order, other lines between allowed
+        assert expected in printed, f"{expected!r} not printed (in order):\n{done.stdout}"
+
+
+def block_under(heading: str) -> Block:
+    text = README.read_text()
+    start = text.index(f"\n{heading}\n")
+    line = text.count("\n", 0, start) + 2
+    return next(block for block in BLOCKS if block.line > line)
+
+
+def test_the_first_agent_prints_the_events_the_readme_lists(tmp_path):
+    done = run_block(block_under("## A first agent"), tmp_path)
+    assert done.returncode == 0, done.stderr
+    *events, result = done.stdout.splitlines()
+    assert events == [
+        "0 turn.started",
+        "1 message.accepted",
+        "2 model.chunk",
+        "3 tool.started",
+        "4 tool.finished",
+        "5 model.chunk",
+        "6 turn.finished",
+    ]
+    assert result == "completed The sum is 42."
+    prose = README.read_text().split("## A first agent", 1)[1].split("\n## ", 1)[0]
+    assert all(f"`{event}`" in prose for event in events)
+
+
+def test_the_loop_example_prints_a_whole_run(tmp_path):
+    done = run_block(block_under("## The core loop: `run_agent_loop`"), tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[-1] == "completed The sum is 42."
     assert lines[0] == "0 message.accepted" and lines[-2] == "7 run.finished"
+    assert lines[-1] == "completed The sum is 42."
 
 
-def test_readme_testing_example_is_the_file_that_runs_in_our_suite():
-    example = (Path(__file__).parent / "test_example_agent.py").read_text()
-    assert f"```python\n{example}```" in README.read_text()
+def test_the_readme_test_command_is_the_one_ci_runs():
+    ci = (ROOT / ".ci" / "run").read_text()
+    command = (
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest"
+    )
+    assert command in ci.splitlines()
+    assert f"```sh\n{command}\n```" in README.read_text()
+
+
+def test_every_readme_link_works_on_pypi():
+    assert dead_links(README.read_text(), ROOT) == []
+    assert f"{REPO_URL}/blob/main/ARCHITECTURE.md" in link_targets(README.read_text())
+
+
+# --- the checks themselves catch what they are for -----------------------------------------
+
+
+def test_the_link_check_finds_each_kind_of_dead_link():
+    bad = [
+        "../shared/DESIGN.md",  # outside the repository
+        "ARCHITECTURE.md",  # relative: dead on PyPI
+        "http://example.com",  # not https
+        f"{REPO_URL}/blob/main/NOPE.md",  # no such file
+        "docs/x.html",  # relative, in HTML
+    ]
+    text = (
+        f'[a]({bad[0]}), [b]({bad[1]}), [c]({bad[2]} "title"), [d]({bad[3]}), '
+        f'<a href="{bad[4]}">e</a>, [ok]({REPO_URL}/blob/main/README.md).\n'
+        "```python\nprint('[in code](nowhere.md)')\n```\n"
+    )
+    problems = dead_links(text, ROOT)
+    assert problems[0] == "'../' points outside the repository"
+    assert [problem.split(": ")[0] for problem in problems[1:]] == bad
+    assert dead_links(f"[ok]({REPO_URL}/blob/main/README.md) `code.md`", ROOT) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("```py\nx = 1\n```\n", "fence Python as ```python"),
+        ("  ```python\nx = 1\n  ```\n", "an indented fence"),
+        ("```python\nx = 1\n", "never closed"),
+        ("<!-- readme-test: agent -->\n\n```python\nx = 1\n```\n", "not just above"),
+        ("<!-- readme-test: agent -->\n```sh\nls\n```\n", "not just above"),
+    ],
+)
+def test_a_python_block_cannot_slip_past_the_parser(text, message):
+    with pytest.raises(ReadmeError, match=re.escape(message)):
+        python_blocks(text)
+
+
+def test_the_parser_reads_markers_and_expected_output():
+    text = "<!-- readme-test: file tests/x.py (why) -->\n```python\nprint(1)  # 1\n```\n"
+    [block] = python_blocks(text)
+    assert (block.line, block.setup, block.argument) == (2, "file", "tests/x.py")
+    assert expected_output(block.code) == ["1"]

@@ -49,7 +49,7 @@ def events_narrow_by_type(event: ta.SessionEvent) -> None:
             assert_type(end.code, str)
         elif end.reason == "max_steps":
             assert_type(end.max_steps, int)
-    event.chunk  # type: ignore[union-attr]
+    _ = event.chunk  # type: ignore[union-attr]
 
 
 def results_narrow_by_status(result: ta.RunResult) -> None:
@@ -58,7 +58,7 @@ def results_narrow_by_status(result: ta.RunResult) -> None:
         assert_type(result.final_text, str)
     elif result.status == "failed":
         assert_type(result.code, str)
-    result.final_text  # type: ignore[union-attr]
+    _ = result.final_text  # type: ignore[union-attr]
 
 
 def messages_narrow_by_role(message: ta.Message) -> None:
