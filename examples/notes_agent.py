@@ -96,8 +96,8 @@ async def run(model: Model, task: str, ledger_dir: Path) -> TurnResult:
             async for event in turn:
                 show(event)
         result = turn.result
-    assert result is not None  # set once the turn has finished
-    return result
+        assert result is not None  # set once the turn has finished
+        return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:

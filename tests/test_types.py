@@ -70,3 +70,18 @@ def test_a_text_delta_has_a_type_like_its_json():
     assert delta.type == "text_delta"
     assert msgspec.json.decode(msgspec.json.encode(delta))["type"] == delta.type
     assert ToolCall("c", "n", {}).type == "tool_call" and ta.UserMessage("u", "x").role == "user"
+
+
+def test_the_example_app_runs_offline_and_records_its_session(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "notes_agent.py"), "--ledger-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "-> add_note({'text': 'Note that the demo works'})" in done.stdout
+    assert "   ... counting 1 note(s)" in done.stdout  # progress from a plain def tool's thread
+    assert "[turn 1: completed, 3 steps]" in done.stdout
+    (ledger,) = tmp_path.glob("*.jsonl")
+    assert b'"kind":"session/closed"' in ledger.read_bytes()

@@ -150,6 +150,7 @@ async def _after_tool_call(
             kept = hooks.finalize_result(result)
             conversation.append(kept)
             emit.owe([_finished(call, kept)])
+    assert final is not None  # the hook returned: no exception left the try
     return hooks.finalize_result(final)
 
 

@@ -82,14 +82,16 @@ class EventRun(Generic[E, R]):
         nursery.start_soon(self._drive_and_close, send, nursery, name=self._task_name)
         return self
 
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        """Leaving early cancels the run; waits for it to finish either way."""
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        """Leaving early cancels the run; waits for it to finish either way. Never
+        swallows an exception (typed ``None``, so checkers know code after the block runs
+        only when the block did)."""
         self._phase = _CLOSED
         if self._result is None:
             self.cancel()
         assert self._receive is not None
         self._receive.close()
-        return await exit_nursery(self._nursery_manager, exc)
+        await exit_nursery(self._nursery_manager, exc)
 
     def __aiter__(self) -> Any:
         return self
@@ -137,7 +139,7 @@ def cancelled_from_outside(exc: BaseException) -> bool:
     return isinstance(exc, BaseExceptionGroup) and exc.split(trio.Cancelled)[0] is not None
 
 
-async def exit_nursery(manager: Any, exc: BaseException | None) -> bool:
+async def exit_nursery(manager: Any, exc: BaseException | None) -> None:
     """Leave a nursery opened by hand without wrapping the body's own exception.
 
     The body's exception (``exc``) goes through untouched; a lone exception of
@@ -152,11 +154,10 @@ async def exit_nursery(manager: Any, exc: BaseException | None) -> bool:
         _, rest = group.split(trio.Cancelled)
         if exc is not None:
             if rest is None:
-                return False
+                return  # the body's own exception unwinds
             raise BaseExceptionGroup(
                 "the body of the block and its tasks both raised", [exc, *rest.exceptions]
             ) from None
         if len(group.exceptions) == 1 and not isinstance(group.exceptions[0], BaseExceptionGroup):
             raise group.exceptions[0] from None
         raise
-    return False

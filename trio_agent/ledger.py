@@ -152,7 +152,7 @@ class PendingLedger:
     ) -> None:
         self.create_writer = create_writer
         self.session_id = session_id
-        self.fsync = fsync
+        self.fsync: FsyncPolicy = fsync
         self._creating: trio.Event | None = None
 
     async def create(

@@ -505,9 +505,9 @@ class Agent:
         self._host = await self._host_manager.__aenter__()
         return self
 
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         try:
-            return await exit_nursery(self._host_manager, exc)
+            await exit_nursery(self._host_manager, exc)
         finally:
             self._host = None
             if self._active is None:
