@@ -92,3 +92,41 @@ async def test_schema_describes_every_event_result_and_record():
     assert "SessionStartRecord" in records["$defs"] and "ModelChunk" not in records["$defs"]
     bad = await cli([*TRIO_AGENT, "schema", "--kind", "everything"])
     assert bad.returncode == 2
+
+
+def undescribed(document: dict) -> list[str]:
+    """Every property (``Type.field``) of every object in ``document`` with no
+    description, wherever the object sits (components, or inline in a property)."""
+    found = []
+
+    def walk(node, where: str) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item, where)
+        elif isinstance(node, dict):
+            for name, prop in node.get("properties", {}).items():
+                if not (isinstance(prop, dict) and str(prop.get("description", "")).strip()):
+                    found.append(f"{where}.{name}")
+            for value in node.values():
+                walk(value, where)
+
+    for name, component in document["$defs"].items():
+        walk(component, name)
+    return found
+
+
+async def test_every_field_of_every_type_is_described():
+    document = await schema()
+    objects = [d for d in document["$defs"].values() if "properties" in d]
+    assert len(objects) >= 45 and sum(len(d["properties"]) for d in objects) >= 170
+    assert undescribed(document) == []
+    # the check sees a field that loses its description, a tag field included
+    for type_name, field in [
+        ("TurnFinished", "sequence"),
+        ("Usage", "cache_write_tokens"),
+        ("SessionStartRecord", "kind"),
+        ("EventLine", "schema"),
+    ]:
+        broken = json.loads(json.dumps(document))
+        del broken["$defs"][type_name]["properties"][field]["description"]
+        assert undescribed(broken) == [f"{type_name}.{field}"]

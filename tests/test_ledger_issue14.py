@@ -386,6 +386,8 @@ def _one(cls):
 
 
 def _zero(tp):
+    if typing.get_origin(tp) is typing.Annotated:  # a field with its description
+        return _zero(typing.get_args(tp)[0])
     origin = typing.get_origin(tp)
     if tp is int or tp is float:
         return tp(0)

@@ -7,10 +7,10 @@ release have defaults, so older ledgers load unchanged.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 import msgspec
-from msgspec import Struct
+from msgspec import Meta, Struct
 
 from .events import TurnEnd
 from .messages import Message, ToolResultMessage
@@ -77,8 +77,25 @@ def session_exists(session_id: str, where: object) -> SessionExistsError:
     )
 
 
+# Field descriptions (the JSON Schema's); one constant per meaning that recurs.
+_TURN: Final = Meta(
+    description="The turn's number in its session, counting from 1 (resumes continue it)."
+)
+_REQUEST_ID: Final = Meta(
+    description='The step\'s model request id: "request-" then its number, at least 3 digits.'
+)
+_CALL_ID: Final = Meta(description="The id of the tool call, as in its assistant message.")
+_ERROR: Final = Meta(description="What went wrong, as text.")
+
+
 class _Record(Struct, frozen=True, kw_only=True, tag_field="kind"):
-    seq: int
+    seq: Annotated[
+        int,
+        Meta(
+            description="This record's position in the ledger: 0 for session/start, then one "
+            "more per record, with no gap."
+        ),
+    ]
 
 
 class SessionStartRecord(_Record, frozen=True, tag="session/start"):
@@ -89,13 +106,27 @@ class SessionStartRecord(_Record, frozen=True, tag="session/start"):
     """
 
     kind: ClassVar[Literal["session/start"]] = "session/start"
-    format: int
-    session_id: str
-    created: float
-    system: str = ""
-    first_request: int = 1
-    first_sequence: int = 0
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    format: Annotated[int, Meta(description="The ledger format's version (1, the only one).")]
+    session_id: Annotated[str, Meta(description="The session's id.")]
+    created: Annotated[
+        float, Meta(description="When the session was created: seconds since the Unix epoch.")
+    ]
+    system: Annotated[
+        str, Meta(description='The system prompt the session was created with; "" for none.')
+    ] = ""
+    first_request: Annotated[
+        int, Meta(description="The number of the session's first model request (request-NNN).")
+    ] = 1
+    first_sequence: Annotated[
+        int, Meta(description="The sequence of the session's first event.")
+    ] = 0
+    metadata: Annotated[
+        dict[str, Any],
+        Meta(
+            description="The run configuration the application recorded (Agent(metadata=...)): "
+            "plain JSON, never a secret."
+        ),
+    ] = msgspec.field(default_factory=dict)
 
 
 class SessionClosedRecord(_Record, frozen=True, tag="session/closed"):
@@ -104,7 +135,7 @@ class SessionClosedRecord(_Record, frozen=True, tag="session/closed"):
     (or is still being written)."""
 
     kind: ClassVar[Literal["session/closed"]] = "session/closed"
-    sequence: int
+    sequence: Annotated[int, Meta(description="The sequence the session's next event will carry.")]
 
 
 class EventsReservedRecord(_Record, frozen=True, tag="events/reserved"):
@@ -113,7 +144,13 @@ class EventsReservedRecord(_Record, frozen=True, tag="events/reserved"):
     numbering above every event a consumer of the dead process can have seen."""
 
     kind: ClassVar[Literal["events/reserved"]] = "events/reserved"
-    until: int
+    until: Annotated[
+        int,
+        Meta(
+            description="The writer may send events numbered below this; a resume after a crash "
+            "numbers from here."
+        ),
+    ]
 
 
 class TurnStartRecord(_Record, frozen=True, tag="turn/start"):
@@ -122,9 +159,15 @@ class TurnStartRecord(_Record, frozen=True, tag="turn/start"):
     adapters, else the model's class name; ``""`` in older ledgers)."""
 
     kind: ClassVar[Literal["turn/start"]] = "turn/start"
-    turn: int
-    sequence: int
-    model: str = ""
+    turn: Annotated[int, _TURN]
+    sequence: Annotated[int, Meta(description="The sequence of the turn's turn.started event.")]
+    model: Annotated[
+        str,
+        Meta(
+            description='The model that ran the turn: "provider:model" for the provider '
+            'adapters, else its class\'s qualified name; "" in older ledgers.'
+        ),
+    ] = ""
 
 
 class TurnEndRecord(_Record, frozen=True, tag="turn/end"):
@@ -133,16 +176,22 @@ class TurnEndRecord(_Record, frozen=True, tag="turn/end"):
     sequence the dead process had reserved)."""
 
     kind: ClassVar[Literal["turn/end"]] = "turn/end"
-    turn: int
-    end: TurnEnd
-    sequence: int
+    turn: Annotated[int, _TURN]
+    end: Annotated[TurnEnd, Meta(description="Why the turn ended.")]
+    sequence: Annotated[
+        int,
+        Meta(
+            description="Where the next turn's events start: one past turn.finished (after an "
+            "interrupted turn, above every sequence the dead writer reserved)."
+        ),
+    ]
 
 
 class StepStartRecord(_Record, frozen=True, tag="step/start"):
     """A model request is about to be opened; stored before it is."""
 
     kind: ClassVar[Literal["step/start"]] = "step/start"
-    request_id: str
+    request_id: Annotated[str, _REQUEST_ID]
 
 
 class StepEndRecord(_Record, frozen=True, tag="step/end"):
@@ -150,9 +199,14 @@ class StepEndRecord(_Record, frozen=True, tag="step/end"):
     response's usage is recorded with its message.)"""
 
     kind: ClassVar[Literal["step/end"]] = "step/end"
-    request_id: str
-    stop_reason: str
-    usage: Usage | None = None
+    request_id: Annotated[str, _REQUEST_ID]
+    stop_reason: Annotated[
+        str, Meta(description="How the step's response stopped: stop, tool_call or length.")
+    ]
+    usage: Annotated[
+        Usage | None,
+        Meta(description="The response's usage, in older ledgers only; null in newer ones."),
+    ] = None
 
 
 class MessageRecord(_Record, frozen=True, tag="message"):
@@ -160,8 +214,16 @@ class MessageRecord(_Record, frozen=True, tag="message"):
     message carries the usage of the response it came from."""
 
     kind: ClassVar[Literal["message"]] = "message"
-    message: Message
-    usage: Usage | None = None
+    message: Annotated[
+        Message, Meta(description="The user or assistant message that joined the transcript.")
+    ]
+    usage: Annotated[
+        Usage | None,
+        Meta(
+            description="For an assistant message the loop made: what the provider reported for "
+            "its response; null otherwise."
+        ),
+    ] = None
 
 
 class AttemptFailedRecord(_Record, frozen=True, tag="attempt/failed"):
@@ -169,25 +231,38 @@ class AttemptFailedRecord(_Record, frozen=True, tag="attempt/failed"):
     provider reported for a response that arrived but was refused."""
 
     kind: ClassVar[Literal["attempt/failed"]] = "attempt/failed"
-    request_id: str
-    attempt: int
-    error: str
-    retry_in: float | None
-    usage: Usage | None = None
+    request_id: Annotated[str, _REQUEST_ID]
+    attempt: Annotated[
+        int, Meta(description="The attempt that failed, counting from 1 for each request.")
+    ]
+    error: Annotated[str, _ERROR]
+    retry_in: Annotated[
+        float | None,
+        Meta(
+            description="Seconds until the next attempt; null when none followed (the step failed)."
+        ),
+    ]
+    usage: Annotated[
+        Usage | None,
+        Meta(
+            description="What the provider reported for a response that arrived but was "
+            "refused; null otherwise."
+        ),
+    ] = None
 
 
 class ToolCallRecord(_Record, frozen=True, tag="tool/call"):
     """Written just before the call is dispatched (the call itself is in its assistant message)."""
 
     kind: ClassVar[Literal["tool/call"]] = "tool/call"
-    call_id: str
+    call_id: Annotated[str, _CALL_ID]
 
 
 class ToolSkippedRecord(_Record, frozen=True, tag="tool/skipped"):
     """A call recorded by ``tool/call`` was not dispatched after all (cancelled first)."""
 
     kind: ClassVar[Literal["tool/skipped"]] = "tool/skipped"
-    call_id: str
+    call_id: Annotated[str, _CALL_ID]
 
 
 class ToolCancelledRecord(_Record, frozen=True, tag="tool/cancelled"):
@@ -195,30 +270,41 @@ class ToolCancelledRecord(_Record, frozen=True, tag="tool/cancelled"):
     part of its work)."""
 
     kind: ClassVar[Literal["tool/cancelled"]] = "tool/cancelled"
-    call_id: str
+    call_id: Annotated[str, _CALL_ID]
 
 
 class ToolFailedRecord(_Record, frozen=True, tag="tool/failed"):
     """A dispatched call failed fatally (``FatalToolError``) and has no result."""
 
     kind: ClassVar[Literal["tool/failed"]] = "tool/failed"
-    call_id: str
-    error: str
+    call_id: Annotated[str, _CALL_ID]
+    error: Annotated[str, _ERROR]
 
 
 class ToolResultRecord(_Record, frozen=True, tag="tool/result"):
     """A tool result as it joined the transcript; ``code`` marks one a resume wrote."""
 
     kind: ClassVar[Literal["tool/result"]] = "tool/result"
-    result: ToolResultMessage
-    code: str | None = None
+    result: Annotated[
+        ToolResultMessage, Meta(description="The tool result message that joined the transcript.")
+    ]
+    code: Annotated[
+        str | None,
+        Meta(
+            description="For a result a resume wrote for a call left open: TOOL_NOT_STARTED, "
+            "TOOL_CANCELLED, TOOL_FATAL or TOOL_OUTCOME_UNKNOWN; else null."
+        ),
+    ] = None
 
 
 class CompactedRecord(_Record, frozen=True, tag="context/compacted"):
     """The transcript was replaced by ``messages`` (compaction)."""
 
     kind: ClassVar[Literal["context/compacted"]] = "context/compacted"
-    messages: tuple[Message, ...]
+    messages: Annotated[
+        tuple[Message, ...],
+        Meta(description="The transcript as compact returned it: it replaced the whole one."),
+    ]
 
 
 Record = (

@@ -8,9 +8,9 @@ each and ``msgspec.json.decode(data, type=Event)`` reads them back.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
-from msgspec import Struct
+from msgspec import Meta, Struct
 
 from ._errors import INTERNAL_ERROR as INTERNAL_ERROR
 from ._errors import INVALID_TRANSCRIPT as INVALID_TRANSCRIPT
@@ -53,6 +53,27 @@ __all__ = [
     "TurnTokenBudget",
 ]
 
+# Field descriptions (the JSON Schema's, via ``Annotated``); one constant per meaning
+# that recurs. msgspec reads them only when it builds a schema, encoder or decoder.
+_SEQUENCE: Final = Meta(
+    description="Position of this event in the one total order of its run (of its session, "
+    "across turns): one more than the previous event's, whatever its kind; a session "
+    "resumed after a crash starts above every number the dead process could have sent."
+)
+_REQUEST_ID: Final = Meta(
+    description='The model request\'s id: "request-" then its number, at least 3 digits '
+    "(request-001, request-002, ... through the run or session); its retries keep it."
+)
+_CALL: Final = Meta(description="The tool call, as in the assistant message that asked for it.")
+_TURN: Final = Meta(
+    description="The turn's number in its session, counting from 1 (resumes continue it)."
+)
+_CODE: Final = Meta(
+    description="A stable failure code to match: INVALID_TRANSCRIPT, MODEL_PROTOCOL_ERROR, "
+    "MODEL_ERROR, TOOL_FATAL, HOOK_ERROR, CONTEXT_OVERFLOW or INTERNAL_ERROR."
+)
+_DETAIL: Final = Meta(description="What happened, for a person (free text; do not match it).")
+
 # ----------------------------------------------------------------- results
 
 
@@ -60,16 +81,30 @@ __all__ = [
 class _Result(Struct, frozen=True, gc=False, kw_only=True, tag_field="status"):
     """Fields every result has: the run's complete messages and the requests it opened."""
 
-    messages: tuple[Message, ...]
-    steps: int
+    messages: Annotated[
+        tuple[Message, ...],
+        Meta(
+            description="The run's transcript when it ended: complete messages only "
+            "(empty when the initial messages were invalid)."
+        ),
+    ]
+    steps: Annotated[int, Meta(description="Model requests the run opened: one per step.")]
 
 
 class Completed(_Result, frozen=True, tag="completed"):
     """The model stopped (``stop``) or ran out of output tokens (``length``)."""
 
     status: ClassVar[Literal["completed"]] = "completed"
-    final_text: str
-    stop_reason: Literal["stop", "length"]
+    final_text: Annotated[
+        str,
+        Meta(
+            description="The text blocks of the last assistant message, joined with no separator."
+        ),
+    ]
+    stop_reason: Annotated[
+        Literal["stop", "length"],
+        Meta(description="How the model stopped: stop, or length at its output-token limit."),
+    ]
 
 
 class Cancelled(_Result, frozen=True, tag="cancelled"):
@@ -82,15 +117,15 @@ class MaxSteps(_Result, frozen=True, tag="max_steps"):
     """The step budget was spent; the last step's tool batch did complete."""
 
     status: ClassVar[Literal["max_steps"]] = "max_steps"
-    max_steps: int
+    max_steps: Annotated[int, Meta(description="The run's step budget (max_steps), all spent.")]
 
 
 class Failed(_Result, frozen=True, tag="failed"):
     """The run failed; ``code`` is a stable string, ``detail`` says what happened."""
 
     status: ClassVar[Literal["failed"]] = "failed"
-    code: str
-    detail: str
+    code: Annotated[str, _CODE]
+    detail: Annotated[str, _DETAIL]
 
 
 RunResult = Completed | Cancelled | MaxSteps | Failed
@@ -101,14 +136,21 @@ RunResult = Completed | Cancelled | MaxSteps | Failed
 class _Event(Struct, frozen=True, gc=False, kw_only=True, tag_field="type"):
     """Every event's place in the run's one total order."""
 
-    sequence: int
+    sequence: Annotated[int, _SEQUENCE]
 
 
 class MessageAccepted(_Event, frozen=True, tag="message.accepted"):
     """An initial message the run took into its transcript."""
 
     type: ClassVar[Literal["message.accepted"]] = "message.accepted"
-    message: Message
+    message: Annotated[
+        Message,
+        Meta(
+            description="The message, now in the transcript: an initial message of the run, or "
+            "a turn's input (its prompt, steering, a follow-up, or the error result answering "
+            "a call left unanswered)."
+        ),
+    ]
 
 
 class ModelChunk(_Event, frozen=True, tag="model.chunk"):
@@ -119,24 +161,36 @@ class ModelChunk(_Event, frozen=True, tag="model.chunk"):
     """
 
     type: ClassVar[Literal["model.chunk"]] = "model.chunk"
-    request_id: str
-    chunk: Chunk
-    attempt: int = 1
+    request_id: Annotated[str, _REQUEST_ID]
+    chunk: Annotated[Chunk, Meta(description="The chunk: a piece of text, or a whole tool call.")]
+    attempt: Annotated[
+        int,
+        Meta(
+            description="The attempt at the request that sent it, counting from 1; an "
+            "attempt.failed for the same attempt makes it void."
+        ),
+    ] = 1
 
 
 class ToolStarted(_Event, frozen=True, tag="tool.started"):
     """A tool call is about to run."""
 
     type: ClassVar[Literal["tool.started"]] = "tool.started"
-    call: ToolCall
+    call: Annotated[ToolCall, _CALL]
 
 
 class ToolFinished(_Event, frozen=True, tag="tool.finished"):
     """A tool call returned; ``result`` is already in the transcript."""
 
     type: ClassVar[Literal["tool.finished"]] = "tool.finished"
-    call: ToolCall
-    result: ToolResultMessage
+    call: Annotated[ToolCall, _CALL]
+    result: Annotated[
+        ToolResultMessage,
+        Meta(
+            description="The call's result as it joined the transcript (after the "
+            "after_tool_call hook and truncation)."
+        ),
+    ]
 
 
 class ToolUpdated(_Event, frozen=True, tag="tool.updated"):
@@ -144,16 +198,21 @@ class ToolUpdated(_Event, frozen=True, tag="tool.updated"):
     and size, never after the call's ``tool.finished``."""
 
     type: ClassVar[Literal["tool.updated"]] = "tool.updated"
-    call: ToolCall
-    message: str
-    fraction: float | None = None
+    call: Annotated[ToolCall, _CALL]
+    message: Annotated[
+        str, Meta(description="The progress text the tool reported (at most 1000 characters).")
+    ]
+    fraction: Annotated[
+        float | None,
+        Meta(description="How much of the work is done, from 0.0 to 1.0; null when not said."),
+    ] = None
 
 
 class RunFinished(_Event, frozen=True, tag="run.finished"):
     """The last event of every run; ``result`` equals ``run.result``."""
 
     type: ClassVar[Literal["run.finished"]] = "run.finished"
-    result: RunResult
+    result: Annotated[RunResult, Meta(description="The run's result, equal to run.result.")]
 
 
 Event = MessageAccepted | ModelChunk | ToolStarted | ToolUpdated | ToolFinished | RunFinished
@@ -168,11 +227,21 @@ class AttemptFailed(_Event, frozen=True, tag="attempt.failed"):
     """
 
     type: ClassVar[Literal["attempt.failed"]] = "attempt.failed"
-    request_id: str
-    attempt: int
-    error: str
-    chunks: int
-    retry_in: float | None
+    request_id: Annotated[str, _REQUEST_ID]
+    attempt: Annotated[
+        int, Meta(description="The attempt that failed, counting from 1 for each request.")
+    ]
+    error: Annotated[str, Meta(description="The model's error, as text.")]
+    chunks: Annotated[
+        int, Meta(description="How many model.chunk events this attempt sent: all now void.")
+    ]
+    retry_in: Annotated[
+        float | None,
+        Meta(
+            description="Seconds until the request is tried again; null when it is given up "
+            "(the turn then fails with MODEL_ERROR)."
+        ),
+    ]
 
 
 # ----------------------------------------------------------- session turns
@@ -198,30 +267,43 @@ class TurnMaxSteps(_TurnEnd, frozen=True, tag="max_steps"):
     """The per-turn step budget was spent."""
 
     reason: ClassVar[Literal["max_steps"]] = "max_steps"
-    max_steps: int
+    max_steps: Annotated[
+        int, Meta(description="The per-turn step budget (the Agent's max_steps), all spent.")
+    ]
 
 
 class TurnTokenBudget(_TurnEnd, frozen=True, tag="token_budget"):
     """The turn's tokens (input plus output, from ``Usage``) reached the budget."""
 
     reason: ClassVar[Literal["token_budget"]] = "token_budget"
-    used: int
-    limit: int
+    used: Annotated[
+        int,
+        Meta(description="Input plus output tokens the turn had used at the check, after a step."),
+    ]
+    limit: Annotated[int, Meta(description="The budget (max_turn_tokens); used is at least it.")]
 
 
 class TurnRepeatedFailure(_TurnEnd, frozen=True, tag="repeated_failure"):
     """The same call (tool and arguments) failed ``count`` times in a row."""
 
     reason: ClassVar[Literal["repeated_failure"]] = "repeated_failure"
-    tool_name: str
-    count: int
+    tool_name: Annotated[str, Meta(description="The name of the tool whose call kept failing.")]
+    count: Annotated[
+        int,
+        Meta(
+            description="Error results in a row for that call (same tool, same arguments); at "
+            "least max_repeated_failures."
+        ),
+    ]
 
 
 class TurnBlocked(_TurnEnd, frozen=True, tag="blocked"):
     """A hook (``should_stop_turn``) stopped the turn."""
 
     reason: ClassVar[Literal["blocked"]] = "blocked"
-    detail: str
+    detail: Annotated[
+        str, Meta(description='Why it was stopped ("should_stop_turn returned True").')
+    ]
 
 
 class TurnCancelled(_TurnEnd, frozen=True, tag="cancelled"):
@@ -241,8 +323,8 @@ class TurnFailed(_TurnEnd, frozen=True, tag="failed"):
     ``CONTEXT_OVERFLOW``, ``MODEL_PROTOCOL_ERROR``, ``TOOL_FATAL``)."""
 
     reason: ClassVar[Literal["failed"]] = "failed"
-    code: str
-    detail: str
+    code: Annotated[str, _CODE]
+    detail: Annotated[str, _DETAIL]
 
 
 TurnEnd = (
@@ -264,35 +346,56 @@ class TurnResult(Struct, frozen=True, gc=False, kw_only=True):
     ``messages`` is the whole session transcript after the turn.
     """
 
-    turn: int
-    end: TurnEnd
-    steps: int
-    final_text: str
-    usage: Usage
-    messages: tuple[Message, ...]
+    turn: Annotated[int, _TURN]
+    end: Annotated[TurnEnd, Meta(description="Why the turn ended.")]
+    steps: Annotated[int, Meta(description="Model requests the turn opened: one per step.")]
+    final_text: Annotated[
+        str,
+        Meta(
+            description="The text blocks of the turn's last assistant message, joined with no "
+            'separator; "" when the turn got no answer.'
+        ),
+    ]
+    usage: Annotated[
+        Usage,
+        Meta(
+            description="Input and output tokens the turn's answers reported, summed (the "
+            "cache counts are 0 here)."
+        ),
+    ]
+    messages: Annotated[
+        tuple[Message, ...],
+        Meta(description="The whole session transcript after the turn: complete messages only."),
+    ]
 
 
 class TurnStarted(_Event, frozen=True, tag="turn.started"):
     """A session turn began; its input follows as ``message.accepted`` events."""
 
     type: ClassVar[Literal["turn.started"]] = "turn.started"
-    turn: int
+    turn: Annotated[int, _TURN]
 
 
 class TurnFinished(_Event, frozen=True, tag="turn.finished"):
     """The last event of a session turn."""
 
     type: ClassVar[Literal["turn.finished"]] = "turn.finished"
-    turn: int
-    result: TurnResult
+    turn: Annotated[int, _TURN]
+    result: Annotated[
+        TurnResult,
+        Meta(description="The turn's result, as TurnRun.result and Agent.prompt() give it."),
+    ]
 
 
 class ContextCompacted(_Event, frozen=True, tag="context.compacted"):
     """The ``compact`` hook replaced the transcript to make ``request_id`` fit."""
 
     type: ClassVar[Literal["context.compacted"]] = "context.compacted"
-    request_id: str
-    messages: tuple[Message, ...]
+    request_id: Annotated[str, _REQUEST_ID]
+    messages: Annotated[
+        tuple[Message, ...],
+        Meta(description="The transcript as compact returned it: it replaced the whole one."),
+    ]
 
 
 SessionEvent = (

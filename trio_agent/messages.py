@@ -10,9 +10,9 @@ calls that a cancellation left dangling, explicitly and never silently.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from msgspec import Struct
+from msgspec import Meta, Struct
 
 from .limits import without_lone_surrogates
 
@@ -41,7 +41,7 @@ class TextBlock(Struct, frozen=True, gc=False, tag_field="type", tag="text"):
 
     type: ClassVar[Literal["text"]] = "text"
 
-    text: str
+    text: Annotated[str, Meta(description="The text the assistant wrote.")]
 
 
 class ToolCall(Struct, frozen=True, gc=False, tag_field="type", tag="tool_call"):
@@ -53,9 +53,21 @@ class ToolCall(Struct, frozen=True, gc=False, tag_field="type", tag="tool_call")
 
     type: ClassVar[Literal["tool_call"]] = "tool_call"
 
-    id: str
-    name: str
-    arguments: dict[str, Any]
+    id: Annotated[
+        str,
+        Meta(
+            description="The call's id (the provider's), unique in the transcript; the result "
+            "answering it carries it as tool_call_id."
+        ),
+    ]
+    name: Annotated[str, Meta(description="The name of the tool to call.")]
+    arguments: Annotated[
+        dict[str, Any],
+        Meta(
+            description="The call's arguments: a JSON object of plain JSON values, within the "
+            "sizes trio_agent.limits allows."
+        ),
+    ]
 
 
 Block = TextBlock | ToolCall
@@ -66,8 +78,14 @@ class UserMessage(Struct, frozen=True, gc=False, tag_field="role", tag="user"):
 
     role: ClassVar[Literal["user"]] = "user"
 
-    id: str
-    content: str
+    id: Annotated[
+        str,
+        Meta(
+            description='The message\'s id, unique in the transcript ("user-" and 12 hex '
+            "digits when a session made it from a str)."
+        ),
+    ]
+    content: Annotated[str, Meta(description="The user's text.")]
 
 
 class AssistantMessage(Struct, frozen=True, gc=False, tag_field="role", tag="assistant"):
@@ -75,8 +93,17 @@ class AssistantMessage(Struct, frozen=True, gc=False, tag_field="role", tag="ass
 
     role: ClassVar[Literal["assistant"]] = "assistant"
 
-    id: str
-    content: tuple[Block, ...]
+    id: Annotated[
+        str,
+        Meta(
+            description='The message\'s id, unique in the transcript ("message-" + the model '
+            "response's id when the loop made it)."
+        ),
+    ]
+    content: Annotated[
+        tuple[Block, ...],
+        Meta(description="The response's text and tool-call blocks, in the model's order."),
+    ]
 
 
 class ToolResultMessage(Struct, frozen=True, gc=False, tag_field="role", tag="tool_result"):
@@ -84,11 +111,29 @@ class ToolResultMessage(Struct, frozen=True, gc=False, tag_field="role", tag="to
 
     role: ClassVar[Literal["tool_result"]] = "tool_result"
 
-    id: str
-    tool_call_id: str
-    tool_name: str
-    content: str
-    is_error: bool = False
+    id: Annotated[
+        str,
+        Meta(
+            description='The message\'s id, unique in the transcript ("tool-result-" + the '
+            "call's id when the loop made it)."
+        ),
+    ]
+    tool_call_id: Annotated[str, Meta(description="The id of the tool call it answers.")]
+    tool_name: Annotated[str, Meta(description="The name of the tool that call asked for.")]
+    content: Annotated[
+        str,
+        Meta(
+            description="The result text the model sees (in a session, cut to "
+            "max_tool_result_chars)."
+        ),
+    ]
+    is_error: Annotated[
+        bool,
+        Meta(
+            description="True when the result reports a failure to the model (the tool raised, "
+            "was unknown, blocked or interrupted, or its arguments were invalid)."
+        ),
+    ] = False
 
 
 Message = UserMessage | AssistantMessage | ToolResultMessage

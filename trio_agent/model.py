@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Container
 from contextlib import AbstractAsyncContextManager
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import msgspec
-from msgspec import Struct
+from msgspec import Meta, Struct
 
 from ._errors import ModelProtocolError
 from ._transcript import BLOCK_CHECKS, BlockError, check_text_field
@@ -42,18 +42,29 @@ StopReason = Literal["stop", "tool_call", "length"]
 class ToolSpec(Struct, frozen=True, gc=False):
     """What the model is told about a tool; ``parameters`` is a JSON Schema."""
 
-    name: str
-    description: str
-    parameters: dict[str, Any]
+    name: Annotated[str, Meta(description="The tool's name, as its calls give it.")]
+    description: Annotated[str, Meta(description="What the tool does, for the model.")]
+    parameters: Annotated[
+        dict[str, Any], Meta(description="The JSON Schema of the tool's arguments.")
+    ]
 
 
 class ModelRequest(Struct, frozen=True, gc=False):
     """One model request: the frozen transcript so far, the tools and the system prompt."""
 
-    id: str
-    messages: tuple[Message, ...]
-    tools: tuple[ToolSpec, ...]
-    system: str = ""
+    id: Annotated[
+        str,
+        Meta(
+            description='The request\'s id: "request-" then its number, at least 3 digits '
+            "(request-001, request-002, ... through the run or session)."
+        ),
+    ]
+    messages: Annotated[
+        tuple[Message, ...],
+        Meta(description="The transcript to send (as transform_context gave it, in a session)."),
+    ]
+    tools: Annotated[tuple[ToolSpec, ...], Meta(description="The tools the model may call.")]
+    system: Annotated[str, Meta(description='The system prompt; "" for none.')] = ""
 
 
 class TextDelta(Struct, frozen=True, gc=False, tag_field="type", tag="text_delta"):
@@ -61,7 +72,13 @@ class TextDelta(Struct, frozen=True, gc=False, tag_field="type", tag="text_delta
 
     type: ClassVar[Literal["text_delta"]] = "text_delta"
 
-    text: str
+    text: Annotated[
+        str,
+        Meta(
+            description="The next piece of the assistant's text (may be empty): a step's "
+            "pieces, joined, are its response's text."
+        ),
+    ]
 
 
 Chunk = TextDelta | ToolCall
@@ -71,20 +88,44 @@ Chunk = TextDelta | ToolCall
 class Usage(Struct, frozen=True, gc=False):
     """Token counts a provider reports for one response."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+    input_tokens: Annotated[
+        int,
+        Meta(
+            description="Input (prompt) tokens, as the provider counts them (OpenAI's include "
+            "cached ones, Anthropic's do not)."
+        ),
+    ] = 0
+    output_tokens: Annotated[int, Meta(description="Output tokens the model generated.")] = 0
+    cache_read_tokens: Annotated[
+        int, Meta(description="Input tokens read from the provider's prompt cache; 0 if unknown.")
+    ] = 0
+    cache_write_tokens: Annotated[
+        int, Meta(description="Input tokens written to the provider's prompt cache; 0 if unknown.")
+    ] = 0
 
 
 class ModelResponse(Struct, frozen=True, gc=False):
     """The final response of one stream; it must agree with the chunks streamed."""
 
-    id: str
-    request_id: str
-    content: tuple[Block, ...]
-    stop_reason: StopReason
-    usage: Usage | None = None
+    id: Annotated[
+        str,
+        Meta(description="The provider's response id; its message's id is \"message-\" + it."),
+    ]
+    request_id: Annotated[str, Meta(description="The id of the request it answers.")]
+    content: Annotated[
+        tuple[Block, ...],
+        Meta(description="The text and tool-call blocks; they must agree with the chunks."),
+    ]
+    stop_reason: Annotated[
+        StopReason,
+        Meta(
+            description="Why the model stopped: stop, tool_call (there are tool calls) or "
+            "length (its output-token limit)."
+        ),
+    ]
+    usage: Annotated[
+        Usage | None, Meta(description="The token counts the provider reported; null if none.")
+    ] = None
 
 
 @runtime_checkable

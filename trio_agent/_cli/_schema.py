@@ -8,10 +8,11 @@ version, fields may be added (with defaults) but never removed or changed.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+import json
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
-from msgspec import Struct
+from msgspec import Meta, Struct
 
 from ..events import Event, RunResult, SessionEvent, TurnEnd, TurnResult
 from ..ledger import Record
@@ -20,21 +21,25 @@ __all__ = ["SCHEMA_VERSION", "EventLine", "RecordLine", "json_schema"]
 
 SCHEMA_VERSION: Final = 1
 
+_SCHEMA: Final = Meta(
+    description="This format's version: 1; refuse a line with one you do not know."
+)
+
 
 class EventLine(Struct, frozen=True, kw_only=True):
     """One line of ``trio-agent demo|run|resume --json``: an event of the session's
     turn, in the order the run emitted it (``event.sequence`` counts up by one)."""
 
-    schema: Literal[1]
-    event: SessionEvent
+    schema: Annotated[Literal[1], _SCHEMA]
+    event: Annotated[SessionEvent, Meta(description="The event, as the run emitted it.")]
 
 
 class RecordLine(Struct, frozen=True, kw_only=True):
     """One line of ``trio-agent show --json``: a record of the session's ledger, in
     the order it was written (``record.seq`` counts up by one from 0)."""
 
-    schema: Literal[1]
-    record: Record
+    schema: Annotated[Literal[1], _SCHEMA]
+    record: Annotated[Record, Meta(description="The record, as the ledger holds it.")]
 
 
 _DESCRIPTION: Final = (
@@ -57,6 +62,26 @@ _EVENT_TYPES: Final[dict[str, Any]] = {
 _RECORD_TYPES: Final[dict[str, Any]] = {"RecordLine": RecordLine, "Record": Record}
 
 
+def _describe_tags(node: Any, components: dict[str, Any]) -> None:
+    """Describe the tag property of every tagged Struct (a ClassVar, which msgspec
+    leaves bare), found through the discriminators of the unions under ``node``."""
+    if isinstance(node, list):
+        for item in node:
+            _describe_tags(item, components)
+    elif isinstance(node, dict):
+        found = node.get("discriminator")
+        if isinstance(found, dict):
+            field = found["propertyName"]
+            for tag, ref in found["mapping"].items():
+                target = components[ref.rsplit("/", 1)[1]]["properties"][field]
+                target.setdefault(
+                    "description",
+                    f"Always {json.dumps(tag)}: the tag telling this type from the rest.",
+                )
+        for value in node.values():
+            _describe_tags(value, components)
+
+
 def json_schema(kind: Literal["events", "records", "all"] = "all") -> dict[str, Any]:
     """The JSON Schema (2020-12) of the ``--json`` lines of ``kind``, made by msgspec
     from the types themselves; every type's docstring is its description."""
@@ -74,6 +99,7 @@ def json_schema(kind: Literal["events", "records", "all"] = "all") -> dict[str, 
     for name, schema in zip(named, schemas, strict=True):
         if "$ref" not in schema:  # a union: give it its name too
             components[name] = schema
+    _describe_tags(components, components)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"trio-agent --json lines, schema {SCHEMA_VERSION}",
