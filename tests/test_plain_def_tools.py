@@ -104,3 +104,52 @@ async def test_calling_a_tool_calls_its_function():
     assert by_hand.function is None
     with pytest.raises(TypeError, match="built by hand"):
         by_hand()
+
+
+async def test_a_sync_wrapper_of_an_async_function_is_awaited_not_threaded():
+    import functools
+
+    async def fetch(city: str) -> str:
+        await trio.lowlevel.checkpoint()
+        return f"sunny in {city}"
+
+    def logged(f):
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            return f(*args, **kwargs)
+
+        return wrapper
+
+    wrapped = tool(name="fetch")(logged(fetch))
+    result = await execute_tool_call(
+        ToolRegistry([wrapped]), ToolCall("c", "fetch", {"city": "Oslo"})
+    )
+    assert (result.is_error, result.content) == (False, "sunny in Oslo")
+
+
+async def test_a_plain_def_that_returns_a_coroutine_is_an_error_result_saying_so():
+    async def later() -> str:
+        return "x"
+
+    @tool
+    def sneaky() -> object:
+        return later()
+
+    result = await execute_tool_call(ToolRegistry([sneaky]), ToolCall("c", "sneaky", {}))
+    assert result.is_error and "appears to be asynchronous" in result.content
+
+
+async def test_plain_def_tools_do_not_take_the_librarys_own_threads():
+    seen: list[int] = []
+
+    @tool
+    def busy() -> str:
+        seen.append(trio.from_thread.run_sync(_default_borrowed))
+        return "ok"
+
+    await execute_tool_call(ToolRegistry([busy]), ToolCall("c", "busy", {}))
+    assert seen == [0]  # the default limiter (ledgers, loads) lent no thread to the tool
+
+
+def _default_borrowed() -> int:
+    return trio.to_thread.current_default_thread_limiter().borrowed_tokens

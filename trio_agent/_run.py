@@ -4,7 +4,7 @@ channel, a cancel scope, and ``async with`` / ``async for`` / ``wait()``."""
 from __future__ import annotations
 
 from collections.abc import Coroutine
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 import trio
 
@@ -72,7 +72,7 @@ class EventRun(Generic[E, R]):
         async with send:
             await self._drive(self._emitter(send), nursery)
 
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self) -> Self:
         if self._phase != _NEW:
             raise RuntimeError("a run can be entered (or awaited) only once")
         self._phase = _OPEN
@@ -93,7 +93,7 @@ class EventRun(Generic[E, R]):
         self._receive.close()
         await exit_nursery(self._nursery_manager, exc)
 
-    def __aiter__(self) -> Any:
+    def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> E:

@@ -157,11 +157,22 @@ def _schema_for(arguments_type: type) -> dict[str, Any]:
     return top
 
 
+_TOOL_THREADS = trio.CapacityLimiter(40)
+"""The worker threads of plain ``def`` tools: a limiter of their own, so tools that
+block never starve the library's own thread work (creating and loading ledgers)."""
+
+
 def _kind_of(function: object) -> str:
-    """``"async"`` or ``"sync"``: how a tool function runs; ``TypeError`` for what cannot."""
-    if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+    """``"async"`` or ``"sync"``: how a tool function runs; ``TypeError`` for what cannot.
+
+    A plain ``def`` that wraps an async function (a decorator with
+    ``functools.wraps``) returns a coroutine: it is awaited, not put in a thread."""
+    inner = inspect.unwrap(function) if callable(function) else function
+    if any(
+        inspect.isasyncgenfunction(f) or inspect.isgeneratorfunction(f) for f in (function, inner)
+    ):
         raise TypeError(f"@tool needs a function that returns its result, got {function!r}")
-    if inspect.iscoroutinefunction(function):
+    if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(inner):
         return "async"
     if inspect.isclass(function) or not callable(function):
         raise TypeError(f"@tool needs a function (async def or def), got {function!r}")
@@ -231,9 +242,13 @@ def _build_tool(
         kwargs = {n: getattr(values, n) for n in names}
         if context_name is not None:
             kwargs[context_name] = tool_context()
-        if kind == "sync":  # a thread cannot be interrupted: cancellation waits for it
-            return await trio.to_thread.run_sync(functools.partial(call, **kwargs))
-        return await call(**kwargs)
+        if kind == "async":
+            return await call(**kwargs)
+        # a thread cannot be interrupted: cancellation waits for it (trio refuses,
+        # with a TypeError the model sees, a plain def that returns a coroutine)
+        return await trio.to_thread.run_sync(
+            functools.partial(call, **kwargs), limiter=_TOOL_THREADS
+        )
 
     doc = inspect.getdoc(function) or ""
     return Tool(

@@ -75,3 +75,22 @@ def providers_say_what_they_take() -> None:
     ta.AnthropicModel("claude", max_tokens=1024, connect_seconds=3.0)
     ta.OpenAIChatModel("gpt-4o", api_kye="k")  # type: ignore[call-arg]
     ta.AnthropicModel("claude", read_seconds="slow")  # type: ignore[arg-type]
+
+
+async def iterating_a_turn_gives_typed_events(agent: ta.Agent) -> None:
+    async with agent.turn("hi") as turn:
+        async for event in turn:
+            assert_type(event, ta.SessionEvent)
+            if event.type == "turn.finished":
+                assert_type(event.result.final_text, str)
+            _ = event.result  # type: ignore[union-attr]
+    assert_type(turn.result, ta.TurnResult | None)
+    assert_type(await agent.prompt("again"), ta.TurnResult)
+
+
+async def iterating_a_run_gives_typed_events(model: ta.Model) -> None:
+    run = ta.run_agent_loop(messages=[], model=model, tools=ta.ToolRegistry(), max_steps=1)
+    async with run:
+        async for event in run:
+            assert_type(event, ta.Event)
+    assert_type(await run.wait(), ta.RunResult)
