@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import trio
 from loopback import Reply, fixture
 from test_cli import BASE_ENV, ENV, TRIO_AGENT, call_stream, cli, command, text_stream
@@ -27,8 +28,8 @@ def turn_starts(ledger) -> int:
 
 async def test_no_key_names_the_variable_it_read_and_the_flag(loopback, tmp_path):
     for provider, read, other in (
-        ("openai", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"),
-        ("anthropic", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"),
+        ("openai", "OPENAI_API_KEY", "ANTHROPIC_"),
+        ("anthropic", "ANTHROPIC_API_KEY", "OPENAI_"),
     ):
         done = await cli(
             [
@@ -48,7 +49,8 @@ async def test_no_key_names_the_variable_it_read_and_the_flag(loopback, tmp_path
         )
         assert done.returncode == 2, done.stderr
         error = done.stderr.decode()
-        assert f"set {read} (or {other}) or pass --api-key-env NAME" in error
+        assert f"no API key: set {read} or pass --api-key-env NAME" in error
+        assert other not in error  # only the variable actually read is named
         assert "Traceback" not in error
     named = await cli(
         command(loopback, tmp_path, "run", "--api-key-env", "MY_SERVER_KEY", "task"),
@@ -91,7 +93,49 @@ async def test_a_base_url_without_a_scheme_is_a_usage_error_at_parse_time(tmp_pa
     assert done.returncode == 2
     error = done.stderr.decode()
     assert error.startswith("usage: trio-agent run")
-    assert "argument --base-url: 'localhost:8000/v1' is not an http:// or https:// URL" in error
+    assert (
+        "argument --base-url: base_url must be an http:// or https:// URL with a host, "
+        "got 'localhost:8000/v1'"
+    ) in error
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://127.0.0.1:99999/v1", "bad port"),
+        ("http://127.0.0.1:abc/v1", "bad port"),
+        ("http://127.0.0.1:8000/v1?key=SECRET", "must not have a query"),
+        ("http://127.0.0.1:8000/v1#SECRET", "or a fragment"),
+        ("http://user:SECRET@127.0.0.1:8000/v1", "must not hold a user name or password"),
+    ],
+)
+async def test_a_base_url_the_providers_refuse_is_a_usage_error_at_parse_time(url, says, tmp_path):
+    """The CLI checks --base-url by the providers' own rule (``check_base_url``), as
+    the parser reads it: nothing is run, nothing is recorded, no secret is echoed."""
+    ledger = tmp_path / "s.jsonl"
+    for verb in (["run", "--ledger", str(ledger)], ["resume", str(ledger)]):
+        done = await cli(
+            [
+                *TRIO_AGENT,
+                *verb,
+                "--provider",
+                "openai",
+                "--model",
+                "m",
+                "--workspace",
+                str(tmp_path / "not-even-there"),
+                "--base-url",
+                url,
+                *(["task"] if verb[0] == "run" else []),
+            ],
+            env=BASE_ENV,  # no key either: the URL is refused first, by the parser
+        )
+        assert done.returncode == 2, done.stderr
+        error = done.stderr.decode()
+        assert error.startswith(f"usage: trio-agent {verb[0]}")
+        assert "argument --base-url: " in error and says in error
+        assert "SECRET" not in error and "Traceback" not in error
+    assert not ledger.exists()
 
 
 # ------------------------------------------------------------------ 13: options
@@ -121,6 +165,12 @@ def test_every_option_has_help_that_shows_its_default():
     assert "(default: 32)" in help_text and "(default: 4)" in help_text
     resume_help = parsers.commands["resume"].format_help()
     assert "an option given overrides it" in " ".join(resume_help.split())
+    assert (
+        "Without --message it continues only a reply an interruption left owed: the last "
+        "turn was cut by a crash (left open) or ended interrupted or cancelled (Ctrl-C), or "
+        "calls were left without a result (the resume closes them). A turn that ended any "
+        "other way (completed, max_steps, failed, ...) is not continued"
+    ) in " ".join(resume_help.split())
 
 
 async def test_max_tokens_reach_both_providers_and_openai_keeps_its_default(loopback, tmp_path):
@@ -284,9 +334,37 @@ async def test_resume_of_a_ledger_without_configuration_asks_for_the_flags(tmp_p
     await agent.aclose()
     done = await cli([*TRIO_AGENT, "resume", str(tmp_path / "lib.jsonl"), "--message", "x"])
     assert done.returncode == 2
-    assert "pass --provider, --model, --workspace" in done.stderr.decode()
+    error = done.stderr.decode()
+    assert (
+        "the ledger records no run configuration (it was made by an older version or by "
+        "the library): pass --provider, --model, --workspace"
+    ) in error
+    assert "not made by" not in error
     shown = await cli([*TRIO_AGENT, "show", str(tmp_path / "lib.jsonl")])
     assert b"configuration: none recorded" in shown.stdout
+
+
+async def test_a_key_variable_named_by_the_ledger_is_said_to_come_from_it(loopback, tmp_path):
+    ledger = tmp_path / "k.jsonl"
+    loopback.replies.append(Reply(body=text_stream("hi")))
+    first = await cli(
+        command(loopback, tmp_path, "run", "--api-key-env", "MY_KEY", "--ledger", str(ledger), "x"),
+        env={**BASE_ENV, "MY_KEY": "sk-mine"},
+    )
+    assert first.returncode == 0, first.stderr
+    before = ledger.read_bytes()
+    recorded = await cli([*TRIO_AGENT, "resume", str(ledger), "--message", "y"], env=ENV)
+    assert recorded.returncode == 2
+    error = recorded.stderr.decode()
+    assert "MY_KEY (named by the ledger's recorded configuration) is not set" in error
+    assert "--api-key-env)" not in error and "OPENAI_API_KEY" not in error
+    flagged = await cli(
+        [*TRIO_AGENT, "resume", str(ledger), "--api-key-env", "OTHER_KEY", "--message", "y"],
+        env={**BASE_ENV, "MY_KEY": "sk-mine"},
+    )
+    assert flagged.returncode == 2
+    assert "OTHER_KEY (named by --api-key-env) is not set" in flagged.stderr.decode()
+    assert ledger.read_bytes() == before and len(loopback.requests) == 1
 
 
 async def test_switching_provider_on_resume_drops_the_recorded_provider_settings(
@@ -312,15 +390,71 @@ async def test_resume_without_a_message_refuses_when_no_turn_was_cut(loopback, t
     loopback.replies.append(Reply(body=text_stream("complete")))
     done = await cli(command(loopback, tmp_path, "run", "--ledger", str(ledger), "hello"))
     assert done.returncode == 0, done.stderr
-    starts = turn_starts(ledger)
+    before = ledger.read_bytes()
+    for env in (ENV, BASE_ENV):  # without a key too: that is not what is wrong
+        refused = await cli([*TRIO_AGENT, "resume", str(ledger)], env=env)
+        assert refused.returncode == 2
+        error = refused.stderr.decode()
+        assert error.startswith("usage: trio-agent resume")
+        assert "nothing to continue in done (the model owes no reply)" in error
+        assert "pass --message TEXT" in error and "API key" not in error
+        assert ledger.read_bytes() == before  # nothing written, not even session/closed
+    assert turn_starts(ledger) == 1 and len(loopback.requests) == 1
+
+
+async def test_resume_without_a_message_refuses_a_turn_that_ended_without_interruption(
+    loopback, tmp_path
+):
+    """A turn that ended max_steps after a call leaves the model owing a reply, but
+    no interruption left it so: resume without --message refuses, writing nothing."""
+    ledger = tmp_path / "steps.jsonl"
+    loopback.replies.append(
+        Reply(body=call_stream("c1", "write_file", {"path": "a.txt", "content": "a"}))
+    )
+    done = await cli(
+        command(loopback, tmp_path, "run", "--max-steps", "1", "--ledger", str(ledger), "go")
+    )
+    assert done.returncode == 1, done.stderr
+    assert type(derive(records(ledger)).messages[-1]).__name__ == "ToolResultMessage"
+    before = ledger.read_bytes()
     refused = await cli([*TRIO_AGENT, "resume", str(ledger)])
     assert refused.returncode == 2
     error = refused.stderr.decode()
-    assert error.startswith("usage: trio-agent resume")
-    assert "nothing to continue" in error and "pass --message TEXT" in error
-    assert turn_starts(ledger) == starts == 1  # no empty turn was written
-    assert len(loopback.requests) == 1
-    assert derive(records(ledger)).closed
+    assert "nothing to continue in steps (turn 1 ended max_steps, not by an interruption)" in (
+        error
+    )
+    assert "pass --message TEXT" in error
+    assert ledger.read_bytes() == before and len(loopback.requests) == 1
+
+
+async def test_resume_without_a_message_continues_a_turn_cut_by_a_crash(loopback, tmp_path):
+    import signal
+    import subprocess
+
+    ledger = tmp_path / "crash.jsonl"
+    body = text_stream("thinking", " very", " hard")
+    loopback.replies.append(Reply(body=body, hang_after=body.index(b" very")))
+    process = await trio.lowlevel.open_process(
+        command(loopback, tmp_path, "run", "--ledger", str(ledger), "think about it"),
+        stdout=subprocess.PIPE,
+        env=ENV,
+    )
+    seen = b""
+    with trio.fail_after(20):
+        while b"thinking" not in seen:
+            seen += await process.stdout.receive_some()
+        process.send_signal(signal.SIGKILL)  # no cleanup: the turn is left open
+        await process.wait()
+    await process.stdout.aclose()
+    assert derive(records(ledger)).open_turn == 1
+
+    loopback.replies.append(Reply(body=text_stream("the answer")))
+    resumed = await cli([*TRIO_AGENT, "resume", str(ledger)])
+    assert resumed.returncode == 0, resumed.stderr
+    assert b"the answer" in resumed.stdout
+    assert loopback.requests[-1].json()["messages"][-1]["content"] == "think about it"
+    ends = [r.end.reason for r in records(ledger) if r.kind == "turn/end"]
+    assert ends == ["interrupted", "completed"]
 
 
 async def test_resume_without_a_message_continues_a_turn_cut_by_ctrl_c(loopback, tmp_path):

@@ -84,3 +84,33 @@ async def test_a_terminal_shows_a_spinner_and_output_lines_while_a_call_runs(loo
     assert "   ... finished" in lines
     assert "   [ok] [exit code 0] started finished" in lines
     assert "all done" in lines
+
+
+def test_a_tool_name_from_the_model_is_shown_never_obeyed():
+    """The call's name is model text: in the ``->`` line, the spinner and a result
+    line its controls are shown as \\xNN like any other model text."""
+    import io
+
+    from trio_agent._cli._output import Output, Printer
+    from trio_agent.events import MessageAccepted, ToolStarted
+    from trio_agent.messages import ToolCall, tool_result
+
+    name = "\x1b[2J\x1b]0;PWNED\x07run"
+    call = ToolCall(id="c1", name=name, arguments={"command": "echo hi"})
+    out = Output(io.StringIO(), io.StringIO())
+    printer = Printer(out, as_json=False, live=True)
+
+    async def main() -> None:
+        printer(ToolStarted(sequence=1, call=call))  # the line, then the spinner
+        printer.draw_spinner()
+        printer(MessageAccepted(sequence=2, message=tool_result(call, "closed", True)))
+        printer.close()
+
+    trio.run(main)
+    out.flush_here()
+    text = out.stdout.getvalue()
+    assert "\\x1b[2J\\x1b]0;PWNED\\x07run" in text
+    assert '-> \\x1b[2J\\x1b]0;PWNED\\x07run({"command":"echo hi"})' in text
+    assert "\\x1b[2J\\x1b]0;PWNED\\x07run running, " in text  # the spinner
+    assert "   [error] \\x1b[2J\\x1b]0;PWNED\\x07run: closed" in text
+    assert CONTROL.search(text.replace("\r\x1b[K", "").encode()) is None, text

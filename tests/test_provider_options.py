@@ -35,9 +35,34 @@ def test_a_base_url_needs_a_scheme_and_a_host(url):
         OpenAIChatModel("m", api_key="k", base_url=url)
 
 
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://127.0.0.1:99999/v1", "bad port"),
+        ("http://127.0.0.1:abc/v1", "bad port"),
+        ("http://127.0.0.1:0/v1", "bad port"),
+        ("https://proxy.example/v1?key=SECRET", "must not have a query"),
+        ("https://proxy.example/v1?", "must not have a query"),
+        ("https://proxy.example/v1#SECRET", "or a fragment"),
+        ("http://user:SECRET@proxy.example/v1", "must not hold a user name or password"),
+        ("http://SECRET@proxy.example/v1", "must not hold a user name or password"),
+    ],
+)
+def test_a_base_url_with_a_bad_port_a_query_a_fragment_or_user_info_is_refused(
+    url, says, monkeypatch
+):
+    for given in ({"base_url": url}, {}):
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)  # the variable is checked alike
+        with pytest.raises(ValueError, match=says) as caught:
+            AnthropicModel("m", api_key="k", **given)
+        assert "SECRET" not in str(caught.value)  # a possible secret is never quoted
+
+
 def test_a_good_base_url_loses_its_trailing_slash(monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", "https://proxy.example/v1/")
     assert OpenAIChatModel("m", api_key="k").base_url == "https://proxy.example/v1"
     assert AnthropicModel("m", api_key="k", base_url="http://127.0.0.1:9/").base_url == (
         "http://127.0.0.1:9"
     )
+    for url in ("https://[::1]:65535/v1", "http://proxy.example:1/api/@v1"):
+        assert OpenAIChatModel("m", api_key="k", base_url=url).base_url == url

@@ -15,12 +15,13 @@ from typing import Final
 import msgspec
 import trio
 
-from ..ledger import SessionExistsError, derive
+from ..ledger import DerivedSession, SessionExistsError, TurnEndRecord, derive
+from ..messages import AssistantMessage
 from ..session import Agent
 from ..stores import JsonlStore, LoadedSession, parse_jsonl
 from ..workspace import Workspace
-from ._config import given, recorded, resolve
-from ._output import Output, Printer
+from ._config import RunConfig, Settings, given, recorded, resolve
+from ._output import Output, Printer, describe_end
 from ._parser import DEFAULT_SYSTEM, UsageError
 
 __all__ = [
@@ -162,12 +163,40 @@ def run(args: argparse.Namespace) -> int:
     return _trio_run(output, body)
 
 
+def _left_by_an_interruption(loaded: LoadedSession, derived: DerivedSession) -> str | None:
+    """None if an interruption left the session owing a reply that ``resume`` with
+    no message continues: calls the resume answers (left open), or a transcript
+    ending on a user message or a tool result in a turn that did not end (a
+    crash) or ended ``interrupted`` or ``cancelled`` (Ctrl-C). Else why not: a
+    turn that ended another way (``max_steps``, ``failed``, ...) is not taken up
+    again without a new message. Decided from the records alone, so a refusal
+    writes nothing (no resume took the ledger over)."""
+    if derived.closing_results():
+        return None
+    messages = derived.messages
+    if not messages or type(messages[-1]) is AssistantMessage:
+        return "the model owes no reply"
+    if derived.open_turn is not None:
+        return None
+    end = next((r.end for r in reversed(loaded.records) if type(r) is TurnEndRecord), None)
+    if end is None:  # messages outside a turn: not a ledger trio-agent writes
+        return "no turn was left owing a reply"
+    if end.reason in ("interrupted", "cancelled"):
+        return None
+    return f"turn {derived.turns} ended {describe_end(end)}, not by an interruption"
+
+
 def resume(args: argparse.Namespace) -> int:
     store, session_id, _ = ledger_location(args.ledger)
     loaded = read_ledger(args.ledger)
     derived = derive(loaded.records)
-    config = resolve(given(args), recorded(derived.metadata), system=derived.system)
-    model = config.model_object()
+    if args.task is None and (why := _left_by_an_interruption(loaded, derived)) is not None:
+        raise UsageError(  # before any other check: no key or flag would change this
+            f"nothing to continue in {session_id} ({why}); pass --message TEXT to start a new turn"
+        )
+    flags = given(args)
+    config = resolve(flags, recorded(derived.metadata), system=derived.system)
+    model = config.model_object(key_named_by=_key_named_by(flags, config))
     workspace = Workspace(config.workspace)
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
@@ -186,14 +215,20 @@ def resume(args: argparse.Namespace) -> int:
             printer.note(f"warning: {warning}")
         for result, code in agent.closed_on_resume:
             printer.note(f"closed call {result.tool_call_id} ({result.tool_name}) as {code}")
-        if args.task is None and not (
-            agent.awaiting_reply or agent.queued_steering or agent.queued_follow_ups
-        ):
+        if args.task is None and not agent.awaiting_reply:
+            # another writer went on with the session since it was read above
             await agent.aclose()
             raise UsageError(
-                f"nothing to continue: no turn of {session_id} was left owing a reply; "
+                f"nothing to continue in {session_id} (another process went on with it); "
                 "pass --message TEXT to start a new turn"
             )
         return await drive_turn(agent, args.task, printer)
 
     return _trio_run(output, body)
+
+
+def _key_named_by(flags: Settings, config: RunConfig) -> str:
+    """Where the key variable's name came from, for the error when it is unset."""
+    if flags.api_key_env is not None or config.api_key_env is None:
+        return "--api-key-env"
+    return "the ledger's recorded configuration"

@@ -78,25 +78,25 @@ class RunConfig(Struct, kw_only=True):
     def key_variable(self) -> str:
         return self.api_key_env or KEY_VARIABLES[self.provider]
 
-    def api_key(self) -> str:
-        """The key, from the variable this configuration names; a usage error if unset."""
+    def api_key(self, key_named_by: str = "--api-key-env") -> str:
+        """The key, from the variable this configuration names; a usage error if unset
+        naming that variable only (``key_named_by``: where ``api_key_env`` came from)."""
         name = self.key_variable()
         key = os.environ.get(name)
         if key:
             return key
         if self.api_key_env is not None:
             raise UsageError(
-                f"no API key: the environment variable {name} (named by --api-key-env) "
-                "is not set or empty"
+                f"no API key: the environment variable {name} (named by {key_named_by}) "
+                "is not set or empty; set it or pass --api-key-env NAME"
             )
-        others = " or ".join(v for v in KEY_VARIABLES.values() if v != name)
-        raise UsageError(f"no API key: set {name} (or {others}) or pass --api-key-env NAME")
+        raise UsageError(f"no API key: set {name} or pass --api-key-env NAME")
 
-    def model_object(self) -> OpenAIChatModel | AnthropicModel:
+    def model_object(self, key_named_by: str = "--api-key-env") -> OpenAIChatModel | AnthropicModel:
         """The provider model this configuration describes (reads the key)."""
         from ..providers import AnthropicModel, OpenAIChatModel
 
-        key = self.api_key()
+        key = self.api_key(key_named_by)
         if self.provider == "openai":
             # OpenAI's own default otherwise: max_tokens is deprecated there, and
             # compatible servers have their own limits.
@@ -150,7 +150,10 @@ def resolve(flags: Settings, record: Settings | None = None, *, system: str) -> 
     """The configuration to run: each flag given, else what was recorded, else the
     default (``system``: the session's own system prompt when resuming)."""
     base = record or Settings()
-    why = "the ledger records no configuration (it was not made by `trio-agent run`)"
+    why = (
+        "the ledger records no run configuration (it was made by an older version or "
+        "by the library)"
+    )
     if record is not None:
         why = "the ledger's recorded configuration has none"
     if flags.provider is not None and base.provider not in (None, flags.provider):

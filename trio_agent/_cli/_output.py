@@ -172,7 +172,7 @@ class Printer:
             return
         name, start = next(iter(self._running.values()))
         more = len(self._running) - 1
-        what = f"{name[:40]}" + (f" and {more} more" if more else "")
+        what = one_line(name, 40) + (f" and {more} more" if more else "")
         elapsed = trio.current_time() - start
         frame = _FRAMES[self._frame % len(_FRAMES)]
         self._frame += 1
@@ -199,7 +199,7 @@ class Printer:
             return
         if event.type == "tool.started":
             args = msgspec.json.encode(event.call.arguments).decode()
-            self._line(f"-> {event.call.name}({one_line(args, 80)})")
+            self._line(f"-> {one_line(event.call.name, 80)}({one_line(args, 80)})")
             self._running[event.call.id] = (event.call.name, trio.current_time())
             self.draw_spinner()
         elif event.type == "tool.updated":
@@ -244,4 +244,6 @@ class Printer:
             self._line(f"assistant: {one_line(text)}")
         else:
             mark = "error" if message.is_error else "ok"
-            self._line(f"   [{mark}] {message.tool_name}: {one_line(message.content)}")
+            self._line(
+                f"   [{mark}] {one_line(message.tool_name, 80)}: {one_line(message.content)}"
+            )

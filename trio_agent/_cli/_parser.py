@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import re
 import textwrap
-import urllib.parse
 from collections.abc import Callable
 from typing import Final
 
 import attrs
 
 from ..limits import MAX_AGENT_STEPS
+from ..providers._base import check_base_url
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -38,13 +38,12 @@ class UsageError(Exception):
 
 
 def base_url(text: str) -> str:
-    """An http:// or https:// URL with a host (checked at parse time)."""
-    parts = urllib.parse.urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an http:// or https:// URL (for example http://localhost:8000/v1)"
-        )
-    return text
+    """A base URL as the providers take one (``check_base_url``: the one rule),
+    checked at parse time."""
+    try:
+        return check_base_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def env_name(text: str) -> str:
@@ -209,8 +208,13 @@ def build_parser(version: str) -> Parsers:
         "resume",
         "go on with a recorded session: a new turn with --message, else the turn an "
         "interruption left owing a reply",
-        ". Every option defaults to what `run` recorded in the ledger; an option given "
-        "overrides it for this resume (the record is kept as it is).",
+        ". Without --message it continues only a reply an interruption left owed: the "
+        "last turn was cut by a crash (left open) or ended interrupted or cancelled "
+        "(Ctrl-C), or calls were left without a result (the resume closes them). A turn "
+        "that ended any other way (completed, max_steps, failed, ...) is not continued: "
+        "that is a usage error, and nothing is written. Every option defaults to what "
+        "`run` recorded in the ledger; an option "
+        "given overrides it for this resume (the record is kept as it is).",
     )
     resume.add_argument("ledger", metavar="FILE.jsonl", help="the session's ledger")
     _agent_options(resume, resumed=True)
@@ -218,7 +222,8 @@ def build_parser(version: str) -> Parsers:
         "--message",
         dest="task",
         metavar="TEXT",
-        help="a new message (default: continue the interrupted turn, if there is one)",
+        help="a new message (default: continue a turn a crash or Ctrl-C left owing a "
+        "reply; any other turn end is a usage error)",
     )
 
     show = command("show", "show a recorded session: its configuration, turns, calls, usage")

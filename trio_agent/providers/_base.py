@@ -15,15 +15,36 @@ from ._http import HTTPStream, Redactor, scrub_error
 
 
 def check_base_url(url: object) -> str:
-    """``url`` without its trailing ``/``, if it is an http(s) URL with a host;
-    else ``ValueError`` saying what a base URL looks like."""
+    """``url`` without its trailing ``/``, if it is an http(s) URL with a host and a
+    valid port, if any; else ``ValueError`` saying what a base URL looks like. A
+    query or fragment (the API path could not be appended) and a user name or
+    password (a secret, which would be recorded) are refused too, never quoted."""
     if type(url) is not str:
         raise TypeError(f"base_url must be a str, got {type(url).__name__}")
     parts = urllib.parse.urlsplit(url)
+    if "@" in parts.netloc:
+        raise ValueError(
+            "base_url must not hold a user name or password (user:password@host): "
+            "the API key is passed apart, never in the URL"
+        )
+    if "?" in url or "#" in url:
+        base = url.partition("?")[0].partition("#")[0]
+        raise ValueError(
+            f"base_url must not have a query (?...) or a fragment (#...), got {base!r} "
+            "with one: the API path is appended to the base URL"
+        )
+    example = "(for example http://localhost:8000/v1)"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(
-            f"base_url must be an http:// or https:// URL with a host, got {url!r} "
-            "(for example http://localhost:8000/v1)"
+            f"base_url must be an http:// or https:// URL with a host, got {url!r} {example}"
+        )
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or above 65535
+        port = 0
+    if port is not None and not 0 < port < 65536:
+        raise ValueError(
+            f"base_url has a bad port, got {url!r}: a port is a number in 1..65535 {example}"
         )
     return url.rstrip("/")
 
