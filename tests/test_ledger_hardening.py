@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import sys
 import threading
+from contextlib import closing
 from pathlib import Path
 
 import msgspec
@@ -307,7 +308,7 @@ async def test_a_file_that_is_not_a_database_is_a_corrupt_ledger_not_a_raw_sqlit
 
 async def test_a_database_with_another_schema_is_refused_clearly(tmp_path):
     path = tmp_path / "s.db"
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db, db:
         db.execute("CREATE TABLE records (id INTEGER PRIMARY KEY, payload TEXT)")
     store = SqliteStore(path)
     with pytest.raises(LedgerCorruptError, match="not a trio-agent session database"):
@@ -432,7 +433,7 @@ async def test_sqlite_stores_step_start_before_the_model_is_called(tmp_path):
 
     class Watching(ScriptedModel):
         def stream(self, request):
-            with sqlite3.connect(path) as db:
+            with closing(sqlite3.connect(path)) as db, db:
                 rows = db.execute("SELECT body FROM records ORDER BY seq").fetchall()
             seen.append((request.id, [msgspec.json.decode(r[0]).get("request_id") for r in rows]))
             return super().stream(request)
@@ -453,7 +454,8 @@ async def test_sqlite_stores_a_new_session_when_its_agent_is_first_used(tmp_path
     )
     assert not path.exists()  # nothing is created in __init__ (issue 14)
     async with agent:
-        with sqlite3.connect(path) as db:  # before any flush: as if the process died now
+        # before any flush: as if the process died now
+        with closing(sqlite3.connect(path)) as db, db:
             kinds = [
                 msgspec.json.decode(r[0])["kind"]
                 for r in db.execute("SELECT body FROM records WHERE session_id = 's1' ORDER BY seq")

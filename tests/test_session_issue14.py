@@ -12,6 +12,7 @@ from types import MappingProxyType
 import pytest
 import trio
 
+import trio_agent._session_hooks as session_hooks
 import trio_agent.session as session_module
 from trio_agent import (
     MAX_AGENT_STEPS,
@@ -160,7 +161,7 @@ def test_resume_spells_out_every_option_that_makes_sense_on_resume():
             assert parameter.default == made[name].default, name
         if name != "system":
             assert parameter.annotation == made[name].annotation, name
-    assert session_module._RESUMED_OPTIONS == tuple(
+    assert session_hooks.RESUMED_OPTIONS == tuple(
         name for name in resume if name not in ("store", "session_id", "model", "system", "fsync")
     )
 

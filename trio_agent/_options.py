@@ -2,12 +2,14 @@
 the ledger agree on what a value may be, and say so in the same words.
 
 Each check raises ``TypeError`` or ``ValueError`` naming the option and the
-value it got; none has side effects.
+value it got; none has side effects (``claim_cancel_scope`` is no check: it
+marks a scope as taken).
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -23,6 +25,7 @@ __all__ = [
     "FSYNC_POLICIES",
     "MAX_METADATA_BYTES",
     "check_cancel_scope",
+    "check_scope_unused",
     "check_fsync",
     "check_int",
     "check_loop_options",
@@ -34,6 +37,7 @@ __all__ = [
     "check_store",
     "check_system",
     "check_tool_execution",
+    "claim_cancel_scope",
     "registry_of",
 ]
 
@@ -101,14 +105,34 @@ def check_tool_execution(
         )
 
 
+_CLAIMED: weakref.WeakSet[trio.CancelScope] = weakref.WeakSet()
+"""Scopes given to a turn (``claim_cancel_scope``) that may not have been entered yet."""
+
+
 def check_cancel_scope(cancel_scope: object) -> None:
-    """``TypeError``/``ValueError`` unless None or a ``trio.CancelScope`` not yet entered."""
+    """``TypeError``/``ValueError`` unless None or a ``trio.CancelScope`` not yet
+    entered nor given to a turn (``claim_cancel_scope``)."""
     if cancel_scope is None:
         return
     if type(cancel_scope) is not trio.CancelScope:
         raise TypeError(f"cancel_scope must be a trio.CancelScope or None, got {cancel_scope!r}")
+    check_scope_unused(cancel_scope)
+    if cancel_scope in _CLAIMED:
+        raise ValueError("cancel_scope was already given to another turn; pass a fresh one")
+
+
+def check_scope_unused(cancel_scope: trio.CancelScope | None) -> None:
+    """``ValueError`` if ``cancel_scope`` has been entered (a scope serves one block):
+    checked when an option is given, and again when its run starts."""
     if getattr(cancel_scope, "_has_been_entered", False):
         raise ValueError("cancel_scope has already been entered; pass a fresh one")
+
+
+def claim_cancel_scope(cancel_scope: trio.CancelScope | None) -> None:
+    """Mark a checked ``cancel_scope`` as given to a turn: ``check_cancel_scope``
+    refuses it from now on, also before the turn enters it."""
+    if cancel_scope is not None:
+        _CLAIMED.add(cancel_scope)
 
 
 def check_loop_options(

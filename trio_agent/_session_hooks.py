@@ -13,7 +13,7 @@ import attrs
 import msgspec
 
 from ._emit import Emitter
-from ._errors import CONTEXT_OVERFLOW, HOOK_ERROR, StepError, describe
+from ._errors import CONTEXT_OVERFLOW, HOOK_ERROR, StepError, describe, leaves
 from ._hooks import StepHooks, TurnSpec, TurnState, build_spec, call_hook
 from ._options import (
     check_int,
@@ -31,31 +31,69 @@ from .events import (
     TurnRepeatedFailure,
     TurnTokenBudget,
 )
+from .ledger import LedgerError
 from .messages import (
+    INTERRUPTED_RESULT_TEXT,
     AssistantMessage,
     Message,
     ToolCall,
     ToolResultMessage,
     TranscriptError,
     UserMessage,
+    tool_result,
 )
 from .model import Model, ModelRequest
 from .tools import ToolRegistry
 
 __all__ = [
+    "BUSY",
+    "POLICY_OPTIONS",
     "RESERVED_PREFIXES",
+    "RESUMED_OPTIONS",
     "Inbox",
     "SessionHooks",
     "SessionPolicy",
     "ToolBlocked",
     "block",
+    "closed_message",
     "drain",
+    "interrupted_results",
+    "ledger_failure",
     "new_id",
     "owes_reply",
 ]
 
 RESERVED_PREFIXES = ("message-", "tool-result-")
 """Id prefixes of the messages the loop makes; input messages may not use them."""
+
+RESUMED_OPTIONS = (
+    *("tools", "max_steps", "retry", "max_turn_tokens", "max_repeated_failures"),
+    *("context_window", "reserve_output_tokens", "count_tokens", "max_tool_result_chars"),
+    *("transform_context", "before_tool_call", "after_tool_call", "should_stop_turn"),
+    *("compact", "seed", "tool_execution", "max_parallel_tools", "tool_grace_period"),
+)
+"""The options ``Agent.resume`` passes on to ``Agent()`` as they are."""
+
+BUSY = "this Agent is already running a turn; use steer() or follow_up()"
+
+
+def closed_message(session_id: str, recorded: bool) -> str:
+    """Why a turn of an ``Agent`` whose session ``aclose()`` closed is refused."""
+    if recorded:
+        return (
+            f"this Agent's session {session_id!r} is closed; resume it with "
+            f"Agent.resume(store, {session_id!r})"
+        )
+    return (
+        f"this Agent was closed before its session {session_id!r} was created (nothing "
+        "was recorded); make a new Agent"
+    )
+
+
+def ledger_failure(error: BaseException) -> LedgerError | None:
+    """The ledger's own failure in ``error`` (bare or in a group), if any."""
+    return next((e for e in leaves(error) if isinstance(e, LedgerError)), None)
+
 
 TransformContext = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
 BeforeToolCall = Callable[[ToolCall], Awaitable["ToolBlocked | None"]]
@@ -169,6 +207,9 @@ class SessionPolicy:
         )
 
 
+POLICY_OPTIONS = tuple(field.name for field in attrs.fields(SessionPolicy))
+"""The ``Agent()`` options that make its ``SessionPolicy``, by name."""
+
 _POLICIES: weakref.WeakValueDictionary[tuple[Any, ...], SessionPolicy] = (
     weakref.WeakValueDictionary()
 )
@@ -214,6 +255,13 @@ def owes_reply(conversation: Conversation) -> bool:
     return type(messages[-1]) is not AssistantMessage or bool(conversation.linker.open_calls)
 
 
+def interrupted_results(conversation: Conversation) -> tuple[ToolResultMessage, ...]:
+    """Results for the calls a cut turn left open: interrupted, as errors."""
+    return tuple(
+        tool_result(call, INTERRUPTED_RESULT_TEXT, True) for call in conversation.unanswered_calls()
+    )
+
+
 def new_id(prefix: str) -> str:
     """A fresh id such as ``user-0123456789ab``."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
@@ -254,6 +302,11 @@ class Inbox:
             raise TranscriptError("DUPLICATE_MESSAGE_ID", f"message id {user.id!r} is queued")
         self.reserved[user.id] = None
         return user
+
+    def release(self, prompt: Message | None) -> None:
+        """Let ``prompt``'s id go: its turn did not start, so it took nothing."""
+        if prompt is not None:
+            self.reserved.pop(prompt.id, None)
 
     def take_input(self, stop_reason: str) -> tuple[Message, ...]:
         """What continues the turn after a step: steering first, then (when the model

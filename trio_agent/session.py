@@ -21,14 +21,16 @@ import trio
 
 from ._emit import Emitter
 from ._errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
-from ._errors import INTERNAL_ERROR, describe, leaves
+from ._errors import INTERNAL_ERROR, describe
 from ._hooks import TurnState
 from ._options import (
     check_cancel_scope,
     check_int,
     check_messages_and_model,
     check_metadata,
+    check_scope_unused,
     check_store,
+    claim_cancel_scope,
     registry_of,
 )
 from ._outcomes import turn_end_of
@@ -36,8 +38,10 @@ from ._policies import RetryPolicy as RetryPolicy
 from ._policies import estimate_tokens as estimate_tokens
 from ._policies import truncate_text as truncate_text
 from ._run import EventRun, cancelled_from_outside, exit_nursery, inline
-from ._session_hooks import RESERVED_PREFIXES as RESERVED_PREFIXES
 from ._session_hooks import (
+    BUSY,
+    POLICY_OPTIONS,
+    RESUMED_OPTIONS,
     AfterToolCall,
     BeforeToolCall,
     Compact,
@@ -47,10 +51,14 @@ from ._session_hooks import (
     SessionPolicy,
     ShouldStopTurn,
     TransformContext,
+    closed_message,
     drain,
+    interrupted_results,
+    ledger_failure,
     new_id,
     owes_reply,
 )
+from ._session_hooks import RESERVED_PREFIXES as RESERVED_PREFIXES
 from ._session_hooks import ToolBlocked as ToolBlocked
 from ._session_hooks import block as block
 from ._transcript import Conversation
@@ -74,14 +82,7 @@ from .ledger import (
     derive,
     model_label,
 )
-from .messages import (
-    INTERRUPTED_RESULT_TEXT,
-    Message,
-    ToolResultMessage,
-    UserMessage,
-    text_from_assistant,
-    tool_result,
-)
+from .messages import Message, ToolResultMessage, UserMessage, text_from_assistant
 from .model import Model, Usage
 from .stores import SessionStore
 from .stores._base import check_session_id
@@ -98,20 +99,7 @@ __all__ = [
     "truncate_text",
 ]
 
-_RESUMED_OPTIONS = (
-    *("tools", "max_steps", "retry", "max_turn_tokens", "max_repeated_failures"),
-    *("context_window", "reserve_output_tokens", "count_tokens", "max_tool_result_chars"),
-    *("transform_context", "before_tool_call", "after_tool_call", "should_stop_turn"),
-    *("compact", "seed", "tool_execution", "max_parallel_tools", "tool_grace_period"),
-)
-"""The options ``Agent.resume`` passes on to ``Agent()`` as they are."""
-
 _UNSCOPED = nullcontext()  # stands in for the scope of a turn no caller can cancel
-
-
-def _ledger_failure(error: BaseException) -> LedgerError | None:
-    """The ledger's own failure in ``error`` (bare or in a group), if any."""
-    return next((e for e in leaves(error) if isinstance(e, LedgerError)), None)
 
 
 @final
@@ -147,11 +135,11 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         state = TurnState()
         outcome: TurnOutcome | None = None
         try:
-            agent._claim(self)
+            agent._claim(self, self._prompt)
             if agent._pending is not None:  # the session's first use: create its ledger
                 await agent._open(self._prompt)
                 emit.attach(agent._ledger)
-            turn, taken, repairs = agent._begin_turn(self._prompt, emit.next)
+            turn, taken, repairs = agent._begin_turn(self._prompt, self._scope, emit.next)
             try:
                 with _UNSCOPED if self._scope is None else self._scope:
                     await accept(
@@ -168,7 +156,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                             conversation, spec, state, emit, hooks, agent._host or host
                         )
             except Exception as exc:  # a bug, or a group of them: end visibly, raise it
-                broken = _ledger_failure(exc)
+                broken = ledger_failure(exc)
                 if broken is not None:  # nothing can be recorded now, so nothing is sent
                     if broken is exc:
                         raise
@@ -225,7 +213,8 @@ class Agent:
     is the step budget of each turn: request numbers run on across turns (a
     session can have many), where ``run_agent_loop`` runs one unit whose
     request numbers end at ``request-064``. ``steer()`` and ``follow_up()``
-    queue input from any task, also while a turn runs. One turn runs at a time.
+    queue input from any task, also while a turn runs. One turn runs at a time:
+    one started while another runs raises ``RuntimeError``, its message's id free.
 
     ``tools``: a ``ToolRegistry`` (kept: tools registered later reach later
     turns) or any iterable of ``Tool`` (a registry is built: a duplicate name
@@ -256,6 +245,7 @@ class Agent:
     # No per-instance dict: 1.2 KB less per concurrent run (benchmarks W3).
     __slots__ = (
         "_active",
+        "_closed",
         "_conversation",
         "_host",
         "_host_manager",
@@ -307,26 +297,8 @@ class Agent:
         check_messages_and_model(messages, model)
         self._model = model
         self._tools = registry_of(tools)
-        self._policy = SessionPolicy.build(
-            system=system,
-            max_steps=max_steps,
-            retry=retry,
-            seed=seed,
-            max_turn_tokens=max_turn_tokens,
-            max_repeated_failures=max_repeated_failures,
-            context_window=context_window,
-            reserve_output_tokens=reserve_output_tokens,
-            count_tokens=count_tokens,
-            max_tool_result_chars=max_tool_result_chars,
-            transform_context=transform_context,
-            before_tool_call=before_tool_call,
-            after_tool_call=after_tool_call,
-            should_stop_turn=should_stop_turn,
-            compact=compact,
-            tool_execution=tool_execution,
-            max_parallel_tools=max_parallel_tools,
-            tool_grace_period=tool_grace_period,
-        )
+        given = locals()  # the options, by name, as SessionPolicy takes them
+        self._policy = SessionPolicy.build(**{name: given[name] for name in POLICY_OPTIONS})
         check_int("request_sequence_start", request_sequence_start, 1)
         check_int("sequence_start", sequence_start, 0)
         self._metadata = check_metadata(metadata)
@@ -345,6 +317,7 @@ class Agent:
         self._turns = 0
         self._next_sequence = sequence_start
         self._active: TurnRun | None = None
+        self._closed: str | None = None  # why turns are refused once aclose() closed the session
         self._host: trio.Nursery | None = None
         self._host_manager: Any = None
 
@@ -366,8 +339,8 @@ class Agent:
                 )
                 created = True
             finally:
-                if not created and prompt is not None:
-                    self._inbox.reserved.pop(prompt.id, None)
+                if not created:
+                    self._inbox.release(prompt)
             if made is not None:  # else another task's attempt ended: look again
                 self._pending = None
                 self._attach(made)
@@ -377,32 +350,37 @@ class Agent:
         self._conversation.journal = ledger
 
     # -- turns, as TurnRun drives them
-    def _claim(self, run: TurnRun) -> None:
-        """Make ``run`` the running turn (``RuntimeError`` if one runs)."""
-        if self._active is not None:
-            raise RuntimeError("this Agent is already running a turn; use steer() or follow_up()")
+    def _claim(self, run: TurnRun, prompt: UserMessage | None) -> None:
+        """Make ``run`` the running turn: ``RuntimeError`` if one runs or the session is
+        closed, ``ValueError`` if its scope was entered, with ``prompt``'s id let go."""
+        try:
+            if self._active is not None or self._closed is not None:
+                raise RuntimeError(self._closed or BUSY)
+            check_scope_unused(run._scope)
+        except (RuntimeError, ValueError):
+            self._inbox.release(prompt)
+            raise
         self._active = run
 
     @trio.lowlevel.enable_ki_protection  # taken from the inbox and owned by a turn, or neither
     def _begin_turn(
-        self, prompt: UserMessage | None, sequence: int
+        self, prompt: UserMessage | None, scope: trio.CancelScope | None, sequence: int
     ) -> tuple[int, tuple[Message, ...], tuple[ToolResultMessage, ...]]:
         """The claimed turn's number, its input (taken from the inbox), and results
         for calls a cut turn left open. Everything taken is appended before the
-        turn's first await, so a cancellation cannot lose it."""
+        turn's first await, so a cancellation cannot lose it. ``ValueError`` if
+        ``scope`` was entered meanwhile (no checkpoint from here to the turn's own
+        ``with scope``), before anything is recorded or taken."""
         turn = self._turns + 1
-        if self._ledger is not None:
-            try:
+        try:
+            check_scope_unused(scope)
+            if self._ledger is not None:
                 self._ledger.turn_started(turn, sequence, model_label(self._model))
-            except LedgerError:  # nothing was taken; the prompt is not kept either
-                if prompt is not None:
-                    self._inbox.reserved.pop(prompt.id, None)
-                raise
+        except (ValueError, LedgerError):  # nothing was taken; the prompt is not kept either
+            self._inbox.release(prompt)
+            raise
         self._turns = turn
-        repairs = tuple(
-            tool_result(call, INTERRUPTED_RESULT_TEXT, True)
-            for call in self._conversation.unanswered_calls()
-        )
+        repairs = interrupted_results(self._conversation)
         return turn, self._inbox.take_for_turn(prompt), repairs
 
     def _end_turn(self, run: TurnRun, sequence: int) -> None:
@@ -462,7 +440,7 @@ class Agent:
         """
         check_fsync(fsync)  # before anything is opened
         given = locals()
-        options = {name: given[name] for name in _RESUMED_OPTIONS}
+        options = {name: given[name] for name in RESUMED_OPTIONS}
         for attempt in range(1, 4):
             loaded = await store.load(session_id)
             derived = derive(loaded.records)
@@ -498,8 +476,8 @@ class Agent:
         (``tool_grace_period``), so no turn waits for it. Leaving the block waits
         for such calls, then closes the ledger. Cancellation: the ledger is
         either made whole (the worker thread is waited for) or not at all."""
-        if self._host_manager is not None:
-            raise RuntimeError("an Agent can be entered only once")
+        if self._host_manager is not None or self._closed is not None:
+            raise RuntimeError(self._closed or "an Agent can be entered only once")
         await self._open()
         self._host_manager = trio.open_nursery()
         self._host = await self._host_manager.__aenter__()
@@ -517,9 +495,13 @@ class Agent:
         """Record ``session/closed``, flush and close the session's ledger (if it has
         one), letting the session's lock go. A session never used (no turn, no
         ``async with``) has no ledger: nothing is created. Cancellation: shielded,
-        so what was recorded is made durable."""
+        so what was recorded is made durable. With a store, the agent takes no
+        turn afterwards (``RuntimeError``: go on with ``Agent.resume(store, id)``);
+        one without a store has nothing to close and goes on."""
         if self._active is not None:
             raise RuntimeError("cannot close the ledger while a turn runs; cancel it first")
+        if self._session_id is not None:  # a session with a store: no turn records in it now
+            self._closed = closed_message(self._session_id, self._pending is None)
         ledger, self._ledger = self._ledger, None
         self._conversation.journal = None
         if ledger is not None:
@@ -608,18 +590,26 @@ class Agent:
         owes an answer (``awaiting_reply``): the turn continues the
         conversation; otherwise it ends with zero steps. ``cancel_scope``: a
         ``trio.CancelScope`` not yet entered (``TypeError``/``ValueError``
-        otherwise, as for ``run_agent_loop``), the turn's own; its deadline or
-        ``run.cancel()`` ends the turn as ``cancelled``, a result, not an error.
+        otherwise, as for ``run_agent_loop``), the turn's own from now on: given
+        to another turn it raises ``ValueError`` there; entered before the turn
+        starts, the turn raises ``ValueError`` then, having recorded nothing and
+        let its message's id go. Its deadline or ``run.cancel()`` ends the turn
+        as ``cancelled``, a result, not an error.
         """
-        check_cancel_scope(cancel_scope)
-        return self._new_turn(message, trio.CancelScope() if cancel_scope is None else cancel_scope)
+        scope = trio.CancelScope() if cancel_scope is None else cancel_scope
+        return self._new_turn(message, cancel_scope, scope)
 
     def _new_turn(
-        self, message: str | UserMessage | None, scope: trio.CancelScope | None
+        self,
+        message: str | UserMessage | None,
+        given: trio.CancelScope | None,
+        scope: trio.CancelScope | None,
     ) -> TurnRun:
-        if self._active is not None:
-            raise RuntimeError("this Agent is already running a turn; use steer() or follow_up()")
+        check_cancel_scope(given)
+        if self._active is not None or self._closed is not None:
+            raise RuntimeError(self._closed or BUSY)
         prompt = None if message is None else self._inbox.admit(message, self._conversation)
+        claim_cancel_scope(given)  # the turn's own: no other turn may take it now
         return TurnRun(self, prompt, scope)
 
     async def prompt(
@@ -631,7 +621,8 @@ class Agent:
         """Run one turn and return its result.
 
         A deadline on the turn: pass ``cancel_scope=trio.CancelScope(deadline=...)``
-        (or ``relative_deadline=``), not yet entered. When it fires, the turn
+        (or ``relative_deadline=``), not yet entered, a fresh one for each turn
+        (as for ``turn()``). When it fires, the turn
         ends as ``cancelled`` and that result is returned: nothing is raised.
         Cancellation from outside (an enclosing ``trio.move_on_after``, a
         cancelled nursery) also ends the turn as ``cancelled`` and records it,
@@ -639,10 +630,9 @@ class Agent:
         is returned. Either way the transcript keeps only complete messages
         and queued input stays queued.
         """
-        check_cancel_scope(cancel_scope)
         # With no scope given, nothing but the caller's own scopes can cancel the turn:
         # it needs no cancel scope (and trio's 500 B per entered scope) of its own.
-        run = self._new_turn(message, cancel_scope)
+        run = self._new_turn(message, cancel_scope, cancel_scope)
         await inline(run)  # as run.wait(), with one frame less per suspended turn
         result = run.result
         assert result is not None  # a turn always finishes with a result

@@ -8,13 +8,20 @@ a record it did not see: a session created twice, or appended to since it
 was loaded). After that, the lock keeps every other writer out. Every
 ``sqlite3`` failure reaches the caller as a ``LedgerError`` (a damaged file
 as ``LedgerCorruptError``), with the transaction rolled back.
+
+The store's one connection is open only while it is used: it is opened on
+first use and closed when the store's last open writer closes (and after a
+``load`` while no writer is open), and when the store itself is collected
+or the program exits, so nobody has to close it.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
@@ -88,7 +95,7 @@ class _SqliteWriter:
             try:
                 stored = self._store.call_now("store the new session", batch)
             except LedgerError as exc:
-                self._state.fail(exc)
+                self._fail(exc)
                 raise
             if stored:
                 del self._pending[: len(batch)]
@@ -115,8 +122,12 @@ class _SqliteWriter:
                 await store.run("sync the write-ahead log", store.sync_wal)
                 self._not_durable = False
         except LedgerError as exc:
-            self._state.fail(exc)
+            self._fail(exc)
             raise
+
+    def _fail(self, error: LedgerError) -> None:
+        self._state.fail(error)
+        self._store.writer_done(self)
 
     async def aclose(self) -> None:
         if self._state.closed:
@@ -126,6 +137,8 @@ class _SqliteWriter:
                 await self.flush(False)
         finally:
             self._state.close()
+            self._store.writer_done(self)
+            await self._store.close_if_idle()
 
 
 @final
@@ -141,13 +154,25 @@ class SqliteStore:
     fsync, never a wait on a busy database). The database's directory is made,
     with its parents, when the first session is created; ``sqlite3`` is
     imported when the store first uses it.
+
+    The database connection needs no closing: it is opened when the store is
+    used and closed when its last open writer closes (``Agent.aclose``, or
+    leaving ``async with agent``), after a ``load`` while no writer is open,
+    and when the store is garbage-collected or the program exits. ``aclose()``
+    closes it now (a later use opens it again); it is never required.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._connection: sqlite3.Connection | None = None
+        # The connection, when one is open: a list the finalizer shares, which closes
+        # what it holds when the store is collected (it must not hold the store).
+        self._connection: list[sqlite3.Connection] = []
         self._limiter = trio.CapacityLimiter(1)
         self._lock = threading.Lock()  # one user of the connection at a time, any thread
+        # Writers neither closed nor failed (weakly: one dropped unclosed counts no more).
+        self._writers: weakref.WeakSet[_SqliteWriter] = weakref.WeakSet()
+        self._writers_lock = threading.Lock()  # writers are made in worker threads
+        weakref.finalize(self, _close_all, self._connection)
 
     # -- running work on the connection
     def call(self, what: str, function: Callable[..., T], *args: Any) -> T:
@@ -199,7 +224,7 @@ class SqliteStore:
         )
 
     def _db(self) -> sqlite3.Connection:
-        if self._connection is None:
+        if not self._connection:
             import sqlite3
 
             connection = sqlite3.connect(
@@ -222,8 +247,45 @@ class SqliteStore:
                     f"SQLite store {self.path}: its table 'records' has columns {columns}, "
                     f"not {_COLUMNS}: it is not a trio-agent session database"
                 )
-            self._connection = connection
-        return self._connection
+            self._connection.append(connection)
+        return self._connection[0]
+
+    # -- the connection's lifetime
+    def _made(self, writer: _SqliteWriter) -> _SqliteWriter:
+        with self._writers_lock:
+            self._writers.add(writer)
+        return writer
+
+    def writer_done(self, writer: _SqliteWriter) -> None:
+        """``writer`` closed or failed: it uses the connection no more."""
+        with self._writers_lock:
+            self._writers.discard(writer)
+
+    def _idle(self) -> bool:
+        with self._writers_lock:
+            return not self._writers
+
+    def _close_when_idle(self) -> None:
+        """Close the connection (in the calling thread, holding it) unless a writer is open."""
+        if self._idle():
+            _close_all(self._connection)
+
+    async def close_if_idle(self) -> None:
+        """Close the connection in a worker thread unless a writer is open (closing
+        the last connection checkpoints the write-ahead log into the database)."""
+        if self._connection and self._idle():
+            await self._close(self._close_when_idle)
+
+    async def _close(self, close: Callable[[], None]) -> None:
+        """Run ``close`` in the worker thread: shielded when the connection is free
+        (a short close, which a cancellation would otherwise leave undone); waiting
+        for other work on it can be cancelled (then the next close, or the store's
+        finalizer, closes it). A failed close loses nothing: all was committed."""
+        with trio.CancelScope(shield=self._limiter.available_tokens > 0):
+            try:
+                await self.run("close the database", close)
+            except LedgerError:
+                pass  # the connection is forgotten all the same
 
     # -- the work itself (run through ``call``/``run``)
     def insert(self, batch: Sequence[Row], durable: bool, fence: bool) -> None:
@@ -280,10 +342,15 @@ class SqliteStore:
             os.close(fd)
 
     def _select(self, session_id: str) -> list[bytes]:
-        rows = self._db().execute(
-            "SELECT body FROM records WHERE session_id = ? ORDER BY seq", (session_id,)
-        )
-        return [bytes(row[0]) for row in rows]
+        """The session's record bodies; then, unless a writer is open, the connection
+        is closed (a load alone leaves nothing open)."""
+        try:
+            rows = self._db().execute(
+                "SELECT body FROM records WHERE session_id = ? ORDER BY seq", (session_id,)
+            )
+            return [bytes(row[0]) for row in rows]
+        finally:
+            self._close_when_idle()
 
     # -- the store
     def _lock_for(self, session_id: str) -> WriterLock:
@@ -305,12 +372,12 @@ class SqliteStore:
         check_session_id(session_id)
         state = WriterState(session_id, self._lock_for(session_id))
         # Whether it exists is found when its first records are stored (``commit``).
-        return _SqliteWriter(self, session_id, 0, state)
+        return self._made(_SqliteWriter(self, session_id, 0, state))
 
     def reopen(self, loaded: LoadedSession) -> SessionWriter:
         # That nothing was added since ``loaded`` is checked by every insert.
         state = WriterState(loaded.session_id, self._lock_for(loaded.session_id))
-        return _SqliteWriter(self, loaded.session_id, len(loaded.records), state)
+        return self._made(_SqliteWriter(self, loaded.session_id, len(loaded.records), state))
 
     async def load(self, session_id: str) -> LoadedSession:
         check_session_id(session_id)
@@ -320,7 +387,16 @@ class SqliteStore:
         return parse_jsonl(session_id, b"\n".join(bodies) + b"\n")
 
     async def aclose(self) -> None:
-        """Close the database connection (a later use opens it again)."""
-        if self._connection is not None:
-            connection, self._connection = self._connection, None
-            await self.run("close the database", connection.close)
+        """Close the database connection now, also while a writer is open (a later
+        use opens it again). Never required: the store closes it by itself when its
+        last writer closes, and when it is collected. Cancellation: shielded unless
+        it has to wait for other work on the connection."""
+        if self._connection:
+            await self._close(partial(_close_all, self._connection))
+
+
+def _close_all(connections: list[sqlite3.Connection]) -> None:
+    """Close and forget the connection in ``connections``, if any (the store's
+    finalizer too: a store collected with its connection open closes it)."""
+    while connections:
+        connections.pop().close()
