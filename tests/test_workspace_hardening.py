@@ -340,3 +340,17 @@ async def test_regression_a_regex_grep_never_imports_modules_written_in_the_work
     found = await Workspace(tmp_path).grep("al.ha", regex=True)
     assert found == "notes.txt:1: alpha"
     assert not (tmp_path / "pwned").exists()
+
+
+async def test_regression_grep_said_no_match_when_it_stopped_before_the_file_that_matches(tmp_path):
+    from trio_agent import Workspace
+
+    for i in range(9):
+        (tmp_path / f"f{i}.txt").write_text("nothing here\n")
+    (tmp_path / "zz_last.txt").write_text("needle\n")
+    workspace = Workspace(tmp_path, max_entries=2)  # searches at most 8 files
+    out = await workspace.grep("needle")
+    assert "searched only the first 8 files" in out
+    small = Workspace(tmp_path, max_entries=5)  # 20 files: all searched
+    assert (await small.grep("needle")).startswith("zz_last.txt")
+    assert "searched only" not in await small.grep("needle")

@@ -279,7 +279,7 @@ class Workspace:
         def open_files() -> list[tuple[str, int]]:
             """(name to show, descriptor) of each file; not abandoned: it holds descriptors."""
             opened = []
-            for rel in names:
+            for rel in names[: self.max_entries * 4]:
                 try:
                     fd = self._open(self._parts(rel), os.O_RDONLY)
                 except (OSError, WorkspaceError):
@@ -313,11 +313,15 @@ class Workspace:
                 os.close(fd)
         if len(lines) > self.max_entries:
             lines = [*lines[: self.max_entries], "[... more matches]"]
+        limit = self.max_entries * 4
+        if len(names) > limit:  # say where the search stopped: never a silent "(no match)"
+            lines.append(f"[searched only the first {limit} files; narrow the path to search more]")
         return _text(lines, self.max_output_chars) or "(no match)"
 
     def _grep_files(self, parts: list[str], check: Check, context: ToolContext) -> list[str]:
-        """The regular files below ``parts`` (at most ``4 * max_entries``), or ``parts``
-        itself if it is a file; the entries walked so far go to ``context``."""
+        """The regular files below ``parts`` (at most ``4 * max_entries``, and one more
+        when there are more), or ``parts`` itself if it is a file; the entries walked
+        so far go to ``context``."""
         top = self._open(parts, os.O_RDONLY)  # checked by descriptor, never by path
         try:
             is_dir = stat.S_ISDIR(os.fstat(top).st_mode)
@@ -333,7 +337,7 @@ class Workspace:
             for walked, (rel, mode) in enumerate(entries, 1):
                 if stat.S_ISREG(mode):
                     found.append(rel)
-                    if len(found) >= limit:
+                    if len(found) > limit:
                         break
                 if meter.due():
                     context.report(f"{walked} entries walked, {len(found)} files to search")
