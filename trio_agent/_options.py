@@ -11,15 +11,13 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import msgspec
 import trio
 
 from .limits import MAX_AGENT_STEPS, MAX_ARGUMENT_DEPTH, is_valid_unicode
-
-if TYPE_CHECKING:
-    from .tools import ToolRegistry
+from .tools import Tool, ToolRegistry
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -194,8 +192,6 @@ def registry_of(tools: object) -> ToolRegistry:
     None, or one built from an iterable of ``Tool`` (a duplicate name:
     ``ValueError``; an item that is not a ``Tool``: ``TypeError`` naming its
     index)."""
-    from .tools import Tool, ToolRegistry
-
     if tools is None:
         return ToolRegistry()
     if type(tools) is ToolRegistry:
