@@ -10,18 +10,78 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+TURN_REQUESTS = 64
+"""Model requests in one turn, at most: trio-agent's step budget is per turn and
+at most ``MAX_AGENT_STEPS`` (64), so every framework runs a longer run as turns
+of 64 requests on one growing conversation."""
+
+W3_REQUESTS = 5
+"""W3's runs (and every script's warm-up run): 4 tool steps, then a final text."""
+
+
+def turn_plan(requests: int) -> tuple[tuple[int, int], ...]:
+    """The turns of a run of ``requests`` model requests, as ``(first call index,
+    tool steps)``: each turn is its tool steps (one ``add`` call a request) and a
+    final text, at most ``TURN_REQUESTS`` requests a turn; a later turn goes on
+    with the whole history of the earlier ones (a user message starts it). Call
+    ids count up across turns (``c0``, ``c1``, ...)."""
+    if requests < 1:
+        raise ValueError(f"a run needs at least one request, got {requests}")
+    plan, start = [], 0
+    while requests > 0:
+        size = min(requests, TURN_REQUESTS)
+        plan.append((start, size - 1))
+        start += size - 1
+        requests -= size
+    return tuple(plan)
+
+
+def turn_prompt(start: int) -> str:
+    """The user message starting the turn whose first call is number ``start``
+    (the peers' scripted models read where they are off it)."""
+    return "add them" if start == 0 else f"add them:{start}"
+
+
+def prompt_start(text: str) -> int:
+    """``turn_prompt``'s inverse."""
+    return int(text.rpartition(":")[2]) if ":" in text else 0
+
+
+class Plan:
+    """What a scripted model answers at each point of a ``turn_plan``, read off the
+    last message alone so that it costs the same at every step: a call, or the
+    turn's final text."""
+
+    __slots__ = ("ends", "steps_from")
+
+    def __init__(self, requests: int) -> None:
+        plan = turn_plan(requests)
+        self.steps_from = dict(plan)  # a turn's first call index -> its tool steps
+        self.ends = {start + steps for start, steps in plan}  # calls done when a turn ends
+
+    def after_result(self, call_index: int) -> int | None:
+        """After the result of call ``call_index``: the next call's index, or None
+        for the turn's final text."""
+        done = call_index + 1
+        return None if done in self.ends else done
+
+    def at_turn_start(self, start: int) -> int | None:
+        """At the user message of the turn starting at ``start``: its first call's
+        index, or None if the turn has no tool step."""
+        return start if self.steps_from[start] else None
+
 
 def peak_rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-async def per_step(run: Callable[[int], Awaitable[Any]], steps: int, rounds: int) -> float:
-    """Median seconds per model request of a run with ``steps`` tool steps."""
+async def per_request(run: Callable[[int], Awaitable[Any]], requests: int, rounds: int) -> float:
+    """Median seconds per model request of a run of ``requests`` requests."""
     times = []
     for _ in range(rounds):
         start = time.perf_counter()
-        await run(steps)
-        times.append((time.perf_counter() - start) / (steps + 1))
+        await run(requests)
+        times.append((time.perf_counter() - start) / requests)
     return statistics.median(times)
 
 
@@ -54,15 +114,16 @@ async def serve(
     concurrently: Callable[[int], Awaitable[Any]],
     others: dict[str, Callable[..., Awaitable[None]]],
 ) -> None:
-    """Run the workload named on the command line. W1/W5 time ``run(steps)``;
-    W3 times ``concurrently(runs)`` (``runs`` 4-step runs at once) and the peak
-    RSS it adds; ``others`` hold the framework-specific workloads."""
+    """Run the workload named on the command line. W1/W5 time ``run(requests)``
+    (``turn_plan(requests)``); W3 times ``concurrently(runs)`` (``runs`` runs of
+    ``W3_REQUESTS`` at once) and the peak RSS it adds; ``others`` hold the
+    framework-specific workloads."""
     workload, numbers = args()
-    await run(4)  # warm-up: import and build costs stay out of every figure
+    await run(W3_REQUESTS)  # warm-up: import and build costs stay out of every figure
     if workload in ("w1", "w5"):
-        steps, rounds = numbers
-        figure = await per_step(run, steps, rounds) * 1e6
-        emit(framework, workload, steps=steps, us_per_step=figure)
+        requests, rounds = numbers
+        figure = await per_request(run, requests, rounds) * 1e6
+        emit(framework, workload, requests=requests, us_per_request=figure)
     elif workload == "w3":
         (runs,) = numbers
         base = peak_rss_kb()

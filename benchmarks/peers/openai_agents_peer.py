@@ -6,7 +6,17 @@ import asyncio
 import json
 import time
 
-from _common import emit, event_rate, serve
+from _common import (
+    TURN_REQUESTS,
+    W3_REQUESTS,
+    Plan,
+    emit,
+    event_rate,
+    prompt_start,
+    serve,
+    turn_plan,
+    turn_prompt,
+)
 from agents import (
     Agent,
     ModelResponse,
@@ -29,20 +39,27 @@ from openai.types.responses import (
 _TEXT = "0123456789" * 4
 
 
-def _steps_done(items) -> int:
-    """Tool steps done so far, read off the last input item (call ids count up), so the
-    scripted model costs the same at every step and W5 measures the framework."""
-    last = items[-1] if isinstance(items, list) and items else None
-    if isinstance(last, dict) and last.get("type") == "function_call_output":
-        return int(last["call_id"][1:]) + 1
-    return 0
+def _next_call(items, plan: Plan) -> int | None:
+    """The index of the call to make next, or None for the turn's final text, read
+    off the last input item alone (call ids count up; a turn's user message says
+    where it starts), so the scripted model costs the same at every step and W5
+    measures the framework."""
+    if isinstance(items, str):
+        return plan.at_turn_start(prompt_start(items))
+    last = items[-1]
+    if last.get("type") == "function_call_output":
+        return plan.after_result(int(last["call_id"][1:]))
+    if last.get("role") == "user":
+        return plan.at_turn_start(prompt_start(last["content"]))
+    raise AssertionError(f"unexpected last input item {last!r}")
 
 
 class ScriptedModel(Model):
-    """``steps`` tool steps calling ``tool`` (add by default), then a final text."""
+    """The turns of ``turn_plan(requests)``: tool steps calling ``tool`` (add by
+    default), then a final text."""
 
-    def __init__(self, steps: int, tool: str = "add") -> None:
-        self.steps = steps
+    def __init__(self, requests: int, tool: str = "add") -> None:
+        self.plan = Plan(requests)
         self.tool = tool
 
     async def get_response(
@@ -59,14 +76,14 @@ class ScriptedModel(Model):
         conversation_id=None,
         prompt=None,
     ) -> ModelResponse:
-        outputs = _steps_done(input)
-        if outputs < self.steps:
+        index = _next_call(input, self.plan)
+        if index is not None:
             item = ResponseFunctionToolCall(
-                arguments=json.dumps({"left": outputs, "right": 1} if self.tool == "add" else {}),
-                call_id=f"c{outputs}",
+                arguments=json.dumps({"left": index, "right": 1} if self.tool == "add" else {}),
+                call_id=f"c{index}",
                 name=self.tool,
                 type="function_call",
-                id=f"fc{outputs}",
+                id=f"fc{index}",
                 status="completed",
             )
         else:
@@ -81,7 +98,7 @@ class ScriptedModel(Model):
 
     async def stream_response(self, system_instructions, input, *args, **kwargs):
         """W2: the text in 10 deltas, then the whole response, as the Responses API streams."""
-        outputs = _steps_done(input)
+        index = _next_call(input, self.plan)
         for i in range(10):
             yield ResponseTextDeltaEvent(
                 type="response.output_text.delta",
@@ -98,14 +115,14 @@ class ScriptedModel(Model):
                 id="m", role="assistant", status="completed", type="message", content=[text]
             )
         ]
-        if outputs < self.steps:
+        if index is not None:
             output.append(
                 ResponseFunctionToolCall(
-                    arguments=json.dumps({"left": outputs, "right": 1}),
-                    call_id=f"c{outputs}",
+                    arguments=json.dumps({"left": index, "right": 1}),
+                    call_id=f"c{index}",
                     name=self.tool,
                     type="function_call",
-                    id=f"fc{outputs}",
+                    id=f"fc{index}",
                     status="completed",
                 )
             )
@@ -140,23 +157,29 @@ async def slow() -> str:
 _AGENTS: dict[int, Agent] = {}
 
 
-async def run(steps: int) -> None:
+async def run(requests: int) -> None:
     agent = _AGENTS.setdefault(
-        steps, Agent(name="peer", instructions="add", model=ScriptedModel(steps), tools=[add])
+        requests,
+        Agent(name="peer", instructions="add", model=ScriptedModel(requests), tools=[add]),
     )
-    result = await Runner.run(
-        agent, "add them", max_turns=steps + 5, run_config=RunConfig(tracing_disabled=True)
-    )
-    assert result.final_output == "done", result.final_output
+    items: str | list = "add them"  # a later turn goes on with the whole conversation so far
+    for start, steps in turn_plan(requests):
+        if start:
+            items = [*items, {"role": "user", "content": turn_prompt(start)}]
+        result = await Runner.run(
+            agent, items, max_turns=steps + 5, run_config=RunConfig(tracing_disabled=True)
+        )
+        assert result.final_output == "done", result.final_output
+        items = result.to_input_list()
 
 
 async def concurrently(runs: int) -> None:
-    await asyncio.gather(*(run(4) for _ in range(runs)))
+    await asyncio.gather(*(run(W3_REQUESTS) for _ in range(runs)))
 
 
 async def w2(rounds: int) -> None:
     """Every event of ``Runner.run_streamed`` consumed; events per second."""
-    agent = Agent(name="w2", instructions="add", model=ScriptedModel(64), tools=[add])
+    agent = Agent(name="w2", instructions="add", model=ScriptedModel(TURN_REQUESTS), tools=[add])
 
     async def once() -> int:
         count = 0
@@ -172,7 +195,7 @@ async def w2(rounds: int) -> None:
 
 
 async def _w4_once() -> tuple[float, list[str]]:
-    agent = Agent(name="w4", instructions="wait", model=ScriptedModel(1, "slow"), tools=[slow])
+    agent = Agent(name="w4", instructions="wait", model=ScriptedModel(2, "slow"), tools=[slow])
     session = SQLiteSession("w4")  # in memory: what the SDK keeps of the run
     start = time.perf_counter()
     try:

@@ -1,4 +1,4 @@
-"""Plots W5, per-step cost against run length for the three frameworks, to
+"""Plots W5, per-request cost against run length for the three frameworks, to
 ``benchmarks/peers/w5.png``. Run: ``python benchmarks/peers/plot.py`` (needs
 ``benchmarks/requirements-peers.txt``)."""
 
@@ -11,9 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from run import FRAMEWORKS, medians
-
-STEPS = (8, 32, 64, 128)
+from run import FRAMEWORKS, W5_REQUESTS, medians
 
 
 def main() -> None:
@@ -23,24 +21,23 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("w5.png"))
     args = parser.parse_args()
     series: dict[str, list[float]] = {name: [] for name in FRAMEWORKS}
-    for steps in STEPS:
-        for name, value in medians(args.passes, ("us_per_step",), "w5", steps, args.rounds)[
-            0
-        ].items():
+    for requests in W5_REQUESTS:
+        figures = medians(args.passes, ("us_per_request",), "w5", requests, args.rounds)[0]
+        for name, value in figures.items():
             series[name].append(value)
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, values in series.items():
-        ax.plot(STEPS, values, marker="o", label=name)
-    ax.set_xlabel("tool steps in the run")
+        ax.plot(W5_REQUESTS, values, marker="o", label=name)
+    ax.set_xlabel("model requests in the run (128: two turns of 64)")
     ax.set_ylabel("time per model request (us, log scale)")
     ax.set_yscale("log")
-    ax.set_title("W5: per-step cost against run length (scripted model)")
+    ax.set_title("W5: per-request cost against run length (scripted model)")
     ax.legend()
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)
     for name, values in series.items():
-        print(name, " ".join(f"{s}:{v:.1f}" for s, v in zip(STEPS, values, strict=True)))
+        print(name, " ".join(f"{s}:{v:.1f}" for s, v in zip(W5_REQUESTS, values, strict=True)))
     print(f"wrote {args.out}")
 
 

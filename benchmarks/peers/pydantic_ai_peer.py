@@ -6,28 +6,50 @@ import asyncio
 import json
 import time
 
-from _common import emit, event_rate, serve
+from _common import (
+    TURN_REQUESTS,
+    W3_REQUESTS,
+    Plan,
+    emit,
+    event_rate,
+    prompt_start,
+    serve,
+    turn_plan,
+    turn_prompt,
+)
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 
-def _steps_done(messages) -> int:
-    """Tool steps done so far, read off the last message (call ids count up), so the
-    scripted model costs the same at every step and W5 measures the framework."""
-    parts = getattr(messages[-1], "parts", ())
-    done = next((p for p in parts if isinstance(p, ToolReturnPart)), None)
-    return 0 if done is None else int(done.tool_call_id[1:]) + 1
+def _next_call(messages, plan: Plan) -> int | None:
+    """The index of the call to make next, or None for the turn's final text, read
+    off the last message alone (call ids count up; a turn's user message says
+    where it starts), so the scripted model costs the same at every step and W5
+    measures the framework."""
+    for part in getattr(messages[-1], "parts", ()):
+        if isinstance(part, ToolReturnPart):
+            return plan.after_result(int(part.tool_call_id[1:]))
+        if isinstance(part, UserPromptPart):
+            return plan.at_turn_start(prompt_start(part.content))
+    raise AssertionError(f"unexpected last message {messages[-1]!r}")
 
 
-def agent_for(steps: int) -> Agent:
-    """``steps`` tool steps calling add, then a final text."""
+def agent_for(requests: int) -> Agent:
+    """The turns of ``turn_plan(requests)``: tool steps calling add, then a final text."""
+    plan = Plan(requests)
 
     def respond(messages, info: AgentInfo) -> ModelResponse:
-        returns = _steps_done(messages)
-        if returns < steps:
-            call = ToolCallPart("add", {"left": returns, "right": 1}, tool_call_id=f"c{returns}")
+        index = _next_call(messages, plan)
+        if index is not None:
+            call = ToolCallPart("add", {"left": index, "right": 1}, tool_call_id=f"c{index}")
             return ModelResponse(parts=[call])
         return ModelResponse(parts=[TextPart("done")])
 
@@ -45,16 +67,17 @@ _AGENTS: dict[int, Agent] = {}
 _TEXT = "0123456789" * 4
 
 
-def streaming_agent(steps: int) -> Agent:
+def streaming_agent(requests: int) -> Agent:
     """W2: as ``agent_for``, each response also streaming a text in 10 deltas."""
+    plan = Plan(requests)
 
     async def stream(messages, info: AgentInfo):
-        returns = _steps_done(messages)
+        index = _next_call(messages, plan)
         for i in range(10):
             yield _TEXT[i * 4 : (i + 1) * 4]
-        if returns < steps:
-            arguments = json.dumps({"left": returns, "right": 1})
-            yield {1: DeltaToolCall("add", arguments, tool_call_id=f"c{returns}")}
+        if index is not None:
+            arguments = json.dumps({"left": index, "right": 1})
+            yield {1: DeltaToolCall("add", arguments, tool_call_id=f"c{index}")}
 
     agent = Agent(FunctionModel(stream_function=stream))
 
@@ -68,7 +91,7 @@ def streaming_agent(steps: int) -> Agent:
 
 async def w2(rounds: int) -> None:
     """Every event of ``run_stream_events`` consumed; events per second."""
-    agent = streaming_agent(64)
+    agent = streaming_agent(TURN_REQUESTS)
 
     async def once() -> int:
         count = 0
@@ -81,14 +104,21 @@ async def w2(rounds: int) -> None:
     await event_rate("pydantic-ai", "w2", rounds, once)
 
 
-async def run(steps: int) -> None:
-    agent = _AGENTS.setdefault(steps, agent_for(steps))
-    result = await agent.run("add them", usage_limits=UsageLimits(request_limit=None))
-    assert result.output == "done", result.output
+async def run(requests: int) -> None:
+    agent = _AGENTS.setdefault(requests, agent_for(requests))
+    history = None  # a later turn goes on with the whole conversation so far
+    for start, _ in turn_plan(requests):
+        result = await agent.run(
+            turn_prompt(start),
+            message_history=history,
+            usage_limits=UsageLimits(request_limit=None),
+        )
+        assert result.output == "done", result.output
+        history = result.all_messages()
 
 
 async def concurrently(runs: int) -> None:
-    await asyncio.gather(*(run(4) for _ in range(runs)))
+    await asyncio.gather(*(run(W3_REQUESTS) for _ in range(runs)))
 
 
 def _w4_agent() -> Agent:

@@ -2,12 +2,15 @@
 medians and ratios. Needs the peers: ``pip install -r benchmarks/requirements-peers.txt``.
 Run: ``python benchmarks/peers/run.py`` (``--quick`` for a smoke run).
 
-- W1: one run of 64 tool steps then a final text (65 requests); time per request.
-- W5: W1 at 8, 32, 64 and 128 steps; does the per-step cost grow with the history?
-- W3: 1000 concurrent 4-step runs; wall time and peak-RSS growth per run (and
-  10,000 on trio-agent alone).
-- W2: every event consumed, each text in 10 deltas; events per second, against
-  a bare trio memory channel carrying as many objects.
+- W1: one run of 64 model requests, 63 tool steps then a final text (one turn:
+  trio-agent's step budget is at most 64 a turn); time per request.
+- W5: runs of 8, 32, 64 and 128 requests; does the per-request cost grow with the
+  history? 128 requests are two turns of 64 on one conversation, for every
+  framework (the second turn carries the first's history).
+- W3: 1000 concurrent runs of 4 tool steps and a final text (5 requests); wall
+  time and peak-RSS growth per run (and 10,000 on trio-agent alone).
+- W2: W1 with every event consumed, each text in 10 deltas; events per second,
+  against a bare trio memory channel carrying as many objects.
 - W4: a run whose tool sleeps 10 s, cancelled after 50 ms: time until control
   returns and the history each framework keeps.
 """
@@ -22,6 +25,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
+W5_REQUESTS = (8, 32, 64, 128)
 FRAMEWORKS = {
     "trio-agent": "trio_agent_peer.py",
     "pydantic-ai": "pydantic_ai_peer.py",
@@ -69,15 +73,18 @@ def main() -> None:
     args = parser.parse_args()
     passes, rounds, runs = (1, 2, 100) if args.quick else (args.passes, args.rounds, 1000)
 
-    print(f"W1: time per request, 64 steps (medians of {passes} processes x {rounds} runs)")
-    ratio_line(medians(passes, ("us_per_step",), "w1", 64, rounds)[0], "us/step", target=50)
+    print(
+        f"W1: time per request, 64 requests = 63 tool steps + a final text "
+        f"(medians of {passes} processes x {rounds} runs)"
+    )
+    ratio_line(medians(passes, ("us_per_request",), "w1", 64, rounds)[0], "us/req", target=50)
 
-    print("W5: time per request against run length")
-    for steps in (8, 32, 64, 128):
-        print(f" {steps} steps")
-        ratio_line(medians(passes, ("us_per_step",), "w5", steps, rounds)[0], "us/step")
+    print("W5: time per request against run length (128: two turns of 64)")
+    for requests in W5_REQUESTS:
+        print(f" {requests} requests")
+        ratio_line(medians(passes, ("us_per_request",), "w5", requests, rounds)[0], "us/req")
 
-    print(f"W3: {runs} concurrent 4-step runs")
+    print(f"W3: {runs} concurrent runs of 4 tool steps + a final text")
     walls, memory = medians(passes, ("seconds", "kb_per_run"), "w3", runs)
     ratio_line({k: v * 1000 for k, v in walls.items()}, "ms wall")
     ratio_line(memory, "KB peak RSS per run")

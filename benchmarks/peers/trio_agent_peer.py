@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import trio
-from _common import emit, event_rate, serve
+from _common import TURN_REQUESTS, W3_REQUESTS, emit, event_rate, serve, turn_plan, turn_prompt
 
 from trio_agent import Agent, TextBlock, ToolCall, ToolRegistry, tool
 from trio_agent.testing import ScriptedModel, scripted_response
@@ -24,41 +24,55 @@ async def slow() -> str:
     return "late"
 
 
-def script(steps: int, chunks: int = 1):
-    """``steps`` tool steps, then a final text; with ``chunks`` > 1 each step also
-    streams a text in that many deltas."""
+def script(steps: int, chunks: int = 1, start: int = 0, final: str = "final"):
+    """``steps`` tool steps (calls ``c{start}`` on), then a final text; with
+    ``chunks`` > 1 each step also streams a text in that many deltas."""
     text = "0123456789" * 4
     out = []
-    for i in range(steps):
+    for i in range(start, start + steps):
         call = ToolCall(f"c{i}", "add", {"left": i, "right": 1})
         blocks = [call] if chunks == 1 else [TextBlock(text), call]
         out.append(scripted_response(f"r{i}", blocks, text_chunks=chunks))
-    out.append(scripted_response("final", text, text_chunks=chunks))
+    out.append(scripted_response(final, text, text_chunks=chunks))
     return out
 
 
-_SCRIPTS: dict[int, tuple] = {}
+_RUNS: dict[int, tuple] = {}  # requests -> (turn plan, script, max_steps)
 _TOOLS = ToolRegistry([add])
 
 
-async def run(steps: int) -> None:
+def _prepared(requests: int) -> tuple:
+    plan = turn_plan(requests)
+    responses = tuple(
+        response
+        for turn, (start, steps) in enumerate(plan)
+        for response in script(steps, start=start, final=f"final-{turn}")
+    )
+    return plan, responses, max(steps for _, steps in plan) + 1
+
+
+async def run(requests: int) -> None:
     # As the peers share one agent definition, runs share the (frozen) script and
     # the registry; each run has its own session and its own scripted model, which
-    # keeps no request log (the peers' models keep none either).
-    if steps not in _SCRIPTS:
-        _SCRIPTS[steps] = tuple(script(steps))
-    model = ScriptedModel(_SCRIPTS[steps], record_requests=False, chunk_checkpoints=False)
-    agent = Agent(model=model, tools=_TOOLS, max_steps=steps + 1)
-    result = await agent.prompt("add them")
-    assert result.end.reason == "completed" and result.steps == steps + 1, result.end
+    # keeps no request log (the peers' models keep none either). A run longer than
+    # a turn (64 requests) is turns of one session, as for the peers (turn_plan).
+    if requests not in _RUNS:
+        _RUNS[requests] = _prepared(requests)
+    plan, responses, max_steps = _RUNS[requests]
+    model = ScriptedModel(responses, record_requests=False, chunk_checkpoints=False)
+    agent = Agent(model=model, tools=_TOOLS, max_steps=max_steps)
+    for start, steps in plan:
+        result = await agent.prompt(turn_prompt(start))
+        assert result.end.reason == "completed" and result.steps == steps + 1, result.end
 
 
 async def w2(rounds: int) -> None:
-    responses = tuple(script(64, chunks=10))
+    ((_, steps),) = turn_plan(TURN_REQUESTS)
+    responses = tuple(script(steps, chunks=10))
 
     async def once() -> int:
         model = ScriptedModel(responses, record_requests=False, chunk_checkpoints=False)
-        agent = Agent(model=model, tools=_TOOLS, max_steps=65)
+        agent = Agent(model=model, tools=_TOOLS, max_steps=TURN_REQUESTS)
         count = 0
         async with agent.turn("add them") as turn:
             async for _ in turn:
@@ -71,7 +85,7 @@ async def w2(rounds: int) -> None:
 async def concurrently(runs: int) -> None:
     async with trio.open_nursery() as nursery:
         for _ in range(runs):
-            nursery.start_soon(run, 4)
+            nursery.start_soon(run, W3_REQUESTS)
 
 
 async def floor(events: int, rounds: int) -> None:
