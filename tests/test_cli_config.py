@@ -4,6 +4,7 @@ items 12-15), each through a real subprocess against the loopback server."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import trio
@@ -427,11 +428,12 @@ async def test_resume_without_a_message_refuses_a_turn_that_ended_without_interr
     assert ledger.read_bytes() == before and len(loopback.requests) == 1
 
 
-async def test_resume_without_a_message_continues_a_turn_cut_by_a_crash(loopback, tmp_path):
-    import signal
+async def _run_cut_mid_stream(loopback, tmp_path, name: str, sig: int) -> tuple[Path, int]:
+    """``run --ledger`` on a stream that hangs after its first text, sent ``sig`` once
+    that text is printed; the ledger and the exit code."""
     import subprocess
 
-    ledger = tmp_path / "crash.jsonl"
+    ledger = tmp_path / name
     body = text_stream("thinking", " very", " hard")
     loopback.replies.append(Reply(body=body, hang_after=body.index(b" very")))
     process = await trio.lowlevel.open_process(
@@ -443,9 +445,17 @@ async def test_resume_without_a_message_continues_a_turn_cut_by_a_crash(loopback
     with trio.fail_after(20):
         while b"thinking" not in seen:
             seen += await process.stdout.receive_some()
-        process.send_signal(signal.SIGKILL)  # no cleanup: the turn is left open
-        await process.wait()
+        process.send_signal(sig)
+        code = await process.wait()
     await process.stdout.aclose()
+    return ledger, code
+
+
+async def test_resume_without_a_message_continues_a_turn_cut_by_a_crash(loopback, tmp_path):
+    import signal
+
+    # SIGKILL: no cleanup, the turn is left open
+    ledger, _ = await _run_cut_mid_stream(loopback, tmp_path, "crash.jsonl", signal.SIGKILL)
     assert derive(records(ledger)).open_turn == 1
 
     loopback.replies.append(Reply(body=text_stream("the answer")))
@@ -459,23 +469,9 @@ async def test_resume_without_a_message_continues_a_turn_cut_by_a_crash(loopback
 
 async def test_resume_without_a_message_continues_a_turn_cut_by_ctrl_c(loopback, tmp_path):
     import signal
-    import subprocess
 
-    ledger = tmp_path / "cut.jsonl"
-    body = text_stream("thinking", " very", " hard")
-    loopback.replies.append(Reply(body=body, hang_after=body.index(b" very")))
-    process = await trio.lowlevel.open_process(
-        command(loopback, tmp_path, "run", "--ledger", str(ledger), "think about it"),
-        stdout=subprocess.PIPE,
-        env=ENV,
-    )
-    seen = b""
-    with trio.fail_after(20):
-        while b"thinking" not in seen:
-            seen += await process.stdout.receive_some()
-        process.send_signal(signal.SIGINT)
-        assert await process.wait() == 130
-    await process.stdout.aclose()
+    ledger, code = await _run_cut_mid_stream(loopback, tmp_path, "cut.jsonl", signal.SIGINT)
+    assert code == 130
 
     loopback.replies.append(Reply(body=text_stream("the answer")))
     resumed = await cli([*TRIO_AGENT, "resume", str(ledger)])  # no flags, no message

@@ -226,20 +226,8 @@ class Workspace:
         context = tool_context() if progress is None else progress
 
         def work(check: Check) -> list[str]:
-            found: list[str] = []
-            meter = Meter(self.progress_seconds)
-            entries = walk(self._root_fd, [], self.max_path_chars, check)
-            try:
-                for walked, (rel, _) in enumerate(entries, 1):
-                    if matcher.match(rel):
-                        found.append(rel)
-                        if len(found) > limit:
-                            break
-                    if meter.due():
-                        context.report(f"{walked} entries walked, {len(found)} matching")
-            finally:
-                entries.close()
-            return found
+            matching = lambda rel, _: bool(matcher.match(rel))  # noqa: E731
+            return self._collect([], check, matching, limit, context, "matching")
 
         found = await abandonable(pattern, "the walk", self.run_seconds, work)
         more = [f"[... more than {limit}]"] if len(found) > limit else []
@@ -329,18 +317,34 @@ class Workspace:
             os.close(top)
         if not is_dir:
             return ["/".join(parts)]
-        limit = self.max_entries * 4
+        regular = lambda _, mode: stat.S_ISREG(mode)  # noqa: E731
+        return self._collect(
+            parts, check, regular, self.max_entries * 4, context, "files to search"
+        )
+
+    def _collect(
+        self,
+        parts: list[str],
+        check: Check,
+        keep: Callable[[str, int], bool],
+        limit: int,
+        context: ToolContext,
+        noun: str,
+    ) -> list[str]:
+        """The entries below ``parts`` (paths from the root) that ``keep``, at most
+        ``limit`` and one more when there are more; how far the walk got goes to
+        ``context``. Runs in the walk's thread."""
         found: list[str] = []
         meter = Meter(self.progress_seconds)
-        entries = walk(self._root_fd, parts, self.max_path_chars, check)  # paths from the root
+        entries = walk(self._root_fd, parts, self.max_path_chars, check)
         try:
             for walked, (rel, mode) in enumerate(entries, 1):
-                if stat.S_ISREG(mode):
+                if keep(rel, mode):
                     found.append(rel)
                     if len(found) > limit:
                         break
                 if meter.due():
-                    context.report(f"{walked} entries walked, {len(found)} files to search")
+                    context.report(f"{walked} entries walked, {len(found)} {noun}")
         finally:
             entries.close()
         return found
