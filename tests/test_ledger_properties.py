@@ -17,10 +17,12 @@ from trio_agent import (
     TurnBlocked,
     TurnCancelled,
     TurnCompleted,
+    TurnContentFilter,
     TurnFailed,
     TurnInterrupted,
     TurnLength,
     TurnMaxSteps,
+    TurnRefusal,
     TurnRepeatedFailure,
     TurnTokenBudget,
     UserMessage,
@@ -42,6 +44,7 @@ from trio_agent.ledger import (
     encode_records,
 )
 from trio_agent.stores import parse_jsonl
+from trio_agent.testing.strategies import contents, thinking_blocks
 
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
 json_leaf = (
@@ -55,6 +58,8 @@ turn_ends = st.sampled_from(
     [
         TurnCompleted(),
         TurnLength(),
+        TurnRefusal(),
+        TurnContentFilter(),
         TurnMaxSteps(max_steps=3),
         TurnCancelled(),
         TurnInterrupted(),
@@ -78,7 +83,7 @@ def sessions(draw):
     ids = iter(range(10**6))
     for turn in range(1, draw(st.integers(1, 3)) + 1):
         add(TurnStartRecord, turn=turn, sequence=0)
-        add(MessageRecord, message=UserMessage(f"u{next(ids)}", draw(text)))
+        add(MessageRecord, message=UserMessage(f"u{next(ids)}", draw(contents())))
         for _ in range(draw(st.integers(0, 3))):
             request = f"request-{next(ids):03d}"
             add(StepStartRecord, request_id=request)
@@ -96,7 +101,8 @@ def sessions(draw):
                 )
                 for _ in range(draw(st.integers(0, 3)))
             ]
-            blocks = ([TextBlock(draw(text))] if draw(st.booleans()) else []) + calls
+            thinking = draw(st.lists(thinking_blocks(), max_size=2))
+            blocks = thinking + ([TextBlock(draw(text))] if draw(st.booleans()) else []) + calls
             add(MessageRecord, message=AssistantMessage(f"m{next(ids)}", tuple(blocks)))
             for call in calls:
                 dispatched = draw(st.booleans())
@@ -104,10 +110,15 @@ def sessions(draw):
                     add(ToolCallRecord, call_id=call.id)
                 code = draw(st.sampled_from([None, "TOOL_NOT_STARTED", "TOOL_OUTCOME_UNKNOWN"]))
                 result = ToolResultMessage(
-                    f"tool-result-{call.id}", call.id, call.name, draw(text), draw(st.booleans())
+                    f"tool-result-{call.id}",
+                    call.id,
+                    call.name,
+                    draw(contents()),
+                    draw(st.booleans()),
                 )
                 add(ToolResultRecord, result=result, code=code)
-            add(StepEndRecord, request_id=request, stop_reason="tool_call" if calls else "stop")
+            stops = ["tool_call"] if calls else ["stop", "length", "refusal", "content_filter"]
+            add(StepEndRecord, request_id=request, stop_reason=draw(st.sampled_from(stops)))
         add(TurnEndRecord, turn=turn, end=draw(turn_ends), sequence=0)
         if draw(st.booleans()):  # compaction between turns: a summary replaces the history
             add(CompactedRecord, messages=(UserMessage(f"summary-{next(ids)}", draw(text)),))

@@ -44,12 +44,14 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .events import TurnBlocked as TurnBlocked
     from .events import TurnCancelled as TurnCancelled
     from .events import TurnCompleted as TurnCompleted
+    from .events import TurnContentFilter as TurnContentFilter
     from .events import TurnEnd as TurnEnd
     from .events import TurnFailed as TurnFailed
     from .events import TurnFinished as TurnFinished
     from .events import TurnInterrupted as TurnInterrupted
     from .events import TurnLength as TurnLength
     from .events import TurnMaxSteps as TurnMaxSteps
+    from .events import TurnRefusal as TurnRefusal
     from .events import TurnRepeatedFailure as TurnRepeatedFailure
     from .events import TurnResult as TurnResult
     from .events import TurnStarted as TurnStarted
@@ -63,27 +65,40 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .ledger import SessionChangedError as SessionChangedError
     from .ledger import SessionExistsError as SessionExistsError
     from .ledger import SessionLockedError as SessionLockedError
+    from .limits import DOCUMENT_MEDIA_TYPES as DOCUMENT_MEDIA_TYPES
+    from .limits import IMAGE_MEDIA_TYPES as IMAGE_MEDIA_TYPES
     from .limits import MAX_AGENT_STEPS as MAX_AGENT_STEPS
     from .limits import MAX_ARGUMENT_CHARS as MAX_ARGUMENT_CHARS
     from .limits import MAX_ARGUMENT_DEPTH as MAX_ARGUMENT_DEPTH
     from .limits import MAX_ARGUMENT_ENTRIES as MAX_ARGUMENT_ENTRIES
     from .limits import MAX_ARGUMENT_VALUES as MAX_ARGUMENT_VALUES
     from .limits import MAX_ASSISTANT_BLOCKS as MAX_ASSISTANT_BLOCKS
+    from .limits import MAX_CONTENT_BLOCKS as MAX_CONTENT_BLOCKS
     from .limits import MAX_INITIAL_MESSAGES as MAX_INITIAL_MESSAGES
+    from .limits import MAX_MEDIA_BYTES as MAX_MEDIA_BYTES
+    from .limits import MAX_MEDIA_URL_CHARS as MAX_MEDIA_URL_CHARS
+    from .limits import MAX_MESSAGE_MEDIA_BYTES as MAX_MESSAGE_MEDIA_BYTES
     from .limits import MAX_STEP_CHUNKS as MAX_STEP_CHUNKS
     from .limits import MAX_STEP_TEXT as MAX_STEP_TEXT
+    from .limits import MAX_STEP_THINKING as MAX_STEP_THINKING
     from .limits import ArgumentsError as ArgumentsError
     from .limits import check_arguments as check_arguments
     from .loop import AgentRun as AgentRun
     from .loop import run_agent_loop as run_agent_loop
     from .messages import AssistantMessage as AssistantMessage
     from .messages import Block as Block
+    from .messages import DocumentBlock as DocumentBlock
+    from .messages import ImageBlock as ImageBlock
+    from .messages import InputBlock as InputBlock
     from .messages import Message as Message
+    from .messages import RedactedThinkingBlock as RedactedThinkingBlock
     from .messages import TextBlock as TextBlock
+    from .messages import ThinkingBlock as ThinkingBlock
     from .messages import ToolCall as ToolCall
     from .messages import ToolResultMessage as ToolResultMessage
     from .messages import TranscriptError as TranscriptError
     from .messages import UserMessage as UserMessage
+    from .messages import content_text as content_text
     from .messages import repair_transcript as repair_transcript
     from .messages import text_from_assistant as text_from_assistant
     from .messages import validate_transcript as validate_transcript
@@ -98,11 +113,13 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .model import ModelResponseError as ModelResponseError
     from .model import ModelStream as ModelStream
     from .model import TextDelta as TextDelta
+    from .model import ThinkingDelta as ThinkingDelta
     from .model import ToolSpec as ToolSpec
     from .model import TransientModelError as TransientModelError
     from .model import Usage as Usage
     from .providers import AnthropicModel as AnthropicModel
     from .providers import OpenAIChatModel as OpenAIChatModel
+    from .providers import OpenAIResponsesModel as OpenAIResponsesModel
     from .session import Agent as Agent
     from .session import RetryPolicy as RetryPolicy
     from .session import ToolBlocked as ToolBlocked
@@ -120,6 +137,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .tools import ToolContext as ToolContext
     from .tools import ToolError as ToolError
     from .tools import ToolRegistry as ToolRegistry
+    from .tools import ToolResult as ToolResult
     from .tools import execute_tool_call as execute_tool_call
     from .tools import tool as tool
     from .tools import tool_context as tool_context
@@ -168,6 +186,8 @@ _EXPORTS: dict[str, str] = {
     "TurnResult": "events",
     "TurnStarted": "events",
     "TurnTokenBudget": "events",
+    "TurnRefusal": "events",
+    "TurnContentFilter": "events",
     "Ledger": "ledger",
     "LedgerCorruptError": "ledger",
     "LedgerError": "ledger",
@@ -188,6 +208,13 @@ _EXPORTS: dict[str, str] = {
     "MAX_STEP_CHUNKS": "limits",
     "MAX_STEP_TEXT": "limits",
     "check_arguments": "limits",
+    "MAX_MEDIA_BYTES": "limits",
+    "MAX_MESSAGE_MEDIA_BYTES": "limits",
+    "MAX_CONTENT_BLOCKS": "limits",
+    "MAX_STEP_THINKING": "limits",
+    "MAX_MEDIA_URL_CHARS": "limits",
+    "IMAGE_MEDIA_TYPES": "limits",
+    "DOCUMENT_MEDIA_TYPES": "limits",
     "AgentRun": "loop",
     "run_agent_loop": "loop",
     "AssistantMessage": "messages",
@@ -201,6 +228,12 @@ _EXPORTS: dict[str, str] = {
     "repair_transcript": "messages",
     "text_from_assistant": "messages",
     "validate_transcript": "messages",
+    "ImageBlock": "messages",
+    "DocumentBlock": "messages",
+    "ThinkingBlock": "messages",
+    "RedactedThinkingBlock": "messages",
+    "InputBlock": "messages",
+    "content_text": "messages",
     "Chunk": "model",
     "ContextOverflowError": "model",
     "Model": "model",
@@ -215,8 +248,10 @@ _EXPORTS: dict[str, str] = {
     "ToolSpec": "model",
     "TransientModelError": "model",
     "Usage": "model",
+    "ThinkingDelta": "model",
     "AnthropicModel": "providers",
     "OpenAIChatModel": "providers",
+    "OpenAIResponsesModel": "providers",
     "Agent": "session",
     "RetryPolicy": "session",
     "ToolBlocked": "session",
@@ -237,6 +272,7 @@ _EXPORTS: dict[str, str] = {
     "execute_tool_call": "tools",
     "tool": "tools",
     "tool_context": "tools",
+    "ToolResult": "tools",
     "Workspace": "workspace",
     "WorkspaceError": "workspace",
 }
@@ -255,13 +291,18 @@ __all__ = [
     "Completed",
     "ContextCompacted",
     "ContextOverflowError",
+    "DOCUMENT_MEDIA_TYPES",
+    "DocumentBlock",
     "Event",
     "Failed",
     "FailureCode",
     "FatalToolError",
     "HOOK_ERROR",
+    "IMAGE_MEDIA_TYPES",
     "INTERNAL_ERROR",
     "INVALID_TRANSCRIPT",
+    "ImageBlock",
+    "InputBlock",
     "JsonlStore",
     "Ledger",
     "LedgerCorruptError",
@@ -273,9 +314,14 @@ __all__ = [
     "MAX_ARGUMENT_ENTRIES",
     "MAX_ARGUMENT_VALUES",
     "MAX_ASSISTANT_BLOCKS",
+    "MAX_CONTENT_BLOCKS",
     "MAX_INITIAL_MESSAGES",
+    "MAX_MEDIA_BYTES",
+    "MAX_MEDIA_URL_CHARS",
+    "MAX_MESSAGE_MEDIA_BYTES",
     "MAX_STEP_CHUNKS",
     "MAX_STEP_TEXT",
+    "MAX_STEP_THINKING",
     "MODEL_ERROR",
     "MODEL_PROTOCOL_ERROR",
     "MaxSteps",
@@ -292,12 +338,14 @@ __all__ = [
     "ModelResponseError",
     "ModelStream",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
+    "RedactedThinkingBlock",
     "RetryPolicy",
     "RunFinished",
     "RunResult",
     "SessionChangedError",
-    "SessionExistsError",
     "SessionEvent",
+    "SessionExistsError",
     "SessionLockedError",
     "SessionStore",
     "SqliteStore",
@@ -309,6 +357,8 @@ __all__ = [
     "TOOL_OUTCOME_UNKNOWN",
     "TextBlock",
     "TextDelta",
+    "ThinkingBlock",
+    "ThinkingDelta",
     "Tool",
     "ToolArgumentsError",
     "ToolBlocked",
@@ -317,6 +367,7 @@ __all__ = [
     "ToolError",
     "ToolFinished",
     "ToolRegistry",
+    "ToolResult",
     "ToolResultMessage",
     "ToolSpec",
     "ToolStarted",
@@ -326,12 +377,14 @@ __all__ = [
     "TurnBlocked",
     "TurnCancelled",
     "TurnCompleted",
+    "TurnContentFilter",
     "TurnEnd",
     "TurnFailed",
     "TurnFinished",
     "TurnInterrupted",
     "TurnLength",
     "TurnMaxSteps",
+    "TurnRefusal",
     "TurnRepeatedFailure",
     "TurnResult",
     "TurnRun",
@@ -341,8 +394,10 @@ __all__ = [
     "UserMessage",
     "Workspace",
     "WorkspaceError",
+    "__version__",
     "block",
     "check_arguments",
+    "content_text",
     "estimate_tokens",
     "execute_tool_call",
     "repair_transcript",
@@ -352,7 +407,6 @@ __all__ = [
     "tool_context",
     "truncate_text",
     "validate_transcript",
-    "__version__",
 ]
 
 

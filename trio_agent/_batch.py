@@ -125,10 +125,11 @@ def _checked_result(call: ToolCall, result: object) -> ToolResultMessage:
             f"(same id, tool_call_id and tool_name), got {result!r:.200}",
         )
     try:
-        checked_message(result, 0)
+        checked = checked_message(result, 0)  # a list of blocks comes back a tuple
     except TranscriptError as exc:
         raise StepError(HOOK_ERROR, f"hook after_tool_call returned {exc}") from None
-    return result
+    assert type(checked) is ToolResultMessage
+    return checked
 
 
 async def _after_tool_call(

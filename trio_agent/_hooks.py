@@ -39,6 +39,9 @@ class TurnState:
     output_tokens: int = 0
     last_stop_reason: str | None = None
     hit_length: bool = False
+    # refusal or content_filter if a step ended so, else length if one did: the
+    # turn's end reason however later steps stop (a refusal outranks a length stop)
+    sticky_stop: str | None = None
     last_message: AssistantMessage | None = None
 
     @property

@@ -12,10 +12,12 @@ from .events import (
     MaxSteps,
     RunResult,
     TurnCompleted,
+    TurnContentFilter,
     TurnEnd,
     TurnFailed,
     TurnLength,
     TurnMaxSteps,
+    TurnRefusal,
 )
 from .messages import AssistantMessage, Message, text_from_assistant
 from .model import ContextOverflowError
@@ -44,9 +46,15 @@ def result_of(
 
 
 def turn_end_of(outcome: TurnOutcome, state: TurnState, max_steps: int) -> TurnEnd:
-    """The ``TurnEnd`` for a finished session turn (a length stop is sticky)."""
+    """The ``TurnEnd`` for a finished session turn (a length, refusal or
+    content_filter stop is sticky)."""
     if outcome.kind == "completed":
-        return TurnLength() if state.hit_length else TurnCompleted()
+        sticky = state.sticky_stop
+        if sticky is None:
+            return TurnCompleted()
+        if sticky == "refusal":
+            return TurnRefusal()
+        return TurnContentFilter() if sticky == "content_filter" else TurnLength()
     if outcome.kind == "max_steps":
         return TurnMaxSteps(max_steps=max_steps)
     if outcome.kind == "stopped":

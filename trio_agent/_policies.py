@@ -13,6 +13,7 @@ import msgspec
 from ._errors import leaves
 from ._options import check_int, check_positive
 from .limits import cut_text
+from .messages import AssistantMessage, DocumentBlock, ImageBlock, InputBlock, TextBlock
 from .model import ModelRequest, TransientModelError
 
 __all__ = ["DEFAULT_RETRY", "RetryPolicy", "estimate_tokens", "truncate_text"]
@@ -68,11 +69,53 @@ DEFAULT_RETRY = RetryPolicy()
 """Frozen: one shared by every Agent that takes the default."""
 
 
+IMAGE_TOKENS = 1600
+"""The estimate's tokens for one image (Anthropic's and OpenAI's ceiling for a
+full-size image is about this)."""
+
+
 def estimate_tokens(request: ModelRequest) -> int:
-    """A cheap pre-flight estimate: one token per 4 bytes of the request as JSON."""
-    return math.ceil(len(msgspec.json.encode(request)) / 4)
+    """A cheap pre-flight estimate: one token per 4 bytes of the request as JSON,
+    where an image counts ``IMAGE_TOKENS`` and a document one per 4 of its bytes
+    (not per 4 bytes of its base64)."""
+    size = len(msgspec.json.encode(request))
+    images = 0
+    for message in request.messages:
+        if type(message) is AssistantMessage or type(message.content) is str:
+            continue
+        for block in message.content:
+            if isinstance(block, ImageBlock | DocumentBlock):
+                if block.data is None:
+                    images += type(block) is ImageBlock
+                    continue
+                encoded = 4 * math.ceil(len(block.data) / 3)  # its base64 in the JSON
+                if type(block) is ImageBlock:
+                    size -= encoded
+                    images += 1
+                else:
+                    size -= encoded - len(block.data)
+    return math.ceil(max(size, 0) / 4) + images * IMAGE_TOKENS
 
 
 def truncate_text(text: str, limit: int) -> str:
     """``text`` if it fits ``limit`` characters, else its head and tail around a marker."""
     return cut_text(text, limit, f"result longer than {limit}")
+
+
+def truncate_content(
+    content: str | tuple[InputBlock, ...], limit: int
+) -> str | tuple[InputBlock, ...]:
+    """Content whose text fits ``limit`` characters: a str cut as ``truncate_text``;
+    in blocks, the text blocks share the limit in proportion to their length
+    (images and documents are kept: their size has its own limits)."""
+    if isinstance(content, str):
+        return content if len(content) <= limit else truncate_text(content, limit)
+    total = sum(len(b.text) for b in content if isinstance(b, TextBlock))
+    if total <= limit:
+        return content
+    return tuple(
+        TextBlock(cut_text(b.text, len(b.text) * limit // total, f"result longer than {limit}"))
+        if isinstance(b, TextBlock)
+        else b
+        for b in content
+    )

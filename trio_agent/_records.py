@@ -201,7 +201,11 @@ class StepEndRecord(_Record, frozen=True, tag="step/end"):
     kind: ClassVar[Literal["step/end"]] = "step/end"
     request_id: Annotated[str, _REQUEST_ID]
     stop_reason: Annotated[
-        str, Meta(description="How the step's response stopped: stop, tool_call or length.")
+        str,
+        Meta(
+            description="How the step's response stopped: stop, tool_call, length, refusal or "
+            "content_filter."
+        ),
     ]
     usage: Annotated[
         Usage | None,

@@ -22,7 +22,7 @@ from ._options import (
     check_system,
     check_tool_execution,
 )
-from ._policies import DEFAULT_RETRY, RetryPolicy, estimate_tokens, truncate_text
+from ._policies import DEFAULT_RETRY, RetryPolicy, estimate_tokens, truncate_content
 from ._transcript import Conversation, validate
 from .events import (
     ContextCompacted,
@@ -472,8 +472,10 @@ class SessionHooks(StepHooks):
 
     def finalize_result(self, result: ToolResultMessage) -> ToolResultMessage:
         limit = self._policy.max_tool_result_chars
-        if limit is not None and len(result.content) > limit:
-            return msgspec.structs.replace(result, content=truncate_text(result.content, limit))
+        if limit is not None:
+            content = truncate_content(result.content, limit)
+            if content is not result.content:
+                return msgspec.structs.replace(result, content=content)
         return result
 
     def _track_failures(self, call: ToolCall, result: ToolResultMessage) -> None:

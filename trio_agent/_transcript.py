@@ -17,13 +17,28 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 import trio
 
-from .limits import ArgumentsError, check_arguments, is_valid_unicode
+from .limits import (
+    DOCUMENT_MEDIA_TYPES,
+    IMAGE_MEDIA_TYPES,
+    MAX_CONTENT_BLOCKS,
+    MAX_MEDIA_BYTES,
+    MAX_MEDIA_URL_CHARS,
+    MAX_MESSAGE_MEDIA_BYTES,
+    ArgumentsError,
+    check_arguments,
+    is_valid_unicode,
+)
 from .messages import (
     INTERRUPTED_RESULT_TEXT,
     AssistantMessage,
     Block,
+    DocumentBlock,
+    ImageBlock,
+    InputBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolCall,
     ToolResultMessage,
     TranscriptError,
@@ -36,11 +51,14 @@ if TYPE_CHECKING:
     from .model import Usage
 
 __all__ = [
+    "ASSISTANT_BLOCKS",
     "BLOCK_CHECKS",
+    "INPUT_BLOCKS",
     "BlockError",
     "Conversation",
     "Linker",
     "check_block",
+    "check_content",
     "checked_message",
     "repair",
     "snapshot",
@@ -93,16 +111,130 @@ def _tool_call(block: ToolCall) -> ToolCall:
     return ToolCall(block.id, block.name, arguments)  # a private copy of the arguments
 
 
-BLOCK_CHECKS: dict[type, Callable[[Any], Block]] = {TextBlock: _text_block, ToolCall: _tool_call}
+def _str_field(value: object, field: str) -> None:
+    if type(value) is not str or not value.isascii():
+        check_text_field(value, field)
+
+
+def _media(block: ImageBlock | DocumentBlock, allowed: frozenset[str]) -> None:
+    kind = "image" if type(block) is ImageBlock else "document"
+    _str_field(block.media_type, "media_type")
+    if block.media_type not in allowed:
+        raise BlockError(
+            "INVALID_MEDIA",
+            "media_type",
+            f" {block.media_type!r} is not an allowed {kind} type ({', '.join(sorted(allowed))})",
+        )
+    data, url = block.data, block.url
+    if (data is None) == (url is None):
+        raise BlockError("INVALID_MEDIA", "data", " and url: exactly one must be set")
+    if data is not None:
+        if type(data) is not bytes:
+            raise BlockError("INVALID_FIELD", "data", f" must be bytes, got {type(data).__name__}")
+        if len(data) > MAX_MEDIA_BYTES:
+            raise BlockError(
+                "MEDIA_TOO_LARGE", "data", f": {len(data)} bytes, more than {MAX_MEDIA_BYTES}"
+            )
+    else:
+        _str_field(url, "url")
+        assert type(url) is str
+        if len(url) > MAX_MEDIA_URL_CHARS:
+            raise BlockError(
+                "INVALID_MEDIA", "url", f": {len(url)} characters, more than {MAX_MEDIA_URL_CHARS}"
+            )
+        if not url.lower().startswith(("https://", "http://")):
+            raise BlockError("INVALID_MEDIA", "url", f" {url[:64]!r} is not an http(s) URL")
+
+
+def _image_block(block: ImageBlock) -> ImageBlock:
+    _media(block, IMAGE_MEDIA_TYPES)
+    return block
+
+
+def _document_block(block: DocumentBlock) -> DocumentBlock:
+    _media(block, DOCUMENT_MEDIA_TYPES)
+    _str_field(block.title, "title")
+    return block
+
+
+def _thinking_block(block: ThinkingBlock) -> ThinkingBlock:
+    _str_field(block.thinking, "thinking")
+    _str_field(block.signature, "signature")
+    return block
+
+
+def _redacted_block(block: RedactedThinkingBlock) -> RedactedThinkingBlock:
+    _str_field(block.data, "data")
+    return block
+
+
+BLOCK_CHECKS: dict[type, Callable[[Any], Any]] = {
+    TextBlock: _text_block,
+    ToolCall: _tool_call,
+    ThinkingBlock: _thinking_block,
+    RedactedThinkingBlock: _redacted_block,
+    ImageBlock: _image_block,
+    DocumentBlock: _document_block,
+}
 """Block type -> its check, returning the block as a run keeps it. One edit here
 (and in the step's merging rule) adds a block type."""
 
+ASSISTANT_BLOCKS: frozenset[type] = frozenset(
+    {TextBlock, ToolCall, ThinkingBlock, RedactedThinkingBlock}
+)
+"""The block types an assistant message (and a model response) may hold."""
+INPUT_BLOCKS: frozenset[type] = frozenset({TextBlock, ImageBlock, DocumentBlock})
+"""The block types user and tool-result content may hold."""
+
 
 def check_block(block: object) -> Block | None:
-    """The checked block, ``BlockError`` for a bad field, None for a type that is
-    not a block."""
-    check = BLOCK_CHECKS.get(type(block))
-    return None if check is None else check(block)
+    """The checked assistant block, ``BlockError`` for a bad field, None for a type
+    that is not an assistant block."""
+    kind = type(block)
+    return BLOCK_CHECKS[kind](block) if kind in ASSISTANT_BLOCKS else None
+
+
+def check_content(content: object) -> str | tuple[InputBlock, ...]:
+    """User or tool-result content checked: a str of valid Unicode, or a tuple
+    (or list) of at most ``MAX_CONTENT_BLOCKS`` input blocks whose media fit
+    ``MAX_MESSAGE_MEDIA_BYTES`` together. ``BlockError`` names the field."""
+    if type(content) is str:
+        if not content.isascii():
+            check_text_field(content, "content")
+        return content
+    if type(content) not in (tuple, list):
+        raise BlockError(
+            "INVALID_FIELD",
+            "content",
+            f" must be a str or a tuple of blocks, got {type(content).__name__}",
+        )
+    assert isinstance(content, tuple | list)
+    if len(content) > MAX_CONTENT_BLOCKS:
+        raise BlockError(
+            "INVALID_FIELD", "content", f": {len(content)} blocks, more than {MAX_CONTENT_BLOCKS}"
+        )
+    media = 0
+    for position, block in enumerate(content):
+        kind = type(block)
+        if kind not in INPUT_BLOCKS:
+            raise BlockError(
+                "INVALID_FIELD",
+                f"content[{position}]",
+                f" is a {kind.__name__}, not a TextBlock, ImageBlock or DocumentBlock",
+            )
+        try:
+            BLOCK_CHECKS[kind](block)
+        except BlockError as exc:
+            raise BlockError(exc.code, f"content[{position}].{exc.field}", exc.problem) from None
+        if kind is not TextBlock and block.data is not None:
+            media += len(block.data)
+    if media > MAX_MESSAGE_MEDIA_BYTES:
+        raise BlockError(
+            "MEDIA_TOO_LARGE",
+            "content",
+            f": {media} bytes of media, more than {MAX_MESSAGE_MEDIA_BYTES} in one message",
+        )
+    return content if type(content) is tuple else tuple(content)
 
 
 def _where(index: int, message: Any) -> str:
@@ -136,26 +268,46 @@ def _checked_blocks(a: AssistantMessage, index: int) -> tuple[Block, ...]:
             raise TranscriptError(
                 "INVALID_FIELD",
                 f"{_where(index, a)}: content[{position}] is a "
-                f"{type(block).__name__}, not a TextBlock or ToolCall",
+                f"{type(block).__name__}, not a TextBlock, ThinkingBlock, "
+                "RedactedThinkingBlock or ToolCall",
             )
         blocks.append(checked)
     return tuple(blocks)
+
+
+def _checked_content(
+    message: UserMessage | ToolResultMessage, index: int
+) -> tuple[InputBlock, ...]:
+    try:
+        content = check_content(message.content)
+    except BlockError as exc:
+        raise TranscriptError(exc.code, f"{_where(index, message)}: {exc}") from None
+    assert type(content) is tuple
+    return content
 
 
 def checked_message(message: object, index: int) -> Message:
     """Check one message's own fields; return it rebuilt with private copies of mutable parts."""
     kind = type(message)
     if kind is UserMessage:
-        _check_str(message.id, "id", index, message)  # type: ignore[attr-defined]
-        _check_str(message.content, "content", index, message)  # type: ignore[attr-defined]
-        return message  # type: ignore[return-value]  # frozen and all-str: nothing to copy
+        u: UserMessage = message  # type: ignore[assignment]
+        _check_str(u.id, "id", index, u)
+        if type(u.content) is str:
+            _check_str(u.content, "content", index, u)
+            return u  # frozen and all-str: nothing to copy
+        return UserMessage(u.id, _checked_content(u, index))
     if kind is ToolResultMessage:
         m: ToolResultMessage = message  # type: ignore[assignment]
-        for field in ("id", "tool_call_id", "tool_name", "content"):
+        for field in ("id", "tool_call_id", "tool_name"):
             _check_str(getattr(m, field), field, index, m)
         if type(m.is_error) is not bool:
             raise TranscriptError("INVALID_FIELD", f"{_where(index, m)}: is_error must be a bool")
-        return m
+        if type(m.content) is str:
+            _check_str(m.content, "content", index, m)
+            return m
+        return ToolResultMessage(
+            m.id, m.tool_call_id, m.tool_name, _checked_content(m, index), m.is_error
+        )
     if kind is AssistantMessage:
         a: AssistantMessage = message  # type: ignore[assignment]
         _check_str(a.id, "id", index, a)

@@ -24,13 +24,17 @@ from ._errors import (
     describe,
 )
 from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, TurnState, call_hook
+from ._step import StepCheck
 from ._transcript import Conversation
 from .events import AttemptFailed, MessageAccepted, ModelChunk
 from .limits import without_lone_surrogates
 from .messages import AssistantMessage, Message, TranscriptError
-from .model import Model, ModelRequest, StepCheck, Usage
+from .model import Model, ModelRequest, Usage
 
 __all__ = ["TurnOutcome", "accept", "run_turn"]
+
+# stop reasons a turn remembers: a later clean stop does not undo them
+_STICKY_STOPS = frozenset({"length", "refusal", "content_filter"})
 
 
 class _ModelFailed(Exception):
@@ -182,7 +186,10 @@ async def _step(
     conv.append(message, None, usage)
     state.last_message = message
     state.last_stop_reason = stop_reason
-    state.hit_length = state.hit_length or stop_reason == "length"
+    if stop_reason in _STICKY_STOPS:
+        state.hit_length = state.hit_length or stop_reason == "length"
+        if state.sticky_stop in (None, "length"):
+            state.sticky_stop = stop_reason
     if usage is not None:
         state.input_tokens += usage.input_tokens
         state.output_tokens += usage.output_tokens

@@ -45,8 +45,10 @@ __all__ = [
     "TurnFailed",
     "TurnFinished",
     "TurnInterrupted",
+    "TurnContentFilter",
     "TurnLength",
     "TurnMaxSteps",
+    "TurnRefusal",
     "TurnRepeatedFailure",
     "TurnResult",
     "TurnStarted",
@@ -92,7 +94,9 @@ class _Result(Struct, frozen=True, gc=False, kw_only=True, tag_field="status"):
 
 
 class Completed(_Result, frozen=True, tag="completed"):
-    """The model stopped (``stop``) or ran out of output tokens (``length``)."""
+    """The model stopped: ``stop``, or ``length`` (out of output tokens),
+    ``refusal`` (it declined) or ``content_filter`` (the provider's policy cut
+    the answer); only ``stop`` is a clean finish."""
 
     status: ClassVar[Literal["completed"]] = "completed"
     final_text: Annotated[
@@ -102,8 +106,11 @@ class Completed(_Result, frozen=True, tag="completed"):
         ),
     ]
     stop_reason: Annotated[
-        Literal["stop", "length"],
-        Meta(description="How the model stopped: stop, or length at its output-token limit."),
+        Literal["stop", "length", "refusal", "content_filter"],
+        Meta(
+            description="How the model stopped: stop; length at its output-token limit; "
+            "refusal when it declined; content_filter when the provider's policy cut it."
+        ),
     ]
 
 
@@ -162,7 +169,13 @@ class ModelChunk(_Event, frozen=True, tag="model.chunk"):
 
     type: ClassVar[Literal["model.chunk"]] = "model.chunk"
     request_id: Annotated[str, _REQUEST_ID]
-    chunk: Annotated[Chunk, Meta(description="The chunk: a piece of text, or a whole tool call.")]
+    chunk: Annotated[
+        Chunk,
+        Meta(
+            description="The chunk: a piece of text or of thinking, or a whole tool call or "
+            "redacted thinking."
+        ),
+    ]
     attempt: Annotated[
         int,
         Meta(
@@ -263,6 +276,18 @@ class TurnLength(_TurnEnd, frozen=True, tag="length"):
     reason: ClassVar[Literal["length"]] = "length"
 
 
+class TurnRefusal(_TurnEnd, frozen=True, tag="refusal"):
+    """A step ended in the model's refusal (sticky, like ``length``)."""
+
+    reason: ClassVar[Literal["refusal"]] = "refusal"
+
+
+class TurnContentFilter(_TurnEnd, frozen=True, tag="content_filter"):
+    """The provider's content policy cut a step's answer (sticky, like ``length``)."""
+
+    reason: ClassVar[Literal["content_filter"]] = "content_filter"
+
+
 class TurnMaxSteps(_TurnEnd, frozen=True, tag="max_steps"):
     """The per-turn step budget was spent."""
 
@@ -330,6 +355,8 @@ class TurnFailed(_TurnEnd, frozen=True, tag="failed"):
 TurnEnd = (
     TurnCompleted
     | TurnLength
+    | TurnRefusal
+    | TurnContentFilter
     | TurnMaxSteps
     | TurnTokenBudget
     | TurnRepeatedFailure

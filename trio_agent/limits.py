@@ -21,9 +21,16 @@ __all__ = [
     "MAX_ARGUMENT_ENTRIES",
     "MAX_ARGUMENT_VALUES",
     "MAX_ASSISTANT_BLOCKS",
+    "MAX_CONTENT_BLOCKS",
     "MAX_INITIAL_MESSAGES",
+    "MAX_MEDIA_BYTES",
+    "MAX_MEDIA_URL_CHARS",
+    "MAX_MESSAGE_MEDIA_BYTES",
     "MAX_STEP_CHUNKS",
     "MAX_STEP_TEXT",
+    "MAX_STEP_THINKING",
+    "DOCUMENT_MEDIA_TYPES",
+    "IMAGE_MEDIA_TYPES",
     "ArgumentsError",
     "check_arguments",
     "is_valid_unicode",
@@ -39,6 +46,21 @@ MAX_STEP_TEXT: Final = 65536
 """Unicode code points of text in one step (the stream, and the final message)."""
 MAX_ASSISTANT_BLOCKS: Final = 1024
 """Blocks in one assistant message, counted as the model gave them."""
+MAX_STEP_THINKING: Final = 1_048_576
+"""Code points of thinking in one step: thinking text, signatures and redacted
+data together (the stream, and the final message)."""
+MAX_CONTENT_BLOCKS: Final = 256
+"""Blocks in the content of one user message or tool result."""
+MAX_MEDIA_BYTES: Final = 20 * 1024 * 1024
+"""Bytes of one image or document block's data."""
+MAX_MESSAGE_MEDIA_BYTES: Final = 32 * 1024 * 1024
+"""Bytes of image and document data in one message, all blocks together."""
+MAX_MEDIA_URL_CHARS: Final = 8192
+"""Characters of an image or document block's URL."""
+IMAGE_MEDIA_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""The media types an ``ImageBlock`` may have: those every supported provider takes."""
+DOCUMENT_MEDIA_TYPES: Final = frozenset({"application/pdf", "text/plain"})
+"""The media types a ``DocumentBlock`` may have."""
 MAX_ARGUMENT_DEPTH: Final = 32
 """Nesting of containers in tool arguments; the root object is depth 1."""
 MAX_ARGUMENT_VALUES: Final = 257

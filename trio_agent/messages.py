@@ -1,6 +1,8 @@
 """The message IR, and transcript validation and repair.
 
-Messages are frozen msgspec Structs tagged by ``role``. A transcript is a
+Messages are frozen msgspec Structs tagged by ``role``; their content is
+blocks tagged by ``type``: text, images and documents from the user or a
+tool; text, thinking and tool calls from the assistant. A transcript is a
 sequence of them that a provider would accept: unique ids, and every tool
 call of an assistant message answered by exactly one result placed right
 after it. ``validate_transcript`` checks that; ``repair_transcript`` answers
@@ -19,9 +21,15 @@ from .limits import without_lone_surrogates
 __all__ = [
     "AssistantMessage",
     "Block",
+    "DocumentBlock",
+    "ImageBlock",
+    "InputBlock",
     "Message",
+    "RedactedThinkingBlock",
     "TextBlock",
+    "ThinkingBlock",
     "ToolCall",
+    "content_text",
     "ToolResultMessage",
     "TranscriptError",
     "UserMessage",
@@ -37,11 +45,79 @@ __all__ = [
 # transcript. (A struct a caller builds around a cycle of its own would leak
 # that cycle, never crash.)
 class TextBlock(Struct, frozen=True, gc=False, tag_field="type", tag="text"):
-    """Text the assistant wrote."""
+    """Text: the assistant's, or a part of user or tool-result content."""
 
     type: ClassVar[Literal["text"]] = "text"
 
-    text: Annotated[str, Meta(description="The text the assistant wrote.")]
+    text: Annotated[str, Meta(description="The text.")]
+
+
+_MEDIA_DATA = Meta(
+    description="The bytes themselves (base64 in JSON); exactly one of data and url is set."
+)
+_MEDIA_URL = Meta(
+    description="An http(s) URL the provider fetches; exactly one of data and url is set."
+)
+
+
+class ImageBlock(Struct, frozen=True, gc=False, tag_field="type", tag="image"):
+    """An image in user or tool-result content: its bytes, or a URL.
+
+    ``media_type`` is one of ``limits.IMAGE_MEDIA_TYPES``; the bytes are at
+    most ``limits.MAX_MEDIA_BYTES``.
+    """
+
+    type: ClassVar[Literal["image"]] = "image"
+
+    media_type: Annotated[str, Meta(description="image/png, image/jpeg, image/gif or image/webp.")]
+    data: Annotated[bytes | None, _MEDIA_DATA] = None
+    url: Annotated[str | None, _MEDIA_URL] = None
+
+
+class DocumentBlock(Struct, frozen=True, gc=False, tag_field="type", tag="document"):
+    """A document (a PDF, plain text) in user or tool-result content.
+
+    ``media_type`` is one of ``limits.DOCUMENT_MEDIA_TYPES``.
+    """
+
+    type: ClassVar[Literal["document"]] = "document"
+
+    media_type: Annotated[str, Meta(description="application/pdf or text/plain.")]
+    data: Annotated[bytes | None, _MEDIA_DATA] = None
+    url: Annotated[str | None, _MEDIA_URL] = None
+    title: Annotated[str, Meta(description='A title the model may cite; "" for none.')] = ""
+
+
+class ThinkingBlock(Struct, frozen=True, gc=False, tag_field="type", tag="thinking"):
+    """The model's visible reasoning, kept to be sent back as it came.
+
+    ``signature`` is the provider's proof that the text is unchanged
+    (Anthropic); "" where the provider gives none (OpenAI-compatible
+    ``reasoning_content``, a Responses reasoning summary).
+    """
+
+    type: ClassVar[Literal["thinking"]] = "thinking"
+
+    thinking: Annotated[str, Meta(description="The reasoning text.")]
+    signature: Annotated[
+        str, Meta(description='The provider\'s signature of it, exactly as received; "" if none.')
+    ] = ""
+
+
+class RedactedThinkingBlock(
+    Struct, frozen=True, gc=False, tag_field="type", tag="redacted_thinking"
+):
+    """Reasoning the provider keeps encrypted: opaque ``data`` to send back unchanged.
+
+    Anthropic's ``redacted_thinking`` data, or a Responses API reasoning item
+    (its JSON, with ``encrypted_content``). As a stream chunk it arrives whole.
+    """
+
+    type: ClassVar[Literal["redacted_thinking"]] = "redacted_thinking"
+
+    data: Annotated[
+        str, Meta(description="The provider's opaque reasoning data, exactly as received.")
+    ]
 
 
 class ToolCall(Struct, frozen=True, gc=False, tag_field="type", tag="tool_call"):
@@ -70,7 +146,11 @@ class ToolCall(Struct, frozen=True, gc=False, tag_field="type", tag="tool_call")
     ]
 
 
-Block = TextBlock | ToolCall
+Block = TextBlock | ToolCall | ThinkingBlock | RedactedThinkingBlock
+"""A block of an assistant message."""
+
+InputBlock = TextBlock | ImageBlock | DocumentBlock
+"""A block of user or tool-result content."""
 
 
 class UserMessage(Struct, frozen=True, gc=False, tag_field="role", tag="user"):
@@ -85,11 +165,14 @@ class UserMessage(Struct, frozen=True, gc=False, tag_field="role", tag="user"):
             "digits when a session made it from a str)."
         ),
     ]
-    content: Annotated[str, Meta(description="The user's text.")]
+    content: Annotated[
+        str | tuple[InputBlock, ...],
+        Meta(description="The user's text, or text, image and document blocks."),
+    ]
 
 
 class AssistantMessage(Struct, frozen=True, gc=False, tag_field="role", tag="assistant"):
-    """A complete model response: text and tool-call blocks as the model gave them."""
+    """A complete model response: its blocks as the model gave them."""
 
     role: ClassVar[Literal["assistant"]] = "assistant"
 
@@ -102,7 +185,9 @@ class AssistantMessage(Struct, frozen=True, gc=False, tag_field="role", tag="ass
     ]
     content: Annotated[
         tuple[Block, ...],
-        Meta(description="The response's text and tool-call blocks, in the model's order."),
+        Meta(
+            description="The response's text, thinking and tool-call blocks, in the model's order."
+        ),
     ]
 
 
@@ -121,10 +206,10 @@ class ToolResultMessage(Struct, frozen=True, gc=False, tag_field="role", tag="to
     tool_call_id: Annotated[str, Meta(description="The id of the tool call it answers.")]
     tool_name: Annotated[str, Meta(description="The name of the tool that call asked for.")]
     content: Annotated[
-        str,
+        str | tuple[InputBlock, ...],
         Meta(
-            description="The result text the model sees (in a session, cut to "
-            "max_tool_result_chars)."
+            description="What the model sees: text (in a session, cut to "
+            "max_tool_result_chars), or text, image and document blocks."
         ),
     ]
     is_error: Annotated[
@@ -148,7 +233,10 @@ class TranscriptError(ValueError):
     ``NOT_A_MESSAGE``, ``INVALID_FIELD``, ``INVALID_UNICODE``,
     ``INVALID_ARGUMENTS``, ``DUPLICATE_MESSAGE_ID``, ``DUPLICATE_CALL_ID``,
     ``UNEXPECTED_RESULT``, ``WRONG_TOOL_NAME``, ``MISSING_RESULT``,
-    ``TOO_MANY_MESSAGES``.
+    ``TOO_MANY_MESSAGES``, ``INVALID_MEDIA`` (a media type off the
+    allow-list, not exactly one of data and url, a URL that is not http(s)),
+    ``MEDIA_TOO_LARGE`` (past ``MAX_MEDIA_BYTES`` or
+    ``MAX_MESSAGE_MEDIA_BYTES``).
     """
 
     def __init__(self, code: str, message: str) -> None:
@@ -158,17 +246,34 @@ class TranscriptError(ValueError):
 
 
 def text_from_assistant(message: AssistantMessage) -> str:
-    """The text blocks of ``message`` concatenated with no separator."""
+    """The text blocks of ``message`` concatenated with no separator (thinking is not text)."""
     return "".join(block.text for block in message.content if type(block) is TextBlock)
 
 
-def tool_result(call: ToolCall, content: str, is_error: bool) -> ToolResultMessage:
+def content_text(content: str | tuple[InputBlock, ...]) -> str:
+    """User or tool-result content as text: the str itself, or its text blocks
+    joined with no separator (images and documents are not text)."""
+    if type(content) is str:
+        return content
+    return "".join(block.text for block in content if type(block) is TextBlock)
+
+
+def tool_result(
+    call: ToolCall, content: str | tuple[InputBlock, ...], is_error: bool
+) -> ToolResultMessage:
     """The result message answering ``call`` (lone surrogates replaced: it must encode)."""
+    if isinstance(content, str):
+        content = without_lone_surrogates(content)
+    else:
+        content = tuple(
+            TextBlock(without_lone_surrogates(b.text)) if isinstance(b, TextBlock) else b
+            for b in content
+        )
     return ToolResultMessage(
         id=f"tool-result-{call.id}",
         tool_call_id=call.id,
         tool_name=call.name,
-        content=without_lone_surrogates(content),
+        content=content,
         is_error=is_error,
     )
 

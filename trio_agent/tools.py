@@ -22,7 +22,8 @@ from ._context import ToolContext as ToolContext
 from ._context import tool_context as tool_context
 from ._errors import describe, first_leaf, message_of
 from ._frozen import frozen_json, is_json_object
-from .messages import ToolCall, ToolResultMessage, tool_result
+from ._transcript import INPUT_BLOCKS, BlockError, check_content
+from .messages import InputBlock, ToolCall, ToolResultMessage, tool_result
 from .model import ToolSpec
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolRegistry",
+    "ToolResult",
     "execute_tool_call",
     "tool",
     "tool_context",
@@ -49,6 +51,18 @@ else:
 
     P = ParamSpec("P")
     R = TypeVar("R")
+
+
+class ToolResult(msgspec.Struct, frozen=True, gc=False):
+    """What a tool may return to say exactly what the model sees: text, or text,
+    image and document blocks, and whether it reports an error.
+
+    ``return ToolResult((TextBlock("the chart:"), ImageBlock("image/png", data=png)))``.
+    (A tool may also return one block, or a list of blocks, for ``is_error=False``.)
+    """
+
+    content: str | tuple[InputBlock, ...]
+    is_error: bool = False
 
 
 class ToolError(Exception):
@@ -376,8 +390,10 @@ class ToolRegistry:
 async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMessage:
     """Run one call and return its result message (id ``tool-result-{call.id}``).
 
-    A ``str`` return is the content; any other return is JSON-encoded
-    compactly. An unknown tool, arguments that fail validation, a
+    A ``str`` return is the content; a ``ToolResult``, one ``TextBlock``,
+    ``ImageBlock`` or ``DocumentBlock``, or a non-empty list of them is
+    content blocks (checked like a message's: media type, size); any other
+    return is JSON-encoded compactly. An unknown tool, arguments that fail validation, a
     ``ToolError`` or any other ``Exception``, or a return value that cannot be
     encoded (a reference cycle, a deep nest, an unsupported type) gives
     ``is_error=True`` with a message that names the tool and says why.
@@ -415,6 +431,8 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
         return tool_result(call, f'Tool "{call.name}" raised {describe(exc)}', True)
     if type(value) is str:
         return tool_result(call, value, False)
+    if _is_content(value):
+        return _content_result(call, value)
     # Only the encoding is guarded (the tool has returned), so nothing the tool
     # raised is taken for an encoding failure; inline: one call less per result.
     try:
@@ -422,6 +440,36 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
     except Exception as exc:
         return _unencodable(call, value, exc)
     return tool_result(call, encoded.decode(), False)
+
+
+def _is_content(value: object) -> bool:
+    kind = type(value)
+    if kind is ToolResult or kind in INPUT_BLOCKS:
+        return True
+    return (kind is list or kind is tuple) and bool(value) and type(value[0]) in INPUT_BLOCKS  # type: ignore[index]
+
+
+def _content_result(call: ToolCall, value: Any) -> ToolResultMessage:
+    """The result for content a tool returned as blocks, or an error result
+    saying which block cannot be sent and why."""
+    if type(value) is ToolResult:
+        content, is_error = value.content, value.is_error
+        if type(is_error) is not bool:
+            return tool_result(
+                call,
+                f'Tool "{call.name}" returned a ToolResult whose is_error is a '
+                f"{type(is_error).__name__}, not a bool",
+                True,
+            )
+    else:
+        content, is_error = ((value,) if type(value) in INPUT_BLOCKS else value), False
+    try:
+        checked = check_content(content)
+    except BlockError as exc:
+        return tool_result(
+            call, f'Tool "{call.name}" returned content that cannot be sent: {exc}', True
+        )
+    return tool_result(call, checked, is_error)
 
 
 def _unencodable(call: ToolCall, value: object, exc: Exception) -> ToolResultMessage:

@@ -21,12 +21,15 @@ from ..events import (
 )
 from ..messages import (
     AssistantMessage,
+    RedactedThinkingBlock,
+    ThinkingBlock,
     ToolCall,
     ToolResultMessage,
     UserMessage,
     repair_transcript,
     validate_transcript,
 )
+from ..model import ThinkingDelta
 from ._explorer import outcome_of
 
 __all__ = ["InvariantError", "assert_run_invariants"]
@@ -44,19 +47,41 @@ def _fail(message: str, events: Sequence[Any]) -> None:
 
 
 def _merged(blocks: Sequence[Any]) -> list[Any]:
-    """Blocks or chunks with adjacent text joined and empty text dropped."""
+    """Blocks or chunks with adjacent text joined, adjacent thinking joined (texts
+    and signatures), and empty pieces dropped: the contract's merging rule, written
+    apart from the engine's so the one checks the other."""
     out: list[Any] = []
-    text: list[str] = []
+    run: list[Any] = []  # the open group: text pieces, or (thinking, signature) pairs
+    kind = ""
+
+    def close() -> None:
+        if kind == "text":
+            out.append("".join(run))
+        elif kind == "thinking":
+            out.append(("thinking", "".join(t for t, _ in run), "".join(s for _, s in run)))
+        run.clear()
+
     for block in blocks:
         if type(block) is ToolCall:
-            if text:
-                out.append("".join(text))
-                text = []
+            close()
+            kind = ""
             out.append((block.id, block.name, msgspec.json.encode(block.arguments)))
+        elif type(block) is RedactedThinkingBlock:
+            close()
+            kind = ""
+            out.append(("redacted", block.data))
+        elif type(block) in (ThinkingBlock, ThinkingDelta):
+            if block.thinking or block.signature:
+                if kind != "thinking":
+                    close()
+                    kind = "thinking"
+                run.append((block.thinking, block.signature))
         elif block.text:
-            text.append(block.text)
-    if text:
-        out.append("".join(text))
+            if kind != "text":
+                close()
+                kind = "text"
+            run.append(block.text)
+    close()
     return out
 
 

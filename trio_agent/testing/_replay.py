@@ -20,15 +20,15 @@ from ..ledger import (
     StepStartRecord,
     ToolResultRecord,
 )
-from ..messages import AssistantMessage, Message, TextBlock, ToolCall
+from ..messages import AssistantMessage, Message, ToolCall
 from ..model import (
     ContextOverflowError,
     ModelError,
     ModelRequest,
     ModelResponse,
-    TextDelta,
     TransientModelError,
 )
+from ._scripted import chunks_of
 
 __all__ = ["ReplayDivergenceError", "ReplayModel"]
 
@@ -209,10 +209,7 @@ class _ReplayStream:
         await trio.lowlevel.checkpoint()
         await self._model._check(self._request, self._step)
         self._response = self._model._next(self._step)
-        self._chunks = [
-            TextDelta(block.text) if type(block) is TextBlock else block
-            for block in self._response.content
-        ]
+        self._chunks = chunks_of(self._response.content)
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:

@@ -8,11 +8,33 @@ from typing import Any, Literal, final
 import attrs
 import trio
 
-from ..messages import Block, TextBlock, ToolCall
-from ..model import Chunk, ModelRequest, ModelResponse, StopReason, TextDelta, Usage
+from ..messages import Block, TextBlock, ThinkingBlock, ToolCall
+from ..model import Chunk, ModelRequest, ModelResponse, StopReason, TextDelta, ThinkingDelta, Usage
 from ._reraise import replayable
 
-__all__ = ["ScriptExhaustedError", "ScriptedModel", "ScriptedResponse", "scripted_response"]
+__all__ = [
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "ScriptedResponse",
+    "chunks_of",
+    "scripted_response",
+]
+
+
+def chunks_of(blocks: Sequence[Block], text_chunks: int = 1) -> list[Chunk]:
+    """The chunks a model streams for response ``blocks``: each text block in
+    ``text_chunks`` pieces, each thinking block as one delta, calls and
+    redacted thinking whole. (Merged again, they are ``blocks``.)"""
+    out: list[Chunk] = []
+    for block in blocks:
+        kind = type(block)
+        if kind is TextBlock:
+            out.extend(TextDelta(part) for part in _split(block.text, text_chunks))  # type: ignore[union-attr]
+        elif kind is ThinkingBlock:
+            out.append(ThinkingDelta(block.thinking, block.signature))  # type: ignore[union-attr]
+        else:
+            out.append(block)  # type: ignore[arg-type]
+    return out
 
 
 class ScriptExhaustedError(Exception):
@@ -55,13 +77,7 @@ class ScriptedResponse:
         if self.chunks is not None:
             return self.chunks
         if self._streamed is None:
-            out: list[Chunk] = []
-            for block in self.content:
-                if type(block) is TextBlock:
-                    out.extend(TextDelta(part) for part in _split(block.text, self.text_chunks))
-                else:
-                    out.append(block)  # type: ignore[arg-type]
-            object.__setattr__(self, "_streamed", tuple(out))
+            object.__setattr__(self, "_streamed", tuple(chunks_of(self.content, self.text_chunks)))
         return self._streamed  # type: ignore[return-value]
 
     def final_response(self, request: ModelRequest) -> Any:

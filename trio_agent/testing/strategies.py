@@ -13,20 +13,36 @@ from typing import Any
 from hypothesis import strategies as st
 
 from ..limits import (
+    DOCUMENT_MEDIA_TYPES,
+    IMAGE_MEDIA_TYPES,
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
     MAX_ARGUMENT_ENTRIES,
 )
-from ..messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage, UserMessage
+from ..messages import (
+    AssistantMessage,
+    DocumentBlock,
+    ImageBlock,
+    InputBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from ._scripted import ScriptedResponse, scripted_response
 
 __all__ = [
     "arguments",
     "arguments_at_limits",
     "arguments_outside_limits",
+    "contents",
+    "input_blocks",
     "json_values",
     "scripted_runs",
     "texts",
+    "thinking_blocks",
     "tool_calls",
     "transcripts",
     "user_messages",
@@ -108,6 +124,35 @@ def tool_calls(
     name = st.sampled_from(names) if names else st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
     call_id = ids if ids is not None else st.uuids().map(lambda u: f"call-{u.hex[:12]}")
     return st.builds(ToolCall, call_id, name, arguments())
+
+
+_urls = st.from_regex(r"https://example\.com/[a-z0-9]{1,12}\.(png|pdf)", fullmatch=True)
+
+
+def _media(kind: type[Any], types: frozenset[str]) -> st.SearchStrategy[Any]:
+    media_type = st.sampled_from(sorted(types))
+    return st.builds(kind, media_type, data=st.binary(max_size=64)) | st.builds(
+        kind, media_type, url=_urls
+    )
+
+
+def input_blocks() -> st.SearchStrategy[InputBlock]:
+    """Valid blocks of user or tool-result content: text, small images and
+    documents (bytes or a URL), of every allowed media type."""
+    documents = _media(DocumentBlock, DOCUMENT_MEDIA_TYPES).flatmap(
+        lambda d: st.builds(lambda title: DocumentBlock(d.media_type, d.data, d.url, title), texts)
+    )
+    return st.builds(TextBlock, texts) | _media(ImageBlock, IMAGE_MEDIA_TYPES) | documents
+
+
+def contents() -> st.SearchStrategy[str | tuple[InputBlock, ...]]:
+    """User or tool-result content: text, or a tuple of input blocks."""
+    return texts | st.lists(input_blocks(), max_size=3).map(tuple)
+
+
+def thinking_blocks() -> st.SearchStrategy[ThinkingBlock | RedactedThinkingBlock]:
+    """Thinking an assistant message may carry: signed or not, or redacted."""
+    return st.builds(ThinkingBlock, texts, texts) | st.builds(RedactedThinkingBlock, texts)
 
 
 def user_messages() -> st.SearchStrategy[UserMessage]:
