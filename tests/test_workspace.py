@@ -279,6 +279,7 @@ async def test_the_tools_in_an_agent_run(workspace):
     tools = workspace.tools()
     assert [t.name for t in tools] == [
         "read_file",
+        "read_image",
         "write_file",
         "edit_file",
         "list_dir",

@@ -14,11 +14,27 @@ import msgspec
 import trio
 
 from ..events import SessionEvent, TurnEnd
-from ..messages import AssistantMessage, Message, TextBlock, UserMessage
+from ..messages import (
+    AssistantMessage,
+    DocumentBlock,
+    ImageBlock,
+    InputBlock,
+    Message,
+    TextBlock,
+    UserMessage,
+)
 from ..model import TextDelta
 from ._schema import SCHEMA_VERSION, EventLine
 
-__all__ = ["SPIN_SECONDS", "Output", "Printer", "describe_end", "one_line", "visible"]
+__all__ = [
+    "SPIN_SECONDS",
+    "Output",
+    "Printer",
+    "content_line",
+    "describe_end",
+    "one_line",
+    "visible",
+]
 
 SPIN_SECONDS: Final = 0.1
 _FRAMES: Final = "|/-\\"
@@ -40,6 +56,30 @@ def one_line(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def content_line(content: str | tuple[InputBlock, ...], limit: int = 100) -> str:
+    """User or tool-result content on one line: its text, and a short mark for
+    each image and document (media type and size, or URL)."""
+    if type(content) is str:
+        return one_line(content, limit)
+    parts = []
+    for block in content:
+        if type(block) is TextBlock:
+            parts.append(block.text)
+        else:
+            assert isinstance(block, ImageBlock | DocumentBlock)
+            kind = "image" if type(block) is ImageBlock else "document"
+            where = block.url if block.data is None else f"{len(block.data)} bytes"
+            parts.append(f"[{kind} {block.media_type} {where}]")
+    return one_line(" ".join(parts), limit)
+
+
+_END_WORDS: Final = {
+    "refusal": "the model declined to answer",
+    "content_filter": "the provider's content policy cut the answer",
+    "length": "the model reached its output-token limit",
+}
+
+
 def describe_end(end: TurnEnd) -> str:
     """A turn end's reason, with its code or detail when it has one."""
     detail = ""
@@ -51,6 +91,8 @@ def describe_end(end: TurnEnd) -> str:
         detail = f"{end.tool_name} failed {end.count} times"
     elif end.reason == "token_budget":
         detail = f"{end.used} of {end.limit} tokens"
+    else:
+        detail = _END_WORDS.get(end.reason, "")
     return f"{end.reason}: {one_line(detail, 200)}" if detail else end.reason
 
 
@@ -211,7 +253,7 @@ class Printer:
         elif event.type == "tool.finished":
             self._running.pop(event.call.id, None)
             mark = "error" if event.result.is_error else "ok"
-            self._line(f"   [{mark}] {one_line(event.result.content)}")
+            self._line(f"   [{mark}] {content_line(event.result.content)}")
             self.draw_spinner()
         elif event.type == "message.accepted":
             self._accepted(event.message)
@@ -238,12 +280,12 @@ class Printer:
     def _accepted(self, message: Message) -> None:
         """A message the turn took in: the user's input, or a result closing a call."""
         if isinstance(message, UserMessage):
-            self._line(f"user: {one_line(message.content)}")
+            self._line(f"user: {content_line(message.content)}")
         elif isinstance(message, AssistantMessage):
             text = " ".join(b.text for b in message.content if isinstance(b, TextBlock))
             self._line(f"assistant: {one_line(text)}")
         else:
             mark = "error" if message.is_error else "ok"
             self._line(
-                f"   [{mark}] {one_line(message.tool_name, 80)}: {one_line(message.content)}"
+                f"   [{mark}] {one_line(message.tool_name, 80)}: {content_line(message.content)}"
             )

@@ -25,11 +25,18 @@ from ..ledger import (
     TurnStartRecord,
     derive,
 )
-from ..messages import AssistantMessage, Block, TextBlock, UserMessage
+from ..messages import (
+    AssistantMessage,
+    Block,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    UserMessage,
+)
 from ..stores._lock import holder_of
 from ._commands import EXIT_OK, ledger_location, read_ledger
 from ._config import METADATA_KEY
-from ._output import describe_end, one_line, visible
+from ._output import content_line, describe_end, one_line, visible
 from ._parser import ANTHROPIC_MAX_TOKENS, KEY_VARIABLES
 from ._schema import SCHEMA_VERSION, RecordLine
 
@@ -119,13 +126,13 @@ def _record_lines(record: Record) -> list[str]:
             model = f" ({record.model})" if record.model else ""
             return [f"\n== turn {record.turn}{model}"]
         case MessageRecord(message=UserMessage() as message):
-            return [f"user: {one_line(message.content)}"]
+            return [f"user: {content_line(message.content)}"]
         case MessageRecord(message=AssistantMessage() as message):
             return [_block_line(block) for block in message.content if _block_line(block)]
         case ToolResultRecord():
             mark = "error" if record.result.is_error else "ok"
             code = f" {record.code}" if record.code else ""
-            return [f"  result [{mark}{code}] {one_line(record.result.content)}"]
+            return [f"  result [{mark}{code}] {content_line(record.result.content)}"]
         case ToolCancelledRecord():
             return [f"  call {record.call_id} was cancelled while it ran"]
         case ToolFailedRecord():
@@ -144,5 +151,10 @@ def _record_lines(record: Record) -> list[str]:
 def _block_line(block: Block) -> str:
     if isinstance(block, TextBlock):
         return f"assistant: {one_line(block.text)}" if block.text else ""
+    if isinstance(block, ThinkingBlock):
+        signed = ", signed" if block.signature else ""
+        return f"  thinking{signed}: {one_line(block.thinking, 80)}"
+    if isinstance(block, RedactedThinkingBlock):
+        return f"  thinking (redacted, {len(block.data)} characters)"
     args_text = msgspec.json.encode(block.arguments).decode()
     return f"  call {block.name}({one_line(args_text, 80)}) [{block.id}]"

@@ -1,4 +1,4 @@
-"""The ``Workspace``: its limits, its seven tools, and the checks on their arguments.
+"""The ``Workspace``: its limits, its eight tools, and the checks on their arguments.
 
 Each tool checks what the model passed and composes the package's parts:
 paths opened from the held root descriptor (``_paths``), cancellable walks
@@ -20,8 +20,9 @@ from typing import final
 import trio
 
 from .._glob import Glob
-from ..limits import cut_text, without_lone_surrogates
-from ..tools import Tool, ToolContext, ToolRegistry, tool, tool_context
+from ..limits import MAX_MEDIA_BYTES, cut_text, without_lone_surrogates
+from ..messages import ImageBlock, TextBlock
+from ..tools import Tool, ToolContext, ToolRegistry, ToolResult, tool, tool_context
 from ._errors import WorkspaceError
 from ._grep import grep_opened
 from ._paths import in_thread, open_parts, path_parts, regular
@@ -29,7 +30,7 @@ from ._process import run_command
 from ._progress import Meter, size_text
 from ._walk import Check, abandonable, list_entries, walk
 
-__all__ = ["Workspace"]
+__all__ = ["Workspace", "image_type"]
 
 _PIECE = 256 * 1024
 """Bytes ``read_file`` reads at a time: it can stop, and report, between pieces."""
@@ -37,10 +38,12 @@ _PIECE = 256 * 1024
 
 @final
 class Workspace:
-    """Tools confined to ``root``: ``read_file``, ``write_file``, ``edit_file``,
-    ``list_dir``, ``glob``, ``grep`` and ``run``; get them with ``tools()``.
+    """Tools confined to ``root``: ``read_file``, ``read_image``, ``write_file``,
+    ``edit_file``, ``list_dir``, ``glob``, ``grep`` and ``run``; get them with
+    ``tools()``.
 
     Limits: ``max_path_chars`` per path, ``max_read_bytes`` per read,
+    ``max_image_bytes`` per image (at most ``MAX_MEDIA_BYTES``),
     ``max_write_bytes`` per write, ``max_output_chars`` of any result (head
     and tail kept), ``max_entries`` listed or matched, ``run_seconds`` per
     command (``grace_seconds`` between SIGTERM and SIGKILL). Commands get
@@ -60,6 +63,7 @@ class Workspace:
         *,
         max_path_chars: int = 1024,
         max_read_bytes: int = 256 * 1024,
+        max_image_bytes: int = 5 * 1024 * 1024,
         max_write_bytes: int = 1024 * 1024,
         max_output_chars: int = 16_000,
         max_entries: int = 500,
@@ -78,6 +82,11 @@ class Workspace:
         weakref.finalize(self, os.close, self._root_fd)  # closed with the workspace
         self.max_path_chars = max_path_chars
         self.max_read_bytes = max_read_bytes
+        if type(max_image_bytes) is not int or not 1 <= max_image_bytes <= MAX_MEDIA_BYTES:
+            raise ValueError(
+                f"max_image_bytes must be an int in [1, {MAX_MEDIA_BYTES}], got {max_image_bytes!r}"
+            )
+        self.max_image_bytes = max_image_bytes
         self.max_write_bytes = max_write_bytes
         self.max_output_chars = max_output_chars
         self.max_entries = max_entries
@@ -139,6 +148,38 @@ class Workspace:
                 end = offset + len(kept)
                 text += f"\n[... {info.st_size - end} more bytes; read on with offset={end}]"
             return text
+
+        return await in_thread(path, work)
+
+    async def read_image(self, path: str) -> ImageBlock:
+        """An image file (PNG, JPEG, GIF or WebP, known by its first bytes, not its
+        name) as an ``ImageBlock``, at most ``max_image_bytes``.
+
+        Read in a worker thread; cancellation stops the read at its next piece."""
+        parts = self._parts(path)
+
+        def work() -> ImageBlock:
+            fd = self._open(parts, os.O_RDONLY)
+            try:
+                info = regular(fd, path)
+                if info.st_size > self.max_image_bytes:
+                    raise WorkspaceError(
+                        f"{path!r} is {info.st_size} bytes, more than max_image_bytes "
+                        f"({self.max_image_bytes})"
+                    )
+                data = _pread(
+                    fd, self.max_image_bytes + 1, 0, lambda _: trio.from_thread.check_cancelled()
+                )
+            finally:
+                os.close(fd)
+            if len(data) > self.max_image_bytes:  # it grew while we read
+                raise WorkspaceError(
+                    f"{path!r} is more than max_image_bytes ({self.max_image_bytes})"
+                )
+            media_type = image_type(data)
+            if media_type is None:
+                raise WorkspaceError(f"{path!r} is not a PNG, JPEG, GIF or WebP image")
+            return ImageBlock(media_type, data=data)
 
         return await in_thread(path, work)
 
@@ -387,6 +428,14 @@ class Workspace:
             """Read a text file of the workspace (from a byte offset)."""
             return await workspace.read_file(path, offset, progress=context)
 
+        @tool(name="read_image")
+        async def read_image(path: str) -> ToolResult:
+            """Look at an image file of the workspace (PNG, JPEG, GIF or WebP)."""
+            image = await workspace.read_image(path)
+            assert image.data is not None
+            note = f"{path}: {image.media_type}, {len(image.data)} bytes"
+            return ToolResult((TextBlock(note), image))
+
         @tool(name="write_file")
         async def write_file(path: str, content: str) -> str:
             """Write a text file in the workspace, creating directories as needed."""
@@ -419,7 +468,16 @@ class Workspace:
             """Run a shell command in the workspace and return its exit code and output."""
             return await workspace.run(command, seconds, progress=context)
 
-        tools: list[Tool] = [read_file, write_file, edit_file, list_dir, glob_tool, grep, run]
+        tools: list[Tool] = [
+            read_file,
+            read_image,
+            write_file,
+            edit_file,
+            list_dir,
+            glob_tool,
+            grep,
+            run,
+        ]
         return ToolRegistry(tools)
 
 
@@ -427,6 +485,19 @@ def _text(lines: list[str], max_chars: int) -> str:
     """Result lines as one text, cut to ``max_chars``; lone surrogates (from names
     that are not UTF-8) replaced by U+FFFD, so it encodes, as a tool result does."""
     return without_lone_surrogates(cut_text("\n".join(lines), max_chars))
+
+
+def image_type(data: bytes) -> str | None:
+    """The media type of an image by its signature bytes; None if not one we take."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
 
 
 def _pread(fd: int, count: int, offset: int, done: Callable[[int], None]) -> bytes:
