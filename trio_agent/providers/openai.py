@@ -7,16 +7,18 @@ from typing import TYPE_CHECKING, Any, final
 
 import msgspec
 
-from ..messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage, UserMessage
+from ..messages import TextBlock, ThinkingBlock, ToolCall
 from ..model import (
     ModelRequest,
     ModelResponseError,
     TextDelta,
+    ThinkingDelta,
     TransientModelError,
     Usage,
 )
 from ._base import ProviderModel, SSEModelStream, finish_response
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
+from ._openai_wire import SEND_REASONING, SendReasoning, chat_messages
 
 if TYPE_CHECKING:
     import ssl
@@ -38,6 +40,8 @@ class _ToolCallDelta(msgspec.Struct, gc=False):
 class _Delta(msgspec.Struct, gc=False):
     content: str | None = None
     refusal: str | None = None
+    reasoning_content: str | None = None  # DeepSeek, llama.cpp, vLLM <= 0.10
+    reasoning: str | None = None  # vLLM >= 0.11, OpenRouter
     tool_calls: list[_ToolCallDelta] | None = None
 
 
@@ -76,43 +80,8 @@ _STOPS = {
     "length": "length",
     "tool_calls": "tool_call",
     "function_call": "tool_call",
-    "content_filter": "stop",
+    "content_filter": "content_filter",
 }
-
-
-def _messages(request: ModelRequest) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    if request.system:
-        out.append({"role": "system", "content": request.system})
-    for message in request.messages:
-        if type(message) is UserMessage:
-            out.append({"role": "user", "content": message.content})
-        elif type(message) is AssistantMessage:
-            text = "".join(b.text for b in message.content if type(b) is TextBlock)
-            calls = [
-                {
-                    "id": b.id,
-                    "type": "function",
-                    "function": {
-                        "name": b.name,
-                        "arguments": msgspec.json.encode(b.arguments).decode(),
-                    },
-                }
-                for b in message.content
-                if type(b) is ToolCall
-            ]
-            entry: dict[str, Any] = {
-                "role": "assistant",
-                "content": text or ("" if not calls else None),
-            }
-            if calls:
-                entry["tool_calls"] = calls
-            out.append(entry)
-        elif type(message) is ToolResultMessage:
-            out.append(
-                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
-            )
-    return out
 
 
 @final
@@ -123,7 +92,31 @@ class OpenAIChatModel(ProviderModel):
     ``OPENAI_BASE_URL`` or ``https://api.openai.com/v1`` (point it at any
     compatible server). Text streams as it arrives; a tool call becomes one
     ``ToolCall`` chunk once the response is complete, its arguments parsed
-    strictly then; calls cut off by a ``length`` stop are dropped, never run.
+    strictly then; calls cut off by a ``length`` or ``content_filter`` stop
+    are dropped, never run (the cut text stays). A refusal (``delta.refusal``)
+    is the message's text, with stop reason ``refusal``, never ``stop``.
+
+    Content: user images become ``image_url`` parts (their URL, or a
+    ``data:`` URL of their bytes), a PDF a ``file`` part (``file_data``, a
+    ``data:`` URL; ``filename`` its title or ``document.pdf``), a text/plain
+    document a text part (its title, if any, as a first line). A document
+    given by URL cannot be sent on this API: ``ModelRequestError`` before
+    anything is sent. Tool messages hold text only, so a tool result's images
+    and documents go in one user message right after the last tool message
+    of its batch, introduced by a text part naming the call id; the tool
+    message notes that they follow.
+
+    Reasoning: compatible servers stream it as ``delta.reasoning_content``
+    (DeepSeek, llama.cpp, vLLM <= 0.10) or ``delta.reasoning`` (vLLM >=
+    0.11, OpenRouter); it becomes ``ThinkingDelta`` chunks (a read's deltas
+    merged into one) and a ``ThinkingBlock`` (signature "") at its place in
+    the response, first. ``send_reasoning`` says which assistant messages
+    carry their thinking back as ``reasoning_content``: ``"tool_calls"`` (the
+    default) those that made tool calls, as DeepSeek's thinking mode requires
+    (it answers 400 without it, and ignores it elsewhere); ``"always"`` every
+    one with thinking; ``"never"`` none (servers that refuse the field, as
+    DeepSeek's older reasoner did on plain turns).
+
     Rate limits, 5xx, timeouts and dropped connections raise
     ``TransientModelError``; 401/403 ``ModelAuthenticationError``; a context
     overflow ``ContextOverflowError``; other refusals ``ModelRequestError``.
@@ -145,7 +138,12 @@ class OpenAIChatModel(ProviderModel):
         read_seconds: float = 120.0,
         extra_body: dict[str, Any] | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        send_reasoning: SendReasoning = "tool_calls",
     ) -> None:
+        if send_reasoning not in SEND_REASONING:
+            raise ValueError(
+                f"send_reasoning must be 'tool_calls', 'always' or 'never', got {send_reasoning!r}"
+            )
         super().__init__(
             model,
             api_key=api_key,
@@ -157,6 +155,7 @@ class OpenAIChatModel(ProviderModel):
         )
         self.max_tokens = max_tokens
         self.max_completion_tokens = max_completion_tokens  # o-series, gpt-5
+        self.send_reasoning: SendReasoning = send_reasoning
 
     def _headers(self) -> dict[str, str]:
         return {
@@ -171,7 +170,7 @@ class OpenAIChatModel(ProviderModel):
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": _messages(request),
+            "messages": chat_messages(request, self.send_reasoning),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -202,7 +201,10 @@ class _OpenAIStream(SSEModelStream):
     def __init__(self, http: HTTPStream, request: ModelRequest) -> None:
         super().__init__(http, request)
         self._id = ""
-        self._text: list[str] = []
+        # text and reasoning in arrival order: [is_thinking, pieces] per run of one kind
+        self._groups: list[tuple[bool, list[str]]] = []
+        self._reasoning: list[str] = []  # this read's reasoning, not yet queued
+        self._refused = False
         self._calls: dict[int, list[Any]] = {}  # index -> [id, name, argument parts]
         self._stop: str | None = None
         self._usage: Usage | None = None
@@ -214,6 +216,26 @@ class _OpenAIStream(SSEModelStream):
         if datas:
             for chunk in decode_all(_decoder, datas, "OpenAI"):
                 self._take(chunk)
+            self._flush_reasoning()
+
+    def _flush_reasoning(self) -> None:
+        """Queue this read's reasoning so far as one chunk (a read may hold
+        hundreds of tiny deltas: they must not use up the step's chunks)."""
+        if self._reasoning:
+            self._pending.append(ThinkingDelta(thinking="".join(self._reasoning)))
+            self._reasoning.clear()
+
+    def _add(self, piece: str, thinking: bool) -> None:
+        groups = self._groups
+        if groups and groups[-1][0] is thinking:
+            groups[-1][1].append(piece)
+        else:
+            groups.append((thinking, [piece]))
+        if thinking:
+            self._reasoning.append(piece)
+        else:
+            self._flush_reasoning()
+            self._pending.append(TextDelta(piece))
 
     def _take(self, chunk: _Chunk) -> None:
         if chunk.error is not None:
@@ -235,40 +257,49 @@ class _OpenAIStream(SSEModelStream):
                 continue
             delta = choice.delta
             if delta is not None:
+                reasoning = delta.reasoning_content or delta.reasoning  # one, not both
+                if reasoning:
+                    self._add(reasoning, True)
+                if delta.refusal:
+                    self._refused = True
                 text = delta.content or delta.refusal  # a refusal is what the model said
                 if text:
-                    self._text.append(text)
-                    self._pending.append(TextDelta(text))
+                    self._add(text, False)
                 for part in delta.tool_calls or ():
-                    index = part.index
-                    if index is None:  # servers that omit it: a new id starts a new call
-                        last = max(self._calls, default=-1)
-                        known = self._calls.get(last)
-                        index = (
-                            last + 1
-                            if last < 0 or (part.id and known and known[0] != part.id)
-                            else last
-                        )
-                    slot = self._calls.setdefault(index, [None, None, []])
-                    if part.id:
-                        slot[0] = part.id
-                    if part.function is not None:
-                        if part.function.name:
-                            slot[1] = part.function.name
-                        if part.function.arguments:
-                            slot[2].append(part.function.arguments)
+                    self._take_call(part)
             if choice.finish_reason is not None:
                 self._stop = _STOPS.get(choice.finish_reason, "stop")
+
+    def _take_call(self, part: _ToolCallDelta) -> None:
+        index = part.index
+        if index is None:  # servers that omit it: a new id starts a new call
+            last = max(self._calls, default=-1)
+            known = self._calls.get(last)
+            index = last + 1 if last < 0 or (part.id and known and known[0] != part.id) else last
+        slot = self._calls.setdefault(index, [None, None, []])
+        if part.id:
+            slot[0] = part.id
+        if part.function is not None:
+            if part.function.name:
+                slot[1] = part.function.name
+            if part.function.arguments:
+                slot[2].append(part.function.arguments)
 
     def _finish(self) -> None:
         if self._stop is None:
             raise TransientModelError("OpenAI stream ended before a finish reason")
         if not self._ended:
             raise TransientModelError("OpenAI stream ended before data: [DONE]")
-        text = "".join(self._text)
-        content: list[Any] = [TextBlock(text)] if text else []
-        stop = "stop" if self._stop == "tool_call" and not self._calls else self._stop
-        if stop != "length" and self._calls:
+        self._flush_reasoning()
+        content: list[Any] = [
+            ThinkingBlock("".join(pieces)) if thinking else TextBlock("".join(pieces))
+            for thinking, pieces in self._groups
+        ]
+        stop = self._stop
+        if stop in ("stop", "tool_call"):
+            # a refusal never reads as a clean stop, and carries no tool calls
+            stop = "refusal" if self._refused else "tool_call" if self._calls else "stop"
+        if stop == "tool_call":
             for index in sorted(self._calls):
                 call_id, name, parts = self._calls[index]
                 if not call_id or not name:
@@ -277,6 +308,5 @@ class _OpenAIStream(SSEModelStream):
                 call = ToolCall(call_id, name, parse_arguments(raw, call_id, "OpenAI"))
                 content.append(call)
                 self._pending.append(call)
-            stop = "tool_call"
-        # a length stop cuts calls off: they are dropped, never run half-written
+        # a length or content_filter stop cuts calls off: they are dropped, never run
         self._response = finish_response(self._id, self._request, content, stop, self._usage)

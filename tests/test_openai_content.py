@@ -1,0 +1,400 @@
+"""OpenAIChatModel and richer content (issue 15): images and documents in the
+documented request forms, reasoning from compatible servers, and the refusal and
+content_filter stop reasons; over the real loopback server with the recorded
+streams in tests/fixtures/wire/ (see SOURCES.md there)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from loopback import Reply
+
+from trio_agent import (
+    AssistantMessage,
+    Completed,
+    DocumentBlock,
+    ImageBlock,
+    ModelRequest,
+    ModelRequestError,
+    TextBlock,
+    TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
+    ToolCall,
+    ToolRegistry,
+    ToolResultMessage,
+    UserMessage,
+    run_agent_loop,
+    tool,
+)
+from trio_agent.providers import OpenAIChatModel
+
+KEY = "sk-test-SECRET-0123456789"
+WIRE = Path(__file__).parent / "fixtures" / "wire"
+PNG = b"\x89PNG\r\n\x1a\n"
+PNG_URL = "data:image/png;base64,iVBORw0KGgo="  # base64 of PNG, worked out by hand
+PDF = b"%PDF-1.4\n"
+PDF_URL = "data:application/pdf;base64,JVBERi0xLjQK"
+
+
+def wire(name: str) -> bytes:
+    """A recorded stream of tests/fixtures/wire/, as the server sent it."""
+    return (WIRE / name).read_bytes()
+
+
+def events(body: bytes) -> list[bytes]:
+    return [event for event in body.split(b"\n\n") if event.strip()]
+
+
+def deltas(body: bytes) -> list[dict[str, Any]]:
+    """The ``delta`` objects of a recorded stream's first choice, in order."""
+    out = []
+    for event in events(body):
+        for line in event.split(b"\n"):
+            if line.startswith(b"data: {"):
+                for choice in json.loads(line[6:]).get("choices", []):
+                    out.append(choice.get("delta") or {})
+    return out
+
+
+def joined(body: bytes, *fields: str) -> str:
+    return "".join(next((d[f] for f in fields if d.get(f)), "") for d in deltas(body))
+
+
+def openai(loopback: Any, **options: Any) -> OpenAIChatModel:
+    return OpenAIChatModel("gpt-4o-mini", api_key=KEY, base_url=f"{loopback.url}/v1", **options)
+
+
+def request(*messages: Any) -> ModelRequest:
+    return ModelRequest(id="request-001", messages=messages, tools=())
+
+
+async def read(model: OpenAIChatModel, req: ModelRequest | None = None) -> tuple[list[Any], Any]:
+    async with model.stream(req or request(UserMessage("u1", "Hello"))) as stream:
+        chunks = [chunk async for chunk in stream]
+        return chunks, await stream.response()
+
+
+def sent(loopback: Any, index: int = 0) -> list[dict[str, Any]]:
+    return loopback.requests[index].json()["messages"]
+
+
+# ------------------------------------------------------------ stop reasons
+
+
+async def test_a_refusal_stops_with_refusal_and_keeps_its_text(loopback):
+    body = wire("openai_chat_refusal.sse")
+    loopback.replies.append(Reply(body=body, piece=200))
+    chunks, response = await read(openai(loopback))
+    refusal = "I'm sorry, I can't assist with that request."
+    assert joined(body, "refusal") == refusal  # the recording's finish_reason is "stop"
+    assert "".join(c.text for c in chunks) == refusal and all(type(c) is TextDelta for c in chunks)
+    assert response.content == (TextBlock(refusal),)
+    assert response.stop_reason == "refusal"
+
+
+async def test_a_refusal_ends_a_run_as_completed_with_refusal(loopback):
+    loopback.replies.append(Reply(body=wire("openai_chat_refusal.sse")))
+    run = run_agent_loop(
+        messages=[UserMessage("u1", "Hello")],
+        model=openai(loopback),
+        tools=ToolRegistry([]),
+        max_steps=2,
+    )
+    result = await run.wait()
+    assert type(result) is Completed and result.stop_reason == "refusal"
+
+
+def content_filtered(name: str, finish: bytes) -> bytes:
+    # No recorded content_filter stream exists (SOURCES.md): this is the recording
+    # with its finish_reason changed to "content_filter", the shape FORMATS.md expects.
+    body = wire(name)
+    assert body.count(b'"finish_reason":"' + finish + b'"') == 1
+    return body.replace(b'"finish_reason":"' + finish + b'"', b'"finish_reason":"content_filter"')
+
+
+async def test_content_filter_keeps_the_cut_text(loopback):
+    body = content_filtered("openai_chat_text.sse", b"stop")
+    loopback.replies.append(Reply(body=body, piece=300))
+    chunks, response = await read(openai(loopback))
+    text = joined(body, "content")
+    assert text.startswith("I'm unable to provide real-time weather")
+    assert "".join(c.text for c in chunks) == text
+    assert response.content == (TextBlock(text),) and response.stop_reason == "content_filter"
+
+
+async def test_content_filter_drops_tool_calls(loopback):
+    body = content_filtered("openai_chat_tool_calls.sse", b"tool_calls")
+    loopback.replies.append(Reply(body=body))
+    chunks, response = await read(openai(loopback))
+    assert chunks == [] and response.content == ()
+    assert response.stop_reason == "content_filter"
+
+
+async def test_content_filter_ends_a_run_as_completed_with_content_filter(loopback):
+    body = content_filtered("openai_chat_text.sse", b"stop")
+    loopback.replies.append(Reply(body=body))
+    run = run_agent_loop(
+        messages=[UserMessage("u1", "Weather?")],
+        model=openai(loopback),
+        tools=ToolRegistry([]),
+        max_steps=2,
+    )
+    result = await run.wait()
+    assert type(result) is Completed and result.stop_reason == "content_filter"
+    assert result.final_text == joined(body, "content")
+
+
+# --------------------------------------------------------------- reasoning
+
+
+async def test_deepseek_reasoning_content_becomes_thinking(loopback):
+    body = wire("deepseek_chat_reasoning_content.sse")
+    loopback.replies.append(Reply(body=body))
+    chunks, response = await read(openai(loopback))
+    thinking = joined(body, "reasoning_content")
+    text = joined(body, "content")
+    assert thinking.startswith("Hmm, the user just said") and text.startswith("Hello there!")
+    thinking_chunks = [c for c in chunks if type(c) is ThinkingDelta]
+    assert chunks[: len(thinking_chunks)] == thinking_chunks  # the reasoning comes first
+    assert "".join(c.thinking for c in thinking_chunks) == thinking
+    assert all(c.signature == "" for c in thinking_chunks)
+    # ~200 recorded reasoning deltas: merged per read, not one chunk each
+    assert len([d for d in deltas(body) if d.get("reasoning_content")]) > 150
+    assert len(thinking_chunks) <= 10
+    assert "".join(c.text for c in chunks[len(thinking_chunks) :]) == text
+    assert response.content == (ThinkingBlock(thinking, ""), TextBlock(text))
+    assert response.stop_reason == "stop"
+
+
+async def test_deepseek_reasoning_passes_the_step_checks_of_a_run(loopback):
+    body = wire("deepseek_chat_reasoning_content.sse")
+    loopback.replies.append(Reply(body=body, piece=517))
+    run = run_agent_loop(
+        messages=[UserMessage("u1", "Hello")],
+        model=openai(loopback),
+        tools=ToolRegistry([]),
+        max_steps=2,
+    )
+    result = await run.wait()
+    assert type(result) is Completed and result.stop_reason == "stop"
+    assert result.messages[-1].content == (
+        ThinkingBlock(joined(body, "reasoning_content")),
+        TextBlock(joined(body, "content")),
+    )
+
+
+async def test_openrouter_reasoning_field_becomes_thinking(loopback):
+    body = wire("openrouter_chat_reasoning.sse")
+    loopback.replies.append(Reply(body=body, piece=97))
+    chunks, response = await read(openai(loopback))
+    thinking = "This is a simple arithmetic question. 2+2 equals 4."
+    assert joined(body, "reasoning") == thinking
+    assert "".join(c.thinking for c in chunks if type(c) is ThinkingDelta) == thinking
+    assert "".join(c.text for c in chunks if type(c) is TextDelta) == "2 + 2 = 4"
+    assert response.content == (ThinkingBlock(thinking), TextBlock("2 + 2 = 4"))
+
+
+def reasoning_then_tool_call() -> bytes:
+    # No recording has reasoning_content and a tool call in one stream: assembled
+    # from the DeepSeek recording's events up to its first content delta (the
+    # reasoning) and every event of the OpenAI tool-call recording, bytes unchanged.
+    deepseek = events(wire("deepseek_chat_reasoning_content.sse"))
+    first_text = next(
+        i for i, e in enumerate(deepseek) if b'"content":null' not in e and b'"content":"' in e
+    )
+    return b"\n\n".join(deepseek[:first_text] + events(wire("openai_chat_tool_calls.sse"))) + (
+        b"\n\n"
+    )
+
+
+@tool
+async def get_weather(city: str, state: str) -> str:
+    """The weather in a city."""
+    return f"Sunny in {city}, {state}"
+
+
+THOUGHT = joined(wire("deepseek_chat_reasoning_content.sse"), "reasoning_content")
+CALL = {
+    "id": "call_CTf1nWJLqSeRgDqaCG27xZ74",
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "arguments": '{"city":"San Francisco","state":"CA"}',
+    },
+}
+
+
+@pytest.mark.parametrize("send", ["tool_calls", "always", "never"])
+async def test_send_reasoning_decides_which_assistant_messages_carry_it(loopback, send):
+    loopback.replies += [
+        Reply(body=reasoning_then_tool_call(), piece=700),
+        Reply(body=wire("deepseek_chat_reasoning_content.sse"), piece=700),
+    ]
+    history = [
+        UserMessage("u0", "Hi"),
+        AssistantMessage("a0", (ThinkingBlock("A greeting."), TextBlock("Hello!"))),
+        UserMessage("u1", "Weather in San Francisco?"),
+    ]
+    model = openai(loopback, send_reasoning=send)
+    assert model.send_reasoning == send
+    run = run_agent_loop(
+        messages=history, model=model, tools=ToolRegistry([get_weather]), max_steps=3
+    )
+    result = await run.wait()
+    assert type(result) is Completed and result.steps == 2
+    assert result.messages[3].content == (
+        ThinkingBlock(THOUGHT),
+        ToolCall(CALL["id"], "get_weather", {"city": "San Francisco", "state": "CA"}),
+    )
+    plain: dict[str, Any] = {"role": "assistant", "content": "Hello!"}
+    calling: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [CALL]}
+    if send == "always":
+        plain["reasoning_content"] = "A greeting."
+    if send != "never":
+        calling = {"role": "assistant", "content": None, "reasoning_content": THOUGHT,
+                   "tool_calls": [CALL]}  # fmt: skip
+    assert sent(loopback, 0) == [
+        {"role": "user", "content": "Hi"},
+        plain,
+        {"role": "user", "content": "Weather in San Francisco?"},
+    ]
+    assert sent(loopback, 1) == [
+        *sent(loopback, 0),
+        calling,
+        {"role": "tool", "tool_call_id": CALL["id"], "content": "Sunny in San Francisco, CA"},
+    ]
+
+
+def test_send_reasoning_is_checked():
+    with pytest.raises(ValueError, match="send_reasoning must be 'tool_calls', 'always'"):
+        OpenAIChatModel("m", api_key=KEY, send_reasoning="sometimes")  # type: ignore[arg-type]
+    assert OpenAIChatModel("m", api_key=KEY).send_reasoning == "tool_calls"
+
+
+# ------------------------------------------------------ images, documents
+
+
+async def test_user_images_reach_the_body_as_image_url_parts(loopback):
+    loopback.replies.append(Reply(body=wire("openai_chat_text.sse")))
+    user = UserMessage(
+        "u1",
+        (
+            TextBlock("What are these?"),
+            ImageBlock("image/png", data=PNG),
+            ImageBlock("image/jpeg", url="https://example.com/cat.jpg"),
+        ),
+    )
+    await read(openai(loopback), request(user))
+    assert sent(loopback) == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What are these?"},
+                {"type": "image_url", "image_url": {"url": PNG_URL}},
+                {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+            ],
+        }
+    ]
+
+
+async def test_user_documents_reach_the_body_as_file_and_text_parts(loopback):
+    loopback.replies.append(Reply(body=wire("openai_chat_text.sse")))
+    user = UserMessage(
+        "u1",
+        (
+            DocumentBlock("application/pdf", data=PDF, title="report.pdf"),
+            DocumentBlock("application/pdf", data=PDF),
+            DocumentBlock("text/plain", data="naïve notes\n".encode(), title="notes.txt"),
+            DocumentBlock("text/plain", data=b"untitled"),
+        ),
+    )
+    await read(openai(loopback), request(user))
+    assert sent(loopback)[0]["content"] == [
+        {"type": "file", "file": {"filename": "report.pdf", "file_data": PDF_URL}},
+        {"type": "file", "file": {"filename": "document.pdf", "file_data": PDF_URL}},
+        {"type": "text", "text": "notes.txt\nnaïve notes\n"},
+        {"type": "text", "text": "untitled"},
+    ]
+
+
+async def test_tool_result_media_go_in_one_user_message_after_the_batch(loopback):
+    loopback.replies.append(Reply(body=wire("openai_chat_text.sse")))
+    calls = (ToolCall("call_1", "shot", {}), ToolCall("call_2", "fetch", {}))
+    history = request(
+        UserMessage("u1", "Look."),
+        AssistantMessage("a1", calls),
+        ToolResultMessage(
+            "r1", "call_1", "shot", (TextBlock("Screenshot taken."), ImageBlock("image/png", PNG))
+        ),
+        ToolResultMessage("r2", "call_2", "fetch", (DocumentBlock("application/pdf", PDF),)),
+        UserMessage("u2", "Well?"),
+    )
+    await read(openai(loopback), history)
+    assert sent(loopback)[2:] == [
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": "Screenshot taken.\n"
+            "[image 1 of this result follows in the next user message]",
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_2",
+            "content": "[document 1 of this result follows in the next user message]",
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Images and documents returned by tool call call_1:"},
+                {"type": "image_url", "image_url": {"url": PNG_URL}},
+                {"type": "text", "text": "Images and documents returned by tool call call_2:"},
+                {"type": "file", "file": {"filename": "document.pdf", "file_data": PDF_URL}},
+            ],
+        },
+        {"role": "user", "content": "Well?"},
+    ]
+
+
+async def test_tool_result_media_at_the_end_of_the_transcript_follow_its_batch(loopback):
+    loopback.replies.append(Reply(body=wire("openai_chat_text.sse")))
+    history = request(
+        UserMessage("u1", "Look."),
+        AssistantMessage("a1", (ToolCall("call_1", "shot", {}),)),
+        ToolResultMessage(
+            "r1", "call_1", "shot", (ImageBlock("image/png", url="https://example.com/s.png"),)
+        ),
+    )
+    await read(openai(loopback), history)
+    assert sent(loopback)[2:] == [
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": "[image 1 of this result follows in the next user message]",
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Images and documents returned by tool call call_1:"},
+                {"type": "image_url", "image_url": {"url": "https://example.com/s.png"}},
+            ],
+        },
+    ]
+
+
+async def test_a_document_by_url_is_refused_before_anything_is_sent(loopback):
+    pdf = DocumentBlock("application/pdf", url="https://example.com/r.pdf", title="Q3")
+    with pytest.raises(ModelRequestError, match="'Q3' is given by URL"):
+        await read(openai(loopback), request(UserMessage("u1", (pdf,))))
+    run = run_agent_loop(
+        messages=[UserMessage("u1", (TextBlock("Read it."), pdf))],
+        model=openai(loopback),
+        tools=ToolRegistry([]),
+        max_steps=2,
+    )
+    result = await run.wait()
+    assert result.status == "failed"
+    assert loopback.requests == []

@@ -1,0 +1,138 @@
+"""The request side of ``OpenAIChatModel``: the transcript as Chat Completions
+``messages``, with images, documents and reasoning in the documented forms.
+
+User content becomes content parts (``text``, ``image_url``, ``file``). Tool
+messages may hold text only, and must directly follow the assistant message
+that called them; so a tool result's images and documents go in one user
+message placed right after the last tool message of its batch, each result's
+media introduced by a text part naming its call id, and the tool message
+says where they went.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from ..messages import (
+    AssistantMessage,
+    DocumentBlock,
+    ImageBlock,
+    InputBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from ..model import ModelRequest, ModelRequestError
+from ._media import data_url, document_text
+
+__all__ = ["SEND_REASONING", "SendReasoning", "chat_messages"]
+
+SendReasoning = Literal["tool_calls", "always", "never"]
+SEND_REASONING: tuple[SendReasoning, ...] = ("tool_calls", "always", "never")
+
+_PROVIDER = "OpenAI"
+
+
+def _part(block: InputBlock) -> dict[str, Any]:
+    """One block of user content as a Chat Completions content part."""
+    if type(block) is TextBlock:
+        return {"type": "text", "text": block.text}
+    if type(block) is ImageBlock:
+        return {"type": "image_url", "image_url": {"url": data_url(block)}}
+    assert type(block) is DocumentBlock
+    if block.data is None:
+        named = f" {block.title!r}" if block.title else ""
+        raise ModelRequestError(
+            f"{_PROVIDER}: the {block.media_type} document{named} is given by URL, which Chat "
+            "Completions cannot take (a file part needs the bytes): pass its data instead"
+        )
+    if block.media_type == "text/plain":
+        text = document_text(block, _PROVIDER)
+        return {"type": "text", "text": f"{block.title}\n{text}" if block.title else text}
+    filename = block.title or "document.pdf"
+    return {"type": "file", "file": {"filename": filename, "file_data": data_url(block)}}
+
+
+def _user_content(content: str | tuple[InputBlock, ...]) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    return [_part(block) for block in content]
+
+
+def _assistant(message: AssistantMessage, send_reasoning: SendReasoning) -> dict[str, Any]:
+    text = "".join(b.text for b in message.content if type(b) is TextBlock)
+    calls = [
+        {
+            "id": b.id,
+            "type": "function",
+            "function": {
+                "name": b.name,
+                "arguments": msgspec.json.encode(b.arguments).decode(),
+            },
+        }
+        for b in message.content
+        if type(b) is ToolCall
+    ]
+    entry: dict[str, Any] = {"role": "assistant", "content": text or ("" if not calls else None)}
+    if send_reasoning == "always" or (send_reasoning == "tool_calls" and calls):
+        reasoning = "".join(b.thinking for b in message.content if type(b) is ThinkingBlock)
+        if reasoning:
+            entry["reasoning_content"] = reasoning
+    if calls:
+        entry["tool_calls"] = calls
+    return entry
+
+
+def _tool(message: ToolResultMessage, media: list[dict[str, Any]]) -> dict[str, Any]:
+    """The tool message of ``message`` (text only); its images and documents, as
+    parts introduced by a text part naming the call, are added to ``media``."""
+    content = message.content
+    if isinstance(content, str):
+        text = content
+    else:
+        texts: list[str] = []
+        notes: list[str] = []
+        parts: list[dict[str, Any]] = []
+        for block in content:
+            if type(block) is TextBlock:
+                texts.append(block.text)
+                continue
+            kind = "image" if type(block) is ImageBlock else "document"
+            notes.append(
+                f"[{kind} {len(notes) + 1} of this result follows in the next user message]"
+            )
+            parts.append(_part(block))
+        joined = "".join(texts)
+        text = "\n".join([joined, *notes] if joined else notes)
+        if parts:
+            intro = f"Images and documents returned by tool call {message.tool_call_id}:"
+            media.append({"type": "text", "text": intro})
+            media.extend(parts)
+    return {"role": "tool", "tool_call_id": message.tool_call_id, "content": text}
+
+
+def chat_messages(request: ModelRequest, send_reasoning: SendReasoning) -> list[dict[str, Any]]:
+    """The request's system prompt and transcript as Chat Completions ``messages``;
+    ``ModelRequestError`` for content this API cannot take (before anything is sent)."""
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    media: list[dict[str, Any]] = []  # of the current batch of tool results
+    for message in request.messages:
+        if type(message) is ToolResultMessage:
+            out.append(_tool(message, media))
+            continue
+        if media:  # the batch is over: its media follow its last tool message
+            out.append({"role": "user", "content": media})
+            media = []
+        if type(message) is UserMessage:
+            out.append({"role": "user", "content": _user_content(message.content)})
+        elif type(message) is AssistantMessage:
+            out.append(_assistant(message, send_reasoning))
+    if media:
+        out.append({"role": "user", "content": media})
+    return out
