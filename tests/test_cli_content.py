@@ -58,7 +58,7 @@ async def test_a_tool_image_reaches_the_model_and_a_refusal_exits_1(loopback, tm
     assert image_parts == [
         {
             "type": "image_url",
-            "image_url": {"url": "data:image/png;base64,iVBORw0KGgo" + "BAQEB" * 10 + "AQEBAQEB"},
+            "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()},
         }
     ]
 
