@@ -24,14 +24,14 @@ from ._parser import (
 )
 
 if TYPE_CHECKING:
-    from ..providers import AnthropicModel, OpenAIChatModel
+    from ..providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 
 __all__ = ["CONFIG_FORMAT", "METADATA_KEY", "RunConfig", "Settings", "resolve"]
 
 METADATA_KEY: Final = "cli"
 CONFIG_FORMAT: Final = 1
 
-Provider = Literal["openai", "anthropic"]
+Provider = Literal["openai", "openai-responses", "anthropic"]
 _Steps = Annotated[int, Meta(ge=1, le=MAX_AGENT_STEPS)]
 _Positive = Annotated[int, Meta(ge=1)]
 _Count = Annotated[int, Meta(ge=0)]
@@ -92,11 +92,17 @@ class RunConfig(Struct, kw_only=True):
             )
         raise UsageError(f"no API key: set {name} or pass --api-key-env NAME")
 
-    def model_object(self, key_named_by: str = "--api-key-env") -> OpenAIChatModel | AnthropicModel:
+    def model_object(
+        self, key_named_by: str = "--api-key-env"
+    ) -> OpenAIChatModel | OpenAIResponsesModel | AnthropicModel:
         """The provider model this configuration describes (reads the key)."""
-        from ..providers import AnthropicModel, OpenAIChatModel
+        from ..providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 
         key = self.api_key(key_named_by)
+        if self.provider == "openai-responses":
+            return OpenAIResponsesModel(
+                self.model, api_key=key, base_url=self.base_url, max_output_tokens=self.max_tokens
+            )
         if self.provider == "openai":
             # OpenAI's own default otherwise: max_tokens is deprecated there, and
             # compatible servers have their own limits.

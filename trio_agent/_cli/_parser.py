@@ -24,7 +24,11 @@ __all__ = [
     "build_parser",
 ]
 
-KEY_VARIABLES: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+KEY_VARIABLES: Final = {
+    "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
 DEFAULT_SYSTEM: Final = "You are a careful assistant working in a workspace."
 DEFAULT_MAX_STEPS: Final = 32
 DEFAULT_RETRIES: Final = 4  # five attempts in all, as RetryPolicy() makes
@@ -100,7 +104,8 @@ def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:
         "--provider",
         choices=sorted(KEY_VARIABLES),
         required=not resumed,
-        help=f"the model provider's API ({needed()})"
+        help="the model provider's API: openai (Chat Completions, and compatible servers), "
+        f"openai-responses (OpenAI's Responses API), anthropic ({needed()})"
         + (
             "; switching it drops the recorded model, base URL, key variable, max tokens"
             if resumed
@@ -148,8 +153,8 @@ def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:
         type=count(1),
         metavar="N",
         help="the most output tokens per model response: Anthropic's max_tokens, OpenAI's "
-        "max_completion_tokens ("
-        + default(f"{ANTHROPIC_MAX_TOKENS} for anthropic, the server's own for openai")
+        "max_completion_tokens, the Responses API's max_output_tokens ("
+        + default(f"{ANTHROPIC_MAX_TOKENS} for anthropic, the server's own for the others")
         + ")",
     )
     sub.add_argument(

@@ -1,10 +1,12 @@
 """Model adapters for real providers, on trio's own streams (no HTTP library).
 
 ``OpenAIChatModel`` speaks OpenAI-compatible Chat Completions streaming;
-``AnthropicModel`` speaks Anthropic Messages streaming.
+``OpenAIResponsesModel`` speaks OpenAI's Responses streaming (statelessly,
+reasoning kept encrypted); ``AnthropicModel`` speaks Anthropic Messages streaming.
 """
 
 from .anthropic import AnthropicModel as AnthropicModel
 from .openai import OpenAIChatModel as OpenAIChatModel
+from .responses import OpenAIResponsesModel as OpenAIResponsesModel
 
-__all__ = ["AnthropicModel", "OpenAIChatModel"]
+__all__ = ["AnthropicModel", "OpenAIChatModel", "OpenAIResponsesModel"]
