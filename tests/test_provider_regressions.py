@@ -19,6 +19,8 @@ from trio_agent import (
     RetryPolicy,
     TextBlock,
     TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
     ToolCall,
     TransientModelError,
     Usage,
@@ -273,9 +275,11 @@ _END = (
 
 
 async def test_anthropic_deltas_the_fast_decoder_refuses_are_taken_as_before(loopback):
-    # Block deltas go through a decoder that knows only text and JSON deltas; any
-    # other delta (thinking, signature, a null text) falls back to the full decoder
-    # and is skipped there, and text around it still streams in order.
+    # Block deltas go through a decoder that knows text, thinking, signature and
+    # JSON deltas; any other delta (a null text) falls back to the full decoder and
+    # is skipped there, and what is around it still streams in order. (Before issue
+    # 15 thinking was skipped too; now it streams as ThinkingDelta, a read's
+    # pieces merged, so the pieces are compared joined.)
     body = _anthropic_sse(
         *_START,
         {
@@ -296,8 +300,12 @@ async def test_anthropic_deltas_the_fast_decoder_refuses_are_taken_as_before(loo
     )
     loopback.replies.append(Reply(body=body, piece=40))
     chunks, response = await read(anthropic(loopback))
-    assert chunks == [TextDelta("He"), TextDelta("llo")]
-    assert response.content == (TextBlock("Hello"),) and response.stop_reason == "stop"
+    thinking = [c for c in chunks if type(c) is ThinkingDelta]
+    assert "".join(c.thinking for c in thinking) == "hm"
+    assert "".join(c.signature for c in thinking) == "s"
+    assert [c for c in chunks if type(c) is TextDelta] == [TextDelta("He"), TextDelta("llo")]
+    assert response.content == (ThinkingBlock("hm", "s"), TextBlock("Hello"))
+    assert response.stop_reason == "stop"
 
 
 @pytest.mark.parametrize(

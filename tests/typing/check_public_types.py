@@ -39,6 +39,10 @@ def events_narrow_by_type(event: ta.SessionEvent) -> None:
         assert_type(event, ta.ModelChunk)
         if event.chunk.type == "text_delta":
             assert_type(event.chunk, ta.TextDelta)
+        elif event.chunk.type == "thinking_delta":
+            assert_type(event.chunk, ta.ThinkingDelta)
+        elif event.chunk.type == "redacted_thinking":
+            assert_type(event.chunk, ta.RedactedThinkingBlock)
         else:
             assert_type(event.chunk, ta.ToolCall)
     elif event.type == "tool.finished":
@@ -94,3 +98,26 @@ async def iterating_a_run_gives_typed_events(model: ta.Model) -> None:
         async for event in run:
             assert_type(event, ta.Event)
     assert_type(await run.wait(), ta.RunResult)
+
+
+def content_blocks_narrow_by_type(message: ta.UserMessage, answer: ta.AssistantMessage) -> None:
+    if isinstance(message.content, str):
+        assert_type(message.content, str)
+    else:
+        for part in message.content:
+            if part.type == "image":
+                assert_type(part, ta.ImageBlock)
+                assert_type(part.data, bytes | None)
+            elif part.type == "document":
+                assert_type(part.title, str)
+            else:
+                assert_type(part, ta.TextBlock)
+    for block in answer.content:
+        if block.type == "thinking":
+            assert_type(block.signature, str)
+        elif block.type == "redacted_thinking":
+            assert_type(block.data, str)
+    result = ta.ToolResult((ta.TextBlock("chart"), ta.ImageBlock("image/png", data=b"")))
+    assert_type(result.is_error, bool)
+    ta.ToolResult(("not a block",))  # type: ignore[arg-type]
+    ta.ImageBlock("image/png", data="not bytes")  # type: ignore[arg-type]

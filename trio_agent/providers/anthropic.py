@@ -6,14 +6,16 @@ from typing import TYPE_CHECKING, Any, final
 
 import msgspec
 
-from ..messages import AssistantMessage, TextBlock, ToolCall, ToolResultMessage, UserMessage
+from ..messages import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolCall
 from ..model import (
     ModelRequest,
     ModelResponseError,
     TextDelta,
+    ThinkingDelta,
     TransientModelError,
     Usage,
 )
+from ._anthropic_wire import messages
 from ._base import ProviderModel, SSEModelStream, finish_response
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
 
@@ -31,6 +33,9 @@ class _Block(msgspec.Struct, gc=False):
     id: str | None = None
     name: str | None = None
     text: str | None = None
+    thinking: str | None = None
+    signature: str | None = None
+    data: str | None = None
 
 
 class _BlockDelta(msgspec.Struct, gc=False):
@@ -69,16 +74,21 @@ class _Event(msgspec.Struct, gc=False):
 
 # Block deltas are nearly every event of a stream. A first decoder takes only
 # those, as a tagged struct whose text delta *is* our ``TextDelta`` chunk (the
-# API's tag, "text_delta", is ours too): no event struct to pick apart and no
-# chunk to build per delta. Any other event, or a delta of another type
-# (thinking, signature, citations, or one malformed), fails it and is decoded
-# by ``_decoder``, which takes any type, as before: a shortcut, not a filter.
+# API's tag, "text_delta", is ours too; so is "thinking_delta", read as our
+# ``ThinkingDelta``): no event struct to pick apart and no chunk to build per
+# text delta. Any other event, or a delta of another type (citations, or one
+# malformed), fails it and is decoded by ``_decoder``, which takes any type, as
+# before: a shortcut, not a filter.
 class _JsonDelta(msgspec.Struct, gc=False, tag_field="type", tag="input_json_delta"):
     partial_json: str
 
 
+class _SignatureDelta(msgspec.Struct, gc=False, tag_field="type", tag="signature_delta"):
+    signature: str
+
+
 class _BlockDeltaEvent(msgspec.Struct, gc=False, tag_field="type", tag="content_block_delta"):
-    delta: TextDelta | _JsonDelta
+    delta: TextDelta | _JsonDelta | ThinkingDelta | _SignatureDelta
     index: int = 0  # as _Event's
 
 
@@ -90,56 +100,26 @@ _STOPS = {
     "max_tokens": "length",
     "tool_use": "tool_call",
     "pause_turn": "stop",
-    "refusal": "stop",
+    "refusal": "refusal",
 }
+_DROPS_CALLS = ("length", "refusal")
+"""Stops whose tool calls are never run: cut off, or declined."""
 
 
-def _messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """Our transcript as Anthropic turns: tool results go in a user turn, and
-    consecutive turns of one role are merged (the API wants them alternating)."""
-    out: list[dict[str, Any]] = []
+@final
+class _OpenBlock:
+    """One content block as it streams: its type; its text, thinking or argument
+    pieces; its signature pieces (thinking); a tool's id and name."""
 
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
+    __slots__ = ("complete", "id", "kind", "name", "parts", "signature")
 
-    for message in request.messages:
-        if type(message) is UserMessage:
-            if message.content:  # the API refuses empty text blocks
-                add("user", [{"type": "text", "text": message.content}])
-        elif type(message) is AssistantMessage:
-            blocks: list[dict[str, Any]] = []
-            for block in message.content:
-                if isinstance(block, TextBlock):
-                    if block.text:
-                        blocks.append({"type": "text", "text": block.text})
-                else:
-                    blocks.append(
-                        {
-                            "type": "tool_use",
-                            "id": block.id,
-                            "name": block.name,
-                            "input": block.arguments,
-                        }
-                    )
-            add("assistant", blocks)
-        elif type(message) is ToolResultMessage:
-            add(
-                "user",
-                [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": message.tool_call_id,
-                        "content": message.content,
-                        "is_error": message.is_error,
-                    }
-                ],
-            )
-    return out
+    def __init__(self, block: _Block) -> None:
+        self.kind = block.type
+        self.parts: list[str] = []
+        self.signature: list[str] = []
+        self.id = block.id
+        self.name = block.name
+        self.complete = False
 
 
 @final
@@ -153,6 +133,19 @@ class AnthropicModel(ProviderModel):
     its arguments parsed strictly then; calls cut off by ``max_tokens`` (a
     ``length`` stop) are dropped, never run. Errors map as for OpenAI;
     ``overloaded_error`` (HTTP 529, or in the stream) is transient.
+
+    Images and documents in user and tool-result content go as the API's
+    own blocks: an image as base64 or by URL; a PDF as base64 or by URL; a
+    ``text/plain`` document as its text (UTF-8); a document's ``title``
+    when it has one. Extended thinking (turned on with ``extra_body``)
+    streams as ``ThinkingDelta`` chunks (the thinking, then its signature)
+    and becomes a ``ThinkingBlock`` with the signature exactly as received;
+    ``redacted_thinking`` arrives as one ``RedactedThinkingBlock`` chunk.
+    Both are sent back unmodified in later requests, in their order, as the
+    API requires with tool use; thinking without a signature and a
+    Responses API reasoning item come from other providers and are not
+    sent. A ``refusal`` stop is the ``refusal`` stop reason, never
+    ``stop``: text streamed before it stays, tool calls are dropped.
     """
 
     provider = "Anthropic"
@@ -201,7 +194,7 @@ class AnthropicModel(ProviderModel):
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens,
-            "messages": _messages(request),
+            "messages": messages(request),
             "stream": True,
         }
         if request.system:
@@ -222,53 +215,92 @@ class _AnthropicStream(SSEModelStream):
     def __init__(self, http: HTTPStream, request: ModelRequest) -> None:
         super().__init__(http, request)
         self._id = ""
-        self._blocks: dict[
-            int, list[Any]
-        ] = {}  # index -> [type, text parts | json parts, id, name]
+        self._blocks: dict[int, _OpenBlock] = {}
         self._stop: str | None = None
         self._usage = _Usage()
 
     def _take_all(self, datas: list[bytes]) -> None:
         # Block deltas, nearly every event, are taken here inline; the rest in _take.
+        # A batch's consecutive thinking and signature deltas go out as one
+        # ThinkingDelta (the step merges them so anyway): long thinking stays
+        # within the step's chunk limit.
         pending = self._pending
-        index, parts = -1, []  # the block the last delta went to, and its parts
+        index, block = -1, None  # the block the last delta went to
+        thinking: list[str] = []
+        signature: list[str] = []
         for event in decode_all(_delta_decoder, datas, "Anthropic", _decoder):
             if type(event) is _BlockDeltaEvent:
                 if event.index != index:
-                    index, parts = event.index, self._parts(event.index)
+                    index, block = event.index, self._block(event.index)
+                assert block is not None
                 delta = event.delta
-                if isinstance(delta, TextDelta):
+                if type(delta) is TextDelta:
+                    if block.kind != "text":
+                        raise _misplaced("text_delta", index, block)
                     if delta.text:
-                        parts.append(delta.text)
+                        if thinking or signature:
+                            _flush(pending, thinking, signature)
+                        block.parts.append(delta.text)
                         pending.append(delta)
-                elif delta.partial_json:
-                    parts.append(delta.partial_json)
+                elif type(delta) is _JsonDelta:
+                    if block.kind in ("text", "thinking"):
+                        raise _misplaced("input_json_delta", index, block)
+                    if delta.partial_json:
+                        block.parts.append(delta.partial_json)
+                elif type(delta) is ThinkingDelta:
+                    if block.kind != "thinking":
+                        raise _misplaced("thinking_delta", index, block)
+                    if delta.thinking:
+                        block.parts.append(delta.thinking)
+                        thinking.append(delta.thinking)
+                elif type(delta) is _SignatureDelta:
+                    if block.kind != "thinking":
+                        raise _misplaced("signature_delta", index, block)
+                    if delta.signature:
+                        block.signature.append(delta.signature)
+                        signature.append(delta.signature)
             elif event.type == "content_block_delta" and event.delta is not None:
-                self._parts(event.index)  # a delta of a type we do not stream: checked only
+                self._block(event.index)  # a delta of a type we do not stream: checked only
             else:
+                if event.type == "content_block_start" and (thinking or signature):
+                    _flush(pending, thinking, signature)  # the block may stream a chunk
                 self._take(event)
                 index = -1  # it may have started a block anew
+        if thinking or signature:
+            _flush(pending, thinking, signature)
 
-    def _parts(self, index: int) -> list[str]:
+    def _block(self, index: int) -> _OpenBlock:
         block = self._blocks.get(index)
         if block is None:
             raise ModelResponseError(f"Anthropic delta for unknown block {index}")
-        parts: list[str] = block[1]
-        return parts
+        return block
+
+    def _start(self, index: int, cb: _Block) -> None:
+        """A content block starts; text or thinking it already holds streams, and
+        redacted thinking, which arrives whole, goes out as one chunk."""
+        block = self._blocks[index] = _OpenBlock(cb)
+        if cb.type == "text" and cb.text:
+            block.parts.append(cb.text)
+            self._pending.append(TextDelta(cb.text))
+        elif cb.type == "thinking" and (cb.thinking or cb.signature):
+            block.parts.append(cb.thinking or "")
+            block.signature.append(cb.signature or "")
+            self._pending.append(ThinkingDelta(cb.thinking or "", cb.signature or ""))
+        elif cb.type == "redacted_thinking":
+            if not cb.data:
+                raise ModelResponseError(f"Anthropic redacted_thinking block {index} has no data")
+            block.parts.append(cb.data)
+            self._pending.append(RedactedThinkingBlock(cb.data))
 
     def _take(self, event: _Event) -> None:
         """Any event but a block delta (those are taken in ``_take_all``)."""
         kind = event.type
         if kind == "content_block_start" and event.content_block is not None:
-            cb = event.content_block
-            self._blocks[event.index] = [cb.type, [], cb.id, cb.name, False]
-            if cb.type == "text" and cb.text:
-                self._blocks[event.index][1].append(cb.text)
-                self._pending.append(TextDelta(cb.text))
+            self._start(event.index, event.content_block)
         elif kind == "content_block_stop":
             block = self._blocks.get(event.index)
             if block is not None:
-                block[4] = True  # complete
+                block.complete = True
         elif kind == "message_start" and event.message is not None:
             self._id = event.message.id
             if event.message.usage is not None:
@@ -291,32 +323,44 @@ class _AnthropicStream(SSEModelStream):
             error = event.error or _Error()  # overloaded, api, rate limit, timeout: transient
             raise stream_error("Anthropic", error.type, error.message)
 
+    def _call(self, index: int, block: _OpenBlock) -> ToolCall:
+        if not block.complete:
+            raise ModelResponseError(
+                f"Anthropic tool_use block {index} never ended, but the message did"
+            )
+        if not block.id or not block.name:
+            raise ModelResponseError(f"Anthropic tool_use block {index} has no id or name")
+        raw = "".join(block.parts).encode()
+        return ToolCall(block.id, block.name, parse_arguments(raw, block.id, "Anthropic"))
+
     def _finish(self) -> None:
         if not self._ended or self._stop is None:
             raise TransientModelError("Anthropic stream ended before message_stop")
-        # Text streamed as it came; calls are whole only now, so they come last in
-        # the stream, and the response lists them last too (stream and response agree).
+        # Text and thinking streamed as they came, redacted thinking whole at its
+        # start; calls are whole only now, so they come last in the stream, and
+        # the response lists them last too (stream and response agree).
         content: list[Any] = []
         calls: list[ToolCall] = []
+        keep_calls = self._stop not in _DROPS_CALLS
         for index in sorted(self._blocks):
-            kind, parts, call_id, name, complete = self._blocks[index]
-            if kind == "text":
-                text = "".join(parts)
+            block = self._blocks[index]
+            if block.kind == "text":
+                text = "".join(block.parts)
                 if text:
                     content.append(TextBlock(text))
-            elif kind == "tool_use" and self._stop != "length":
-                if not complete:
-                    raise ModelResponseError(
-                        f"Anthropic tool_use block {index} never ended, but the message did"
-                    )
-                if not call_id or not name:
-                    raise ModelResponseError(f"Anthropic tool_use block {index} has no id or name")
-                raw = "".join(parts).encode()
-                calls.append(ToolCall(call_id, name, parse_arguments(raw, call_id, "Anthropic")))
+            elif block.kind == "thinking":
+                if block.parts or block.signature:
+                    content.append(ThinkingBlock("".join(block.parts), "".join(block.signature)))
+            elif block.kind == "redacted_thinking":
+                content.append(RedactedThinkingBlock(block.parts[0]))
+            elif block.kind == "tool_use" and keep_calls:
+                calls.append(self._call(index, block))
         content.extend(calls)
         self._pending.extend(calls)
-        has_calls = bool(calls)
-        stop = "tool_call" if has_calls else ("length" if self._stop == "length" else "stop")
+        if calls:
+            stop = "tool_call"
+        else:
+            stop = self._stop if self._stop in _DROPS_CALLS else "stop"
         u = self._usage
         usage = Usage(
             input_tokens=u.input_tokens,
@@ -325,3 +369,14 @@ class _AnthropicStream(SSEModelStream):
             cache_write_tokens=u.cache_creation_input_tokens or 0,
         )
         self._response = finish_response(self._id, self._request, content, stop, usage)
+
+
+def _flush(pending: Any, thinking: list[str], signature: list[str]) -> None:
+    """Queue the batch's thinking pieces so far as one chunk, and clear them."""
+    pending.append(ThinkingDelta("".join(thinking), "".join(signature)))
+    thinking.clear()
+    signature.clear()
+
+
+def _misplaced(delta: str, index: int, block: _OpenBlock) -> ModelResponseError:
+    return ModelResponseError(f"Anthropic {delta} for block {index}, a {block.kind} block")
