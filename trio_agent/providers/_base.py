@@ -6,11 +6,12 @@ import os
 import ssl
 import urllib.parse
 from collections import deque
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
-from ..model import ModelError, ModelRequest, ModelResponse
+from ..limits import MAX_STEP_CHUNKS
+from ..model import ModelError, ModelRequest, ModelResponse, TextDelta, ThinkingDelta
 from ._http import HTTPStream, Redactor, scrub_error
 
 
@@ -130,6 +131,13 @@ class ProviderModel:
         )
 
 
+_SOFT_CHUNKS: Final = MAX_STEP_CHUNKS * 3 // 4
+"""Chunks a stream hands out one by one, as they came; past it, deltas are merged."""
+_HOLD_CHARS: Final = 16384
+"""The most characters a merged delta waits for (``SSEModelStream._held``)."""
+_MERGEABLE: Final = frozenset({TextDelta, ThinkingDelta})
+
+
 class SSEModelStream:
     """The open stream of an adapter: reads events, hands them to ``_take_all``,
     yields the chunks it queued, and calls ``_finish`` at the end of the body to
@@ -147,6 +155,7 @@ class SSEModelStream:
         self._pending: deque[Any] = deque()
         self._ended = False  # the provider said the message is over
         self._response: ModelResponse | None = None
+        self._given = 0  # chunks handed out
 
     def _take_all(self, datas: list[bytes]) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -169,21 +178,65 @@ class SSEModelStream:
         return self
 
     async def __anext__(self) -> Any:
-        if self._pending:  # nearly always: a read queues many chunks
-            return self._pending.popleft()
+        pending = self._pending
+        if pending and self._given < _SOFT_CHUNKS:  # nearly always: a read queues many
+            self._given += 1
+            return pending.popleft()
         try:  # free until something raises
-            while not self._pending:
-                if self._response is not None:
+            while not pending:
+                if not await self._read():
                     raise StopAsyncIteration
-                events = None if self._ended else await self._http.next_events()
-                if events is None:
-                    self._finish()
-                    continue
-                self._take_all(events)
+            if self._given >= _SOFT_CHUNKS and type(pending[0]) in _MERGEABLE:
+                chunk = await self._held()
+            else:
+                chunk = pending.popleft()
         except ModelError as exc:
             scrub_error(exc, self._http.secret)
             raise
-        return self._pending.popleft()
+        self._given += 1
+        return chunk
+
+    async def _read(self) -> bool:
+        """Queue what the next read brings (or the end's response and calls);
+        False once everything has been queued and taken."""
+        if self._response is not None:
+            return False
+        events = None if self._ended else await self._http.next_events()
+        if events is None:
+            self._finish()
+        else:
+            self._take_all(events)
+        return True
+
+    async def _held(self) -> Any:
+        """Past ``_SOFT_CHUNKS`` chunks, a text or thinking delta waits for the next
+        ones of its kind and goes out merged with them (up to ``_HOLD_CHARS``), so a
+        long answer streamed one small delta per read stays within
+        ``MAX_STEP_CHUNKS``. Merging pieces of one kind is what the step check
+        does anyway: the response is unchanged."""
+        pending = self._pending
+        kind = type(pending[0])
+        texts: list[str] = []
+        signatures: list[str] = []
+        size = 0
+        while size < _HOLD_CHARS:
+            if not pending:
+                if not await self._read():
+                    break
+                continue
+            if type(pending[0]) is not kind:
+                break
+            piece = pending.popleft()
+            if kind is TextDelta:
+                texts.append(piece.text)
+                size += len(piece.text)
+            else:
+                texts.append(piece.thinking)
+                signatures.append(piece.signature)
+                size += len(piece.thinking) + len(piece.signature)
+        if kind is TextDelta:
+            return TextDelta("".join(texts))
+        return ThinkingDelta("".join(texts), "".join(signatures))
 
     async def response(self) -> ModelResponse:
         """The final response (the rest of the stream is read first)."""
