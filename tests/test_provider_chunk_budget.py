@@ -26,11 +26,12 @@ from trio_agent.providers import AnthropicModel, OpenAIChatModel
 DELTAS = 1300  # more than MAX_STEP_CHUNKS: one per read, they would fail the step
 
 
-def one_by_one(events: list[str]) -> Reply:
-    """The events as the server sends them: each in its own write, a pause apart,
-    so the client reads them one at a time."""
+def one_by_one(events: list[str], piece: int | None = None) -> Reply:
+    """The events as the server sends them: each delta in its own write (``piece``
+    bytes, by default the second event's size), a pause apart, so the client
+    reads them one at a time."""
     body = "".join(events).encode()
-    return Reply(body=body, piece=len(events[1].encode()), pause=0.0008)
+    return Reply(body=body, piece=piece or len(events[1].encode()), pause=0.0008)
 
 
 async def run(model) -> tuple[list, Completed]:
@@ -118,3 +119,25 @@ async def test_long_thinking_one_delta_per_read_stays_within_the_chunk_budget(lo
     assert result.messages[-1].content[0] == ThinkingBlock("".join(pieces), "EqQBCgIYAhIM")
     assert MAX_STEP_CHUNKS * 3 // 4 <= len(chunks) <= MAX_STEP_CHUNKS
     assert sum(type(c) is ThinkingDelta for c in chunks) == len(chunks) - 1
+
+
+async def test_a_long_responses_answer_one_delta_per_read_stays_within_the_budget(loopback):
+    from pathlib import Path
+
+    from trio_agent.providers import OpenAIResponsesModel
+
+    # the recorded answer, with its seven text deltas replaced by DELTAS of our own
+    recorded = (Path(__file__).parent / "fixtures" / "wire" / "responses_text.sse").read_text()
+    events = [e + "\n\n" for e in recorded.strip().split("\n\n")]
+    first = next(i for i, e in enumerate(events) if "response.output_text.delta" in e)
+    template = events[first]
+    pieces = [f"w{i:05d} " for i in range(DELTAS)]
+    deltas = [template.replace('"delta":"The"', f'"delta":"{piece}"') for piece in pieces]
+    rest = [e for e in events[first:] if "response.output_text.delta" not in e]
+    text = "".join(pieces)
+    rest = [e.replace("The capital of France is Paris.", text) for e in rest]
+    loopback.replies.append(one_by_one(events[:first] + deltas + rest, len(deltas[0].encode())))
+    model = OpenAIResponsesModel("gpt-4o", api_key="k", base_url=f"{loopback.url}/v1")
+    chunks, result = await run(model)
+    assert result.final_text == text
+    assert MAX_STEP_CHUNKS * 3 // 4 <= len(chunks) <= MAX_STEP_CHUNKS

@@ -134,7 +134,7 @@ class ProviderModel:
 _SOFT_CHUNKS: Final = MAX_STEP_CHUNKS * 3 // 4
 """Chunks a stream hands out one by one, as they came; past it, deltas are merged."""
 _HOLD_CHARS: Final = 16384
-"""The most characters a merged delta waits for (``SSEModelStream._held``)."""
+"""The most characters a merged delta waits for (``SSEModelStream._merged_delta``)."""
 _MERGEABLE: Final = frozenset({TextDelta, ThinkingDelta})
 
 
@@ -184,10 +184,10 @@ class SSEModelStream:
             return pending.popleft()
         try:  # free until something raises
             while not pending:
-                if not await self._read():
+                if not await self._read_more():
                     raise StopAsyncIteration
             if self._given >= _SOFT_CHUNKS and type(pending[0]) in _MERGEABLE:
-                chunk = await self._held()
+                chunk = await self._merged_delta()
             else:
                 chunk = pending.popleft()
         except ModelError as exc:
@@ -196,7 +196,7 @@ class SSEModelStream:
         self._given += 1
         return chunk
 
-    async def _read(self) -> bool:
+    async def _read_more(self) -> bool:
         """Queue what the next read brings (or the end's response and calls);
         False once everything has been queued and taken."""
         if self._response is not None:
@@ -208,7 +208,7 @@ class SSEModelStream:
             self._take_all(events)
         return True
 
-    async def _held(self) -> Any:
+    async def _merged_delta(self) -> Any:
         """Past ``_SOFT_CHUNKS`` chunks, a text or thinking delta waits for the next
         ones of its kind and goes out merged with them (up to ``_HOLD_CHARS``), so a
         long answer streamed one small delta per read stays within
@@ -221,7 +221,7 @@ class SSEModelStream:
         size = 0
         while size < _HOLD_CHARS:
             if not pending:
-                if not await self._read():
+                if not await self._read_more():
                     break
                 continue
             if type(pending[0]) is not kind:
