@@ -516,3 +516,102 @@ async def test_the_thinking_survives_the_session_ledger_and_goes_back_after_resu
     assert assistant["content"][0]["type"] == "thinking"
     assert assistant["content"][0]["signature"] == signature
     assert assistant["content"][1]["type"] == "tool_use"
+
+
+# ------------------------------------------------------------ review regressions
+
+
+def _event(body: dict[str, Any]) -> str:
+    return f"event: {body['type']}\ndata: {json.dumps(body)}\n\n"
+
+
+def _interleaved(stop: str) -> bytes:
+    """thinking, a call, thinking again, a second call (and text): interleaved
+    thinking, as Claude 4 streams it with tools."""
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"id": "msg_i", "usage": {"input_tokens": 5}}}
+    ]
+    blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [
+        (
+            {"type": "thinking", "thinking": ""},
+            [
+                {"type": "thinking_delta", "thinking": "T1"},
+                {"type": "signature_delta", "signature": "S1"},
+            ],
+        ),
+        (
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}},
+            [{"type": "input_json_delta", "partial_json": '{"location": "Paris"}'}],
+        ),
+        (
+            {"type": "thinking", "thinking": ""},
+            [
+                {"type": "thinking_delta", "thinking": "T2"},
+                {"type": "signature_delta", "signature": "S2"},
+            ],
+        ),
+        (
+            {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {}},
+            [{"type": "input_json_delta", "partial_json": '{"location": "Rome"}'}],
+        ),
+        ({"type": "text", "text": ""}, [{"type": "text_delta", "text": "Checking both."}]),
+    ]
+    for index, (start, deltas) in enumerate(blocks):
+        events.append({"type": "content_block_start", "index": index, "content_block": start})
+        events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    events.append(
+        {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 9}}
+    )
+    events.append({"type": "message_stop"})
+    return "".join(_event(e) for e in events).encode()
+
+
+@pytest.mark.parametrize("piece", [0, 7])
+async def test_interleaved_thinking_goes_back_in_the_order_it_came(loopback, piece):
+    # The review found calls moved last: thinking, thinking, call, call went back
+    # for thinking, call, thinking, call, which Anthropic answers with a 400.
+    loopback.replies += [
+        Reply(body=_interleaved("tool_use"), piece=piece),
+        Reply(body=served("anthropic_text.sse")),
+    ]
+    chunks, response = await read(model(loopback))
+    kinds = [type(b).__name__ for b in response.content]
+    assert kinds == ["ThinkingBlock", "ToolCall", "ThinkingBlock", "ToolCall", "TextBlock"]
+    assert [type(c).__name__ for c in chunks][-4:] == [
+        "ToolCall",
+        "ThinkingDelta",
+        "ToolCall",
+        "TextDelta",
+    ]
+    answered = request(
+        UserMessage("u1", "weather?"),
+        AssistantMessage("message-1", response.content),
+        *(
+            ToolResultMessage(f"tool-result-{c.id}", c.id, c.name, "18 C")
+            for c in response.content
+            if type(c) is ToolCall
+        ),
+    )
+    await read(model(loopback), answered)
+    sent = sent_messages(loopback, 1)[1]["content"]
+    assert [(b["type"], b.get("thinking") or b.get("id") or b.get("text")) for b in sent] == [
+        ("thinking", "T1"),
+        ("tool_use", "toolu_1"),
+        ("thinking", "T2"),
+        ("tool_use", "toolu_2"),
+        ("text", "Checking both."),
+    ]
+    assert sent[0]["signature"] == "S1" and sent[2]["signature"] == "S2"
+
+
+async def test_a_cut_interleaved_message_drops_its_calls_and_keeps_the_rest_in_order(loopback):
+    loopback.replies.append(Reply(body=_interleaved("max_tokens")))
+    chunks, response = await read(model(loopback))
+    assert response.stop_reason == "length"
+    assert response.content == (
+        ThinkingBlock("T1", "S1"),
+        ThinkingBlock("T2", "S2"),
+        TextBlock("Checking both."),
+    )
+    assert not any(type(c) is ToolCall for c in chunks)

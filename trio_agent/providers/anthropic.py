@@ -98,6 +98,7 @@ _STOPS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "max_tokens": "length",
+    "model_context_window_exceeded": "length",  # cut by the context window, as by max_tokens
     "tool_use": "tool_call",
     "pause_turn": "stop",
     "refusal": "refusal",
@@ -111,15 +112,18 @@ class _OpenBlock:
     """One content block as it streams: its type; its text, thinking or argument
     pieces; its signature pieces (thinking); a tool's id and name."""
 
-    __slots__ = ("complete", "id", "kind", "name", "parts", "signature")
+    __slots__ = ("complete", "id", "kind", "live", "name", "parts", "signature")
 
-    def __init__(self, block: _Block) -> None:
+    def __init__(self, block: _Block, live: bool) -> None:
         self.kind = block.type
         self.parts: list[str] = []
         self.signature: list[str] = []
         self.id = block.id
         self.name = block.name
         self.complete = False
+        # streamed as it comes: blocks before the message's first tool call; the
+        # rest go out in order once the stop reason says whether the calls stand
+        self.live = live
 
 
 @final
@@ -128,10 +132,13 @@ class AnthropicModel(ProviderModel):
 
     ``api_key`` defaults to ``ANTHROPIC_API_KEY``, ``base_url`` to
     ``ANTHROPIC_BASE_URL`` or ``https://api.anthropic.com``. ``max_tokens``
-    is required by the API (default 4096). Text streams as it arrives; a
-    tool call becomes one ``ToolCall`` chunk once the message is complete,
-    its arguments parsed strictly then; calls cut off by ``max_tokens`` (a
-    ``length`` stop) are dropped, never run. Errors map as for OpenAI;
+    is required by the API (default 4096). Text and thinking stream as they
+    arrive until the first tool call; a tool call becomes one ``ToolCall``
+    chunk once the message is complete, its arguments parsed strictly then,
+    and it and the blocks after it (interleaved thinking) go out then, in the
+    message's order, which the response keeps. Calls of a message cut off by
+    ``max_tokens`` or ``model_context_window_exceeded`` (a ``length`` stop) or
+    refused (``refusal``) are dropped, never run. Errors map as for OpenAI;
     ``overloaded_error`` (HTTP 529, or in the stream) is transient.
 
     Images and documents in user and tool-result content go as the API's
@@ -216,6 +223,7 @@ class _AnthropicStream(SSEModelStream):
         super().__init__(http, request)
         self._id = ""
         self._blocks: dict[int, _OpenBlock] = {}
+        self._live = True  # no tool_use block has started yet
         self._stop: str | None = None
         self._usage = _Usage()
 
@@ -238,10 +246,11 @@ class _AnthropicStream(SSEModelStream):
                     if block.kind != "text":
                         raise _misplaced("text_delta", index, block)
                     if delta.text:
-                        if thinking or signature:
-                            _flush(pending, thinking, signature)
                         block.parts.append(delta.text)
-                        pending.append(delta)
+                        if block.live:
+                            if thinking or signature:
+                                _flush(pending, thinking, signature)
+                            pending.append(delta)
                 elif type(delta) is _JsonDelta:
                     if block.kind in ("text", "thinking"):
                         raise _misplaced("input_json_delta", index, block)
@@ -252,13 +261,15 @@ class _AnthropicStream(SSEModelStream):
                         raise _misplaced("thinking_delta", index, block)
                     if delta.thinking:
                         block.parts.append(delta.thinking)
-                        thinking.append(delta.thinking)
+                        if block.live:
+                            thinking.append(delta.thinking)
                 elif type(delta) is _SignatureDelta:
                     if block.kind != "thinking":
                         raise _misplaced("signature_delta", index, block)
                     if delta.signature:
                         block.signature.append(delta.signature)
-                        signature.append(delta.signature)
+                        if block.live:
+                            signature.append(delta.signature)
             elif event.type == "content_block_delta" and event.delta is not None:
                 self._block(event.index)  # a delta of a type we do not stream: checked only
             else:
@@ -277,20 +288,26 @@ class _AnthropicStream(SSEModelStream):
 
     def _start(self, index: int, cb: _Block) -> None:
         """A content block starts; text or thinking it already holds streams, and
-        redacted thinking, which arrives whole, goes out as one chunk."""
-        block = self._blocks[index] = _OpenBlock(cb)
+        redacted thinking, which arrives whole, goes out as one chunk (if the
+        block is live: before the first tool call)."""
+        if cb.type == "tool_use":
+            self._live = False
+        block = self._blocks[index] = _OpenBlock(cb, self._live)
+        chunk: Any = None
         if cb.type == "text" and cb.text:
             block.parts.append(cb.text)
-            self._pending.append(TextDelta(cb.text))
+            chunk = TextDelta(cb.text)
         elif cb.type == "thinking" and (cb.thinking or cb.signature):
             block.parts.append(cb.thinking or "")
             block.signature.append(cb.signature or "")
-            self._pending.append(ThinkingDelta(cb.thinking or "", cb.signature or ""))
+            chunk = ThinkingDelta(cb.thinking or "", cb.signature or "")
         elif cb.type == "redacted_thinking":
             if not cb.data:
                 raise ModelResponseError(f"Anthropic redacted_thinking block {index} has no data")
             block.parts.append(cb.data)
-            self._pending.append(RedactedThinkingBlock(cb.data))
+            chunk = RedactedThinkingBlock(cb.data)
+        if chunk is not None and block.live:
+            self._pending.append(chunk)
 
     def _take(self, event: _Event) -> None:
         """Any event but a block delta (those are taken in ``_take_all``)."""
@@ -336,27 +353,25 @@ class _AnthropicStream(SSEModelStream):
     def _finish(self) -> None:
         if not self._ended or self._stop is None:
             raise TransientModelError("Anthropic stream ended before message_stop")
-        # Text and thinking streamed as they came, redacted thinking whole at its
-        # start; calls are whole only now, so they come last in the stream, and
-        # the response lists them last too (stream and response agree).
+        # Blocks before the first tool call streamed as they came; a call is whole
+        # only now, so it and every block after it (interleaved thinking, text) go
+        # out now, in the message's order, which the response keeps too: Anthropic
+        # wants the turn sent back exactly as it came. A cut or refused message's
+        # calls are dropped from both.
         content: list[Any] = []
-        calls: list[ToolCall] = []
+        later: list[Any] = []
+        calls = 0
         keep_calls = self._stop not in _DROPS_CALLS
         for index in sorted(self._blocks):
             block = self._blocks[index]
-            if block.kind == "text":
-                text = "".join(block.parts)
-                if text:
-                    content.append(TextBlock(text))
-            elif block.kind == "thinking":
-                if block.parts or block.signature:
-                    content.append(ThinkingBlock("".join(block.parts), "".join(block.signature)))
-            elif block.kind == "redacted_thinking":
-                content.append(RedactedThinkingBlock(block.parts[0]))
-            elif block.kind == "tool_use" and keep_calls:
-                calls.append(self._call(index, block))
-        content.extend(calls)
-        self._pending.extend(calls)
+            item = self._item(index, block, keep_calls)
+            if item is None:
+                continue
+            calls += type(item) is ToolCall
+            content.append(item)
+            if not block.live:
+                later.append(_chunk_of(item))
+        self._pending.extend(later)
         if calls:
             stop = "tool_call"
         else:
@@ -369,6 +384,32 @@ class _AnthropicStream(SSEModelStream):
             cache_write_tokens=u.cache_creation_input_tokens or 0,
         )
         self._response = finish_response(self._id, self._request, content, stop, usage)
+
+    def _item(self, index: int, block: _OpenBlock, keep_calls: bool) -> Any:
+        """The response block ``block`` makes, or None (empty text, a dropped call,
+        a kind we do not keep)."""
+        kind = block.kind
+        if kind == "text":
+            text = "".join(block.parts)
+            return TextBlock(text) if text else None
+        if kind == "thinking":
+            if block.parts or block.signature:
+                return ThinkingBlock("".join(block.parts), "".join(block.signature))
+            return None
+        if kind == "redacted_thinking":
+            return RedactedThinkingBlock(block.parts[0])
+        if kind == "tool_use" and keep_calls:
+            return self._call(index, block)
+        return None
+
+
+def _chunk_of(item: Any) -> Any:
+    """A whole response block as the one chunk that streams it."""
+    if type(item) is TextBlock:
+        return TextDelta(item.text)
+    if type(item) is ThinkingBlock:
+        return ThinkingDelta(item.thinking, item.signature)
+    return item
 
 
 def _flush(pending: Any, thinking: list[str], signature: list[str]) -> None:
