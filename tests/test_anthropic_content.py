@@ -615,3 +615,11 @@ async def test_a_cut_interleaved_message_drops_its_calls_and_keeps_the_rest_in_o
         TextBlock("Checking both."),
     )
     assert not any(type(c) is ToolCall for c in chunks)
+
+
+async def test_a_message_cut_by_the_context_window_is_a_length_stop(loopback):
+    body = _interleaved("model_context_window_exceeded")
+    loopback.replies.append(Reply(body=body))
+    chunks, response = await read(model(loopback))
+    assert response.stop_reason == "length"
+    assert not any(type(c) is ToolCall for c in response.content)

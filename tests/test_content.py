@@ -419,3 +419,72 @@ def test_the_token_estimate_counts_an_image_not_its_base64():
     big = ModelRequest("request-001", (UserMessage("u1", (TextBlock("hi"), big_image)),), ())
     assert estimate_tokens(big) == estimate_tokens(small)  # an image is an image
     assert 1600 <= estimate_tokens(small) < 1700
+
+
+# ------------------------------------------------------------ review regressions
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ((), "holds no block"),
+        ((ImageBlock("image/png", data=b""),), "data is empty"),
+        ((ImageBlock("image/png", url="https://x.io/a b.png"),), "not an http(s) URL"),
+        ((ImageBlock("image/png", url="https://x.io/a\n.png"),), "not an http(s) URL"),
+    ],
+)
+def test_content_no_provider_can_take_is_refused_at_once(content, words):
+    with pytest.raises(TranscriptError, match="content") as caught:
+        validate_transcript([UserMessage("u1", content)])
+    assert words in str(caught.value)
+
+
+@tool
+async def mixed() -> list:
+    """Return a caption and an image in a plain list."""
+    return ["caption", ImageBlock("image/png", data=bytes(MAX_MEDIA_BYTES + 1))]
+
+
+async def test_a_list_mixing_blocks_and_values_is_an_error_not_json_past_the_limits():
+    # The review found ["caption", ImageBlock(25 MB)] JSON-encoded: the image went
+    # to the model as 34 M characters of base64 text, past every media limit.
+    result = await execute_tool_call(ToolRegistry([mixed]), ToolCall("c1", "mixed", {}))
+    assert result.is_error and type(result.content) is str and len(result.content) < 300
+    assert "content[0] is a str, not a TextBlock, ImageBlock or DocumentBlock" in result.content
+
+
+@pytest.mark.parametrize(
+    ("lengths", "limit"),
+    [([50] * 200, 1000), ([10, 100_000], 200), ([500, 500], 200), ([50, 5000, 3000], 1000)],
+)
+def test_cut_content_fits_the_limit_and_never_grows(lengths, limit):
+    # The review found cut blocks replaced by markers longer than what they cut:
+    # 200 blocks of 50 characters came out 10,800 characters long for a limit of 1,000.
+    from trio_agent._policies import truncate_content
+
+    content = tuple(
+        block for i, n in enumerate(lengths) for block in (TextBlock(chr(97 + i % 26) * n), IMAGE)
+    )
+    cut = truncate_content(content, limit)
+    texts = [b.text for b in cut if type(b) is TextBlock]
+    assert sum(map(len, texts)) <= limit
+    assert [b for b in cut if type(b) is ImageBlock] == [IMAGE] * len(lengths)
+    short = [n for n in lengths if n * len(lengths) <= limit]
+    for n in short:  # a block within its share is kept whole
+        assert any(len(t) == n for t in texts)
+
+
+def test_the_token_estimate_never_encodes_the_media():
+    # The review found each step base64-encoding every image once more, only to
+    # count it (40 ms a step for a 20 MB image, with a context window set).
+    import tracemalloc
+
+    from trio_agent.session import estimate_tokens
+
+    image = ImageBlock("image/png", data=bytes(MAX_MEDIA_BYTES))
+    request = ModelRequest("request-001", (UserMessage("u1", (TextBlock("hi"), image)),), ())
+    tracemalloc.start()
+    estimate_tokens(request)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 100_000

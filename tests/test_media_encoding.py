@@ -4,6 +4,7 @@ each image encoded once however many steps send it again, within a bound."""
 from __future__ import annotations
 
 import base64
+import gc
 
 from trio_agent import DocumentBlock, ImageBlock
 from trio_agent.providers._media import _Encodings, base64_of, data_url
@@ -25,15 +26,33 @@ def test_an_image_sent_again_is_not_encoded_again():
     assert base64_of(image) is base64_of(image)
 
 
-def test_the_kept_encodings_stay_within_their_bound_oldest_dropped_first():
+def test_the_kept_encodings_stay_within_their_bound_least_recently_used_dropped():
     cache = _Encodings(limit=100)
-    blobs = [bytes([i]) * 30 for i in range(5)]  # 40 characters of base64 each
-    texts = [cache.get(blob, "") for blob in blobs]
-    assert texts[0] == base64.b64encode(blobs[0]).decode()
-    assert cache.get(blobs[4], "") is texts[4] and cache.get(blobs[3], "") is texts[3]
-    assert cache.get(blobs[0], "") is not texts[0]  # dropped: encoded anew, equal
-    assert cache.get(blobs[0], "") == texts[0]
-    assert sum(len(text) for _, text in cache._entries.values()) <= 100
-    huge = b"x" * 300  # bigger than the bound: encoded, never kept
-    assert cache.get(huge, "p:") == "p:" + base64.b64encode(huge).decode()
-    assert all(data is not huge for data, _ in cache._entries.values())
+    blocks = [ImageBlock("image/png", data=bytes([i]) * 30) for i in range(5)]  # 40 chars each
+    texts = [cache.get(block, "") for block in blocks[:2]]
+    assert texts[0] == base64.b64encode(blocks[0].data).decode()
+    assert cache.get(blocks[0], "") is texts[0]  # used again: now the most recent
+    cache.get(blocks[2], "")  # 120 > 100: the least recently used (block 1) goes
+    assert cache.get(blocks[0], "") is texts[0]
+    assert cache.get(blocks[1], "") is not texts[1] and cache.get(blocks[1], "") == texts[1]
+    assert cache._size == sum(len(text) for _, _, text in cache._entries.values()) <= 100
+    huge = ImageBlock("image/png", data=b"x" * 300)  # bigger than the bound: never kept
+    assert cache.get(huge, "p:") == "p:" + base64.b64encode(huge.data).decode()
+    assert id(huge) not in cache._entries
+
+
+def test_an_encoding_goes_when_its_block_goes():
+    cache = _Encodings(limit=1000)
+    block = ImageBlock("image/png", data=b"\x89PNG" * 10)
+    cache.get(block, "")
+    assert cache._size > 0
+    del block
+    gc.collect()
+    assert cache._entries == {} and cache._size == 0
+
+
+def test_a_message_full_of_media_fits_the_shared_cache():
+    from trio_agent.limits import MAX_MESSAGE_MEDIA_BYTES
+    from trio_agent.providers._media import _ENCODINGS
+
+    assert _ENCODINGS.limit >= MAX_MESSAGE_MEDIA_BYTES * 4 // 3 + 1024

@@ -398,3 +398,41 @@ async def test_a_document_by_url_is_refused_before_anything_is_sent(loopback):
     result = await run.wait()
     assert result.status == "failed"
     assert loopback.requests == []
+
+
+# ------------------------------------------------------------ review regressions
+
+
+async def test_only_a_compatible_servers_own_reasoning_goes_back(loopback):
+    # The review found Claude's signed thinking and a Responses summary sent as
+    # reasoning_content, a field strict servers refuse in a message.
+    from trio_agent import RedactedThinkingBlock
+
+    call = ToolCall("call_1", "get_weather", {"city": "Paris", "state": ""})
+    item = '{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"}'
+    foreign = [
+        (ThinkingBlock("claude thought", "EqQBCgIYAh"), call),
+        (ThinkingBlock("gpt summary"), RedactedThinkingBlock(item), call),
+    ]
+    for blocks in foreign:
+        loopback.replies.append(Reply(body=wire("openai_chat_text.sse")))
+        await read(
+            openai(loopback),
+            request(
+                UserMessage("u1", "weather?"),
+                AssistantMessage("m1", blocks),
+                ToolResultMessage("tool-result-call_1", "call_1", "get_weather", "18 C"),
+            ),
+        )
+        assert "reasoning_content" not in sent(loopback, len(loopback.requests) - 1)[1]
+    loopback.replies.append(Reply(body=wire("openai_chat_text.sse")))
+    own = (ThinkingBlock("deepseek thought"), call)
+    await read(
+        openai(loopback),
+        request(
+            UserMessage("u1", "weather?"),
+            AssistantMessage("m1", own),
+            ToolResultMessage("tool-result-call_1", "call_1", "get_weather", "18 C"),
+        ),
+    )
+    assert sent(loopback, 2)[1]["reasoning_content"] == "deepseek thought"

@@ -13,7 +13,7 @@ import msgspec
 from ._errors import leaves
 from ._options import check_int, check_positive
 from .limits import cut_text
-from .messages import AssistantMessage, DocumentBlock, ImageBlock, InputBlock, TextBlock
+from .messages import AssistantMessage, DocumentBlock, ImageBlock, InputBlock, Message, TextBlock
 from .model import ModelRequest, TransientModelError
 
 __all__ = ["DEFAULT_RETRY", "RetryPolicy", "estimate_tokens", "truncate_text"]
@@ -76,25 +76,28 @@ full-size image is about this)."""
 
 def estimate_tokens(request: ModelRequest) -> int:
     """A cheap pre-flight estimate: one token per 4 bytes of the request as JSON,
-    where an image counts ``IMAGE_TOKENS`` and a document one per 4 of its bytes
-    (not per 4 bytes of its base64)."""
-    size = len(msgspec.json.encode(request))
-    images = 0
+    where an image counts ``IMAGE_TOKENS`` and a document one per 4 of its bytes.
+    Media are never encoded for it (their base64 is not what a model reads)."""
+    images = media = 0
+    messages: list[Message] = []
     for message in request.messages:
         if type(message) is AssistantMessage or type(message.content) is str:
+            messages.append(message)
             continue
+        blocks: list[InputBlock] = []
         for block in message.content:
             if isinstance(block, ImageBlock | DocumentBlock):
-                if block.data is None:
-                    images += type(block) is ImageBlock
-                    continue
-                encoded = 4 * math.ceil(len(block.data) / 3)  # its base64 in the JSON
                 if type(block) is ImageBlock:
-                    size -= encoded
                     images += 1
-                else:
-                    size -= encoded - len(block.data)
-    return math.ceil(max(size, 0) / 4) + images * IMAGE_TOKENS
+                elif block.data is not None:
+                    media += len(block.data)
+                block = msgspec.structs.replace(block, data=None, url=None)
+            blocks.append(block)
+        messages.append(msgspec.structs.replace(message, content=tuple(blocks)))
+    if images or media:
+        request = msgspec.structs.replace(request, messages=tuple(messages))
+    size = len(msgspec.json.encode(request)) + media
+    return math.ceil(size / 4) + images * IMAGE_TOKENS
 
 
 def truncate_text(text: str, limit: int) -> str:
@@ -106,16 +109,44 @@ def truncate_content(
     content: str | tuple[InputBlock, ...], limit: int
 ) -> str | tuple[InputBlock, ...]:
     """Content whose text fits ``limit`` characters: a str cut as ``truncate_text``;
-    in blocks, the text blocks share the limit in proportion to their length
-    (images and documents are kept: their size has its own limits)."""
+    in blocks, the longest text blocks are cut to one share each (the short ones
+    kept whole), or, when the shares would be too small to say anything, the
+    text is joined and cut as one block in the first one's place. Images and
+    documents are kept: their size has its own limits."""
     if isinstance(content, str):
         return content if len(content) <= limit else truncate_text(content, limit)
-    total = sum(len(b.text) for b in content if isinstance(b, TextBlock))
-    if total <= limit:
+    lengths = [len(b.text) for b in content if isinstance(b, TextBlock)]
+    if sum(lengths) <= limit:
         return content
+    share = _share(lengths, limit)
+    why = f"result longer than {limit}"
+    if share >= _MIN_SHARE:
+        return tuple(
+            TextBlock(cut_text(b.text, share, why))
+            if isinstance(b, TextBlock) and len(b.text) > share
+            else b
+            for b in content
+        )
+    text = cut_text("".join(b.text for b in content if isinstance(b, TextBlock)), limit, why)
+    first = next(i for i, b in enumerate(content) if isinstance(b, TextBlock))
     return tuple(
-        TextBlock(cut_text(b.text, len(b.text) * limit // total, f"result longer than {limit}"))
-        if isinstance(b, TextBlock)
-        else b
-        for b in content
+        TextBlock(text) if i == first else b
+        for i, b in enumerate(content)
+        if i == first or not isinstance(b, TextBlock)
     )
+
+
+_MIN_SHARE = 120
+"""The least a cut text block keeps: its cut marker and some text around it."""
+
+
+def _share(lengths: list[int], limit: int) -> int:
+    """The largest ``share`` with ``sum(min(n, share) for n in lengths) <= limit``:
+    blocks shorter than it fit whole, the others are cut to it."""
+    remaining, count = limit, len(lengths)
+    for n in sorted(lengths):
+        if n * count > remaining:
+            return remaining // count
+        remaining -= n
+        count -= 1
+    return limit  # everything fits (the caller checked it does not)

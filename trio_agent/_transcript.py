@@ -131,6 +131,8 @@ def _media(block: ImageBlock | DocumentBlock, allowed: frozenset[str]) -> None:
     if data is not None:
         if type(data) is not bytes:
             raise BlockError("INVALID_FIELD", "data", f" must be bytes, got {type(data).__name__}")
+        if not data:
+            raise BlockError("INVALID_MEDIA", "data", " is empty")
         if len(data) > MAX_MEDIA_BYTES:
             raise BlockError(
                 "MEDIA_TOO_LARGE", "data", f": {len(data)} bytes, more than {MAX_MEDIA_BYTES}"
@@ -142,8 +144,16 @@ def _media(block: ImageBlock | DocumentBlock, allowed: frozenset[str]) -> None:
             raise BlockError(
                 "INVALID_MEDIA", "url", f": {len(url)} characters, more than {MAX_MEDIA_URL_CHARS}"
             )
-        if not url.lower().startswith(("https://", "http://")):
-            raise BlockError("INVALID_MEDIA", "url", f" {url[:64]!r} is not an http(s) URL")
+        if (
+            not url.lower().startswith(("https://", "http://"))
+            or not url.isprintable()
+            or (" " in url)
+        ):
+            raise BlockError(
+                "INVALID_MEDIA",
+                "url",
+                f" {url[:64]!r} is not an http(s) URL (no spaces, no controls)",
+            )
 
 
 def _image_block(block: ImageBlock) -> ImageBlock:
@@ -209,6 +219,10 @@ def check_content(content: object) -> str | tuple[InputBlock, ...]:
             f" must be a str or a tuple of blocks, got {type(content).__name__}",
         )
     assert isinstance(content, tuple | list)
+    if not content:
+        raise BlockError(
+            "INVALID_FIELD", "content", ' holds no block (a message without content is "")'
+        )
     if len(content) > MAX_CONTENT_BLOCKS:
         raise BlockError(
             "INVALID_FIELD", "content", f": {len(content)} blocks, more than {MAX_CONTENT_BLOCKS}"

@@ -60,7 +60,10 @@ _MEDIA_URL = Meta(
 )
 
 
-class ImageBlock(Struct, frozen=True, gc=False, tag_field="type", tag="image"):
+# Image and document blocks are weakly referable (which msgspec allows only with
+# gc on): an adapter keeps an image's base64 form while the block lives, and no
+# longer. They are few, so the collector's cost is nothing to speak of.
+class ImageBlock(Struct, frozen=True, weakref=True, tag_field="type", tag="image"):
     """An image in user or tool-result content: its bytes, or a URL.
 
     ``media_type`` is one of ``limits.IMAGE_MEDIA_TYPES``; the bytes are at
@@ -74,7 +77,7 @@ class ImageBlock(Struct, frozen=True, gc=False, tag_field="type", tag="image"):
     url: Annotated[str | None, _MEDIA_URL] = None
 
 
-class DocumentBlock(Struct, frozen=True, gc=False, tag_field="type", tag="document"):
+class DocumentBlock(Struct, frozen=True, weakref=True, tag_field="type", tag="document"):
     """A document (a PDF, plain text) in user or tool-result content.
 
     ``media_type`` is one of ``limits.DOCUMENT_MEDIA_TYPES``.

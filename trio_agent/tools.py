@@ -391,9 +391,10 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
     """Run one call and return its result message (id ``tool-result-{call.id}``).
 
     A ``str`` return is the content; a ``ToolResult``, one ``TextBlock``,
-    ``ImageBlock`` or ``DocumentBlock``, or a non-empty list of them is
-    content blocks (checked like a message's: media type, size); any other
-    return is JSON-encoded compactly. An unknown tool, arguments that fail validation, a
+    ``ImageBlock`` or ``DocumentBlock``, or a list of them is content blocks
+    (checked like a message's: media type, size; a list that mixes blocks and
+    other values is an error result saying so); any other return is
+    JSON-encoded compactly. An unknown tool, arguments that fail validation, a
     ``ToolError`` or any other ``Exception``, or a return value that cannot be
     encoded (a reference cycle, a deep nest, an unsupported type) gives
     ``is_error=True`` with a message that names the tool and says why.
@@ -446,7 +447,9 @@ def _is_content(value: object) -> bool:
     kind = type(value)
     if kind is ToolResult or kind in INPUT_BLOCKS:
         return True
-    return (kind is list or kind is tuple) and bool(value) and type(value[0]) in INPUT_BLOCKS  # type: ignore[index]
+    # a list holding any block is content (and a clear error if not all are blocks),
+    # never JSON text that would carry an image past the media limits
+    return (kind is list or kind is tuple) and any(type(v) in INPUT_BLOCKS for v in value)  # type: ignore[attr-defined]
 
 
 def _content_result(call: ToolCall, value: Any) -> ToolResultMessage:

@@ -5,7 +5,9 @@ the same way (and once per request)."""
 from __future__ import annotations
 
 import binascii
-from typing import final
+import functools
+import weakref
+from typing import Any, final
 
 from ..messages import DocumentBlock, ImageBlock
 from ..model import ModelRequestError
@@ -15,53 +17,61 @@ __all__ = ["base64_of", "data_url", "document_text", "is_reasoning_item"]
 
 @final
 class _Encodings:
-    """The base64 forms of the last media encoded, kept so that a transcript sent
-    again at every step encodes each image once: keyed by the identity of their
-    bytes (which an entry holds, so the key is not reused while it is kept), at
-    most ``limit`` characters in all, the oldest dropped first."""
+    """The base64 forms of the media encoded lately, so that a transcript sent
+    again at every step encodes each image once. An entry lives as long as its
+    block (a weak reference, keyed by the block's identity) and at most
+    ``limit`` characters are kept in all, the least recently used dropped first."""
 
     __slots__ = ("_entries", "_size", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._entries: dict[tuple[int, str], tuple[bytes, str]] = {}
+        # id(block) -> (a weak reference to it, the prefix, the encoded text)
+        self._entries: dict[int, tuple[weakref.ref[Any], str, str]] = {}
         self._size = 0
 
-    def get(self, data: bytes, prefix: str) -> str:
-        key = (id(data), prefix)
-        hit = self._entries.get(key)
-        if hit is not None and hit[0] is data:
-            return hit[1]
-        text = prefix + binascii.b2a_base64(data, newline=False).decode("ascii")
+    def get(self, block: ImageBlock | DocumentBlock, prefix: str) -> str:
+        assert block.data is not None
+        entries = self._entries
+        key = id(block)
+        hit = entries.pop(key, None)
+        if hit is not None:
+            if hit[0]() is block and hit[1] == prefix:
+                entries[key] = hit  # now the most recently used
+                return hit[2]
+            self._size -= len(hit[2])
+        text = prefix + binascii.b2a_base64(block.data, newline=False).decode("ascii")
         if len(text) <= self.limit:
-            entries = self._entries
-            stale = entries.pop(key, None)  # (none while an entry holds its bytes)
-            if stale is not None:
-                self._size -= len(stale[1])
             while entries and self._size + len(text) > self.limit:
-                _, dropped = entries.pop(next(iter(entries)))
+                _, _, dropped = entries.pop(next(iter(entries)))
                 self._size -= len(dropped)
-            entries[key] = (data, text)
+            entries[key] = (weakref.ref(block, functools.partial(self._forget, key)), prefix, text)
             self._size += len(text)
         return text
 
+    def _forget(self, key: int, ref: weakref.ref[Any]) -> None:
+        """The block of an entry is gone: so is the entry."""
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is ref:
+            del self._entries[key]
+            self._size -= len(entry[2])
 
-_ENCODINGS = _Encodings(32 * 1024 * 1024)
-"""Shared by every adapter: at most 32 Mi characters kept, and the bytes they encode."""
+
+_ENCODINGS = _Encodings(48 * 1024 * 1024)
+"""Shared by every adapter: at most 48 Mi characters (a message's media, at
+``MAX_MESSAGE_MEDIA_BYTES``, fit whole), and only while their blocks live."""
 
 
 def base64_of(block: ImageBlock | DocumentBlock) -> str:
     """The block's bytes as standard base64 text, no line breaks (its ``data`` is set)."""
-    assert block.data is not None
-    return _ENCODINGS.get(block.data, "")
+    return _ENCODINGS.get(block, "")
 
 
 def data_url(block: ImageBlock | DocumentBlock) -> str:
     """The block as a URL: its own ``url``, or a ``data:`` URL of its bytes."""
     if block.url is not None:
         return block.url
-    assert block.data is not None
-    return _ENCODINGS.get(block.data, f"data:{block.media_type};base64,")
+    return _ENCODINGS.get(block, f"data:{block.media_type};base64,")
 
 
 def document_text(block: DocumentBlock, provider: str) -> str:

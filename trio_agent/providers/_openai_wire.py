@@ -17,9 +17,11 @@ import msgspec
 
 from ..messages import (
     AssistantMessage,
+    Block,
     DocumentBlock,
     ImageBlock,
     InputBlock,
+    RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
     ToolCall,
@@ -27,7 +29,7 @@ from ..messages import (
     UserMessage,
 )
 from ..model import ModelRequest, ModelRequestError
-from ._media import data_url, document_text
+from ._media import data_url, document_text, is_reasoning_item
 
 __all__ = ["SEND_REASONING", "SendReasoning", "chat_messages"]
 
@@ -79,12 +81,28 @@ def _assistant(message: AssistantMessage, send_reasoning: SendReasoning) -> dict
     ]
     entry: dict[str, Any] = {"role": "assistant", "content": text or ("" if not calls else None)}
     if send_reasoning == "always" or (send_reasoning == "tool_calls" and calls):
-        reasoning = "".join(b.thinking for b in message.content if type(b) is ThinkingBlock)
+        reasoning = _own_reasoning(message.content)
         if reasoning:
             entry["reasoning_content"] = reasoning
     if calls:
         entry["tool_calls"] = calls
     return entry
+
+
+def _own_reasoning(blocks: tuple[Block, ...]) -> str:
+    """The thinking a compatible server gave (its ``reasoning_content``): unsigned
+    thinking blocks that are not a Responses reasoning summary (those come right
+    before their reasoning item). Anthropic's signed thinking and OpenAI's
+    reasoning are never sent here: a server may refuse what it does not know."""
+    parts = []
+    for position, block in enumerate(blocks):
+        if type(block) is not ThinkingBlock or block.signature:
+            continue
+        after = blocks[position + 1] if position + 1 < len(blocks) else None
+        if type(after) is RedactedThinkingBlock and is_reasoning_item(after.data):
+            continue
+        parts.append(block.thinking)
+    return "".join(parts)
 
 
 def _tool(message: ToolResultMessage, media: list[dict[str, Any]]) -> dict[str, Any]:

@@ -131,7 +131,7 @@ _urls = st.from_regex(r"https://example\.com/[a-z0-9]{1,12}\.(png|pdf)", fullmat
 
 def _media(kind: type[Any], types: frozenset[str]) -> st.SearchStrategy[Any]:
     media_type = st.sampled_from(sorted(types))
-    return st.builds(kind, media_type, data=st.binary(max_size=64)) | st.builds(
+    return st.builds(kind, media_type, data=st.binary(min_size=1, max_size=64)) | st.builds(
         kind, media_type, url=_urls
     )
 
@@ -147,7 +147,7 @@ def input_blocks() -> st.SearchStrategy[InputBlock]:
 
 def contents() -> st.SearchStrategy[str | tuple[InputBlock, ...]]:
     """User or tool-result content: text, or a tuple of input blocks."""
-    return texts | st.lists(input_blocks(), max_size=3).map(tuple)
+    return texts | st.lists(input_blocks(), min_size=1, max_size=3).map(tuple)
 
 
 def thinking_blocks() -> st.SearchStrategy[ThinkingBlock | RedactedThinkingBlock]:
