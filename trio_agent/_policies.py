@@ -81,7 +81,7 @@ def estimate_tokens(request: ModelRequest) -> int:
     images = media = 0
     messages: list[Message] = []
     for message in request.messages:
-        if type(message) is AssistantMessage or type(message.content) is str:
+        if isinstance(message, AssistantMessage) or isinstance(message.content, str):
             messages.append(message)
             continue
         blocks: list[InputBlock] = []
