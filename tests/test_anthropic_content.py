@@ -23,7 +23,6 @@ from trio_agent import (
     JsonlStore,
     ModelChunk,
     ModelRequest,
-    ModelRequestError,
     ModelResponseError,
     RedactedThinkingBlock,
     TextBlock,
@@ -390,18 +389,28 @@ async def test_documents_pdf_as_base64_or_url_and_plain_text_as_text(loopback):
 
 
 @pytest.mark.parametrize(
-    ("block", "match"),
+    ("block", "note"),
     [
-        (DocumentBlock("text/plain", data=b"\xff\xfe bad", title="t.txt"), "not UTF-8"),
-        (DocumentBlock("text/plain", url="https://example.com/a.txt"), "not by URL"),
+        (
+            DocumentBlock("text/plain", data=b"\xff\xfe bad", title="t.txt"),
+            "[text/plain document 't.txt' not attached: its bytes are not UTF-8 (invalid "
+            "start byte at byte 0)]",
+        ),
+        (
+            DocumentBlock("text/plain", url="https://example.com/a.txt"),
+            "[text/plain document at https://example.com/a.txt not attached: Anthropic takes a "
+            "text/plain document's text, not its URL]",
+        ),
     ],
 )
-async def test_a_plain_text_document_it_cannot_send_is_refused_before_sending(
-    loopback, block, match
-):
-    with pytest.raises(ModelRequestError, match=match):
-        await read(model(loopback), request(UserMessage("u1", (block,))))
-    assert loopback.requests == []
+async def test_a_plain_text_document_it_cannot_send_goes_as_a_note(loopback, block, note):
+    # An error would fail every later request too (the document stays in the
+    # transcript): the request goes, and the model reads why it has no document.
+    loopback.replies.append(Reply(body=served("anthropic_text.sse")))
+    await read(model(loopback), request(UserMessage("u1", (block,))))
+    (sent,) = sent_messages(loopback)[0]["content"]
+    text = sent["text"] if sent["type"] == "text" else sent["source"]["data"]
+    assert text == note  # as a text block, or as the document's own text
 
 
 async def test_an_image_a_tool_returns_reaches_the_tool_result(loopback):

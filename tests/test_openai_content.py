@@ -18,7 +18,6 @@ from trio_agent import (
     DocumentBlock,
     ImageBlock,
     ModelRequest,
-    ModelRequestError,
     TextBlock,
     TextDelta,
     ThinkingBlock,
@@ -385,10 +384,12 @@ async def test_tool_result_media_at_the_end_of_the_transcript_follow_its_batch(l
     ]
 
 
-async def test_a_document_by_url_is_refused_before_anything_is_sent(loopback):
+async def test_a_document_by_url_goes_as_a_note_the_model_reads(loopback):
+    # Chat Completions takes a document's bytes only. An error would fail this
+    # request and every later one of the session (the document stays in the
+    # transcript, a tool may have returned it): the model is told instead.
     pdf = DocumentBlock("application/pdf", url="https://example.com/r.pdf", title="Q3")
-    with pytest.raises(ModelRequestError, match="'Q3' is given by URL"):
-        await read(openai(loopback), request(UserMessage("u1", (pdf,))))
+    loopback.replies.append(Reply(body=wire("openai_chat_text.sse")))
     run = run_agent_loop(
         messages=[UserMessage("u1", (TextBlock("Read it."), pdf))],
         model=openai(loopback),
@@ -396,8 +397,15 @@ async def test_a_document_by_url_is_refused_before_anything_is_sent(loopback):
         max_steps=2,
     )
     result = await run.wait()
-    assert result.status == "failed"
-    assert loopback.requests == []
+    assert result.status == "completed"
+    assert sent(loopback)[0]["content"] == [
+        {"type": "text", "text": "Read it."},
+        {
+            "type": "text",
+            "text": "[application/pdf document 'Q3' at https://example.com/r.pdf not attached: "
+            "OpenAI Chat Completions takes a document's bytes, not its URL]",
+        },
+    ]
 
 
 # ------------------------------------------------------------ review regressions

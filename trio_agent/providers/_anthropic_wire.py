@@ -18,8 +18,8 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..model import ModelRequest, ModelRequestError
-from ._media import base64_of, document_text, is_reasoning_item
+from ..model import ModelRequest
+from ._media import base64_of, document_text, is_reasoning_item, not_attached
 
 __all__ = ["messages"]
 
@@ -37,14 +37,12 @@ def _image(block: ImageBlock) -> dict[str, Any]:
 def _document(block: DocumentBlock) -> dict[str, Any]:
     if block.media_type == "text/plain":
         if block.url is not None:  # the API's URL source is for PDFs only
-            raise ModelRequestError(
-                f"{_PROVIDER} takes a text/plain document as its text, not by URL "
-                f"(document {block.title!r})"
-            )
+            why = "Anthropic takes a text/plain document's text, not its URL"
+            return {"type": "text", "text": not_attached(block, why)}
         source = {
             "type": "text",
             "media_type": "text/plain",
-            "data": document_text(block, _PROVIDER),
+            "data": document_text(block),
         }
     elif block.url is not None:
         source = {"type": "url", "url": block.url}

@@ -10,9 +10,8 @@ import weakref
 from typing import Any, final
 
 from ..messages import DocumentBlock, ImageBlock
-from ..model import ModelRequestError
 
-__all__ = ["base64_of", "data_url", "document_text", "is_reasoning_item"]
+__all__ = ["base64_of", "data_url", "document_text", "is_reasoning_item", "not_attached"]
 
 
 @final
@@ -74,17 +73,24 @@ def data_url(block: ImageBlock | DocumentBlock) -> str:
     return _ENCODINGS.get(block, f"data:{block.media_type};base64,")
 
 
-def document_text(block: DocumentBlock, provider: str) -> str:
-    """A ``text/plain`` document's bytes as text; ``ModelRequestError`` if they are
-    not UTF-8 (said before anything is sent)."""
+def document_text(block: DocumentBlock) -> str:
+    """A ``text/plain`` document's bytes as text, or, if they are not UTF-8, a note
+    saying so (``not_attached``): the request still goes, and the model is told."""
     assert block.data is not None
     try:
         return block.data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ModelRequestError(
-            f"{provider}: text/plain document {block.title!r} is not UTF-8 ({exc.reason} at "
-            f"byte {exc.start})"
-        ) from None
+        return not_attached(block, f"its bytes are not UTF-8 ({exc.reason} at byte {exc.start})")
+
+
+def not_attached(block: DocumentBlock, why: str) -> str:
+    """The text sent in place of a document a provider cannot take, saying why.
+
+    Never an error: the document is in the transcript for good (a tool may have
+    returned it), and an error would fail every later request of the session."""
+    named = f" {block.title!r}" if block.title else ""
+    where = f" at {block.url}" if block.url is not None else ""
+    return f"[{block.media_type} document{named}{where} not attached: {why}]"
 
 
 def is_reasoning_item(data: str) -> bool:

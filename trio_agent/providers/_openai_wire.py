@@ -28,8 +28,8 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..model import ModelRequest, ModelRequestError
-from ._media import data_url, document_text, is_reasoning_item
+from ..model import ModelRequest
+from ._media import data_url, document_text, is_reasoning_item, not_attached
 
 __all__ = ["SEND_REASONING", "SendReasoning", "chat_messages"]
 
@@ -47,13 +47,10 @@ def _part(block: InputBlock) -> dict[str, Any]:
         return {"type": "image_url", "image_url": {"url": data_url(block)}}
     assert type(block) is DocumentBlock
     if block.data is None:
-        named = f" {block.title!r}" if block.title else ""
-        raise ModelRequestError(
-            f"{_PROVIDER}: the {block.media_type} document{named} is given by URL, which Chat "
-            "Completions cannot take (a file part needs the bytes): pass its data instead"
-        )
+        why = "OpenAI Chat Completions takes a document's bytes, not its URL"
+        return {"type": "text", "text": not_attached(block, why)}
     if block.media_type == "text/plain":
-        text = document_text(block, _PROVIDER)
+        text = document_text(block)
         return {"type": "text", "text": f"{block.title}\n{text}" if block.title else text}
     filename = block.title or "document.pdf"
     return {"type": "file", "file": {"filename": filename, "file_data": data_url(block)}}

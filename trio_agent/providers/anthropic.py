@@ -144,7 +144,9 @@ class AnthropicModel(ProviderModel):
     Images and documents in user and tool-result content go as the API's
     own blocks: an image as base64 or by URL; a PDF as base64 or by URL; a
     ``text/plain`` document as its text (UTF-8); a document's ``title``
-    when it has one. Extended thinking (turned on with ``extra_body``)
+    when it has one. One it cannot take (text/plain by URL, or not UTF-8)
+    goes as a text note saying so, never an error that would fail every
+    later request of the session too. Extended thinking (turned on with ``extra_body``)
     streams as ``ThinkingDelta`` chunks (the thinking, then its signature)
     and becomes a ``ThinkingBlock`` with the signature exactly as received;
     ``redacted_thinking`` arrives as one ``RedactedThinkingBlock`` chunk.

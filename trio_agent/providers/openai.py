@@ -100,8 +100,9 @@ class OpenAIChatModel(ProviderModel):
     ``data:`` URL of their bytes), a PDF a ``file`` part (``file_data``, a
     ``data:`` URL; ``filename`` its title or ``document.pdf``), a text/plain
     document a text part (its title, if any, as a first line). A document
-    given by URL cannot be sent on this API: ``ModelRequestError`` before
-    anything is sent. Tool messages hold text only, so a tool result's images
+    given by URL, which this API cannot take, goes as a text note saying so
+    (never an error: it would fail every later request of the session too).
+    Tool messages hold text only, so a tool result's images
     and documents go in one user message right after the last tool message
     of its batch, introduced by a text part naming the call id; the tool
     message notes that they follow.
