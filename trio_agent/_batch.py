@@ -124,12 +124,10 @@ def _checked_result(call: ToolCall, result: object) -> ToolResultMessage:
             f"hook after_tool_call must return the ToolResultMessage of call {call.id!r} "
             f"(same id, tool_call_id and tool_name), got {result!r:.200}",
         )
-    try:
-        checked = checked_message(result, 0)  # a list of blocks comes back a tuple
+    try:  # a result in, a result out (a list of blocks as a tuple)
+        return checked_message(result, 0)  # type: ignore[return-value]
     except TranscriptError as exc:
         raise StepError(HOOK_ERROR, f"hook after_tool_call returned {exc}") from None
-    assert type(checked) is ToolResultMessage
-    return checked
 
 
 async def _after_tool_call(

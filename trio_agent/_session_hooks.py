@@ -472,11 +472,11 @@ class SessionHooks(StepHooks):
 
     def finalize_result(self, result: ToolResultMessage) -> ToolResultMessage:
         limit = self._policy.max_tool_result_chars
-        if limit is not None:
-            content = truncate_content(result.content, limit)
-            if content is not result.content:
-                return msgspec.structs.replace(result, content=content)
-        return result
+        content = result.content
+        if limit is None or (type(content) is str and len(content) <= limit):
+            return result
+        cut = truncate_content(content, limit)
+        return result if cut is content else msgspec.structs.replace(result, content=cut)
 
     def _track_failures(self, call: ToolCall, result: ToolResultMessage) -> None:
         if not result.is_error:

@@ -46,14 +46,13 @@ def _checked_block(block: Any, what: str) -> Block:
     """A response block or streamed whole chunk checked by the transcript's own
     table (``BLOCK_CHECKS``); its failure said as a broken step rule."""
     try:
-        checked: Block = BLOCK_CHECKS[type(block)](block)
+        return BLOCK_CHECKS[type(block)](block)  # type: ignore[no-any-return]
     except BlockError as exc:
         if exc.code == "INVALID_ARGUMENTS":
             raise ModelProtocolError(
                 f"{what} {block.id!r} to {block.name!r} has bad arguments{exc.problem}"
             ) from None
         raise ModelProtocolError(f"{what} {exc}") from None
-    return checked
 
 
 _CANONICAL = msgspec.json.Encoder(order="sorted")
@@ -70,52 +69,58 @@ def _call_group(call: ToolCall) -> tuple[str, str, bytes]:
     return (call.id, call.name, _CANONICAL.encode(call.arguments))
 
 
-@final
-class _Merged:
-    """One side of the comparison, merged as it is fed."""
+def _group_of(parts: list[str], signatures: list[str] | None) -> _Group:
+    """The open group's pieces as one group: joined text, or merged thinking."""
+    if signatures is None:
+        return "".join(parts)
+    return ThinkingBlock("".join(parts), "".join(signatures))
 
-    __slots__ = ("groups", "signature", "text", "thinking")
+
+class _Merged:
+    """One side of the comparison, merged as it is fed: ``groups`` so far, and the
+    pieces of the open group, which is text while ``signatures`` is None and
+    thinking (texts in ``parts``, signatures apart) otherwise. The step check is
+    the stream's side; the response's is built in ``finish``."""
+
+    __slots__ = ("groups", "parts", "signatures")
 
     def __init__(self) -> None:
         self.groups: list[_Group] = []
-        self.text: list[str] = []
-        self.thinking: list[str] = []
-        self.signature: list[str] = []
+        self.parts: list[str] = []
+        self.signatures: list[str] | None = None
 
     def add_text(self, text: str) -> None:
-        if self.thinking:
-            self._close_thinking()
-        self.text.append(text)
+        if self.signatures is not None:
+            self._close()
+        self.parts.append(text)
 
     def add_thinking(self, thinking: str, signature: str) -> None:
-        if self.text:
-            self._close_text()
-        self.thinking.append(thinking)
-        self.signature.append(signature)
+        signatures = self.signatures
+        if signatures is None:
+            if self.parts:
+                self._close()
+            signatures = self.signatures = []
+        self.parts.append(thinking)
+        signatures.append(signature)
 
     def add_whole(self, group: _Group) -> None:
-        self.close()
+        if self.parts:
+            self._close()
         self.groups.append(group)
 
-    def _close_text(self) -> None:
-        self.groups.append("".join(self.text))
-        self.text.clear()
-
-    def _close_thinking(self) -> None:
-        self.groups.append(ThinkingBlock("".join(self.thinking), "".join(self.signature)))
-        self.thinking.clear()
-        self.signature.clear()
+    def _close(self) -> None:
+        self.groups.append(_group_of(self.parts, self.signatures))
+        self.parts = []
+        self.signatures = None
 
     def close(self) -> list[_Group]:
-        if self.text:
-            self._close_text()
-        if self.thinking:
-            self._close_thinking()
+        if self.parts:
+            self._close()
         return self.groups
 
 
 @final
-class StepCheck:
+class StepCheck(_Merged):
     """The pure checks of one step: feed chunks, then the response.
 
     ``add_chunk`` raises ``ModelProtocolError`` for the first invalid chunk
@@ -124,14 +129,17 @@ class StepCheck:
     append. No I/O: the loop owns awaiting and emitting.
     """
 
-    __slots__ = ("_chunks", "_request_id", "_stream", "_text", "_thinking")
+    __slots__ = ("_chunks", "_request_id", "_text", "_thinking")
 
     def __init__(self, request_id: str) -> None:
+        # the stream's side of the comparison (_Merged.__init__, inline)
+        self.groups: list[_Group] = []
+        self.parts: list[str] = []
+        self.signatures: list[str] | None = None
         self._request_id = request_id
         self._chunks = 0
         self._text = 0
         self._thinking = 0
-        self._stream = _Merged()
 
     def _count_thinking(self, size: int) -> None:
         self._thinking += size
@@ -157,11 +165,9 @@ class StepCheck:
                     f"the stream sent more than {MAX_STEP_TEXT} characters of text"
                 )
             if text:
-                stream = self._stream
-                if stream.thinking:
-                    stream.add_text(text)
-                else:
-                    stream.text.append(text)
+                if self.signatures is not None:
+                    self._close()
+                self.parts.append(text)
             return chunk  # type: ignore[return-value]
         if kind is ThinkingDelta:
             delta: ThinkingDelta = chunk  # type: ignore[assignment]
@@ -169,16 +175,18 @@ class StepCheck:
             _check_str(delta.signature, "thinking delta signature")
             self._count_thinking(len(delta.thinking) + len(delta.signature))
             if delta.thinking or delta.signature:
-                self._stream.add_thinking(delta.thinking, delta.signature)
+                self.add_thinking(delta.thinking, delta.signature)
             return delta
         if kind is ToolCall:
             call: ToolCall = _checked_block(chunk, "streamed tool call")  # type: ignore[assignment]
-            self._stream.add_whole(_call_group(call))
+            if self.parts:
+                self._close()
+            self.groups.append(_call_group(call))
             return call
         if kind is RedactedThinkingBlock:
             redacted: RedactedThinkingBlock = _checked_block(chunk, "streamed redacted thinking")  # type: ignore[assignment]
             self._count_thinking(len(redacted.data))
-            self._stream.add_whole(redacted)
+            self.add_whole(redacted)
             return redacted
         raise ModelProtocolError(
             f"the stream yielded a {kind.__name__}, not a TextDelta, ThinkingDelta, "
@@ -220,12 +228,20 @@ class StepCheck:
         # out in model.chunk events, and what a consumer does to those must not
         # reach the transcript or the tools.
         blocks, calls, merged = _response_blocks(content)
-        if merged != self._stream.close():
+        if merged != self.close():
             raise ModelProtocolError(
                 "response content differs from the streamed chunks (after merging adjacent "
                 "text and adjacent thinking)"
             )
-        _check_stop(response.stop_reason, calls)
+        stop = response.stop_reason
+        if stop == "tool_call":
+            if not calls:
+                raise ModelProtocolError("stop reason is 'tool_call' but there is no tool call")
+        elif stop in _STOPS_WITHOUT_CALLS:
+            if calls:
+                raise ModelProtocolError(f"stop reason is {stop!r} but there are tool calls")
+        else:
+            raise ModelProtocolError(f"unknown stop reason {stop!r}")
         message_id = f"message-{response.id}"
         if message_id in message_ids:
             raise ModelProtocolError(f"message id {message_id!r} is already used")
@@ -243,10 +259,15 @@ def _response_blocks(
     content: tuple[object, ...] | list[object],
 ) -> tuple[list[Block], list[ToolCall], list[_Group]]:
     """The response's blocks checked (calls with private copies of their
-    arguments), its calls, and its merged groups; limits on text and thinking."""
+    arguments), its calls, and its merged groups; limits on text and thinking.
+
+    The response's side of the comparison, merged by ``_Merged``'s rule written
+    out on locals: it runs once a step, on the hot path."""
     blocks: list[Block] = []
     calls: list[ToolCall] = []
-    merged = _Merged()
+    groups: list[_Group] = []
+    parts: list[str] = []
+    signatures: list[str] | None = None  # None while the open group is text
     text = thinking = 0
     for position, block in enumerate(content):
         kind = type(block)
@@ -254,30 +275,43 @@ def _response_blocks(
             _checked_block(block, f"response block {position}")
             text += len(block.text)  # type: ignore[attr-defined]
             if block.text:  # type: ignore[attr-defined]
-                merged.add_text(block.text)  # type: ignore[attr-defined]
+                if signatures is not None:
+                    groups.append(_group_of(parts, signatures))
+                    parts, signatures = [], None
+                parts.append(block.text)  # type: ignore[attr-defined]
             blocks.append(block)  # type: ignore[arg-type]
-        elif kind is ToolCall:
-            call = _checked_block(block, f"response tool call (block {position})")
-            assert type(call) is ToolCall  # the table keeps a block's type
-            merged.add_whole(_call_group(call))
-            calls.append(call)
-            blocks.append(call)
+        elif kind is ToolCall or kind is RedactedThinkingBlock:
+            where = f"response tool call (block {position})" if kind is ToolCall else ""
+            whole = _checked_block(block, where or f"response block {position}")
+            if parts:
+                groups.append(_group_of(parts, signatures))
+                parts, signatures = [], None
+            if type(whole) is ToolCall:
+                groups.append(_call_group(whole))
+                calls.append(whole)
+            else:
+                thinking += len(whole.data)  # type: ignore[union-attr]
+                groups.append(whole)  # type: ignore[arg-type]
+            blocks.append(whole)
         elif kind is ThinkingBlock:
             think: ThinkingBlock = _checked_block(block, f"response block {position}")  # type: ignore[assignment]
             thinking += len(think.thinking) + len(think.signature)
             if think.thinking or think.signature:
-                merged.add_thinking(think.thinking, think.signature)
+                if signatures is None:
+                    if parts:
+                        groups.append("".join(parts))
+                        parts = []
+                    signatures = []
+                parts.append(think.thinking)
+                signatures.append(think.signature)
             blocks.append(think)
-        elif kind is RedactedThinkingBlock:
-            redacted: RedactedThinkingBlock = _checked_block(block, f"response block {position}")  # type: ignore[assignment]
-            thinking += len(redacted.data)
-            merged.add_whole(redacted)
-            blocks.append(redacted)
         else:
             raise ModelProtocolError(
                 f"response block {position} is a {kind.__name__}, not a TextBlock, "
                 "ThinkingBlock, RedactedThinkingBlock or ToolCall"
             )
+    if parts:
+        groups.append(_group_of(parts, signatures))
     if text > MAX_STEP_TEXT:
         raise ModelProtocolError(
             f"response has {text} characters of text, more than {MAX_STEP_TEXT}"
@@ -286,16 +320,4 @@ def _response_blocks(
         raise ModelProtocolError(
             f"response has {thinking} characters of thinking, more than {MAX_STEP_THINKING}"
         )
-    return blocks, calls, merged.close()
-
-
-def _check_stop(stop: object, calls: list[ToolCall]) -> None:
-    """A tool_call stop has calls; every other known stop has none."""
-    if stop == "tool_call":
-        if not calls:
-            raise ModelProtocolError("stop reason is 'tool_call' but there is no tool call")
-    elif stop in _STOPS_WITHOUT_CALLS:
-        if calls:
-            raise ModelProtocolError(f"stop reason is {stop!r} but there are tool calls")
-    else:
-        raise ModelProtocolError(f"unknown stop reason {stop!r}")
+    return blocks, calls, groups

@@ -265,7 +265,7 @@ def tool_result(
     call: ToolCall, content: str | tuple[InputBlock, ...], is_error: bool
 ) -> ToolResultMessage:
     """The result message answering ``call`` (lone surrogates replaced: it must encode)."""
-    if isinstance(content, str):
+    if isinstance(content, str):  # the hot path: one test
         content = without_lone_surrogates(content)
     else:
         content = tuple(

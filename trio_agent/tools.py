@@ -432,7 +432,7 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
         return tool_result(call, f'Tool "{call.name}" raised {describe(exc)}', True)
     if type(value) is str:
         return tool_result(call, value, False)
-    if _is_content(value):
+    if type(value) in _MAYBE_CONTENT and _is_content(value):  # one test for a dict
         return _content_result(call, value)
     # Only the encoding is guarded (the tool has returned), so nothing the tool
     # raised is taken for an encoding failure; inline: one call less per result.
@@ -441,6 +441,9 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
     except Exception as exc:
         return _unencodable(call, value, exc)
     return tool_result(call, encoded.decode(), False)
+
+
+_MAYBE_CONTENT = frozenset({ToolResult, list, tuple, *INPUT_BLOCKS})
 
 
 def _is_content(value: object) -> bool:
