@@ -204,6 +204,7 @@ class _OpenAIStream(SSEModelStream):
         self._id = ""
         # text and reasoning in arrival order: [is_thinking, pieces] per run of one kind
         self._groups: list[tuple[bool, list[str]]] = []
+        self._text: list[str] | None = None  # the pieces of the last group, if it is text
         self._reasoning: list[str] = []  # this read's reasoning, not yet queued
         self._refused = False
         self._calls: dict[int, list[Any]] = {}  # index -> [id, name, argument parts]
@@ -226,17 +227,14 @@ class _OpenAIStream(SSEModelStream):
             self._pending.append(ThinkingDelta(thinking="".join(self._reasoning)))
             self._reasoning.clear()
 
-    def _add(self, piece: str, thinking: bool) -> None:
+    def _add_reasoning(self, piece: str) -> None:
         groups = self._groups
-        if groups and groups[-1][0] is thinking:
+        if groups and groups[-1][0]:
             groups[-1][1].append(piece)
         else:
-            groups.append((thinking, [piece]))
-        if thinking:
-            self._reasoning.append(piece)
-        else:
-            self._flush_reasoning()
-            self._pending.append(TextDelta(piece))
+            groups.append((True, [piece]))
+            self._text = None
+        self._reasoning.append(piece)
 
     def _take(self, chunk: _Chunk) -> None:
         if chunk.error is not None:
@@ -260,12 +258,18 @@ class _OpenAIStream(SSEModelStream):
             if delta is not None:
                 reasoning = delta.reasoning_content or delta.reasoning  # one, not both
                 if reasoning:
-                    self._add(reasoning, True)
+                    self._add_reasoning(reasoning)
                 if delta.refusal:
                     self._refused = True
                 text = delta.content or delta.refusal  # a refusal is what the model said
-                if text:
-                    self._add(text, False)
+                if text:  # the hot path, inline
+                    parts = self._text
+                    if parts is None:  # the first text, or text after reasoning
+                        self._flush_reasoning()
+                        parts = self._text = []
+                        self._groups.append((False, parts))
+                    parts.append(text)
+                    self._pending.append(TextDelta(text))
                 for part in delta.tool_calls or ():
                     self._take_call(part)
             if choice.finish_reason is not None:
