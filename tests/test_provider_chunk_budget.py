@@ -14,6 +14,7 @@ from trio_agent import (
     MAX_STEP_CHUNKS,
     Completed,
     ModelChunk,
+    ModelRequest,
     TextDelta,
     ThinkingBlock,
     ThinkingDelta,
@@ -141,3 +142,49 @@ async def test_a_long_responses_answer_one_delta_per_read_stays_within_the_budge
     chunks, result = await run(model)
     assert result.final_text == text
     assert MAX_STEP_CHUNKS * 3 // 4 <= len(chunks) <= MAX_STEP_CHUNKS
+
+
+async def test_past_the_soft_limit_text_still_streams_in_small_pieces(loopback):
+    # The second review found a held delta waiting for 16 KiB: the last quarter
+    # of an answer arrived as one chunk at the end. Text now waits for 512
+    # characters at most, so it keeps streaming.
+    pieces = [f"w{i:05d} " for i in range(DELTAS)]
+    events = [openai_chunk({"role": "assistant", "content": ""})]
+    events += [openai_chunk({"content": piece}) for piece in pieces]
+    events += [openai_chunk({}, "stop"), "data: [DONE]\n\n"]
+    loopback.replies.append(one_by_one(events))
+    model = OpenAIChatModel("gpt-4o-mini", api_key="k", base_url=f"{loopback.url}/v1")
+    chunks, result = await run(model)
+    late = chunks[MAX_STEP_CHUNKS * 3 // 4 :]
+    assert "".join(c.text for c in chunks) == "".join(pieces)
+    assert max(len(c.text) for c in late) <= 512 + len(pieces[0])
+    assert len(late) >= sum(map(len, pieces[MAX_STEP_CHUNKS * 3 // 4 :])) // 520
+
+
+async def test_cancelling_a_read_while_deltas_are_held_loses_nothing(loopback, monkeypatch):
+    # The second review found merged pieces dropped when a consumer's timeout
+    # cancelled the read they were waiting on.
+    import trio
+
+    from trio_agent.providers import _base
+
+    monkeypatch.setattr(_base, "_SOFT_CHUNKS", 0)  # merge from the first chunk
+    pieces = ["ab", "cd", "ef"]
+    events = [openai_chunk({"content": piece}) for piece in pieces]
+    events += [openai_chunk({}, "stop"), "data: [DONE]\n\n"]
+    body = "".join(events).encode()
+    loopback.replies.append(Reply(body=body, piece=len(events[0].encode()), pause=0.05))
+    model = OpenAIChatModel("gpt-4o-mini", api_key="k", base_url=f"{loopback.url}/v1")
+    request = ModelRequest("request-001", (UserMessage("u1", "go"),), ())
+    got: list[str] = []
+    async with model.stream(request) as stream:
+        iterator = stream.__aiter__()
+        while True:
+            with trio.move_on_after(0.02):  # shorter than the server's pause
+                try:
+                    chunk = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                got.append(chunk.text)
+        response = await stream.response()
+    assert "".join(got) == "abcdef" == response.content[0].text

@@ -133,8 +133,11 @@ class ProviderModel:
 
 _SOFT_CHUNKS: Final = MAX_STEP_CHUNKS * 3 // 4
 """Chunks a stream hands out one by one, as they came; past it, deltas are merged."""
-_HOLD_CHARS: Final = 16384
-"""The most characters a merged delta waits for (``SSEModelStream._merged_delta``)."""
+_HOLD_CHARS: Final[dict[type, int]] = {TextDelta: 512, ThinkingDelta: 16384}
+"""The most characters a merged delta waits for (``SSEModelStream._merged_delta``):
+past the soft limit, a step's whole ``MAX_STEP_TEXT`` goes out in 128 chunks
+more and its ``MAX_STEP_THINKING`` in 64, which leaves 64 of the 256 for calls,
+redacted thinking and changes of kind."""
 _MERGEABLE: Final = frozenset({TextDelta, ThinkingDelta})
 
 
@@ -210,33 +213,44 @@ class SSEModelStream:
 
     async def _merged_delta(self) -> Any:
         """Past ``_SOFT_CHUNKS`` chunks, a text or thinking delta waits for the next
-        ones of its kind and goes out merged with them (up to ``_HOLD_CHARS``), so a
-        long answer streamed one small delta per read stays within
+        ones of its kind and goes out merged with them (up to ``_HOLD_CHARS`` of its
+        kind), so a long answer streamed one small delta per read stays within
         ``MAX_STEP_CHUNKS``. Merging pieces of one kind is what the step check
-        does anyway: the response is unchanged."""
+        does anyway: the response is unchanged. Cancelled while it waits for a
+        read, it puts what it merged back, to be handed out next: nothing lost."""
         pending = self._pending
         kind = type(pending[0])
+        hold = _HOLD_CHARS[kind]
         texts: list[str] = []
         signatures: list[str] = []
         size = 0
-        while size < _HOLD_CHARS:
-            if not pending:
-                if not await self._read_more():
+        done = False
+        try:
+            while size < hold:
+                if not pending:
+                    if not await self._read_more():
+                        break
+                    continue
+                if type(pending[0]) is not kind:
                     break
-                continue
-            if type(pending[0]) is not kind:
-                break
-            piece = pending.popleft()
-            if kind is TextDelta:
-                texts.append(piece.text)
-                size += len(piece.text)
-            else:
-                texts.append(piece.thinking)
-                signatures.append(piece.signature)
-                size += len(piece.thinking) + len(piece.signature)
-        if kind is TextDelta:
-            return TextDelta("".join(texts))
-        return ThinkingDelta("".join(texts), "".join(signatures))
+                piece = pending.popleft()
+                if kind is TextDelta:
+                    texts.append(piece.text)
+                    size += len(piece.text)
+                else:
+                    texts.append(piece.thinking)
+                    signatures.append(piece.signature)
+                    size += len(piece.thinking) + len(piece.signature)
+            done = True
+        finally:
+            merged = (
+                TextDelta("".join(texts))
+                if kind is TextDelta
+                else ThinkingDelta("".join(texts), "".join(signatures))
+            )
+            if not done and texts:
+                pending.appendleft(merged)  # interrupted: it goes out next time
+        return merged
 
     async def response(self) -> ModelResponse:
         """The final response (the rest of the stream is read first)."""
