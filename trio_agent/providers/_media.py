@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import binascii
 import functools
+import threading
 import weakref
 from typing import Any, final
 
@@ -16,44 +17,48 @@ __all__ = ["base64_of", "data_url", "document_text", "is_reasoning_item", "not_a
 
 @final
 class _Encodings:
-    """The base64 forms of the media encoded lately, so that a transcript sent
-    again at every step encodes each image once. An entry lives as long as its
-    block (a weak reference, keyed by the block's identity) and at most
-    ``limit`` characters are kept in all, the least recently used dropped first."""
+    """The base64 forms of media, so that a transcript sent again at every step
+    encodes each image once. An entry lives as long as its block (a weak
+    reference, keyed by the block's identity). At most ``limit`` characters are
+    kept: when they are full, a new encoding is not kept (dropping old ones
+    would make a transcript of many images, sent in the same order every step,
+    miss every time). A lock makes it safe for runs in several threads."""
 
-    __slots__ = ("_entries", "_size", "limit")
+    __slots__ = ("_entries", "_lock", "_size", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         # id(block) -> (a weak reference to it, the prefix, the encoded text)
         self._entries: dict[int, tuple[weakref.ref[Any], str, str]] = {}
         self._size = 0
+        # reentrant: a block freed while get() runs calls _forget on this thread
+        self._lock = threading.RLock()
 
     def get(self, block: ImageBlock | DocumentBlock, prefix: str) -> str:
         assert block.data is not None
-        entries = self._entries
         key = id(block)
-        hit = entries.pop(key, None)
-        if hit is not None:
-            if hit[0]() is block and hit[1] == prefix:
-                entries[key] = hit  # now the most recently used
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0]() is block and hit[1] == prefix:
                 return hit[2]
-            self._size -= len(hit[2])
         text = prefix + binascii.b2a_base64(block.data, newline=False).decode("ascii")
-        if len(text) <= self.limit:
-            while entries and self._size + len(text) > self.limit:
-                _, _, dropped = entries.pop(next(iter(entries)))
-                self._size -= len(dropped)
-            entries[key] = (weakref.ref(block, functools.partial(self._forget, key)), prefix, text)
-            self._size += len(text)
+        with self._lock:
+            stale = self._entries.pop(key, None)  # another prefix, for this block
+            if stale is not None:
+                self._size -= len(stale[2])
+            if self._size + len(text) <= self.limit:
+                ref = weakref.ref(block, functools.partial(self._forget, key))
+                self._entries[key] = (ref, prefix, text)
+                self._size += len(text)
         return text
 
     def _forget(self, key: int, ref: weakref.ref[Any]) -> None:
         """The block of an entry is gone: so is the entry."""
-        entry = self._entries.get(key)
-        if entry is not None and entry[0] is ref:
-            del self._entries[key]
-            self._size -= len(entry[2])
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0] is ref:
+                del self._entries[key]
+                self._size -= len(entry[2])
 
 
 _ENCODINGS = _Encodings(48 * 1024 * 1024)
