@@ -431,6 +431,8 @@ def test_the_token_estimate_counts_an_image_not_its_base64():
         ((ImageBlock("image/png", data=b""),), "data is empty"),
         ((ImageBlock("image/png", url="https://x.io/a b.png"),), "not an http(s) URL"),
         ((ImageBlock("image/png", url="https://x.io/a\n.png"),), "not an http(s) URL"),
+        ((ImageBlock("image/png", url="https://"),), "not an http(s) URL with a host"),
+        ((ImageBlock("image/png", url="http://?x=1"),), "not an http(s) URL with a host"),
     ],
 )
 def test_content_no_provider_can_take_is_refused_at_once(content, words):
@@ -488,3 +490,16 @@ def test_the_token_estimate_never_encodes_the_media():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 100_000
+
+
+async def test_the_invariants_compare_a_calls_arguments_as_the_step_does():
+    # The second review found assert_run_invariants comparing arguments in key
+    # order while the step sorts keys: a stream and a response that give one
+    # call's keys in different orders are one call.
+    streamed = ToolCall("c1", "add", {"right": 2, "left": 1})
+    answered = ToolCall("c1", "add", {"left": 1, "right": 2})
+    response = scripted_response("r1", [answered], chunks=(streamed,))
+    run, _ = start([response, scripted_response("r2", "3")])
+    events, result = await settle(run)
+    assert isinstance(result, Completed)
+    assert_run_invariants(events, result)

@@ -481,7 +481,10 @@ async def test_images_and_documents_reach_the_body_in_the_documented_form(loopba
                 {"type": "input_file", "filename": "report.pdf", "file_data": pdf},
                 {"type": "input_file", "filename": "document.pdf", "file_data": pdf},
                 {"type": "input_file", "file_url": "https://example.com/r.pdf"},
-                {"type": "input_text", "text": "notes ✓"},
+                {
+                    "type": "input_text",
+                    "text": "notes.txt\nnotes ✓",
+                },  # its title first, as chat does
             ],
         },
         {"role": "assistant", "content": "Calling."},

@@ -11,6 +11,7 @@ obeys exactly the rules a live one did.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Callable, Container, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, final
 
@@ -147,12 +148,13 @@ def _media(block: ImageBlock | DocumentBlock, allowed: frozenset[str]) -> None:
         if (
             not url.lower().startswith(("https://", "http://"))
             or not url.isprintable()
-            or (" " in url)
+            or " " in url
+            or not urllib.parse.urlsplit(url).hostname
         ):
             raise BlockError(
                 "INVALID_MEDIA",
                 "url",
-                f" {url[:64]!r} is not an http(s) URL (no spaces, no controls)",
+                f" {url[:64]!r} is not an http(s) URL with a host (no spaces, no controls)",
             )
 
 

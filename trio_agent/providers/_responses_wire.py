@@ -35,7 +35,8 @@ def _part(block: InputBlock) -> dict[str, Any]:
         return {"type": "input_image", "image_url": data_url(block), "detail": "auto"}
     assert type(block) is DocumentBlock
     if block.media_type == "text/plain" and block.data is not None:
-        return {"type": "input_text", "text": document_text(block)}
+        text = document_text(block)
+        return {"type": "input_text", "text": f"{block.title}\n{text}" if block.title else text}
     if block.url is not None:
         return {"type": "input_file", "file_url": block.url}
     return {

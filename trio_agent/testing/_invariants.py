@@ -65,7 +65,10 @@ def _merged(blocks: Sequence[Any]) -> list[Any]:
         if type(block) is ToolCall:
             close()
             kind = ""
-            out.append((block.id, block.name, msgspec.json.encode(block.arguments)))
+            # keys sorted, as the step compares them: a stream and a response may
+            # give one call's keys in different orders
+            arguments = msgspec.json.encode(block.arguments, order="sorted")
+            out.append((block.id, block.name, arguments))
         elif type(block) is RedactedThinkingBlock:
             close()
             kind = ""
