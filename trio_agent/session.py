@@ -12,17 +12,13 @@ turns of a session. The ``Agent`` is a thin shell: a frozen
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import nullcontext
 from types import MappingProxyType
 from typing import Any, Literal, final
 
 import msgspec
 import trio
 
-from ._emit import Emitter
 from ._errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
-from ._errors import INTERNAL_ERROR, describe
-from ._hooks import TurnState
 from ._options import (
     check_cancel_scope,
     check_int,
@@ -33,11 +29,10 @@ from ._options import (
     claim_cancel_scope,
     registry_of,
 )
-from ._outcomes import turn_end_of
 from ._policies import RetryPolicy as RetryPolicy
 from ._policies import estimate_tokens as estimate_tokens
 from ._policies import truncate_text as truncate_text
-from ._run import EventRun, cancelled_from_outside, exit_nursery, inline
+from ._run import exit_nursery, inline
 from ._session_hooks import (
     BUSY,
     POLICY_OPTIONS,
@@ -47,14 +42,12 @@ from ._session_hooks import (
     Compact,
     CountTokens,
     Inbox,
-    SessionHooks,
     SessionPolicy,
     ShouldStopTurn,
     TransformContext,
     closed_message,
     drain,
     interrupted_results,
-    ledger_failure,
     new_id,
     owes_reply,
 )
@@ -62,15 +55,9 @@ from ._session_hooks import RESERVED_PREFIXES as RESERVED_PREFIXES
 from ._session_hooks import ToolBlocked as ToolBlocked
 from ._session_hooks import block as block
 from ._transcript import Conversation
-from ._turn import TurnOutcome, accept, run_turn
+from ._turn_run import TurnRun as TurnRun
 from .events import (
-    SessionEvent,
-    TurnCancelled,
-    TurnEnd,
-    TurnFailed,
-    TurnFinished,
     TurnResult,
-    TurnStarted,
 )
 from .ledger import (
     FsyncPolicy,
@@ -82,8 +69,8 @@ from .ledger import (
     derive,
     model_label,
 )
-from .messages import Message, ToolResultMessage, UserMessage, text_from_assistant
-from .model import Model, Usage
+from .messages import Message, ToolResultMessage, UserMessage
+from .model import Model
 from .stores import SessionStore
 from .stores._base import check_session_id
 from .tools import Tool, ToolRegistry
@@ -98,108 +85,6 @@ __all__ = [
     "estimate_tokens",
     "truncate_text",
 ]
-
-_UNSCOPED = nullcontext()  # stands in for the scope of a turn no caller can cancel
-
-
-@final
-class TurnRun(EventRun[SessionEvent, TurnResult]):
-    """One turn of an ``Agent``: enter it once and iterate its events, or ``await wait()``.
-
-    Events: ``turn.started``, the turn's input as ``message.accepted``, the
-    core's step events, ``attempt.failed`` for retried attempts,
-    ``context.compacted``, and last ``turn.finished``. Sequences continue
-    the session's one counter.
-    """
-
-    _task_name = "trio_agent.turn"
-
-    def __init__(
-        self, agent: Agent, prompt: UserMessage | None, scope: trio.CancelScope | None
-    ) -> None:
-        super().__init__(scope)
-        self._agent = agent
-        self._prompt = prompt
-
-    def _emitter(self, send: trio.MemorySendChannel[SessionEvent] | None) -> Emitter:
-        agent = self._agent
-        return Emitter(send, start=agent._next_sequence, journal=agent._ledger)
-
-    async def _drive(self, emit: Emitter, host: trio.Nursery | None) -> None:
-        # One frame for the whole turn: a suspended turn's coroutine frames are
-        # most of what it costs in memory.
-        agent = self._agent
-        conversation = agent._conversation
-        policy = agent._policy
-        spec = policy.spec(agent._model, agent._tools)  # the tools as they are now
-        state = TurnState()
-        outcome: TurnOutcome | None = None
-        try:
-            agent._claim(self, self._prompt)
-            if agent._pending is not None:  # the session's first use: create its ledger
-                await agent._open(self._prompt)
-                emit.attach(agent._ledger)
-            turn, taken, repairs = agent._begin_turn(self._prompt, self._scope, emit.next)
-            try:
-                with _UNSCOPED if self._scope is None else self._scope:
-                    await accept(
-                        conversation,
-                        repairs + taken,
-                        emit,
-                        first=[lambda sequence: TurnStarted(sequence=sequence, turn=turn)],
-                    )
-                    if not taken and not owes_reply(conversation):
-                        outcome = TurnOutcome("completed", stop_reason=None)  # nothing to do
-                    else:
-                        hooks = SessionHooks(policy, agent._inbox, emit, turn)
-                        outcome = await run_turn(
-                            conversation, spec, state, emit, hooks, agent._host or host
-                        )
-            except Exception as exc:  # a bug, or a group of them: end visibly, raise it
-                broken = ledger_failure(exc)
-                if broken is not None:  # nothing can be recorded now, so nothing is sent
-                    if broken is exc:
-                        raise
-                    raise broken from exc
-                failed = TurnFailed(code=INTERNAL_ERROR, detail=describe(exc))
-                await self._end(turn, failed, state, emit)
-                raise
-            except (trio.Cancelled, BaseExceptionGroup) as exc:
-                if cancelled_from_outside(exc):
-                    await self._end(turn, TurnCancelled(), state, emit)
-                raise
-            end = (
-                TurnCancelled()
-                if outcome is None
-                else turn_end_of(outcome, state, policy.max_steps)
-            )
-            await self._end(turn, end, state, emit)
-        finally:
-            agent._end_turn(self, emit.next)
-
-    async def _end(self, turn: int, end: TurnEnd, state: TurnState, emit: Emitter) -> None:
-        """Record ``turn/end`` (as durable as the policy asks), then deliver
-        ``turn.finished``."""
-        agent = self._agent
-        last = state.last_message
-        final_text = "" if last is None else text_from_assistant(last)
-        ledger = agent._ledger
-        if ledger is not None:
-            # the sequence after turn.finished: where the next turn's events start
-            ledger.turn_ended(turn, end, emit.next + emit.owed + 1)
-            with trio.CancelScope(shield=True):
-                await ledger.barrier("turn")
-        result = TurnResult(
-            turn=turn,
-            end=end,
-            steps=state.steps,
-            final_text=final_text,
-            usage=Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens),
-            messages=agent._conversation.snapshot(),
-        )
-        await self._finish(
-            result, lambda sequence: TurnFinished(sequence=sequence, turn=turn, result=result), emit
-        )
 
 
 @final
