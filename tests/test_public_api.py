@@ -14,6 +14,7 @@ import pytest
 
 PUBLIC = {
     "trio_agent": [
+        "ModelSettings",
         "ToolResult",
         "OpenAIResponsesModel",
         "ImageBlock",
@@ -277,6 +278,7 @@ PUBLIC = {
         "validate_transcript",
     ],
     "trio_agent.model": [
+        "ModelSettings",
         "ThinkingDelta",
         "Chunk",
         "ContextOverflowError",

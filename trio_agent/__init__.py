@@ -111,6 +111,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .model import ModelRequestError as ModelRequestError
     from .model import ModelResponse as ModelResponse
     from .model import ModelResponseError as ModelResponseError
+    from .model import ModelSettings as ModelSettings
     from .model import ModelStream as ModelStream
     from .model import TextDelta as TextDelta
     from .model import ThinkingDelta as ThinkingDelta
@@ -249,6 +250,7 @@ _EXPORTS: dict[str, str] = {
     "TransientModelError": "model",
     "Usage": "model",
     "ThinkingDelta": "model",
+    "ModelSettings": "model",
     "AnthropicModel": "providers",
     "OpenAIChatModel": "providers",
     "OpenAIResponsesModel": "providers",
@@ -336,6 +338,7 @@ __all__ = [
     "ModelRequestError",
     "ModelResponse",
     "ModelResponseError",
+    "ModelSettings",
     "ModelStream",
     "OpenAIChatModel",
     "OpenAIResponsesModel",

@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal, Protocol, runtime_checkabl
 from msgspec import Meta, Struct
 
 from ._errors import ModelProtocolError
+from ._settings import ModelSettings as ModelSettings
 from .messages import Block, Message, RedactedThinkingBlock, ToolCall
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "ModelResponseError",
     "ModelRequest",
     "ModelResponse",
+    "ModelSettings",
     "ModelStream",
     "StopReason",
     "TextDelta",
@@ -66,6 +68,13 @@ class ModelRequest(Struct, frozen=True, gc=False):
     ]
     tools: Annotated[tuple[ToolSpec, ...], Meta(description="The tools the model may call.")]
     system: Annotated[str, Meta(description='The system prompt; "" for none.')] = ""
+    settings: Annotated[
+        ModelSettings | None,
+        Meta(
+            description="How the model should answer (the run's, the agent's and the turn's "
+            "settings merged); null for the provider's defaults."
+        ),
+    ] = None
 
 
 class TextDelta(Struct, frozen=True, gc=False, tag_field="type", tag="text_delta"):

@@ -1,0 +1,164 @@
+"""``ModelSettings``: how a model should answer (sampling, limits, tool choice,
+reasoning), given to a run, an ``Agent`` or one turn and merged field by field;
+each adapter maps the fields to its provider's names."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any, Final
+
+import msgspec
+from msgspec import Meta, Struct
+
+__all__ = [
+    "REASONING_EFFORTS",
+    "ModelSettings",
+    "check_settings",
+    "merge_settings",
+    "tool_choice_of",
+]
+
+REASONING_EFFORTS: Final = ("minimal", "low", "medium", "high")
+_TOOL_CHOICES: Final = ("auto", "none", "required")
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # RFC 9110 token
+_MAX_STOPS: Final = 16
+
+
+class ModelSettings(Struct, frozen=True, omit_defaults=True, kw_only=True):
+    """How the model should answer; every field unset (None, or no stops) by
+    default, so a provider's own default applies. Merged field by field: a
+    later (more specific) setting wins where it is set."""
+
+    max_tokens: Annotated[
+        int | None, Meta(description="The most output tokens of one response.")
+    ] = None
+    temperature: Annotated[float | None, Meta(description="Sampling temperature, 0 to 2.")] = None
+    top_p: Annotated[float | None, Meta(description="Nucleus sampling mass, 0 to 1.")] = None
+    stop: Annotated[
+        tuple[str, ...], Meta(description="Sequences that end the response where they appear.")
+    ] = ()
+    seed: Annotated[int | None, Meta(description="A seed for sampling, where supported.")] = None
+    tool_choice: Annotated[
+        str | None,
+        Meta(description='"auto", "none", "required", or the name of a tool it must call.'),
+    ] = None
+    parallel_tool_calls: Annotated[
+        bool | None, Meta(description="Whether one response may call several tools.")
+    ] = None
+    reasoning_effort: Annotated[
+        str | None, Meta(description='"minimal", "low", "medium" or "high".')
+    ] = None
+    thinking_budget: Annotated[
+        int | None,
+        Meta(description="Tokens the model may think before answering (Anthropic's budget)."),
+    ] = None
+    extra_body: Annotated[
+        dict[str, Any] | None,
+        Meta(description="Fields added to the request body as they are (they win)."),
+    ] = None
+    extra_headers: Annotated[
+        dict[str, str] | None, Meta(description="Headers added to the request.")
+    ] = None
+
+
+_FIELDS: Final = ModelSettings.__struct_fields__
+
+
+def merge_settings(
+    earlier: ModelSettings | None, later: ModelSettings | None
+) -> ModelSettings | None:
+    """``later`` over ``earlier``, field by field: where ``later`` sets a field
+    (not None, or stops given) it wins; ``extra_body`` and ``extra_headers``
+    merge key by key, ``later``'s keys winning."""
+    if earlier is None or later is None:
+        return later if earlier is None else earlier
+    fields: dict[str, Any] = {}
+    for name in _FIELDS:
+        mine, theirs = getattr(earlier, name), getattr(later, name)
+        if name in ("extra_body", "extra_headers") and mine and theirs:
+            fields[name] = {**mine, **theirs}
+        else:
+            fields[name] = theirs if theirs is not None and theirs != () else mine
+    return ModelSettings(**fields)
+
+
+def _number(value: object, name: str, low: float, high: float) -> None:
+    if value is None:
+        return
+    if type(value) not in (int, float) or not math.isfinite(value):  # type: ignore[arg-type]
+        raise TypeError(f"settings.{name} must be a finite number or None, got {value!r:.80}")
+    if not low <= value <= high:  # type: ignore[operator]
+        raise ValueError(f"settings.{name} must be in [{low:g}, {high:g}], got {value!r}")
+
+
+def _count(value: object, name: str, low: int) -> None:
+    if value is None:
+        return
+    if type(value) is not int:
+        raise TypeError(f"settings.{name} must be an int or None, got {value!r:.80}")
+    if value < low:
+        raise ValueError(f"settings.{name} must be >= {low}, got {value}")
+
+
+def _headers(headers: object) -> None:
+    if headers is None:
+        return
+    if type(headers) is not dict:
+        raise TypeError(f"settings.extra_headers must be a dict or None, got {headers!r:.80}")
+    for key, value in headers.items():
+        if type(key) is not str or not _HEADER_NAME.match(key):
+            raise ValueError(f"settings.extra_headers: {key!r:.80} is not a header name")
+        if type(value) is not str or any(c in value for c in "\r\n\0"):
+            raise ValueError(f"settings.extra_headers[{key!r}] must be a str without CR, LF or NUL")
+
+
+def check_settings(settings: object) -> ModelSettings | None:
+    """``settings`` if it is None or a valid ``ModelSettings``; ``TypeError`` or
+    ``ValueError`` naming the field otherwise (said when the run or the agent
+    is made, never mid-run)."""
+    if settings is None:
+        return None
+    if type(settings) is not ModelSettings:
+        raise TypeError(f"settings must be a ModelSettings or None, got {settings!r:.80}")
+    s = settings
+    _count(s.max_tokens, "max_tokens", 1)
+    _number(s.temperature, "temperature", 0.0, 2.0)
+    _number(s.top_p, "top_p", 0.0, 1.0)
+    _count(s.seed, "seed", -(2**63))
+    _count(s.thinking_budget, "thinking_budget", 1)
+    if type(s.stop) is not tuple or not all(type(x) is str and x for x in s.stop):
+        raise TypeError(f"settings.stop must be a tuple of non-empty str, got {s.stop!r:.80}")
+    if len(s.stop) > _MAX_STOPS:
+        raise ValueError(f"settings.stop holds {len(s.stop)} sequences, more than {_MAX_STOPS}")
+    choice = s.tool_choice
+    if choice is not None and (type(choice) is not str or not _TOOL_NAME.match(choice)):
+        raise ValueError(
+            f'settings.tool_choice must be "auto", "none", "required" or a tool\'s name, '
+            f"got {choice!r:.80}"
+        )
+    if s.parallel_tool_calls is not None and type(s.parallel_tool_calls) is not bool:
+        raise TypeError("settings.parallel_tool_calls must be a bool or None")
+    if s.reasoning_effort is not None and s.reasoning_effort not in REASONING_EFFORTS:
+        raise ValueError(
+            f"settings.reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}, "
+            f"got {s.reasoning_effort!r:.80}"
+        )
+    if s.extra_body is not None:
+        if type(s.extra_body) is not dict or not all(type(k) is str for k in s.extra_body):
+            raise TypeError("settings.extra_body must be a dict with str keys, or None")
+        try:
+            msgspec.json.encode(s.extra_body)
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+            raise TypeError(f"settings.extra_body cannot be encoded as JSON: {exc}") from None
+    _headers(s.extra_headers)
+    # a private, frozen copy: what the caller does to its dicts later changes nothing
+    return msgspec.convert(msgspec.to_builtins(s), ModelSettings)
+
+
+def tool_choice_of(settings: ModelSettings | None) -> str | None:
+    """The tool a setting makes the model call, if it names one (not a mode)."""
+    if settings is None or settings.tool_choice in (None, *_TOOL_CHOICES):
+        return None
+    return settings.tool_choice
