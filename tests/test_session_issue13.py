@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-import trio_agent.session as session
+import trio_agent._turn_run as _turn_run
 from trio_agent import Agent, ToolCall, ToolRegistry, UserMessage, tool
 from trio_agent.ledger import Ledger, LedgerError
 from trio_agent.stores import JsonlStore
@@ -66,7 +66,7 @@ async def test_regression_agents_with_equal_hooks_shared_one_hook_object():
 
 
 async def test_regression_a_base_exception_at_turn_start_wedged_the_agent(monkeypatch):
-    real, fired = session.TurnState, []
+    real, fired = _turn_run.TurnState, []
 
     def ki_once():
         if not fired:
@@ -74,7 +74,7 @@ async def test_regression_a_base_exception_at_turn_start_wedged_the_agent(monkey
             raise KeyboardInterrupt
         return real()
 
-    monkeypatch.setattr(session, "TurnState", ki_once)
+    monkeypatch.setattr(_turn_run, "TurnState", ki_once)  # where TurnRun finds it
     agent = Agent(model=ScriptedModel([scripted_response("r1", "ok")]))
     agent.steer("queued")
     with pytest.raises(KeyboardInterrupt):

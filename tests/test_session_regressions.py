@@ -197,12 +197,12 @@ async def test_an_agent_can_continue_request_and_event_numbering():
 
 
 async def test_an_internal_error_still_ends_the_turn_visibly(monkeypatch):
-    import trio_agent.session as session
+    import trio_agent._turn_run as _turn_run
 
     async def broken_run_turn(*args, **kwargs):
         raise RuntimeError("engine bug")
 
-    monkeypatch.setattr(session, "run_turn", broken_run_turn)
+    monkeypatch.setattr(_turn_run, "run_turn", broken_run_turn)  # where TurnRun finds it
     agent, _ = agent_with([scripted_response("r1", "x")])
     events = []
     with pytest.raises(RuntimeError, match="engine bug"):

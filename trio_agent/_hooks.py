@@ -13,7 +13,7 @@ import trio
 
 from ._errors import HOOK_ERROR, StepError, describe
 from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage
-from .model import Model, ModelRequest, ToolSpec
+from .model import Model, ModelRequest, ModelSettings, ToolSpec
 from .tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ class TurnSpec:
     tool_execution: Literal["sequential", "parallel"] = "sequential"
     max_parallel_tools: int = 10
     tool_grace_period: float = 5.0
+    settings: ModelSettings | None = None
 
 
 def build_spec(
@@ -72,6 +73,7 @@ def build_spec(
     tool_execution: Literal["sequential", "parallel"] = "sequential",
     max_parallel_tools: int = 10,
     tool_grace_period: float = 5.0,
+    settings: ModelSettings | None = None,
 ) -> TurnSpec:
     """The spec of a turn: a snapshot of ``tools`` (later registrations do not reach
     the turn) with their specs, and the options, as the loop and the session give them."""
@@ -84,6 +86,7 @@ def build_spec(
         tool_execution=tool_execution,
         max_parallel_tools=max_parallel_tools,
         tool_grace_period=float(tool_grace_period),
+        settings=settings,
     )
 
 

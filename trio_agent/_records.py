@@ -14,7 +14,7 @@ from msgspec import Meta, Struct
 
 from .events import TurnEnd
 from .messages import Message, ToolResultMessage
-from .model import Usage
+from .model import ModelSettings, Usage
 
 __all__ = [
     "FORMAT_VERSION",
@@ -192,6 +192,10 @@ class StepStartRecord(_Record, frozen=True, tag="step/start"):
 
     kind: ClassVar[Literal["step/start"]] = "step/start"
     request_id: Annotated[str, _REQUEST_ID]
+    settings: Annotated[
+        ModelSettings | None,
+        Meta(description="The settings the request is sent with; null for none (older ledgers)."),
+    ] = None
 
 
 class StepEndRecord(_Record, frozen=True, tag="step/end"):

@@ -23,6 +23,7 @@ from ._options import (
     check_tool_execution,
 )
 from ._policies import DEFAULT_RETRY, RetryPolicy, estimate_tokens, truncate_content
+from ._settings import check_run_settings, check_settings, merge_settings
 from ._transcript import Conversation, validate
 from .events import (
     ContextCompacted,
@@ -42,7 +43,7 @@ from .messages import (
     UserMessage,
     tool_result,
 )
-from .model import Model, ModelRequest
+from .model import Model, ModelRequest, ModelSettings
 from .tools import ToolRegistry
 
 __all__ = [
@@ -67,7 +68,7 @@ RESERVED_PREFIXES = ("message-", "tool-result-")
 """Id prefixes of the messages the loop makes; input messages may not use them."""
 
 RESUMED_OPTIONS = (
-    *("tools", "max_steps", "retry", "max_turn_tokens", "max_repeated_failures"),
+    *("tools", "settings", "max_steps", "retry", "max_turn_tokens", "max_repeated_failures"),
     *("context_window", "reserve_output_tokens", "count_tokens", "max_tool_result_chars"),
     *("transform_context", "before_tool_call", "after_tool_call", "should_stop_turn"),
     *("compact", "seed", "tool_execution", "max_parallel_tools", "tool_grace_period"),
@@ -147,6 +148,7 @@ class SessionPolicy:
     tool_execution: Literal["sequential", "parallel"]
     max_parallel_tools: int
     tool_grace_period: float
+    settings: ModelSettings | None
 
     @classmethod
     def build(cls, **options: Any) -> SessionPolicy:
@@ -187,6 +189,7 @@ class SessionPolicy:
                 **options,
                 "retry": DEFAULT_RETRY if retry is None else retry,
                 "tool_grace_period": float(options["tool_grace_period"]),
+                "settings": check_settings(options["settings"]),
             }
         )
         key = _sharing_key(policy)
@@ -194,8 +197,12 @@ class SessionPolicy:
             return policy
         return _POLICIES.setdefault(key, policy)
 
-    def spec(self, model: Model, tools: ToolRegistry) -> TurnSpec:
-        """A turn's spec: ``tools`` as registered now."""
+    def spec(
+        self, model: Model, tools: ToolRegistry, settings: ModelSettings | None = None
+    ) -> TurnSpec:
+        """A turn's spec: ``tools`` as registered now, and the agent's settings with
+        the turn's ``settings`` over them (``ValueError`` if a ``tool_choice``
+        names a tool it does not have)."""
         return build_spec(
             model,
             tools,
@@ -204,6 +211,7 @@ class SessionPolicy:
             self.tool_execution,
             self.max_parallel_tools,
             self.tool_grace_period,
+            check_run_settings(merge_settings(self.settings, settings), tools),
         )
 
 
@@ -233,7 +241,13 @@ def _sharing_key(policy: SessionPolicy) -> tuple[Any, ...] | None:
     if policy.count_tokens is not estimate_tokens:
         return None
     values = attrs.astuple(policy, recurse=False)
-    return tuple((type(value), value) for value in values)
+    # settings may hold dicts: their canonical JSON stands for them
+    return tuple(
+        (type(value), msgspec.json.encode(value, order="sorted"))
+        if type(value) is ModelSettings
+        else (type(value), value)
+        for value in values
+    )
 
 
 def drain(queue: list[Message], reserved: dict[str, None]) -> tuple[Message, ...]:

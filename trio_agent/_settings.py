@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Container
 from typing import Annotated, Any, Final
 
 import msgspec
@@ -15,6 +16,7 @@ __all__ = [
     "REASONING_EFFORTS",
     "ModelSettings",
     "check_settings",
+    "check_run_settings",
     "merge_settings",
     "tool_choice_of",
 ]
@@ -162,3 +164,13 @@ def tool_choice_of(settings: ModelSettings | None) -> str | None:
     if settings is None or settings.tool_choice in (None, *_TOOL_CHOICES):
         return None
     return settings.tool_choice
+
+
+def check_run_settings(settings: object, tools: Container[str]) -> ModelSettings | None:
+    """``check_settings``, and a ``tool_choice`` that names a tool names one of
+    ``tools`` (``ValueError`` before anything runs, not a provider's 400 later)."""
+    checked = check_settings(settings)
+    name = tool_choice_of(checked)
+    if name is not None and name not in tools:
+        raise ValueError(f"settings.tool_choice names {name!r}, which is not one of the tools")
+    return checked

@@ -162,6 +162,7 @@ async def _step(
         messages=conv.snapshot(),
         tools=spec.specs,
         system=spec.system,
+        settings=spec.settings,
     )
     if hooks is not DEFAULT_HOOKS:
         request = await call_hook("prepare_request", hooks.prepare_request, request, conv)
@@ -169,7 +170,7 @@ async def _step(
     state.steps += 1
     journal = conv.journal
     if journal is not None:
-        journal.step_started(request.id)
+        journal.step_started(request.id, request.settings)
         # stored (every store) before the request exists: a crash while waiting for
         # the first token leaves its trace, and a resume never sends this id again
         await journal.barrier("event")

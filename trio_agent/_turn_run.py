@@ -29,7 +29,7 @@ from .events import (
     TurnStarted,
 )
 from .messages import UserMessage, text_from_assistant
-from .model import Usage
+from .model import ModelSettings, Usage
 
 if TYPE_CHECKING:
     from .session import Agent
@@ -52,11 +52,16 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
     _task_name = "trio_agent.turn"
 
     def __init__(
-        self, agent: Agent, prompt: UserMessage | None, scope: trio.CancelScope | None
+        self,
+        agent: Agent,
+        prompt: UserMessage | None,
+        scope: trio.CancelScope | None,
+        settings: ModelSettings | None = None,
     ) -> None:
         super().__init__(scope)
         self._agent = agent
         self._prompt = prompt
+        self._settings = settings  # the turn's own, over the agent's
 
     def _emitter(self, send: trio.MemorySendChannel[SessionEvent] | None) -> Emitter:
         agent = self._agent
@@ -68,7 +73,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         agent = self._agent
         conversation = agent._conversation
         policy = agent._policy
-        spec = policy.spec(agent._model, agent._tools)  # the tools as they are now
+        spec = policy.spec(agent._model, agent._tools, self._settings)  # the tools as they are now
         state = TurnState()
         outcome: TurnOutcome | None = None
         try:

@@ -56,7 +56,7 @@ from ._records import record_encoder
 from ._records import session_exists as session_exists
 from .events import TurnEnd, TurnInterrupted
 from .messages import Message, ToolCall, ToolResultMessage
-from .model import Usage
+from .model import ModelSettings, Usage
 
 __all__ = [
     "FORMAT_VERSION",
@@ -357,8 +357,8 @@ class Ledger:
     def compacted(self, messages: tuple[Message, ...]) -> None:
         self._write(CompactedRecord(seq=self._seq, messages=messages))
 
-    def step_started(self, request_id: str) -> None:
-        self._write(StepStartRecord(seq=self._seq, request_id=request_id))
+    def step_started(self, request_id: str, settings: ModelSettings | None = None) -> None:
+        self._write(StepStartRecord(seq=self._seq, request_id=request_id, settings=settings))
 
     def step_ended(self, request_id: str, stop_reason: str) -> None:
         self._write(StepEndRecord(seq=self._seq, request_id=request_id, stop_reason=stop_reason))

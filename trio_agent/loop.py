@@ -19,6 +19,7 @@ from ._hooks import TurnSpec, TurnState, build_spec
 from ._options import check_loop_options, check_tool_execution
 from ._outcomes import result_of
 from ._run import EventRun, cancelled_from_outside
+from ._settings import check_run_settings
 from ._transcript import Conversation
 from ._turn import TurnOutcome, run_turn
 from .events import (
@@ -31,7 +32,7 @@ from .events import (
 )
 from .limits import MAX_INITIAL_MESSAGES
 from .messages import Message, TranscriptError
-from .model import Model
+from .model import Model, ModelSettings
 from .tools import ToolRegistry
 
 __all__ = ["AgentRun", "run_agent_loop"]
@@ -49,6 +50,7 @@ def run_agent_loop(
     tool_execution: Literal["sequential", "parallel"] = "sequential",
     max_parallel_tools: int = 10,
     tool_grace_period: float = 5.0,
+    settings: ModelSettings | None = None,
 ) -> AgentRun:
     """Prepare a run of the agent loop; nothing runs until it is entered or awaited.
 
@@ -67,11 +69,14 @@ def run_agent_loop(
     ``tool_execution="parallel"`` runs a batch's calls concurrently (at most
     ``max_parallel_tools`` at once; results still join the transcript in call
     order); see ``trio_agent.engine`` for what a consumer then sees.
+    ``settings`` go with every request (``ModelRequest.settings``); a
+    ``tool_choice`` naming a tool must name one of ``tools``.
     """
     check_loop_options(
         messages, model, tools, max_steps, request_sequence_start, cancel_scope, system
     )
     check_tool_execution(tool_execution, max_parallel_tools, tool_grace_period)
+    settings = check_run_settings(settings, tools)
     conversation: Conversation | None = None
     invalid: str | None = None
     if len(messages) > MAX_INITIAL_MESSAGES:
@@ -82,7 +87,14 @@ def run_agent_loop(
         except TranscriptError as exc:
             invalid = f"{exc.code}: {exc}"
     spec = build_spec(
-        model, tools, system, max_steps, tool_execution, max_parallel_tools, tool_grace_period
+        model,
+        tools,
+        system,
+        max_steps,
+        tool_execution,
+        max_parallel_tools,
+        tool_grace_period,
+        settings,
     )
     return AgentRun(
         spec, conversation, invalid, trio.CancelScope() if cancel_scope is None else cancel_scope

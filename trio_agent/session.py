@@ -54,6 +54,7 @@ from ._session_hooks import (
 from ._session_hooks import RESERVED_PREFIXES as RESERVED_PREFIXES
 from ._session_hooks import ToolBlocked as ToolBlocked
 from ._session_hooks import block as block
+from ._settings import check_run_settings, check_settings, merge_settings
 from ._transcript import Conversation
 from ._turn_run import TurnRun as TurnRun
 from .events import (
@@ -70,7 +71,7 @@ from .ledger import (
     model_label,
 )
 from .messages import Message, ToolResultMessage, UserMessage
-from .model import Model
+from .model import Model, ModelSettings
 from .stores import SessionStore
 from .stores._base import check_session_id
 from .tools import Tool, ToolRegistry
@@ -153,6 +154,7 @@ class Agent:
         *,
         model: Model,
         tools: ToolRegistry | Iterable[Tool[..., Any]] | None = None,
+        settings: ModelSettings | None = None,
         system: str = "",
         messages: Sequence[Message] = (),
         max_steps: int = 32,
@@ -282,6 +284,7 @@ class Agent:
         *,
         model: Model,
         tools: ToolRegistry | Iterable[Tool[..., Any]] | None = None,
+        settings: ModelSettings | None = None,
         system: str | None = None,
         max_steps: int = 32,
         retry: RetryPolicy | None = None,
@@ -468,6 +471,7 @@ class Agent:
         message: str | UserMessage | None = None,
         *,
         cancel_scope: trio.CancelScope | None = None,
+        settings: ModelSettings | None = None,
     ) -> TurnRun:
         """A turn on ``message`` (if any) plus the queued input; nothing runs until entered.
 
@@ -479,29 +483,35 @@ class Agent:
         to another turn it raises ``ValueError`` there; entered before the turn
         starts, the turn raises ``ValueError`` then, having recorded nothing and
         let its message's id go. Its deadline or ``run.cancel()`` ends the turn
-        as ``cancelled``, a result, not an error.
+        as ``cancelled``, a result, not an error. ``settings``: this turn's
+        ``ModelSettings``, merged field by field over the agent's own
+        (``Agent(settings=)``), checked now (``TypeError``/``ValueError``).
         """
         scope = trio.CancelScope() if cancel_scope is None else cancel_scope
-        return self._new_turn(message, cancel_scope, scope)
+        return self._new_turn(message, cancel_scope, scope, settings)
 
     def _new_turn(
         self,
         message: str | UserMessage | None,
         given: trio.CancelScope | None,
         scope: trio.CancelScope | None,
+        settings: ModelSettings | None,
     ) -> TurnRun:
         check_cancel_scope(given)
+        settings = check_settings(settings)  # the turn's, over the agent's (checked whole now)
+        check_run_settings(merge_settings(self._policy.settings, settings), self._tools)
         if self._active is not None or self._closed is not None:
             raise RuntimeError(self._closed or BUSY)
         prompt = None if message is None else self._inbox.admit(message, self._conversation)
         claim_cancel_scope(given)  # the turn's own: no other turn may take it now
-        return TurnRun(self, prompt, scope)
+        return TurnRun(self, prompt, scope, settings)
 
     async def prompt(
         self,
         message: str | UserMessage | None = None,
         *,
         cancel_scope: trio.CancelScope | None = None,
+        settings: ModelSettings | None = None,
     ) -> TurnResult:
         """Run one turn and return its result.
 
@@ -513,11 +523,11 @@ class Agent:
         cancelled nursery) also ends the turn as ``cancelled`` and records it,
         then propagates as ``trio.Cancelled``, as trio intends, so no result
         is returned. Either way the transcript keeps only complete messages
-        and queued input stays queued.
+        and queued input stays queued. ``settings`` as for ``turn()``.
         """
         # With no scope given, nothing but the caller's own scopes can cancel the turn:
         # it needs no cancel scope (and trio's 500 B per entered scope) of its own.
-        run = self._new_turn(message, cancel_scope, cancel_scope)
+        run = self._new_turn(message, cancel_scope, cancel_scope, settings)
         await inline(run)  # as run.wait(), with one frame less per suspended turn
         result = run.result
         assert result is not None  # a turn always finishes with a result
