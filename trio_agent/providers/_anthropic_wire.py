@@ -18,10 +18,11 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..model import ModelRequest
+from ..model import ModelRequest, ModelRequestError, ModelSettings
+from ._base import named_tool
 from ._media import base64_of, document_text, is_reasoning_item, not_attached
 
-__all__ = ["messages"]
+__all__ = ["messages", "settings_fields"]
 
 _PROVIDER = "Anthropic"
 
@@ -132,4 +133,52 @@ def messages(request: ModelRequest) -> list[dict[str, Any]]:
             add("assistant", _assistant_blocks(message))
         elif type(message) is ToolResultMessage:
             add("user", [_tool_result(message)])
+    return out
+
+
+def _tool_choice(settings: ModelSettings, request: ModelRequest) -> dict[str, Any] | None:
+    name = named_tool(settings, request)
+    if name is not None:
+        choice: dict[str, Any] = {"type": "tool", "name": name}
+    elif settings.tool_choice == "required":
+        choice = {"type": "any"}
+    elif settings.tool_choice is not None:
+        choice = {"type": settings.tool_choice}  # "auto", "none"
+    elif settings.parallel_tool_calls is False:
+        choice = {"type": "auto"}
+    else:
+        return None
+    if settings.parallel_tool_calls is False and choice["type"] != "none":
+        choice["disable_parallel_tool_use"] = True
+    return choice
+
+
+def settings_fields(
+    settings: ModelSettings, request: ModelRequest, max_tokens: int
+) -> dict[str, Any]:
+    """The Messages body fields for ``settings`` but ``max_tokens`` (always sent):
+    each only when it is set; ``tool_choice`` only with tools; ``thinking`` from
+    ``thinking_budget``, ``ModelRequestError`` (before anything is sent) unless
+    ``max_tokens`` is above it, as the API requires. No ``seed`` and no
+    ``reasoning_effort`` (the API has neither)."""
+    out: dict[str, Any] = {}
+    budget = settings.thinking_budget
+    if budget is not None:
+        if not max_tokens > budget:
+            raise ModelRequestError(
+                f"{_PROVIDER} requires max_tokens > the thinking budget (budget_tokens): "
+                f"max_tokens is {max_tokens}, settings.thinking_budget {budget}; "
+                "raise max_tokens or lower thinking_budget"
+            )
+        out["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    if settings.temperature is not None:
+        out["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        out["top_p"] = settings.top_p
+    if settings.stop:
+        out["stop_sequences"] = list(settings.stop)
+    if request.tools:
+        choice = _tool_choice(settings, request)
+        if choice is not None:
+            out["tool_choice"] = choice
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import urllib.parse
 from collections import deque
@@ -10,9 +11,35 @@ from typing import Any, Final
 
 import msgspec
 
+from .._settings import ModelSettings, check_settings, merge_settings
 from ..limits import MAX_STEP_CHUNKS
-from ..model import ModelError, ModelRequest, ModelResponse, TextDelta, ThinkingDelta
+from ..model import (
+    ModelError,
+    ModelRequest,
+    ModelRequestError,
+    ModelResponse,
+    TextDelta,
+    ThinkingDelta,
+)
 from ._http import HTTPStream, Redactor, scrub_error
+
+_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # RFC 9110 token
+_CLIENT_HEADERS: Final = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "user-agent",
+    }
+)
+"""Headers the HTTP client writes itself (framing, hop by hop): never the caller's."""
+_TOOL_MODES: Final = ("auto", "none", "required")
+_NO_SETTINGS: Final = ModelSettings()
 
 
 def check_base_url(url: object) -> str:
@@ -50,6 +77,46 @@ def check_base_url(url: object) -> str:
     return url.rstrip("/")
 
 
+def check_headers(headers: object, name: str) -> dict[str, str]:
+    """``headers`` as a new dict, names lowercased (an adapter's own are lowercase,
+    so one given in any case replaces it), if every name is an HTTP token that the
+    HTTP client does not write itself and every value a str without CR, LF or
+    NUL; ``TypeError`` or ``ValueError`` naming the bad one otherwise. The
+    values are never quoted (one may be a secret)."""
+    if headers is None:
+        return {}
+    if type(headers) is not dict:
+        raise TypeError(f"{name} must be a dict of str to str or None, got {headers!r:.80}")
+    out: dict[str, str] = {}
+    for key, value in headers.items():
+        if type(key) is not str or not _HEADER_NAME.match(key):
+            raise ValueError(f"{name}: {key!r:.80} is not a header name")
+        if key.lower() in _CLIENT_HEADERS:
+            raise ValueError(f"{name}: {key!r:.80} is written by the HTTP client; it cannot be set")
+        if type(value) is not str:
+            raise TypeError(f"{name}[{key!r:.80}] must be a str, got {type(value).__name__}")
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError(f"{name}[{key!r:.80}] must not hold CR, LF or NUL")
+        out[key.lower()] = value
+    return out
+
+
+def named_tool(settings: ModelSettings, request: ModelRequest) -> str | None:
+    """The tool ``settings.tool_choice`` names, if it names one (not a mode);
+    ``ModelRequestError`` if the request does not offer it (the provider would
+    refuse the request)."""
+    choice = settings.tool_choice
+    if choice is None or choice in _TOOL_MODES:
+        return None
+    if not any(t.name == choice for t in request.tools):
+        offered = ", ".join(t.name for t in request.tools)
+        raise ModelRequestError(
+            f"settings.tool_choice names the tool {choice!r}, which the request does not "
+            f"offer (it offers: {offered})"
+        )
+    return choice
+
+
 class ProviderModel:
     """Base of the adapters: key from the environment, base URL, HTTP client.
 
@@ -62,6 +129,16 @@ class ProviderModel:
     a server the system's trust store does not vouch for (a private CA); by
     default one context with the system's store serves every connection.
     Cancellation closes the HTTP stream at once.
+
+    ``settings`` (a ``ModelSettings``) apply to every request; a request's own
+    ``settings`` (the run's, agent's and turn's, merged) win field by field
+    (``settings_for``). ``default_headers`` go with every request, after the
+    adapter's own headers (a name given in any case replaces the adapter's
+    header of that name: ``anthropic-version``, ``authorization``), then the
+    settings' ``extra_headers`` over them. Only the API key is redacted from
+    errors: a secret put in a header instead is not. The body is the adapter's
+    fields, then ``extra_body`` (the constructor's, then the settings'), which
+    win over everything.
     """
 
     provider = ""
@@ -78,6 +155,8 @@ class ProviderModel:
         read_seconds: float = 120.0,
         extra_body: dict[str, Any] | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        settings: ModelSettings | None = None,
+        default_headers: dict[str, str] | None = None,
     ) -> None:
         if type(model) is not str or not model:
             raise ValueError(f"model must be a model name, got {model!r}")
@@ -99,6 +178,8 @@ class ProviderModel:
             raise TypeError(f"ssl_context must be an ssl.SSLContext or None, got {ssl_context!r}")
         self._ssl_context = ssl_context
         self._extra = dict(extra_body or {})
+        self.settings = check_settings(settings)
+        self._default_headers = check_headers(default_headers, "default_headers")
         self._connect_seconds = float(connect_seconds)
         self._read_seconds = float(read_seconds)
 
@@ -111,17 +192,43 @@ class ProviderModel:
     def _url(self) -> str:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _body(self, request: ModelRequest) -> dict[str, Any]:  # pragma: no cover
+    def _body(
+        self, request: ModelRequest, settings: ModelSettings
+    ) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def settings_for(self, request: ModelRequest) -> ModelSettings:
+        """The settings ``request`` is sent with: this model's, and the request's
+        over them field by field."""
+        return merge_settings(self.settings, request.settings) or _NO_SETTINGS
 
     def encode_request(self, request: ModelRequest) -> bytes:
         """The JSON body this adapter sends for ``request``."""
-        return msgspec.json.encode({**self._body(request), **self._extra})
+        settings = self.settings_for(request)
+        body = self._body(request, settings)
+        if self._extra:
+            body.update(self._extra)
+        if settings.extra_body:
+            body.update(settings.extra_body)
+        return msgspec.json.encode(body)
+
+    def request_headers(self, request: ModelRequest) -> dict[str, str]:
+        """The headers sent with ``request``: the adapter's, ``default_headers``,
+        then the settings' ``extra_headers``."""
+        headers = self._headers()
+        headers.update(self._default_headers)
+        extra = self.settings_for(request).extra_headers
+        if extra:
+            try:
+                headers.update(check_headers(extra, "settings.extra_headers"))
+            except (TypeError, ValueError) as exc:
+                raise ModelRequestError(str(exc)) from None
+        return headers
 
     def _open(self, request: ModelRequest) -> HTTPStream:
         return HTTPStream(
             self._url(),
-            self._headers(),
+            self.request_headers(request),
             self.encode_request(request),
             self.provider,
             self._redactor,

@@ -28,10 +28,11 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..model import ModelRequest
+from ..model import ModelRequest, ModelSettings
+from ._base import named_tool
 from ._media import data_url, document_text, is_reasoning_item, not_attached
 
-__all__ = ["SEND_REASONING", "SendReasoning", "chat_messages"]
+__all__ = ["SEND_REASONING", "SendReasoning", "chat_messages", "settings_fields"]
 
 SendReasoning = Literal["tool_calls", "always", "never"]
 SEND_REASONING: tuple[SendReasoning, ...] = ("tool_calls", "always", "never")
@@ -150,4 +151,30 @@ def chat_messages(request: ModelRequest, send_reasoning: SendReasoning) -> list[
             out.append(_assistant(message, send_reasoning))
     if media:
         out.append({"role": "user", "content": media})
+    return out
+
+
+def settings_fields(settings: ModelSettings, request: ModelRequest) -> dict[str, Any]:
+    """The Chat Completions body fields for ``settings``: each only when it is set;
+    ``tool_choice`` and ``parallel_tool_calls`` only with tools; no
+    ``thinking_budget`` (the API has none)."""
+    out: dict[str, Any] = {}
+    if settings.max_tokens is not None:
+        out["max_completion_tokens"] = settings.max_tokens
+    for field in ("temperature", "top_p", "seed"):
+        value = getattr(settings, field)
+        if value is not None:
+            out[field] = value
+    if settings.stop:
+        out["stop"] = list(settings.stop)
+    if request.tools:
+        name = named_tool(settings, request)
+        if name is not None:
+            out["tool_choice"] = {"type": "function", "function": {"name": name}}
+        elif settings.tool_choice is not None:
+            out["tool_choice"] = settings.tool_choice
+        if settings.parallel_tool_calls is not None:
+            out["parallel_tool_calls"] = settings.parallel_tool_calls
+    if settings.reasoning_effort is not None:
+        out["reasoning_effort"] = settings.reasoning_effort
     return out

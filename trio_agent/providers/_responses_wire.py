@@ -18,10 +18,11 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..model import ModelRequest, ModelRequestError
+from ..model import ModelRequest, ModelRequestError, ModelSettings
+from ._base import named_tool
 from ._media import data_url, document_text, is_reasoning_item
 
-__all__ = ["PROVIDER", "input_items", "tools"]
+__all__ = ["PROVIDER", "input_items", "settings_fields", "tools"]
 
 PROVIDER = "OpenAI"
 
@@ -118,3 +119,26 @@ def tools(request: ModelRequest) -> list[dict[str, Any]]:
         }
         for t in request.tools
     ]
+
+
+def settings_fields(settings: ModelSettings, request: ModelRequest) -> dict[str, Any]:
+    """The Responses body fields for ``settings`` but ``reasoning_effort`` (the
+    adapter merges it into ``reasoning``): each only when it is set;
+    ``tool_choice`` and ``parallel_tool_calls`` only with tools. No ``stop``,
+    ``seed`` or ``thinking_budget`` (the API has none of them)."""
+    out: dict[str, Any] = {}
+    if settings.max_tokens is not None:
+        out["max_output_tokens"] = settings.max_tokens
+    if settings.temperature is not None:
+        out["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        out["top_p"] = settings.top_p
+    if request.tools:
+        name = named_tool(settings, request)
+        if name is not None:
+            out["tool_choice"] = {"type": "function", "name": name}
+        elif settings.tool_choice is not None:
+            out["tool_choice"] = settings.tool_choice
+        if settings.parallel_tool_calls is not None:
+            out["parallel_tool_calls"] = settings.parallel_tool_calls
+    return out

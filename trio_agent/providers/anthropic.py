@@ -10,12 +10,13 @@ from ..messages import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolCall
 from ..model import (
     ModelRequest,
     ModelResponseError,
+    ModelSettings,
     TextDelta,
     ThinkingDelta,
     TransientModelError,
     Usage,
 )
-from ._anthropic_wire import messages
+from ._anthropic_wire import messages, settings_fields
 from ._base import ProviderModel, SSEModelStream, finish_response
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
 
@@ -146,8 +147,8 @@ class AnthropicModel(ProviderModel):
     ``text/plain`` document as its text (UTF-8); a document's ``title``
     when it has one. One it cannot take (text/plain by URL, or not UTF-8)
     goes as a text note saying so, never an error that would fail every
-    later request of the session too. Extended thinking (turned on with ``extra_body``)
-    streams as ``ThinkingDelta`` chunks (the thinking, then its signature)
+    later request of the session too. Extended thinking (turned on with
+    ``thinking_budget``) streams as ``ThinkingDelta`` chunks (the thinking, then its signature)
     and becomes a ``ThinkingBlock`` with the signature exactly as received;
     ``redacted_thinking`` arrives as one ``RedactedThinkingBlock`` chunk.
     Both are sent back unmodified in later requests, in their order, as the
@@ -155,6 +156,27 @@ class AnthropicModel(ProviderModel):
     Responses API reasoning item come from other providers and are not
     sent. A ``refusal`` stop is the ``refusal`` stop reason, never
     ``stop``: text streamed before it stays, tool calls are dropped.
+
+    Settings (``settings=``, and each request's over them): ``max_tokens``
+    as ``max_tokens`` (over the ``max_tokens=`` keyword, which is the
+    default); ``temperature`` and ``top_p`` under their own names (the API
+    takes temperature 0 to 1); ``stop`` as ``stop_sequences``;
+    ``tool_choice`` ``"auto"`` as ``{"type": "auto"}``, ``"none"`` as
+    ``{"type": "none"}``, ``"required"`` as ``{"type": "any"}``, a tool's
+    name as ``{"type": "tool", "name": ...}``; ``parallel_tool_calls=False``
+    as ``"disable_parallel_tool_use": true`` in it (with ``{"type":
+    "auto"}`` when no tool choice is set); both only with tools.
+    ``thinking_budget`` turns extended thinking on: ``"thinking": {"type":
+    "enabled", "budget_tokens": ...}``; the API requires ``max_tokens``
+    above it, so a budget not below ``max_tokens`` is a
+    ``ModelRequestError`` before anything is sent (with thinking on, the
+    API also refuses a forced tool choice and a changed temperature). Not
+    sent, the API having no such field: ``seed``, ``reasoning_effort``. A
+    field goes only when it is set; ``extra_body`` (the constructor's, then
+    the settings') is merged last, over everything. ``default_headers`` and
+    the settings' ``extra_headers`` go after the adapter's own headers: an
+    ``anthropic-beta`` header, or an ``anthropic-version`` that replaces
+    ``anthropic_version=``.
     """
 
     provider = "Anthropic"
@@ -173,6 +195,8 @@ class AnthropicModel(ProviderModel):
         read_seconds: float = 120.0,
         extra_body: dict[str, Any] | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        settings: ModelSettings | None = None,
+        default_headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -182,6 +206,8 @@ class AnthropicModel(ProviderModel):
             read_seconds=read_seconds,
             extra_body=extra_body,
             ssl_context=ssl_context,
+            settings=settings,
+            default_headers=default_headers,
         )
         if type(max_tokens) is not int or max_tokens < 1:
             raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
@@ -199,10 +225,11 @@ class AnthropicModel(ProviderModel):
     def _url(self) -> str:
         return f"{self.base_url}/v1/messages"
 
-    def _body(self, request: ModelRequest) -> dict[str, Any]:
+    def _body(self, request: ModelRequest, settings: ModelSettings) -> dict[str, Any]:
+        max_tokens = settings.max_tokens or self.max_tokens
         body: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.max_tokens,
+            "max_tokens": max_tokens,
             "messages": messages(request),
             "stream": True,
         }
@@ -213,6 +240,7 @@ class AnthropicModel(ProviderModel):
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}
                 for t in request.tools
             ]
+        body.update(settings_fields(settings, request, max_tokens))
         return body
 
     def stream(self, request: ModelRequest) -> _AnthropicStream:

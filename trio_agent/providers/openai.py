@@ -11,6 +11,7 @@ from ..messages import TextBlock, ThinkingBlock, ToolCall
 from ..model import (
     ModelRequest,
     ModelResponseError,
+    ModelSettings,
     TextDelta,
     ThinkingDelta,
     TransientModelError,
@@ -18,7 +19,7 @@ from ..model import (
 )
 from ._base import ProviderModel, SSEModelStream, finish_response
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
-from ._openai_wire import SEND_REASONING, SendReasoning, chat_messages
+from ._openai_wire import SEND_REASONING, SendReasoning, chat_messages, settings_fields
 
 if TYPE_CHECKING:
     import ssl
@@ -118,6 +119,23 @@ class OpenAIChatModel(ProviderModel):
     one with thinking; ``"never"`` none (servers that refuse the field, as
     DeepSeek's older reasoner did on plain turns).
 
+    Settings (``settings=``, and each request's over them): ``max_tokens``
+    goes as ``max_completion_tokens`` (OpenAI's current name; the legacy
+    ``max_tokens=`` and ``max_completion_tokens=`` keywords are sent as
+    given when the setting is unset, and dropped when it is set);
+    ``temperature``, ``top_p``, ``seed`` and ``reasoning_effort`` under their
+    own names; ``stop`` as a list; ``tool_choice`` ``"auto"``, ``"none"`` or
+    ``"required"`` as is, a tool's name as ``{"type": "function",
+    "function": {"name": ...}}``; ``parallel_tool_calls`` as is. The last two
+    only go with tools (the API refuses them without). ``thinking_budget`` is
+    not sent: Chat Completions has no such field (``reasoning_effort`` is
+    its knob). A field goes only when it is set. ``extra_body`` (the
+    constructor's, then the settings') is merged last, over everything:
+    ``extra_body={"max_tokens": n}`` for a server that knows only the old
+    name. ``default_headers`` and the settings' ``extra_headers`` (say
+    ``OpenAI-Organization``, ``OpenAI-Project``, Azure's ``api-key``,
+    OpenRouter's ``HTTP-Referer``) go after the adapter's own headers.
+
     Rate limits, 5xx, timeouts and dropped connections raise
     ``TransientModelError``; 401/403 ``ModelAuthenticationError``; a context
     overflow ``ContextOverflowError``; other refusals ``ModelRequestError``.
@@ -140,6 +158,8 @@ class OpenAIChatModel(ProviderModel):
         extra_body: dict[str, Any] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         send_reasoning: SendReasoning = "tool_calls",
+        settings: ModelSettings | None = None,
+        default_headers: dict[str, str] | None = None,
     ) -> None:
         if send_reasoning not in SEND_REASONING:
             raise ValueError(
@@ -153,6 +173,8 @@ class OpenAIChatModel(ProviderModel):
             read_seconds=read_seconds,
             extra_body=extra_body,
             ssl_context=ssl_context,
+            settings=settings,
+            default_headers=default_headers,
         )
         self.max_tokens = max_tokens
         self.max_completion_tokens = max_completion_tokens  # o-series, gpt-5
@@ -168,7 +190,7 @@ class OpenAIChatModel(ProviderModel):
     def _url(self) -> str:
         return f"{self.base_url}/chat/completions"
 
-    def _body(self, request: ModelRequest) -> dict[str, Any]:
+    def _body(self, request: ModelRequest, settings: ModelSettings) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
             "messages": chat_messages(request, self.send_reasoning),
@@ -187,10 +209,12 @@ class OpenAIChatModel(ProviderModel):
                 }
                 for t in request.tools
             ]
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
-        if self.max_completion_tokens is not None:
-            body["max_completion_tokens"] = self.max_completion_tokens
+        if settings.max_tokens is None:  # the legacy keywords, as given
+            if self.max_tokens is not None:
+                body["max_tokens"] = self.max_tokens
+            if self.max_completion_tokens is not None:
+                body["max_completion_tokens"] = self.max_completion_tokens
+        body.update(settings_fields(settings, request))
         return body
 
     def stream(self, request: ModelRequest) -> _OpenAIStream:

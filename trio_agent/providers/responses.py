@@ -12,6 +12,7 @@ from ..messages import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolCall
 from ..model import (
     ModelRequest,
     ModelResponseError,
+    ModelSettings,
     TextDelta,
     ThinkingDelta,
     TransientModelError,
@@ -19,7 +20,7 @@ from ..model import (
 )
 from ._base import ProviderModel, SSEModelStream, finish_response
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
-from ._responses_wire import PROVIDER, input_items, tools
+from ._responses_wire import PROVIDER, input_items, settings_fields, tools
 
 if TYPE_CHECKING:
     import ssl
@@ -137,8 +138,8 @@ class OpenAIResponsesModel(ProviderModel):
     requests, in their place; reasoning summaries (``reasoning_summary=
     "auto"``) stream as ``ThinkingDelta`` chunks, kept as ``ThinkingBlock``
     and not sent back (the summary travels inside its reasoning item).
-    ``max_output_tokens`` and ``reasoning_effort`` are sent when set;
-    ``extra_body`` is merged into the body last (it can override anything).
+    ``max_output_tokens``, ``reasoning_effort`` and ``reasoning_summary``
+    are sent when set.
     Text streams as it arrives; a function call becomes one ``ToolCall``
     once the response completed, its arguments parsed strictly; calls of an
     incomplete (``length``, ``content_filter``) or refused response are
@@ -146,6 +147,19 @@ class OpenAIResponsesModel(ProviderModel):
     tokens. Errors are those of ``OpenAIChatModel``: rate limits, 5xx,
     ``server_error``, timeouts and dropped connections raise
     ``TransientModelError``.
+
+    Settings (``settings=``, and each request's over them): ``max_tokens``
+    as ``max_output_tokens`` (over the ``max_output_tokens=`` keyword);
+    ``temperature`` and ``top_p`` under their own names; ``tool_choice``
+    ``"auto"``, ``"none"`` or ``"required"`` as is, a tool's name as
+    ``{"type": "function", "name": ...}``; ``parallel_tool_calls`` as is,
+    both only with tools; ``reasoning_effort`` as ``"reasoning": {"effort":
+    ...}`` (over the ``reasoning_effort=`` keyword, beside
+    ``reasoning_summary``'s ``"summary"``). Not sent, the API having no
+    such field: ``stop``, ``seed``, ``thinking_budget``. A field goes only
+    when it is set; ``extra_body`` (the constructor's, then the settings')
+    is merged last, over everything. ``default_headers`` and the settings'
+    ``extra_headers`` go after the adapter's own headers.
     """
 
     provider = "OpenAI"
@@ -165,6 +179,8 @@ class OpenAIResponsesModel(ProviderModel):
         read_seconds: float = 120.0,
         extra_body: dict[str, Any] | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        settings: ModelSettings | None = None,
+        default_headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -174,6 +190,8 @@ class OpenAIResponsesModel(ProviderModel):
             read_seconds=read_seconds,
             extra_body=extra_body,
             ssl_context=ssl_context,
+            settings=settings,
+            default_headers=default_headers,
         )
         self.max_output_tokens = max_output_tokens
         self.reasoning_effort = reasoning_effort  # "minimal", "low", "medium", "high"
@@ -189,7 +207,7 @@ class OpenAIResponsesModel(ProviderModel):
     def _url(self) -> str:
         return f"{self.base_url}/responses"
 
-    def _body(self, request: ModelRequest) -> dict[str, Any]:
+    def _body(self, request: ModelRequest, settings: ModelSettings) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model}
         if request.system:
             body["instructions"] = request.system
@@ -199,10 +217,11 @@ class OpenAIResponsesModel(ProviderModel):
         body.update(stream=True, store=False, include=["reasoning.encrypted_content"])
         if self.max_output_tokens is not None:
             body["max_output_tokens"] = self.max_output_tokens
+        body.update(settings_fields(settings, request))  # a setting wins over a keyword
         reasoning = {
             key: value
             for key, value in (
-                ("effort", self.reasoning_effort),
+                ("effort", settings.reasoning_effort or self.reasoning_effort),
                 ("summary", self.reasoning_summary),
             )
             if value is not None
