@@ -138,13 +138,16 @@ def run(args: argparse.Namespace) -> int:
     model = config.model_object()
     config = msgspec.structs.replace(config, base_url=model.base_url)  # as it is used
     workspace = Workspace(config.workspace)
+    tools = workspace.tools()
+    settings = config.settings(tools.names())  # a usage error now, before anything runs
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
 
     async def body() -> int:
         agent = Agent(
             model=model,
-            tools=workspace.tools(),
+            tools=tools,
+            settings=settings,
             system=config.system,
             max_steps=config.max_steps,
             retry=config.retry(),
@@ -198,6 +201,8 @@ def resume(args: argparse.Namespace) -> int:
     config = resolve(flags, recorded(derived.metadata), system=derived.system)
     model = config.model_object(key_named_by=_key_named_by(flags, config))
     workspace = Workspace(config.workspace)
+    tools = workspace.tools()
+    settings = config.settings(tools.names())  # a usage error now, before anything runs
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
 
@@ -206,7 +211,8 @@ def resume(args: argparse.Namespace) -> int:
             store,
             session_id,
             model=model,
-            tools=workspace.tools(),
+            tools=tools,
+            settings=settings,
             system=config.system,
             max_steps=config.max_steps,
             retry=config.retry(),

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import Meta, Struct
 
+from .._settings import check_run_settings
 from ..limits import MAX_AGENT_STEPS
+from ..model import ModelSettings
 from ..session import RetryPolicy
 from ._parser import (
     ANTHROPIC_MAX_TOKENS,
@@ -39,6 +41,7 @@ _Count = Annotated[int, Meta(ge=0)]
 # The settings that belong to one provider: a resume that switches --provider
 # takes none of them from the record.
 _PROVIDER_SETTINGS: Final = ("model", "base_url", "api_key_env", "max_tokens")
+_MODEL_SETTINGS: Final = ("temperature", "tool_choice", "reasoning_effort")
 
 
 class Settings(Struct, kw_only=True):
@@ -53,6 +56,9 @@ class Settings(Struct, kw_only=True):
     max_tokens: _Positive | None = None
     retries: _Count | None = None
     api_key_env: str | None = None
+    temperature: float | None = None
+    tool_choice: str | None = None
+    reasoning_effort: str | None = None
 
 
 class RunConfig(Struct, kw_only=True):
@@ -70,10 +76,18 @@ class RunConfig(Struct, kw_only=True):
     max_tokens: int | None
     retries: int
     api_key_env: str | None
+    temperature: float | None = None
+    tool_choice: str | None = None
+    reasoning_effort: str | None = None
 
     def metadata(self) -> dict[str, Any]:
-        """The Agent metadata that records this configuration."""
-        return {METADATA_KEY: msgspec.to_builtins(self)}
+        """The Agent metadata that records this configuration (model settings only
+        when given: a record without them reads as before they existed)."""
+        data = msgspec.to_builtins(self)
+        for name in _MODEL_SETTINGS:
+            if data[name] is None:
+                del data[name]
+        return {METADATA_KEY: data}
 
     def key_variable(self) -> str:
         return self.api_key_env or KEY_VARIABLES[self.provider]
@@ -119,6 +133,22 @@ class RunConfig(Struct, kw_only=True):
             max_tokens=self.max_tokens or ANTHROPIC_MAX_TOKENS,
         )
 
+    def settings(self, tools: Container[str]) -> ModelSettings | None:
+        """The model settings the flags give (None: none given); a usage error if
+        ``--tool-choice`` names none of ``tools``."""
+        if self.temperature is None and self.tool_choice is None and self.reasoning_effort is None:
+            return None
+        settings = ModelSettings(
+            temperature=self.temperature,
+            tool_choice=self.tool_choice,
+            reasoning_effort=self.reasoning_effort,
+        )
+        try:
+            return check_run_settings(settings, tools)
+        except ValueError as exc:
+            names = ", ".join(sorted(tools)) if isinstance(tools, Iterable) else ""
+            raise UsageError(f"--tool-choice: {exc} ({names})") from None
+
     def retry(self) -> RetryPolicy:
         """``retries`` more attempts after the first, for transient model errors."""
         return RetryPolicy(attempts=self.retries + 1)
@@ -136,6 +166,9 @@ def given(args: argparse.Namespace) -> Settings:
         max_tokens=args.max_tokens,
         retries=args.retries,
         api_key_env=args.api_key_env,
+        temperature=args.temperature,
+        tool_choice=args.tool_choice,
+        reasoning_effort=args.reasoning_effort,
     )
 
 
@@ -193,4 +226,7 @@ def resolve(flags: Settings, record: Settings | None = None, *, system: str) -> 
         max_tokens=merged.max_tokens,
         retries=DEFAULT_RETRIES if merged.retries is None else merged.retries,
         api_key_env=merged.api_key_env,
+        temperature=merged.temperature,
+        tool_choice=merged.tool_choice,
+        reasoning_effort=merged.reasoning_effort,
     )

@@ -11,6 +11,7 @@ from typing import Final
 
 import attrs
 
+from .._settings import REASONING_EFFORTS
 from ..limits import MAX_AGENT_STEPS
 from ..providers._base import check_base_url
 
@@ -55,6 +56,21 @@ def env_name(text: str) -> str:
     if not _ENV_NAME.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not an environment variable name")
     return text
+
+
+def fraction(most: float) -> Callable[[str], float]:
+    """A number in ``0..most``, as argparse's ``type``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not 0.0 <= value <= most:  # NaN fails too
+            raise argparse.ArgumentTypeError(f"must be in 0..{most:g}, got {text}")
+        return value
+
+    return parse
 
 
 def count(least: int, most: int | None = None) -> Callable[[str], int]:
@@ -156,6 +172,24 @@ def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:
         "max_completion_tokens, the Responses API's max_output_tokens ("
         + default(f"{ANTHROPIC_MAX_TOKENS} for anthropic, the server's own for the others")
         + ")",
+    )
+    sub.add_argument(
+        "--temperature",
+        type=fraction(2.0),
+        metavar="T",
+        help="sampling temperature, 0..2 (" + default("the provider's own") + ")",
+    )
+    sub.add_argument(
+        "--tool-choice",
+        metavar="CHOICE",
+        help="auto, none, required, or the name of a workspace tool the model must call ("
+        + default("the provider's own: auto")
+        + ")",
+    )
+    sub.add_argument(
+        "--reasoning-effort",
+        choices=REASONING_EFFORTS,
+        help="how hard a reasoning model thinks (" + default("the provider's own") + ")",
     )
     sub.add_argument(
         "--retries",
