@@ -159,9 +159,29 @@ async def test_tool_call_deltas_without_an_index_are_told_apart_by_id(loopback):
     assert response.content == (ToolCall("a", "f", {"x": 1}), ToolCall("b", "g", {"y": 2}))
 
 
-async def test_a_stream_without_done_is_not_complete(loopback):
-    loopback.replies.append(Reply(body=sse(choice({"content": "hi"}), choice({}, "stop"))))
-    with pytest.raises(TransientModelError, match=r"\[DONE\]"):
+async def test_a_stream_that_ends_cleanly_after_its_finish_reason_without_done_is_whole(
+    loopback,
+):
+    # Issue 16: llama.cpp before PR 9459, TGI before PR 2221, ik_llama.cpp and
+    # mistral.rs send no [DONE]; this was retried as transient, then failed.
+    for chunked in (False, True):
+        body = sse(choice({"content": "hi"}), choice({}, "stop"))
+        loopback.replies.append(Reply(body=body, chunked=chunked, piece=40))
+        chunks, response = await read(openai(loopback))
+        assert response.content == (TextBlock("hi"),) and response.stop_reason == "stop"
+
+
+async def test_a_chunked_stream_cut_after_its_finish_reason_is_still_an_error(loopback):
+    # the connection closes without the last chunk: a cut, not an end
+    body = sse(choice({"content": "hi"}), choice({}, "stop"))
+    loopback.replies.append(Reply(body=body, chunked=True, end_chunked=False, piece=40))
+    with pytest.raises(TransientModelError):
+        await read(openai(loopback))
+
+
+async def test_a_stream_that_ends_before_its_finish_reason_is_not_complete(loopback):
+    loopback.replies.append(Reply(body=sse(choice({"content": "hi"}))))
+    with pytest.raises(TransientModelError, match="before a finish reason"):
         await read(openai(loopback))
 
 

@@ -317,8 +317,11 @@ class _OpenAIStream(SSEModelStream):
     def _finish(self) -> None:
         if self._stop is None:
             raise TransientModelError("OpenAI stream ended before a finish reason")
-        if not self._ended:
-            raise TransientModelError("OpenAI stream ended before data: [DONE]")
+        # A body that ended after its finish reason without ``data: [DONE]`` is
+        # whole: llama.cpp before PR 9459, TGI before PR 2221, ik_llama.cpp and
+        # mistral.rs end so (openai-python takes it too). A cut connection is
+        # the HTTP layer's error, never an end; only usage sent after the
+        # finish may be missing then.
         self._flush_reasoning()
         content: list[Any] = [
             ThinkingBlock("".join(pieces)) if thinking else TextBlock("".join(pieces))
