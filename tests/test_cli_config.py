@@ -105,8 +105,7 @@ async def test_a_base_url_without_a_scheme_is_a_usage_error_at_parse_time(tmp_pa
     [
         ("http://127.0.0.1:99999/v1", "bad port"),
         ("http://127.0.0.1:abc/v1", "bad port"),
-        ("http://127.0.0.1:8000/v1?key=SECRET", "must not have a query"),
-        ("http://127.0.0.1:8000/v1#SECRET", "or a fragment"),
+        ("http://127.0.0.1:8000/v1#SECRET", "must not have a fragment"),
         ("http://user:SECRET@127.0.0.1:8000/v1", "must not hold a user name or password"),
     ],
 )

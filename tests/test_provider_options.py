@@ -41,16 +41,13 @@ def test_a_base_url_needs_a_scheme_and_a_host(url):
         ("http://127.0.0.1:99999/v1", "bad port"),
         ("http://127.0.0.1:abc/v1", "bad port"),
         ("http://127.0.0.1:0/v1", "bad port"),
-        ("https://proxy.example/v1?key=SECRET", "must not have a query"),
-        ("https://proxy.example/v1?", "must not have a query"),
-        ("https://proxy.example/v1#SECRET", "or a fragment"),
+        ("https://proxy.example/v1#SECRET", "must not have a fragment"),
+        ("https://proxy.example/v1?api-version=1#SECRET", "must not have a fragment"),
         ("http://user:SECRET@proxy.example/v1", "must not hold a user name or password"),
         ("http://SECRET@proxy.example/v1", "must not hold a user name or password"),
     ],
 )
-def test_a_base_url_with_a_bad_port_a_query_a_fragment_or_user_info_is_refused(
-    url, says, monkeypatch
-):
+def test_a_base_url_with_a_bad_port_a_fragment_or_user_info_is_refused(url, says, monkeypatch):
     for given in ({"base_url": url}, {}):
         monkeypatch.setenv("ANTHROPIC_BASE_URL", url)  # the variable is checked alike
         with pytest.raises(ValueError, match=says) as caught:
@@ -66,3 +63,28 @@ def test_a_good_base_url_loses_its_trailing_slash(monkeypatch):
     )
     for url in ("https://[::1]:65535/v1", "http://proxy.example:1/api/@v1"):
         assert OpenAIChatModel("m", api_key="k", base_url=url).base_url == url
+
+
+async def test_a_base_url_query_is_kept_after_the_api_path(loopback):
+    # Issue 16: Azure's deployments take ?api-version=...; the path was glued
+    # after the query string.
+    from loopback import Reply, fixture
+
+    from trio_agent import ModelRequest, UserMessage
+    from trio_agent.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+
+    request = ModelRequest("request-001", (UserMessage("u1", "hi"),), ())
+    base = f"{loopback.url}/openai/deployments/gpt-4o/?api-version=2024-10-21"
+    cases = [
+        (OpenAIChatModel, "openai_text.sse", "/openai/deployments/gpt-4o/chat/completions"),
+        (AnthropicModel, "anthropic_text.sse", "/openai/deployments/gpt-4o/v1/messages"),
+    ]
+    for make, name, path in cases:
+        loopback.replies.append(Reply(body=fixture(name)))
+        model = make("m", api_key="k", base_url=base)
+        assert model.base_url == f"{loopback.url}/openai/deployments/gpt-4o?api-version=2024-10-21"
+        async with model.stream(request) as stream:
+            await stream.response()
+        assert loopback.requests[-1].path == f"{path}?api-version=2024-10-21"
+    responses = OpenAIResponsesModel("m", api_key="k", base_url=base)
+    assert responses._url().endswith("/openai/deployments/gpt-4o/responses?api-version=2024-10-21")

@@ -45,8 +45,9 @@ _NO_SETTINGS: Final = ModelSettings()
 def check_base_url(url: object) -> str:
     """``url`` without its trailing ``/``, if it is an http(s) URL with a host and a
     valid port, if any; else ``ValueError`` saying what a base URL looks like. A
-    query or fragment (the API path could not be appended) and a user name or
-    password (a secret, which would be recorded) are refused too, never quoted."""
+    query is kept (``?api-version=...``: the API path goes before it, see
+    ``api_url``); a fragment and a user name or password (a secret, which would
+    be recorded) are refused, never quoted."""
     if type(url) is not str:
         raise TypeError(f"base_url must be a str, got {type(url).__name__}")
     parts = urllib.parse.urlsplit(url)
@@ -55,11 +56,11 @@ def check_base_url(url: object) -> str:
             "base_url must not hold a user name or password (user:password@host): "
             "the API key is passed apart, never in the URL"
         )
-    if "?" in url or "#" in url:
+    if "#" in url:
         base = url.partition("?")[0].partition("#")[0]
         raise ValueError(
-            f"base_url must not have a query (?...) or a fragment (#...), got {base!r} "
-            "with one: the API path is appended to the base URL"
+            f"base_url must not have a fragment (#...), got {base!r} with one: a fragment "
+            "is never sent"
         )
     example = "(for example http://localhost:8000/v1)"
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -74,7 +75,16 @@ def check_base_url(url: object) -> str:
         raise ValueError(
             f"base_url has a bad port, got {url!r}: a port is a number in 1..65535 {example}"
         )
-    return url.rstrip("/")
+    path, mark, query = url.partition("?")
+    return path.rstrip("/") + mark + query
+
+
+def api_url(base_url: str, path: str) -> str:
+    """The URL of an API ``path`` under ``base_url``: the path goes before the base
+    URL's query, if it has one (``.../deployments/x?api-version=1`` and
+    ``/chat/completions`` make ``.../deployments/x/chat/completions?api-version=1``)."""
+    base, mark, query = base_url.partition("?")
+    return base + path + mark + query
 
 
 def check_headers(headers: object, name: str) -> dict[str, str]:

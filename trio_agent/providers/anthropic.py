@@ -17,7 +17,7 @@ from ..model import (
     Usage,
 )
 from ._anthropic_wire import messages, settings_fields
-from ._base import ProviderModel, SSEModelStream, finish_response
+from ._base import ProviderModel, SSEModelStream, api_url, finish_response
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ class AnthropicModel(ProviderModel):
         }
 
     def _url(self) -> str:
-        return f"{self.base_url}/v1/messages"
+        return api_url(self.base_url, "/v1/messages")
 
     def _body(self, request: ModelRequest, settings: ModelSettings) -> dict[str, Any]:
         max_tokens = settings.max_tokens or self.max_tokens

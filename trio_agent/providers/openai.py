@@ -17,7 +17,7 @@ from ..model import (
     TransientModelError,
     Usage,
 )
-from ._base import ProviderModel, SSEModelStream, finish_response
+from ._base import ProviderModel, SSEModelStream, api_url, finish_response
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
 from ._openai_wire import SEND_REASONING, SendReasoning, chat_messages, settings_fields
 
@@ -188,7 +188,7 @@ class OpenAIChatModel(ProviderModel):
         }
 
     def _url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        return api_url(self.base_url, "/chat/completions")
 
     def _body(self, request: ModelRequest, settings: ModelSettings) -> dict[str, Any]:
         body: dict[str, Any] = {

@@ -18,7 +18,7 @@ from ..model import (
     TransientModelError,
     Usage,
 )
-from ._base import ProviderModel, SSEModelStream, finish_response
+from ._base import ProviderModel, SSEModelStream, api_url, finish_response
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
 from ._responses_wire import PROVIDER, input_items, settings_fields, tools
 
@@ -205,7 +205,7 @@ class OpenAIResponsesModel(ProviderModel):
         }
 
     def _url(self) -> str:
-        return f"{self.base_url}/responses"
+        return api_url(self.base_url, "/responses")
 
     def _body(self, request: ModelRequest, settings: ModelSettings) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model}
