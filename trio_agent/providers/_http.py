@@ -1,10 +1,12 @@
-"""What both provider adapters share: a small HTTP/1.1 streaming client on trio,
-a bytes-level SSE parser, HTTP errors mapped to our error classes, and keeping
-secrets out of messages."""
+"""What both provider adapters share: a small HTTP/1.1 streaming client on trio
+and HTTP errors mapped to our error classes. The SSE parser is in _sse.py, the
+gzip and deflate decoder in _inflate.py, keeping secrets out of messages in
+_secrets.py."""
 
 from __future__ import annotations
 
 import email.utils
+import html
 import math
 import re
 import ssl
@@ -12,7 +14,7 @@ import time
 import urllib.parse
 from collections.abc import Mapping
 from itertools import repeat
-from typing import Any, final
+from typing import Any
 
 import msgspec
 import trio
@@ -25,134 +27,29 @@ from ..model import (
     ModelResponseError,
     TransientModelError,
 )
+from ._inflate import Inflater, content_coding, supported
+from ._secrets import CUT, error_read_limit
+from ._secrets import MAX_ERROR_TEXT as MAX_ERROR_TEXT  # moved; still importable from here
+from ._secrets import Redactor as Redactor
+from ._secrets import scrub_error as scrub_error
+from ._sse import MAX_EVENT_BYTES as MAX_EVENT_BYTES  # moved; still importable from here
+from ._sse import SSEParser as SSEParser
 
-MAX_ERROR_TEXT = 2000
-"""Characters an error message carries at most: server text beyond it is cut."""
 MAX_ARGUMENT_BYTES = 64 * 1024
 """Raw bytes of one tool call's streamed arguments; more is a broken stream."""
-MAX_EVENT_BYTES = 1024 * 1024
-"""Bytes of one server-sent event; more is a broken stream."""
+
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+"""Bytes of a JSON body answering a streamed request (a server that ignored
+``stream``); more is refused."""
+PREVIEW_CHARS = 200
+"""Characters of an unexpected 200 body (HTML, a whole JSON document) its error quotes."""
+_SEND_PIECE = 64 * 1024
+"""Bytes of the request sent under one write deadline."""
+_SCRIPT = re.compile(r"<(?:script|style)\b[^<>]*>[^<]*", re.IGNORECASE)  # and its text
+_TAG = re.compile(r"<[^<>]*>")  # linear: no scan past the next "<"
+_SSE_START = re.compile(rb"(?:data|event|id|retry)?:")  # a field, or a comment
 
 _TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
-
-# ------------------------------------------------------------------ secrets
-#
-# Any text a server sends may quote the API key: an echo of it in an error body
-# or an in-stream error, or a header or chunk-size line made of it that we quote
-# as malformed. Every error an adapter raises is scrubbed once, where it leaves
-# the adapter (``SSEModelStream``, in _base.py): every form of the key is
-# redacted, then the message is cut to ``MAX_ERROR_TEXT``.
-
-_REDACTED = "[redacted]"
-_CUT = " [cut]"
-_LONGEST_FORM = 32
-"""Characters one character of a key takes at most in a form ``_char_forms``
-matches (a 4-byte UTF-8 character as four ``%2525XX``: 28)."""
-
-
-def _char_forms(char: str) -> str:
-    """A regex for one character of a key in every form a server or our own
-    quoting may give it: raw or backslash-escaped (``\\/``), as a ``\\uXXXX``
-    (``\\UXXXXXXXX``, a surrogate pair) or ``\\xXX`` escape, percent-encoded
-    (``%XX`` per UTF-8 byte, double-encoded ``%25XX`` too) or as an HTML character
-    reference; up to 4 backslashes before an escape (a repr of an escape doubles
-    them). Longest forms first: the group is atomic."""
-    code = ord(char)
-    utf8 = char.encode()
-    escape = r"\\{1,4}"
-    forms = [f"{escape}U{code:08x}"]  # case-insensitive: \U0000002f, \u0000002F
-    if code > 0xFFFF:  # JSON escapes an astral character as a surrogate pair
-        high, low = divmod(code - 0x10000, 0x400)
-        forms.append(f"{escape}u{0xD800 + high:04x}{escape}u{0xDC00 + low:04x}")
-    else:
-        forms.append(f"{escape}u{code:04x}")  # \u002f, \\u002F
-    forms.append("".join(f"{escape}x{byte:02x}" for byte in utf8))  # repr of bytes
-    if 0x7F < code < 0x100:
-        forms.append(f"{escape}x{code:02x}")  # repr of a non-printable str character
-    forms.append("".join(f"%(?:25){{0,2}}{byte:02x}" for byte in utf8))
-    forms.append(f"&#(?:0{{0,4}}{code}|x0{{0,4}}{code:x});")
-    forms.append(r"\\{0,4}" + re.escape(char))
-    if code > 0x7F:  # its UTF-8 bytes read as latin-1 (a header we decoded so)
-        forms.append(re.escape(utf8.decode("latin-1")))
-    return f"(?>{'|'.join(forms)})"
-
-
-def secret_pattern(secret: str) -> re.Pattern[str]:
-    """The one definition of what ``secret`` looks like in a text: any mixture,
-    character by character, of the forms of ``_char_forms`` (case-insensitive:
-    redacting a little too much is harmless)."""
-    return re.compile("".join(map(_char_forms, secret)), re.IGNORECASE)
-
-
-@final
-class Redactor:
-    """Finds one API key in error texts, in any of its forms; built once per key
-    (by the adapter), shared by all its streams. Its repr shows nothing of it."""
-
-    __slots__ = ("_pattern", "reach")
-
-    def __init__(self, secret: str) -> None:
-        if not secret:
-            raise ValueError("a Redactor needs a non-empty secret")
-        self._pattern = secret_pattern(secret)
-        self.reach = len(secret) * _LONGEST_FORM  # characters its longest form can take
-
-    def __repr__(self) -> str:
-        return "Redactor()"
-
-    def redact(self, text: str) -> str:
-        """``text`` with every form of the key replaced."""
-        return self._pattern.sub(_REDACTED, text)
-
-
-def scrub_text(text: str, redactor: Redactor | None) -> str:
-    """``text`` with the key redacted, then cut to ``MAX_ERROR_TEXT`` characters.
-
-    Only the text the cut can keep is searched: the first ``MAX_ERROR_TEXT`` plus
-    the reach of one key, so that a key starting before the cap is seen whole.
-    The last ``reach`` characters of that are dropped after redacting (a key cut
-    in two by the first cut may stand there, and redacting shortens what comes
-    before, so they could move under the cap): no part of a key survives a cut.
-    """
-    reach = redactor.reach if redactor is not None else 0
-    searched = MAX_ERROR_TEXT + reach
-    if len(text) > searched:
-        text = text[:searched]
-        if redactor is not None:
-            text = redactor.redact(text)[:-reach]
-        return text[: MAX_ERROR_TEXT - len(_CUT)] + _CUT
-    if redactor is not None:
-        text = redactor.redact(text)
-    if len(text) > MAX_ERROR_TEXT:  # redacting a short key can lengthen the text
-        text = text[: MAX_ERROR_TEXT - len(_CUT)] + _CUT
-    return text
-
-
-def scrub_error(exc: ModelError, redactor: Redactor | None) -> None:
-    """Scrub an error (and the errors chained to it) in place, keeping its type and
-    attributes: every text argument and note goes through ``scrub_text``, and a
-    hidden ``__context__`` (suppressed by ``raise ... from None``: the parse error it
-    replaced, which may quote the raw text) is dropped."""
-    seen: set[int] = set()
-    error: BaseException | None = exc
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, ModelError):
-            error.args = tuple(
-                scrub_text(arg, redactor) if type(arg) is str else arg for arg in error.args
-            )
-            notes = getattr(error, "__notes__", None)
-            if type(notes) is list:
-                notes[:] = [scrub_text(n, redactor) if type(n) is str else n for n in notes]
-        if error.__suppress_context__:
-            error.__context__ = None
-        error = error.__cause__ if error.__cause__ is not None else error.__context__
-
-
-def error_read_limit(redactor: Redactor | None) -> int:
-    """Bytes of an error response to read: enough for all the text ``scrub_text``
-    searches (a character takes up to 4 bytes of UTF-8)."""
-    return 4 * (MAX_ERROR_TEXT + (redactor.reach if redactor is not None else 0))
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
@@ -207,11 +104,19 @@ def error_for_status(
 def stream_error(provider: str, kind: str, message: str) -> ModelError:
     """An error the provider reported inside the stream, typed by its kind (it
     quotes the provider raw: see ``scrub_error``)."""
-    text = f"{provider} stream error {kind}: {message}"
+    text = f"{provider} stream error{f' {kind}' if kind else ''}: {message}"
     lowered = f"{kind} {message}".lower()
     if any(
         k in lowered
-        for k in ("overloaded", "rate_limit", "server_error", "api_error", "timeout", "unavailable")
+        for k in (
+            "overloaded",
+            "rate_limit",
+            "server_error",
+            "api_error",
+            "timeout",
+            "unavailable",
+            "upstream connect",  # Envoy's 503: "upstream connect error or disconnect/reset"
+        )
     ):
         return TransientModelError(text)
     if any(k in lowered for k in ("authentication", "permission", "invalid_api_key")):
@@ -232,54 +137,8 @@ def transport_error(provider: str, exc: Exception) -> ModelError:
     return TransientModelError(text)
 
 
-# The data of an event: its first data line's value, and any data lines right after
-# it. Every line is matched with the newline before it (the parser keeps one in
-# front of its buffer), so the scan looks for a literal prefix, in C.
-_DATA = re.compile(rb"\ndata: ?([^\n]*(?:\ndata:[^\n]*)*)")
-_MORE_DATA = re.compile(rb"\ndata: ?")
 # A chunk's size line, with the line end of the chunk before it (HTTP/1.1 chunked).
 _CHUNK_HEAD = re.compile(rb"\r\n([0-9A-Fa-f]+)(?:;[^\r\n]*)?\r\n")
-
-
-@final
-class SSEParser:
-    """Splits a byte stream into the data of its server-sent events.
-
-    Works on whole reads, in C where it can: complete events are the bytes up
-    to the last blank line; their ``data:`` lines are found by one regex scan.
-    An event with several ``data:`` lines (rare) has them joined with
-    newlines, as the SSE rules say. Event names and comments are dropped (the
-    adapters read the type from the data). CRLF and CR line ends are
-    normalised, also when a CRLF is split between two reads.
-    """
-
-    __slots__ = ("_buffer",)
-
-    def __init__(self) -> None:
-        self._buffer = b"\n"  # always starts with a line end: see _DATA
-
-    def feed(self, data: bytes) -> list[bytes]:
-        buffer = self._buffer + data
-        held = b""
-        if b"\r" in buffer:
-            if buffer.endswith(b"\r"):  # maybe half of a CRLF: decide on the next read
-                buffer, held = buffer[:-1], b"\r"
-            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        cut = buffer.rfind(b"\n\n")
-        if cut == -1:
-            self._buffer = buffer + held
-            if len(self._buffer) > MAX_EVENT_BYTES + 1:
-                raise ModelResponseError(
-                    f"a server-sent event is longer than {MAX_EVENT_BYTES} bytes"
-                )
-            return []
-        # Complete events end at cut + 1 (scanned in place, not copied); the rest keeps
-        # the second line end of the blank line in front of it.
-        values = _DATA.findall(buffer, 0, cut + 1)  # one scan, in C
-        if buffer.count(b"\ndata:", 0, cut + 1) != len(values):  # an event with several
-            values = [_MORE_DATA.sub(b"\n", value) for value in values]  # data lines (rare)
-        self._buffer = buffer[cut + 1 :] + held
-        return values
 
 
 _default_tls: ssl.SSLContext | None = None
@@ -302,8 +161,16 @@ class HTTPStream:
     No async generators anywhere (nothing is left for a finalizer to warn
     about) and no connection pool: closing it closes the socket at once,
     also on cancellation. ``connect_seconds`` bounds connecting (and the TLS
-    handshake), ``read_seconds`` each wait for the next bytes; both failures
-    are transient. Bodies may be chunked, sized or closed-delimited.
+    handshake), ``read_seconds`` each wait for the server to take the next
+    piece of the request (a write timeout) or to send the next bytes; all three
+    failures are transient. Bodies may be chunked, sized or closed-delimited,
+    and gzip or deflate although ``accept-encoding: identity`` is sent.
+
+    A 200 that is not an event stream is refused at ``open``: HTML (a captive
+    portal, a proxy's page) and a JSON error object with the server's text. Any
+    other JSON 200 (a whole completion: a server that ignored ``stream``) is read
+    and kept as ``document`` for an adapter that can take it; reading events
+    from it is a ``ModelResponseError``.
 
     Its errors quote what the server sent as it is: ``secret`` (the adapter's
     ``Redactor`` for its key) is what ``SSEModelStream`` scrubs them with.
@@ -338,6 +205,8 @@ class HTTPStream:
             "connection: close",
             "user-agent: trio-agent",
         ]
+        if not any(k.lower() == "accept-encoding" for k in headers):
+            lines.append("accept-encoding: identity")  # a proxy may compress anyway
         lines += [f"{k}: {v}" for k, v in headers.items()]
         self._head = ("\r\n".join(lines) + "\r\n\r\n").encode()
         self._body = body
@@ -352,6 +221,9 @@ class HTTPStream:
         self._chunked = False
         self._remaining: int | None = None  # bytes left of a sized body, or of a chunk
         self._parser = SSEParser()
+        self._inflater: Inflater | None = None  # a gzip or deflate body's decoder
+        self.document: bytes | None = None  # a JSON 200's whole body (not a stream)
+        self._ahead: bytes | None = None  # decoded body bytes read at open, not yet parsed
 
     async def _receive(self) -> bytes | bytearray:
         assert self._stream is not None
@@ -395,14 +267,71 @@ class HTTPStream:
                         stream, context, server_hostname=self._host, https_compatible=True
                     )
                     await stream.do_handshake()
-                await stream.send_all(self._head + self._body)
         except trio.TooSlowError:
             raise TransientModelError(
                 f"{self._provider}: could not connect within {self._connect_seconds} s"
             ) from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
             raise transport_error(self._provider, exc) from None
-        while True:  # skip interim 1xx responses (100 Continue, 103 Early Hints)
+        await self._send(stream)
+        status, headers = await self._read_head()
+        self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        if not self._chunked and "content-length" in headers:
+            try:
+                self._remaining = int(headers["content-length"])
+            except ValueError:
+                raise ModelResponseError(
+                    f"{self._provider}: bad content-length {headers['content-length']!r}"
+                ) from None
+        coding = content_coding(headers)
+        if coding and supported(coding):
+            self._inflater = Inflater(coding, self._provider)
+        if status != 200:
+            body = f"[a body in the {coding!r} content encoding]".encode()
+            if not coding or supported(coding):
+                try:
+                    body = (await self._read_body(error_read_limit(self.secret)))[0]
+                except ModelResponseError as exc:  # compressed bytes that do not decode
+                    body = f"[{exc}]".encode()
+            raise error_for_status(self._provider, status, body, headers)
+        if coding and not supported(coding):
+            raise ModelResponseError(
+                f"{self._provider} answered in the {coding!r} content encoding, which this "
+                "client does not decode (it asked for none: accept-encoding: identity; "
+                "gzip and deflate are decoded)"
+            )
+        kind = headers.get("content-type", "").partition(";")[0].strip().lower()
+        is_json = kind == "application/json" or kind.endswith("+json")
+        if is_json or kind in ("text/html", "application/xhtml+xml"):
+            start = await self._read_body(6, strip=True)  # enough to tell an event stream
+            if _SSE_START.match(start[0].lstrip()):  # one under the wrong label: read it so
+                self._ahead = start[0]
+            elif is_json:
+                await self._take_document(start)
+            else:
+                raise await self._html_error(start)
+
+    async def _send(self, stream: trio.abc.Stream) -> None:
+        """Send the request in pieces, each within ``read_seconds`` (a server that
+        stops taking the body is a write timeout, not a failed connection)."""
+        request = memoryview(self._head + self._body)
+        try:
+            for at in range(0, len(request), _SEND_PIECE):
+                with trio.CancelScope(deadline=trio.current_time() + self._read_seconds):
+                    await stream.send_all(request[at : at + _SEND_PIECE])
+                    continue
+                raise TransientModelError(  # only the deadline ends the scope early
+                    f"{self._provider}: could not send the request in time: the server "
+                    f"took no more of it for {self._read_seconds} s (write timeout, after "
+                    f"{at} of {len(request)} bytes)"
+                )
+        except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
+            raise transport_error(self._provider, exc) from None
+
+    async def _read_head(self) -> tuple[int, dict[str, str]]:
+        """The status and headers of the response, past any interim 1xx ones (100
+        Continue, 103 Early Hints)."""
+        while True:
             while b"\r\n\r\n" not in self._buffer:
                 if len(self._buffer) > 65536 or not await self._fill():
                     raise TransientModelError(f"{self._provider}: the response head was cut off")
@@ -413,24 +342,59 @@ class HTTPStream:
             except (IndexError, ValueError):
                 raise ModelResponseError(f"{self._provider}: not an HTTP response") from None
             if not 100 <= status < 200:
-                break
-        headers = _headers(header_lines)
-        self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        if not self._chunked and "content-length" in headers:
-            try:
-                self._remaining = int(headers["content-length"])
-            except ValueError:
-                raise ModelResponseError(
-                    f"{self._provider}: bad content-length {headers['content-length']!r}"
-                ) from None
-        if status != 200:
-            body, limit = b"", error_read_limit(self.secret)
-            while len(body) < limit:
-                piece = await self._body_bytes()
-                if piece is None:
-                    break
+                return status, _headers(header_lines)
+
+    async def _read_body(
+        self, limit: int, start: tuple[bytes, bool] = (b"", False), strip: bool = False
+    ) -> tuple[bytes, bool]:
+        """The (decoded) body, after what ``start`` read of it, up to about ``limit``
+        bytes (not counting leading blanks, with ``strip``), and whether it ended."""
+        body, ended = start
+        while not ended and len(body.lstrip() if strip else body) < limit:
+            piece = await self._decoded_bytes()
+            if piece is None:
+                ended = True
+            else:
                 body += piece
-            raise error_for_status(self._provider, status, body, headers)
+        return body, ended
+
+    async def _take_document(self, start: tuple[bytes, bool]) -> None:
+        """A JSON 200: an error object is raised with the server's text; anything
+        else is kept whole as ``document``."""
+        body, ended = await self._read_body(MAX_DOCUMENT_BYTES + 1, start)
+        if not ended or len(body) > MAX_DOCUMENT_BYTES:
+            raise ModelResponseError(
+                f"{self._provider} answered HTTP 200 with a JSON body (not an event stream) "
+                f"longer than {MAX_DOCUMENT_BYTES} bytes"
+            )
+        found = _error_text(_lenient(body))
+        if found is not None:
+            kind, message = found
+            raise ModelResponseError(
+                f"{self._provider} answered HTTP 200 with an error{f' {kind}' if kind else ''}"
+                f": {message}"
+            )
+        self.document = self._ahead = body
+
+    async def _html_error(self, start: tuple[bytes, bool]) -> ModelResponseError:
+        """The error for an HTML 200: its first characters of text, key redacted."""
+        body, ended = await self._read_body(error_read_limit(self.secret), start)
+        raw = body.decode("utf-8", "replace")
+        if not ended and self.secret is not None:
+            raw = raw[: -self.secret.reach]  # a key the read cut in two: never half of it
+        text = html.unescape(_TAG.sub(" ", _SCRIPT.sub(" ", raw)))
+        return ModelResponseError(
+            f"{self._provider} answered HTML (HTTP 200, text/html), not an event stream "
+            f"(a proxy's or a captive portal's page?): {self._preview(text)}"
+        )
+
+    def _preview(self, text: str) -> str:
+        """The first ``PREVIEW_CHARS`` of ``text``, blanks collapsed, key redacted
+        before the cut (a key the cut crosses goes whole)."""
+        text = " ".join(text.split())
+        if self.secret is not None:
+            text = self.secret.redact(text)
+        return text[:PREVIEW_CHARS] + (CUT if len(text) > PREVIEW_CHARS else "")
 
     def _chunks_in_buffer(self) -> bytes | None:
         """The data of the chunks in the buffer, between chunks, found in C: one regex
@@ -548,10 +512,34 @@ class HTTPStream:
     async def next_events(self) -> list[bytes] | None:
         """The data of the events completed by the next piece of the body, or None
         at its end."""
+        if self._ahead is not None:  # rare: the body's start was read to look at it
+            if self.document is not None:
+                text = self.document.decode("utf-8", "replace")
+                raise ModelResponseError(
+                    f"{self._provider} answered one JSON document (HTTP 200, application/json)"
+                    f", not an event stream: {self._preview(text)}"
+                )
+            ahead, self._ahead = self._ahead, None
+            return self._parser.feed(ahead)
         data = await self._body_bytes()
+        if self._inflater is not None:
+            data = self._inflate(data)
         if data is None:
             return None
         return self._parser.feed(data)
+
+    async def _decoded_bytes(self) -> bytes | None:
+        """``_body_bytes``, decoded from gzip or deflate if the body came so."""
+        data = await self._body_bytes()
+        return data if self._inflater is None else self._inflate(data)
+
+    def _inflate(self, data: bytes | None) -> bytes | None:
+        assert self._inflater is not None
+        if data is not None:
+            return self._inflater.feed(data)
+        if self._inflater.cut_off:
+            raise TransientModelError(f"{self._provider}: the compressed body was cut off")
+        return None
 
     async def aclose(self) -> None:
         if self._stream is not None:
@@ -587,7 +575,37 @@ def decode_all(
                 raise
         return [_decode_either(decoder, fallback, data) for data in datas]
     except (msgspec.DecodeError, RecursionError) as exc:
+        for data in datas:  # an error event in a shape the wire struct does not take?
+            found = _error_text(_lenient(data))
+            if found is not None:
+                raise stream_error(provider, *found) from None
         raise ModelResponseError(f"{provider} sent an event that does not decode: {exc}") from None
+
+
+def _lenient(data: bytes) -> Any:
+    try:
+        return msgspec.json.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def _error_text(document: Any) -> tuple[str, str] | None:
+    """The kind and message of an error object, ``{"error": ...}``, if ``document``
+    is one: the error a string (``{"error": "upstream connect error"}``), or an
+    object with a ``message`` and maybe a ``type`` and ``code``, or else quoted as
+    JSON."""
+    if type(document) is not dict or not document.get("error"):
+        return None
+    error = document["error"]
+    if type(error) is str:
+        return "", error
+    if type(error) is not dict:
+        return "", msgspec.json.encode(error).decode()
+    kind = " ".join(str(error[k]) for k in ("type", "code") if error.get(k) not in (None, ""))
+    message = error.get("message")
+    if type(message) is not str or not message:
+        message = msgspec.json.encode(error).decode()
+    return kind, message
 
 
 def _decode_either(
