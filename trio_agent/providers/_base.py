@@ -18,6 +18,7 @@ from ..model import (
     ModelRequest,
     ModelRequestError,
     ModelResponse,
+    ModelResponseError,
     TextDelta,
     ThinkingDelta,
 )
@@ -263,6 +264,13 @@ class SSEModelStream:
     yields the chunks it queued, and calls ``_finish`` at the end of the body to
     build the response (and queue the tool calls, now complete).
 
+    A server that answered one whole JSON document instead of a stream (the
+    HTTP client's ``document``: a proxy's mocked model, a server that ignored
+    ``stream``) is handed to ``_take_document`` at open: the adapter decodes the
+    provider's non-streamed shape and takes it as the events it stands for
+    (its text one delta, each thinking block one), so ``_finish`` builds the
+    response exactly as for a stream.
+
     Every error leaves an adapter through here (``__aenter__``, ``__anext__``;
     ``response`` reads through ``__anext__``), and every ``ModelError`` is
     scrubbed on its way out (``scrub_error``): the texts the server sent, quoted
@@ -283,13 +291,31 @@ class SSEModelStream:
     def _finish(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _take_document(self, body: bytes) -> None:  # pragma: no cover - abstract
+        """Take ``body``, the provider's whole non-streamed response, as the events
+        it stands for; ``ModelResponseError`` naming the expected shape if it is
+        not one."""
+        raise NotImplementedError
+
     async def __aenter__(self) -> Any:
         try:
             await self._http.open()
+            if self._http.document is not None:
+                await self._take_whole(self._http.document)
         except ModelError as exc:
             scrub_error(exc, self._http.secret)
             raise
         return self
+
+    async def _take_whole(self, document: bytes) -> None:
+        """Take the whole document the server answered; the connection, open (the
+        caller's ``async with`` never started), is closed if it is refused."""
+        try:
+            self._take_document(document)
+        except BaseException:
+            await self._http.aclose()
+            raise
+        self._ended = True  # the whole message: nothing more to read
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self._http.aclose()
@@ -376,6 +402,25 @@ class SSEModelStream:
                 pass
         assert self._response is not None
         return self._response
+
+
+def decode_document(
+    decoder: msgspec.json.Decoder[Any], body: bytes, provider: str, what: str
+) -> Any:
+    """``body`` decoded as the provider's non-streamed response (``what``, the shape
+    said in words), or ``ModelResponseError`` naming the shape expected."""
+    try:
+        return decoder.decode(body)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise not_the_shape(provider, what, str(exc)) from None
+
+
+def not_the_shape(provider: str, what: str, why: str) -> ModelResponseError:
+    """The error for a whole JSON document that is not ``what``, saying ``why``."""
+    return ModelResponseError(
+        f"{provider} answered one JSON document (HTTP 200, not an event stream) that is "
+        f"not {what}: {why}"
+    )
 
 
 def finish_response(

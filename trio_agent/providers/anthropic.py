@@ -17,7 +17,14 @@ from ..model import (
     Usage,
 )
 from ._anthropic_wire import messages, settings_fields
-from ._base import ProviderModel, SSEModelStream, api_url, finish_response
+from ._base import (
+    ProviderModel,
+    SSEModelStream,
+    api_url,
+    decode_document,
+    finish_response,
+    not_the_shape,
+)
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
 
 if TYPE_CHECKING:
@@ -93,7 +100,23 @@ class _BlockDeltaEvent(msgspec.Struct, gc=False, tag_field="type", tag="content_
     index: int = 0  # as _Event's
 
 
+class _DocumentBlock(_Block, gc=False):
+    input: msgspec.Raw = msgspec.Raw()  # a tool_use block's arguments, as sent
+
+
+class _Document(msgspec.Struct, gc=False):
+    """A whole message (a server that did not stream, as LiteLLM's mocked models)."""
+
+    type: str
+    content: list[_DocumentBlock]
+    id: str = ""
+    stop_reason: str | None = None
+    usage: _Usage | None = None
+
+
 _decoder = msgspec.json.Decoder(_Event)
+_document_decoder = msgspec.json.Decoder(_Document)
+_DOCUMENT = 'a message ({"type": "message", "content": [...], "stop_reason": ...})'
 _delta_decoder = msgspec.json.Decoder(_BlockDeltaEvent)
 _STOPS = {
     "end_turn": "stop",
@@ -309,6 +332,23 @@ class _AnthropicStream(SSEModelStream):
                 index = -1  # it may have started a block anew
         if thinking or signature:
             _flush(pending, thinking, signature)
+
+    def _take_document(self, body: bytes) -> None:
+        """A whole message, taken as the events that would stream it: each block
+        starts whole (its text one ``TextDelta``, its thinking one
+        ``ThinkingDelta``), a tool_use block's ``input`` as its one argument piece."""
+        document = decode_document(_document_decoder, body, "Anthropic", _DOCUMENT)
+        if document.type != "message" or document.stop_reason is None:
+            what = "no stop_reason" if document.type == "message" else f"type {document.type!r}"
+            raise not_the_shape("Anthropic", _DOCUMENT, f"it has {what}")
+        self._take(_Event("message_start", message=_Message(document.id, document.usage)))
+        for index, block in enumerate(document.content):
+            self._start(index, block)
+            if block.type == "tool_use":
+                self._blocks[index].parts.append(bytes(block.input).decode())
+            self._take(_Event("content_block_stop", index=index))
+        self._take(_Event("message_delta", delta=_BlockDelta(stop_reason=document.stop_reason)))
+        self._take(_Event("message_stop"))
 
     def _block(self, index: int) -> _OpenBlock:
         block = self._blocks.get(index)

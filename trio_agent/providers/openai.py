@@ -17,7 +17,14 @@ from ..model import (
     TransientModelError,
     Usage,
 )
-from ._base import ProviderModel, SSEModelStream, api_url, finish_response
+from ._base import (
+    ProviderModel,
+    SSEModelStream,
+    api_url,
+    decode_document,
+    finish_response,
+    not_the_shape,
+)
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
 from ._openai_wire import SEND_REASONING, SendReasoning, chat_messages, settings_fields
 
@@ -75,7 +82,23 @@ class _Chunk(msgspec.Struct, gc=False):
     error: _ErrorBody | None = None
 
 
+class _DocumentChoice(msgspec.Struct, gc=False):
+    message: _Delta  # the whole message: a delta's fields, tool calls without index
+    index: int = 0
+    finish_reason: str | None = None
+
+
+class _Document(msgspec.Struct, gc=False):
+    """A whole chat completion (a server that did not stream)."""
+
+    choices: list[_DocumentChoice]
+    id: str = ""
+    usage: _Usage | None = None
+
+
 _decoder = msgspec.json.Decoder(_Chunk)
+_document_decoder = msgspec.json.Decoder(_Document)
+_DOCUMENT = 'a chat completion ({"choices": [{"message": {...}, "finish_reason": ...}], ...})'
 _STOPS = {
     "stop": "stop",
     "length": "length",
@@ -243,6 +266,25 @@ class _OpenAIStream(SSEModelStream):
             for chunk in decode_all(_decoder, datas, "OpenAI"):
                 self._take(chunk)
             self._flush_reasoning()
+
+    def _take_document(self, body: bytes) -> None:
+        """A whole chat completion, taken as the one chunk that would stream it: its
+        message as the delta (its text one ``TextDelta``, its reasoning one
+        ``ThinkingDelta``), its calls numbered in order."""
+        document = decode_document(_document_decoder, body, "OpenAI", _DOCUMENT)
+        first = next((c for c in document.choices if c.index == 0), None)
+        if first is None or first.finish_reason is None:
+            raise not_the_shape("OpenAI", _DOCUMENT, "it has no first choice with a finish_reason")
+        message = first.message
+        for index, call in enumerate(message.tool_calls or ()):
+            call.index = index  # a whole message's calls carry none: they are in order
+        chunk = _Chunk(
+            id=document.id,
+            choices=[_Choice(0, message, first.finish_reason)],
+            usage=document.usage,
+        )
+        self._take(chunk)
+        self._flush_reasoning()
 
     def _flush_reasoning(self) -> None:
         """Queue this read's reasoning so far as one chunk (a read may hold

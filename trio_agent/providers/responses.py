@@ -18,7 +18,14 @@ from ..model import (
     TransientModelError,
     Usage,
 )
-from ._base import ProviderModel, SSEModelStream, api_url, finish_response
+from ._base import (
+    ProviderModel,
+    SSEModelStream,
+    api_url,
+    decode_document,
+    finish_response,
+    not_the_shape,
+)
 from ._http import HTTPStream, decode_all, parse_arguments, stream_error
 from ._responses_wire import PROVIDER, input_items, settings_fields, tools
 
@@ -69,6 +76,28 @@ class _Item(msgspec.Struct, gc=False):
     summary: list[Any] = []
 
 
+class _Part(msgspec.Struct, gc=False):
+    type: str = ""
+    text: str | None = None
+    refusal: str | None = None
+
+
+class _DocumentItem(_Item, gc=False):
+    content: list[_Part] = []  # a message's output_text and refusal parts
+
+
+class _Document(msgspec.Struct, gc=False):
+    """A whole response (a server that did not stream)."""
+
+    object: str
+    output: list[_DocumentItem]
+    id: str = ""
+    status: str | None = None
+    error: _ErrorBody | None = None
+    incomplete_details: _Incomplete | None = None
+    usage: _Usage | None = None
+
+
 class _Event(msgspec.Struct, gc=False):
     type: str
     item_id: str = ""
@@ -90,6 +119,8 @@ class _Bare(msgspec.Struct, gc=False):
 
 
 _decoder = msgspec.json.Decoder(_Event)
+_document_decoder = msgspec.json.Decoder(_Document)
+_DOCUMENT = 'a response ({"object": "response", "output": [...], "status": ...})'
 _bare_decoder = msgspec.json.Decoder(_Bare)
 _READ: Final = frozenset(
     {
@@ -108,6 +139,12 @@ _READ: Final = frozenset(
         "error",
     }
 )
+_DOCUMENT_STATUS: Final = {
+    "completed": "response.completed",
+    "incomplete": "response.incomplete",
+    "failed": "response.failed",
+}
+"""A whole response's status, as the terminal event that streams it."""
 _INCOMPLETE: Final = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 
@@ -296,6 +333,54 @@ class _ResponsesStream(SSEModelStream):
                     raise ModelResponseError(f"{PROVIDER} sent a malformed {event.type} event")
                 continue
             self._take(event)
+        self._flush()
+
+    def _take_document(self, body: bytes) -> None:
+        """A whole response, taken as the events that would stream it, item by item
+        in output order: a message's text (and refusal) parts, a reasoning item's
+        summary parts, then each item done; then the terminal event its status
+        names. Consecutive text merges into one ``TextDelta``, a summary into one
+        ``ThinkingDelta``."""
+        document = decode_document(_document_decoder, body, PROVIDER, _DOCUMENT)
+        terminal = _DOCUMENT_STATUS.get(document.status or "")
+        if document.object != "response" or terminal is None:
+            what = (
+                f"status {document.status!r}"
+                if document.object == "response"
+                else f"object {document.object!r}"
+            )
+            raise not_the_shape(
+                PROVIDER, _DOCUMENT + " (completed, incomplete or failed)", f"it has {what}"
+            )
+        self._id = document.id
+        for index, item in enumerate(document.output):
+            if item.type == "message":
+                for part in item.content:
+                    if part.type == "output_text":
+                        self._take(_Event("response.output_text.delta", delta=part.text or ""))
+                    elif part.type == "refusal":
+                        self._take(_Event("response.refusal.delta", delta=part.refusal or ""))
+            elif item.type == "reasoning":
+                for at, summary in enumerate(item.summary):
+                    text = summary.get("text") if type(summary) is dict else None
+                    if type(text) is str:
+                        self._take(
+                            _Event(
+                                "response.reasoning_summary_text.delta",
+                                item_id=item.id,
+                                summary_index=at,
+                                delta=text,
+                            )
+                        )
+            self._take(_Event("response.output_item.done", output_index=index, item=item))
+        response = _Response(
+            document.id,
+            document.status,
+            document.error,
+            document.incomplete_details,
+            document.usage,
+        )
+        self._take(_Event(terminal, response=response))
         self._flush()
 
     def _take(self, event: _Event) -> None:
