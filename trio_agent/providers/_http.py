@@ -28,6 +28,7 @@ from ..model import (
     TransientModelError,
 )
 from ._inflate import Inflater, content_coding, supported
+from ._redirect import Redirects, not_followed, request_target
 from ._secrets import CUT, error_read_limit
 from ._secrets import MAX_ERROR_TEXT as MAX_ERROR_TEXT  # moved; still importable from here
 from ._secrets import Redactor as Redactor
@@ -80,7 +81,7 @@ def error_for_status(
     """The error a failed HTTP response stands for (it quotes the body raw: see
     ``scrub_error``)."""
     text = body.decode("utf-8", "replace")
-    message = f"{provider} answered HTTP {status}: {text}"
+    message = f"{provider} answered HTTP {status}{not_followed(status, headers)}: {text}"
     lowered = text.lower()
     if status in _TRANSIENT_STATUS:
         return TransientModelError(message, retry_after=retry_after(headers))
@@ -193,13 +194,10 @@ class HTTPStream:
         self._tls = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port or (443 if self._tls else 80)
-        path = parts.path or "/"
-        if parts.query:
-            path += f"?{parts.query}"
+        self._url = url
         host = f"[{self._host}]" if ":" in self._host else self._host
         host_header = host if parts.port is None else f"{host}:{parts.port}"
         lines = [
-            f"POST {path} HTTP/1.1",
             f"host: {host_header}",
             f"content-length: {len(body)}",
             "connection: close",
@@ -208,7 +206,8 @@ class HTTPStream:
         if not any(k.lower() == "accept-encoding" for k in headers):
             lines.append("accept-encoding: identity")  # a proxy may compress anyway
         lines += [f"{k}: {v}" for k, v in headers.items()]
-        self._head = ("\r\n".join(lines) + "\r\n\r\n").encode()
+        self._fields = ("\r\n".join(lines) + "\r\n\r\n").encode()  # the head after its first line
+        self._head = f"POST {request_target(url)} HTTP/1.1\r\n".encode() + self._fields
         self._body = body
         self._provider = provider
         self.secret = secret  # scrubbed out of every error, in-stream ones too
@@ -256,7 +255,22 @@ class HTTPStream:
             if not opened:
                 await self.aclose()
 
-    async def _open(self) -> None:
+    async def _exchange(self) -> tuple[int, dict[str, str]]:
+        """Connect, send the request and read the response head, following a 307 or
+        308 within the origin (``Redirects``): the redirect's connection is closed,
+        unread, and the same request sent again on a new one."""
+        redirects = Redirects(self._url, self._provider)
+        while True:
+            await self._send(await self._connect())
+            status, headers = await self._read_head()
+            target = redirects.follow(status, headers)
+            if target is None:
+                return status, headers
+            await self.aclose()
+            self._buffer, self._eof = b"", False
+            self._head = f"POST {target} HTTP/1.1\r\n".encode() + self._fields
+
+    async def _connect(self) -> trio.abc.Stream:
         try:
             with trio.fail_after(self._connect_seconds):
                 stream: trio.abc.Stream = await trio.open_tcp_stream(self._host, self._port)
@@ -267,14 +281,16 @@ class HTTPStream:
                         stream, context, server_hostname=self._host, https_compatible=True
                     )
                     await stream.do_handshake()
+                return stream
         except trio.TooSlowError:
             raise TransientModelError(
                 f"{self._provider}: could not connect within {self._connect_seconds} s"
             ) from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
             raise transport_error(self._provider, exc) from None
-        await self._send(stream)
-        status, headers = await self._read_head()
+
+    async def _open(self) -> None:
+        status, headers = await self._exchange()
         self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         if not self._chunked and "content-length" in headers:
             try:
