@@ -310,11 +310,13 @@ class SSEModelStream:
     async def _take_whole(self, document: bytes) -> None:
         """Take the whole document the server answered; the connection, open (the
         caller's ``async with`` never started), is closed if it is refused."""
+        taken = False
         try:
-            self._take_document(document)
-        except BaseException:
-            await self._http.aclose()
-            raise
+            self._take_document(document)  # synchronous: no await, no cancellation here
+            taken = True
+        finally:
+            if not taken:
+                await self._http.aclose()
         self._ended = True  # the whole message: nothing more to read
 
     async def __aexit__(self, *exc_info: Any) -> None:
