@@ -6,14 +6,17 @@ import inspect
 
 import pytest
 
-from trio_agent import AnthropicModel, OpenAIChatModel
+from trio_agent import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 
 
-@pytest.mark.parametrize("cls", [OpenAIChatModel, AnthropicModel])
+@pytest.mark.parametrize("cls", [OpenAIChatModel, AnthropicModel, OpenAIResponsesModel])
 def test_constructors_spell_out_every_option(cls):
+    # DESIGN 11.3: explicit keywords, no **options (proxy= comes with the rest of
+    # issue 16's transport)
     parameters = inspect.signature(cls).parameters
     assert all(p.kind is not p.VAR_KEYWORD for p in parameters.values())
-    for name in ("api_key", "base_url", "connect_seconds", "read_seconds", "ssl_context"):
+    names = ("api_key", "base_url", "settings", "default_headers", "connect_seconds")
+    for name in (*names, "read_seconds", "ssl_context"):
         assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
     with pytest.raises(TypeError, match="api_kye"):
         cls("m", api_kye="k")

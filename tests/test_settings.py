@@ -56,7 +56,8 @@ FULL = ModelSettings(
         (ModelSettings(extra_body={"x": object()}), TypeError, "extra_body cannot be encoded"),
         (ModelSettings(extra_body={1: "x"}), TypeError, "extra_body must be a dict"),  # type: ignore[dict-item]
         (ModelSettings(extra_headers={"bad name": "x"}), ValueError, "is not a header name"),
-        (ModelSettings(extra_headers={"x-a": "1\r\nx-b: 2"}), ValueError, "without CR, LF"),
+        (ModelSettings(extra_headers={"x-a": "1\r\nx-b: 2"}), ValueError, "must not hold CR, LF"),
+        (ModelSettings(extra_headers={"Host": "evil"}), ValueError, "written by the HTTP client"),
         ({"temperature": 0.1}, TypeError, "settings must be a ModelSettings"),
     ],
 )

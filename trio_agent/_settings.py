@@ -16,6 +16,7 @@ __all__ = [
     "REASONING_EFFORTS",
     "ModelSettings",
     "check_settings",
+    "check_headers",
     "check_run_settings",
     "merge_settings",
     "tool_choice_of",
@@ -104,16 +105,45 @@ def _count(value: object, name: str, low: int) -> None:
         raise ValueError(f"settings.{name} must be >= {low}, got {value}")
 
 
-def _headers(headers: object) -> None:
+_CLIENT_HEADERS: Final = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "user-agent",
+    }
+)
+"""Headers the HTTP client writes itself (framing, hop by hop): never the caller's."""
+
+
+def check_headers(headers: object, name: str) -> dict[str, str]:
+    """``headers`` as a new dict, names lowercased (an adapter's own are lowercase,
+    so one given in any case replaces it), if every name is an HTTP token that the
+    HTTP client does not write itself and every value a str without CR, LF or
+    NUL; ``TypeError`` or ``ValueError`` naming the bad one otherwise. The
+    values are never quoted (one may be a secret). The one rule for
+    ``extra_headers`` and an adapter's ``default_headers``."""
     if headers is None:
-        return
+        return {}
     if type(headers) is not dict:
-        raise TypeError(f"settings.extra_headers must be a dict or None, got {headers!r:.80}")
+        raise TypeError(f"{name} must be a dict of str to str or None, got {headers!r:.80}")
+    out: dict[str, str] = {}
     for key, value in headers.items():
         if type(key) is not str or not _HEADER_NAME.match(key):
-            raise ValueError(f"settings.extra_headers: {key!r:.80} is not a header name")
-        if type(value) is not str or any(c in value for c in "\r\n\0"):
-            raise ValueError(f"settings.extra_headers[{key!r}] must be a str without CR, LF or NUL")
+            raise ValueError(f"{name}: {key!r:.80} is not a header name")
+        if key.lower() in _CLIENT_HEADERS:
+            raise ValueError(f"{name}: {key!r:.80} is written by the HTTP client; it cannot be set")
+        if type(value) is not str:
+            raise TypeError(f"{name}[{key!r:.80}] must be a str, got {type(value).__name__}")
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError(f"{name}[{key!r:.80}] must not hold CR, LF or NUL")
+        out[key.lower()] = value
+    return out
 
 
 def check_settings(settings: object) -> ModelSettings | None:
@@ -154,7 +184,7 @@ def check_settings(settings: object) -> ModelSettings | None:
             msgspec.json.encode(s.extra_body)
         except (TypeError, ValueError, OverflowError, RecursionError) as exc:
             raise TypeError(f"settings.extra_body cannot be encoded as JSON: {exc}") from None
-    _headers(s.extra_headers)
+    check_headers(s.extra_headers, "settings.extra_headers")
     # a private, frozen copy: what the caller does to its dicts later changes nothing
     return msgspec.convert(msgspec.to_builtins(s), ModelSettings)
 

@@ -1,11 +1,14 @@
 """The pure checks of one step: every chunk as it streams, then the response
 against the stream (after merging), the limits and the transcript's ids.
 
-Merging is one rule used on both sides (``_Merged``): consecutive text
-pieces join into one text group, consecutive thinking pieces into one
-thinking group (texts joined, signatures joined); a tool call or redacted
-thinking is a group of its own and ends any open one; empty pieces are
-dropped. The stream must equal the response after merging.
+Merging is one rule: consecutive text pieces join into one text group,
+consecutive thinking pieces into one thinking group (texts joined,
+signatures joined); a tool call or redacted thinking is a group of its own
+and ends any open one; empty pieces are dropped. The stream must equal the
+response after merging. The rule is written twice, both on the hot path:
+``StepCheck`` merges the stream as it comes, ``_response_blocks`` the
+response on locals; ``tests/test_step_merge_properties.py`` holds both to
+one reference.
 """
 
 from __future__ import annotations
@@ -76,23 +79,35 @@ def _group_of(parts: list[str], signatures: list[str] | None) -> _Group:
     return ThinkingBlock("".join(parts), "".join(signatures))
 
 
-class _Merged:
-    """One side of the comparison, merged as it is fed: ``groups`` so far, and the
-    pieces of the open group, which is text while ``signatures`` is None and
-    thinking (texts in ``parts``, signatures apart) otherwise. The step check is
-    the stream's side; the response's is built in ``finish``."""
+@final
+class StepCheck:
+    """The pure checks of one step: feed chunks, then the response.
 
-    __slots__ = ("groups", "parts", "signatures")
+    ``add_chunk`` raises ``ModelProtocolError`` for the first invalid chunk
+    (which is then not emitted); ``finish`` checks the response against the
+    stream and the transcript's ids and returns the assistant message to
+    append. No I/O: the loop owns awaiting and emitting.
+    """
 
-    def __init__(self) -> None:
+    # the stream's side of the comparison: its groups so far, and the pieces of
+    # the open group, text while ``signatures`` is None, thinking otherwise
+    __slots__ = ("_chunks", "_request_id", "_text", "_thinking", "groups", "parts", "signatures")
+
+    def __init__(self, request_id: str) -> None:
         self.groups: list[_Group] = []
         self.parts: list[str] = []
         self.signatures: list[str] | None = None
+        self._request_id = request_id
+        self._chunks = 0
+        self._text = 0
+        self._thinking = 0
 
-    def add_text(self, text: str) -> None:
-        if self.signatures is not None:
-            self._close()
-        self.parts.append(text)
+    def _count_thinking(self, size: int) -> None:
+        self._thinking += size
+        if self._thinking > MAX_STEP_THINKING:
+            raise ModelProtocolError(
+                f"the stream sent more than {MAX_STEP_THINKING} characters of thinking"
+            )
 
     def add_thinking(self, thinking: str, signature: str) -> None:
         signatures = self.signatures
@@ -114,39 +129,10 @@ class _Merged:
         self.signatures = None
 
     def close(self) -> list[_Group]:
+        """The stream's groups, the open one closed."""
         if self.parts:
             self._close()
         return self.groups
-
-
-@final
-class StepCheck(_Merged):
-    """The pure checks of one step: feed chunks, then the response.
-
-    ``add_chunk`` raises ``ModelProtocolError`` for the first invalid chunk
-    (which is then not emitted); ``finish`` checks the response against the
-    stream and the transcript's ids and returns the assistant message to
-    append. No I/O: the loop owns awaiting and emitting.
-    """
-
-    __slots__ = ("_chunks", "_request_id", "_text", "_thinking")
-
-    def __init__(self, request_id: str) -> None:
-        # the stream's side of the comparison (_Merged.__init__, inline)
-        self.groups: list[_Group] = []
-        self.parts: list[str] = []
-        self.signatures: list[str] | None = None
-        self._request_id = request_id
-        self._chunks = 0
-        self._text = 0
-        self._thinking = 0
-
-    def _count_thinking(self, size: int) -> None:
-        self._thinking += size
-        if self._thinking > MAX_STEP_THINKING:
-            raise ModelProtocolError(
-                f"the stream sent more than {MAX_STEP_THINKING} characters of thinking"
-            )
 
     def add_chunk(self, chunk: object) -> Chunk:
         """Check one streamed chunk; return it as the run keeps it (a tool call with a
@@ -261,7 +247,7 @@ def _response_blocks(
     """The response's blocks checked (calls with private copies of their
     arguments), its calls, and its merged groups; limits on text and thinking.
 
-    The response's side of the comparison, merged by ``_Merged``'s rule written
+    The response's side of the comparison, merged by ``StepCheck``'s rule written
     out on locals: it runs once a step, on the hot path."""
     blocks: list[Block] = []
     calls: list[ToolCall] = []

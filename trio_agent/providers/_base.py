@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import ssl
 import urllib.parse
 from collections import deque
@@ -11,7 +10,13 @@ from typing import Any, Final
 
 import msgspec
 
-from .._settings import ModelSettings, check_settings, merge_settings
+from .._settings import (
+    ModelSettings,
+    check_headers,
+    check_settings,
+    merge_settings,
+    tool_choice_of,
+)
 from ..limits import MAX_STEP_CHUNKS
 from ..model import (
     ModelError,
@@ -24,22 +29,6 @@ from ..model import (
 )
 from ._http import HTTPStream, Redactor, scrub_error
 
-_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # RFC 9110 token
-_CLIENT_HEADERS: Final = frozenset(
-    {
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "te",
-        "trailer",
-        "upgrade",
-        "user-agent",
-    }
-)
-"""Headers the HTTP client writes itself (framing, hop by hop): never the caller's."""
-_TOOL_MODES: Final = ("auto", "none", "required")
 _NO_SETTINGS: Final = ModelSettings()
 
 
@@ -88,36 +77,12 @@ def api_url(base_url: str, path: str) -> str:
     return base + path + mark + query
 
 
-def check_headers(headers: object, name: str) -> dict[str, str]:
-    """``headers`` as a new dict, names lowercased (an adapter's own are lowercase,
-    so one given in any case replaces it), if every name is an HTTP token that the
-    HTTP client does not write itself and every value a str without CR, LF or
-    NUL; ``TypeError`` or ``ValueError`` naming the bad one otherwise. The
-    values are never quoted (one may be a secret)."""
-    if headers is None:
-        return {}
-    if type(headers) is not dict:
-        raise TypeError(f"{name} must be a dict of str to str or None, got {headers!r:.80}")
-    out: dict[str, str] = {}
-    for key, value in headers.items():
-        if type(key) is not str or not _HEADER_NAME.match(key):
-            raise ValueError(f"{name}: {key!r:.80} is not a header name")
-        if key.lower() in _CLIENT_HEADERS:
-            raise ValueError(f"{name}: {key!r:.80} is written by the HTTP client; it cannot be set")
-        if type(value) is not str:
-            raise TypeError(f"{name}[{key!r:.80}] must be a str, got {type(value).__name__}")
-        if any(c in value for c in "\r\n\0"):
-            raise ValueError(f"{name}[{key!r:.80}] must not hold CR, LF or NUL")
-        out[key.lower()] = value
-    return out
-
-
 def named_tool(settings: ModelSettings, request: ModelRequest) -> str | None:
     """The tool ``settings.tool_choice`` names, if it names one (not a mode);
     ``ModelRequestError`` if the request does not offer it (the provider would
     refuse the request)."""
-    choice = settings.tool_choice
-    if choice is None or choice in _TOOL_MODES:
+    choice = tool_choice_of(settings)
+    if choice is None:
         return None
     if not any(t.name == choice for t in request.tools):
         offered = ", ".join(t.name for t in request.tools)
