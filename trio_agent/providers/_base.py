@@ -27,7 +27,9 @@ from ..model import (
     TextDelta,
     ThinkingDelta,
 )
+from ._arguments import MAX_ARGUMENT_BYTES
 from ._http import HTTPStream, Redactor, scrub_error
+from ._pool import ConnectionPool
 
 _NO_SETTINGS: Final = ModelSettings()
 
@@ -133,6 +135,9 @@ class ProviderModel:
         ssl_context: ssl.SSLContext | None = None,
         settings: ModelSettings | None = None,
         default_headers: dict[str, str] | None = None,
+        max_argument_bytes: int = MAX_ARGUMENT_BYTES,
+        proxy: str | None = "environment",
+        pool: ConnectionPool | None = None,
     ) -> None:
         if type(model) is not str or not model:
             raise ValueError(f"model must be a model name, got {model!r}")
@@ -158,6 +163,9 @@ class ProviderModel:
         self._default_headers = check_headers(default_headers, "default_headers")
         self._connect_seconds = float(connect_seconds)
         self._read_seconds = float(read_seconds)
+        if type(max_argument_bytes) is not int or max_argument_bytes < 1:
+            raise ValueError(f"max_argument_bytes must be an int >= 1, got {max_argument_bytes!r}")
+        self.max_argument_bytes = max_argument_bytes
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"

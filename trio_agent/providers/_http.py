@@ -1,43 +1,28 @@
-"""What both provider adapters share: a small HTTP/1.1 streaming client on trio
-and HTTP errors mapped to our error classes. The SSE parser is in _sse.py, the
-gzip and deflate decoder in _inflate.py, keeping secrets out of messages in
-_secrets.py."""
+"""What both provider adapters share: a small HTTP/1.1 streaming client on trio.
+HTTP errors mapped to our error classes are in _errors.py, the SSE parser in
+_sse.py, the gzip and deflate decoder in _inflate.py, keeping secrets out of
+messages in _secrets.py."""
 
 from __future__ import annotations
 
-import email.utils
 import html
-import math
 import re
 import ssl
-import time
 import urllib.parse
-from collections.abc import Mapping
 from itertools import repeat
-from typing import Any
 
-import msgspec
 import trio
 
-from ..model import (
-    ContextOverflowError,
-    ModelAuthenticationError,
-    ModelError,
-    ModelRequestError,
-    ModelResponseError,
-    TransientModelError,
-)
+from ..model import ModelResponseError, TransientModelError
+from ._errors import error_for_status, error_text, lenient, transport_error
 from ._inflate import Inflater, content_coding, supported
-from ._redirect import Redirects, not_followed, request_target
+from ._redirect import Redirects, request_target
 from ._secrets import CUT, error_read_limit
 from ._secrets import MAX_ERROR_TEXT as MAX_ERROR_TEXT  # moved; still importable from here
 from ._secrets import Redactor as Redactor
 from ._secrets import scrub_error as scrub_error
 from ._sse import MAX_EVENT_BYTES as MAX_EVENT_BYTES  # moved; still importable from here
 from ._sse import SSEParser as SSEParser
-
-MAX_ARGUMENT_BYTES = 64 * 1024
-"""Raw bytes of one tool call's streamed arguments; more is a broken stream."""
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 """Bytes of a JSON body answering a streamed request (a server that ignored
@@ -49,94 +34,6 @@ _SEND_PIECE = 64 * 1024
 _SCRIPT = re.compile(r"<(?:script|style)\b[^<>]*>[^<]*", re.IGNORECASE)  # and its text
 _TAG = re.compile(r"<[^<>]*>")  # linear: no scan past the next "<"
 _SSE_START = re.compile(rb"(?:data|event|id|retry)?:")  # a field, or a comment
-
-_TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
-
-
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """The ``retry-after`` hint in seconds (a number or an HTTP date), if any."""
-    value = headers.get("retry-after-ms")
-    if value is not None:
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - time.time()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def error_for_status(
-    provider: str, status: int, body: bytes, headers: Mapping[str, str]
-) -> ModelError:
-    """The error a failed HTTP response stands for (it quotes the body raw: see
-    ``scrub_error``)."""
-    text = body.decode("utf-8", "replace")
-    message = f"{provider} answered HTTP {status}{not_followed(status, headers)}: {text}"
-    lowered = text.lower()
-    if status in _TRANSIENT_STATUS:
-        return TransientModelError(message, retry_after=retry_after(headers))
-    if status in (401, 403):
-        return ModelAuthenticationError(message)
-    if status == 413 or any(
-        marker in lowered
-        for marker in (
-            "context_length_exceeded",
-            "prompt is too long",
-            "maximum context length",
-            "too many tokens",
-        )
-    ):
-        return ContextOverflowError(message)
-    if status >= 500:
-        return TransientModelError(message, retry_after=retry_after(headers))
-    return ModelRequestError(message)
-
-
-def stream_error(provider: str, kind: str, message: str) -> ModelError:
-    """An error the provider reported inside the stream, typed by its kind (it
-    quotes the provider raw: see ``scrub_error``)."""
-    text = f"{provider} stream error{f' {kind}' if kind else ''}: {message}"
-    lowered = f"{kind} {message}".lower()
-    if any(
-        k in lowered
-        for k in (
-            "overloaded",
-            "rate_limit",
-            "server_error",
-            "api_error",
-            "timeout",
-            "unavailable",
-            "upstream connect",  # Envoy's 503: "upstream connect error or disconnect/reset"
-        )
-    ):
-        return TransientModelError(text)
-    if any(k in lowered for k in ("authentication", "permission", "invalid_api_key")):
-        return ModelAuthenticationError(text)
-    if any(k in lowered for k in ("context_length", "prompt is too long", "too many tokens")):
-        return ContextOverflowError(text)
-    return ModelError(text)
-
-
-def transport_error(provider: str, exc: Exception) -> ModelError:
-    """Timeouts and dropped connections are worth another attempt; a certificate
-    that does not verify is not. trio's TLS stream reports its cause underneath."""
-    if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
-        exc = exc.__cause__  # type: ignore[assignment]
-    text = f"{provider}: {type(exc).__name__}: {exc}"
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return ModelError(text)
-    return TransientModelError(text)
-
 
 # A chunk's size line, with the line end of the chunk before it (HTTP/1.1 chunked).
 _CHUNK_HEAD = re.compile(rb"\r\n([0-9A-Fa-f]+)(?:;[^\r\n]*)?\r\n")
@@ -383,7 +280,7 @@ class HTTPStream:
                 f"{self._provider} answered HTTP 200 with a JSON body (not an event stream) "
                 f"longer than {MAX_DOCUMENT_BYTES} bytes"
             )
-        found = _error_text(_lenient(body))
+        found = error_text(lenient(body))
         if found is not None:
             kind, message = found
             raise ModelResponseError(
@@ -572,79 +469,3 @@ def _headers(lines: list[str]) -> dict[str, str]:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
     return headers
-
-
-def decode_all(
-    decoder: msgspec.json.Decoder[Any],
-    datas: list[bytes],
-    provider: str,
-    fallback: msgspec.json.Decoder[Any] | None = None,
-) -> Any:
-    """The events' data, each decoded by msgspec into the provider's wire struct.
-    With a ``fallback``, ``decoder`` is a narrower shortcut: an event it does not
-    accept is decoded by ``fallback``, whose verdict stands."""
-    try:
-        try:
-            return [decoder.decode(data) for data in datas]
-        except msgspec.ValidationError:
-            if fallback is None:
-                raise
-        return [_decode_either(decoder, fallback, data) for data in datas]
-    except (msgspec.DecodeError, RecursionError) as exc:
-        for data in datas:  # an error event in a shape the wire struct does not take?
-            found = _error_text(_lenient(data))
-            if found is not None:
-                raise stream_error(provider, *found) from None
-        raise ModelResponseError(f"{provider} sent an event that does not decode: {exc}") from None
-
-
-def _lenient(data: bytes) -> Any:
-    try:
-        return msgspec.json.decode(data)
-    except (msgspec.DecodeError, RecursionError):
-        return None
-
-
-def _error_text(document: Any) -> tuple[str, str] | None:
-    """The kind and message of an error object, ``{"error": ...}``, if ``document``
-    is one: the error a string (``{"error": "upstream connect error"}``), or an
-    object with a ``message`` and maybe a ``type`` and ``code``, or else quoted as
-    JSON."""
-    if type(document) is not dict or not document.get("error"):
-        return None
-    error = document["error"]
-    if type(error) is str:
-        return "", error
-    if type(error) is not dict:
-        return "", msgspec.json.encode(error).decode()
-    kind = " ".join(str(error[k]) for k in ("type", "code") if error.get(k) not in (None, ""))
-    message = error.get("message")
-    if type(message) is not str or not message:
-        message = msgspec.json.encode(error).decode()
-    return kind, message
-
-
-def _decode_either(
-    decoder: msgspec.json.Decoder[Any], fallback: msgspec.json.Decoder[Any], data: bytes
-) -> Any:
-    try:
-        return decoder.decode(data)
-    except msgspec.ValidationError:
-        return fallback.decode(data)
-
-
-def parse_arguments(raw: bytes, call_id: str, provider: str) -> Any:
-    """A complete call's arguments, parsed strictly (bounded before parsing)."""
-    if len(raw) > MAX_ARGUMENT_BYTES:
-        raise ModelResponseError(
-            f"{provider}: tool call {call_id!r} has {len(raw)} bytes of arguments, "
-            f"more than {MAX_ARGUMENT_BYTES}"
-        )
-    if not raw.strip():
-        return {}
-    try:
-        return msgspec.json.decode(raw)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise ModelResponseError(
-            f"{provider}: tool call {call_id!r} has arguments that are not JSON: {exc}"
-        ) from None

@@ -17,6 +17,7 @@ from ..model import (
     Usage,
 )
 from ._anthropic_wire import messages, settings_fields
+from ._arguments import MAX_ARGUMENT_BYTES, parse_arguments
 from ._base import (
     ProviderModel,
     SSEModelStream,
@@ -25,7 +26,9 @@ from ._base import (
     finish_response,
     not_the_shape,
 )
-from ._http import HTTPStream, decode_all, parse_arguments, stream_error
+from ._errors import decode_all, stream_error
+from ._http import HTTPStream
+from ._pool import ConnectionPool
 
 if TYPE_CHECKING:
     import ssl
@@ -220,6 +223,9 @@ class AnthropicModel(ProviderModel):
         ssl_context: ssl.SSLContext | None = None,
         settings: ModelSettings | None = None,
         default_headers: dict[str, str] | None = None,
+        max_argument_bytes: int = MAX_ARGUMENT_BYTES,
+        proxy: str | None = "environment",
+        pool: ConnectionPool | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -231,6 +237,9 @@ class AnthropicModel(ProviderModel):
             ssl_context=ssl_context,
             settings=settings,
             default_headers=default_headers,
+            max_argument_bytes=max_argument_bytes,
+            proxy=proxy,
+            pool=pool,
         )
         if type(max_tokens) is not int or max_tokens < 1:
             raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")

@@ -17,6 +17,7 @@ from ..model import (
     TransientModelError,
     Usage,
 )
+from ._arguments import MAX_ARGUMENT_BYTES, parse_arguments
 from ._base import (
     ProviderModel,
     SSEModelStream,
@@ -25,8 +26,10 @@ from ._base import (
     finish_response,
     not_the_shape,
 )
-from ._http import HTTPStream, decode_all, parse_arguments, stream_error
+from ._errors import decode_all, stream_error
+from ._http import HTTPStream
 from ._openai_wire import SEND_REASONING, SendReasoning, chat_messages, settings_fields
+from ._pool import ConnectionPool
 
 if TYPE_CHECKING:
     import ssl
@@ -183,6 +186,9 @@ class OpenAIChatModel(ProviderModel):
         send_reasoning: SendReasoning = "tool_calls",
         settings: ModelSettings | None = None,
         default_headers: dict[str, str] | None = None,
+        max_argument_bytes: int = MAX_ARGUMENT_BYTES,
+        proxy: str | None = "environment",
+        pool: ConnectionPool | None = None,
     ) -> None:
         if send_reasoning not in SEND_REASONING:
             raise ValueError(
@@ -198,6 +204,9 @@ class OpenAIChatModel(ProviderModel):
             ssl_context=ssl_context,
             settings=settings,
             default_headers=default_headers,
+            max_argument_bytes=max_argument_bytes,
+            proxy=proxy,
+            pool=pool,
         )
         self.max_tokens = max_tokens
         self.max_completion_tokens = max_completion_tokens  # o-series, gpt-5

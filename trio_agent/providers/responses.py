@@ -18,6 +18,7 @@ from ..model import (
     TransientModelError,
     Usage,
 )
+from ._arguments import MAX_ARGUMENT_BYTES, parse_arguments
 from ._base import (
     ProviderModel,
     SSEModelStream,
@@ -26,7 +27,9 @@ from ._base import (
     finish_response,
     not_the_shape,
 )
-from ._http import HTTPStream, decode_all, parse_arguments, stream_error
+from ._errors import decode_all, stream_error
+from ._http import HTTPStream
+from ._pool import ConnectionPool
 from ._responses_wire import PROVIDER, input_items, settings_fields, tools
 
 if TYPE_CHECKING:
@@ -218,6 +221,9 @@ class OpenAIResponsesModel(ProviderModel):
         ssl_context: ssl.SSLContext | None = None,
         settings: ModelSettings | None = None,
         default_headers: dict[str, str] | None = None,
+        max_argument_bytes: int = MAX_ARGUMENT_BYTES,
+        proxy: str | None = "environment",
+        pool: ConnectionPool | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -229,6 +235,9 @@ class OpenAIResponsesModel(ProviderModel):
             ssl_context=ssl_context,
             settings=settings,
             default_headers=default_headers,
+            max_argument_bytes=max_argument_bytes,
+            proxy=proxy,
+            pool=pool,
         )
         self.max_output_tokens = max_output_tokens
         self.reasoning_effort = reasoning_effort  # "minimal", "low", "medium", "high"
