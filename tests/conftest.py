@@ -6,6 +6,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+pytest_plugins = ["proxyserver"]  # a real proxy server (proxy.py) for the proxy tests
+
 
 @pytest.fixture
 async def loopback():

@@ -62,23 +62,40 @@ def secret_pattern(secret: str) -> re.Pattern[str]:
 
 @final
 class Redactor:
-    """Finds one API key in error texts, in any of its forms; built once per key
-    (by the adapter), shared by all its streams. Its repr shows nothing of it."""
+    """Finds secrets in error texts, in any of their forms: the API key, and those
+    of a proxy (its password, its Basic token: ``Proxy.secrets``). Built once per
+    model (by the adapter), shared by all its streams. Its repr shows nothing of
+    them."""
 
-    __slots__ = ("_pattern", "reach")
+    __slots__ = ("_patterns", "reach")
 
-    def __init__(self, secret: str) -> None:
-        if not secret:
+    def __init__(self, secret: str, *more: str) -> None:
+        secrets = sorted(dict.fromkeys((secret, *more)), key=len, reverse=True)
+        if not all(secrets):
             raise ValueError("a Redactor needs a non-empty secret")
-        self._pattern = secret_pattern(secret)
-        self.reach = len(secret) * _LONGEST_FORM  # characters its longest form can take
+        self._patterns = tuple(map(secret_pattern, secrets))
+        self.reach = len(secrets[0]) * _LONGEST_FORM  # characters the longest form can take
 
     def __repr__(self) -> str:
         return "Redactor()"
 
     def redact(self, text: str) -> str:
-        """``text`` with every form of the key replaced."""
-        return self._pattern.sub(_REDACTED, text)
+        """``text`` with every form of every secret replaced. Where two secrets'
+        forms overlap (one ends where the other starts) the whole stretch is
+        replaced once, so that no part of either survives."""
+        if len(self._patterns) == 1:
+            return self._patterns[0].sub(_REDACTED, text)
+        spans = sorted(m.span() for p in self._patterns for m in p.finditer(text) if m.end())
+        pieces: list[str] = []
+        done = 0  # characters of text already kept or replaced
+        for start, end in spans:
+            if start < done:  # overlaps the last replaced stretch: widen it
+                done = max(done, end)
+                continue
+            pieces += (text[done:start], _REDACTED)
+            done = end
+        pieces.append(text[done:])
+        return "".join(pieces)
 
 
 def scrub_text(text: str, redactor: Redactor | None) -> str:
