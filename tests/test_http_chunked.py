@@ -1,4 +1,4 @@
-"""The HTTP client's chunked decoding under any chunking and any split into network
+"""The HTTP client's chunked decoding (``_wire.ChunkedReader``, fed bytes: no I/O) under any chunking and any split into network
 reads, including data that looks like a chunk's size line (issue 6: the chunks of
 a read are found by one regex split, checked against their sizes, and walked one by
 one when the check fails), and the read timeout."""
@@ -13,39 +13,30 @@ from loopback import Reply, fixture
 
 from trio_agent import ModelRequest, ModelResponseError, TransientModelError, UserMessage
 from trio_agent.providers import AnthropicModel
-from trio_agent.providers._http import HTTPStream
+from trio_agent.providers._wire import ChunkedReader
 
 
-class Pieces(trio.abc.ReceiveStream):
-    """A stream that hands out the given pieces, then the end of the stream."""
-
-    def __init__(self, pieces: list[bytes]) -> None:
-        self._pieces = list(pieces)
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        await trio.lowlevel.checkpoint()
-        return self._pieces.pop(0) if self._pieces else b""
-
-    async def aclose(self) -> None:
-        pass
-
-
-def http(pieces: list[bytes]) -> HTTPStream:
-    stream = HTTPStream("http://127.0.0.1:1/", {}, b"", "P", None, 1.0, 1.0)
-    stream._stream = Pieces(pieces)  # type: ignore[assignment]
-    stream._chunked = True
-    return stream
+def read_all(pieces: list[bytes]) -> tuple[ChunkedReader, bytes]:
+    """A chunked reader fed ``pieces`` one by one (as network reads), then the end
+    of the connection, and the body it gave."""
+    reader = ChunkedReader("P")
+    out = b""
+    for piece in [*pieces, None]:
+        if piece is None:
+            reader.closed()
+        else:
+            reader.feed(piece)
+        while data := reader.read():
+            out += data
+        if reader.done:
+            break
+    return reader, out
 
 
 def dechunk(pieces: list[bytes]) -> bytes:
-    async def main() -> bytes:
-        stream = http(pieces)
-        out = b""
-        while (data := await stream._body_bytes()) is not None:
-            out += data
-        return out
-
-    return trio.run(main)
+    reader, body = read_all(pieces)
+    assert reader.done
+    return body
 
 
 def split(body: bytes, sizes: list[int]) -> list[bytes]:
@@ -92,8 +83,10 @@ def test_any_chunking_and_any_split_into_reads_gives_the_body(
     payload, cuts, reads, extension, upper
 ):
     body = chunked(payload, cuts, extension, upper)
-    assert dechunk(split(body, reads)) == payload
-    assert dechunk([body]) == payload
+    for pieces in (split(body, reads), [body]):
+        reader, got = read_all(pieces)
+        assert got == payload
+        assert reader.done and reader.leftover == b""  # ends exactly: reusable
 
 
 @settings(max_examples=200, deadline=None)
@@ -106,7 +99,21 @@ def test_a_body_cut_anywhere_before_its_last_chunk_is_transient(payload, cuts, r
 
 
 def test_bytes_after_the_last_chunk_are_not_read():
-    assert dechunk([b"3\r\nabc\r\n0\r\n\r\n5\r\nhello\r\n"]) == b"abc"
+    reader, body = read_all([b"3\r\nabc\r\n0\r\n\r\n5\r\nhello\r\n"])
+    assert body == b"abc"
+    assert reader.done and reader.leftover == b"5\r\nhello\r\n"  # so not reused
+
+
+@pytest.mark.parametrize("read", [1, 2, 5, 1000])
+def test_trailers_are_skipped_to_their_end_and_nothing_is_left_over(read):
+    body = b"3\r\nabc\r\n0\r\nx-checksum: 1\r\nx-other: 2\r\n\r\n"
+    reader, got = read_all([body[i : i + read] for i in range(0, len(body), read)])
+    assert got == b"abc" and reader.done and reader.leftover == b""
+
+
+def test_a_body_cut_in_its_trailers_is_transient():
+    with pytest.raises(TransientModelError, match="trailers were cut off"):
+        read_all([b"3\r\nabc\r\n0\r\nx-checksum: 1\r\n"])
 
 
 def test_blank_lines_between_chunks_are_skipped():

@@ -357,7 +357,7 @@ async def test_https_to_a_private_ca_with_its_context_and_one_shared_default_con
     import trustme
     from loopback import Loopback
 
-    from trio_agent.providers import _http
+    from trio_agent.providers import _connection as _http
 
     ca = trustme.CA()
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

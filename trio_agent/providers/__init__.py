@@ -3,10 +3,13 @@
 ``OpenAIChatModel`` speaks OpenAI-compatible Chat Completions streaming;
 ``OpenAIResponsesModel`` speaks OpenAI's Responses streaming (statelessly,
 reasoning kept encrypted); ``AnthropicModel`` speaks Anthropic Messages streaming.
+Each keeps its connections alive in a ``ConnectionPool`` (its own, or one shared
+with ``pool=``): close it with ``await model.aclose()`` or ``async with model:``.
 """
 
+from ._pool import ConnectionPool as ConnectionPool
 from .anthropic import AnthropicModel as AnthropicModel
 from .openai import OpenAIChatModel as OpenAIChatModel
 from .responses import OpenAIResponsesModel as OpenAIResponsesModel
 
-__all__ = ["AnthropicModel", "OpenAIChatModel", "OpenAIResponsesModel"]
+__all__ = ["AnthropicModel", "ConnectionPool", "OpenAIChatModel", "OpenAIResponsesModel"]

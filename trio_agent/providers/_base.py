@@ -6,7 +6,7 @@ import os
 import ssl
 import urllib.parse
 from collections import deque
-from typing import Any, Final
+from typing import Any, Final, Self
 
 import msgspec
 
@@ -30,6 +30,7 @@ from ..model import (
 from ._arguments import MAX_ARGUMENT_BYTES
 from ._http import HTTPStream, Redactor, scrub_error
 from ._pool import ConnectionPool
+from ._proxy import proxy_for
 
 _NO_SETTINGS: Final = ModelSettings()
 
@@ -151,7 +152,6 @@ class ProviderModel:
             or self.default_base_url
         )
         self._key = key
-        self._redactor = Redactor(key)  # built once: what the key looks like in a text
         for name, value in (("connect_seconds", connect_seconds), ("read_seconds", read_seconds)):
             if type(value) not in (int, float) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}")
@@ -166,6 +166,28 @@ class ProviderModel:
         if type(max_argument_bytes) is not int or max_argument_bytes < 1:
             raise ValueError(f"max_argument_bytes must be an int >= 1, got {max_argument_bytes!r}")
         self.max_argument_bytes = max_argument_bytes
+        if pool is not None and not isinstance(pool, ConnectionPool):
+            raise TypeError(f"pool must be a ConnectionPool or None, got {pool!r}")
+        if proxy is not None and type(proxy) is not str:
+            raise TypeError(f"proxy must be a proxy URL, 'environment' or None, got {proxy!r}")
+        self.proxy = proxy_for(self.base_url, proxy, os.environ)
+        secrets = self.proxy.secrets if self.proxy is not None else ()
+        self._redactor = Redactor(key, *secrets)  # built once: what the secrets look like
+        self._owns_pool = pool is None
+        self.pool = ConnectionPool() if pool is None else pool
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections this model keeps alive (its own pool; a pool given
+        with ``pool=`` belongs to whoever made it and stays open). Cancellation
+        cannot interrupt it."""
+        if self._owns_pool:
+            await self.pool.aclose()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -219,6 +241,8 @@ class ProviderModel:
             self._connect_seconds,
             self._read_seconds,
             self._ssl_context,
+            self.pool,
+            self.proxy,
         )
 
 
@@ -322,7 +346,11 @@ class SSEModelStream:
         False once everything has been queued and taken."""
         if self._response is not None:
             return False
-        events = None if self._ended else await self._http.next_events()
+        if self._ended:  # the rest of the body is only its end: read it to keep the connection
+            await self._http.drain()
+            events = None
+        else:
+            events = await self._http.next_events()
         if events is None:
             self._finish()
         else:

@@ -100,12 +100,13 @@ def stream_error(provider: str, kind: str, message: str) -> ModelError:
     return ModelError(text)
 
 
-def transport_error(provider: str, exc: Exception) -> ModelError:
+def transport_error(provider: str, exc: Exception, where: str = "") -> ModelError:
     """Timeouts and dropped connections are worth another attempt; a certificate
-    that does not verify is not. trio's TLS stream reports its cause underneath."""
+    that does not verify is not. trio's TLS stream reports its cause underneath.
+    ``where`` adds how the connection went (through which proxy)."""
     if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
         exc = exc.__cause__  # type: ignore[assignment]
-    text = f"{provider}: {type(exc).__name__}: {exc}"
+    text = f"{provider}: {type(exc).__name__}: {exc}{where}"
     if isinstance(exc, ssl.SSLCertVerificationError):
         return ModelError(text)
     return TransientModelError(text)

@@ -9,12 +9,21 @@ import html
 import re
 import ssl
 import urllib.parse
-from itertools import repeat
+from functools import partial
+from typing import TYPE_CHECKING
 
 import trio
 
-from ..model import ModelResponseError, TransientModelError
-from ._errors import error_for_status, error_text, lenient, transport_error
+from ..model import ModelError, ModelResponseError, TransientModelError
+from ._connection import Connection, Origin, StaleConnection, connect
+from ._connection import default_tls_context as default_tls_context
+from ._errors import error_for_status, error_text, lenient
+from ._pool import ConnectionPool
+from ._proxy import absolute_target
+from ._wire import BodyReader, UntilCloseReader, body_reader, keep_alive, parse_head
+
+if TYPE_CHECKING:
+    from ._proxy import Proxy
 from ._inflate import Inflater, content_coding, supported
 from ._redirect import Redirects, request_target
 from ._secrets import CUT, error_read_limit
@@ -29,40 +38,32 @@ MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 ``stream``); more is refused."""
 PREVIEW_CHARS = 200
 """Characters of an unexpected 200 body (HTML, a whole JSON document) its error quotes."""
-_SEND_PIECE = 64 * 1024
-"""Bytes of the request sent under one write deadline."""
 _SCRIPT = re.compile(r"<(?:script|style)\b[^<>]*>[^<]*", re.IGNORECASE)  # and its text
 _TAG = re.compile(r"<[^<>]*>")  # linear: no scan past the next "<"
 _SSE_START = re.compile(rb"(?:data|event|id|retry)?:")  # a field, or a comment
-
-# A chunk's size line, with the line end of the chunk before it (HTTP/1.1 chunked).
-_CHUNK_HEAD = re.compile(rb"\r\n([0-9A-Fa-f]+)(?:;[^\r\n]*)?\r\n")
-
-
-_default_tls: ssl.SSLContext | None = None
-
-
-async def default_tls_context() -> ssl.SSLContext:
-    """The system's trust store as one ``SSLContext``, made at the first https
-    request (reading the CA bundle takes milliseconds: in a worker thread, not
-    on the trio thread) and shared by every connection after it."""
-    global _default_tls
-    if _default_tls is None:
-        context = await trio.to_thread.run_sync(ssl.create_default_context)
-        _default_tls = _default_tls or context
-    return _default_tls
+_DRAIN_BYTES = 65536
+"""Body bytes read after the provider said the message is over, to reach the
+body's end and keep the connection; more, and it is closed instead."""
+_DRAIN_SECONDS = 1.0
+"""The longest wait for those bytes."""
 
 
 class HTTPStream:
-    """One streaming POST over HTTP/1.1 on trio streams (TLS for https).
+    """One streaming POST over HTTP/1.1 on trio streams (TLS for https), on a
+    connection from ``pool`` (a ``ConnectionPool``: kept alive and reused) or,
+    without one, its own connection, closed at the end. No async generators
+    anywhere (nothing is left for a finalizer to warn about).
 
-    No async generators anywhere (nothing is left for a finalizer to warn
-    about) and no connection pool: closing it closes the socket at once,
-    also on cancellation. ``connect_seconds`` bounds connecting (and the TLS
-    handshake), ``read_seconds`` each wait for the server to take the next
-    piece of the request (a write timeout) or to send the next bytes; all three
-    failures are transient. Bodies may be chunked, sized or closed-delimited,
-    and gzip or deflate although ``accept-encoding: identity`` is sent.
+    A connection goes back to the pool only when the body was read exactly to
+    its end and the server lets it stay open; ``aclose`` before that (or a
+    cancellation) closes it. A pooled connection that fails before any byte of
+    the response (it went stale while idle) is replaced by a fresh one, once.
+    ``connect_seconds`` bounds connecting (through ``proxy``, a ``_proxy.Proxy``,
+    if given, and the TLS handshake), ``read_seconds`` each wait for the server
+    to take the next piece of the request (a write timeout) or to send the next
+    bytes; all three failures are transient. Bodies may be chunked, sized or
+    close-delimited, and gzip or deflate although ``accept-encoding: identity``
+    is sent.
 
     A 200 that is not an event stream is refused at ``open``: HTML (a captive
     portal, a proxy's page) and a JSON error object with the server's text. Any
@@ -84,66 +85,50 @@ class HTTPStream:
         connect_seconds: float,
         read_seconds: float,
         tls_context: ssl.SSLContext | None = None,
+        pool: ConnectionPool | None = None,
+        proxy: Proxy | None = None,
     ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
-        self._tls = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port or (443 if self._tls else 80)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._origin = Origin(parts.scheme, parts.hostname, port, tls_context, proxy)
         self._url = url
-        host = f"[{self._host}]" if ":" in self._host else self._host
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
         host_header = host if parts.port is None else f"{host}:{parts.port}"
-        lines = [
-            f"host: {host_header}",
-            f"content-length: {len(body)}",
-            "connection: close",
-            "user-agent: trio-agent",
-        ]
+        lines = [f"host: {host_header}", f"content-length: {len(body)}"]
+        if pool is None:
+            lines.append("connection: close")
+        lines.append("user-agent: trio-agent")
         if not any(k.lower() == "accept-encoding" for k in headers):
             lines.append("accept-encoding: identity")  # a proxy may compress anyway
+        if proxy is not None and self._origin.forwarded and proxy.authorization:
+            lines.append(f"proxy-authorization: {proxy.authorization}")
         lines += [f"{k}: {v}" for k, v in headers.items()]
         self._fields = ("\r\n".join(lines) + "\r\n\r\n").encode()  # the head after its first line
-        self._head = f"POST {request_target(url)} HTTP/1.1\r\n".encode() + self._fields
+        self._head = self._request_line(url) + self._fields
         self._body = body
         self._provider = provider
         self.secret = secret  # scrubbed out of every error, in-stream ones too
-        self._tls_context = tls_context
+        self._pool = pool
         self._connect_seconds = connect_seconds
         self._read_seconds = read_seconds
-        self._stream: trio.abc.Stream | None = None
-        self._buffer = b""
-        self._eof = False
-        self._chunked = False
-        self._remaining: int | None = None  # bytes left of a sized body, or of a chunk
+        self._connection: Connection | None = None
+        self._reader: BodyReader = UntilCloseReader(provider)
+        self._keep: tuple[bool, float | None, int | None] = (False, None, None)
         self._parser = SSEParser()
         self._inflater: Inflater | None = None  # a gzip or deflate body's decoder
         self.document: bytes | None = None  # a JSON 200's whole body (not a stream)
         self._ahead: bytes | None = None  # decoded body bytes read at open, not yet parsed
 
-    async def _receive(self) -> bytes | bytearray:
-        assert self._stream is not None
-        try:
-            # fail_after without its generator-based context manager (once per read)
-            with trio.CancelScope(deadline=trio.current_time() + self._read_seconds):
-                return await self._stream.receive_some(65536)
-        except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise transport_error(self._provider, exc) from None
-        raise TransientModelError(  # only the deadline above ends the scope without a read
-            f"{self._provider}: no data for {self._read_seconds} s (read timeout)"
-        )
-
-    async def _fill(self) -> bool:
-        data = await self._receive()
-        if not data:
-            self._eof = True
-            return False
-        self._buffer += data
-        return True
+    def _request_line(self, url: str) -> bytes:
+        target = absolute_target(url) if self._origin.forwarded else request_target(url)
+        return f"POST {target} HTTP/1.1\r\n".encode()
 
     async def open(self) -> None:
-        """Connect, send the request and read the response head; on any failure the
-        connection is closed before the error propagates."""
+        """Connect (or take a pooled connection), send the request and read the
+        response head; on any failure, cancellation too, the connection is closed
+        before the error propagates."""
         opened = False
         try:
             await self._open()
@@ -152,50 +137,61 @@ class HTTPStream:
             if not opened:
                 await self.aclose()
 
+    async def _connect(self, fresh: bool) -> Connection:
+        origin = self._origin
+        if self._pool is None:
+            connection = await connect(origin, self._connect_seconds, self._provider)
+        else:
+            connection = await self._pool.connection(
+                origin,
+                partial(connect, origin, self._connect_seconds, self._provider),
+                fresh=fresh,
+            )
+        self._connection = connection
+        return connection
+
     async def _exchange(self) -> tuple[int, dict[str, str]]:
-        """Connect, send the request and read the response head, following a 307 or
-        308 within the origin (``Redirects``): the redirect's connection is closed,
-        unread, and the same request sent again on a new one."""
+        """Send the request and read the response head, following a 307 or 308
+        within the origin (``Redirects``: the redirect's connection is closed,
+        unread, and the same request sent again), and sending it again on a
+        fresh connection if a pooled one turns out stale."""
         redirects = Redirects(self._url, self._provider)
+        fresh = False
         while True:
-            await self._send(await self._connect())
-            status, headers = await self._read_head()
+            connection = await self._connect(fresh)
+            try:
+                await connection.send(self._head + self._body, self._read_seconds, self._provider)
+                status, headers = await self._read_head(connection)
+            except StaleConnection:
+                await self.aclose()
+                fresh = True
+                continue
+            fresh = False
             target = redirects.follow(status, headers)
             if target is None:
                 return status, headers
             await self.aclose()
-            self._buffer, self._eof = b"", False
+            if self._origin.forwarded:
+                target = absolute_target(redirects.url)
             self._head = f"POST {target} HTTP/1.1\r\n".encode() + self._fields
 
-    async def _connect(self) -> trio.abc.Stream:
-        try:
-            with trio.fail_after(self._connect_seconds):
-                stream: trio.abc.Stream = await trio.open_tcp_stream(self._host, self._port)
-                self._stream = stream
-                if self._tls:
-                    context = self._tls_context or await default_tls_context()
-                    stream = self._stream = trio.SSLStream(
-                        stream, context, server_hostname=self._host, https_compatible=True
-                    )
-                    await stream.do_handshake()
-                return stream
-        except trio.TooSlowError:
-            raise TransientModelError(
-                f"{self._provider}: could not connect within {self._connect_seconds} s"
-            ) from None
-        except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise transport_error(self._provider, exc) from None
+    async def _read_head(self, connection: Connection) -> tuple[int, dict[str, str]]:
+        """The status and headers of the response (past any interim 1xx ones);
+        the body's reader is ready for what came after them."""
+        buffer = b""
+        while (found := parse_head(buffer, self._provider)) is None:
+            data = await connection.receive(self._read_seconds, self._provider)
+            if not data:
+                raise TransientModelError(f"{self._provider}: the response head was cut off")
+            buffer += data
+        status, headers, rest = found
+        self._reader = body_reader(self._provider, headers, rest)
+        self._keep = keep_alive(headers)
+        connection.requests_left = self._keep[2]
+        return status, headers
 
     async def _open(self) -> None:
         status, headers = await self._exchange()
-        self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        if not self._chunked and "content-length" in headers:
-            try:
-                self._remaining = int(headers["content-length"])
-            except ValueError:
-                raise ModelResponseError(
-                    f"{self._provider}: bad content-length {headers['content-length']!r}"
-                ) from None
         coding = content_coding(headers)
         if coding and supported(coding):
             self._inflater = Inflater(coding, self._provider)
@@ -223,39 +219,6 @@ class HTTPStream:
                 await self._take_document(start)
             else:
                 raise await self._html_error(start)
-
-    async def _send(self, stream: trio.abc.Stream) -> None:
-        """Send the request in pieces, each within ``read_seconds`` (a server that
-        stops taking the body is a write timeout, not a failed connection)."""
-        request = memoryview(self._head + self._body)
-        try:
-            for at in range(0, len(request), _SEND_PIECE):
-                with trio.CancelScope(deadline=trio.current_time() + self._read_seconds):
-                    await stream.send_all(request[at : at + _SEND_PIECE])
-                    continue
-                raise TransientModelError(  # only the deadline ends the scope early
-                    f"{self._provider}: could not send the request in time: the server "
-                    f"took no more of it for {self._read_seconds} s (write timeout, after "
-                    f"{at} of {len(request)} bytes)"
-                )
-        except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise transport_error(self._provider, exc) from None
-
-    async def _read_head(self) -> tuple[int, dict[str, str]]:
-        """The status and headers of the response, past any interim 1xx ones (100
-        Continue, 103 Early Hints)."""
-        while True:
-            while b"\r\n\r\n" not in self._buffer:
-                if len(self._buffer) > 65536 or not await self._fill():
-                    raise TransientModelError(f"{self._provider}: the response head was cut off")
-            head, _, self._buffer = self._buffer.partition(b"\r\n\r\n")
-            status_line, *header_lines = head.decode("latin-1").split("\r\n")
-            try:
-                status = int(status_line.split(" ", 2)[1])
-            except (IndexError, ValueError):
-                raise ModelResponseError(f"{self._provider}: not an HTTP response") from None
-            if not 100 <= status < 200:
-                return status, _headers(header_lines)
 
     async def _read_body(
         self, limit: int, start: tuple[bytes, bool] = (b"", False), strip: bool = False
@@ -309,118 +272,57 @@ class HTTPStream:
             text = self.secret.redact(text)
         return text[:PREVIEW_CHARS] + (CUT if len(text) > PREVIEW_CHARS else "")
 
-    def _chunks_in_buffer(self) -> bytes | None:
-        """The data of the chunks in the buffer, between chunks, found in C: one regex
-        split at the size lines, then every chunk's length checked against its size
-        line. If they all agree, the split is the one a chunk-by-chunk walk finds
-        (each size line starts right where the chunk before it ends); if any does
-        not (a size line lookalike inside the data, blank lines, odd size lines) or
-        no whole size line is there yet, None, and ``_body_bytes`` walks the chunks
-        itself."""
-        buffer = self._buffer
-        parts = _CHUNK_HEAD.split(buffer if buffer[:2] == b"\r\n" else b"\r\n" + buffer)
-        # parts: b"", size 1, data 1, ..., size n, what follows size line n
-        if len(parts) < 3 or parts[0]:
-            return None
-        sizes = list(map(int, parts[1::2], repeat(16)))
-        datas = parts[2::2]
-        last, tail = sizes.pop(), datas.pop()
-        if list(map(len, datas)) != sizes or 0 in sizes:
-            return None
-        if last == 0:  # the end (trailers, if any, are not read)
-            self._chunked = False
-            self._remaining = 0
-            self._buffer = b""
-        elif len(tail) >= last:
-            datas.append(tail[:last])
-            self._buffer = tail[last:]
-        else:
-            datas.append(tail)
-            self._remaining = last - len(tail)
-            self._buffer = b""
-        return b"".join(datas)
-
     async def _body_bytes(self) -> bytes | None:
-        """The next bytes of the body (chunked, sized or up to the close), or None at
-        its end. A body cut off before its announced end is a transient error."""
-        if self._chunked:  # the usual case first: whole chunks in a read, found in C
-            if not self._buffer and not await self._fill():
-                raise TransientModelError(
-                    f"{self._provider}: a chunk was cut off"
-                    if self._remaining
-                    else f"{self._provider}: the body ended before its last chunk"
-                )
-            head = b""
-            if self._remaining:  # the rest of the chunk the last read ended in
-                head = self._buffer[: self._remaining]
-                self._buffer = self._buffer[len(head) :]
-                self._remaining -= len(head)
-            if not self._remaining and self._buffer:
-                data = self._chunks_in_buffer()
-                if data is not None:
-                    return head + data
-            if head:
-                return head
-        if not self._chunked:
-            if self._remaining == 0:
+        """The next bytes of the body, or None at its end (where a pooled
+        connection goes back to the pool). A body cut off before its announced
+        end is a transient error."""
+        reader = self._reader
+        while not (data := reader.read()):
+            if reader.done:
+                self._release()
                 return None
-            if not self._buffer and not await self._fill():
-                if self._remaining is not None:
-                    raise TransientModelError(
-                        f"{self._provider}: the body ended {self._remaining} bytes early"
-                    )
-                return None
-            data, self._buffer = self._buffer, b""
-            if self._remaining is not None:
-                data = data[: self._remaining]
-                self._remaining -= len(data)
-            return data
-        # Every chunk already in the buffer, in one piece, walking it by position
-        # (slicing the buffer once per chunk would be quadratic in a read).
-        out: list[bytes] = []
-        buffer, at = self._buffer, 0
-        while True:
-            if self._remaining:  # inside a chunk
-                available = len(buffer) - at
-                if not available:
-                    if out:
-                        break
-                    self._buffer = b""
-                    if not await self._fill():
-                        raise TransientModelError(f"{self._provider}: a chunk was cut off")
-                    buffer, at = self._buffer, 0
-                    continue
-                take = min(available, self._remaining)
-                out.append(buffer[at : at + take])
-                at += take
-                self._remaining -= take
-                continue
-            end = buffer.find(b"\r\n", at)
-            if end == -1:
-                if out:
-                    break
-                self._buffer = buffer[at:]
-                if not await self._fill():
-                    raise TransientModelError(
-                        f"{self._provider}: the body ended before its last chunk"
-                    )
-                buffer, at = self._buffer, 0
-                continue
-            line = buffer[at:end]
-            at = end + 2
-            if not line:  # the CRLF after a chunk's data
-                continue
+            assert self._connection is not None
+            more = await self._connection.receive(self._read_seconds, self._provider)
+            if more:
+                reader.feed(more)
+            else:
+                reader.closed()
+        return data
+
+    def _release(self) -> None:
+        """The body ended: its connection goes back to the pool if the server lets
+        it stay open and sent nothing after the body (else ``aclose`` closes it)."""
+        connection = self._connection
+        keep, seconds, _ = self._keep
+        if self._pool is None or connection is None or not keep or self._reader.leftover:
+            return
+        if type(self._reader) is UntilCloseReader:
+            return
+        if self._inflater is not None and self._inflater.cut_off:
+            return
+        self._connection = None
+        self._pool.give_back(connection, seconds)
+
+    async def drain(self) -> None:
+        """Read what is left of the body once the provider said the message is over
+        (the end of the last chunk, usually), so that the connection can be
+        reused: at most ``_DRAIN_BYTES`` within ``_DRAIN_SECONDS``, and only if it
+        could be reused at all. Anything wrong on the way, and the connection is
+        simply closed by ``aclose``: the message is whole already."""
+        if self._connection is None or self._pool is None or not self._keep[0]:
+            return
+        if type(self._reader) is UntilCloseReader:
+            return
+        read = 0
+        with trio.move_on_after(_DRAIN_SECONDS):
             try:
-                size = int(line.split(b";")[0], 16)
-            except ValueError:
-                raise ModelResponseError(f"{self._provider}: bad chunk size {line!r}") from None
-            if size == 0:
-                self._chunked = False
-                self._remaining = 0  # the end (trailers, if any, are not read)
-                break
-            self._remaining = size
-        self._buffer = buffer[at:]
-        return b"".join(out) if out else None
+                while read <= _DRAIN_BYTES:
+                    data = await self._body_bytes()
+                    if data is None:
+                        return
+                    read += len(data)
+            except ModelError:
+                return
 
     async def next_events(self) -> list[bytes] | None:
         """The data of the events completed by the next piece of the body, or None
@@ -455,17 +357,12 @@ class HTTPStream:
         return None
 
     async def aclose(self) -> None:
-        if self._stream is not None:
-            stream, self._stream = self._stream, None
-            with trio.CancelScope(shield=True):
-                with trio.move_on_after(1):  # a TLS close_notify must not hang us
-                    await stream.aclose()
-
-
-def _headers(lines: list[str]) -> dict[str, str]:
-    """Response header lines as a lower-cased dict (repeated names: the last wins)."""
-    headers: dict[str, str] = {}
-    for line in lines:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return headers
+        """Close the connection unless it went back to the pool (shielded: a
+        cancelled request closes it too, and never returns it)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                await connection.aclose()
+            finally:
+                if self._pool is not None:
+                    self._pool.forget()
