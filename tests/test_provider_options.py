@@ -11,12 +11,11 @@ from trio_agent import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 
 @pytest.mark.parametrize("cls", [OpenAIChatModel, AnthropicModel, OpenAIResponsesModel])
 def test_constructors_spell_out_every_option(cls):
-    # DESIGN 11.3: explicit keywords, no **options (proxy= comes with the rest of
-    # issue 16's transport)
+    # DESIGN 11.3: explicit keywords, no **options
     parameters = inspect.signature(cls).parameters
     assert all(p.kind is not p.VAR_KEYWORD for p in parameters.values())
     names = ("api_key", "base_url", "settings", "default_headers", "connect_seconds")
-    for name in (*names, "read_seconds", "ssl_context"):
+    for name in (*names, "read_seconds", "ssl_context", "proxy", "pool", "max_argument_bytes"):
         assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
     with pytest.raises(TypeError, match="api_kye"):
         cls("m", api_kye="k")

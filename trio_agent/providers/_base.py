@@ -109,6 +109,14 @@ class ProviderModel:
     default one context with the system's store serves every connection.
     Cancellation closes the HTTP stream at once.
 
+    Connections are kept alive in ``pool`` (a ``ConnectionPool``: the one given,
+    or its own, which ``aclose()`` or the end of ``async with model:`` closes).
+    ``proxy`` is the proxy its requests go through (a ``_proxy.Proxy``, or
+    None), from ``proxy=``: ``"environment"`` (the default) reads the proxy
+    variables as curl does, when the model is made; a URL overrides them;
+    None goes direct. ``max_argument_bytes`` caps one tool call's arguments:
+    a call over it reaches the model as an error result, never a tool.
+
     ``settings`` (a ``ModelSettings``) apply to every request; a request's own
     ``settings`` (the run's, agent's and turn's, merged) win field by field
     (``settings_for``). ``default_headers`` go with every request, after the
