@@ -7,6 +7,7 @@ sockets, against a keep-alive server."""
 from __future__ import annotations
 
 import gc
+import io
 import ssl
 from collections.abc import AsyncIterator
 
@@ -389,3 +390,21 @@ def test_admission_when_full_closes_the_oldest_idle_connection_elsewhere_or_wait
     pool._idle[:] = []
     assert pool._admit(A, 5) == ("wait", [])
     assert pool._open == 2
+
+
+def test_the_command_line_closes_its_models_connections(capsys):
+    from trio_agent._cli._commands import _trio_run
+    from trio_agent._cli._output import Output
+
+    closed = []
+
+    class Model:
+        async def aclose(self) -> None:
+            closed.append(True)
+
+    async def body() -> int:
+        return 0
+
+    output = Output(io.StringIO(), io.StringIO())
+    assert _trio_run(output, body, Model()) == 0  # type: ignore[arg-type]
+    assert closed == [True]

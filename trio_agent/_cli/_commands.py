@@ -10,7 +10,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 import trio
@@ -23,6 +23,11 @@ from ..workspace import Workspace
 from ._config import RunConfig, Settings, given, recorded, resolve
 from ._output import Output, Printer, describe_end
 from ._parser import DEFAULT_SYSTEM, UsageError
+
+if TYPE_CHECKING:
+    from ..providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+
+    ProviderModel = OpenAIChatModel | OpenAIResponsesModel | AnthropicModel
 
 __all__ = [
     "EXIT_FAILED",
@@ -105,9 +110,12 @@ async def drive_turn(
     return EXIT_OK if result.end.reason == "completed" else EXIT_FAILED
 
 
-def _trio_run(output: Output, body: Callable[[], Awaitable[int]]) -> int:
+def _trio_run(
+    output: Output, body: Callable[[], Awaitable[int]], model: ProviderModel | None = None
+) -> int:
     """Run ``body`` in trio beside the output's writer task; what the writer could
-    not write (the body failed) is written once trio is done."""
+    not write (the body failed) is written once trio is done. ``model``'s
+    connections are closed at the end."""
 
     async def main() -> int:
         async with trio.open_nursery() as nursery:
@@ -116,6 +124,8 @@ def _trio_run(output: Output, body: Callable[[], Awaitable[int]]) -> int:
                 return await body()
             finally:
                 output.close()
+                if model is not None:
+                    await model.aclose()
 
     try:
         return trio.run(main)
@@ -163,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
                 f"`trio-agent resume {shlex.quote(args.ledger)}` to go on with it"
             ) from None
 
-    return _trio_run(output, body)
+    return _trio_run(output, body, model)
 
 
 def _left_by_an_interruption(loaded: LoadedSession, derived: DerivedSession) -> str | None:
@@ -230,7 +240,7 @@ def resume(args: argparse.Namespace) -> int:
             )
         return await drive_turn(agent, args.task, printer)
 
-    return _trio_run(output, body)
+    return _trio_run(output, body, model)
 
 
 def _key_named_by(flags: Settings, config: RunConfig) -> str:
