@@ -21,6 +21,7 @@ import pytest
 from loopback import Reply
 
 from trio_agent import (
+    REJECTED_ARGUMENTS,
     Completed,
     ModelRequest,
     ModelResponseError,
@@ -329,12 +330,16 @@ async def test_openai_chat_completion_cut_by_length_drops_its_call(loopback):
     assert response.stop_reason == "length"
 
 
-async def test_openai_chat_completion_with_bad_arguments_is_a_response_error(loopback):
+async def test_openai_chat_completion_with_bad_arguments_is_a_refused_call(loopback):
+    # issue 16: as in a stream, the call goes on with the reason as its arguments
     body = copy.deepcopy(CHAT_CALL)
     body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = '{"city": "Mex'
     loopback.replies.append(document(body))
-    with pytest.raises(ModelResponseError, match="arguments that are not JSON"):
-        await read(openai(loopback))
+    chunks, response = await read(openai(loopback))
+    (call,) = chunks
+    assert list(call.arguments) == [REJECTED_ARGUMENTS]
+    assert call.arguments[REJECTED_ARGUMENTS].startswith("the arguments are not JSON: ")
+    assert response.content == (call,) and response.stop_reason == "tool_call"
 
 
 # ------------------------------------------------------------ Anthropic

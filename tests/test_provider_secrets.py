@@ -15,6 +15,7 @@ from loopback import Reply
 from test_provider_regressions import DONE, choice, read, sse
 
 from trio_agent import (
+    REJECTED_ARGUMENTS,
     Agent,
     JsonlStore,
     ModelAuthenticationError,
@@ -267,18 +268,25 @@ def anthropic_call(call_id: str, arguments: str) -> bytes:
     [(openai, openai_call), (anthropic, anthropic_call)],
     ids=["openai", "anthropic"],
 )
-@pytest.mark.parametrize("arguments", ["not json", "too long"])
-async def test_a_key_in_a_tool_call_with_bad_arguments_is_redacted(
+@pytest.mark.parametrize("arguments", ["not json", "too long", "past a limit"])
+async def test_a_key_in_bad_tool_call_arguments_is_not_quoted_in_the_reason(
     loopback, make, stream, key, arguments
 ):
-    # the error quotes the call's id, which the server chose
-    text = f"{{{every_form(key)}"
+    # issue 16: bad arguments are no longer an error (which quoted the call's id):
+    # the call goes on with a reason as its arguments, which quotes none of their
+    # text (a limit's JSON path names keys, as the arguments would have)
+    text, why = f"{{{every_form(key)}", "are not JSON"
     if arguments == "too long":
-        text = "[" + '"x",' * (MAX_ARGUMENT_BYTES // 4) + '"x"]'
-    loopback.replies.append(Reply(body=stream(every_form(key), text)))
-    error = await failure(make(loopback, key), ModelResponseError)
-    assert "tool call" in str(error)
-    assert_scrubbed(error, key)
+        text = "[" + f'"{every_form(key)}",' * (MAX_ARGUMENT_BYTES // 64) + '"x"]'
+        why = "more than the 65,536"
+    elif arguments == "past a limit":
+        text = json.dumps({"a": [every_form(key)] * 2 + [0] * 300})
+        why = "more than 256 object fields and array elements"
+    loopback.replies.append(Reply(body=stream("call-1", text)))
+    (call,), _ = await read(make(loopback, key))
+    reason = call.arguments[REJECTED_ARGUMENTS]
+    assert list(call.arguments) == [REJECTED_ARGUMENTS] and why in reason
+    assert not find_key(reason, key), reason
 
 
 # ------------------------------------------------------------------ end to end

@@ -12,6 +12,7 @@ from helpers import add
 from loopback import Reply, fixture
 
 from trio_agent import (
+    REJECTED_ARGUMENTS,
     Agent,
     AssistantMessage,
     ContextOverflowError,
@@ -19,7 +20,6 @@ from trio_agent import (
     ModelAuthenticationError,
     ModelRequest,
     ModelRequestError,
-    ModelResponseError,
     TextBlock,
     TextDelta,
     ToolCall,
@@ -273,7 +273,9 @@ async def test_a_refused_connection_is_transient(make):
 
 
 @pytest.mark.parametrize("make", [openai, anthropic])
-async def test_bad_argument_json_and_oversized_arguments_are_response_errors(loopback, make):
+async def test_bad_argument_json_and_oversized_arguments_become_refused_calls(loopback, make):
+    # issue 16: no longer a broken stream; the call goes on, its arguments
+    # replaced by the reason, and the next call of the message is intact
     name = "openai_tools.sse" if make is openai else "anthropic_tools.sse"
     # the first piece of the first call's arguments, made invalid JSON
     first_piece = b'"{\\"le"' if make is openai else b'"partial_json":"{\\"lef"'
@@ -282,10 +284,14 @@ async def test_bad_argument_json_and_oversized_arguments_are_response_errors(loo
     assert broken != fixture(name)
     big = fixture(name).replace(first_piece, first_piece[:-1] + b"x" * 70000 + b'"', 1)
     loopback.replies += [Reply(body=broken), Reply(body=big)]
-    with pytest.raises(ModelResponseError, match="not JSON"):
-        await read(make(loopback))
-    with pytest.raises(ModelResponseError, match="more than"):
-        await read(make(loopback))
+    for why in ("the arguments are not JSON: ", "more than the 65,536 this model accepts"):
+        chunks, response = await read(make(loopback))
+        first, second = calls = [c for c in chunks if type(c) is ToolCall]
+        assert first.name == "add" and list(first.arguments) == [REJECTED_ARGUMENTS]
+        assert why in first.arguments[REJECTED_ARGUMENTS]
+        assert second.name == "get_weather" and REJECTED_ARGUMENTS not in second.arguments
+        assert [b for b in response.content if type(b) is ToolCall] == calls
+        assert response.stop_reason == "tool_call"
 
 
 # ----------------------------------------------------- cancellation, secrets

@@ -136,6 +136,7 @@ PUBLIC = {
         "check_arguments",
         "estimate_tokens",
         "execute_tool_call",
+        "REJECTED_ARGUMENTS",
         "repair_transcript",
         "run_agent_loop",
         "text_from_assistant",
@@ -315,6 +316,7 @@ PUBLIC = {
         "parse_jsonl",
     ],
     "trio_agent.tools": [
+        "REJECTED_ARGUMENTS",
         "ToolResult",
         "FatalToolError",
         "MAX_PROGRESS_TEXT",
@@ -333,6 +335,7 @@ PUBLIC = {
         "WorkspaceError",
     ],
     "trio_agent.providers": [
+        "ConnectionPool",
         "OpenAIResponsesModel",
         "AnthropicModel",
         "OpenAIChatModel",

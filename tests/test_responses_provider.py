@@ -12,6 +12,7 @@ import pytest
 from loopback import Reply
 
 from trio_agent import (
+    REJECTED_ARGUMENTS,
     Agent,
     AssistantMessage,
     DocumentBlock,
@@ -180,11 +181,15 @@ async def test_a_function_call_is_assembled_from_its_argument_deltas(loopback):
     assert chunks == [call] and response.stop_reason == "tool_call"
 
 
-async def test_bad_argument_json_is_a_response_error(loopback):
+async def test_bad_argument_json_is_a_refused_call(loopback):
+    # issue 16: the call goes on with the reason as its arguments (and passes the step check)
     broken = wire("responses_function_call.sse").replace(b'"{\\"country', b'"{{\\"country')
     assert broken != wire("responses_function_call.sse")
-    with pytest.raises(ModelResponseError, match="not JSON"):
-        await read(loopback, broken)
+    chunks, response = await read(loopback, broken)
+    (call,) = chunks
+    assert list(call.arguments) == [REJECTED_ARGUMENTS]
+    assert call.arguments[REJECTED_ARGUMENTS].startswith("the arguments are not JSON: ")
+    assert response.content == (call,) and response.stop_reason == "tool_call"
 
 
 # ------------------------------------------------------------------ reasoning

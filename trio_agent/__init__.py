@@ -132,6 +132,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .stores import LoadedSession as LoadedSession
     from .stores import SessionStore as SessionStore
     from .stores import SqliteStore as SqliteStore
+    from .tools import REJECTED_ARGUMENTS as REJECTED_ARGUMENTS
     from .tools import FatalToolError as FatalToolError
     from .tools import Tool as Tool
     from .tools import ToolArgumentsError as ToolArgumentsError
@@ -265,6 +266,7 @@ _EXPORTS: dict[str, str] = {
     "LoadedSession": "stores",
     "SessionStore": "stores",
     "SqliteStore": "stores",
+    "REJECTED_ARGUMENTS": "tools",
     "FatalToolError": "tools",
     "Tool": "tools",
     "ToolArgumentsError": "tools",
@@ -342,6 +344,7 @@ __all__ = [
     "ModelStream",
     "OpenAIChatModel",
     "OpenAIResponsesModel",
+    "REJECTED_ARGUMENTS",
     "RedactedThinkingBlock",
     "RetryPolicy",
     "RunFinished",

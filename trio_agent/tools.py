@@ -10,7 +10,7 @@ import inspect
 import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, Protocol, final, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, final, overload
 
 import attrs
 import msgspec
@@ -23,10 +23,12 @@ from ._context import tool_context as tool_context
 from ._errors import describe, first_leaf, message_of
 from ._frozen import frozen_json, is_json_object
 from ._transcript import INPUT_BLOCKS, BlockError, check_content
+from .limits import cut_text
 from .messages import InputBlock, ToolCall, ToolResultMessage, tool_result
 from .model import ToolSpec
 
 __all__ = [
+    "REJECTED_ARGUMENTS",
     "FatalToolError",
     "Tool",
     "ToolArgumentsError",
@@ -40,6 +42,14 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+
+REJECTED_ARGUMENTS: Final = "trio_agent.rejected_arguments"
+"""The one key of a tool call's arguments when the adapter could not take the
+arguments the model sent (over ``max_argument_bytes``, not JSON, not an object,
+or past a limit of ``trio_agent.limits``); its value says why, in a short text.
+``execute_tool_call`` answers such a call with an error result and never runs
+the tool. No ``@tool`` parameter can have this name (it holds a dot)."""
+_REJECTED_REASON_CHARS: Final = 512
 
 if TYPE_CHECKING:  # defaults (PEP 696) let a hand-built ``Tool(...)`` be ``Tool[..., Any]``
     from typing_extensions import ParamSpec, TypeVar
@@ -400,6 +410,10 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
     ``is_error=True`` with a message that names the tool and says why.
     ``FatalToolError`` (also inside an ``ExceptionGroup`` from the tool's own
     nursery) propagates: the run fails.
+    A call whose arguments the adapter refused (they hold the
+    ``REJECTED_ARGUMENTS`` key) gets ``is_error=True`` saying the tool was not
+    run, why, and to call it again with arguments that fit; the tool is not
+    looked up or run.
     Cancellation: ``trio.Cancelled`` and other ``BaseException``s propagate
     untouched, and so does cancellation the tool turned into an exception:
     no result is made for an interrupted call. A tool that swallows
@@ -407,6 +421,9 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
     Lone surrogates in the content are replaced by U+FFFD so the result can
     be encoded for any provider.
     """
+    arguments = call.arguments
+    if type(arguments) is dict and REJECTED_ARGUMENTS in arguments:
+        return _rejected(call, arguments[REJECTED_ARGUMENTS])
     found = tools.get(call.name)
     if found is None:
         available = ", ".join(tools.names()) or "none"
@@ -441,6 +458,20 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
     except Exception as exc:
         return _unencodable(call, value, exc)
     return tool_result(call, encoded.decode(), False)
+
+
+def _rejected(call: ToolCall, reason: object) -> ToolResultMessage:
+    """The error result of a call whose arguments the adapter could not take: the
+    tool was not run (whether or not it exists), and the model may try again."""
+    text = reason if type(reason) is str else msgspec.json.encode(reason).decode()
+    text = cut_text(text.strip().rstrip("."), _REJECTED_REASON_CHARS)
+    return tool_result(
+        call,
+        f'Tool "{call.name}" was not run: {text}. Call it again with arguments that fit: '
+        "one JSON object within the limits (a long text can go in smaller pieces, over "
+        "several calls).",
+        True,
+    )
 
 
 _MAYBE_CONTENT = frozenset({ToolResult, list, tuple, *INPUT_BLOCKS})

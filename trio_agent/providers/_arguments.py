@@ -1,29 +1,126 @@
-"""A streamed tool call's arguments: parsed strictly, within a cap."""
+"""A streamed tool call's arguments: taken as they are, or refused with a reason
+the model reads.
+
+A model that sends arguments an adapter cannot take (more raw bytes than its
+``max_argument_bytes``, text that is not JSON, JSON that is not an object, an
+object past a limit of ``trio_agent.limits``) has not broken the stream: the
+call goes on with its arguments replaced by ``{REJECTED_ARGUMENTS: reason}``,
+and ``execute_tool_call`` answers it with an error result instead of running
+the tool, so the model learns why and can try again (in smaller pieces, say).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
-from ..model import ModelResponseError
+from ..limits import (
+    MAX_ARGUMENT_CHARS,
+    MAX_ARGUMENT_DEPTH,
+    MAX_ARGUMENT_ENTRIES,
+    ArgumentsError,
+    check_arguments,
+    cut_text,
+)
+from ..messages import ToolCall
+from ..tools import REJECTED_ARGUMENTS
 
-MAX_ARGUMENT_BYTES = 64 * 1024
-"""Raw bytes of one tool call's streamed arguments; more is a broken stream."""
+__all__ = ["MAX_ARGUMENT_BYTES", "REJECTED_ARGUMENTS", "take_arguments", "tool_call"]
+
+MAX_ARGUMENT_BYTES: Final = 64 * 1024
+"""The default of an adapter's ``max_argument_bytes``: raw bytes of one tool
+call's streamed arguments. More are refused without being decoded."""
+MAX_REASON_CHARS: Final = 400
+"""The longest reason a refused call carries (well under ``MAX_ARGUMENT_CHARS``)."""
+
+_MIN_INT: Final = -(2**63)  # the range ``check_arguments`` takes
+_MAX_INT: Final = 2**64 - 1
+_DIGITS: Final = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+"""Every ASCII digit to ``0``, any other byte to a space (for ``bytes.translate``)."""
+_LONG_NUMBER: Final = b"0" * 19  # the fewest digits of an int outside the 64-bit range
+_KINDS: Final = {list: "an array", str: "a string", int: "a number", float: "a number"}
+_decode = msgspec.json.decode
 
 
-def parse_arguments(raw: bytes, call_id: str, provider: str) -> Any:
-    """A complete call's arguments, parsed strictly (bounded before parsing)."""
-    if len(raw) > MAX_ARGUMENT_BYTES:
-        raise ModelResponseError(
-            f"{provider}: tool call {call_id!r} has {len(raw)} bytes of arguments, "
-            f"more than {MAX_ARGUMENT_BYTES}"
+def tool_call(call_id: str, name: str, raw: bytes, max_bytes: int) -> ToolCall:
+    """The complete call ``call_id``, its arguments taken from ``raw`` (see
+    ``take_arguments``)."""
+    return ToolCall(call_id, name, take_arguments(raw, max_bytes))
+
+
+def take_arguments(raw: bytes, max_bytes: int = MAX_ARGUMENT_BYTES) -> dict[str, Any]:
+    """A complete call's arguments, parsed strictly; or, if they cannot be taken as
+    they are, ``{REJECTED_ARGUMENTS: reason}`` (never an exception: a model's bad
+    arguments are the model's to fix). Empty arguments are ``{}``.
+
+    Cost, for arguments that fit: the size test and the decode, then (for at
+    most ``MAX_ARGUMENT_CHARS`` bytes) a look at the top-level values, and for
+    a nested object a few byte counts (``_surely_within_limits``). Only
+    arguments those cannot clear (longer, or with many containers or long
+    numbers) are walked here by ``check_arguments``, which the step check
+    runs on every call anyway.
+    """
+    size = len(raw)
+    if size > max_bytes:
+        return _refused(
+            f"the arguments were {size:,} bytes, more than the {max_bytes:,} this model "
+            "accepts (max_argument_bytes)"
         )
-    if not raw.strip():
-        return {}
     try:
-        return msgspec.json.decode(raw)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise ModelResponseError(
-            f"{provider}: tool call {call_id!r} has arguments that are not JSON: {exc}"
-        ) from None
+        arguments = _decode(raw)
+    except msgspec.DecodeError as exc:
+        if not raw.strip():
+            return {}  # a call with no parameters, streamed as no text at all
+        return _refused(f"the arguments are not JSON: {exc}")
+    except RecursionError:
+        return _refused(
+            f"the arguments nest too deeply to read (at most {MAX_ARGUMENT_DEPTH} containers)"
+        )
+    if type(arguments) is not dict:
+        kind = _KINDS.get(type(arguments), "true, false or null")
+        return _refused(f"the arguments are JSON but not an object: {kind}")
+    if size > MAX_ARGUMENT_CHARS or not _surely_within_limits(arguments, raw):
+        try:
+            check_arguments(arguments)
+        except ArgumentsError as exc:
+            return _refused(str(exc))
+    return arguments
+
+
+def _surely_within_limits(arguments: dict[str, Any], raw: bytes) -> bool:
+    """True when ``arguments``, decoded by msgspec from ``raw`` (at most
+    ``MAX_ARGUMENT_CHARS`` bytes), certainly pass ``check_arguments``; False says
+    only "walk them": ``check_arguments`` decides. Cheap, and never a walk.
+
+    msgspec already refused what is not plain JSON: lone surrogates, numbers out
+    of the float range; its types are exact. Code points: at most one per byte
+    (plus two quotes per string), so at most ``MAX_ARGUMENT_CHARS``. What is left:
+
+    - a flat object (no nested container, most calls): depth 1; its fields are
+      its entries, its ints are looked at one by one;
+    - a nested one, bounded by its bytes: depth, by the containers (``{`` and
+      ``[``, strings' ones too: more, never fewer); entries, by the containers
+      and commas (a container of k entries holds k - 1 commas); an int outside
+      the 64-bit range has at least 19 digits in a row (2**63 has 19).
+    """
+    if len(arguments) > MAX_ARGUMENT_ENTRIES:
+        return False
+    for value in arguments.values():
+        kind = type(value)
+        if kind is dict or kind is list:
+            break
+        if kind is int and not _MIN_INT <= value <= _MAX_INT:
+            return False
+    else:
+        return True  # flat
+    containers = raw.count(b"{") + raw.count(b"[")
+    return (
+        containers <= MAX_ARGUMENT_DEPTH
+        and containers + raw.count(b",") <= MAX_ARGUMENT_ENTRIES
+        and _LONG_NUMBER not in raw.translate(_DIGITS)
+    )
+
+
+def _refused(reason: str) -> dict[str, Any]:
+    return {REJECTED_ARGUMENTS: cut_text(reason, MAX_REASON_CHARS)}

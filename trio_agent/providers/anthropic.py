@@ -17,7 +17,7 @@ from ..model import (
     Usage,
 )
 from ._anthropic_wire import messages, settings_fields
-from ._arguments import MAX_ARGUMENT_BYTES, parse_arguments
+from ._arguments import MAX_ARGUMENT_BYTES, tool_call
 from ._base import (
     ProviderModel,
     SSEModelStream,
@@ -161,11 +161,13 @@ class AnthropicModel(ProviderModel):
     ``ANTHROPIC_BASE_URL`` or ``https://api.anthropic.com``. ``max_tokens``
     is required by the API (default 4096). Text and thinking stream as they
     arrive until the first tool call; a tool call becomes one ``ToolCall``
-    chunk once the message is complete, its arguments parsed strictly then,
-    and it and the blocks after it (interleaved thinking) go out then, in the
-    message's order, which the response keeps. Calls of a message cut off by
-    ``max_tokens`` or ``model_context_window_exceeded`` (a ``length`` stop) or
-    refused (``refusal``) are dropped, never run. Errors map as for OpenAI;
+    chunk once the message is complete, its arguments parsed strictly then
+    (arguments it cannot take make it a call answered with an error result,
+    as for ``OpenAIChatModel``), and it and the blocks after it (interleaved
+    thinking) go out then, in the message's order, which the response
+    keeps. Calls of a message cut off by ``max_tokens`` or
+    ``model_context_window_exceeded`` (a ``length`` stop) or refused
+    (``refusal``) are dropped, never run. Errors map as for OpenAI;
     ``overloaded_error`` (HTTP 529, or in the stream) is transient.
 
     Images and documents in user and tool-result content go as the API's
@@ -276,13 +278,14 @@ class AnthropicModel(ProviderModel):
         return body
 
     def stream(self, request: ModelRequest) -> _AnthropicStream:
-        return _AnthropicStream(self._open(request), request)
+        return _AnthropicStream(self._open(request), request, self.max_argument_bytes)
 
 
 @final
 class _AnthropicStream(SSEModelStream):
-    def __init__(self, http: HTTPStream, request: ModelRequest) -> None:
+    def __init__(self, http: HTTPStream, request: ModelRequest, max_argument_bytes: int) -> None:
         super().__init__(http, request)
+        self._max_argument_bytes = max_argument_bytes
         self._id = ""
         self._blocks: dict[int, _OpenBlock] = {}
         self._live = True  # no tool_use block has started yet
@@ -427,7 +430,7 @@ class _AnthropicStream(SSEModelStream):
         if not block.id or not block.name:
             raise ModelResponseError(f"Anthropic tool_use block {index} has no id or name")
         raw = "".join(block.parts).encode()
-        return ToolCall(block.id, block.name, parse_arguments(raw, block.id, "Anthropic"))
+        return tool_call(block.id, block.name, raw, self._max_argument_bytes)
 
     def _finish(self) -> None:
         if not self._ended or self._stop is None:

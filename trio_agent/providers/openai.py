@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, final
 
 import msgspec
 
-from ..messages import TextBlock, ThinkingBlock, ToolCall
+from ..messages import TextBlock, ThinkingBlock
 from ..model import (
     ModelRequest,
     ModelResponseError,
@@ -17,7 +17,7 @@ from ..model import (
     TransientModelError,
     Usage,
 )
-from ._arguments import MAX_ARGUMENT_BYTES, parse_arguments
+from ._arguments import MAX_ARGUMENT_BYTES, tool_call
 from ._base import (
     ProviderModel,
     SSEModelStream,
@@ -119,8 +119,11 @@ class OpenAIChatModel(ProviderModel):
     ``OPENAI_BASE_URL`` or ``https://api.openai.com/v1`` (point it at any
     compatible server). Text streams as it arrives; a tool call becomes one
     ``ToolCall`` chunk once the response is complete, its arguments parsed
-    strictly then; calls cut off by a ``length`` or ``content_filter`` stop
-    are dropped, never run (the cut text stays). A refusal (``delta.refusal``)
+    strictly then (arguments it cannot take, over ``max_argument_bytes`` or
+    not a JSON object within the limits, make the call one the agent answers
+    with an error result, see ``REJECTED_ARGUMENTS``); calls cut off by a
+    ``length`` or ``content_filter`` stop are dropped, never run (the cut
+    text stays). A refusal (``delta.refusal``)
     is the message's text, with stop reason ``refusal``, never ``stop``.
 
     Content: user images become ``image_url`` parts (their URL, or a
@@ -250,13 +253,14 @@ class OpenAIChatModel(ProviderModel):
         return body
 
     def stream(self, request: ModelRequest) -> _OpenAIStream:
-        return _OpenAIStream(self._open(request), request)
+        return _OpenAIStream(self._open(request), request, self.max_argument_bytes)
 
 
 @final
 class _OpenAIStream(SSEModelStream):
-    def __init__(self, http: HTTPStream, request: ModelRequest) -> None:
+    def __init__(self, http: HTTPStream, request: ModelRequest, max_argument_bytes: int) -> None:
         super().__init__(http, request)
+        self._max_argument_bytes = max_argument_bytes
         self._id = ""
         # text and reasoning in arrival order: [is_thinking, pieces] per run of one kind
         self._groups: list[tuple[bool, list[str]]] = []
@@ -388,7 +392,7 @@ class _OpenAIStream(SSEModelStream):
                 if not call_id or not name:
                     raise ModelResponseError(f"OpenAI tool call {index} has no id or name")
                 raw = "".join(parts).encode()
-                call = ToolCall(call_id, name, parse_arguments(raw, call_id, "OpenAI"))
+                call = tool_call(call_id, name, raw, self._max_argument_bytes)
                 content.append(call)
                 self._pending.append(call)
         # a length or content_filter stop cuts calls off: they are dropped, never run

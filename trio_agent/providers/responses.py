@@ -18,7 +18,7 @@ from ..model import (
     TransientModelError,
     Usage,
 )
-from ._arguments import MAX_ARGUMENT_BYTES, parse_arguments
+from ._arguments import MAX_ARGUMENT_BYTES, tool_call
 from ._base import (
     ProviderModel,
     SSEModelStream,
@@ -160,9 +160,9 @@ class _RawCall:
     def __init__(self, call_id: str, name: str, arguments: str) -> None:
         self.call_id, self.name, self.arguments = call_id, name, arguments
 
-    def parsed(self) -> ToolCall:
+    def parsed(self, max_argument_bytes: int) -> ToolCall:
         raw = self.arguments.encode()
-        return ToolCall(self.call_id, self.name, parse_arguments(raw, self.call_id, PROVIDER))
+        return tool_call(self.call_id, self.name, raw, max_argument_bytes)
 
 
 @final
@@ -181,7 +181,9 @@ class OpenAIResponsesModel(ProviderModel):
     ``max_output_tokens``, ``reasoning_effort`` and ``reasoning_summary``
     are sent when set.
     Text streams as it arrives; a function call becomes one ``ToolCall``
-    once the response completed, its arguments parsed strictly; calls of an
+    once the response completed, its arguments parsed strictly (arguments it
+    cannot take make it a call answered with an error result, as for
+    ``OpenAIChatModel``); calls of an
     incomplete (``length``, ``content_filter``) or refused response are
     dropped, never run. ``Usage.output_tokens`` includes the reasoning
     tokens. Errors are those of ``OpenAIChatModel``: rate limits, 5xx,
@@ -277,7 +279,7 @@ class OpenAIResponsesModel(ProviderModel):
         return body
 
     def stream(self, request: ModelRequest) -> _ResponsesStream:
-        return _ResponsesStream(self._open(request), request)
+        return _ResponsesStream(self._open(request), request, self.max_argument_bytes)
 
 
 @final
@@ -289,8 +291,9 @@ class _ResponsesStream(SSEModelStream):
     are dropped (incomplete, refused): a call is never streamed and then taken back.
     """
 
-    def __init__(self, http: HTTPStream, request: ModelRequest) -> None:
+    def __init__(self, http: HTTPStream, request: ModelRequest, max_argument_bytes: int) -> None:
         super().__init__(http, request)
+        self._max_argument_bytes = max_argument_bytes
         self._id = ""
         self._usage: Usage | None = None
         self._stop: str | None = None
@@ -506,7 +509,7 @@ class _ResponsesStream(SSEModelStream):
                     continue
                 if not chunk.call_id or not chunk.name:
                     raise ModelResponseError(f"{PROVIDER} function call has no call_id or name")
-                chunk = chunk.parsed()
+                chunk = chunk.parsed(self._max_argument_bytes)
                 calls += 1
             self._out(chunk)
         self._flush()
