@@ -676,3 +676,38 @@ async def test_a_refused_call_passes_the_step_check_and_keeps_the_run_going():
     log: list[str] = []
     result, _ = await run(model, log)
     assert type(result) is Completed and log == []
+
+
+# ---------------------------------------------------- CallParts: bounded pieces
+
+
+def test_call_parts_keep_nothing_past_the_cap_and_count_exact_bytes():
+
+    parts = _arguments.CallParts(100, "call_1", "write")
+    for _ in range(10_000):
+        parts.add('"é' * 10)  # 20 characters, 30 bytes
+    assert parts.over and parts.parts == []  # a runaway stream is counted, not held
+    assert parts.size == 300_000
+    call = parts.call()
+    assert call.id == "call_1" and call.name == "write"
+    assert call.arguments == {
+        REJECTED_ARGUMENTS: "the arguments were 300,000 bytes, more than the 100 this "
+        "model accepts (max_argument_bytes)"
+    }
+
+
+def test_call_parts_under_the_cap_in_characters_but_over_it_in_bytes_are_refused():
+
+    parts = _arguments.CallParts(30)
+    parts.id, parts.name = "c", "t"
+    parts.add('{"k": "' + "é" * 20 + '"}')  # 29 characters, 49 bytes
+    assert not parts.over
+    assert "49 bytes, more than the 30" in parts.call().arguments[REJECTED_ARGUMENTS]
+
+
+def test_call_parts_replace_starts_over():
+
+    parts = _arguments.CallParts(10, "c", "t")
+    parts.add("x" * 50)
+    parts.replace('{"a": 1}')
+    assert parts.call().arguments == {"a": 1}

@@ -11,7 +11,7 @@ the tool, so the model learns why and can try again (in smaller pieces, say).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, final
 
 import msgspec
 
@@ -26,7 +26,13 @@ from ..limits import (
 from ..messages import ToolCall
 from ..tools import REJECTED_ARGUMENTS
 
-__all__ = ["MAX_ARGUMENT_BYTES", "REJECTED_ARGUMENTS", "take_arguments", "tool_call"]
+__all__ = [
+    "MAX_ARGUMENT_BYTES",
+    "REJECTED_ARGUMENTS",
+    "CallParts",
+    "take_arguments",
+    "tool_call",
+]
 
 MAX_ARGUMENT_BYTES: Final = 64 * 1024
 """The default of an adapter's ``max_argument_bytes``: raw bytes of one tool
@@ -49,6 +55,49 @@ def tool_call(call_id: str, name: str, raw: bytes, max_bytes: int) -> ToolCall:
     return ToolCall(call_id, name, take_arguments(raw, max_bytes))
 
 
+@final
+class CallParts:
+    """A tool call as it streams: its id and name as they come, and the pieces of
+    its arguments. Once they pass ``max_bytes`` characters (so as many bytes at
+    least), later pieces are counted in bytes, not kept: the call is refused for
+    its size, and a runaway stream is not held in memory."""
+
+    __slots__ = ("id", "max_bytes", "name", "over", "parts", "size")
+
+    def __init__(self, max_bytes: int, call_id: str = "", name: str = "") -> None:
+        self.id = call_id
+        self.name = name
+        self.max_bytes = max_bytes
+        self.parts: list[str] = []
+        self.size = 0  # characters so far; bytes once ``over``
+        self.over = False
+
+    def add(self, piece: str) -> None:
+        """One more piece of the arguments' text."""
+        if self.over:
+            self.size += len(piece.encode())
+            return
+        self.parts.append(piece)
+        self.size += len(piece)
+        if self.size > self.max_bytes:
+            self.size = len("".join(self.parts).encode())
+            self.parts.clear()
+            self.over = True
+
+    def replace(self, text: str) -> None:
+        """The arguments' whole text, instead of the pieces so far."""
+        self.parts.clear()
+        self.size = 0
+        self.over = False
+        self.add(text)
+
+    def call(self) -> ToolCall:
+        """The complete call, its arguments taken as ``take_arguments`` takes them."""
+        if self.over:
+            return ToolCall(self.id, self.name, _refused(_too_long(self.size, self.max_bytes)))
+        return tool_call(self.id, self.name, "".join(self.parts).encode(), self.max_bytes)
+
+
 def take_arguments(raw: bytes, max_bytes: int = MAX_ARGUMENT_BYTES) -> dict[str, Any]:
     """A complete call's arguments, parsed strictly; or, if they cannot be taken as
     they are, ``{REJECTED_ARGUMENTS: reason}`` (never an exception: a model's bad
@@ -63,10 +112,7 @@ def take_arguments(raw: bytes, max_bytes: int = MAX_ARGUMENT_BYTES) -> dict[str,
     """
     size = len(raw)
     if size > max_bytes:
-        return _refused(
-            f"the arguments were {size:,} bytes, more than the {max_bytes:,} this model "
-            "accepts (max_argument_bytes)"
-        )
+        return _refused(_too_long(size, max_bytes))
     try:
         arguments = _decode(raw)
     except msgspec.DecodeError as exc:
@@ -119,6 +165,13 @@ def _surely_within_limits(arguments: dict[str, Any], raw: bytes) -> bool:
         containers <= MAX_ARGUMENT_DEPTH
         and containers + raw.count(b",") <= MAX_ARGUMENT_ENTRIES
         and _LONG_NUMBER not in raw.translate(_DIGITS)
+    )
+
+
+def _too_long(size: int, max_bytes: int) -> str:
+    return (
+        f"the arguments were {size:,} bytes, more than the {max_bytes:,} this model "
+        "accepts (max_argument_bytes)"
     )
 
 

@@ -17,7 +17,7 @@ from ..model import (
     Usage,
 )
 from ._anthropic_wire import messages, settings_fields
-from ._arguments import MAX_ARGUMENT_BYTES, tool_call
+from ._arguments import MAX_ARGUMENT_BYTES, CallParts
 from ._base import (
     ProviderModel,
     SSEModelStream,
@@ -136,14 +136,16 @@ _DROPS_CALLS = ("length", "refusal")
 
 @final
 class _OpenBlock:
-    """One content block as it streams: its type; its text, thinking or argument
-    pieces; its signature pieces (thinking); a tool's id and name."""
+    """One content block as it streams: its type; its text or thinking pieces;
+    its signature pieces (thinking); a tool call's id, name and arguments
+    (``call``: the argument pieces of a ``tool_use`` block, bounded)."""
 
-    __slots__ = ("complete", "id", "kind", "live", "name", "parts", "signature")
+    __slots__ = ("call", "complete", "id", "kind", "live", "name", "parts", "signature")
 
-    def __init__(self, block: _Block, live: bool) -> None:
+    def __init__(self, block: _Block, live: bool, max_argument_bytes: int) -> None:
         self.kind = block.type
         self.parts: list[str] = []
+        self.call = CallParts(max_argument_bytes, block.id or "", block.name or "")
         self.signature: list[str] = []
         self.id = block.id
         self.name = block.name
@@ -320,7 +322,7 @@ class _AnthropicStream(SSEModelStream):
                     if block.kind in ("text", "thinking"):
                         raise _misplaced("input_json_delta", index, block)
                     if delta.partial_json:
-                        block.parts.append(delta.partial_json)
+                        block.call.add(delta.partial_json)
                 elif type(delta) is ThinkingDelta:
                     if block.kind != "thinking":
                         raise _misplaced("thinking_delta", index, block)
@@ -357,7 +359,7 @@ class _AnthropicStream(SSEModelStream):
         for index, block in enumerate(document.content):
             self._start(index, block)
             if block.type == "tool_use":
-                self._blocks[index].parts.append(bytes(block.input).decode())
+                self._blocks[index].call.add(bytes(block.input).decode())
             self._take(_Event("content_block_stop", index=index))
         self._take(_Event("message_delta", delta=_BlockDelta(stop_reason=document.stop_reason)))
         self._take(_Event("message_stop"))
@@ -374,7 +376,7 @@ class _AnthropicStream(SSEModelStream):
         block is live: before the first tool call)."""
         if cb.type == "tool_use":
             self._live = False
-        block = self._blocks[index] = _OpenBlock(cb, self._live)
+        block = self._blocks[index] = _OpenBlock(cb, self._live, self._max_argument_bytes)
         chunk: Any = None
         if cb.type == "text" and cb.text:
             block.parts.append(cb.text)
@@ -429,8 +431,7 @@ class _AnthropicStream(SSEModelStream):
             )
         if not block.id or not block.name:
             raise ModelResponseError(f"Anthropic tool_use block {index} has no id or name")
-        raw = "".join(block.parts).encode()
-        return tool_call(block.id, block.name, raw, self._max_argument_bytes)
+        return block.call.call()
 
     def _finish(self) -> None:
         if not self._ended or self._stop is None:

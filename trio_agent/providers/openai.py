@@ -17,7 +17,7 @@ from ..model import (
     TransientModelError,
     Usage,
 )
-from ._arguments import MAX_ARGUMENT_BYTES, tool_call
+from ._arguments import MAX_ARGUMENT_BYTES, CallParts
 from ._base import (
     ProviderModel,
     SSEModelStream,
@@ -267,7 +267,7 @@ class _OpenAIStream(SSEModelStream):
         self._text: list[str] | None = None  # the pieces of the last group, if it is text
         self._reasoning: list[str] = []  # this read's reasoning, not yet queued
         self._refused = False
-        self._calls: dict[int, list[Any]] = {}  # index -> [id, name, argument parts]
+        self._calls: dict[int, CallParts] = {}  # by the call's index
         self._stop: str | None = None
         self._usage: Usage | None = None
 
@@ -359,15 +359,17 @@ class _OpenAIStream(SSEModelStream):
         if index is None:  # servers that omit it: a new id starts a new call
             last = max(self._calls, default=-1)
             known = self._calls.get(last)
-            index = last + 1 if last < 0 or (part.id and known and known[0] != part.id) else last
-        slot = self._calls.setdefault(index, [None, None, []])
+            index = last + 1 if last < 0 or (part.id and known and known.id != part.id) else last
+        slot = self._calls.get(index)
+        if slot is None:
+            slot = self._calls[index] = CallParts(self._max_argument_bytes)
         if part.id:
-            slot[0] = part.id
+            slot.id = part.id
         if part.function is not None:
             if part.function.name:
-                slot[1] = part.function.name
+                slot.name = part.function.name
             if part.function.arguments:
-                slot[2].append(part.function.arguments)
+                slot.add(part.function.arguments)
 
     def _finish(self) -> None:
         if self._stop is None:
@@ -388,11 +390,10 @@ class _OpenAIStream(SSEModelStream):
             stop = "refusal" if self._refused else "tool_call" if self._calls else "stop"
         if stop == "tool_call":
             for index in sorted(self._calls):
-                call_id, name, parts = self._calls[index]
-                if not call_id or not name:
+                slot = self._calls[index]
+                if not slot.id or not slot.name:
                     raise ModelResponseError(f"OpenAI tool call {index} has no id or name")
-                raw = "".join(parts).encode()
-                call = tool_call(call_id, name, raw, self._max_argument_bytes)
+                call = slot.call()
                 content.append(call)
                 self._pending.append(call)
         # a length or content_filter stop cuts calls off: they are dropped, never run

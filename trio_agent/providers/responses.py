@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import msgspec
 
-from ..messages import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolCall
+from ..messages import RedactedThinkingBlock, TextBlock, ThinkingBlock
 from ..model import (
     ModelRequest,
     ModelResponseError,
@@ -18,7 +18,7 @@ from ..model import (
     TransientModelError,
     Usage,
 )
-from ._arguments import MAX_ARGUMENT_BYTES, tool_call
+from ._arguments import MAX_ARGUMENT_BYTES, CallParts
 from ._base import (
     ProviderModel,
     SSEModelStream,
@@ -149,20 +149,6 @@ _DOCUMENT_STATUS: Final = {
 }
 """A whole response's status, as the terminal event that streams it."""
 _INCOMPLETE: Final = {"max_output_tokens": "length", "content_filter": "content_filter"}
-
-
-@final
-class _RawCall:
-    """A function call item the server finished, its arguments not yet parsed."""
-
-    __slots__ = ("arguments", "call_id", "name")
-
-    def __init__(self, call_id: str, name: str, arguments: str) -> None:
-        self.call_id, self.name, self.arguments = call_id, name, arguments
-
-    def parsed(self, max_argument_bytes: int) -> ToolCall:
-        raw = self.arguments.encode()
-        return tool_call(self.call_id, self.name, raw, max_argument_bytes)
 
 
 @final
@@ -298,7 +284,7 @@ class _ResponsesStream(SSEModelStream):
         self._usage: Usage | None = None
         self._stop: str | None = None
         self._refused = False
-        self._calls: dict[int, list[Any]] = {}  # output index -> [call_id, name, parts]
+        self._calls: dict[int, CallParts] = {}  # by output index
         self._summary: tuple[str, int] | None = None  # the summary part deltas go to
         self._held: list[Any] | None = None
         self._sent: list[Any] = []  # every chunk that went out, in order
@@ -403,14 +389,15 @@ class _ResponsesStream(SSEModelStream):
         elif kind == "response.reasoning_summary_text.delta":
             self._summary_delta(event)
         elif kind == "response.function_call_arguments.delta":
-            self._slot(event.output_index)[2].append(event.delta)
+            self._slot(event.output_index).add(event.delta)
         elif kind == "response.function_call_arguments.done":
             if event.arguments is not None:  # the whole text: it replaces the pieces
-                self._slot(event.output_index)[2][:] = [event.arguments]
+                self._slot(event.output_index).replace(event.arguments)
         elif kind == "response.output_item.added":
             item = event.item
             if item is not None and item.type == "function_call":
-                self._calls[event.output_index] = [item.call_id, item.name, []]
+                parts = CallParts(self._max_argument_bytes, item.call_id or "", item.name or "")
+                self._calls[event.output_index] = parts
         elif kind == "response.output_item.done":
             self._item_done(event)
         elif kind == "response.refusal.delta":
@@ -428,7 +415,7 @@ class _ResponsesStream(SSEModelStream):
             flat = _ErrorBody(code=event.code, message=event.message)
             self._raise(event.error or flat)
 
-    def _slot(self, index: int) -> list[Any]:
+    def _slot(self, index: int) -> CallParts:
         slot = self._calls.get(index)
         if slot is None:
             raise ModelResponseError(f"{PROVIDER} sent arguments for unknown output item {index}")
@@ -456,14 +443,17 @@ class _ResponsesStream(SSEModelStream):
             }
             self._emit(RedactedThinkingBlock(msgspec.json.encode(data).decode()))
         elif item.type == "function_call":
-            call_id, name, parts = self._calls.pop(event.output_index, [None, None, []])
-            call_id, name = item.call_id or call_id, item.name or name
-            if not call_id or not name:
+            parts = self._calls.pop(event.output_index, None)
+            if parts is None:
+                parts = CallParts(self._max_argument_bytes)
+            parts.id, parts.name = item.call_id or parts.id, item.name or parts.name
+            if not parts.id or not parts.name:
                 raise ModelResponseError(f"{PROVIDER} function call item {item.id!r} has no name")
-            arguments = item.arguments if item.arguments is not None else "".join(parts)
+            if item.arguments is not None:
+                parts.replace(item.arguments)
             if self._held is None:
                 self._held = []
-            self._held.append(_RawCall(call_id, name, arguments))
+            self._held.append(parts)
 
     def _terminal(self, event: _Event) -> None:
         response = event.response or _Response()
@@ -501,15 +491,15 @@ class _ResponsesStream(SSEModelStream):
         keep = stop == "stop"  # an incomplete or refused response's calls are dropped
         held = self._held or []
         if keep:  # calls the server never finished, on a completed response
-            held += [_RawCall(c[0] or "", c[1] or "", "".join(c[2])) for c in self._calls.values()]
+            held += self._calls.values()
         calls = 0
         for chunk in held:
-            if type(chunk) is _RawCall:
+            if type(chunk) is CallParts:
                 if not keep:
                     continue
-                if not chunk.call_id or not chunk.name:
+                if not chunk.id or not chunk.name:
                     raise ModelResponseError(f"{PROVIDER} function call has no call_id or name")
-                chunk = chunk.parsed(self._max_argument_bytes)
+                chunk = chunk.call()
                 calls += 1
             self._out(chunk)
         self._flush()
