@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import io
 import ssl
+import threading
 from collections.abc import AsyncIterator
 
 import pytest
@@ -29,6 +30,7 @@ from trio_agent import (
 )
 from trio_agent.providers import AnthropicModel, ConnectionPool, OpenAIChatModel
 from trio_agent.providers._connection import Connection, Origin
+from trio_agent.providers._pool import _Run
 from trio_agent.testing import explore_cancellation
 
 REQUEST = ModelRequest(id="request-001", messages=(UserMessage("u1", "hi"),), tools=())
@@ -130,7 +132,7 @@ async def test_a_fresh_connection_that_drops_the_request_is_not_sent_again(serve
     server.replies = [hello(), Reply(drop=True), Reply(drop=True), hello()]
     async with openai(server) as model:
         await read(model, REQUEST)
-        with pytest.raises(TransientModelError, match="head was cut off"):
+        with pytest.raises(TransientModelError, match="closed the connection before answering"):
             await read(model, REQUEST)
     assert len(server.requests) == 3  # the stale one, then one fresh attempt: no more
 
@@ -281,7 +283,7 @@ def test_a_pool_used_from_a_second_run_drops_the_first_runs_connections():
             await nursery.start(server.serve)
             model = openai(server, pool=pool)
             await read(model, REQUEST)
-            sockets.extend(c._socket for c in pool._idle)
+            sockets.extend(c._socket for run in pool._runs.values() for c in run.idle)
             await read(model, REQUEST)
             assert server.connections == 1
             nursery.cancel_scope.cancel()
@@ -363,33 +365,33 @@ B = Origin("https", "b.example", 443)
 
 
 def test_admission_takes_the_newest_idle_connection_to_the_origin():
-    pool = ConnectionPool(max_connections=3)
+    pool, run = ConnectionPool(max_connections=3), _Run()
     old, new, other = idle_connection(A, 10), idle_connection(A, 20), idle_connection(B, 20)
-    pool._idle[:] = [old, other, new]
-    pool._open = 3
-    assert pool._admit(A, 5) == (new, [])
-    assert pool._idle == [old, other] and pool._open == 3
+    run.idle[:] = [old, other, new]
+    run.open = 3
+    assert pool._admit(run, A, 5) == (new, [])
+    assert run.idle == [old, other] and run.open == 3
 
 
 def test_admission_drops_expired_connections_and_opens_within_the_limit():
-    pool = ConnectionPool(max_connections=2)
+    pool, run = ConnectionPool(max_connections=2), _Run()
     expired = idle_connection(A, 5)
-    pool._idle[:] = [expired]
-    pool._open = 2
-    assert pool._admit(A, 5) == ("open", [expired])  # its slot is the new one's
-    assert pool._idle == [] and pool._open == 2
+    run.idle[:] = [expired]
+    run.open = 2
+    assert pool._admit(run, A, 5) == ("open", [expired])  # its slot is the new one's
+    assert run.idle == [] and run.open == 2
 
 
 def test_admission_when_full_closes_the_oldest_idle_connection_elsewhere_or_waits():
-    pool = ConnectionPool(max_connections=2)
+    pool, run = ConnectionPool(max_connections=2), _Run()
     first, second = idle_connection(B, 50), idle_connection(B, 60)
-    pool._idle[:] = [first, second]
-    pool._open = 2
-    assert pool._admit(A, 5) == ("open", [first])
-    assert pool._idle == [second] and pool._open == 2
-    pool._idle[:] = []
-    assert pool._admit(A, 5) == ("wait", [])
-    assert pool._open == 2
+    run.idle[:] = [first, second]
+    run.open = 2
+    assert pool._admit(run, A, 5) == ("open", [first])
+    assert run.idle == [second] and run.open == 2
+    run.idle[:] = []
+    assert pool._admit(run, A, 5) == ("wait", [])
+    assert run.open == 2
 
 
 def test_the_command_line_closes_its_models_connections(capsys):
@@ -408,3 +410,78 @@ def test_the_command_line_closes_its_models_connections(capsys):
     output = Output(io.StringIO(), io.StringIO())
     assert _trio_run(output, body, Model()) == 0  # type: ignore[arg-type]
     assert closed == [True]
+
+
+def test_a_pool_used_by_two_trio_runs_at_once_serves_both():
+    # Before: a second run swapped the pool's state, and the first run's waiting
+    # request was never woken (and max_connections no longer held).
+    server = Loopback(keep_alive=True)
+    server.replies = [hello(piece=5, pause=0.1)] + [hello() for _ in range(5)]
+    up, stop = threading.Event(), threading.Event()
+
+    def serve() -> None:
+        async def main() -> None:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(server.serve)
+                up.set()
+                await trio.to_thread.run_sync(stop.wait)
+                nursery.cancel_scope.cancel()
+
+        trio.run(main)
+
+    serving = threading.Thread(target=serve)
+    serving.start()
+    up.wait()
+    model = openai(server, pool=ConnectionPool(max_connections=1))
+
+    async def one() -> str:
+        chunks, _ = await read(model, REQUEST)
+        return text_of(chunks)
+
+    parked, outcome = threading.Event(), {}
+
+    def first_run() -> None:
+        async def main() -> None:
+            with trio.move_on_after(10) as scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(one)  # holds the run's one connection ~1 s
+                    await trio.sleep(0.05)
+                    nursery.start_soon(one)  # waits for it
+                    await trio.sleep(0.05)
+                    parked.set()
+            outcome["first"] = "hung" if scope.cancelled_caught else "ok"
+
+        trio.run(main)
+
+    first = threading.Thread(target=first_run)
+    first.start()
+    parked.wait()
+    try:
+        outcome["second"] = trio.run(one)  # another run, meanwhile
+    finally:
+        first.join()
+        stop.set()
+        serving.join()
+        trio.run(model.aclose)
+    assert outcome == {"first": "ok", "second": "Hello world"}
+
+
+def test_a_pool_collected_outside_any_run_closes_its_sockets():
+    sockets = []
+
+    async def main() -> OpenAIChatModel:
+        server = Loopback(keep_alive=True)
+        server.replies = [hello()]
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.serve)
+            model = openai(server)
+            await read(model, REQUEST)
+            sockets.extend(c._socket for run in model.pool._runs.values() for c in run.idle)
+            nursery.cancel_scope.cancel()
+        return model
+
+    model = trio.run(main)
+    assert len(sockets) == 1 and sockets[0].fileno() != -1
+    del model
+    gc.collect()  # no trio run now: the finalizer closes the descriptor itself
+    assert sockets[0].fileno() == -1

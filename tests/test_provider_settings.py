@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loopback import Reply
+from loopback import Reply, fixture
 from test_provider_secrets import assert_scrubbed, every_form
 
 from trio_agent import (
@@ -395,6 +395,7 @@ def test_bad_settings_raise_at_construction(make, settings, error):
         ({"Content-Length": "5"}, ValueError, "written by the HTTP client"),
         ({"Transfer-Encoding": "chunked"}, ValueError, "written by the HTTP client"),
         ({"Host": "example.org"}, ValueError, "written by the HTTP client"),
+        ({"Proxy-Authorization": "Basic SECRET"}, ValueError, "written by the HTTP client"),
     ],
 )
 def test_bad_default_headers_raise_at_construction(make, headers, error, says):
@@ -413,3 +414,15 @@ def test_the_models_settings_are_a_private_copy(make):
     body["a"], headers["x-a"] = 2, "2"
     assert model.settings == ModelSettings(temperature=0.5, extra_body={"a": 1})
     assert model.request_headers(request())["x-a"] == "1"
+
+
+async def test_a_user_agent_given_replaces_the_clients_own(loopback):
+    loopback.replies.append(Reply(body=fixture("openai_text.sse")))
+    model = OpenAIChatModel(
+        "m", api_key="k", base_url=f"{loopback.url}/v1", default_headers={"User-Agent": "my-app/1"}
+    )
+    async with model.stream(request()) as stream:
+        await stream.response()
+    assert loopback.requests[0].headers["user-agent"] == "my-app/1"
+    raw = model.request_headers(request())
+    assert raw["user-agent"] == "my-app/1"

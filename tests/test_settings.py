@@ -151,6 +151,20 @@ async def test_each_step_records_its_settings_and_a_resume_keeps_going_with_its_
     )
 
 
+async def test_extra_header_values_are_not_written_to_the_ledger(tmp_path):
+    # an extra header may carry a key (Azure's api-key): the ledger keeps its name only
+    store = JsonlStore(tmp_path)
+    settings = ModelSettings(temperature=0.3, extra_headers={"api-key": "sk-SECRET-VALUE"})
+    model = ScriptedModel([scripted_response("r1", "a")])
+    async with Agent(model=model, store=store, session_id="s1", settings=settings) as agent:
+        await agent.prompt("one")
+    assert model.requests[0].settings == settings  # the request still carries it
+    assert b"sk-SECRET-VALUE" not in (tmp_path / "s1.jsonl").read_bytes()
+    records = (await store.load("s1")).records
+    (recorded,) = [r.settings for r in records if type(r) is StepStartRecord]
+    assert recorded == ModelSettings(temperature=0.3, extra_headers={"api-key": "[redacted]"})
+
+
 def test_agents_with_equal_settings_holding_dicts_are_made_and_share_a_policy():
     settings = ModelSettings(extra_body={"a": [1]}, extra_headers={"x-a": "1"})
     first = Agent(model=ScriptedModel([]), tools=ToolRegistry([]), settings=settings)

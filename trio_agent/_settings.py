@@ -115,7 +115,8 @@ _CLIENT_HEADERS: Final = frozenset(
         "te",
         "trailer",
         "upgrade",
-        "user-agent",
+        "proxy-authorization",  # proxy= carries a proxy's credentials
+        "proxy-connection",
     }
 )
 """Headers the HTTP client writes itself (framing, hop by hop): never the caller's."""
@@ -204,3 +205,13 @@ def check_run_settings(settings: object, tools: Container[str]) -> ModelSettings
     if name is not None and name not in tools:
         raise ValueError(f"settings.tool_choice names {name!r}, which is not one of the tools")
     return checked
+
+
+def for_the_record(settings: ModelSettings | None) -> ModelSettings | None:
+    """``settings`` as a ledger records them: ``extra_headers`` by name, their
+    values replaced by ``[redacted]`` (one may be a key: Azure's ``api-key``,
+    a gateway's bearer token)."""
+    if settings is None or not settings.extra_headers:
+        return settings
+    hidden = dict.fromkeys(settings.extra_headers, "[redacted]")
+    return msgspec.structs.replace(settings, extra_headers=hidden)

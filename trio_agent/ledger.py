@@ -54,6 +54,7 @@ from ._records import encode_records as encode_records
 from ._records import record_decoder as record_decoder
 from ._records import record_encoder
 from ._records import session_exists as session_exists
+from ._settings import for_the_record
 from .events import TurnEnd, TurnInterrupted
 from .messages import Message, ToolCall, ToolResultMessage
 from .model import ModelSettings, Usage
@@ -358,7 +359,8 @@ class Ledger:
         self._write(CompactedRecord(seq=self._seq, messages=messages))
 
     def step_started(self, request_id: str, settings: ModelSettings | None = None) -> None:
-        self._write(StepStartRecord(seq=self._seq, request_id=request_id, settings=settings))
+        recorded = for_the_record(settings)
+        self._write(StepStartRecord(seq=self._seq, request_id=request_id, settings=recorded))
 
     def step_ended(self, request_id: str, stop_reason: str) -> None:
         self._write(StepEndRecord(seq=self._seq, request_id=request_id, stop_reason=stop_reason))

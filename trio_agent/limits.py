@@ -69,6 +69,14 @@ MAX_ARGUMENT_ENTRIES: Final = 256
 """Object fields plus array elements in tool arguments, all levels together."""
 MAX_ARGUMENT_CHARS: Final = 4096
 """Code points of all keys and string values in tool arguments together."""
+REJECTED_ARGUMENTS: Final = "trio_agent.rejected_arguments"
+"""The one key of a tool call's arguments when the adapter could not take the
+arguments the model sent (over ``max_argument_bytes``, not JSON, not an object,
+or past a limit of this module); its value says why, in a short text.
+``execute_tool_call`` answers such a call with an error result and never runs
+the tool. No ``@tool`` parameter can have this name (it holds a dot). Defined
+here, with the limits (the adapters import it without the tools machinery);
+``trio_agent.tools`` and the package export it."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _MIN_INT = -(2**63)

@@ -23,6 +23,7 @@ from ._context import tool_context as tool_context
 from ._errors import describe, first_leaf, message_of
 from ._frozen import frozen_json, is_json_object
 from ._transcript import INPUT_BLOCKS, BlockError, check_content
+from .limits import REJECTED_ARGUMENTS as REJECTED_ARGUMENTS
 from .limits import cut_text
 from .messages import InputBlock, ToolCall, ToolResultMessage, tool_result
 from .model import ToolSpec
@@ -43,12 +44,6 @@ __all__ = [
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 
-REJECTED_ARGUMENTS: Final = "trio_agent.rejected_arguments"
-"""The one key of a tool call's arguments when the adapter could not take the
-arguments the model sent (over ``max_argument_bytes``, not JSON, not an object,
-or past a limit of ``trio_agent.limits``); its value says why, in a short text.
-``execute_tool_call`` answers such a call with an error result and never runs
-the tool. No ``@tool`` parameter can have this name (it holds a dot)."""
 _REJECTED_REASON_CHARS: Final = 512
 
 if TYPE_CHECKING:  # defaults (PEP 696) let a hand-built ``Tool(...)`` be ``Tool[..., Any]``

@@ -19,12 +19,12 @@ from ..limits import (
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
     MAX_ARGUMENT_ENTRIES,
+    REJECTED_ARGUMENTS,
     ArgumentsError,
     check_arguments,
     cut_text,
 )
 from ..messages import ToolCall
-from ..tools import REJECTED_ARGUMENTS
 
 __all__ = [
     "MAX_ARGUMENT_BYTES",

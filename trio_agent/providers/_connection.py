@@ -4,6 +4,7 @@ went stale while it was idle."""
 
 from __future__ import annotations
 
+import os
 import select
 import ssl
 from typing import Any, final
@@ -55,6 +56,17 @@ class Origin(msgspec.Struct, frozen=True):
         return self.proxy is not None and self.scheme == "http"
 
 
+class SendFailed(Exception):
+    """Sending the request failed (a reset, a closed connection): ``error`` is what
+    it stands for (a ``StaleConnection`` on a connection that served before,
+    else a transient error), unless the server answered before it stopped
+    taking the request (an early 413 or 401): the caller looks first."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 class StaleConnection(Exception):
     """A connection that served requests before failed (closed, reset) before any
     byte of the response to this one: it went stale in the pool, and the
@@ -102,9 +114,8 @@ class Connection:
                     f"{at} of {len(request)} bytes)"
                 )
         except _FAILURES as exc:
-            if self.served:
-                raise StaleConnection(exc) from None
-            raise transport_error(provider, exc) from None
+            error = StaleConnection(exc) if self.served else transport_error(provider, exc)
+            raise SendFailed(error) from None
 
     async def receive(self, seconds: float, provider: str) -> bytes:
         """The next bytes, ``b""`` at the end of the stream, waiting ``seconds`` at
@@ -133,6 +144,11 @@ class Connection:
         means the server closed it, or sent what it should not have)."""
         if now >= self.expires or self.requests_left == 0:
             return False
+        stream = self.stream
+        while isinstance(stream, trio.SSLStream):  # bytes TLS took in but did not hand out
+            if _tls_pending(stream):
+                return False
+            stream = stream.transport_stream
         try:
             fd = self._socket.fileno()
             if fd < 0:
@@ -147,8 +163,14 @@ class Connection:
 
     def close_now(self) -> None:
         """Close the socket at once, without a TLS goodbye (``close_notify``):
-        what an idle connection gets when it is dropped, in any run or none."""
-        self._socket.close()
+        what an idle connection gets when it is dropped, in any run or none (a
+        finalizer: trio's ``close`` needs a run to tell; an idle socket has no
+        task waiting on it, so the descriptor is simply closed)."""
+        try:
+            self._socket.close()
+        except RuntimeError:  # no trio run here
+            if self._socket.fileno() != -1:
+                os.close(self._socket.detach())
 
     async def aclose(self) -> None:
         """Close the connection, shielded from cancellation and within a second (a
@@ -157,6 +179,20 @@ class Connection:
             with trio.move_on_after(1):
                 await self.stream.aclose()
         self._socket.close()
+
+
+def _tls_pending(stream: trio.SSLStream[Any]) -> bool:
+    """Whether a TLS stream holds bytes it read from the socket and has not handed
+    out: decrypted ones, or records not yet decrypted (a second record can come
+    in the same read as the one that ended a body). trio does not say so in
+    public: its TLS object and incoming buffer are looked at, and if a later
+    trio renames them, the connection is taken as holding something (not
+    reused), never as empty."""
+    tls_object = getattr(stream, "_ssl_object", None)
+    incoming = getattr(stream, "_incoming", None)
+    if tls_object is None or incoming is None:
+        return True
+    return bool(tls_object.pending() or incoming.pending)
 
 
 async def connect(origin: Origin, seconds: float, provider: str) -> Connection:

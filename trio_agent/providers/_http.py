@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..model import ModelError, ModelResponseError, TransientModelError
-from ._connection import Connection, Origin, StaleConnection, connect
+from ._connection import Connection, Origin, SendFailed, StaleConnection, connect
 from ._connection import default_tls_context as default_tls_context
 from ._errors import error_for_status, error_text, lenient
 from ._pool import ConnectionPool
@@ -99,8 +99,10 @@ class HTTPStream:
         lines = [f"host: {host_header}", f"content-length: {len(body)}"]
         if pool is None:
             lines.append("connection: close")
-        lines.append("user-agent: trio-agent")
-        if not any(k.lower() == "accept-encoding" for k in headers):
+        given = {k.lower() for k in headers}
+        if "user-agent" not in given:
+            lines.append("user-agent: trio-agent")
+        if "accept-encoding" not in given:
             lines.append("accept-encoding: identity")  # a proxy may compress anyway
         if proxy is not None and self._origin.forwarded and proxy.authorization:
             lines.append(f"proxy-authorization: {proxy.authorization}")
@@ -160,8 +162,7 @@ class HTTPStream:
         while True:
             connection = await self._connect(fresh)
             try:
-                await connection.send(self._head + self._body, self._read_seconds, self._provider)
-                status, headers = await self._read_head(connection)
+                status, headers = await self._send(connection)
             except StaleConnection:
                 await self.aclose()
                 fresh = True
@@ -171,9 +172,23 @@ class HTTPStream:
             if target is None:
                 return status, headers
             await self.aclose()
-            if self._origin.forwarded:
-                target = absolute_target(redirects.url)
+            if self._origin.forwarded:  # the target as follow() quoted it, in absolute form
+                target = absolute_target(urllib.parse.urljoin(redirects.url, target))
             self._head = f"POST {target} HTTP/1.1\r\n".encode() + self._fields
+
+    async def _send(self, connection: Connection) -> tuple[int, dict[str, str]]:
+        """Send the request and read the response head. A server may answer before
+        it has taken the whole request and then close (an early 413, a 401): if
+        the send fails, an answer already there is the response; if none is, the
+        send's failure stands."""
+        try:
+            await connection.send(self._head + self._body, self._read_seconds, self._provider)
+        except SendFailed as failed:
+            try:
+                return await self._read_head(connection)
+            except (StaleConnection, ModelError):
+                raise failed.error from None
+        return await self._read_head(connection)
 
     async def _read_head(self, connection: Connection) -> tuple[int, dict[str, str]]:
         """The status and headers of the response (past any interim 1xx ones);
@@ -182,10 +197,14 @@ class HTTPStream:
         while (found := parse_head(buffer, self._provider)) is None:
             data = await connection.receive(self._read_seconds, self._provider)
             if not data:
-                raise TransientModelError(f"{self._provider}: the response head was cut off")
+                raise TransientModelError(
+                    f"{self._provider}: the response head was cut off"
+                    if buffer
+                    else f"{self._provider}: the server closed the connection before answering"
+                )
             buffer += data
         status, headers, rest = found
-        self._reader = body_reader(self._provider, headers, rest)
+        self._reader = body_reader(self._provider, status, headers, rest)
         self._keep = keep_alive(headers)
         connection.requests_left = self._keep[2]
         return status, headers
@@ -200,7 +219,7 @@ class HTTPStream:
             if not coding or supported(coding):
                 try:
                     body = (await self._read_body(error_read_limit(self.secret)))[0]
-                except ModelResponseError as exc:  # compressed bytes that do not decode
+                except ModelError as exc:  # cut off, or compressed bytes that do not decode
                     body = f"[{exc}]".encode()
             raise error_for_status(self._provider, status, body, headers)
         if coding and not supported(coding):
@@ -317,7 +336,7 @@ class HTTPStream:
         with trio.move_on_after(_DRAIN_SECONDS):
             try:
                 while read <= _DRAIN_BYTES:
-                    data = await self._body_bytes()
+                    data = await self._decoded_bytes()
                     if data is None:
                         return
                     read += len(data)

@@ -18,6 +18,20 @@ _WAIT: Final = "wait"
 
 
 @final
+class _Run:
+    """A pool's connections in one trio run (sockets and the tasks waiting for
+    them belong to the run that made them)."""
+
+    __slots__ = ("handoffs", "idle", "lot", "open")
+
+    def __init__(self) -> None:
+        self.idle: list[Connection] = []  # oldest first
+        self.open = 0  # connections open or being opened, busy or idle
+        self.lot = trio.lowlevel.ParkingLot()  # requests waiting for a slot
+        self.handoffs = 0  # of those, woken for a freed slot but not yet in
+
+
+@final
 class ConnectionPool:
     """Keep-alive connections, reused across requests (per origin, TLS context
     and proxy), for the models that share it.
@@ -36,17 +50,17 @@ class ConnectionPool:
     ``async with ConnectionPool() as pool:`` for a shared one. Closing closes
     the idle connections at once; busy ones close when their request ends;
     after it, a request is a ``ModelRequestError``. A pool dropped unclosed
-    closes its idle sockets when it is collected. It works in one trio run at
-    a time: used from a new run, it drops what the last one left.
+    closes its idle sockets when it is collected. Trio runs that use one pool
+    (one after another, or at once in threads) each get their own connections
+    and limits: a socket belongs to the run that opened it. What a finished
+    run left is closed when the pool next sees a new run.
     """
 
     __slots__ = (
         "__weakref__",
         "_closed",
-        "_handoffs",
-        "_idle",
-        "_lot",
-        "_open",
+        "_current",
+        "_runs",
         "_token",
         "idle_seconds",
         "max_connections",
@@ -56,22 +70,22 @@ class ConnectionPool:
     def __init__(
         self, *, max_connections: int = 100, max_idle: int = 20, idle_seconds: float = 30.0
     ) -> None:
-        for name, value in (("max_connections", max_connections), ("max_idle", max_idle)):
-            if type(value) is not int or value < (1 if name == "max_connections" else 0):
-                least = 1 if name == "max_connections" else 0
+        for name, value, least in (
+            ("max_connections", max_connections, 1),
+            ("max_idle", max_idle, 0),
+        ):
+            if type(value) is not int or value < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
         if type(idle_seconds) not in (int, float) or not idle_seconds >= 0:
             raise ValueError(f"idle_seconds must be a number >= 0, got {idle_seconds!r}")
         self.max_connections = max_connections
         self.max_idle = max_idle
         self.idle_seconds = float(idle_seconds)
-        self._idle: list[Connection] = []  # oldest first
-        self._open = 0  # connections open or being opened, busy or idle
-        self._lot = trio.lowlevel.ParkingLot()
-        self._handoffs = 0  # waiters woken for a freed slot who have not taken it yet
-        self._token: Any = None  # the trio run the connections belong to
+        self._runs: dict[Any, _Run] = {}  # by trio token
+        self._token: Any = None  # the run last seen, and its state
+        self._current = _Run()
         self._closed = False
-        weakref.finalize(self, _close_all, self._idle)
+        weakref.finalize(self, _close_runs, self._runs)
 
     def __repr__(self) -> str:
         return (
@@ -82,12 +96,12 @@ class ConnectionPool:
     @property
     def connections(self) -> int:
         """Connections open now (or being opened), busy or idle."""
-        return self._open
+        return sum(run.open for run in self._runs.values())
 
     @property
     def idle(self) -> int:
         """Connections open and waiting for a request."""
-        return len(self._idle)
+        return sum(len(run.idle) for run in self._runs.values())
 
     async def __aenter__(self) -> ConnectionPool:
         return self
@@ -100,40 +114,53 @@ class ConnectionPool:
         close when their request ends. Cancellation cannot interrupt it (there is
         nothing to wait for)."""
         self._closed = True
-        self._drop_idle()
-        self._handoffs += len(self._lot.unpark_all())  # they wake up to the closed pool
+        for run in self._runs.values():
+            run.open -= len(run.idle)
+            _close_all(run.idle)
+        run = self._run()
+        run.handoffs += len(run.lot.unpark_all())  # they wake up to the closed pool
         await trio.lowlevel.checkpoint()
 
-    def _drop_idle(self) -> None:
-        self._open -= len(self._idle)
-        _close_all(self._idle)
-
-    def _enter_run(self) -> None:
-        """Forget what another trio run left (its connections are unusable here)."""
+    def _run(self) -> _Run:
+        """This trio run's part of the pool (made the first time it asks)."""
         token = trio.lowlevel.current_trio_token()
-        if token is not self._token:
-            self._drop_idle()
-            self._token = token
-            self._open = self._handoffs = 0
-            self._lot = trio.lowlevel.ParkingLot()
+        if token is self._token:
+            return self._current
+        run = self._runs.get(token)
+        if run is None:
+            self._sweep()
+            run = self._runs[token] = _Run()
+        self._token, self._current = token, run
+        return run
 
-    def _admit(self, origin: Origin, now: float) -> tuple[Connection | str, list[Connection]]:
+    def _sweep(self) -> None:
+        """Close what finished trio runs left (their sockets are of no use now)."""
+        for token, run in list(self._runs.items()):
+            try:
+                token.run_sync_soon(_nothing)
+            except trio.RunFinishedError:
+                _close_all(run.idle)
+                del self._runs[token]
+
+    def _admit(
+        self, run: _Run, origin: Origin, now: float
+    ) -> tuple[Connection | str, list[Connection]]:
         """Who serves a request to ``origin`` now, and the idle connections to close
-        (expired, or making room), decided on the pool's state alone (no I/O):
+        (expired, or making room), decided on the run's state alone (no I/O):
         an idle connection to it (taken out of the pool; it may still turn out
         stale), ``_OPEN`` (a slot is reserved: the caller opens a connection, or
         gives the slot back with ``forget``) or ``_WAIT``. When the pool is full,
         the oldest idle connection to another origin makes room."""
-        idle = self._idle
+        idle = run.idle
         dropped = [c for c in idle if now >= c.expires]
         if dropped:
             idle[:] = [c for c in idle if now < c.expires]
-            self._open -= len(dropped)
+            run.open -= len(dropped)
         for at in range(len(idle) - 1, -1, -1):  # the newest first: the least likely stale
             if idle[at].origin == origin:
                 return idle.pop(at), dropped
-        if self._open < self.max_connections:
-            self._open += 1
+        if run.open < self.max_connections:
+            run.open += 1
             return _OPEN, dropped
         if idle:  # its slot goes to the new connection
             return _OPEN, [*dropped, idle.pop(0)]
@@ -147,26 +174,26 @@ class ConnectionPool:
         ``max_connections`` are busy, in turn: a request that waited goes before
         any that comes later. Cancelled while it waits or connects, it holds
         nothing."""
+        run = self._run()
         woken = False
         while True:
             self._check_open()
-            self._enter_run()
-            if not woken and (len(self._lot) or self._handoffs):
+            if not woken and (len(run.lot) or run.handoffs):
                 taken: Connection | str = _WAIT  # others wait already: after them
             else:
-                taken, dropped = self._admit(origin, trio.current_time())
+                taken, dropped = self._admit(run, origin, trio.current_time())
                 for connection in dropped:
                     connection.close_now()
             if taken == _WAIT:
-                await self._lot.park()
-                self._handoffs -= 1
+                await run.lot.park()
+                run.handoffs -= 1
                 woken = True
                 continue
             if type(taken) is Connection:
                 if not fresh and taken.reusable_now(trio.current_time()):
-                    return await self._hand_out(taken)
+                    return await self._hand_out(run, taken)
                 taken.close_now()  # stale, or a fresh one was asked for
-                self._open -= 1
+                run.open -= 1
                 continue
             opened = None
             try:
@@ -176,20 +203,16 @@ class ConnectionPool:
                     self.forget()
             return opened
 
-    async def _hand_out(self, connection: Connection) -> Connection:
+    async def _hand_out(self, run: _Run, connection: Connection) -> Connection:
         """``connection``, after a checkpoint (every request takes one); cancelled
-        there, it goes back to the pool."""
+        there, it goes back to the pool as if unused."""
         handed = False
         try:
             await trio.lowlevel.checkpoint()
             handed = True
         finally:
-            if not handed and self._closed:
-                connection.close_now()
-                self.forget()
-            elif not handed:
-                self._idle.append(connection)
-                self._wake_one()
+            if not handed:
+                self._keep(run, connection)
         return connection
 
     def _check_open(self) -> None:
@@ -199,42 +222,47 @@ class ConnectionPool:
                 "its async with): make a new model, or give it an open pool"
             )
 
-    def _wake_one(self) -> None:
+    def _wake_one(self, run: _Run) -> None:
         """A slot or a connection came free: the longest waiting request gets it."""
-        if self._lot.unpark():
-            self._handoffs += 1
+        if run.lot.unpark():
+            run.handoffs += 1
 
     def give_back(self, connection: Connection, server_seconds: float | None = None) -> None:
         """Return a connection whose response was read to the end, to serve another
         request for ``idle_seconds`` at most, or ``server_seconds`` (the server's
         ``Keep-Alive: timeout``, less a second for the trip) if that is shorter;
-        closed instead if the pool is closed, keeps no idle connections, or the
-        connection belongs to another run."""
+        closed instead if the pool is closed or keeps no idle connections."""
         connection.served += 1
         keep = self.idle_seconds
         if server_seconds is not None:
             keep = min(keep, server_seconds - 1)
         connection.expires = trio.current_time() + keep
-        if (
-            self._closed
-            or self.max_idle == 0
-            or self._token is not trio.lowlevel.current_trio_token()
-        ):
+        self._keep(self._run(), connection)
+
+    def _keep(self, run: _Run, connection: Connection) -> None:
+        """Put an unused connection among the idle ones (the oldest closed past
+        ``max_idle``), or close it if the pool keeps none now."""
+        if self._closed or self.max_idle == 0:
             connection.close_now()
-            self.forget()
-            return
-        idle = self._idle
-        idle.append(connection)
-        if len(idle) > self.max_idle:
-            idle.pop(0).close_now()
-            self._open -= 1
-        self._wake_one()
+            run.open -= 1
+        else:
+            idle = run.idle
+            idle.append(connection)
+            if len(idle) > self.max_idle:
+                idle.pop(0).close_now()
+                run.open -= 1
+        self._wake_one(run)
 
     def forget(self) -> None:
         """A connection this pool counted is closed (or was never opened): its slot
         is free for a waiting request."""
-        self._open -= 1
-        self._wake_one()
+        run = self._run()
+        run.open -= 1
+        self._wake_one(run)
+
+
+def _nothing() -> None:
+    """What ``_sweep`` asks a run to do, to learn whether it still runs."""
 
 
 def _close_all(connections: list[Connection]) -> None:
@@ -243,3 +271,9 @@ def _close_all(connections: list[Connection]) -> None:
     for connection in connections:
         connection.close_now()
     connections.clear()
+
+
+def _close_runs(runs: dict[Any, _Run]) -> None:
+    """The finalizer: every run's idle connections closed."""
+    for run in runs.values():
+        _close_all(run.idle)

@@ -20,42 +20,67 @@ MAX_HEAD_BYTES = 65536
 
 
 def parse_head(buffer: bytes, provider: str) -> tuple[int, dict[str, str], bytes] | None:
-    """The status, the header fields (names lower-cased; a repeated name: the last
-    wins) and the bytes after the head of the first final (not 1xx) response in
-    ``buffer``, or None if it is not all there yet. Interim responses (100
-    Continue, 103 Early Hints) before it are skipped. ``ModelResponseError`` if
-    the bytes are not an HTTP response, or the head is longer than
+    """The status, the header fields and the bytes after the head of the first
+    final (not 1xx) response in ``buffer``, or None if it is not all there yet.
+    Interim responses (100 Continue, 103 Early Hints) before it are skipped, and
+    blank lines before a status line. Field names are lower-cased; the values
+    of a repeated list field (``_LISTS``) are joined by ``", "``; repeated
+    ``content-length`` values that differ are refused (a response split in
+    two), and a response with both ``content-length`` and
+    ``transfer-encoding`` is read by the latter and marked ``connection:
+    close`` (RFC 9112 6.3), as is an HTTP/1.0 response that does not ask to
+    be kept alive. ``ModelResponseError`` if the bytes are not an HTTP
+    response (a folded or nameless field too), or the head is longer than
     ``MAX_HEAD_BYTES``."""
     while True:
-        head, found, rest = buffer.partition(b"\r\n\r\n")
-        if not found:
-            if len(buffer) > MAX_HEAD_BYTES:
+        start = 0
+        while buffer.startswith(b"\r\n", start):
+            start += 2
+        end = buffer.find(b"\r\n\r\n", start)
+        if end == -1 or end - start > MAX_HEAD_BYTES:
+            if len(buffer) - start > MAX_HEAD_BYTES:
                 raise ModelResponseError(
                     f"{provider}: a response head longer than {MAX_HEAD_BYTES} bytes"
                 )
             return None
+        head, buffer = buffer[start:end], buffer[end + 4 :]
         status_line, *lines = head.decode("latin-1").split("\r\n")
         version, _, status_text = status_line.partition(" ")
-        try:
-            if not version.startswith("HTTP/"):
-                raise ValueError
-            status = int(status_text[:3])
-        except ValueError:
-            raise ModelResponseError(f"{provider}: not an HTTP response") from None
+        code = status_text[:3]
+        if not version.startswith("HTTP/") or len(code) != 3 or not code.isdigit():
+            raise ModelResponseError(f"{provider}: not an HTTP response")
+        status = int(code)
         if not 100 <= status < 200:
-            headers = _fields(lines)
-            if version == "HTTP/1.0" and "keep-alive" not in headers.get("connection", ""):
-                headers["connection"] = "close"  # 1.0 keeps a connection only if it says so
-            return status, headers, rest
-        buffer = rest
+            return status, _fields(lines, version, provider), buffer
 
 
-def _fields(lines: list[str]) -> dict[str, str]:
-    """Header lines as a lower-cased dict (repeated names: the last wins)."""
+_LISTS = frozenset({"transfer-encoding", "connection"})
+"""Fields whose repeated values add up (a list); any other repeated field: the
+last one wins."""
+
+
+def _fields(lines: list[str], version: str, provider: str) -> dict[str, str]:
+    """Header lines as a dict (see ``parse_head``)."""
     headers: dict[str, str] = {}
     for line in lines:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
+        name, colon, value = line.partition(":")
+        if not colon or not name or name != name.strip() or " " in name or "\t" in name:
+            what = "a folded header line" if line[:1] in (" ", "\t") else "a bad header line"
+            raise ModelResponseError(f"{provider}: {what} in the response: {line[:100]!r}")
+        name, value = name.lower(), value.strip()
+        if name in headers:
+            if name == "content-length" and headers[name] != value:
+                raise ModelResponseError(
+                    f"{provider}: the response has two different content-lengths"
+                )
+            if name in _LISTS:
+                value = f"{headers[name]}, {value}"
+        headers[name] = value
+    connection = headers.get("connection", "").lower()
+    if "transfer-encoding" in headers and "content-length" in headers:
+        headers["connection"] = "close"  # framed by transfer-encoding; not reused
+    elif version == "HTTP/1.0" and "keep-alive" not in connection:
+        headers["connection"] = "close"  # 1.0 keeps a connection only if it says so
     return headers
 
 
@@ -63,7 +88,7 @@ def keep_alive(headers: dict[str, str]) -> tuple[bool, float | None, int | None]
     """Whether a response lets its connection serve another request, and the
     server's ``Keep-Alive: timeout=, max=`` hints (seconds it keeps an idle
     connection, requests it serves on one), when it gives them."""
-    if "close" in headers.get("connection", "").lower():
+    if "close" in headers.get("connection", "").lower().replace(" ", "").split(","):
         return False, None, None
     timeout: float | None = None
     most: int | None = None
@@ -80,7 +105,9 @@ def keep_alive(headers: dict[str, str]) -> tuple[bool, float | None, int | None]
 
 
 # A chunk's size line, with the line end of the chunk before it (HTTP/1.1 chunked).
-_CHUNK_HEAD = re.compile(rb"\r\n([0-9A-Fa-f]+)(?:;[^\r\n]*)?\r\n")
+_CHUNK_HEAD = re.compile(rb"\r\n([0-9A-Fa-f]{1,16})(?:;[^\r\n]*)?\r\n")
+# A size line alone: hex digits (no sign, no 0x, no blank before), maybe extensions.
+_SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?")
 
 
 class BodyReader:
@@ -160,11 +187,12 @@ class ChunkedReader(BodyReader):
     the data, blank lines, odd size lines), a chunk-by-chunk walk (``_walk``).
     After the last chunk, the trailer section is skipped to its end."""
 
-    __slots__ = ("_remaining", "_trailers")
+    __slots__ = ("_after_data", "_remaining", "_trailers")
 
     def __init__(self, provider: str, start: bytes = b"") -> None:
         super().__init__(provider, start)
         self._remaining = 0  # bytes left of the chunk the last read ended in
+        self._after_data = False  # a chunk's data just ended: its CRLF comes next
         self._trailers = False  # past the last chunk, before the end of the trailers
 
     def read(self) -> bytes:
@@ -178,6 +206,7 @@ class ChunkedReader(BodyReader):
             head = self._buffer[: self._remaining]
             self._buffer = self._buffer[len(head) :]
             self._remaining -= len(head)
+            self._after_data = not self._remaining
         if self._remaining or not self._buffer:
             return head
         data = self._split()
@@ -202,7 +231,11 @@ class ChunkedReader(BodyReader):
         is there yet. If every chunk's length agrees with its size line, it is (each
         size line starts right where the chunk before it ends)."""
         buffer = self._buffer
-        parts = _CHUNK_HEAD.split(buffer if buffer[:2] == b"\r\n" else b"\r\n" + buffer)
+        if buffer[:2] != b"\r\n":
+            if self._after_data:  # the CRLF after a chunk's data is missing (or not in)
+                return None
+            buffer = b"\r\n" + buffer  # the body's start
+        parts = _CHUNK_HEAD.split(buffer)
         # parts: b"", size 1, data 1, ..., size n, what follows size line n
         if len(parts) < 3 or parts[0]:
             return None
@@ -211,12 +244,14 @@ class ChunkedReader(BodyReader):
         last, tail = sizes.pop(), datas.pop()
         if list(map(len, datas)) != sizes or 0 in sizes:
             return None
+        self._after_data = False
         if last == 0:  # the last chunk: the trailers follow
             self._trailers = True
             self._buffer = tail
         elif len(tail) >= last:
             datas.append(tail[:last])
             self._buffer = tail[last:]
+            self._after_data = True
         else:
             datas.append(tail)
             self._remaining = last - len(tail)
@@ -236,6 +271,7 @@ class ChunkedReader(BodyReader):
                 out.append(buffer[at : at + take])
                 at += take
                 self._remaining -= take
+                self._after_data = not self._remaining
                 continue
             end = buffer.find(b"\r\n", at)
             if end == -1:
@@ -244,12 +280,19 @@ class ChunkedReader(BodyReader):
                 break
             line = buffer[at:end]
             at = end + 2
-            if not line:  # the CRLF after a chunk's data
+            if self._after_data:  # a chunk's data ends with CRLF, nothing else
+                self._after_data = False
+                if line:
+                    raise ModelResponseError(
+                        f"{self._provider}: a chunk's data is not followed by its line end"
+                    )
                 continue
-            try:
-                size = int(line.split(b";")[0], 16)
-            except ValueError:
-                raise ModelResponseError(f"{self._provider}: bad chunk size {line!r}") from None
+            if not line:  # blank lines between chunks: tolerated
+                continue
+            found = _SIZE_LINE.fullmatch(line)
+            if found is None:
+                raise ModelResponseError(f"{self._provider}: bad chunk size {line[:40]!r}")
+            size = int(found[1], 16)
             if size == 0:
                 self._trailers = True
                 break
@@ -281,11 +324,26 @@ _MAX_LINE = 4096
 """Bytes of a chunk size line (with its extensions); more is refused."""
 
 
-def body_reader(provider: str, headers: dict[str, str], start: bytes) -> BodyReader:
-    """The reader for the body of a response with these ``headers``, ``start``
-    being the bytes read after its head."""
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return ChunkedReader(provider, start)
+def body_reader(
+    provider: str, status: int, headers: dict[str, str], start: bytes
+) -> BodyReader:
+    """The reader for the body of a response with this ``status`` and these
+    ``headers``, ``start`` being the bytes read after its head. A 204 or 304
+    has no body, whatever its headers say (RFC 9112 6.3)."""
+    if status in (204, 304):
+        return SizedReader(provider, 0, start)
+    coding = headers.get("transfer-encoding")
+    if coding is not None:
+        codings = [c.strip().lower() for c in coding.split(",") if c.strip()]
+        others = [c for c in codings if c not in ("chunked", "identity")]
+        if others:
+            raise ModelResponseError(
+                f"{provider}: the response's transfer-encoding {coding!r} is not one this "
+                "client reads (chunked)"
+            )
+        if codings and codings[-1] == "chunked":
+            return ChunkedReader(provider, start)
+        return UntilCloseReader(provider, start)
     length = headers.get("content-length")
     if length is None:
         return UntilCloseReader(provider, start)
