@@ -1,6 +1,6 @@
 """Models behind a proxy (issue 16 item 2, DESIGN 11.3), through a real one
-(proxy.py, tests/proxyserver.py): the environment's proxy variables as curl reads
-them, ``proxy=`` over them and ``proxy=None`` without, https through a CONNECT
+(proxy.py, tests/proxyserver.py): the environment's proxy variables (as curl
+reads them, and HTTP_PROXY as urllib does), ``proxy=`` over them and ``proxy=None`` without, https through a CONNECT
 tunnel with TLS inside it, plain http in absolute form, credentials from the URL
 sent and kept out of every error, and pooled connections through the proxy."""
 
@@ -73,7 +73,7 @@ def trusting(ca: trustme.CA) -> ssl.SSLContext:
 
 def peer_port(model: OpenAIChatModel) -> int:
     """The port the model's pooled connection goes to: the proxy's, or the server's."""
-    (connection,) = model.pool._idle
+    (connection,) = [c for run in model.pool._runs.values() for c in run.idle]
     return int(connection._socket.getpeername()[1])
 
 
@@ -107,12 +107,21 @@ async def test_plain_http_goes_to_the_proxy_in_absolute_form(plain, proxy_server
     assert plain.requests[0].path == "/v1/chat/completions"  # the proxy forwarded it
 
 
-async def test_upper_case_http_proxy_is_not_read_as_curl_does(plain, proxy_server, monkeypatch):
-    monkeypatch.setenv("HTTP_PROXY", proxy_server.url)  # httpoxy: a CGI header could set it
+async def test_upper_case_http_proxy_is_read_except_under_cgi(plain, proxy_server, monkeypatch):
+    monkeypatch.setenv("HTTP_PROXY", proxy_server.url)  # read as urllib, requests, httpx read it
+    monkeypatch.delenv("REQUEST_METHOD", raising=False)
+    async with OpenAIChatModel("m", api_key="k", base_url=f"{plain.url}/v1") as model:
+        assert model.proxy is not None and model.proxy.port == proxy_server.port
+        chunks, _ = await read(model, REQUEST)
+        assert text_of(chunks) == "Hello world"
+        assert peer_port(model) == proxy_server.port
+    monkeypatch.setenv("REQUEST_METHOD", "GET")  # CGI: HTTP_PROXY is a request's Proxy: header
     async with OpenAIChatModel("m", api_key="k", base_url=f"{plain.url}/v1") as model:
         assert model.proxy is None
-        await read(model, REQUEST)
+        chunks, _ = await read(model, REQUEST)
+        assert text_of(chunks) == "Hello world"
         assert peer_port(model) == plain.port
+    assert [seen.path for seen in plain.requests] == ["/v1/chat/completions"] * 2
 
 
 async def test_all_proxy_serves_when_nothing_more_specific_is_set(
@@ -270,3 +279,16 @@ def test_the_proxy_password_is_not_in_the_models_repr():
     model = OpenAIChatModel("m", api_key="k", proxy="http://user:s3cret-pw@proxy:3128")
     assert "s3cret" not in repr(model) and "s3cret" not in repr(model.proxy)
     assert model.proxy is not None and model.proxy.shown == "http://proxy:3128"
+
+
+async def test_a_forwarding_proxy_refusing_credentials_is_an_authentication_error(
+    plain, auth_proxy_server
+):
+    # Before: "OpenAI answered HTTP 407", a ModelRequestError blaming the API.
+    url = auth_proxy_server.url_with(PROXY_USER, "not-" + PROXY_PASSWORD)
+    async with OpenAIChatModel("m", api_key="k", base_url=f"{plain.url}/v1", proxy=url) as model:
+        with pytest.raises(ModelAuthenticationError, match="407") as caught:
+            await read(model, REQUEST)
+    text = str(caught.value)
+    assert f"proxy {auth_proxy_server.url}" in text and "refused the credentials" in text
+    assert PROXY_PASSWORD not in text and plain.requests == []

@@ -1,16 +1,20 @@
 """Which proxy a request goes through (pure): the environment read as curl reads
-it, NO_PROXY matched as curl matches it, proxy URLs parsed without ever quoting
-a password, and a Redactor hiding the proxy's secrets with the API key."""
+it (and HTTP_PROXY as urllib reads it), NO_PROXY matched as curl matches it,
+proxy URLs parsed without ever quoting a password, and a Redactor hiding the
+proxy's secrets with the API key (those long enough to tell from ordinary text)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import urllib.parse
+import urllib.request
 
 import pytest
 
 from trio_agent.providers._proxy import (
+    MIN_SECRET_CHARS,
     Proxy,
     absolute_target,
     cidr4_match,
@@ -198,25 +202,63 @@ def _host(found: Proxy | None) -> str | None:
         ({"https_proxy": "", "HTTPS_PROXY": "", "all_proxy": "", "ALL_PROXY": ""}, None),
         ({"http_proxy": "http://e:1"}, None),  # the http ones are not for https
         ({"HTTP_PROXY": "http://e:1"}, None),
+        ({"REQUEST_METHOD": "GET", "HTTPS_PROXY": "http://b:1"}, "b"),  # CGI: only HTTP_PROXY
     ],
 )
 def test_an_https_request_reads_https_proxy_then_all_proxy(environ, chosen):
     assert _host(proxy_for("https://api.example/v1", "environment", environ)) == chosen
 
 
+_CGI = {"REQUEST_METHOD": "POST"}
+"""Set under CGI, where a request's ``Proxy:`` header arrives as HTTP_PROXY."""
+
+
 @pytest.mark.parametrize(
     ("environ", "chosen"),
     [
+        ({"http_proxy": "http://a:1", "HTTP_PROXY": "http://b:1", "all_proxy": "http://c:1"}, "a"),
         ({"http_proxy": "http://a:1", "all_proxy": "http://c:1"}, "a"),
-        # HTTP_PROXY is never read (curl: httpoxy, a CGI request's Proxy: header)
-        ({"HTTP_PROXY": "http://b:1"}, None),
-        ({"HTTP_PROXY": "http://b:1", "ALL_PROXY": "http://d:1"}, "d"),
+        ({"HTTP_PROXY": "http://b:1"}, "b"),  # as urllib, requests and httpx (curl: never)
+        ({"HTTP_PROXY": "http://b:1", "all_proxy": "http://c:1"}, "b"),
+        ({"HTTP_PROXY": "http://b:1", "ALL_PROXY": "http://d:1"}, "b"),
+        ({"http_proxy": "", "HTTP_PROXY": "http://b:1"}, "b"),  # empty counts as unset
         ({"http_proxy": "", "all_proxy": "http://c:1"}, "c"),
+        ({"http_proxy": "", "HTTP_PROXY": "", "ALL_PROXY": "http://d:1"}, "d"),
         ({"https_proxy": "http://f:1", "HTTPS_PROXY": "http://f:1"}, None),
+        # under CGI HTTP_PROXY is a request's Proxy: header (httpoxy): skipped
+        ({**_CGI, "HTTP_PROXY": "http://b:1"}, None),
+        ({"REQUEST_METHOD": "", "HTTP_PROXY": "http://b:1"}, None),  # set, even empty
+        ({**_CGI, "HTTP_PROXY": "http://b:1", "ALL_PROXY": "http://d:1"}, "d"),
+        ({**_CGI, "HTTP_PROXY": "http://b:1", "all_proxy": "http://c:1"}, "c"),
+        ({**_CGI, "http_proxy": "http://a:1", "HTTP_PROXY": "http://b:1"}, "a"),  # lower case
+        ({"request_method": "GET", "HTTP_PROXY": "http://b:1"}, "b"),  # CGI's name is exact
     ],
 )
-def test_a_plain_http_request_reads_only_the_lower_case_http_proxy(environ, chosen):
+def test_a_plain_http_request_reads_http_proxy_then_all_proxy(environ, chosen):
     assert _host(proxy_for("http://api.example/v1", "environment", environ)) == chosen
+
+
+_HTTP_VARIABLES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
+
+
+@pytest.mark.parametrize("cgi", [False, True])
+@pytest.mark.parametrize("mask", range(16))
+def test_http_proxy_is_read_as_urllib_reads_it(monkeypatch, mask, cgi):
+    # every mix of the four variables set (non-empty), with and without CGI: the
+    # proxy urllib's getproxies_environment gives for http (its "http", else its
+    # "all", as requests and httpx pick) is ours
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy") or name == "REQUEST_METHOD":
+            monkeypatch.delenv(name)
+    environ = {name: f"http://p{at}:1" for at, name in enumerate(_HTTP_VARIABLES) if mask >> at & 1}
+    if cgi:
+        environ["REQUEST_METHOD"] = "GET"
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    found = urllib.request.getproxies_environment()
+    theirs = found.get("http", found.get("all"))
+    ours = proxy_for("http://api.example/v1", "environment", environ)
+    assert (None if ours is None else f"http://{ours.host}:1") == theirs
 
 
 def test_the_variable_gives_the_whole_proxy():
@@ -381,6 +423,44 @@ def test_repr_and_shown_never_hold_the_credentials():
     assert set(proxy.secrets) == {token, "s:crét", "s%3Acr%C3%A9t"}
 
 
+def test_a_secret_is_at_least_six_characters():
+    assert MIN_SECRET_CHARS == 6
+
+
+@pytest.mark.parametrize(
+    ("password", "kept"),
+    [
+        ("1", ()),
+        ("12345", ()),
+        ("123456", ("123456",)),
+        ("p%40ss", ("p%40ss",)),  # as written, 6; decoded, "p@ss", 4
+        ("p%40ssw", ("p%40ssw",)),  # "p@ssw", 5
+        ("p%40sswd", ("p@sswd", "p%40sswd")),
+        ("%C3%A4%C3%B6%C3%BC", ("%C3%A4%C3%B6%C3%BC",)),  # "äöü": 3 characters
+    ],
+)
+def test_only_password_forms_of_six_characters_or_more_are_secrets(password, kept):
+    proxy = parse_proxy(f"http://user:{password}@127.0.0.1:9", "proxy=")
+    assert proxy.authorization is not None
+    token = proxy.authorization.split()[1]
+    assert len(token) >= 8  # "user:" and anything: 5 bytes or more, 8 characters of base64
+    assert proxy.secrets == (token, *kept)
+
+
+@pytest.mark.parametrize(
+    ("url", "raw"), [("http://a:b@p", b"a:b"), ("http://ab@p", b"ab:"), ("http://:@p", b":")]
+)
+def test_credentials_of_three_bytes_or_fewer_leave_no_secret(url, raw):
+    # their token is 4 characters of base64 (8 from 4 bytes on): nothing to tell
+    # apart from ordinary text, standing for a password of 2 characters at most
+    proxy = parse_proxy(url, "proxy=")
+    assert proxy.authorization == _basic(raw)
+    assert len(proxy.authorization.split()[1]) == 4
+    assert proxy.secrets == ()
+    longer = parse_proxy("http://a:bc@p", "proxy=")  # 4 bytes: 8 characters
+    assert longer.secrets == (_basic(b"a:bc").split()[1],)
+
+
 # --------------------------------------------------------- absolute target
 
 
@@ -425,6 +505,25 @@ def test_one_redactor_hides_the_key_and_the_proxys_secrets_in_any_form():
         "key [redacted], header Proxy-Authorization: Basic [redacted], pw [redacted]"
     )
     assert repr(redactor) == "Redactor()"
+
+
+def test_a_short_password_leaves_messages_readable_and_the_token_hidden():
+    proxy = parse_proxy("http://user:1@127.0.0.1:9", "proxy=")
+    assert proxy.authorization == _basic(b"user:1")
+    redactor = Redactor("key", *proxy.secrets)
+    text = f"connect to 127.0.0.1:9 failed, 1 of 1; sent Proxy-Authorization: {proxy.authorization}"
+    assert redactor.redact(text) == (
+        "connect to 127.0.0.1:9 failed, 1 of 1; sent Proxy-Authorization: Basic [redacted]"
+    )
+
+
+def test_a_password_of_six_characters_is_redacted():
+    proxy = parse_proxy("http://user:hunter@127.0.0.1:9", "proxy=")
+    redactor = Redactor("key", *proxy.secrets)
+    text = f"127.0.0.1:9 said: bad password hunter (HUNTER, hunt%65r) in {proxy.authorization}"
+    assert redactor.redact(text) == (
+        "127.0.0.1:9 said: bad password [redacted] ([redacted], [redacted]) in Basic [redacted]"
+    )
 
 
 def test_reach_is_the_longest_secrets():

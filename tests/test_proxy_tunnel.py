@@ -1,7 +1,9 @@
 """The CONNECT tunnel (``open_tunnel``) through a real proxy (proxy.py, see
 tests/proxyserver.py) to a TLS server on loopback, TLS inside the tunnel; and
 against a scripted proxy on memory streams, for the answers a real one does not
-give on demand (garbage, a slow or silent proxy, extra bytes)."""
+give on demand (garbage, a slow or silent proxy, extra bytes). ``refused``, what
+a proxy's refusal stands for, of a tunnel or of a forwarded request, the same
+words for both."""
 
 from __future__ import annotations
 
@@ -22,7 +24,14 @@ from trio_agent.model import (
     ModelResponseError,
     TransientModelError,
 )
-from trio_agent.providers._proxy import Proxy, absolute_target, open_tunnel, parse_proxy
+from trio_agent.providers._proxy import (
+    Proxy,
+    absolute_target,
+    open_tunnel,
+    parse_proxy,
+    refused,
+)
+from trio_agent.providers._wire import parse_head
 
 BODY = b'{"object": "list", "data": []}'
 
@@ -182,6 +191,42 @@ async def test_plain_http_through_a_real_proxy_in_absolute_form(auth_proxy_serve
     assert "proxy-authorization" not in seen.headers  # the proxy keeps it
 
 
+@pytest.mark.parametrize("password", [None, "wrong-password"])
+async def test_a_real_proxys_407_to_a_forwarded_request(auth_proxy_server, plain_server, password):
+    # what the HTTP client gets for a plain http request through the proxy, and
+    # hands to refused: the same words as for a tunnel
+    url = auth_proxy_server.url
+    if password is not None:
+        url = auth_proxy_server.url_with(auth_proxy_server.user, password)
+    proxy = parse_proxy(url, "http_proxy")
+    target = absolute_target(f"http://127.0.0.1:{plain_server.port}/v1/chat?x=1")
+    lines = [f"POST {target} HTTP/1.1", f"Host: 127.0.0.1:{plain_server.port}"]
+    if proxy.authorization is not None:
+        lines.append(f"Proxy-Authorization: {proxy.authorization}")
+    request = "\r\n".join([*lines, "Content-Length: 0", "Connection: close", "", ""])
+    async with await trio.open_tcp_stream(proxy.host, proxy.port) as stream:
+        await stream.send_all(request.encode())
+        head = parse_head(await _read_to_end(stream), "test")
+    assert head is not None
+    status, headers, _ = head
+    assert status == 407
+    error = refused(proxy, status, headers, target, "test")
+    assert type(error) is ModelAuthenticationError
+    message = str(error)
+    shown = f"test: proxy {auth_proxy_server.url}"
+    where = f"to forward a request to http://127.0.0.1:{plain_server.port}"
+    if password is None:
+        assert message.startswith(f"{shown} asks for credentials (407 Proxy Authentication ")
+        assert f"{where}: put them in the proxy URL" in message
+    else:
+        assert message == (
+            f"{shown} refused the credentials (407 Proxy Authentication Required) {where}"
+        )
+        assert proxy.authorization is not None and proxy.authorization[6:] not in message
+    assert "/v1/chat" not in message and "wrong-password" not in message
+    assert plain_server.requests == []
+
+
 # --------------------------------------------------------- scripted proxy
 
 PROXY = parse_proxy("http://agent:s3cret@proxy.test:3128", "proxy=")
@@ -282,6 +327,10 @@ async def test_a_2xx_opens_the_tunnel(answer):
         (b"HTTP/1.1 504 Gateway Timeout\r\n\r\n", TransientModelError, "HTTP 504"),
         (b"HTTP/1.1 500 Oops\r\n\r\n", TransientModelError, "HTTP 500"),
         (b"HTTP/1.1 429 Slow down\r\n\r\n", TransientModelError, "HTTP 429"),
+        (b"HTTP/1.1 408 Request Timeout\r\n\r\n", TransientModelError, "HTTP 408"),
+        (b"HTTP/1.1 529 Overloaded\r\n\r\n", TransientModelError, "HTTP 529"),  # any 5xx
+        (b"HTTP/1.1 409 Conflict\r\n\r\n", ModelRequestError, "HTTP 409"),  # a provider's
+        (b"HTTP/1.1 425 Too Early\r\n\r\n", ModelRequestError, "HTTP 425"),  # no early data
         (b"HTTP/1.1 403 Forbidden\r\n\r\n", ModelRequestError, "HTTP 403"),
         (b"HTTP/1.1 400 Bad Request\r\n\r\n", ModelRequestError, "HTTP 400"),
         (b"HTTP/1.1 405 Not Allowed\r\n\r\n", ModelRequestError, "HTTP 405"),
@@ -300,6 +349,11 @@ async def test_what_each_answer_stands_for(answer, error, words):
     assert "s3cret" not in message and "YWdlbnQ6czNjcmV0" not in message
     if error is not ModelResponseError or b"SSH" not in answer:
         assert "api.test:443" in message
+    if error is not ModelResponseError:  # a refusal: what refused gives, word for word
+        head = parse_head(answer, "test")
+        assert head is not None
+        expected = refused(PROXY, head[0], head[1], "api.test:443", "test")
+        assert (type(expected), str(expected)) == (error, message)
 
 
 async def test_a_503_carries_its_retry_after():
@@ -316,6 +370,75 @@ async def test_a_407_for_another_scheme_says_which():
     no_credentials = Proxy("http", "proxy.test", 3128)
     with pytest.raises(ModelAuthenticationError, match="asks for credentials"):
         await _through(ScriptedProxy(answer), no_credentials)
+
+
+FORWARDED = "http://api.test:8080/v1/chat/completions?api-version=1"
+
+
+@pytest.mark.parametrize(
+    ("target", "action"),
+    [
+        ("api.test:443", "open a tunnel to api.test:443"),
+        ("[::1]:443", "open a tunnel to [::1]:443"),
+        (FORWARDED, "forward a request to http://api.test:8080"),
+        ("http://api.test/x", "forward a request to http://api.test"),
+        ("http://user:s3cret@[::1]:8000/x", "forward a request to http://[::1]:8000"),
+    ],
+)
+def test_refused_names_the_proxy_and_the_target(target, action):
+    shown = "test: proxy http://proxy.test:3128"
+    cases = [
+        (PROXY, 407, {}, ModelAuthenticationError, "refused the credentials"),
+        (Proxy("http", "proxy.test", 3128), 407, {}, ModelAuthenticationError, "asks for"),
+        (PROXY, 502, {}, TransientModelError, f"{shown} refused to {action}: HTTP 502"),
+        (PROXY, 403, {}, ModelRequestError, f"{shown} refused to {action}: HTTP 403"),
+    ]
+    for proxy, status, headers, error, words in cases:
+        found = refused(proxy, status, headers, target, "test")
+        assert type(found) is error
+        message = str(found)
+        assert message.startswith(shown) and words in message
+        assert action in message
+        for secret in ("s3cret", "YWdlbnQ6czNjcmV0", "/v1", "api-version", "/x"):
+            assert secret not in message
+
+
+def test_refused_407_words():
+    no_credentials = Proxy("http", "proxy.test", 3128)
+    assert str(refused(PROXY, 407, {}, FORWARDED, "OpenAI")) == (
+        "OpenAI: proxy http://proxy.test:3128 refused the credentials "
+        "(407 Proxy Authentication Required) to forward a request to http://api.test:8080"
+    )
+    assert str(refused(no_credentials, 407, {}, FORWARDED, "OpenAI")) == (
+        "OpenAI: proxy http://proxy.test:3128 asks for credentials "
+        "(407 Proxy Authentication Required) to forward a request to http://api.test:8080: "
+        "put them in the proxy URL, http://user:password@host:port"
+    )
+    negotiate = {"proxy-authenticate": "Negotiate abc"}
+    assert str(refused(PROXY, 407, negotiate, "api.test:443", "test")).endswith(
+        "to open a tunnel to api.test:443; it asks for Negotiate authentication, "
+        "this client sends only Basic"
+    )
+    basic = {"proxy-authenticate": 'Basic realm="corp"'}
+    assert str(refused(PROXY, 407, basic, "api.test:443", "test")).endswith("api.test:443")
+
+
+@pytest.mark.parametrize(
+    ("status", "transient"),
+    [
+        *((status, True) for status in (408, 429, 500, 502, 503, 504, 529, 599)),
+        *((status, False) for status in (301, 302, 400, 403, 404, 409, 425)),
+    ],
+)
+def test_which_refusals_are_transient(status, transient):
+    # a proxy's own statuses: 408 (its timeout), 429 (its rate limit) and any
+    # 5xx; not the 409 and 425 a provider's API is retried on
+    found = refused(PROXY, status, {"retry-after": "7"}, FORWARDED, "test")
+    assert isinstance(found, TransientModelError) is transient
+    if transient:
+        assert isinstance(found, TransientModelError) and found.retry_after == 7
+    else:
+        assert type(found) is ModelRequestError
 
 
 async def test_a_proxy_that_closes_before_answering_is_transient():

@@ -113,7 +113,7 @@ class ProviderModel:
     or its own, which ``aclose()`` or the end of ``async with model:`` closes).
     ``proxy`` is the proxy its requests go through (a ``_proxy.Proxy``, or
     None), from ``proxy=``: ``"environment"`` (the default) reads the proxy
-    variables as curl does, when the model is made; a URL overrides them;
+    variables (``_proxy.proxy_for``) when the model is made; a URL overrides them;
     None goes direct. ``max_argument_bytes`` caps one tool call's arguments:
     a call over it reaches the model as an error result, never a tool.
 

@@ -19,7 +19,7 @@ from ._connection import Connection, Origin, SendFailed, StaleConnection, connec
 from ._connection import default_tls_context as default_tls_context
 from ._errors import error_for_status, error_text, lenient
 from ._pool import ConnectionPool
-from ._proxy import absolute_target
+from ._proxy import absolute_target, refused
 from ._wire import BodyReader, UntilCloseReader, body_reader, keep_alive, parse_head
 
 if TYPE_CHECKING:
@@ -170,6 +170,7 @@ class HTTPStream:
             fresh = False
             target = redirects.follow(status, headers)
             if target is None:
+                self._url = redirects.url  # where the answer came from
                 return status, headers
             await self.aclose()
             if self._origin.forwarded:  # the target as follow() quoted it, in absolute form
@@ -214,6 +215,8 @@ class HTTPStream:
         coding = content_coding(headers)
         if coding and supported(coding):
             self._inflater = Inflater(coding, self._provider)
+        if status == 407 and self._origin.forwarded:  # the proxy's answer, not the API's
+            raise refused(self._origin.proxy, status, headers, self._url, self._provider)
         if status != 200:
             body = f"[a body in the {coding!r} content encoding]".encode()
             if not coding or supported(coding):

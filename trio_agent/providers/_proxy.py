@@ -3,9 +3,12 @@
 ``proxy_for`` picks the proxy for a URL from ``proxy=`` or from the environment
 variables, read as curl reads them (``NO_PROXY`` included, ported from curl's
 ``lib/proxy.c``: users set these variables for curl first, so the same value
-must mean the same here). An https request goes through a ``CONNECT`` tunnel
-(``open_tunnel``), TLS to the server inside it; a plain http request is sent to
-the proxy with its absolute URL as the target (``absolute_target``).
+must mean the same here), except that ``HTTP_PROXY`` counts too, as in Python's
+``urllib`` (and so requests and httpx), unless running under CGI. An https
+request goes through a ``CONNECT`` tunnel (``open_tunnel``), TLS to the server
+inside it; a plain http request is sent to the proxy with its absolute URL as
+the target (``absolute_target``). ``refused`` is what a proxy's refusal stands
+for, of a tunnel or of a forwarded request.
 
 Everything here is pure except ``open_tunnel``. No message ever quotes a proxy
 password: errors name a proxy by ``Proxy.shown`` (``scheme://host:port``), and
@@ -39,14 +42,34 @@ ENVIRONMENT: Final = "environment"
 """The default of ``proxy=``: take the proxy from the environment variables."""
 
 _HTTPS_VARIABLES = ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
-_HTTP_VARIABLES = ("http_proxy", "all_proxy", "ALL_PROXY")
-"""No ``HTTP_PROXY``, as in curl: a CGI program gets a request's ``Proxy:`` header
-as ``HTTP_PROXY`` ("httpoxy"), so the upper-case name is attacker-controlled."""
+_HTTP_VARIABLES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
+"""With ``HTTP_PROXY``, which curl never reads, as Python's
+``urllib.request.getproxies_environment`` (so requests and httpx) reads it, and
+as DESIGN 11.3 promises; but see ``_CGI_HTTP_VARIABLES``."""
+_CGI_HTTP_VARIABLES = ("http_proxy", "all_proxy", "ALL_PROXY")
+"""Under CGI (``_CGI_VARIABLE`` set) a request's ``Proxy:`` header reaches the
+program as ``HTTP_PROXY`` ("httpoxy", CVE-2016-5385, CVE-2016-1000110): the
+upper-case name is then the client's, not the user's, and only the lower-case
+``http_proxy`` counts (urllib's rule)."""
+_CGI_VARIABLE = "REQUEST_METHOD"
+"""Set (to any value, even empty) under CGI: what urllib tests for."""
 _NO_PROXY_VARIABLES = ("no_proxy", "NO_PROXY")
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 """As httpx and requests (curl takes 1080 for a proxy URL without a port)."""
 _TRANSIENT_STATUS = frozenset({408, 429})
-"""Statuses under 500 from a proxy that another attempt may get past."""
+"""Statuses under 500 from a proxy that another attempt may get past (any 5xx
+may too): 408, the proxy's own request timeout, and 429, its rate limit.
+Deliberately not ``_errors``' list for a provider's answers, which adds 409 and
+425 (and 529, a 5xx anyway): 409 is there because the providers' own SDKs retry
+their API's 409 (a conflict on their side), which means nothing from a proxy;
+425 Too Early refuses TLS early data, which this client never sends (and never
+in a CONNECT, sent before any TLS to the server)."""
+MIN_SECRET_CHARS: Final = 6
+"""The fewest characters a form of a proxy's credentials must have to go into
+``Proxy.secrets``. A ``Redactor`` hides every occurrence of a secret, in any
+case and encoding, wherever it stands: a shorter one (a password "1", "abc")
+cannot be told from ordinary text, and hiding it would mangle every message
+(``127.0.0.1`` becoming ``[redacted]27.0.0.[redacted]`` for a password "1")."""
 _HOST_CHARACTERS = frozenset(
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:%[]"
 )
@@ -59,7 +82,8 @@ class Proxy:
     """An HTTP proxy: ``scheme`` is how we talk to the proxy itself ("http", or
     "https" for TLS to it), ``authorization`` the ``Proxy-Authorization`` value
     for the credentials of its URL (Basic), ``secrets`` the texts that give them
-    away (the password, the Basic token). Neither shows in its repr."""
+    away (the password, the Basic token), those of at least
+    ``MIN_SECRET_CHARS``. Neither shows in its repr."""
 
     scheme: str
     host: str
@@ -134,8 +158,11 @@ def _port(parts: urllib.parse.SplitResult) -> int | None:
 
 def _credentials(parts: urllib.parse.SplitResult) -> tuple[str | None, tuple[str, ...]]:
     """The ``Proxy-Authorization`` value of the URL's user and password, and the
-    texts to redact: the password (decoded, and as written if that differs) and
-    the Basic token."""
+    texts to redact: the Basic token and the password (decoded, and as written
+    if that differs), each if it has at least ``MIN_SECRET_CHARS`` characters.
+    The token always has, but for credentials of 3 bytes or fewer in all
+    ("a:b", 4 characters of base64): it is 4 characters per 3 bytes of
+    ``user:password``, so 8 or more from 4 bytes on."""
     user, password = parts.username, parts.password
     if not user and password is None:
         return None, ()
@@ -146,7 +173,8 @@ def _credentials(parts: urllib.parse.SplitResult) -> tuple[str | None, tuple[str
     if password:
         secrets.append(urllib.parse.unquote(password, errors="replace"))
         secrets.append(password)
-    return f"Basic {token}", tuple(dict.fromkeys(secrets))
+    kept = (secret for secret in secrets if len(secret) >= MIN_SECRET_CHARS)
+    return f"Basic {token}", tuple(dict.fromkeys(kept))
 
 
 def proxy_for(url: str, proxy: str | None, environ: Mapping[str, str]) -> Proxy | None:
@@ -154,13 +182,16 @@ def proxy_for(url: str, proxy: str | None, environ: Mapping[str, str]) -> Proxy 
 
     ``proxy=None``: none. ``proxy="environment"`` (the default): from the
     variables, as curl reads them: for https ``https_proxy``, ``HTTPS_PROXY``,
-    then ``all_proxy``, ``ALL_PROXY``; for http ``http_proxy`` (never
-    ``HTTP_PROXY``: httpoxy), then ``all_proxy``, ``ALL_PROXY``; an empty value
-    counts as unset; a host that ``no_proxy`` (or ``NO_PROXY``) matches goes
-    direct (``no_proxy_matches``; localhost too only if listed there). Any other
-    string is the proxy's URL, used for every request: ``NO_PROXY`` does not
-    apply to it. ``ValueError`` names the variable (or ``proxy=``) whose URL is
-    wrong."""
+    then ``all_proxy``, ``ALL_PROXY``; for http ``http_proxy``, ``HTTP_PROXY``
+    (which curl never reads: here as in Python's urllib), then ``all_proxy``,
+    ``ALL_PROXY``, except under CGI (``REQUEST_METHOD`` in ``environ``, even
+    empty), where ``HTTP_PROXY`` is skipped: it is then a request's ``Proxy:``
+    header (httpoxy). The lower-case name wins; an empty value counts as unset,
+    as in curl (urllib would take an empty ``http_proxy`` as "no proxy for
+    http"); a host that ``no_proxy`` (or ``NO_PROXY``) matches goes direct
+    (``no_proxy_matches``; localhost too only if listed there). Any other string
+    is the proxy's URL, used for every request: ``NO_PROXY`` does not apply to
+    it. ``ValueError`` names the variable (or ``proxy=``) whose URL is wrong."""
     if proxy is None:
         return None
     if proxy != ENVIRONMENT:
@@ -168,7 +199,10 @@ def proxy_for(url: str, proxy: str | None, environ: Mapping[str, str]) -> Proxy 
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in _DEFAULT_PORTS:
         raise ValueError(f"not an http or https URL (its scheme: {parts.scheme!r})")
-    found = _variable(environ, _HTTPS_VARIABLES if parts.scheme == "https" else _HTTP_VARIABLES)
+    names: tuple[str, ...] = _HTTPS_VARIABLES
+    if parts.scheme == "http":
+        names = _CGI_HTTP_VARIABLES if _CGI_VARIABLE in environ else _HTTP_VARIABLES
+    found = _variable(environ, names)
     if found is None:
         return None
     excluded = _variable(environ, _NO_PROXY_VARIABLES)
@@ -359,10 +393,10 @@ async def open_tunnel(
     more before we spoke is a ``ModelResponseError``).
 
     Sending and each wait for bytes is bounded by ``seconds``
-    (``TransientModelError``). A 407 is a ``ModelAuthenticationError``; a 5xx,
-    408 or 429, or a proxy that closes or breaks the connection, a
-    ``TransientModelError``; any other refusal a ``ModelRequestError``. Each
-    names the proxy by ``Proxy.shown`` and the target, never the credentials.
+    (``TransientModelError``). A proxy that closes or breaks the connection is a
+    ``TransientModelError``; a refusal (any status but 2xx) the error
+    ``refused`` gives for it. Each names the proxy by ``Proxy.shown`` and the
+    target, never the credentials.
 
     It closes nothing: on an error or a cancellation (which propagates from any
     send or receive, leaving the exchange half done) the caller, which owns the
@@ -381,16 +415,17 @@ async def open_tunnel(
                 f"{where} did not take the CONNECT to {authority} within {seconds} s "
                 "(write timeout)"
             )
-        return await _answer(stream, proxy, authority, seconds, where)
+        return await _answer(stream, proxy, authority, seconds, provider)
     except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
         raise transport_error(f"{where} (CONNECT {authority})", exc) from None
 
 
 async def _answer(
-    stream: trio.abc.Stream, proxy: Proxy, authority: str, seconds: float, where: str
+    stream: trio.abc.Stream, proxy: Proxy, authority: str, seconds: float, provider: str
 ) -> bytes:
     """Read the proxy's answer to the CONNECT: the bytes after its head, or the
     error its status stands for."""
+    where = f"{provider}: proxy {proxy.shown}"
     buffer = b""
     while (head := parse_head(buffer, where)) is None:
         with trio.CancelScope(deadline=trio.current_time() + seconds):
@@ -406,7 +441,7 @@ async def _answer(
         )
     status, headers, rest = head
     if not 200 <= status < 300:
-        raise _refusal(status, headers, proxy, authority, where)
+        raise refused(proxy, status, headers, authority, provider)
     if rest:
         raise ModelResponseError(
             f"{where} sent {len(rest)} bytes after accepting the CONNECT to {authority}, "
@@ -415,10 +450,29 @@ async def _answer(
     return rest
 
 
-def _refusal(
-    status: int, headers: Mapping[str, str], proxy: Proxy, authority: str, where: str
+def refused(
+    proxy: Proxy, status: int, headers: Mapping[str, str], target: str, provider: str
 ) -> ModelError:
-    """The error a proxy's refusal of a CONNECT stands for."""
+    """The error a proxy's refusal (any status but 2xx) stands for, for
+    ``open_tunnel`` and for a plain http request forwarded through the proxy
+    (the HTTP client's, on a 407: any other status of a forwarded request may be
+    the server's). ``target`` is the request target as sent: the authority form
+    of a ``CONNECT`` (``host:port``, "a tunnel to" it), or the absolute URL of a
+    forwarded request ("a request to" its ``scheme://host:port``: the path and
+    query are left out, and any user and password).
+
+    A 407 is a ``ModelAuthenticationError``: the proxy "asks for credentials"
+    when the proxy URL gave none, "refused the credentials" when it did (and
+    says so if the proxy asks for a scheme other than Basic). A 5xx, 408 or 429
+    is a ``TransientModelError`` carrying any ``Retry-After``; any other status
+    a ``ModelRequestError``. Each starts ``"{provider}: proxy {Proxy.shown}"``
+    and names the target, never the credentials."""
+    where = f"{provider}: proxy {proxy.shown}"
+    if "://" in target:  # absolute form: never in an authority (no '/' in a host)
+        parts = urllib.parse.urlsplit(target)
+        action = f"forward a request to {parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+    else:
+        action = f"open a tunnel to {target}"
     if status == 407:
         asked = headers.get("proxy-authenticate", "").split(" ", 1)[0]
         other = (
@@ -428,15 +482,14 @@ def _refusal(
         )
         if proxy.authorization is None:
             return ModelAuthenticationError(
-                f"{where} asks for credentials (407 Proxy Authentication Required) to open a "
-                f"tunnel to {authority}: put them in the proxy URL, "
-                f"http://user:password@host:port{other}"
+                f"{where} asks for credentials (407 Proxy Authentication Required) to "
+                f"{action}: put them in the proxy URL, http://user:password@host:port{other}"
             )
         return ModelAuthenticationError(
-            f"{where} refused the credentials (407 Proxy Authentication Required) for a "
-            f"tunnel to {authority}{other}"
+            f"{where} refused the credentials (407 Proxy Authentication Required) to "
+            f"{action}{other}"
         )
-    message = f"{where} refused to open a tunnel to {authority}: HTTP {status}"
+    message = f"{where} refused to {action}: HTTP {status}"
     if status >= 500 or status in _TRANSIENT_STATUS:
         return TransientModelError(message, retry_after=retry_after(headers))
     return ModelRequestError(message)

@@ -291,7 +291,7 @@ class ChunkedReader(BodyReader):
                 continue
             found = _SIZE_LINE.fullmatch(line)
             if found is None:
-                raise ModelResponseError(f"{self._provider}: bad chunk size {line[:40]!r}")
+                raise ModelResponseError(f"{self._provider}: bad chunk size {line!r}")
             size = int(found[1], 16)
             if size == 0:
                 self._trailers = True
