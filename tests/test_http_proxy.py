@@ -1,8 +1,9 @@
 """Models behind a proxy (issue 16 item 2, DESIGN 11.3), through a real one
 (proxy.py, tests/proxyserver.py): the environment's proxy variables (as curl
-reads them, and HTTP_PROXY as urllib does), ``proxy=`` over them and ``proxy=None`` without, https through a CONNECT
-tunnel with TLS inside it, plain http in absolute form, credentials from the URL
-sent and kept out of every error, and pooled connections through the proxy."""
+reads them, and HTTP_PROXY as urllib does), ``proxy=`` over them and
+``proxy=None`` without, https through a CONNECT tunnel with TLS inside it,
+plain http in absolute form, credentials from the URL sent and kept out of
+every error, and pooled connections through the proxy."""
 
 from __future__ import annotations
 
