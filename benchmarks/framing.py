@@ -413,25 +413,8 @@ async def direct(url: str, rounds: int) -> dict[str, dict[str, float]]:
 
 def measure_direct(rounds: int) -> dict[str, dict[str, float]]:
     """Part 3 against ``providers.py --serve`` (its server, its own process)."""
-    server = subprocess.Popen(
-        [sys.executable, providers.__file__, "--serve"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    try:
-        assert server.stdout is not None
-        port, served = server.stdout.readline().split()
-        if served.decode() != providers.digest(providers.replies()):
-            raise SystemExit("the server process serves other bytes than this one would")
-        return trio.run(direct, f"http://127.0.0.1:{int(port)}", rounds)
-    finally:
-        if server.stdin is not None:
-            server.stdin.close()
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    with providers.served() as url:
+        return trio.run(direct, url, rounds)
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ one after the other, on the same recorded bytes (checked by digest).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import socket
@@ -20,6 +21,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from functools import partial
 
 import trio
@@ -312,17 +314,19 @@ async def measure(url: str, rounds: int) -> None:
             )
 
 
-def main(rounds: int) -> None:
-    warnings.filterwarnings("ignore", category=DeprecationWarning)  # the SDK on the model name
+@contextlib.contextmanager
+def served() -> Iterator[str]:
+    """The server process (this script with ``--serve``), checked to serve the
+    bytes this process would build; its URL while the block runs."""
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
     try:
         assert server.stdout is not None
-        port, served = server.stdout.readline().split()
-        if served.decode() != digest(replies()):
+        port, digested = server.stdout.readline().split()
+        if digested.decode() != digest(replies()):
             raise SystemExit("the server process serves other bytes than this one would")
-        trio.run(measure, f"http://127.0.0.1:{int(port)}", rounds)
+        yield f"http://127.0.0.1:{int(port)}"
     finally:
         if server.stdin is not None:
             server.stdin.close()
@@ -331,6 +335,12 @@ def main(rounds: int) -> None:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def main(rounds: int) -> None:
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # the SDK on the model name
+    with served() as url:
+        trio.run(measure, url, rounds)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import msgspec
+import trustme
 
 from trio_agent import (
     AgentRun,
@@ -84,3 +86,14 @@ def assert_stream_shape(events: list[Event], result: RunResult) -> None:
     # every event survives a JSON round trip unchanged
     for event in events:
         assert msgspec.json.decode(msgspec.json.encode(event), type=Event) == event
+
+
+def tls_contexts(host: str = "localhost") -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A throwaway CA's server context (a certificate for ``host``) and a client
+    context that trusts that CA and nothing else."""
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(host).configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    return server_context, client_context

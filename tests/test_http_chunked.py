@@ -1,12 +1,12 @@
-"""The HTTP client's chunked decoding (``_wire.ChunkedReader``, fed bytes: no I/O) under any chunking and any split into network
-reads, including data that looks like a chunk's size line (issue 6: the chunks of
-a read are found by one regex split, checked against their sizes, and walked one by
-one when the check fails), and the read timeout."""
+"""The HTTP client's chunked decoding (``_wire.ChunkedReader``, fed bytes: no
+I/O) under any chunking and any split into network reads, including data that
+looks like a chunk's size line (issue 6: the chunks of a read are found by one
+regex split, checked against their sizes, and walked one by one when the check
+fails), trailers, and the read timeout."""
 
 from __future__ import annotations
 
 import pytest
-import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loopback import Reply, fixture

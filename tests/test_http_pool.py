@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import gc
 import io
-import ssl
 import threading
 from collections.abc import AsyncIterator
 
 import pytest
 import trio
-import trustme
+from helpers import tls_contexts
 from loopback import Loopback, Reply
 from test_http_probes import anthropic_hello
 from test_provider_regressions import DONE, choice, read, sse
@@ -308,11 +307,7 @@ def test_a_model_checks_its_pool():
 
 
 async def test_tls_connections_are_reused_one_handshake_for_three_requests():
-    ca = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost").configure_cert(server_context)
-    client_context = ssl.create_default_context()
-    ca.configure_trust(client_context)
+    server_context, client_context = tls_contexts()
     server = Loopback(tls=server_context, keep_alive=True)
     server.replies = [hello(), hello(), hello()]
     async with trio.open_nursery() as nursery:

@@ -6,7 +6,6 @@ server (tests/rawserver.py)."""
 
 from __future__ import annotations
 
-import ssl
 import subprocess
 import sys
 import textwrap
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 import trio
-import trustme
+from helpers import tls_contexts
 from rawserver import Raw, hello_body, sized
 
 from trio_agent import (
@@ -226,11 +225,7 @@ class Holding(trio.abc.Stream):
     "extra", [sized(hello_body("EVIL")), b"\r\n"], ids=["a whole response", "a stray CRLF"]
 )
 async def test_a_tls_record_after_a_body_is_not_read_by_the_next_request(extra):
-    ca = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost").configure_cert(server_context)
-    client_context = ssl.create_default_context()
-    ca.configure_trust(client_context)
+    server_context, client_context = tls_contexts()
     holders = {}
 
     async def wrap(tcp: Any) -> Any:

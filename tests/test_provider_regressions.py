@@ -352,18 +352,13 @@ async def test_https_to_a_private_ca_with_its_context_and_one_shared_default_con
     # https is tested for real: a throwaway CA (trustme), the loopback server behind
     # TLS, and the adapter trusting that CA through ssl_context=. Without it, the
     # system's store refuses the certificate (a clear error, the key redacted).
-    import ssl
 
-    import trustme
+    from helpers import tls_contexts
     from loopback import Loopback
 
     from trio_agent.providers import _connection as _http
 
-    ca = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost").configure_cert(server_context)
-    client_context = ssl.create_default_context()
-    ca.configure_trust(client_context)
+    server_context, client_context = tls_contexts()
     server = Loopback(tls=server_context)
     async with trio.open_nursery() as nursery:
         await nursery.start(server.serve)

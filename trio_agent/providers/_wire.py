@@ -324,9 +324,7 @@ _MAX_LINE = 4096
 """Bytes of a chunk size line (with its extensions); more is refused."""
 
 
-def body_reader(
-    provider: str, status: int, headers: dict[str, str], start: bytes
-) -> BodyReader:
+def body_reader(provider: str, status: int, headers: dict[str, str], start: bytes) -> BodyReader:
     """The reader for the body of a response with this ``status`` and these
     ``headers``, ``start`` being the bytes read after its head. A 204 or 304
     has no body, whatever its headers say (RFC 9112 6.3)."""
