@@ -480,3 +480,39 @@ def test_a_pool_collected_outside_any_run_closes_its_sockets():
     del model
     gc.collect()  # no trio run now: the finalizer closes the descriptor itself
     assert sockets[0].fileno() == -1
+
+
+def test_closing_a_pool_from_another_run_wakes_every_waiter_of_this_one():
+    # Before: aclose() woke only its own run's waiters; here one waiter stayed
+    # parked for good (found by the second review).
+    pool = ConnectionPool(max_connections=1)
+    outcomes: list[str] = []
+    both = trio.Event()
+    origin = Origin("http", "example.invalid", 80)
+
+    async def open_new() -> Connection:
+        return Connection(None, origin, trio.socket.socket())  # type: ignore[arg-type]
+
+    async def waiter() -> None:
+        try:
+            await pool.connection(origin, open_new)
+            outcomes.append("connection")
+        except ModelRequestError:
+            outcomes.append("closed")
+        if len(outcomes) == 2:
+            both.set()
+
+    async def main() -> None:
+        held = await pool.connection(origin, open_new)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            nursery.start_soon(waiter)
+            await trio.sleep(0.05)
+            await trio.to_thread.run_sync(trio.run, pool.aclose)  # closed by another run
+            with trio.move_on_after(5):
+                await both.wait()
+            nursery.cancel_scope.cancel()
+        held.close_now()
+
+    trio.run(main)
+    assert outcomes == ["closed", "closed"]

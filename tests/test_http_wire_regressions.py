@@ -341,3 +341,35 @@ def test_a_redirect_through_a_forwarding_proxy_keeps_the_target_quoted():
     assert absolute_target(urllib.parse.urljoin(redirects.url, target)) == (
         "http://h:8/v2/chat%20completions"
     )
+
+
+@pytest.mark.parametrize("line", [b"HTTP/1.1 2000 OK", b"HTTP/1.1 200OK", b"HTTP/1.1 20 OK"])
+def test_a_status_code_is_exactly_three_digits(line):
+    with pytest.raises(ModelResponseError, match="not an HTTP response"):
+        parse_head(line + b"\r\ncontent-length: 0\r\n\r\n", "P")
+    assert parse_head(b"HTTP/1.1 200\r\n\r\n", "P") is not None  # no reason phrase: fine
+
+
+def test_a_complete_size_line_with_a_huge_extension_is_refused():
+    with pytest.raises(ModelResponseError, match="size line too long"):
+        dechunk(b"3\r\nabc\r\n5;" + b"x" * 5000 + b"\r\nhello\r\n0\r\n\r\n")
+
+
+async def test_a_connection_that_answered_early_is_never_reused():
+    async def handler(raw: Raw, stream: Any, index: int) -> None:
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += await stream.receive_some(65536)
+        raw.requests.append(buf.partition(b"\r\n\r\n")[0])
+        body = b'{"error":{"message":"too large"}}'
+        await stream.send_all(sized(body, "", "413 Payload Too Large", "application/json"))
+        await trio.sleep(0.05)  # keep-alive says the answer, but the request was cut
+
+    raw = Raw(handler)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(raw.serve)
+        async with OpenAIChatModel("m", api_key="k", base_url=f"{raw.url}/v1") as model:
+            with pytest.raises(ModelError, match="413"):
+                await text_of(model, BIG)
+            assert model.pool.idle == 0 and model.pool.connections == 0
+        nursery.cancel_scope.cancel()

@@ -170,3 +170,11 @@ def test_agents_with_equal_settings_holding_dicts_are_made_and_share_a_policy():
     first = Agent(model=ScriptedModel([]), tools=ToolRegistry([]), settings=settings)
     second = Agent(model=ScriptedModel([]), tools=ToolRegistry([]), settings=settings)
     assert first._policy is second._policy
+
+
+def test_the_repr_of_settings_shows_extra_headers_by_name_only():
+    settings = ModelSettings(temperature=0.5, extra_headers={"api-key": "sk-SECRET-VALUE"})
+    assert repr(settings) == (
+        "ModelSettings(temperature=0.5, extra_headers={'api-key': '[redacted]'})"
+    )
+    assert settings.extra_headers == {"api-key": "sk-SECRET-VALUE"}  # the value is kept

@@ -65,6 +65,16 @@ class ModelSettings(Struct, frozen=True, omit_defaults=True, kw_only=True):
         dict[str, str] | None, Meta(description="Headers added to the request.")
     ] = None
 
+    def __repr__(self) -> str:
+        """The fields set, ``extra_headers`` by name only (a value may be a key)."""
+        shown = for_the_record(self)
+        fields = ", ".join(
+            f"{name}={getattr(shown, name)!r}"
+            for name in self.__struct_fields__
+            if getattr(shown, name) not in (None, ())
+        )
+        return f"ModelSettings({fields})"
+
 
 _FIELDS: Final = ModelSettings.__struct_fields__
 

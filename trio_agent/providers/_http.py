@@ -186,9 +186,11 @@ class HTTPStream:
             await connection.send(self._head + self._body, self._read_seconds, self._provider)
         except SendFailed as failed:
             try:
-                return await self._read_head(connection)
+                answer = await self._read_head(connection)
             except (StaleConnection, ModelError):
                 raise failed.error from None
+            self._keep = (False, None, None)  # half a request went: never reused
+            return answer
         return await self._read_head(connection)
 
     async def _read_head(self, connection: Connection) -> tuple[int, dict[str, str]]:

@@ -114,11 +114,15 @@ class ConnectionPool:
         close when their request ends. Cancellation cannot interrupt it (there is
         nothing to wait for)."""
         self._closed = True
-        for run in self._runs.values():
-            run.open -= len(run.idle)
-            _close_all(run.idle)
-        run = self._run()
-        run.handoffs += len(run.lot.unpark_all())  # they wake up to the closed pool
+        current = trio.lowlevel.current_trio_token()
+        for token, run in list(self._runs.items()):
+            if token is current:
+                _close_run(run)
+                continue
+            try:  # another run's state is that run's to change: done in it
+                token.run_sync_soon(_close_run, run)
+            except trio.RunFinishedError:  # nothing of it runs: nobody waits
+                _close_run(run)
         await trio.lowlevel.checkpoint()
 
     def _run(self) -> _Run:
@@ -177,7 +181,7 @@ class ConnectionPool:
         run = self._run()
         woken = False
         while True:
-            self._check_open()
+            self._check_open(run)
             if not woken and (len(run.lot) or run.handoffs):
                 taken: Connection | str = _WAIT  # others wait already: after them
             else:
@@ -215,8 +219,9 @@ class ConnectionPool:
                 self._keep(run, connection)
         return connection
 
-    def _check_open(self) -> None:
+    def _check_open(self, run: _Run) -> None:
         if self._closed:
+            run.handoffs += len(run.lot.unpark_all())  # the others learn it too
             raise ModelRequestError(
                 "this model's connection pool was closed (model.aclose() or the end of "
                 "its async with): make a new model, or give it an open pool"
@@ -271,6 +276,14 @@ def _close_all(connections: list[Connection]) -> None:
     for connection in connections:
         connection.close_now()
     connections.clear()
+
+
+def _close_run(run: _Run) -> None:
+    """A closed pool's part in one run: its idle connections closed, and every
+    request waiting there woken (to find the pool closed)."""
+    run.open -= len(run.idle)
+    _close_all(run.idle)
+    run.handoffs += len(run.lot.unpark_all())
 
 
 def _close_runs(runs: dict[Any, _Run]) -> None:

@@ -47,7 +47,12 @@ def parse_head(buffer: bytes, provider: str) -> tuple[int, dict[str, str], bytes
         status_line, *lines = head.decode("latin-1").split("\r\n")
         version, _, status_text = status_line.partition(" ")
         code = status_text[:3]
-        if not version.startswith("HTTP/") or len(code) != 3 or not code.isdigit():
+        if (
+            not version.startswith("HTTP/")
+            or len(code) != 3
+            or not code.isdigit()
+            or status_text[3:4] not in ("", " ")
+        ):
             raise ModelResponseError(f"{provider}: not an HTTP response")
         status = int(code)
         if not 100 <= status < 200:
@@ -105,7 +110,7 @@ def keep_alive(headers: dict[str, str]) -> tuple[bool, float | None, int | None]
 
 
 # A chunk's size line, with the line end of the chunk before it (HTTP/1.1 chunked).
-_CHUNK_HEAD = re.compile(rb"\r\n([0-9A-Fa-f]{1,16})(?:;[^\r\n]*)?\r\n")
+_CHUNK_HEAD = re.compile(rb"\r\n([0-9A-Fa-f]{1,16})(?:;[^\r\n]{0,4000})?\r\n")
 # A size line alone: hex digits (no sign, no 0x, no blank before), maybe extensions.
 _SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?")
 
@@ -280,6 +285,8 @@ class ChunkedReader(BodyReader):
                 break
             line = buffer[at:end]
             at = end + 2
+            if len(line) > _MAX_LINE:
+                raise ModelResponseError(f"{self._provider}: a chunk size line too long")
             if self._after_data:  # a chunk's data ends with CRLF, nothing else
                 self._after_data = False
                 if line:
