@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Sequence
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, final
 
 import attrs
@@ -12,7 +17,8 @@ import trio
 
 __all__ = ["ExplorationFailure", "ExplorationReport", "explore_cancellation"]
 
-Check = Callable[[Sequence[Any], Any], Any]
+Check = Callable[..., Any]
+TaskFilter = Callable[[trio.lowlevel.Task], bool]
 
 try:  # pytest.fail() and friends are BaseExceptions: report them like any failure
     from _pytest.outcomes import OutcomeException as _Outcome
@@ -20,12 +26,29 @@ except ImportError:  # pragma: no cover - pytest is not installed
     _Outcome = Exception  # type: ignore[assignment,misc]
 
 _SEED = 0x7A6E7
+_LISTED = 10
+"""Failing checkpoints a report lists by number."""
+_TRIO_DIR = os.path.dirname(trio.__file__)
 
 
-def _seed_scheduler() -> None:
+@contextmanager
+def _seeded_scheduler() -> Iterator[None]:
     """trio picks the order of ready tasks at random; seeding its generator makes a
     deterministic scenario schedule the same way every time (a private detail of
-    trio: without it the exploration still works, only less repeatably)."""
+    trio: without it the exploration still works, only less repeatably). The
+    generator's state is put back afterwards."""
+    from trio._core import _run
+
+    generator = getattr(_run, "_r", None)
+    saved = generator.getstate() if generator is not None else None
+    try:
+        yield
+    finally:
+        if generator is not None:
+            generator.setstate(saved)
+
+
+def _reseed() -> None:
     from trio._core import _run
 
     generator = getattr(_run, "_r", None)
@@ -34,70 +57,206 @@ def _seed_scheduler() -> None:
 
 
 class ExplorationFailure(AssertionError):
-    """``check`` failed with the run cancelled after ``checkpoint`` checkpoints (None:
-    the run that was not cancelled). ``events`` is what the consumer saw; replay that
-    one case with ``explore_cancellation(scenario, check, only=checkpoint)``."""
+    """A run of the exploration went wrong: ``check`` failed (``kind`` "check"), or
+    the run did not finish within ``seconds_per_run`` of wall-clock time (``kind``
+    "hang"), with the run cancelled after ``checkpoint`` checkpoints (None: the
+    run that was not cancelled). ``where`` is the task and ``file:line`` the
+    cancel landed in; ``events`` what the consumer saw; ``failures`` every
+    failing checkpoint of the exploration (this one first). Replay one case with
+    ``explore_cancellation(scenario, check, only=checkpoint)``."""
 
-    def __init__(self, checkpoint: int | None, events: Sequence[Any], error: BaseException) -> None:
-        trace = "\n".join(f"  {e.sequence}: {e.type}" for e in events)
-        where = (
-            "the run without a cancel"
-            if checkpoint is None
-            else f"the run cancelled after checkpoint {checkpoint}"
-        )
-        replay = "" if checkpoint is None else f"\nreplay it with only={checkpoint}"
-        super().__init__(
-            f"check failed for {where}: {type(error).__name__}: {error}\nevents:\n{trace}{replay}"
-        )
+    def __init__(
+        self,
+        checkpoint: int | None,
+        events: Sequence[Any],
+        error: BaseException | None,
+        *,
+        kind: str = "check",
+        where: tuple[str, str] | None = None,
+        seconds: float = 0.0,
+    ) -> None:
         self.checkpoint = checkpoint
         self.events = tuple(events)
         self.error = error
+        self.kind = kind
+        self.where = where
+        self.seconds = seconds
+        self.failures: tuple[int | None, ...] = (checkpoint,)
+        self.runs = 0
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        run = (
+            "the run without a cancel"
+            if self.checkpoint is None
+            else f"the run cancelled after checkpoint {self.checkpoint}"
+        )
+        if self.where is not None:
+            run += f" (in task {self.where[0]}, at {self.where[1]})"
+        if self.kind == "hang":
+            head = f"{run} did not finish within {self.seconds} s wall"
+        else:
+            head = f"check failed for {run}: {type(self.error).__name__}: {self.error}"
+        trace = "\n".join(f"  {_line(event)}" for event in self.events)
+        text = f"{head}\nevents:\n{trace}"
+        if self.checkpoint is not None:
+            text += f"\nreplay it with only={self.checkpoint}"
+        if len(self.failures) > 1:
+            listed = ", ".join(str(k) for k in self.failures[:_LISTED])
+            more = ", ..." if len(self.failures) > _LISTED else ""
+            text += (
+                f"\n{len(self.failures)} of {self.runs} runs failed, at checkpoints {listed}{more}"
+            )
+        return text
+
+    def _of_many(self, failures: Sequence[int | None], runs: int) -> ExplorationFailure:
+        self.failures, self.runs = tuple(failures), runs
+        self.args = (self._text(),)
+        return self
+
+
+def _line(event: Any) -> str:
+    """One event in a report: sequence, type, and the tool name and call id it is
+    about, if any."""
+    line = f"{getattr(event, 'sequence', '?')}: {getattr(event, 'type', type(event).__name__)}"
+    call = getattr(event, "call", None)
+    if call is not None:
+        line += f" {call.name} {call.id}"
+    return line
 
 
 @final
 @attrs.frozen
 class ExplorationReport:
     """What the exploration did: the checkpoints of the run without a cancel, and the
-    result status (or turn end reason) for each cancellation point (0 = before start)."""
+    result status (or turn end reason) for each cancellation point tried (0 =
+    before start; all of them unless ``max_runs`` sampled them: ``tried``)."""
 
     checkpoints: int
     outcomes: tuple[str, ...]
+    tried: tuple[int, ...] = ()
+
+
+def _descends_from_the_run(task: trio.lowlevel.Task) -> bool:
+    """The default cancel points: the run's tasks (named ``trio_agent.*``) and every
+    task they start, transitively (a tool's nursery and its children)."""
+    current: trio.lowlevel.Task | None = task
+    while current is not None:
+        if current.name.startswith("trio_agent."):
+            return True
+        nursery = current.parent_nursery
+        current = nursery.parent_task if nursery is not None else None
+    return False
+
+
+def _location(task: trio.lowlevel.Task) -> str:
+    """``file:line`` where ``task`` waits: its innermost frame outside trio."""
+    found = "?"
+    for frame, line in task.iter_await_frames():
+        name = frame.f_code.co_filename
+        if not name.startswith(_TRIO_DIR):
+            found = f"{os.path.relpath(name) if name.startswith(os.sep) else name}:{line}"
+    return found
 
 
 class _CancelAfter(trio.abc.Instrument):
-    """Counts the steps of the run's tasks (its own, and tool calls run as tasks)."""
+    """Counts the steps of the tasks ``counted`` picks (by default the run's and
+    their descendants'); cancels the run after the ``k``-th, noting where."""
 
-    def __init__(self, run: Any, k: int | None) -> None:
+    def __init__(self, run: Any, k: int | None, counted: TaskFilter) -> None:
         self.run, self.k = run, k
         self.steps = 0
         self.fired = False
+        self.where: tuple[str, str] | None = None
+        self._counted = counted
+        self._known: dict[trio.lowlevel.Task, bool] = {}
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        if not task.name.startswith("trio_agent."):
+        counted = self._known.get(task)
+        if counted is None:
+            counted = self._known[task] = bool(self._counted(task))
+        if not counted:
             return
         self.steps += 1
         if self.steps == self.k and not self.fired:
             self.fired = True
+            self.where = (task.name, _location(task))
             self.run.cancel()
 
 
-async def _once(run: Any, k: int | None, seconds: float) -> tuple[list[Any], Any, int]:
-    instrument = _CancelAfter(run, k)
+@final
+class _Watchdog:
+    """One thread for a whole exploration: armed for each run with its cancel scope
+    and a wall-clock deadline, it cancels the scope (through the trio token) if the
+    run is still going then. Disarmed at the run's end; stopped at the end."""
+
+    def __init__(self, token: trio.lowlevel.TrioToken) -> None:
+        self._token = token
+        self._lock = threading.Condition()
+        self._armed: tuple[trio.CancelScope, float] | None = None
+        self._stopped = False
+        self._thread = threading.Thread(target=self._watch, name="trio-agent explorer", daemon=True)
+        self._thread.start()
+
+    def arm(self, scope: trio.CancelScope, seconds: float) -> None:
+        with self._lock:
+            self._armed = (scope, time.monotonic() + seconds)
+            self._lock.notify()
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed = None
+
+    def stop(self) -> None:
+        """Let the thread end (not waited for: it ends at once, on its own)."""
+        with self._lock:
+            self._stopped = True
+            self._lock.notify()
+
+    def _watch(self) -> None:
+        with self._lock:
+            while not self._stopped:
+                if self._armed is None:
+                    self._lock.wait()
+                    continue
+                scope, deadline = self._armed
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self._lock.wait(left)
+                    continue
+                self._armed = None
+                try:
+                    self._token.run_sync_soon(scope.cancel)
+                except trio.RunFinishedError:  # the run ended meanwhile
+                    pass
+
+
+async def _once(
+    run: Any, k: int | None, seconds: float, counted: TaskFilter, watchdog: _Watchdog
+) -> tuple[list[Any], Any, _CancelAfter]:
+    """One run of the scenario, cancelled after checkpoint ``k``; stopped if it
+    takes more than ``seconds`` of wall-clock time (``watchdog``'s thread,
+    whatever clock the test runs on), which raises a hang."""
+    instrument = _CancelAfter(run, k, counted)
     if k == 0:
         run.cancel()
     events: list[Any] = []
-    _seed_scheduler()
-    trio.lowlevel.add_instrument(instrument)
-    try:
-        with trio.fail_after(seconds):
+    _reseed()
+    with trio.CancelScope() as limit:
+        watchdog.arm(limit, seconds)
+        trio.lowlevel.add_instrument(instrument)
+        try:
             async with run:
                 async for event in run:
                     events.append(event)
-    except trio.TooSlowError as exc:
-        raise ExplorationFailure(k, events, exc) from None
-    finally:
-        trio.lowlevel.remove_instrument(instrument)
-    return events, run.result, instrument.steps
+        finally:
+            watchdog.disarm()
+            trio.lowlevel.remove_instrument(instrument)
+    if limit.cancelled_caught:
+        raise ExplorationFailure(
+            k, events, None, kind="hang", where=instrument.where, seconds=seconds
+        )
+    return events, run.result, instrument
 
 
 def outcome_of(result: Any) -> str:
@@ -106,12 +265,89 @@ def outcome_of(result: Any) -> str:
     return str(status if status is not None else result.end.reason)
 
 
+@final
+class _Exploration:
+    """The runs of one exploration: fresh scenarios, each run checked, failures
+    collected."""
+
+    def __init__(
+        self, scenario: Callable[[], Any], check: Check, seconds: float, counted: TaskFilter
+    ) -> None:
+        self.scenario, self.check, self.seconds, self.counted = scenario, check, seconds, counted
+        self.watchdog = _Watchdog(trio.lowlevel.current_trio_token())
+        self.seen: list[Any] = []
+        self.failures: list[ExplorationFailure] = []
+
+    def fresh(self) -> tuple[Any, tuple[Any, ...]]:
+        """A new run, and the state the scenario returned with it (if any)."""
+        made = self.scenario()
+        run, state = (made[0], tuple(made[1:])) if type(made) is tuple else (made, ())
+        agent = getattr(run, "_agent", None)
+        if agent is not None:
+            if any(agent is other for other in self.seen):
+                raise TypeError("the scenario must build a new Agent for every run")
+            self.seen.append(agent)
+        return run, state
+
+    async def count(self) -> int:
+        """The checkpoints of a run without a cancel (not checked)."""
+        run, _ = self.fresh()
+        return (await _once(run, None, self.seconds, self.counted, self.watchdog))[2].steps
+
+    async def checked(self, k: int | None) -> tuple[Any, int]:
+        """One run, cancelled after ``k``, checked; a failure is kept (and the
+        result None) so the exploration goes on."""
+        run, state = self.fresh()
+        try:
+            events, result, instrument = await _once(
+                run, k, self.seconds, self.counted, self.watchdog
+            )
+        except ExplorationFailure as hang:
+            self.failures.append(hang)
+            return None, 0
+        try:
+            outcome = self.check(events, result, *state)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except (Exception, _Outcome) as exc:
+            self.failures.append(ExplorationFailure(k, events, exc, where=instrument.where))
+            return None, instrument.steps
+        return result, instrument.steps
+
+    async def explore(self, only: int | None, max_runs: int | None, seed: int) -> ExplorationReport:
+        """The runs: the uncancelled one, then one per point (or ``only``)."""
+        if only is not None:
+            checkpoints = await self.count()
+            result, _ = await self.checked(only)
+            self.raise_failures(1)
+            return ExplorationReport(checkpoints, (outcome_of(result),), (only,))
+        result, checkpoints = await self.checked(None)
+        self.raise_failures(1)
+        points = list(range(checkpoints + 1))
+        if max_runs is not None and max_runs < len(points):
+            points = sorted(random.Random(seed).sample(points, max_runs))
+        outcomes = []
+        for k in points:
+            result, _ = await self.checked(k)
+            outcomes.append("failed check" if result is None else outcome_of(result))
+        self.raise_failures(len(points) + 1)
+        return ExplorationReport(checkpoints, tuple(outcomes), tuple(points))
+
+    def raise_failures(self, runs: int) -> None:
+        if self.failures:
+            first = self.failures[0]
+            raise first._of_many([f.checkpoint for f in self.failures], runs) from first.error
+
+
 async def explore_cancellation(
     scenario: Callable[[], Any],
     check: Check,
     *,
     only: int | None = None,
     seconds_per_run: float = 60.0,
+    tasks: TaskFilter | None = None,
+    max_runs: int | None = None,
+    seed: int = 0,
 ) -> ExplorationReport:
     """Run ``scenario()`` once to count its checkpoints, then once per checkpoint,
     cancelling the run (``run.cancel()``) right after that checkpoint; call
@@ -119,45 +355,34 @@ async def explore_cancellation(
 
     ``scenario`` returns a fresh, not yet entered run: ``run_agent_loop(...)``
     or ``agent.turn(...)`` on an agent it builds (sharing one agent between
-    runs is refused: the runs would not be alike). Checkpoints are the steps
-    of the run's tasks (its own and its tool calls'), counted with trio's
-    instrumentation; trio's scheduler is seeded for each run, so a
-    deterministic scenario gives the same cancellation points every time.
-    Checkpoint 0 is a cancel before the run starts; ``only=k`` runs that one
-    case. A failing check, or a run longer than ``seconds_per_run`` (it hangs), raises
-    ``ExplorationFailure`` with the checkpoint and the events.
+    runs is refused: the runs would not be alike); or a tuple ``(run, state,
+    ...)``, and then ``check(events, result, state, ...)`` sees the
+    application's state too. Checkpoints are the steps of the run's tasks and
+    of every task they start, transitively (a tool's nursery and its
+    children), counted with trio's instrumentation; ``tasks=`` (a predicate on
+    a ``trio.lowlevel.Task``) picks others. trio's scheduler is seeded for
+    each run, so a deterministic scenario gives the same cancellation points
+    every time (and is put back as it was afterwards). Checkpoint 0 is a cancel
+    before the run starts; ``only=k`` runs that one case; ``max_runs=n``
+    samples n of the cancellation points (with ``seed``) for a very large
+    scenario.
+
+    Every run is tried; if any failed, one ``ExplorationFailure`` (an
+    ``AssertionError``) reports the first, by checkpoint number, the task and
+    ``file:line`` the cancel landed in, and the events with tool names and call
+    ids, and counts the others. A run that takes longer than
+    ``seconds_per_run`` of wall-clock time (whatever clock the test uses) is
+    stopped and reported as a hang, not as a failed check.
 
     Cancellation: cancelling the caller stops the exploration.
     """
-    seen: list[Any] = []
-
-    def fresh() -> Any:
-        run = scenario()
-        agent = getattr(run, "_agent", None)
-        if agent is not None:
-            if any(agent is other for other in seen):
-                raise TypeError("the scenario must build a new Agent for every run")
-            seen.append(agent)
-        return run
-
-    async def checked(k: int | None) -> tuple[Any, int]:
-        events, result, steps = await _once(fresh(), k, seconds_per_run)
-        try:
-            outcome = check(events, result)
-            if inspect.isawaitable(outcome):
-                await outcome
-        except (Exception, _Outcome) as exc:
-            raise ExplorationFailure(k, events, exc) from exc
-        return result, steps
-
     if not (seconds_per_run > 0 and math.isfinite(seconds_per_run)):
         raise ValueError(f"seconds_per_run must be a finite number > 0, got {seconds_per_run!r}")
-    if only is not None:
-        result, _ = await checked(only)
-        return ExplorationReport(checkpoints=only, outcomes=(outcome_of(result),))
-    result, checkpoints = await checked(None)
-    outcomes = []
-    for k in range(checkpoints + 1):
-        result, _ = await checked(k)
-        outcomes.append(outcome_of(result))
-    return ExplorationReport(checkpoints=checkpoints, outcomes=tuple(outcomes))
+    if max_runs is not None and (type(max_runs) is not int or max_runs < 1):
+        raise ValueError(f"max_runs must be an int >= 1, got {max_runs!r}")
+    exploration = _Exploration(scenario, check, seconds_per_run, tasks or _descends_from_the_run)
+    try:
+        with _seeded_scheduler():
+            return await exploration.explore(only, max_runs, seed)
+    finally:
+        exploration.watchdog.stop()
