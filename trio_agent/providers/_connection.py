@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import select
 import ssl
+from collections.abc import Callable
 from typing import Any, final
 
 import msgspec
@@ -195,11 +196,34 @@ def _tls_pending(stream: trio.SSLStream[Any]) -> bool:
     return bool(tls_object.pending() or incoming.pending)
 
 
+ConnectGuard = Callable[[Origin, str], None]
+"""Called with the origin and the provider's name before every new connection;
+raising refuses it (``trio_agent.testing.block_network``)."""
+_guards: list[ConnectGuard] = []
+
+
+def add_connect_guard(guard: ConnectGuard) -> None:
+    """Have ``guard`` see (and maybe refuse) every new connection from now on."""
+    _guards.append(guard)
+
+
+def remove_connect_guard(guard: ConnectGuard) -> None:
+    """Undo ``add_connect_guard`` (this one guard, by identity)."""
+    for at, added in enumerate(_guards):
+        if added is guard:
+            del _guards[at]
+            return
+
+
 async def connect(origin: Origin, seconds: float, provider: str) -> Connection:
     """A new connection to ``origin``: TCP (to the proxy, if it goes through one),
     TLS to an https proxy, a ``CONNECT`` tunnel for https through a proxy, TLS
     to an https origin; all within ``seconds`` (a transient error past it).
     Cancelled or failed, it closes what it opened before the error propagates."""
+    if _guards:
+        await trio.lowlevel.checkpoint()  # as a connect would have
+        for guard in _guards:
+            guard(origin, provider)
     proxy = origin.proxy
     host, port = (origin.host, origin.port) if proxy is None else (proxy.host, proxy.port)
     where = "" if proxy is None else f" (through the proxy {proxy.shown})"

@@ -25,13 +25,33 @@ __all__ = [
 ]
 
 
+def _error_key(error: BaseException) -> tuple[Any, ...]:
+    """What makes two scripted errors the same: their type, ``args`` and public
+    attributes (``retry_after``); not their identity, nor the traceback a fault
+    keeps once it has fired."""
+    public = {name: value for name, value in vars(error).items() if not name.startswith("_")}
+    return (type(error), error.args, public)
+
+
+def _same_error(a: BaseException, b: BaseException) -> bool:
+    return a is b or _error_key(a) == _error_key(b)
+
+
+_BY_VALUE = attrs.cmp_using(eq=_same_error)
+"""How a fault's ``error`` field compares: by value (``_error_key``); it is left out
+of the hash (``hash=False``), so equal faults hash alike whatever their errors hold."""
+
+
 @final
 @attrs.frozen
 class RaiseOnCall:
-    """Stream call ``call`` (1-based) raises ``error`` when it opens."""
+    """Stream call ``call`` (1-based) raises ``error`` when it opens, before the inner
+    model is asked: it uses up no script entry of a ``ScriptedModel``."""
 
     call: int
-    error: Exception = attrs.field(factory=lambda: TransientModelError("503 service unavailable"))
+    error: Exception = attrs.field(
+        factory=lambda: TransientModelError("503 service unavailable"), eq=_BY_VALUE, hash=False
+    )
     name = "raise"
 
 
@@ -39,7 +59,7 @@ class RaiseOnCall:
 @attrs.frozen
 class HangAt:
     """Stream call ``call`` hangs before chunk ``chunk`` (0-based; past the last chunk:
-    in ``response()``)."""
+    in ``response()``); the inner stream is open: it uses up a script entry."""
 
     call: int
     chunk: int = 0
@@ -49,12 +69,15 @@ class HangAt:
 @final
 @attrs.frozen
 class CutStream:
-    """Stream call ``call`` drops the connection after ``after`` chunks (mid-call)."""
+    """Stream call ``call`` drops the connection after ``after`` chunks (mid-call); the
+    inner stream was opened: it uses up a script entry."""
 
     call: int
     after: int = 1
     error: Exception = attrs.field(
-        factory=lambda: TransientModelError("connection dropped mid-stream")
+        factory=lambda: TransientModelError("connection dropped mid-stream"),
+        eq=_BY_VALUE,
+        hash=False,
     )
     name = "cut"
 
@@ -62,7 +85,8 @@ class CutStream:
 @final
 @attrs.frozen
 class CorruptChunk:
-    """Stream call ``call`` yields a corrupt chunk in place of chunk ``chunk``."""
+    """Stream call ``call`` yields a corrupt chunk in place of chunk ``chunk`` (read
+    from the inner stream and dropped): it uses up a script entry."""
 
     call: int
     chunk: int = 0
@@ -72,7 +96,8 @@ class CorruptChunk:
 @final
 @attrs.frozen
 class DisagreeingResponse:
-    """Stream call ``call`` returns a response that disagrees with its stream."""
+    """Stream call ``call`` returns a response that disagrees with its stream (the
+    inner one's, changed): it uses up a script entry."""
 
     call: int
     name = "disagree"
@@ -93,7 +118,14 @@ class FaultyModel:
     the seeded generator, so the same seed gives the same faults (``HangAt``
     only if listed in ``kinds``). ``injected`` lists the faults that fired
     (a fault placed past the end of a stream does not), to reproduce a
-    failing case with ``faults=``.
+    failing case with ``faults=``. Faults compare (and hash) by value, errors
+    included (type, ``args``, public attributes), so ``injected`` can be
+    asserted: ``model.injected == [CutStream(2, after=3)]``.
+
+    Every stream call counts in ``calls``, faulty or not. ``RaiseOnCall``
+    fails before the inner model is asked, so the inner model (a
+    ``ScriptedModel``'s script) sees one call fewer; every other fault opens
+    the inner stream and uses up its response.
     """
 
     def __init__(
