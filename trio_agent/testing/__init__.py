@@ -5,10 +5,13 @@
 - ``ReplayModel``: replay the responses a session ledger recorded;
 - ``explore_cancellation``: cancel a scenario after each checkpoint in turn;
 - ``assert_run_invariants``: what the contract promises for any run;
+- ``block_network``: real providers refuse to connect (``NetworkBlockedError``);
+- ``trace``: an event stream as compact text, for snapshot asserts;
 - ``trio_agent.testing.strategies``: hypothesis strategies;
 - the pytest plugin (``trio_agent.testing.pytest_plugin``): fixtures.
 """
 
+from ._callable import CallableModel as CallableModel
 from ._explorer import ExplorationFailure as ExplorationFailure
 from ._explorer import ExplorationReport as ExplorationReport
 from ._explorer import explore_cancellation as explore_cancellation
@@ -19,16 +22,24 @@ from ._faults import Fault as Fault
 from ._faults import FaultyModel as FaultyModel
 from ._faults import HangAt as HangAt
 from ._faults import RaiseOnCall as RaiseOnCall
+from ._guard import NetworkBlockedError as NetworkBlockedError
+from ._guard import block_network as block_network
 from ._invariants import InvariantError as InvariantError
 from ._invariants import assert_run_invariants as assert_run_invariants
 from ._replay import ReplayDivergenceError as ReplayDivergenceError
 from ._replay import ReplayModel as ReplayModel
+from ._schema_runs import SchemaError as SchemaError
+from ._schema_runs import SchemaModel as SchemaModel
+from ._schema_runs import schema_arguments as schema_arguments
+from ._schema_runs import tool_calls_for as tool_calls_for
 from ._scripted import ScriptedModel as ScriptedModel
 from ._scripted import ScriptedResponse as ScriptedResponse
 from ._scripted import ScriptExhaustedError as ScriptExhaustedError
 from ._scripted import scripted_response as scripted_response
+from ._trace import trace as trace
 
 __all__ = [
+    "CallableModel",
     "CorruptChunk",
     "CutStream",
     "DisagreeingResponse",
@@ -38,13 +49,20 @@ __all__ = [
     "FaultyModel",
     "HangAt",
     "InvariantError",
+    "NetworkBlockedError",
     "RaiseOnCall",
     "ReplayDivergenceError",
     "ReplayModel",
+    "SchemaError",
+    "SchemaModel",
     "ScriptExhaustedError",
     "ScriptedModel",
     "ScriptedResponse",
     "assert_run_invariants",
+    "block_network",
     "explore_cancellation",
+    "schema_arguments",
     "scripted_response",
+    "tool_calls_for",
+    "trace",
 ]

@@ -5,18 +5,26 @@ Fixtures:
 - ``scripted_model``: ``scripted_model(*responses)`` builds a ``ScriptedModel``;
 - ``event_recorder``: ``await event_recorder.record(run)`` consumes a run or
   turn, checks ``assert_run_invariants`` and returns ``(events, result)``;
-- ``explore``: ``await explore(scenario, check=None)`` is
-  ``explore_cancellation`` with ``assert_run_invariants`` as the default check.
+- ``explore``: ``await explore(scenario, check=None, **options)`` is
+  ``explore_cancellation`` with ``assert_run_invariants`` as the default check
+  (``only``, ``seconds_per_run``, ``tasks``, ``max_runs``, ``seed`` passed on);
+  a failing exploration reaches pytest as one plain ``AssertionError``;
+- ``network_blocked``: the test runs under ``block_network()``.
+
+Options: ``--trio-agent-block-network`` (or ``trio_agent_block_network = true``
+in the ini file) runs every test of the suite, its fixtures' setup and
+teardown included, under ``block_network()`` naming the test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import pytest
 
-from ._explorer import ExplorationReport, explore_cancellation
+from ._explorer import ExplorationFailure, ExplorationReport, TaskFilter, explore_cancellation
+from ._guard import block_network
 from ._invariants import assert_run_invariants
 from ._scripted import ScriptedModel, ScriptedResponse
 
@@ -55,10 +63,86 @@ def event_recorder() -> EventRecorder:
 def explore() -> Callable[..., Any]:
     async def run(
         scenario: Callable[[], Any],
-        check: Callable[[Sequence[Any], Any], Any] | None = None,
+        check: Callable[..., Any] | None = None,
         *,
         only: int | None = None,
+        seconds_per_run: float = 60.0,
+        tasks: TaskFilter | None = None,
+        max_runs: int | None = None,
+        seed: int = 0,
     ) -> ExplorationReport:
-        return await explore_cancellation(scenario, check or assert_run_invariants, only=only)
+        return await explore_cancellation(
+            scenario,
+            check or assert_run_invariants,
+            only=only,
+            seconds_per_run=seconds_per_run,
+            tasks=tasks,
+            max_runs=max_runs,
+            seed=seed,
+        )
 
     return run
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None]:
+    """An exploration's failure reaches pytest as one plain ``AssertionError``, not
+    inside the exception group pytest-trio wraps a failing test in."""
+    try:
+        return (yield)
+    except ExceptionGroup as group:
+        failure = _only_exploration_failure(group)
+        if failure is None:
+            raise
+        raise failure from None
+
+
+def _only_exploration_failure(group: BaseExceptionGroup[Any]) -> ExplorationFailure | None:
+    """The one ``ExplorationFailure`` a group of nested single groups holds, if so."""
+    while len(group.exceptions) == 1:
+        inner = group.exceptions[0]
+        if isinstance(inner, ExplorationFailure):
+            return inner
+        if not isinstance(inner, BaseExceptionGroup):
+            return None
+        group = inner
+    return None
+
+
+_BLOCK_OPTION = "--trio-agent-block-network"
+_BLOCK_INI = "trio_agent_block_network"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    explain = (
+        "run every test under trio_agent.testing.block_network(): a real model "
+        "provider that tries to connect fails the run, naming the test"
+    )
+    parser.getgroup("trio-agent").addoption(
+        _BLOCK_OPTION, action="store_true", default=None, help=explain
+    )
+    parser.addini(_BLOCK_INI, explain + " (the command-line option wins)", type="bool")
+
+
+def _suite_blocked(config: pytest.Config) -> bool:
+    given = config.getoption(_BLOCK_OPTION)
+    return bool(given) if given is not None else bool(config.getini(_BLOCK_INI))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+    """With the suite's network blocked, each test's setup, call and teardown run
+    under ``block_network(item.nodeid)``."""
+    if not _suite_blocked(item.config):
+        yield
+        return
+    with block_network(item.nodeid):
+        yield
+
+
+@pytest.fixture
+def network_blocked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The test (from this fixture's setup to its teardown) runs under
+    ``block_network()`` naming it."""
+    with block_network(request.node.nodeid):
+        yield
