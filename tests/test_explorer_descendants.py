@@ -85,7 +85,7 @@ async def test_a_bug_in_a_tools_nursery_child_is_found_and_reported_where(autoju
     task, where = failure.where
     assert "child" in task  # the nursery child, not a trio_agent.* task
     assert where.startswith("tests/test_explorer_descendants.py:")
-    assert f"(in task {task}, at {where})" in text
+    assert f"(in task {task}, paused at {where})" in text
     assert "tool.started move c1" in text  # tool names and call ids in the trace
     assert f"replay it with only={failure.checkpoint}" in text
     assert failure.failures[0] == failure.checkpoint
@@ -271,3 +271,55 @@ def test_the_fixture_fails_with_one_plain_assertion_error(pytester):
     text = result.stdout.str()
     assert "ExplorationFailure: check failed for the run cancelled after checkpoint" in text
     assert "ExceptionGroup" not in text and "replay it with only=" in text
+
+
+async def test_only_outside_the_scenarios_checkpoints_is_an_error():
+    def scenario() -> Any:
+        return run_agent_loop(
+            model=ScriptedModel([scripted_response("r1", "hi")]),
+            messages=[UserMessage("u1", "go")],
+            tools=ToolRegistry(),
+            max_steps=2,
+        )
+
+    with pytest.raises(ValueError, match="only=10000 is not a checkpoint of this scenario"):
+        await explore_cancellation(scenario, assert_run_invariants, only=10_000)
+    with pytest.raises(ValueError, match="only=-1"):
+        await explore_cancellation(scenario, assert_run_invariants, only=-1)
+
+
+INNER_STATE = """
+from trio_agent import ToolRegistry, UserMessage, run_agent_loop
+from trio_agent.testing import ScriptedModel, scripted_response
+
+
+def scenario():
+    model = ScriptedModel([scripted_response("r1", "hi")])
+    run = run_agent_loop(
+        model=model, messages=[UserMessage("u1", "go")], tools=ToolRegistry(), max_steps=2
+    )
+    return run, {"db": 1}
+
+
+async def test_default_check_with_state(explore):
+    await explore(scenario)  # the default check takes no state: it must still run
+
+
+def helper_that_checks(state):
+    assert state["db"] == 2, "planted in a helper"
+
+
+async def test_failing_helper(explore):
+    await explore(scenario, lambda events, result, state: helper_that_checks(state))
+"""
+
+
+def test_the_fixture_takes_state_scenarios_and_keeps_the_checks_traceback(pytester):
+    pytester.makeini("[pytest]\ntrio_mode = true\n")
+    pytester.makepyfile(test_inner=INNER_STATE)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    text = result.stdout.str()
+    assert 'assert state["db"] == 2, "planted in a helper"' in text  # the user's frame
+    assert "The above exception was the direct cause" in text
+    assert "ExceptionGroup" not in text

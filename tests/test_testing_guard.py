@@ -212,3 +212,30 @@ async def test_a_connection_through_a_proxy_names_the_proxy():
     assert caught.value.origin == (
         "https://api.example.invalid:443 (through the proxy http://127.0.0.1:3128)"
     )
+
+
+def test_guards_entered_and_left_by_many_threads_leave_nothing_behind():
+    # Before: no lock; a guard could stay installed for good, or be missing
+    # while a block was active (found by review).
+    import sys
+    import threading
+
+    missing = []
+
+    def work() -> None:
+        for _ in range(2000):
+            with block_network("t"):
+                if not blocked():
+                    missing.append(1)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert missing == [] and not blocked() and _guard._active == []

@@ -91,8 +91,8 @@ class ExplorationFailure(AssertionError):
             if self.checkpoint is None
             else f"the run cancelled after checkpoint {self.checkpoint}"
         )
-        if self.where is not None:
-            run += f" (in task {self.where[0]}, at {self.where[1]})"
+        if self.where is not None:  # the cancel lands at that await or the task's next one
+            run += f" (in task {self.where[0]}, paused at {self.where[1]})"
         if self.kind == "hang":
             head = f"{run} did not finish within {self.seconds} s wall"
         else:
@@ -318,6 +318,11 @@ class _Exploration:
         """The runs: the uncancelled one, then one per point (or ``only``)."""
         if only is not None:
             checkpoints = await self.count()
+            if not 0 <= only <= checkpoints:
+                raise ValueError(
+                    f"only={only} is not a checkpoint of this scenario: it has "
+                    f"{checkpoints} (0 to {checkpoints}; the scenario may have changed)"
+                )
             result, _ = await self.checked(only)
             self.raise_failures(1)
             return ExplorationReport(checkpoints, (outcome_of(result),), (only,))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import final
@@ -42,6 +43,7 @@ class _Guard:
 # The guards now active, innermost last: the connect guard is installed while
 # any is, so guards may nest and be left in any order (by concurrent tasks).
 _active: list[_Guard] = []
+_lock = threading.Lock()
 
 
 def _current_test() -> str | None:
@@ -89,12 +91,14 @@ def block_network(test: str | None = None) -> Iterator[None]:
     checkpoint.
     """
     guard = _Guard(test)
-    if not _active:
-        add_connect_guard(_refuse)
-    _active.append(guard)
+    with _lock:  # threads enter and leave too: the list and the hook change as one
+        if not _active:
+            add_connect_guard(_refuse)
+        _active.append(guard)
     try:
         yield
     finally:
-        _active.remove(guard)  # by identity: _Guard has no __eq__
-        if not _active:
-            remove_connect_guard(_refuse)
+        with _lock:
+            _active.remove(guard)  # by identity: _Guard has no __eq__
+            if not _active:
+                remove_connect_guard(_refuse)

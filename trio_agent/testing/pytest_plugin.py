@@ -18,7 +18,7 @@ teardown included, under ``block_network()`` naming the test.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -73,7 +73,7 @@ def explore() -> Callable[..., Any]:
     ) -> ExplorationReport:
         return await explore_cancellation(
             scenario,
-            check or assert_run_invariants,
+            check or _invariants_only,
             only=only,
             seconds_per_run=seconds_per_run,
             tasks=tasks,
@@ -82,6 +82,12 @@ def explore() -> Callable[..., Any]:
         )
 
     return run
+
+
+def _invariants_only(events: Sequence[Any], result: Any, *state: Any) -> None:
+    """The default check: the contract's invariants (a scenario's state, if it
+    returned one, is not looked at)."""
+    assert_run_invariants(events, result)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -94,7 +100,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None]:
         failure = _only_exploration_failure(group)
         if failure is None:
             raise
-        raise failure from None
+        # the group goes; the failure keeps its cause (the check's own error, with
+        # the frames of the user's check) and its traceback
+        raise failure.with_traceback(failure.__traceback__) from failure.__cause__
 
 
 def _only_exploration_failure(group: BaseExceptionGroup[Any]) -> ExplorationFailure | None:
