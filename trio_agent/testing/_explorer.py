@@ -318,11 +318,6 @@ class _Exploration:
         """The runs: the uncancelled one, then one per point (or ``only``)."""
         if only is not None:
             checkpoints = await self.count()
-            if not 0 <= only <= checkpoints:
-                raise ValueError(
-                    f"only={only} is not a checkpoint of this scenario: it has "
-                    f"{checkpoints} (0 to {checkpoints}; the scenario may have changed)"
-                )
             result, _ = await self.checked(only)
             self.raise_failures(1)
             return ExplorationReport(checkpoints, (outcome_of(result),), (only,))
@@ -368,7 +363,8 @@ async def explore_cancellation(
     a ``trio.lowlevel.Task``) picks others. trio's scheduler is seeded for
     each run, so a deterministic scenario gives the same cancellation points
     every time (and is put back as it was afterwards). Checkpoint 0 is a cancel
-    before the run starts; ``only=k`` runs that one case; ``max_runs=n``
+    before the run starts; ``only=k`` runs that one case (a ``k`` past the last
+    checkpoint cancels nothing: compare ``report.checkpoints``); ``max_runs=n``
     samples n of the cancellation points (with ``seed``) for a very large
     scenario.
 
