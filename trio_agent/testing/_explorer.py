@@ -15,7 +15,7 @@ from typing import Any, final
 import attrs
 import trio
 
-__all__ = ["ExplorationFailure", "ExplorationReport", "explore_cancellation"]
+__all__ = ["ExplorationFailure", "ExplorationReport", "explore_cancellation", "seeded_scheduler"]
 
 Check = Callable[..., Any]
 TaskFilter = Callable[[trio.lowlevel.Task], bool]
@@ -32,15 +32,16 @@ _TRIO_DIR = os.path.dirname(trio.__file__)
 
 
 @contextmanager
-def _seeded_scheduler() -> Iterator[None]:
+def seeded_scheduler() -> Iterator[None]:
     """trio picks the order of ready tasks at random; seeding its generator makes a
     deterministic scenario schedule the same way every time (a private detail of
-    trio: without it the exploration still works, only less repeatably). The
-    generator's state is put back afterwards."""
+    trio: without it things still work, only less repeatably). Seeded on entry;
+    the generator's state is put back on exit."""
     from trio._core import _run
 
     generator = getattr(_run, "_r", None)
     saved = generator.getstate() if generator is not None else None
+    _reseed()
     try:
         yield
     finally:
@@ -383,7 +384,7 @@ async def explore_cancellation(
         raise ValueError(f"max_runs must be an int >= 1, got {max_runs!r}")
     exploration = _Exploration(scenario, check, seconds_per_run, tasks or _descends_from_the_run)
     try:
-        with _seeded_scheduler():
+        with seeded_scheduler():
             return await exploration.explore(only, max_runs, seed)
     finally:
         exploration.watchdog.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, final
 
@@ -20,7 +21,7 @@ from ..ledger import (
     StepStartRecord,
     ToolResultRecord,
 )
-from ..messages import AssistantMessage, Message, ToolCall
+from ..messages import AssistantMessage, Message, ToolCall, UserMessage
 from ..model import (
     ContextOverflowError,
     ModelError,
@@ -122,13 +123,33 @@ def _where(a: object, b: object) -> str:
     return f"at character {at}: sent ...{sent}..., recorded ...{recorded}..."
 
 
+_MADE_ID = re.compile(r"user-[0-9a-f]{12}")
+"""The id a session gives a user message it made from a str (a random one)."""
+
+
+def _same(sent: Message, kept: Message) -> bool:
+    """Whether a message sent matches the recorded one: equal, or both user messages
+    a session made from a str (``agent.prompt("...")``), whose random ids differ
+    from run to run: those match by content."""
+    if sent == kept:
+        return True
+    return (
+        type(sent) is UserMessage
+        and type(kept) is UserMessage
+        and sent.content == kept.content
+        and _MADE_ID.fullmatch(sent.id) is not None
+        and _MADE_ID.fullmatch(kept.id) is not None
+    )
+
+
 @final
 class ReplayModel:
     """A ``Model`` that answers with the responses a session ledger recorded.
 
     Request ``n`` is checked against the recording: its id, its system
     prompt, and its messages against the transcript recorded before that
-    step; an agent that uses ``transform_context`` passes the same hook here,
+    step (a user message a session made from a str matches by its content:
+    its id is random); an agent that uses ``transform_context`` passes the same hook here,
     and it is applied to the recording before comparing. A difference raises
     ``ReplayDivergenceError`` naming the request, the first message that
     differs and where. Recorded failed attempts are replayed first, as the
@@ -180,7 +201,7 @@ class ReplayModel:
         if self._transform is not None:
             recorded = tuple(await self._transform(recorded))
         for index, (sent, kept) in enumerate(zip(request.messages, recorded, strict=False)):
-            if sent != kept:
+            if not _same(sent, kept):
                 raise diverged(f"message {index} ({kept.id}) differs {_where(sent, kept)}")
         if len(request.messages) != len(recorded):
             raise diverged(f"{len(request.messages)} messages sent, {len(recorded)} recorded")

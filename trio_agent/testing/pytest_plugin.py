@@ -9,7 +9,8 @@ Fixtures:
   ``explore_cancellation`` with ``assert_run_invariants`` as the default check
   (``only``, ``seconds_per_run``, ``tasks``, ``max_runs``, ``seed`` passed on);
   a failing exploration reaches pytest as one plain ``AssertionError``;
-- ``network_blocked``: the test runs under ``block_network()``.
+- ``network_blocked``: the test runs under ``block_network()``;
+- ``trio_seed``: trio's scheduler seeded for the test, put back after it.
 
 Options: ``--trio-agent-block-network`` (or ``trio_agent_block_network = true``
 in the ini file) runs every test of the suite, its fixtures' setup and
@@ -23,7 +24,13 @@ from typing import Any
 
 import pytest
 
-from ._explorer import ExplorationFailure, ExplorationReport, TaskFilter, explore_cancellation
+from ._explorer import (
+    ExplorationFailure,
+    ExplorationReport,
+    TaskFilter,
+    explore_cancellation,
+    seeded_scheduler,
+)
 from ._guard import block_network
 from ._invariants import assert_run_invariants
 from ._scripted import ScriptedModel, ScriptedResponse
@@ -57,6 +64,14 @@ def scripted_model() -> Callable[..., ScriptedModel]:
 @pytest.fixture
 def event_recorder() -> EventRecorder:
     return EventRecorder()
+
+
+@pytest.fixture
+def trio_seed() -> Iterator[None]:
+    """trio's scheduler seeded for this test (and put back after it), so the order
+    ready tasks run in, a nested nursery's too, is the same on every run."""
+    with seeded_scheduler():
+        yield
 
 
 @pytest.fixture
