@@ -317,15 +317,21 @@ class HTTPStream:
         """The body ended: its connection goes back to the pool if the server lets
         it stay open and sent nothing after the body (else ``aclose`` closes it)."""
         connection = self._connection
-        keep, seconds, _ = self._keep
-        if self._pool is None or connection is None or not keep or self._reader.leftover:
-            return
-        if type(self._reader) is UntilCloseReader:
+        if connection is None or not self._may_keep() or self._reader.leftover:
             return
         if self._inflater is not None and self._inflater.cut_off:
             return
+        assert self._pool is not None
         self._connection = None
-        self._pool.give_back(connection, seconds)
+        self._pool.give_back(connection, self._keep[1])
+
+    def _may_keep(self) -> bool:
+        """Whether this response's connection may serve another request once its
+        body ends: pooled, kept alive by the server, and framed (not ended by
+        the close)."""
+        return (
+            self._pool is not None and self._keep[0] and type(self._reader) is not UntilCloseReader
+        )
 
     async def drain(self) -> None:
         """Read what is left of the body once the provider said the message is over
@@ -333,9 +339,7 @@ class HTTPStream:
         reused: at most ``_DRAIN_BYTES`` within ``_DRAIN_SECONDS``, and only if it
         could be reused at all. Anything wrong on the way, and the connection is
         simply closed by ``aclose``: the message is whole already."""
-        if self._connection is None or self._pool is None or not self._keep[0]:
-            return
-        if type(self._reader) is UntilCloseReader:
+        if self._connection is None or not self._may_keep():
             return
         read = 0
         with trio.move_on_after(_DRAIN_SECONDS):
