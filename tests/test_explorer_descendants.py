@@ -20,7 +20,6 @@ from trio_agent.testing import (
     explore_cancellation,
     scripted_response,
 )
-from trio_agent.testing._explorer import _descends_from_the_run
 
 pytest_plugins = ["pytester"]
 
@@ -153,6 +152,40 @@ async def test_the_checkpoints_are_every_descendant_tasks_steps(autojump_clock):
     assert narrow.checkpoints < report.checkpoints  # the children's steps were missed
 
 
+async def test_another_agent_running_meanwhile_adds_no_cancel_points(autojump_clock):
+    def fixed() -> tuple[Any, dict[str, int]]:
+        db = {"a": 10, "b": 0}
+        return Agent(model=scripted_calls(), tools=stock_tools(db)).turn("go"), db
+
+    alone = await explore_cancellation(fixed, lambda *_: None, seconds_per_run=5)
+    other_steps = 0
+
+    @tool
+    async def tick() -> str:
+        """Steps while the exploration runs."""
+        nonlocal other_steps
+        for _ in range(50):
+            other_steps += 1
+            await trio.lowlevel.checkpoint()
+        return "ticked"
+
+    async def other_agent() -> None:
+        script = [scripted_response(f"o{i}", [ToolCall(f"t{i}", "tick", {})]) for i in range(40)]
+        agent = Agent(model=ScriptedModel(script), tools=ToolRegistry([tick]), max_steps=40)
+        async with agent.turn("keep busy") as run:
+            async for _ in run:
+                pass
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other_agent, name="trio_agent.unrelated")
+        await trio.lowlevel.checkpoint()
+        crowded = await explore_cancellation(fixed, lambda *_: None, seconds_per_run=5)
+        assert other_steps > 0  # the other agent really ran meanwhile
+        nursery.cancel_scope.cancel()
+    assert crowded.checkpoints == alone.checkpoints
+    assert crowded.outcomes == alone.outcomes
+
+
 async def test_a_run_past_the_wall_clock_limit_is_a_hang_not_a_failed_check(autojump_clock):
     @tool
     async def stuck() -> str:
@@ -241,7 +274,6 @@ async def test_the_scheduler_generator_is_put_back():
         assert_run_invariants,
     )
     assert generator.getstate() == before
-    assert _descends_from_the_run is not None
 
 
 INNER = """

@@ -138,15 +138,16 @@ class ExplorationReport:
     tried: tuple[int, ...] = ()
 
 
-def _descends_from_the_run(task: trio.lowlevel.Task) -> bool:
-    """The default cancel points: the run's tasks (named ``trio_agent.*``) and every
-    task they start, transitively (a tool's nursery and its children)."""
+def _under(task: trio.lowlevel.Task, nurseries: Sequence[trio.Nursery]) -> bool:
+    """Whether ``task`` was started in one of ``nurseries`` or below them."""
     current: trio.lowlevel.Task | None = task
     while current is not None:
-        if current.name.startswith("trio_agent."):
-            return True
         nursery = current.parent_nursery
-        current = nursery.parent_task if nursery is not None else None
+        if nursery is None:
+            return False
+        if any(nursery is mine for mine in nurseries):
+            return True
+        current = nursery.parent_task
     return False
 
 
@@ -164,18 +165,26 @@ class _CancelAfter(trio.abc.Instrument):
     """Counts the steps of the tasks ``counted`` picks (by default the run's and
     their descendants'); cancels the run after the ``k``-th, noting where."""
 
-    def __init__(self, run: Any, k: int | None, counted: TaskFilter) -> None:
+    def __init__(self, run: Any, k: int | None, counted: TaskFilter | None) -> None:
         self.run, self.k = run, k
         self.steps = 0
         self.fired = False
         self.where: tuple[str, str] | None = None
+        self.nurseries: Sequence[trio.Nursery] = ()
         self._counted = counted
         self._known: dict[trio.lowlevel.Task, bool] = {}
+
+    def picks(self, task: trio.lowlevel.Task) -> bool:
+        """The default: a task started in the run's own nursery, or below it (so
+        another agent running meanwhile adds no points); else ``tasks=``."""
+        if self._counted is None:
+            return _under(task, self.nurseries)
+        return bool(self._counted(task))
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
         counted = self._known.get(task)
         if counted is None:
-            counted = self._known[task] = bool(self._counted(task))
+            counted = self._known[task] = self.picks(task)
         if not counted:
             return
         self.steps += 1
@@ -233,7 +242,7 @@ class _Watchdog:
 
 
 async def _once(
-    run: Any, k: int | None, seconds: float, counted: TaskFilter, watchdog: _Watchdog
+    run: Any, k: int | None, seconds: float, counted: TaskFilter | None, watchdog: _Watchdog
 ) -> tuple[list[Any], Any, _CancelAfter]:
     """One run of the scenario, cancelled after checkpoint ``k``; stopped if it
     takes more than ``seconds`` of wall-clock time (``watchdog``'s thread,
@@ -243,11 +252,19 @@ async def _once(
         run.cancel()
     events: list[Any] = []
     _reseed()
+    explorer = trio.lowlevel.current_task()
+    before = explorer.child_nurseries
     with trio.CancelScope() as limit:
         watchdog.arm(limit, seconds)
         trio.lowlevel.add_instrument(instrument)
         try:
             async with run:
+                # the nursery the run opened here (its tasks have not stepped yet)
+                instrument.nurseries = [
+                    nursery
+                    for nursery in explorer.child_nurseries
+                    if not any(nursery is old for old in before)
+                ]
                 async for event in run:
                     events.append(event)
         finally:
@@ -272,7 +289,7 @@ class _Exploration:
     collected."""
 
     def __init__(
-        self, scenario: Callable[[], Any], check: Check, seconds: float, counted: TaskFilter
+        self, scenario: Callable[[], Any], check: Check, seconds: float, counted: TaskFilter | None
     ) -> None:
         self.scenario, self.check, self.seconds, self.counted = scenario, check, seconds, counted
         self.watchdog = _Watchdog(trio.lowlevel.current_trio_token())
@@ -358,10 +375,11 @@ async def explore_cancellation(
     or ``agent.turn(...)`` on an agent it builds (sharing one agent between
     runs is refused: the runs would not be alike); or a tuple ``(run, state,
     ...)``, and then ``check(events, result, state, ...)`` sees the
-    application's state too. Checkpoints are the steps of the run's tasks and
-    of every task they start, transitively (a tool's nursery and its
-    children), counted with trio's instrumentation; ``tasks=`` (a predicate on
-    a ``trio.lowlevel.Task``) picks others. trio's scheduler is seeded for
+    application's state too. Checkpoints are the steps of the run's own tasks
+    and of every task they start, transitively (a tool's nursery and its
+    children), counted with trio's instrumentation; other agents running
+    meanwhile do not count. ``tasks=`` (a predicate on a ``trio.lowlevel.Task``)
+    picks others instead (say, a service task the tools talk to). trio's scheduler is seeded for
     each run, so a deterministic scenario gives the same cancellation points
     every time (and is put back as it was afterwards). Checkpoint 0 is a cancel
     before the run starts; ``only=k`` runs that one case (a ``k`` past the last
@@ -382,7 +400,7 @@ async def explore_cancellation(
         raise ValueError(f"seconds_per_run must be a finite number > 0, got {seconds_per_run!r}")
     if max_runs is not None and (type(max_runs) is not int or max_runs < 1):
         raise ValueError(f"max_runs must be an int >= 1, got {max_runs!r}")
-    exploration = _Exploration(scenario, check, seconds_per_run, tasks or _descends_from_the_run)
+    exploration = _Exploration(scenario, check, seconds_per_run, tasks)
     try:
         with seeded_scheduler():
             return await exploration.explore(only, max_runs, seed)
