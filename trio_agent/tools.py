@@ -8,8 +8,9 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import threading
 import typing
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, final, overload
 
 import attrs
@@ -198,11 +199,11 @@ def _kind_of(function: object) -> str:
     return "sync"
 
 
-def _arguments_type(
+def _arguments_fields(
     function: Callable[..., Any], tool_name: str
-) -> tuple[type[msgspec.Struct], list[str], str | None]:
-    """The Struct the model's arguments are validated against, its field names, and
-    the parameter that receives the ``ToolContext`` (if any)."""
+) -> tuple[list[tuple[Any, ...]], list[str], str | None]:
+    """The fields of the Struct the model's arguments are validated against, their
+    names, and the parameter that receives the ``ToolContext`` (if any)."""
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError) as exc:
@@ -234,10 +235,53 @@ def _arguments_type(
             fields.append((parameter.name, annotation))
         else:
             fields.append((parameter.name, annotation, parameter.default))
+    return fields, [field[0] for field in fields], context_name
+
+
+_DEFINITIONS: dict[Hashable, tuple[type[msgspec.Struct], dict[str, Any]]] = {}
+_DEFINITIONS_KEPT = 256
+_DEFINITIONS_LOCK = threading.Lock()
+"""Arguments Structs and schemas already built, by tool name and fields: a tool
+defined in a function (a factory, a test's scenario) is built again at every
+call, and msgspec's Struct and schema are most of what that costs. Bounded."""
+
+
+def _definition_key(tool_name: str, fields: list[tuple[Any, ...]]) -> Hashable | None:
+    """What decides the Struct and schema: names, annotations, and defaults by
+    their JSON (so ``1``, ``1.0`` and ``True`` differ); None when some part
+    cannot be a key."""
+    try:
+        key = (
+            tool_name,
+            tuple((field[0], field[1], *map(msgspec.json.encode, field[2:])) for field in fields),
+        )
+        hash(key)
+    except (TypeError, msgspec.EncodeError):
+        return None
+    return key
+
+
+def _definition(
+    function: Callable[..., Any], tool_name: str, fields: list[tuple[Any, ...]]
+) -> tuple[type[msgspec.Struct], dict[str, Any]]:
+    """The Struct the arguments are validated against and its JSON Schema."""
+    key = _definition_key(tool_name, fields)
+    known = _DEFINITIONS.get(key) if key is not None else None
+    if known is not None:
+        return known
     arguments_type = msgspec.defstruct(
         f"{tool_name}_arguments", fields, kw_only=True, forbid_unknown_fields=True
     )
-    return arguments_type, [field[0] for field in fields], context_name
+    try:
+        parameters = _schema_for(arguments_type)
+    except TypeError as exc:
+        raise TypeError(f"@tool: cannot describe {function.__qualname__}: {exc}") from None
+    if key is not None:
+        with _DEFINITIONS_LOCK:  # tools may be built in several threads at once
+            if len(_DEFINITIONS) >= _DEFINITIONS_KEPT:
+                del _DEFINITIONS[next(iter(_DEFINITIONS))]
+            _DEFINITIONS[key] = (arguments_type, parameters)
+    return arguments_type, parameters
 
 
 def _build_tool(
@@ -246,11 +290,8 @@ def _build_tool(
     kind = _kind_of(function)
     tool_name = getattr(function, "__name__", "") if name is None else name
     _check_name(None, None, tool_name)  # before the name is used to build a Struct
-    arguments_type, names, context_name = _arguments_type(function, tool_name)
-    try:
-        parameters = _schema_for(arguments_type)
-    except TypeError as exc:
-        raise TypeError(f"@tool: cannot describe {function.__qualname__}: {exc}") from None
+    fields, names, context_name = _arguments_fields(function, tool_name)
+    arguments_type, parameters = _definition(function, tool_name, fields)
     call: Callable[..., Any] = function
 
     async def execute(arguments: dict[str, Any]) -> Any:
