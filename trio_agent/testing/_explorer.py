@@ -60,10 +60,12 @@ def _reseed() -> None:
 class ExplorationFailure(AssertionError):
     """A run of the exploration went wrong: ``check`` failed (``kind`` "check"), or
     the run did not finish within ``seconds_per_run`` of wall-clock time (``kind``
-    "hang"), with the run cancelled after ``checkpoint`` checkpoints (None: the
-    run that was not cancelled). ``where`` is the task and ``file:line`` the
-    cancel landed in; ``events`` what the consumer saw; ``failures`` every
-    failing checkpoint of the exploration (this one first). Replay one case with
+    "hang"; "check hang" when the check itself did not), with the run cancelled
+    after ``checkpoint`` checkpoints (None: the run that was not cancelled).
+    ``where`` is the task whose step was that checkpoint and the ``file:line`` it
+    paused at (None when that step was the task's last); ``events`` what the
+    consumer saw; ``failures`` every failing checkpoint of the exploration (this
+    one first), of ``runs``. Replay one case with
     ``explore_cancellation(scenario, check, only=checkpoint)``."""
 
     def __init__(
@@ -73,7 +75,7 @@ class ExplorationFailure(AssertionError):
         error: BaseException | None,
         *,
         kind: str = "check",
-        where: tuple[str, str] | None = None,
+        where: tuple[str, str | None] | None = None,
         seconds: float = 0.0,
     ) -> None:
         self.checkpoint = checkpoint
@@ -92,17 +94,21 @@ class ExplorationFailure(AssertionError):
             if self.checkpoint is None
             else f"the run cancelled after checkpoint {self.checkpoint}"
         )
-        if self.where is not None:  # the cancel lands at that await or the task's next one
+        if self.where is not None and self.where[1] is None:  # lands in the others
+            run += f" (the last step of task {self.where[0]}, which then ended)"
+        elif self.where is not None:  # the cancel lands at that await or the task's next one
             run += f" (in task {self.where[0]}, paused at {self.where[1]})"
         if self.kind == "hang":
             head = f"{run} did not finish within {self.seconds} s wall"
+        elif self.kind == "check hang":
+            head = f"the check of {run} did not finish within {self.seconds} s wall"
         else:
             head = f"check failed for {run}: {type(self.error).__name__}: {self.error}"
         trace = "\n".join(f"  {_line(event)}" for event in self.events)
         text = f"{head}\nevents:\n{trace}"
         if self.checkpoint is not None:
             text += f"\nreplay it with only={self.checkpoint}"
-        if len(self.failures) > 1:
+        if self.runs:
             listed = ", ".join(str(k) for k in self.failures[:_LISTED])
             more = ", ..." if len(self.failures) > _LISTED else ""
             text += (
@@ -114,6 +120,19 @@ class ExplorationFailure(AssertionError):
         self.failures, self.runs = tuple(failures), runs
         self.args = (self._text(),)
         return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copies and pickles (the arguments of ``__init__`` are not its ``args``)."""
+        return (_restored, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restored(
+    cls: type[ExplorationFailure], args: tuple[Any, ...], state: dict[str, Any]
+) -> ExplorationFailure:
+    failure = cls.__new__(cls)
+    failure.args = args
+    failure.__dict__.update(state)
+    return failure
 
 
 def _line(event: Any) -> str:
@@ -151,8 +170,11 @@ def _under(task: trio.lowlevel.Task, nurseries: Sequence[trio.Nursery]) -> bool:
     return False
 
 
-def _location(task: trio.lowlevel.Task) -> str:
-    """``file:line`` where ``task`` waits: its innermost frame outside trio."""
+def _location(task: trio.lowlevel.Task) -> str | None:
+    """``file:line`` where ``task`` waits: its innermost frame outside trio (None
+    when it has no frame left: that step was its last)."""
+    if getattr(task.coro, "cr_frame", True) is None:
+        return None
     found = "?"
     for frame, line in task.iter_await_frames():
         name = frame.f_code.co_filename
@@ -162,24 +184,34 @@ def _location(task: trio.lowlevel.Task) -> str:
 
 
 class _CancelAfter(trio.abc.Instrument):
-    """Counts the steps of the tasks ``counted`` picks (by default the run's and
-    their descendants'); cancels the run after the ``k``-th, noting where."""
+    """Counts the steps of the run's tasks and their descendants (those of them
+    ``counted`` picks, if given); cancels the run after the ``k``-th, noting where.
+    A ``counted`` that raises cancels the run; its error is kept in ``error``."""
 
     def __init__(self, run: Any, k: int | None, counted: TaskFilter | None) -> None:
         self.run, self.k = run, k
         self.steps = 0
         self.fired = False
-        self.where: tuple[str, str] | None = None
+        self.where: tuple[str, str | None] | None = None
         self.nurseries: Sequence[trio.Nursery] = ()
+        self.error: Exception | None = None
         self._counted = counted
         self._known: dict[trio.lowlevel.Task, bool] = {}
 
     def picks(self, task: trio.lowlevel.Task) -> bool:
-        """The default: a task started in the run's own nursery, or below it (so
-        another agent running meanwhile adds no points); else ``tasks=``."""
+        """A task started in the run's own nursery, or below it (so another agent
+        running meanwhile adds no points), that ``tasks=`` (if given) keeps."""
+        if not _under(task, self.nurseries):
+            return False
         if self._counted is None:
-            return _under(task, self.nurseries)
-        return bool(self._counted(task))
+            return True
+        try:
+            return bool(self._counted(task))
+        except Exception as exc:  # trio would drop the instrument: stop the run instead
+            if self.error is None:
+                self.error = exc
+                self.run.cancel()
+            return False
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
         counted = self._known.get(task)
@@ -216,6 +248,16 @@ class _Watchdog:
     def disarm(self) -> None:
         with self._lock:
             self._armed = None
+
+    @contextmanager
+    def limit(self, seconds: float) -> Iterator[trio.CancelScope]:
+        """A cancel scope the thread cancels after ``seconds`` of wall-clock time."""
+        with trio.CancelScope() as scope:
+            self.arm(scope, seconds)
+            try:
+                yield scope
+            finally:
+                self.disarm()
 
     def stop(self) -> None:
         """Let the thread end (not waited for: it ends at once, on its own)."""
@@ -254,8 +296,7 @@ async def _once(
     _reseed()
     explorer = trio.lowlevel.current_task()
     before = explorer.child_nurseries
-    with trio.CancelScope() as limit:
-        watchdog.arm(limit, seconds)
+    with watchdog.limit(seconds) as limit:
         trio.lowlevel.add_instrument(instrument)
         try:
             async with run:
@@ -268,13 +309,24 @@ async def _once(
                 async for event in run:
                     events.append(event)
         finally:
-            watchdog.disarm()
             trio.lowlevel.remove_instrument(instrument)
+    if instrument.error is not None:
+        raise TypeError(
+            f"the tasks= predicate raised {type(instrument.error).__name__}: {instrument.error}"
+        ) from instrument.error
     if limit.cancelled_caught:
         raise ExplorationFailure(
             k, events, None, kind="hang", where=instrument.where, seconds=seconds
         )
     return events, run.result, instrument
+
+
+def _described(made: Any) -> str:
+    if inspect.iscoroutine(made) or (type(made) is tuple and made and inspect.iscoroutine(made[0])):
+        return "a coroutine (is the scenario an async def?)"
+    if type(made) is tuple and made:
+        return f"a tuple whose first item is {type(made[0]).__name__} (the run goes first)"
+    return f"{type(made).__name__}"
 
 
 def outcome_of(result: Any) -> str:
@@ -299,7 +351,15 @@ class _Exploration:
     def fresh(self) -> tuple[Any, tuple[Any, ...]]:
         """A new run, and the state the scenario returned with it (if any)."""
         made = self.scenario()
-        run, state = (made[0], tuple(made[1:])) if type(made) is tuple else (made, ())
+        run, state = (made[0], tuple(made[1:])) if type(made) is tuple and made else (made, ())
+        if not (hasattr(run, "__aenter__") and callable(getattr(run, "cancel", None))):
+            if inspect.iscoroutine(run):
+                run.close()
+            raise TypeError(
+                "the scenario must be a plain function returning a fresh run "
+                "(run_agent_loop(...) or agent.turn(...)) or a tuple (run, state, ...), "
+                f"got {_described(made)}"
+            )
         agent = getattr(run, "_agent", None)
         if agent is not None:
             if any(agent is other for other in self.seen):
@@ -323,12 +383,21 @@ class _Exploration:
         except ExplorationFailure as hang:
             self.failures.append(hang)
             return None, 0
+        where = instrument.where
         try:
-            outcome = self.check(events, result, *state)
-            if inspect.isawaitable(outcome):
-                await outcome
+            with self.watchdog.limit(self.seconds) as limit:
+                outcome = self.check(events, result, *state)
+                if inspect.isawaitable(outcome):
+                    await outcome
         except (Exception, _Outcome) as exc:
-            self.failures.append(ExplorationFailure(k, events, exc, where=instrument.where))
+            self.failures.append(ExplorationFailure(k, events, exc, where=where))
+            return None, instrument.steps
+        if limit.cancelled_caught:
+            self.failures.append(
+                ExplorationFailure(
+                    k, events, None, kind="check hang", where=where, seconds=self.seconds
+                )
+            )
             return None, instrument.steps
         return result, instrument.steps
 
@@ -379,7 +448,7 @@ async def explore_cancellation(
     and of every task they start, transitively (a tool's nursery and its
     children), counted with trio's instrumentation; other agents running
     meanwhile do not count. ``tasks=`` (a predicate on a ``trio.lowlevel.Task``)
-    picks others instead (say, a service task the tools talk to). trio's scheduler is seeded for
+    narrows them to the tasks it keeps. trio's scheduler is seeded for
     each run, so a deterministic scenario gives the same cancellation points
     every time (and is put back as it was afterwards). Checkpoint 0 is a cancel
     before the run starts; ``only=k`` runs that one case (a ``k`` past the last
@@ -392,12 +461,15 @@ async def explore_cancellation(
     ``file:line`` the cancel landed in, and the events with tool names and call
     ids, and counts the others. A run that takes longer than
     ``seconds_per_run`` of wall-clock time (whatever clock the test uses) is
-    stopped and reported as a hang, not as a failed check.
+    stopped and reported as a hang, not as a failed check; so is a check that
+    takes longer than that.
 
     Cancellation: cancelling the caller stops the exploration.
     """
     if not (seconds_per_run > 0 and math.isfinite(seconds_per_run)):
         raise ValueError(f"seconds_per_run must be a finite number > 0, got {seconds_per_run!r}")
+    if only is not None and (type(only) is not int or only < 0):
+        raise ValueError(f"only must be an int >= 0 (a checkpoint), got {only!r}")
     if max_runs is not None and (type(max_runs) is not int or max_runs < 1):
         raise ValueError(f"max_runs must be an int >= 1, got {max_runs!r}")
     exploration = _Exploration(scenario, check, seconds_per_run, tasks)
