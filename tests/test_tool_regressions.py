@@ -9,7 +9,7 @@ import pytest
 import trio
 from helpers import call, start
 
-from trio_agent import Cancelled, FatalToolError, Tool, ToolRegistry, tool
+from trio_agent import Cancelled, FatalToolError, Tool, ToolArgumentsError, ToolRegistry, tool
 from trio_agent.testing import scripted_response
 
 
@@ -90,3 +90,17 @@ async def test_tool_execute_may_be_an_async_callable_object():
         tools=registry,
     )
     assert (await run.wait()).messages[2].content == "called"
+
+
+async def test_a_dict_with_int_keys_is_filled_from_json_object_keys():
+    # JSON object keys are strings: "1" must read as the int key 1, as msgspec's JSON
+    # decoder would (before: "Expected `int`, got `str` - at `key` in `$.scores`")
+    @tool
+    async def total(scores: dict[int, float]) -> float:
+        """Adds the scores by player number."""
+        assert all(type(key) is int for key in scores)
+        return sum(scores.values())
+
+    assert await total.execute({"scores": {"1": 2.5, "7": 1.0}}) == 3.5
+    with pytest.raises(ToolArgumentsError, match="key"):
+        await total.execute({"scores": {"one": 2.5}})

@@ -296,7 +296,7 @@ def _build_tool(
 
     async def execute(arguments: dict[str, Any]) -> Any:
         try:
-            values = msgspec.convert(arguments, arguments_type)
+            values = msgspec.convert(arguments, arguments_type, str_keys=True)
         except msgspec.ValidationError as exc:
             raise ToolArgumentsError(str(exc)) from None
         kwargs = {n: getattr(values, n) for n in names}
