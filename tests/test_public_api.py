@@ -33,6 +33,10 @@ PUBLIC = {
         "TurnRefusal",
         "TurnContentFilter",
         "ThinkingDelta",
+        "OUTPUT_INVALID",
+        "OUTPUT_TOOL_NAME",
+        "OutputError",
+        "OutputFormat",
         "Agent",
         "AnthropicModel",
         "OpenAIChatModel",
@@ -414,6 +418,7 @@ def test_every_failure_code_is_in_failure_code():
     assert codes == {
         trio_agent.INVALID_TRANSCRIPT,
         trio_agent.MODEL_PROTOCOL_ERROR,
+        trio_agent.OUTPUT_INVALID,
         trio_agent.MODEL_ERROR,
         trio_agent.TOOL_FATAL,
         trio_agent.HOOK_ERROR,

@@ -130,9 +130,9 @@ async def test_prompt_without_a_scope_makes_no_scope_of_its_own(monkeypatch):
     scopes = []
     real = session_module.TurnRun.__init__
 
-    def spy(self, agent, prompt, scope, settings=None):
+    def spy(self, agent, prompt, scope, *rest):
         scopes.append(scope)
-        real(self, agent, prompt, scope, settings)
+        real(self, agent, prompt, scope, *rest)
 
     monkeypatch.setattr(session_module.TurnRun, "__init__", spy)
     agent = Agent(model=ScriptedModel([scripted_response("r1", "ok")]))

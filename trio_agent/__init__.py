@@ -21,9 +21,11 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from ._errors import INVALID_TRANSCRIPT as INVALID_TRANSCRIPT
     from ._errors import MODEL_ERROR as MODEL_ERROR
     from ._errors import MODEL_PROTOCOL_ERROR as MODEL_PROTOCOL_ERROR
+    from ._errors import OUTPUT_INVALID as OUTPUT_INVALID
     from ._errors import TOOL_FATAL as TOOL_FATAL
     from ._errors import ModelProtocolError as ModelProtocolError
     from ._errors import StepError as StepError
+    from ._output import OutputError as OutputError
     from .engine import StepFailure as StepFailure
     from .events import AttemptFailed as AttemptFailed
     from .events import Cancelled as Cancelled
@@ -81,6 +83,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .limits import MAX_STEP_CHUNKS as MAX_STEP_CHUNKS
     from .limits import MAX_STEP_TEXT as MAX_STEP_TEXT
     from .limits import MAX_STEP_THINKING as MAX_STEP_THINKING
+    from .limits import OUTPUT_TOOL_NAME as OUTPUT_TOOL_NAME
     from .limits import ArgumentsError as ArgumentsError
     from .limits import check_arguments as check_arguments
     from .loop import AgentRun as AgentRun
@@ -113,6 +116,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .model import ModelResponseError as ModelResponseError
     from .model import ModelSettings as ModelSettings
     from .model import ModelStream as ModelStream
+    from .model import OutputFormat as OutputFormat
     from .model import TextDelta as TextDelta
     from .model import ThinkingDelta as ThinkingDelta
     from .model import ToolSpec as ToolSpec
@@ -155,6 +159,7 @@ _EXPORTS: dict[str, str] = {
     "INVALID_TRANSCRIPT": "_errors",
     "MODEL_ERROR": "_errors",
     "MODEL_PROTOCOL_ERROR": "_errors",
+    "OUTPUT_INVALID": "_errors",
     "ModelProtocolError": "_errors",
     "StepError": "_errors",
     "TOOL_FATAL": "_errors",
@@ -214,11 +219,14 @@ _EXPORTS: dict[str, str] = {
     "MAX_MESSAGE_MEDIA_BYTES": "limits",
     "MAX_CONTENT_BLOCKS": "limits",
     "MAX_STEP_THINKING": "limits",
+    "OUTPUT_TOOL_NAME": "limits",
     "MAX_MEDIA_URL_CHARS": "limits",
     "IMAGE_MEDIA_TYPES": "limits",
     "DOCUMENT_MEDIA_TYPES": "limits",
     "AgentRun": "loop",
     "run_agent_loop": "loop",
+    "OutputError": "_output",
+    "OutputFormat": "model",
     "AssistantMessage": "messages",
     "Block": "messages",
     "Message": "messages",
@@ -326,6 +334,8 @@ __all__ = [
     "MAX_STEP_CHUNKS",
     "MAX_STEP_TEXT",
     "MAX_STEP_THINKING",
+    "OUTPUT_INVALID",
+    "OUTPUT_TOOL_NAME",
     "MODEL_ERROR",
     "MODEL_PROTOCOL_ERROR",
     "MaxSteps",
@@ -408,6 +418,8 @@ __all__ = [
     "execute_tool_call",
     "repair_transcript",
     "run_agent_loop",
+    "OutputError",
+    "OutputFormat",
     "text_from_assistant",
     "tool",
     "tool_context",

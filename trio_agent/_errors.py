@@ -20,6 +20,7 @@ __all__ = [
     "INVALID_TRANSCRIPT",
     "MODEL_ERROR",
     "MODEL_PROTOCOL_ERROR",
+    "OUTPUT_INVALID",
     "TOOL_FATAL",
     "FailureCode",
     "ModelProtocolError",
@@ -37,6 +38,7 @@ FailureCode = Literal[
     "TOOL_FATAL",
     "HOOK_ERROR",
     "CONTEXT_OVERFLOW",
+    "OUTPUT_INVALID",
     "INTERNAL_ERROR",
 ]
 """Every code a ``Failed`` result or a ``TurnFailed`` end can carry."""
@@ -53,6 +55,9 @@ HOOK_ERROR: Final = "HOOK_ERROR"
 """A session hook raised, or returned something unusable."""
 CONTEXT_OVERFLOW: Final = "CONTEXT_OVERFLOW"
 """The request does not fit the context window, even after compaction."""
+OUTPUT_INVALID: Final = "OUTPUT_INVALID"
+"""The model's typed answer (``output_type=``) did not fit, more than
+``output_retries`` times."""
 INTERNAL_ERROR: Final = "INTERNAL_ERROR"
 """A bug in trio-agent itself: the run still ends visibly, then the exception propagates."""
 

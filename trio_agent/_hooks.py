@@ -12,6 +12,7 @@ import attrs
 import trio
 
 from ._errors import HOOK_ERROR, StepError, describe
+from ._output import OutputSlot, OutputSpec, output_tool
 from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 from .model import Model, ModelRequest, ModelSettings, ToolSpec
 from .tools import ToolRegistry
@@ -63,6 +64,8 @@ class TurnSpec:
     max_parallel_tools: int = 10
     tool_grace_period: float = 5.0
     settings: ModelSettings | None = None
+    output: OutputSlot | None = None
+    """The turn's typed answer so far (``output_type=``), None for plain text."""
 
 
 def build_spec(
@@ -74,19 +77,26 @@ def build_spec(
     max_parallel_tools: int = 10,
     tool_grace_period: float = 5.0,
     settings: ModelSettings | None = None,
+    output: OutputSpec | None = None,
 ) -> TurnSpec:
     """The spec of a turn: a snapshot of ``tools`` (later registrations do not reach
-    the turn) with their specs, and the options, as the loop and the session give them."""
+    the turn) with their specs, and the options, as the loop and the session give them.
+    With an ``output`` in tool mode, the snapshot also holds the output tool."""
+    registry = tools.copy()
+    slot = None if output is None else OutputSlot(output)
+    if slot is not None and output is not None and output.mode == "tool":
+        registry.register(output_tool(slot, tools))
     return TurnSpec(
         model=model,
-        tools=tools.copy(),
-        specs=tools.specs(),
+        tools=registry,
+        specs=registry.specs(),
         system=system,
         max_steps=max_steps,
         tool_execution=tool_execution,
         max_parallel_tools=max_parallel_tools,
         tool_grace_period=float(tool_grace_period),
         settings=settings,
+        output=slot,
     )
 
 

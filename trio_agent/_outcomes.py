@@ -30,13 +30,14 @@ def result_of(
 ) -> RunResult:
     """The ``RunResult`` for a finished turn of the core loop."""
     if outcome.kind == "completed":
-        last = messages[-1]
-        assert type(last) is AssistantMessage  # a completed turn ends on the answer
+        # a completed turn ends on the answer, or on the output tool's result after it
+        last = next(m for m in reversed(messages) if type(m) is AssistantMessage)
         return Completed(
             messages=messages,
             steps=steps,
             final_text=text_from_assistant(last),
             stop_reason=outcome.stop_reason,  # type: ignore[arg-type]
+            output=outcome.output,
         )
     if outcome.kind == "max_steps":
         return MaxSteps(messages=messages, steps=steps, max_steps=max_steps)

@@ -22,6 +22,7 @@ from ._options import (
     check_system,
     check_tool_execution,
 )
+from ._output import OutputSpec
 from ._policies import DEFAULT_RETRY, RetryPolicy, estimate_tokens, truncate_content
 from ._settings import check_run_settings, check_settings, merge_settings
 from ._transcript import Conversation, validate
@@ -64,7 +65,7 @@ __all__ = [
     "owes_reply",
 ]
 
-RESERVED_PREFIXES = ("message-", "tool-result-")
+RESERVED_PREFIXES = ("message-", "tool-result-", "output-retry-")
 """Id prefixes of the messages the loop makes; input messages may not use them."""
 
 RESUMED_OPTIONS = (
@@ -72,6 +73,7 @@ RESUMED_OPTIONS = (
     *("context_window", "reserve_output_tokens", "count_tokens", "max_tool_result_chars"),
     *("transform_context", "before_tool_call", "after_tool_call", "should_stop_turn"),
     *("compact", "seed", "tool_execution", "max_parallel_tools", "tool_grace_period"),
+    *("output_type", "output_mode", "output_retries", "output_validator"),
 )
 """The options ``Agent.resume`` passes on to ``Agent()`` as they are."""
 
@@ -198,7 +200,11 @@ class SessionPolicy:
         return _POLICIES.setdefault(key, policy)
 
     def spec(
-        self, model: Model, tools: ToolRegistry, settings: ModelSettings | None = None
+        self,
+        model: Model,
+        tools: ToolRegistry,
+        settings: ModelSettings | None = None,
+        output: OutputSpec | None = None,
     ) -> TurnSpec:
         """A turn's spec: ``tools`` as registered now, and the agent's settings with
         the turn's ``settings`` over them (``ValueError`` if a ``tool_choice``
@@ -212,6 +218,7 @@ class SessionPolicy:
             self.max_parallel_tools,
             self.tool_grace_period,
             check_run_settings(merge_settings(self.settings, settings), tools),
+            output,
         )
 
 

@@ -25,6 +25,7 @@ from .limits import (
     MAX_MEDIA_BYTES,
     MAX_MEDIA_URL_CHARS,
     MAX_MESSAGE_MEDIA_BYTES,
+    OUTPUT_TOOL_NAME,
     ArgumentsError,
     check_arguments,
     is_valid_unicode,
@@ -106,7 +107,7 @@ def _tool_call(block: ToolCall) -> ToolCall:
     if type(name) is not str or not name.isascii():
         check_text_field(name, "name")
     try:
-        arguments = check_arguments(block.arguments)
+        arguments = check_arguments(block.arguments, output=name == OUTPUT_TOOL_NAME)
     except ArgumentsError as exc:
         raise BlockError("INVALID_ARGUMENTS", "arguments", f": {exc}") from None
     return ToolCall(block.id, block.name, arguments)  # a private copy of the arguments

@@ -24,11 +24,12 @@ from ._errors import (
     describe,
 )
 from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, TurnState, call_hook
+from ._output import OutputEnd, judge_output
 from ._step import StepCheck
 from ._transcript import Conversation
 from .events import AttemptFailed, MessageAccepted, ModelChunk
 from .limits import without_lone_surrogates
-from .messages import AssistantMessage, Message, TranscriptError
+from .messages import AssistantMessage, Message, TranscriptError, UserMessage
 from .model import Model, ModelRequest, Usage
 
 __all__ = ["TurnOutcome", "accept", "run_turn"]
@@ -57,6 +58,13 @@ class TurnOutcome:
     detail: str | None = None
     error: BaseException | None = None
     stop: object = None
+    output: Any = None
+
+
+def _output_outcome(end: OutputEnd) -> TurnOutcome:
+    if end.code is not None:
+        return TurnOutcome("failed", stop_reason=end.stop_reason, code=end.code, detail=end.detail)
+    return TurnOutcome("completed", stop_reason=end.stop_reason, output=end.output)
 
 
 async def _stream_response(
@@ -163,6 +171,7 @@ async def _step(
         tools=spec.specs,
         system=spec.system,
         settings=spec.settings,
+        output=None if spec.output is None else spec.output.spec.format,
     )
     if hooks is not DEFAULT_HOOKS:
         request = await call_hook("prepare_request", hooks.prepare_request, request, conv)
@@ -253,13 +262,26 @@ async def run_turn(
     try:
         while True:
             stop_reason = await _step(conversation, spec, hooks, state, emit, host)
-            if stop_reason != "tool_call" and not hooks.has_input(stop_reason):
+            again: str | None = None
+            if spec.output is not None:
+                verdict = await judge_output(spec.output, stop_reason, state.last_message)
+                if type(verdict) is OutputEnd:
+                    return _output_outcome(verdict)
+                again = verdict
+            if again is None and stop_reason != "tool_call" and not hooks.has_input(stop_reason):
                 return TurnOutcome("completed", stop_reason=stop_reason)
             if state.steps >= spec.max_steps:
                 return TurnOutcome("max_steps", stop_reason=stop_reason)
             stop = await call_hook("after_step", hooks.after_step, state)
             if stop is not None:
                 return TurnOutcome("stopped", stop_reason=stop_reason, stop=stop)
+            if again is not None:  # ask for the typed answer again
+                taken = conversation.linker.message_ids
+                retry_id = f"output-retry-{conversation.requests:03d}"
+                while retry_id in taken:  # an id the caller chose for a message of its own
+                    retry_id += "-"
+                await accept(conversation, [UserMessage(retry_id, again)], emit)
+                continue
             pending = hooks.take_input(stop_reason)
             if pending:
                 await accept(conversation, pending, emit)

@@ -4,7 +4,7 @@ its end (the session's turn as an ``EventRun``)."""
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, final
 
 import trio
 
@@ -12,6 +12,7 @@ from ._emit import Emitter
 from ._errors import INTERNAL_ERROR, describe
 from ._hooks import TurnState
 from ._outcomes import turn_end_of
+from ._output import OutputSpec
 from ._run import EventRun, cancelled_from_outside
 from ._session_hooks import (
     SessionHooks,
@@ -57,11 +58,13 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         prompt: UserMessage | None,
         scope: trio.CancelScope | None,
         settings: ModelSettings | None = None,
+        output: OutputSpec | None = None,
     ) -> None:
         super().__init__(scope)
         self._agent = agent
         self._prompt = prompt
         self._settings = settings  # the turn's own, over the agent's
+        self._output = output
 
     def _emitter(self, send: trio.MemorySendChannel[SessionEvent] | None) -> Emitter:
         agent = self._agent
@@ -73,7 +76,8 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         agent = self._agent
         conversation = agent._conversation
         policy = agent._policy
-        spec = policy.spec(agent._model, agent._tools, self._settings)  # the tools as they are now
+        # the tools as they are now
+        spec = policy.spec(agent._model, agent._tools, self._settings, self._output)
         state = TurnState()
         outcome: TurnOutcome | None = None
         try:
@@ -115,11 +119,14 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                 if outcome is None
                 else turn_end_of(outcome, state, policy.max_steps)
             )
-            await self._end(turn, end, state, emit)
+            output = None if outcome is None else outcome.output
+            await self._end(turn, end, state, emit, output)
         finally:
             agent._end_turn(self, emit.next)
 
-    async def _end(self, turn: int, end: TurnEnd, state: TurnState, emit: Emitter) -> None:
+    async def _end(
+        self, turn: int, end: TurnEnd, state: TurnState, emit: Emitter, output: Any = None
+    ) -> None:
         """Record ``turn/end`` (as durable as the policy asks), then deliver
         ``turn.finished``."""
         agent = self._agent
@@ -138,6 +145,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             final_text=final_text,
             usage=Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens),
             messages=agent._conversation.snapshot(),
+            output=output,
         )
         await self._finish(
             result, lambda sequence: TurnFinished(sequence=sequence, turn=turn, result=result), emit

@@ -8,7 +8,7 @@ each and ``msgspec.json.decode(data, type=Event)`` reads them back.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from msgspec import Meta, Struct
 
@@ -72,7 +72,11 @@ _TURN: Final = Meta(
 )
 _CODE: Final = Meta(
     description="A stable failure code to match: INVALID_TRANSCRIPT, MODEL_PROTOCOL_ERROR, "
-    "MODEL_ERROR, TOOL_FATAL, HOOK_ERROR, CONTEXT_OVERFLOW or INTERNAL_ERROR."
+    "MODEL_ERROR, TOOL_FATAL, HOOK_ERROR, CONTEXT_OVERFLOW, OUTPUT_INVALID or INTERNAL_ERROR."
+)
+_OUTPUT: Final = Meta(
+    description="The typed final answer, decoded as output_type and accepted (null without "
+    "output_type, or when the model refused or was filtered)."
 )
 _DETAIL: Final = Meta(description="What happened, for a person (free text; do not match it).")
 
@@ -112,6 +116,7 @@ class Completed(_Result, frozen=True, tag="completed"):
             "refusal when it declined; content_filter when the provider's policy cut it."
         ),
     ]
+    output: Annotated[Any, _OUTPUT] = None
 
 
 class Cancelled(_Result, frozen=True, tag="cancelled"):
@@ -394,6 +399,7 @@ class TurnResult(Struct, frozen=True, gc=False, kw_only=True):
         tuple[Message, ...],
         Meta(description="The whole session transcript after the turn: complete messages only."),
     ]
+    output: Annotated[Any, _OUTPUT] = None
 
 
 class TurnStarted(_Event, frozen=True, tag="turn.started"):

@@ -29,6 +29,7 @@ __all__ = [
     "MAX_STEP_CHUNKS",
     "MAX_STEP_TEXT",
     "MAX_STEP_THINKING",
+    "OUTPUT_TOOL_NAME",
     "DOCUMENT_MEDIA_TYPES",
     "IMAGE_MEDIA_TYPES",
     "ArgumentsError",
@@ -44,6 +45,11 @@ MAX_STEP_CHUNKS: Final = 1024
 """Chunks in one step's stream."""
 MAX_STEP_TEXT: Final = 65536
 """Unicode code points of text in one step (the stream, and the final message)."""
+OUTPUT_TOOL_NAME: Final = "final_result"
+"""The tool a model calls to give a typed final answer (``output_type=``). Its
+arguments are the answer: they are held to the output's limits (plain JSON,
+``MAX_STEP_TEXT`` code points and entries, ``MAX_ARGUMENT_DEPTH``), not to the
+tool-argument limits. No registered tool may take this name."""
 MAX_ASSISTANT_BLOCKS: Final = 1024
 """Blocks in one assistant message, counted as the model gave them."""
 MAX_STEP_THINKING: Final = 1_048_576
@@ -115,19 +121,21 @@ class _Fail(Exception):
 
 
 class _Budget:
-    __slots__ = ("chars", "entries")
+    __slots__ = ("chars", "entries", "max_chars", "max_entries")
 
-    def __init__(self) -> None:
+    def __init__(self, max_chars: int, max_entries: int) -> None:
         self.entries = 0
         self.chars = 0
+        self.max_chars = max_chars
+        self.max_entries = max_entries
 
 
 def _walk(value: Any, depth: int, budget: _Budget) -> Any:
     kind = type(value)
     if kind is str:
         budget.chars += len(value)
-        if budget.chars > MAX_ARGUMENT_CHARS:
-            raise _Fail(f"more than {MAX_ARGUMENT_CHARS} characters in keys and strings")
+        if budget.chars > budget.max_chars:
+            raise _Fail(f"more than {budget.max_chars} characters in keys and strings")
         if not is_valid_unicode(value):
             raise _Fail("string is not valid Unicode (lone surrogate)")
         return value
@@ -145,10 +153,10 @@ def _walk(value: Any, depth: int, budget: _Budget) -> Any:
         if depth > MAX_ARGUMENT_DEPTH:
             raise _Fail(f"nesting deeper than {MAX_ARGUMENT_DEPTH} containers")
         budget.entries += len(value)
-        if budget.entries > MAX_ARGUMENT_ENTRIES:
+        if budget.entries > budget.max_entries:
             raise _Fail(
-                f"more than {MAX_ARGUMENT_ENTRIES} object fields and array elements "
-                f"({MAX_ARGUMENT_VALUES} values)"
+                f"more than {budget.max_entries} object fields and array elements "
+                f"({budget.max_entries + 1} values)"
             )
         if kind is list:
             out_list = []
@@ -185,8 +193,9 @@ def _format_path(keys: list[str | int]) -> str:
     return "".join(parts)
 
 
-def check_arguments(arguments: object) -> dict[str, Any]:
-    """Return a private copy of ``arguments`` after checking it is plain JSON within the limits.
+def check_arguments(arguments: object, *, output: bool = False) -> dict[str, Any]:
+    """Return a private copy of ``arguments`` after checking it is plain JSON within the limits
+    (the output's limits when ``output``: the arguments of ``OUTPUT_TOOL_NAME``).
 
     Plain JSON: the root is a ``dict``; values are ``dict`` with ``str`` keys,
     ``list``, ``str``, ``int`` (from -2**63 to 2**64 - 1), finite ``float``,
@@ -199,7 +208,12 @@ def check_arguments(arguments: object) -> dict[str, Any]:
             f"arguments must be a JSON object (dict), got {type(arguments).__name__}"
         )
     try:
-        checked: dict[str, Any] = _walk(arguments, 1, _Budget())
+        budget = (
+            _Budget(MAX_STEP_TEXT, MAX_STEP_TEXT)
+            if output
+            else _Budget(MAX_ARGUMENT_CHARS, MAX_ARGUMENT_ENTRIES)
+        )
+        checked: dict[str, Any] = _walk(arguments, 1, budget)
     except _Fail as fail:
         raise ArgumentsError(fail.reason, _format_path(fail.keys)) from None
     return checked

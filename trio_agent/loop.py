@@ -8,8 +8,8 @@ outcome to a ``RunResult``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal, final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, final
 
 import trio
 
@@ -18,6 +18,7 @@ from ._errors import INTERNAL_ERROR, INVALID_TRANSCRIPT, describe
 from ._hooks import TurnSpec, TurnState, build_spec
 from ._options import check_loop_options, check_tool_execution
 from ._outcomes import result_of
+from ._output import output_spec
 from ._run import EventRun, cancelled_from_outside
 from ._settings import check_run_settings
 from ._transcript import Conversation
@@ -51,6 +52,10 @@ def run_agent_loop(
     max_parallel_tools: int = 10,
     tool_grace_period: float = 5.0,
     settings: ModelSettings | None = None,
+    output_type: Any = None,
+    output_mode: Literal["tool", "native"] = "tool",
+    output_retries: int = 2,
+    output_validator: Callable[[Any], Awaitable[Any]] | None = None,
 ) -> AgentRun:
     """Prepare a run of the agent loop; nothing runs until it is entered or awaited.
 
@@ -71,12 +76,22 @@ def run_agent_loop(
     order); see ``trio_agent.engine`` for what a consumer then sees.
     ``settings`` go with every request (``ModelRequest.settings``); a
     ``tool_choice`` naming a tool must name one of ``tools``.
+
+    ``output_type`` (any type msgspec can decode; None or ``str`` for plain
+    text) asks the model for a typed answer: through the ``final_result`` tool
+    (``output_mode="tool"``) or the provider's native structured output
+    (``"native"``). An answer that does not decode, or that
+    ``output_validator`` (async, given the value) refuses with ``OutputError``,
+    goes back to the model with the reason and its JSON path, at most
+    ``output_retries`` times (each try is a step), then the run fails with
+    ``OUTPUT_INVALID``. ``Completed.output`` holds the accepted value.
     """
     check_loop_options(
         messages, model, tools, max_steps, request_sequence_start, cancel_scope, system
     )
     check_tool_execution(tool_execution, max_parallel_tools, tool_grace_period)
     settings = check_run_settings(settings, tools)
+    output = output_spec(output_type, output_mode, output_retries, output_validator)
     conversation: Conversation | None = None
     invalid: str | None = None
     if len(messages) > MAX_INITIAL_MESSAGES:
@@ -95,6 +110,7 @@ def run_agent_loop(
         max_parallel_tools,
         tool_grace_period,
         settings,
+        output,
     )
     return AgentRun(
         spec, conversation, invalid, trio.CancelScope() if cancel_scope is None else cancel_scope

@@ -24,6 +24,7 @@ __all__ = [
     "ModelRequestError",
     "ModelResponseError",
     "ModelRequest",
+    "OutputFormat",
     "ModelResponse",
     "ModelSettings",
     "ModelStream",
@@ -52,6 +53,20 @@ class ToolSpec(Struct, frozen=True, gc=False):
     ]
 
 
+class OutputFormat(Struct, frozen=True, gc=False):
+    """The shape a typed final answer must have, for a model to ask natively
+    (``output_mode="native"``): OpenAI's ``response_format`` ``json_schema``,
+    Anthropic's ``output_config.format``. The answer then comes as JSON text."""
+
+    name: Annotated[str, Meta(description="A name for the schema (the provider's ``name``).")]
+    schema: Annotated[
+        dict[str, Any], Meta(description="The JSON Schema of the answer (an object at the top).")
+    ]
+    strict: Annotated[
+        bool, Meta(description="Ask the provider to hold the answer to the schema exactly.")
+    ] = True
+
+
 class ModelRequest(Struct, frozen=True, gc=False):
     """One model request: the frozen transcript so far, the tools and the system prompt."""
 
@@ -73,6 +88,13 @@ class ModelRequest(Struct, frozen=True, gc=False):
         Meta(
             description="How the model should answer (the run's, the agent's and the turn's "
             "settings merged); null for the provider's defaults."
+        ),
+    ] = None
+    output: Annotated[
+        OutputFormat | None,
+        Meta(
+            description="The typed answer's shape when the model is asked for it natively "
+            "(output_mode native); null otherwise."
         ),
     ] = None
 

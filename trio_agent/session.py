@@ -29,6 +29,7 @@ from ._options import (
     claim_cancel_scope,
     registry_of,
 )
+from ._output import OutputValidator, output_spec
 from ._policies import RetryPolicy as RetryPolicy
 from ._policies import estimate_tokens as estimate_tokens
 from ._policies import truncate_text as truncate_text
@@ -139,6 +140,8 @@ class Agent:
         "_ledger",
         "_metadata",
         "_model",
+        "_output",
+        "_output_options",
         "_next_sequence",
         "_pending",
         "_policy",
@@ -180,8 +183,14 @@ class Agent:
         max_parallel_tools: int = 10,
         tool_grace_period: float = 5.0,
         metadata: Mapping[str, Any] | None = None,
+        output_type: Any = None,
+        output_mode: Literal["tool", "native"] = "tool",
+        output_retries: int = 2,
+        output_validator: OutputValidator | None = None,
     ) -> None:
         check_messages_and_model(messages, model)
+        self._output_options = (output_mode, output_retries, output_validator)
+        self._output = output_spec(output_type, *self._output_options)
         self._model = model
         self._tools = registry_of(tools)
         given = locals()  # the options, by name, as SessionPolicy takes them
@@ -304,6 +313,10 @@ class Agent:
         tool_execution: Literal["sequential", "parallel"] = "sequential",
         max_parallel_tools: int = 10,
         tool_grace_period: float = 5.0,
+        output_type: Any = None,
+        output_mode: Literal["tool", "native"] = "tool",
+        output_retries: int = 2,
+        output_validator: OutputValidator | None = None,
     ) -> Agent:
         """Rebuild a recorded session, from its ledger, to go on with it.
 
@@ -472,6 +485,7 @@ class Agent:
         *,
         cancel_scope: trio.CancelScope | None = None,
         settings: ModelSettings | None = None,
+        output_type: Any = None,
     ) -> TurnRun:
         """A turn on ``message`` (if any) plus the queued input; nothing runs until entered.
 
@@ -486,9 +500,12 @@ class Agent:
         as ``cancelled``, a result, not an error. ``settings``: this turn's
         ``ModelSettings``, merged field by field over the agent's own
         (``Agent(settings=)``), checked now (``TypeError``/``ValueError``).
+        ``output_type``: this turn's typed answer, instead of the agent's
+        (``Agent(output_type=)``, with the agent's mode, retries and validator);
+        ``str`` asks for plain text. ``TurnResult.output`` holds the answer.
         """
         scope = trio.CancelScope() if cancel_scope is None else cancel_scope
-        return self._new_turn(message, cancel_scope, scope, settings)
+        return self._new_turn(message, cancel_scope, scope, settings, output_type)
 
     def _new_turn(
         self,
@@ -496,15 +513,19 @@ class Agent:
         given: trio.CancelScope | None,
         scope: trio.CancelScope | None,
         settings: ModelSettings | None,
+        output_type: Any = None,
     ) -> TurnRun:
         check_cancel_scope(given)
+        output = (
+            self._output if output_type is None else output_spec(output_type, *self._output_options)
+        )
         settings = check_settings(settings)  # the turn's, over the agent's (checked whole now)
         check_run_settings(merge_settings(self._policy.settings, settings), self._tools)
         if self._active is not None or self._closed is not None:
             raise RuntimeError(self._closed or BUSY)
         prompt = None if message is None else self._inbox.admit(message, self._conversation)
         claim_cancel_scope(given)  # the turn's own: no other turn may take it now
-        return TurnRun(self, prompt, scope, settings)
+        return TurnRun(self, prompt, scope, settings, output)
 
     async def prompt(
         self,
@@ -512,6 +533,7 @@ class Agent:
         *,
         cancel_scope: trio.CancelScope | None = None,
         settings: ModelSettings | None = None,
+        output_type: Any = None,
     ) -> TurnResult:
         """Run one turn and return its result.
 
@@ -523,11 +545,12 @@ class Agent:
         cancelled nursery) also ends the turn as ``cancelled`` and records it,
         then propagates as ``trio.Cancelled``, as trio intends, so no result
         is returned. Either way the transcript keeps only complete messages
-        and queued input stays queued. ``settings`` as for ``turn()``.
+        and queued input stays queued. ``settings`` and ``output_type`` as for
+        ``turn()``.
         """
         # With no scope given, nothing but the caller's own scopes can cancel the turn:
         # it needs no cancel scope (and trio's 500 B per entered scope) of its own.
-        run = self._new_turn(message, cancel_scope, cancel_scope, settings)
+        run = self._new_turn(message, cancel_scope, cancel_scope, settings, output_type)
         await inline(run)  # as run.wait(), with one frame less per suspended turn
         result = run.result
         assert result is not None  # a turn always finishes with a result

@@ -113,7 +113,7 @@ class _Renderer:
         text) quoted and cut."""
         parts = []
         for name, value in msgspec.structs.asdict(struct).items():
-            if name not in skip:
+            if name not in skip and not (name == "output" and value is None):
                 shown = self.text(value) if name == "detail" else str(value)
                 parts.append(f" {name}={shown}")
         return "".join(parts)
@@ -128,7 +128,9 @@ class _Renderer:
         said = f" {self.text(result.final_text)}" if result.final_text else ""
         usage = result.usage
         tokens = f" tokens={usage.input_tokens}+{usage.output_tokens}"
-        return f"{result.end.reason}{self.fields(result.end)} steps={result.steps}{tokens}{said}"
+        output = "" if result.output is None else f" output={result.output}"
+        end = f"{result.end.reason}{self.fields(result.end)}{output}"
+        return f"{end} steps={result.steps}{tokens}{said}"
 
 
 def _accepted(r: _Renderer, e: MessageAccepted) -> str:
