@@ -18,11 +18,11 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..model import ModelRequest, ModelRequestError, ModelSettings
+from ..model import ModelRequest, ModelRequestError, ModelSettings, OutputFormat
 from ._base import named_tool
 from ._media import base64_of, document_text, is_reasoning_item, not_attached
 
-__all__ = ["messages", "settings_fields"]
+__all__ = ["messages", "output_config", "settings_fields"]
 
 _PROVIDER = "Anthropic"
 
@@ -182,3 +182,11 @@ def settings_fields(
         if choice is not None:
             out["tool_choice"] = choice
     return out
+
+
+def output_config(output: OutputFormat) -> dict[str, Any]:
+    """The Messages ``output_config`` asking for ``output`` natively (structured
+    outputs, the GA form: no beta header). The API's format has no ``name`` and
+    no ``strict`` (it always holds the answer to the schema); the schema goes as
+    it is, not rewritten."""
+    return {"format": {"type": "json_schema", "schema": output.schema}}

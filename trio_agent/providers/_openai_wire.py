@@ -28,11 +28,17 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..model import ModelRequest, ModelSettings
+from ..model import ModelRequest, ModelSettings, OutputFormat
 from ._base import named_tool
 from ._media import data_url, document_text, is_reasoning_item, not_attached
 
-__all__ = ["SEND_REASONING", "SendReasoning", "chat_messages", "settings_fields"]
+__all__ = [
+    "SEND_REASONING",
+    "SendReasoning",
+    "chat_messages",
+    "response_format",
+    "settings_fields",
+]
 
 SendReasoning = Literal["tool_calls", "always", "never"]
 SEND_REASONING: tuple[SendReasoning, ...] = ("tool_calls", "always", "never")
@@ -178,3 +184,12 @@ def settings_fields(settings: ModelSettings, request: ModelRequest) -> dict[str,
     if settings.reasoning_effort is not None:
         out["reasoning_effort"] = settings.reasoning_effort
     return out
+
+
+def response_format(output: OutputFormat) -> dict[str, Any]:
+    """The Chat Completions ``response_format`` asking for ``output`` natively
+    (Structured Outputs): its schema passed as it is, not rewritten."""
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": output.name, "schema": output.schema, "strict": output.strict},
+    }

@@ -18,11 +18,11 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..model import ModelRequest, ModelRequestError, ModelSettings
+from ..model import ModelRequest, ModelRequestError, ModelSettings, OutputFormat
 from ._base import named_tool
 from ._media import data_url, document_text, is_reasoning_item
 
-__all__ = ["PROVIDER", "input_items", "settings_fields", "tools"]
+__all__ = ["PROVIDER", "input_items", "settings_fields", "text_format", "tools"]
 
 PROVIDER = "OpenAI"
 
@@ -142,3 +142,17 @@ def settings_fields(settings: ModelSettings, request: ModelRequest) -> dict[str,
         if settings.parallel_tool_calls is not None:
             out["parallel_tool_calls"] = settings.parallel_tool_calls
     return out
+
+
+def text_format(output: OutputFormat) -> dict[str, Any]:
+    """The Responses ``text`` field asking for ``output`` natively: a flat
+    ``json_schema`` format (``ResponseFormatTextJSONSchemaConfig``), its schema
+    passed as it is, not rewritten."""
+    return {
+        "format": {
+            "type": "json_schema",
+            "name": output.name,
+            "schema": output.schema,
+            "strict": output.strict,
+        }
+    }

@@ -16,7 +16,7 @@ from ..model import (
     TransientModelError,
     Usage,
 )
-from ._anthropic_wire import messages, settings_fields
+from ._anthropic_wire import messages, output_config, settings_fields
 from ._arguments import MAX_ARGUMENT_BYTES, CallParts
 from ._base import (
     ProviderModel,
@@ -202,8 +202,14 @@ class AnthropicModel(ProviderModel):
     ``ModelRequestError`` before anything is sent (with thinking on, the
     API also refuses a forced tool choice and a changed temperature). Not
     sent, the API having no such field: ``seed``, ``reasoning_effort``. A
-    field goes only when it is set; ``extra_body`` (the constructor's, then
-    the settings') is merged last, over everything. ``default_headers`` and
+    request's ``output`` (native typed output) goes as ``"output_config":
+    {"format": {"type": "json_schema", "schema": ...}}`` (structured outputs,
+    no beta header; the format has no name and no strict flag), the schema as
+    given: the API takes a subset of JSON Schema (every object with
+    ``"additionalProperties": false``; numeric bounds such as ``minimum``
+    are not among it); the answer streams as text. A field goes only when
+    it is set; ``extra_body`` (the constructor's, then the settings') is
+    merged last, over everything. ``default_headers`` and
     the settings' ``extra_headers`` go after the adapter's own headers: an
     ``anthropic-beta`` header, or an ``anthropic-version`` that replaces
     ``anthropic_version=``.
@@ -277,6 +283,8 @@ class AnthropicModel(ProviderModel):
                 for t in request.tools
             ]
         body.update(settings_fields(settings, request, max_tokens))
+        if request.output is not None:
+            body["output_config"] = output_config(request.output)
         return body
 
     def stream(self, request: ModelRequest) -> _AnthropicStream:

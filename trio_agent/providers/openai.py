@@ -28,7 +28,13 @@ from ._base import (
 )
 from ._errors import decode_all, stream_error
 from ._http import HTTPStream
-from ._openai_wire import SEND_REASONING, SendReasoning, chat_messages, settings_fields
+from ._openai_wire import (
+    SEND_REASONING,
+    SendReasoning,
+    chat_messages,
+    response_format,
+    settings_fields,
+)
 from ._pool import ConnectionPool
 
 if TYPE_CHECKING:
@@ -158,7 +164,12 @@ class OpenAIChatModel(ProviderModel):
     "function": {"name": ...}}``; ``parallel_tool_calls`` as is. The last two
     only go with tools (the API refuses them without). ``thinking_budget`` is
     not sent: Chat Completions has no such field (``reasoning_effort`` is
-    its knob). A field goes only when it is set. ``extra_body`` (the
+    its knob). A field goes only when it is set. A request's ``output``
+    (native typed output) goes as ``"response_format": {"type":
+    "json_schema", "json_schema": {"name", "schema", "strict"}}``, the schema
+    as given (strict mode takes a subset of JSON Schema: every object with
+    ``"additionalProperties": false`` and all its properties ``required``);
+    the answer streams as text. ``extra_body`` (the
     constructor's, then the settings') is merged last, over everything:
     ``extra_body={"max_tokens": n}`` for a server that knows only the old
     name. ``default_headers`` and the settings' ``extra_headers`` (say
@@ -250,6 +261,8 @@ class OpenAIChatModel(ProviderModel):
             if self.max_completion_tokens is not None:
                 body["max_completion_tokens"] = self.max_completion_tokens
         body.update(settings_fields(settings, request))
+        if request.output is not None:
+            body["response_format"] = response_format(request.output)
         return body
 
     def stream(self, request: ModelRequest) -> _OpenAIStream:

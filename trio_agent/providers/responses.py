@@ -30,7 +30,7 @@ from ._base import (
 from ._errors import decode_all, stream_error
 from ._http import HTTPStream
 from ._pool import ConnectionPool
-from ._responses_wire import PROVIDER, input_items, settings_fields, tools
+from ._responses_wire import PROVIDER, input_items, settings_fields, text_format, tools
 
 if TYPE_CHECKING:
     import ssl
@@ -184,8 +184,11 @@ class OpenAIResponsesModel(ProviderModel):
     both only with tools; ``reasoning_effort`` as ``"reasoning": {"effort":
     ...}`` (over the ``reasoning_effort=`` keyword, beside
     ``reasoning_summary``'s ``"summary"``). Not sent, the API having no
-    such field: ``stop``, ``seed``, ``thinking_budget``. A field goes only
-    when it is set; ``extra_body`` (the constructor's, then the settings')
+    such field: ``stop``, ``seed``, ``thinking_budget``. A request's
+    ``output`` (native typed output) goes as ``"text": {"format": {"type":
+    "json_schema", "name", "schema", "strict"}}``, the schema as given (see
+    ``OpenAIChatModel`` for what strict mode takes); the answer streams as
+    text. A field goes only when it is set; ``extra_body`` (the constructor's, then the settings')
     is merged last, over everything. ``default_headers`` and the settings'
     ``extra_headers`` go after the adapter's own headers.
     """
@@ -262,6 +265,8 @@ class OpenAIResponsesModel(ProviderModel):
         }
         if reasoning:
             body["reasoning"] = reasoning
+        if request.output is not None:
+            body["text"] = text_format(request.output)
         return body
 
     def stream(self, request: ModelRequest) -> _ResponsesStream:
