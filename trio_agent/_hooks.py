@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from ._errors import HOOK_ERROR, StepError, describe
-from ._output import OutputSlot, OutputSpec, output_tool
+from ._output import OutputSlot, OutputSpec, check_output_tool
 from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 from .model import Model, ModelRequest, ModelSettings, ToolSpec
 from .tools import ToolRegistry
@@ -84,8 +84,9 @@ def build_spec(
     With an ``output`` in tool mode, the snapshot also holds the output tool."""
     registry = tools.copy()
     slot = None if output is None else OutputSlot(output)
-    if slot is not None and output is not None and output.mode == "tool":
-        registry.register(output_tool(slot, tools))
+    if output is not None and output.tool is not None:
+        check_output_tool(tools)
+        registry.register(output.tool)
     return TurnSpec(
         model=model,
         tools=registry,

@@ -14,7 +14,8 @@ the turn (``_turn.py``) does the appending and the counting.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
+from contextvars import ContextVar
 from typing import Any, Final, Literal, final
 
 import attrs
@@ -23,7 +24,7 @@ import msgspec
 from ._errors import HOOK_ERROR, OUTPUT_INVALID, describe
 from .limits import OUTPUT_TOOL_NAME
 from .messages import AssistantMessage, ToolCall, text_from_assistant
-from .model import OutputFormat, ToolSpec
+from .model import OutputFormat
 from .tools import Tool, ToolError, ToolRegistry
 
 __all__ = [
@@ -33,8 +34,9 @@ __all__ = [
     "OutputSpec",
     "OutputSlot",
     "judge_output",
+    "CURRENT_SLOT",
+    "check_output_tool",
     "output_spec",
-    "output_tool",
 ]
 
 OUTPUT_ACCEPTED: Final = "final result accepted"
@@ -81,13 +83,12 @@ class OutputSpec:
     """What the model is asked to send: an object schema."""
     wrapper: type[msgspec.Struct] | None
     """The ``{"response": ...}`` Struct a non-object type travels in."""
+    tool: Tool[..., str] | None = attrs.field(default=None, init=False)
+    """The output tool the model is offered (tool mode), one for every turn."""
 
-    @property
-    def tool(self) -> ToolSpec | None:
-        """The output tool the model is offered (tool mode)."""
-        if self.mode != "tool":
-            return None
-        return ToolSpec(OUTPUT_TOOL_NAME, _TOOL_DESCRIPTION, self.schema)
+    def __attrs_post_init__(self) -> None:
+        if self.mode == "tool":
+            object.__setattr__(self, "tool", _output_tool(self))
 
     @property
     def format(self) -> OutputFormat | None:
@@ -148,7 +149,35 @@ def _is_object_schema(schema: dict[str, Any]) -> bool:
     return schema.get("type") == "object"
 
 
+_SPECS: dict[Hashable, OutputSpec] = {}
+_SPECS_KEPT = 256
+"""Output specs already built, by their options: the schema and the tool are most
+of what a spec costs, and a run or turn asks for one every time. Bounded."""
+
+
 def output_spec(
+    output_type: Any,
+    mode: object = "tool",
+    retries: object = 2,
+    validator: object = None,
+) -> OutputSpec | None:
+    """The checked output options (``_output_spec``), built once per set of options."""
+    try:
+        key: Hashable | None = (output_type, mode, retries, type(retries), validator)
+        known = _SPECS.get(key)
+    except TypeError:  # an unhashable type or validator: built every time
+        key = known = None
+    if known is not None:
+        return known
+    spec = _output_spec(output_type, mode, retries, validator)
+    if spec is not None and key is not None:
+        if len(_SPECS) >= _SPECS_KEPT:
+            _SPECS.pop(next(iter(_SPECS)), None)
+        _SPECS[key] = spec
+    return spec
+
+
+def _output_spec(
     output_type: Any,
     mode: object = "tool",
     retries: object = 2,
@@ -206,19 +235,29 @@ class OutputSlot:
         return f" ({left} {'retry' if left == 1 else 'retries'} left)"
 
 
-def output_tool(slot: OutputSlot, tools: ToolRegistry) -> Tool[..., str]:
-    """The tool the model gives its answer with: its arguments are read as the
-    output type and checked; the first answer that fits is kept in ``slot`` (a
-    later call in the same turn changes nothing). ``ValueError`` when a tool of
-    that name is registered already."""
+CURRENT_SLOT: ContextVar[OutputSlot | None] = ContextVar("trio_agent_output", default=None)
+"""The running turn's ``OutputSlot``: set by the turn for its task (tool tasks of a
+parallel batch inherit it), so one output tool per output type serves every turn."""
+
+
+def check_output_tool(tools: ToolRegistry) -> None:
+    """``ValueError`` when a registered tool takes the output tool's name."""
     if tools.get(OUTPUT_TOOL_NAME) is not None:
         raise ValueError(
             f"a tool named {OUTPUT_TOOL_NAME!r} is registered: the name is the typed "
             "output's (output_type=); rename the tool"
         )
-    spec = slot.spec
+
+
+def _output_tool(spec: OutputSpec) -> Tool[..., str]:
+    """The tool the model gives its answer with: its arguments are read as the
+    output type and checked; the first answer that fits is kept in the running
+    turn's slot (``CURRENT_SLOT``; a later call in the same turn changes nothing)."""
 
     async def answer(arguments: dict[str, Any]) -> str:
+        slot = CURRENT_SLOT.get()
+        if slot is None or slot.spec is not spec:
+            raise ToolError(f"{OUTPUT_TOOL_NAME} answers only in the turn that asked for it")
         if slot.accepted:
             return f"{OUTPUT_ACCEPTED} already: this call changes nothing"
         try:

@@ -24,7 +24,7 @@ from ._errors import (
     describe,
 )
 from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, TurnState, call_hook
-from ._output import OutputEnd, judge_output
+from ._output import CURRENT_SLOT, OutputEnd, judge_output
 from ._step import StepCheck
 from ._transcript import Conversation
 from .events import AttemptFailed, MessageAccepted, ModelChunk
@@ -259,6 +259,8 @@ async def run_turn(
     nursery where tool calls that ignore cancellation may go on after their
     batch (see ``ToolBatch``); without one, a batch waits for its calls.
     """
+    if spec.output is not None:  # the output tool finds the turn's slot here
+        CURRENT_SLOT.set(spec.output)
     try:
         while True:
             stop_reason = await _step(conversation, spec, hooks, state, emit, host)
