@@ -487,3 +487,24 @@ async def test_a_retry_id_the_caller_used_is_not_taken_again():
 async def test_msgspec_encodes_a_result_with_an_output():
     _, result = await record(loop([answer("r1", "c1", {"name": "Ann", "age": 3})]))
     assert b'"output":{"name":"Ann","age":3}' in msgspec.json.encode(result)
+
+
+async def test_a_tool_running_a_typed_turn_of_another_agent_leaves_the_outer_output_alone():
+    class Age(msgspec.Struct):
+        years: int
+
+    inner = Agent(model=ScriptedModel([answer("i1", "ic1", {"years": 3})]), output_type=Age)
+
+    @tool
+    async def ask_inner(name: str) -> int:
+        """Asks another agent, in this very task (prompt runs inline)."""
+        result = await inner.prompt(f"age of {name}?")
+        return result.output.years
+
+    script = [
+        scripted_response("r1", [ToolCall("c1", "ask_inner", {"name": "Ann"})]),
+        answer("r2", "c2", {"name": "Ann", "age": 3}),
+    ]
+    _, result = await record(loop(script, tools=ToolRegistry([ask_inner])))
+    assert result.messages[2].content == "3"
+    assert result.output == Person("Ann", 3)

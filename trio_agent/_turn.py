@@ -61,6 +61,18 @@ class TurnOutcome:
     output: Any = None
 
 
+# stop reasons that end a typed turn without an answer (OutputEnd has no output)
+_DECLINED = frozenset({"refusal", "content_filter"})
+
+
+def _record_output(conversation: Conversation, end: OutputEnd) -> None:
+    """Record an accepted typed answer in the journal (the session's ledger), before
+    the turn's end is: given by the last step, the one just judged."""
+    journal = conversation.journal
+    if journal is not None and end.code is None and end.stop_reason not in _DECLINED:
+        journal.output_accepted(f"request-{conversation.requests:03d}", end.output)
+
+
 def _output_outcome(end: OutputEnd) -> TurnOutcome:
     if end.code is not None:
         return TurnOutcome("failed", stop_reason=end.stop_reason, code=end.code, detail=end.detail)
@@ -259,8 +271,9 @@ async def run_turn(
     nursery where tool calls that ignore cancellation may go on after their
     batch (see ``ToolBatch``); without one, a batch waits for its calls.
     """
-    if spec.output is not None:  # the output tool finds the turn's slot here
-        CURRENT_SLOT.set(spec.output)
+    # the output tool finds the turn's slot here (put back after: a tool may run a
+    # turn of another agent in this very task)
+    slot_token = None if spec.output is None else CURRENT_SLOT.set(spec.output)
     try:
         while True:
             stop_reason = await _step(conversation, spec, hooks, state, emit, host)
@@ -268,6 +281,7 @@ async def run_turn(
             if spec.output is not None:
                 verdict = await judge_output(spec.output, stop_reason, state.last_message)
                 if type(verdict) is OutputEnd:
+                    _record_output(conversation, verdict)
                     return _output_outcome(verdict)
                 again = verdict
             if again is None and stop_reason != "tool_call" and not hooks.has_input(stop_reason):
@@ -292,3 +306,6 @@ async def run_turn(
     except StepError as failure:  # its detail may quote an exception: keep it encodable
         detail = without_lone_surrogates(failure.detail)
         return TurnOutcome("failed", code=failure.code, detail=detail, error=failure.error)
+    finally:
+        if slot_token is not None:
+            CURRENT_SLOT.reset(slot_token)
