@@ -8,7 +8,7 @@ each and ``msgspec.json.decode(data, type=Event)`` reads them back.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from msgspec import Meta, Struct
 
@@ -97,10 +97,20 @@ class _Result(Struct, frozen=True, gc=False, kw_only=True, tag_field="status"):
     steps: Annotated[int, Meta(description="Model requests the run opened: one per step.")]
 
 
-class Completed(_Result, frozen=True, tag="completed"):
+if TYPE_CHECKING:  # PEP 696: a bare ``Completed`` is ``Completed[Any]`` to a checker
+    from typing_extensions import TypeVar as _TypeVar
+
+    OutputT = _TypeVar("OutputT", default=Any)
+else:
+    OutputT = TypeVar("OutputT")
+"""The type of a typed final answer (``output_type=``)."""
+
+
+class Completed(_Result, Generic[OutputT], frozen=True, tag="completed"):
     """The model stopped: ``stop``, or ``length`` (out of output tokens),
     ``refusal`` (it declined) or ``content_filter`` (the provider's policy cut
-    the answer); only ``stop`` is a clean finish."""
+    the answer); only ``stop`` is a clean finish. ``Completed[T]``: ``output``
+    is a ``T`` (``output_type=T``)."""
 
     status: ClassVar[Literal["completed"]] = "completed"
     final_text: Annotated[
@@ -116,7 +126,7 @@ class Completed(_Result, frozen=True, tag="completed"):
             "refusal when it declined; content_filter when the provider's policy cut it."
         ),
     ]
-    output: Annotated[Any, _OUTPUT] = None
+    output: Annotated[OutputT | None, _OUTPUT] = None
 
 
 class Cancelled(_Result, frozen=True, tag="cancelled"):
@@ -372,8 +382,9 @@ TurnEnd = (
 )
 
 
-class TurnResult(Struct, frozen=True, gc=False, kw_only=True):
-    """What one session turn did: why it ended, its steps and tokens, its final text.
+class TurnResult(Struct, Generic[OutputT], frozen=True, gc=False, kw_only=True):
+    """What one session turn did: why it ended, its steps and tokens, its final text
+    (and its typed answer: ``TurnResult[T]`` for ``output_type=T``).
 
     ``messages`` is the whole session transcript after the turn.
     """
@@ -399,7 +410,7 @@ class TurnResult(Struct, frozen=True, gc=False, kw_only=True):
         tuple[Message, ...],
         Meta(description="The whole session transcript after the turn: complete messages only."),
     ]
-    output: Annotated[Any, _OUTPUT] = None
+    output: Annotated[OutputT | None, _OUTPUT] = None
 
 
 class TurnStarted(_Event, frozen=True, tag="turn.started"):

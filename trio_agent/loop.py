@@ -9,7 +9,7 @@ outcome to a ``RunResult``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, final
+from typing import Any, Literal, TypeVar, final, overload
 
 import trio
 
@@ -25,9 +25,12 @@ from ._transcript import Conversation
 from ._turn import TurnOutcome, run_turn
 from .events import (
     Cancelled,
+    Completed,
     Event,
     Failed,
+    MaxSteps,
     MessageAccepted,
+    OutputT,
     RunFinished,
     RunResult,
 )
@@ -38,7 +41,29 @@ from .tools import ToolRegistry
 
 __all__ = ["AgentRun", "run_agent_loop"]
 
+T = TypeVar("T")
 
+
+@overload
+def run_agent_loop(
+    *,
+    messages: Sequence[Message],
+    model: Model,
+    tools: ToolRegistry,
+    max_steps: int,
+    request_sequence_start: int = 1,
+    cancel_scope: trio.CancelScope | None = None,
+    system: str = "",
+    tool_execution: Literal["sequential", "parallel"] = "sequential",
+    max_parallel_tools: int = 10,
+    tool_grace_period: float = 5.0,
+    settings: ModelSettings | None = None,
+    output_type: type[T],
+    output_mode: Literal["tool", "native"] = "tool",
+    output_retries: int = 2,
+    output_validator: Callable[[Any], Awaitable[Any]] | None = None,
+) -> AgentRun[T]: ...
+@overload
 def run_agent_loop(
     *,
     messages: Sequence[Message],
@@ -56,7 +81,25 @@ def run_agent_loop(
     output_mode: Literal["tool", "native"] = "tool",
     output_retries: int = 2,
     output_validator: Callable[[Any], Awaitable[Any]] | None = None,
-) -> AgentRun:
+) -> AgentRun[Any]: ...
+def run_agent_loop(
+    *,
+    messages: Sequence[Message],
+    model: Model,
+    tools: ToolRegistry,
+    max_steps: int,
+    request_sequence_start: int = 1,
+    cancel_scope: trio.CancelScope | None = None,
+    system: str = "",
+    tool_execution: Literal["sequential", "parallel"] = "sequential",
+    max_parallel_tools: int = 10,
+    tool_grace_period: float = 5.0,
+    settings: ModelSettings | None = None,
+    output_type: Any = None,
+    output_mode: Literal["tool", "native"] = "tool",
+    output_retries: int = 2,
+    output_validator: Callable[[Any], Awaitable[Any]] | None = None,
+) -> AgentRun[Any]:
     """Prepare a run of the agent loop; nothing runs until it is entered or awaited.
 
     Synchronous, and callable outside ``trio.run``. Raises ``TypeError`` or
@@ -118,11 +161,12 @@ def run_agent_loop(
 
 
 @final
-class AgentRun(EventRun[Event, RunResult]):
+class AgentRun(EventRun[Event, Completed[OutputT] | Cancelled | MaxSteps | Failed]):
     """One run of the agent loop. Enter it once; iterate its events inside ``async with``.
 
     ``result`` is None until the run has finished, then the ``RunResult``
-    also carried by the last event, ``run.finished``.
+    also carried by the last event, ``run.finished``. ``AgentRun[T]`` (a run
+    with ``output_type=T``): a ``Completed`` result's ``output`` is a ``T``.
     """
 
     def __init__(

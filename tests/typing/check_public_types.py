@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, assert_type
 
+import msgspec
+
 import trio_agent as ta
 from trio_agent import Tool, tool
 
@@ -121,3 +123,31 @@ def content_blocks_narrow_by_type(message: ta.UserMessage, answer: ta.AssistantM
     assert_type(result.is_error, bool)
     ta.ToolResult(("not a block",))  # type: ignore[arg-type]
     ta.ImageBlock("image/png", data="not bytes")  # type: ignore[arg-type]
+
+
+class Person(msgspec.Struct):
+    name: str
+    age: int
+
+
+async def a_typed_run_gives_a_typed_output(model: ta.Model) -> None:
+    run = ta.run_agent_loop(
+        messages=[], model=model, tools=ta.ToolRegistry(), max_steps=1, output_type=Person
+    )
+    assert_type(run, ta.AgentRun[Person])
+    result = await run.wait()
+    if isinstance(result, ta.Completed):
+        assert_type(result.output, Person | None)
+        if result.output is not None:
+            assert_type(result.output.age, int)
+            _ = result.output.height  # type: ignore[attr-defined]
+    listed = ta.run_agent_loop(
+        messages=[], model=model, tools=ta.ToolRegistry(), max_steps=1, output_type=list[int]
+    )
+    assert_type(listed, ta.AgentRun[list[int]])
+    ta.run_agent_loop(  # not a type: the output is typed Any
+        messages=[], model=model, tools=ta.ToolRegistry(), max_steps=1, output_type=None
+    )
+    ta.run_agent_loop(  # type: ignore[call-overload]
+        messages=[], model=model, tools=ta.ToolRegistry(), max_steps=1, output_mode="json"
+    )
