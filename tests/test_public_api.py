@@ -14,6 +14,9 @@ import pytest
 
 PUBLIC = {
     "trio_agent": [
+        "PartialOutput",
+        "PartialOutputIterator",
+        "partial_output",
         "ModelSettings",
         "ToolResult",
         "OpenAIResponsesModel",

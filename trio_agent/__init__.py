@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from ._errors import ModelProtocolError as ModelProtocolError
     from ._errors import StepError as StepError
     from ._output import OutputError as OutputError
+    from ._partial import PartialOutput as PartialOutput
+    from ._partial import PartialOutputIterator as PartialOutputIterator
+    from ._partial import partial_output as partial_output
     from .engine import StepFailure as StepFailure
     from .events import AttemptFailed as AttemptFailed
     from .events import Cancelled as Cancelled
@@ -226,6 +229,9 @@ _EXPORTS: dict[str, str] = {
     "AgentRun": "loop",
     "run_agent_loop": "loop",
     "OutputError": "_output",
+    "PartialOutput": "_partial",
+    "PartialOutputIterator": "_partial",
+    "partial_output": "_partial",
     "OutputFormat": "model",
     "AssistantMessage": "messages",
     "Block": "messages",
@@ -354,6 +360,8 @@ __all__ = [
     "ModelStream",
     "OpenAIChatModel",
     "OpenAIResponsesModel",
+    "PartialOutput",
+    "PartialOutputIterator",
     "REJECTED_ARGUMENTS",
     "RedactedThinkingBlock",
     "RetryPolicy",
@@ -416,6 +424,7 @@ __all__ = [
     "content_text",
     "estimate_tokens",
     "execute_tool_call",
+    "partial_output",
     "repair_transcript",
     "run_agent_loop",
     "OutputError",
