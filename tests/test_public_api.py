@@ -216,6 +216,7 @@ PUBLIC = {
         "LedgerCorruptError",
         "LedgerError",
         "MessageRecord",
+        "OutputRecord",
         "Record",
         "SEQUENCE_BLOCK",
         "SessionChangedError",

@@ -21,6 +21,7 @@ from ._records import (
     EventsReservedRecord,
     LedgerCorruptError,
     MessageRecord,
+    OutputRecord,
     Record,
     SessionClosedRecord,
     SessionStartRecord,
@@ -94,6 +95,9 @@ class DerivedSession:
     ``metadata`` is the run configuration recorded when the session was
     created (``Agent(metadata=...)``; ``{}`` when none was): read it before
     resuming with ``derive((await store.load(session_id)).records).metadata``.
+    ``outputs``: each turn's accepted typed answer (``output_type=``) as JSON, by
+    turn number (``turn/output``; None for one that had no JSON form); turns
+    without one are absent.
     """
 
     session_id: str
@@ -112,6 +116,13 @@ class DerivedSession:
     failed: dict[str, str] = attrs.field(factory=dict)
     reserved: int = 0
     metadata: dict[str, Any] = attrs.field(factory=dict)
+    outputs: dict[int, Any] = attrs.field(factory=dict)
+
+    @property
+    def last_output(self) -> Any:
+        """The most recent turn's accepted output as JSON (``outputs``), or None when
+        no turn accepted one."""
+        return self.outputs[max(self.outputs)] if self.outputs else None
 
     def writer_warnings(self) -> tuple[str, ...]:
         """What a resume should tell about how the last writer left the session:
@@ -292,6 +303,17 @@ class _Replay:
         self._message(record.result)
         self._forget(record.result.tool_call_id)
 
+    def output(self, record: OutputRecord) -> None:
+        # after the step that gave it, before its turn/end
+        self._in_turn("turn/output")
+        if record.turn != self.session.open_turn:
+            raise LedgerCorruptError(
+                f"turn/output of turn {record.turn} where the open turn is {self.session.open_turn}"
+            )
+        if self.step is not None:
+            raise LedgerCorruptError(f"turn/output inside step {self.step}")
+        self.session.outputs[record.turn] = record.output
+
     def compacted(self, record: CompactedRecord) -> None:
         # As live (a new linker): ids the compacted transcript dropped may come again.
         self.conversation.replace(record.messages)
@@ -344,6 +366,7 @@ _RULES: dict[type, Callable[[_Replay, Any], None]] = {
     ToolFailedRecord: _Replay.tool_failed,
     ToolResultRecord: _Replay.tool_result,
     CompactedRecord: _Replay.compacted,
+    OutputRecord: _Replay.output,
 }
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "LedgerCorruptError",
     "LedgerError",
     "MessageRecord",
+    "OutputRecord",
     "Record",
     "SessionChangedError",
     "SessionClosedRecord",
@@ -305,6 +306,35 @@ class ToolResultRecord(_Record, frozen=True, tag="tool/result"):
     ] = None
 
 
+class OutputRecord(_Record, frozen=True, tag="turn/output"):
+    """A turn's typed answer (``output_type=``) was accepted: written after the
+    step that gave it and before the turn's ``turn/end``. ``output`` is the value
+    as JSON (``msgspec.to_builtins``); a value that has no JSON form (one an
+    ``output_validator`` returned) is recorded as null with ``error`` saying why.
+    Bookkeeping only: never part of the transcript."""
+
+    kind: ClassVar[Literal["turn/output"]] = "turn/output"
+    turn: Annotated[int, _TURN]
+    request_id: Annotated[
+        str,
+        Meta(
+            description='The request of the step whose answer was accepted: "request-" then '
+            "its number, at least 3 digits."
+        ),
+    ]
+    output: Annotated[
+        Any,
+        Meta(description="The accepted output as JSON; null when it has no JSON form (error)."),
+    ] = None
+    error: Annotated[
+        str | None,
+        Meta(
+            description="Why the output could not be recorded as JSON (a value msgspec cannot "
+            "encode); null when it was."
+        ),
+    ] = None
+
+
 class CompactedRecord(_Record, frozen=True, tag="context/compacted"):
     """The transcript was replaced by ``messages`` (compaction)."""
 
@@ -331,6 +361,7 @@ Record = (
     | ToolFailedRecord
     | ToolResultRecord
     | CompactedRecord
+    | OutputRecord
 )
 
 record_decoder: Final = msgspec.json.Decoder(Record)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, Final, Literal, Protocol, final
 
+import msgspec
 import trio
 from trio.lowlevel import enable_ki_protection
 
@@ -35,6 +36,7 @@ from ._records import EventsReservedRecord as EventsReservedRecord
 from ._records import LedgerCorruptError as LedgerCorruptError
 from ._records import LedgerError as LedgerError
 from ._records import MessageRecord as MessageRecord
+from ._records import OutputRecord as OutputRecord
 from ._records import Record as Record
 from ._records import SessionChangedError as SessionChangedError
 from ._records import SessionClosedRecord as SessionClosedRecord
@@ -75,6 +77,7 @@ __all__ = [
     "LedgerCorruptError",
     "LedgerError",
     "MessageRecord",
+    "OutputRecord",
     "PendingLedger",
     "Record",
     "SessionChangedError",
@@ -115,6 +118,15 @@ def model_label(model: object) -> str:
     if type(provider) is str and type(name) is str:
         return f"{provider}:{name}"
     return type(model).__qualname__
+
+
+def _as_json(value: Any) -> tuple[Any, str | None]:
+    """``value`` as JSON builtins (dict keys as strings), or None and why it has no
+    JSON form (an object an ``output_validator`` returned, say)."""
+    try:
+        return msgspec.to_builtins(value, str_keys=True), None
+    except (TypeError, ValueError) as exc:
+        return None, f"{type(value).__qualname__} has no JSON form: {exc}"
 
 
 class SessionWriter(Protocol):
@@ -376,6 +388,23 @@ class Ledger:
 
     def tool_failed(self, call: ToolCall, error: str) -> None:
         self._write(ToolFailedRecord(seq=self._seq, call_id=call.id, error=error))
+
+    def output_accepted(self, request_id: str, output: Any) -> None:
+        """The open turn's typed answer, given by ``request_id``, was accepted: recorded
+        as JSON (``turn/output``) before the turn ends. Outside a turn nothing is
+        recorded (a turn is always open when a session's turn accepts one)."""
+        if self._open_turn is None:
+            return
+        value, error = _as_json(output)
+        self._write(
+            OutputRecord(
+                seq=self._seq,
+                turn=self._open_turn,
+                request_id=request_id,
+                output=value,
+                error=error,
+            )
+        )
 
     def attempt_failed(
         self,

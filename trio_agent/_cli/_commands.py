@@ -22,6 +22,7 @@ from ..stores import JsonlStore, LoadedSession, parse_jsonl
 from ..workspace import Workspace
 from ._config import RunConfig, Settings, given, recorded, resolve
 from ._output import Output, Printer, describe_end
+from ._output_schema import read_output_schema
 from ._parser import DEFAULT_SYSTEM, UsageError
 
 if TYPE_CHECKING:
@@ -73,7 +74,8 @@ async def drive_turn(
     agent: Agent, message: str | None, printer: Printer, *, pace: float = 0.0
 ) -> int:
     """Run one turn, printing its events; Ctrl-C cancels it cleanly (exit 130), and
-    the ledger (if any) is closed however the turn ends."""
+    the ledger (if any) is closed however the turn ends. A typed turn's accepted
+    output (``output_type``) is printed last (``Printer.output``)."""
     interrupted = False
     run = agent.turn(message)
     # The receiver stays open until the ledger is closed: a second Ctrl-C during
@@ -107,6 +109,8 @@ async def drive_turn(
         closed = "; the ledger is closed and valid" if agent.session_id is not None else ""
         printer.note(f"interrupted: the turn was cancelled{closed}")
         return EXIT_INTERRUPTED
+    if result.output is not None:
+        printer.output(result.output)
     return EXIT_OK if result.end.reason == "completed" else EXIT_FAILED
 
 
@@ -144,6 +148,7 @@ def demo(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     config = resolve(given(args), system=DEFAULT_SYSTEM)
+    answer = None if args.output_schema is None else read_output_schema(args.output_schema)
     location = None if args.ledger is None else ledger_location(args.ledger)
     model = config.model_object()
     config = msgspec.structs.replace(config, base_url=model.base_url)  # as it is used
@@ -164,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
             metadata=config.metadata(),
             store=None if location is None else location[0],
             session_id=None if location is None else location[1],
+            output_type=None if answer is None else answer.output_type,
+            output_validator=None if answer is None else answer.validate,
         )
         try:
             return await drive_turn(agent, args.task, printer)

@@ -32,6 +32,7 @@ __all__ = [
     "Printer",
     "content_line",
     "describe_end",
+    "json_line",
     "one_line",
     "visible",
 ]
@@ -48,6 +49,17 @@ def visible(text: str) -> str:
     """``text`` with every control character but newline and tab shown as ``\\xNN``."""
     text = text.replace("\r\n", "\n")
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+_WIDE_CONTROL: Final = re.compile(r"[\x7f-\x9f]")
+
+
+def json_line(value: object) -> str:
+    """``value`` as compact JSON on one line, safe on a terminal and still JSON:
+    msgspec escapes the controls below ``\\x20``; DEL and the C1 controls (which
+    can only sit in strings) are written as ``\\u00NN``."""
+    text = msgspec.json.encode(value).decode()
+    return _WIDE_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def one_line(text: str, limit: int = 100) -> str:
@@ -193,6 +205,12 @@ class Printer:
             self.out.write(visible(text) + "\n", err=True)
         else:
             self._line(visible(text))
+
+    def output(self, value: object) -> None:
+        """The turn's typed answer, as one JSON line (``json_line``); with ``--json``
+        nothing: the ``turn.finished`` line carries it (``result.output``)."""
+        if not self.as_json:
+            self._line(json_line(value))
 
     def close(self) -> None:
         """End an open text line and erase the spinner: the turn's output is over."""

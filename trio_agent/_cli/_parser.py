@@ -240,6 +240,14 @@ def build_parser(version: str) -> Parsers:
         help="record the session and its configuration to this new file, for `show` and "
         "`resume` (default: not recorded)",
     )
+    run.add_argument(
+        "--output-schema",
+        metavar="FILE.json",
+        help="a JSON Schema of an object: the answer must fit it (checked, and sent back to "
+        "the model to fix when it does not), and is printed last, as one line of compact "
+        "JSON; with --json, turn.finished carries it as result.output (default: a text "
+        "answer)",
+    )
     run.add_argument("task", help="what the agent should do")
     run.set_defaults(system=DEFAULT_SYSTEM, max_steps=DEFAULT_MAX_STEPS, retries=DEFAULT_RETRIES)
 

@@ -1,6 +1,6 @@
 """``show``: a recorded session for a person (its configuration, each turn with the
-model that ran it, calls, results, how its last writer left it, usage), or its
-records as versioned JSON lines."""
+model that ran it, calls, results, its accepted typed output, how its last writer
+left it, usage), or its records as versioned JSON lines."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from ..ledger import (
     AttemptFailedRecord,
     DerivedSession,
     MessageRecord,
+    OutputRecord,
     Record,
     SessionClosedRecord,
     StepStartRecord,
@@ -36,7 +37,7 @@ from ..messages import (
 from ..stores._lock import holder_of
 from ._commands import EXIT_OK, ledger_location, read_ledger
 from ._config import METADATA_KEY
-from ._output import content_line, describe_end, one_line, visible
+from ._output import content_line, describe_end, json_line, one_line, visible
 from ._parser import ANTHROPIC_MAX_TOKENS, KEY_VARIABLES
 from ._schema import SCHEMA_VERSION, RecordLine
 
@@ -141,11 +142,20 @@ def _record_lines(record: Record) -> list[str]:
             return [f"- {record.request_id}"]
         case AttemptFailedRecord():
             return [f"  attempt {record.attempt} failed: {one_line(record.error, 80)}"]
+        case OutputRecord():
+            return [_output_line(record)]
         case TurnEndRecord():
             return [f"== turn {record.turn} ended: {describe_end(record.end)}"]
         case SessionClosedRecord():
             return ["(session closed)"]
     return []
+
+
+def _output_line(record: OutputRecord) -> str:
+    """A turn's accepted output, whole, as compact JSON on one line (``json_line``)."""
+    if record.error is not None:
+        return f"output (from {record.request_id}): not recorded: {one_line(record.error, 200)}"
+    return f"output (from {record.request_id}): {json_line(record.output)}"
 
 
 def _block_line(block: Block) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, final
+from typing import Any, cast, final
 
 import attrs
 import msgspec
@@ -70,7 +70,7 @@ def _steps(records: Iterable[Record]) -> tuple[list[_Step], str | None]:
             current = _Step(record.request_id, conversation.snapshot())  # type: ignore[union-attr]
             steps.append(current)
         elif kind is AttemptFailedRecord and current is not None:
-            current.failures.append(record.error)  # type: ignore[union-attr]
+            current.failures.append(cast(AttemptFailedRecord, record).error)
         elif kind is MessageRecord:
             message = record.message  # type: ignore[union-attr]
             if type(message) is AssistantMessage and current is not None:
