@@ -3,30 +3,37 @@
 ``SchemaModel`` calls every tool a request offers with arguments valid for
 its schema, so the tools' bodies run; ``tool_calls_for`` builds such calls
 for a seed, and ``schema_arguments`` is the hypothesis strategy behind them.
-The generator knows the schemas ``@tool`` produces (msgspec's): objects with
-``properties``/``required``/``additionalProperties``, ``$ref``/``$defs``,
-``anyOf``/``oneOf``, ``enum``/``const``, integers and numbers with bounds and
-``multipleOf``, strings with lengths and msgspec's formats, arrays (with
+The generator (``_schema_values``) knows the schemas ``@tool`` produces
+(msgspec's): objects with ``properties``/``required``/``additionalProperties``
+and ``propertyNames``, ``$ref``/``$defs``, ``anyOf``/``oneOf``,
+``enum``/``const``, integers and numbers with bounds and ``multipleOf``,
+strings with lengths and msgspec's formats, base64 bytes, arrays (with
 ``prefixItems``, ``uniqueItems`` and lengths), booleans, null, and ``{}`` for
 any JSON value. Values are kept small, within ``trio_agent.limits``.
+
+A schema alone does not say everything msgspec checks: a ``datetime`` or
+``time`` that may be naive is a plain ``{"type": "string"}``, ``dict[int, X]``
+and ``dict[str, X]`` have the same schema, ``bytes`` lengths are rounded to
+base64 characters. Given the ``@tool`` itself (a ``Tool`` or a
+``ToolRegistry``, not a ``ToolSpec`` or a bare schema), the generator reads
+those from the tool's Python types too (``_tool_schema``).
 """
 
 from __future__ import annotations
 
-import base64
-import math
 import random
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, final
+import threading
+import typing
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, final
 
-import msgspec
+import msgspec.inspect as mi
 
-from ..limits import ArgumentsError, check_arguments
 from ..messages import ToolCall, ToolResultMessage
 from ..model import ModelRequest, ToolSpec
 from ..tools import Tool, ToolRegistry
 from ._callable import CallableModel
+from ._schema_values import DrawSource, RandomSource, SchemaError, generate, plain
 from ._scripted import ScriptedResponse, scripted_response
 
 if TYPE_CHECKING:
@@ -34,328 +41,261 @@ if TYPE_CHECKING:
 
 __all__ = ["SchemaError", "SchemaModel", "schema_arguments", "tool_calls_for"]
 
-_ALPHABET = "abcxyz019 _-/ÄΩ日😀"
-_EXTRA = 3
-"""Elements or fields beyond a container's minimum."""
-_EXTRA_CHARS = 8
-"""Characters beyond a string's minimum length."""
-_DEEP = 4
-"""From this depth on, containers get their minimum (recursive schemas end)."""
-_MANY = 96
-"""From this many values on, containers get their minimum (arguments stay small)."""
-_SPAN = 1000
+Schema = Mapping[str, Any]
+_STRINGS = (
+    mi.StrType,
+    mi.BytesType,
+    mi.ByteArrayType,
+    mi.MemoryViewType,
+    mi.DateTimeType,
+    mi.DateType,
+    mi.TimeType,
+    mi.TimeDeltaType,
+    mi.UUIDType,
+    mi.DecimalType,
+)
+_DICTS = (mi.DictType, getattr(mi, "FrozenDictType", mi.DictType))
+_RECORDS = (mi.StructType, mi.TypedDictType, mi.DataclassType, mi.NamedTupleType)
+_FORMATS: dict[type[mi.Type], str] = {
+    mi.DateType: "date",
+    mi.TimeDeltaType: "duration",
+    mi.UUIDType: "uuid",
+    mi.DecimalType: "decimal",
+}
+_ZONES = {None: "x-", True: "", False: "local-"}
+"""A datetime's or time's format by its ``tz``: with or without offset, with one, without."""
+_KEPT = 256
 
 
-class SchemaError(ValueError):
-    """A schema the generator cannot satisfy (a ``pattern``, an impossible bound, ...)."""
+def _unwrap(t: mi.Type) -> mi.Type:
+    while isinstance(t, mi.Metadata):
+        t = t.type
+    return t
 
 
-class _Source(Protocol):
-    def integer(self, low: int, high: int) -> int: ...
+def _kind(t: mi.Type) -> str | None:
+    """The JSON type a (unwrapped) msgspec type is written as, None for several or any."""
+    if isinstance(t, _STRINGS):
+        return "string"
+    if isinstance(t, mi.BoolType | mi.NoneType):
+        return "boolean" if isinstance(t, mi.BoolType) else "null"
+    if isinstance(t, mi.IntType | mi.FloatType):
+        return "integer" if isinstance(t, mi.IntType) else "number"
+    if isinstance(t, mi.CollectionType | mi.TupleType | mi.NamedTupleType):
+        return "array"
+    if isinstance(t, mi.StructType):
+        return "array" if t.array_like else "object"
+    return "object" if isinstance(t, (*_DICTS, mi.TypedDictType, mi.DataclassType)) else None
+
+
+def _string_hints(t: mi.Type) -> dict[str, Any]:
+    """What a string schema leaves out about ``t``: a naive-or-aware datetime's or time's
+    format, exact byte lengths."""
+    if isinstance(t, mi.DateTimeType):
+        return {"format": _ZONES[t.tz] + "date-time"}
+    if isinstance(t, mi.TimeType):
+        return {"format": "partial-time" if t.tz is False else _ZONES[t.tz] + "time"}
+    if isinstance(t, mi.BytesType | mi.ByteArrayType | mi.MemoryViewType):
+        lengths = {"x-minBytes": t.min_length, "x-maxBytes": t.max_length}
+        return {k: v for k, v in lengths.items() if v is not None}
+    return {}
+
+
+def _key_schema(t: mi.Type) -> dict[str, Any] | None:
+    """A schema for the keys of a ``dict`` whose key type is ``t`` (numbers: their text),
+    None for a key type no JSON key can give."""
+    t = _unwrap(t)
+    if isinstance(t, mi.StrType):
+        lengths = {"minLength": t.min_length, "maxLength": t.max_length, "pattern": t.pattern}
+        return {"type": "string", **{k: v for k, v in lengths.items() if v is not None}}
+    if isinstance(t, mi.IntType | mi.FloatType):
+        bounds = {
+            "minimum": t.ge,
+            "exclusiveMinimum": t.gt,
+            "maximum": t.le,
+            "exclusiveMaximum": t.lt,
+            "multipleOf": t.multiple_of,
+        }
+        kind = "integer" if isinstance(t, mi.IntType) else "number"
+        return {"type": kind, **{k: v for k, v in bounds.items() if v is not None}}
+    if isinstance(t, mi.LiteralType | mi.EnumType):
+        values = t.values if isinstance(t, mi.LiteralType) else [m.value for m in t.cls]
+        return {"enum": [v for v in values if isinstance(v, str | int)]}
+    if isinstance(t, mi.UnionType):
+        options = [_key_schema(s) for s in t.types if not isinstance(_unwrap(s), mi.NoneType)]
+        return None if None in options else {"anyOf": options}
+    if type(t) in _FORMATS:
+        return {"type": "string", "format": _FORMATS[type(t)]}
+    hints = _string_hints(t)
+    return {"type": "string", **hints} if "format" in hints else None
 
 
 @final
-class _RandomSource:
-    __slots__ = ("_rng",)
+class _Refiner:
+    """Adds to a plain copy of a tool's schema what its Python types say and the schema
+    does not (``_string_hints``, and dict keys as ``propertyNames``). Best effort: a part
+    it cannot match is left as it is."""
 
-    def __init__(self, rng: random.Random) -> None:
-        self._rng = rng
+    __slots__ = ("_defs", "_seen")
 
-    def integer(self, low: int, high: int) -> int:
-        return self._rng.randint(low, high)
-
-
-@final
-class _DrawSource:
-    __slots__ = ("_draw", "_st")
-
-    def __init__(self, draw: Callable[[Any], Any], st: Any) -> None:
-        self._draw = draw
-        self._st = st
-
-    def integer(self, low: int, high: int) -> int:
-        value: int = self._draw(self._st.integers(low, high))
-        return value
-
-
-def _plain(value: Any) -> Any:
-    """A plain-JSON copy (schemas in a ``ToolSpec`` are read-only subclasses)."""
-    return msgspec.json.decode(msgspec.json.encode(value))
-
-
-@final
-class _Generator:
-    """One argument set: draws every choice from a source, keeps count of values."""
-
-    __slots__ = ("_defs", "_source", "_values")
-
-    def __init__(self, source: _Source, root: Mapping[str, Any]) -> None:
-        self._source = source
-        self._defs: dict[str, Any] = {**root.get("definitions", {}), **root.get("$defs", {})}
-        self._values = 0
-
-    def _pick(self, options: Sequence[Any]) -> Any:
-        if not options:
-            raise SchemaError("an empty enum or anyOf has no value")
-        return options[self._source.integer(0, len(options) - 1)]
-
-    def _count(self, minimum: int, maximum: float, depth: int) -> int:
-        """How many elements: the minimum when deep or many, else up to ``_EXTRA`` more."""
-        if maximum < minimum:
-            raise SchemaError(f"no length between {minimum} and {maximum}")
-        if depth >= _DEEP or self._values >= _MANY:
-            return minimum
-        return self._source.integer(minimum, int(min(maximum, minimum + _EXTRA)))
+    def __init__(self, root: dict[str, Any]) -> None:
+        defs = root.get("$defs")
+        self._defs: dict[str, Any] = defs if isinstance(defs, dict) else {}
+        self._seen: set[str] = set()
 
     def _resolve(self, schema: Any) -> Any:
-        seen = 0
-        while isinstance(schema, Mapping) and "$ref" in schema:
-            name = str(schema["$ref"]).rsplit("/", 1)[-1]
-            if name not in self._defs or seen > 64:
-                raise SchemaError(f"cannot resolve $ref {schema['$ref']!r}")
-            schema, seen = self._defs[name], seen + 1
+        """The definition ``schema`` refers to (one ``$ref`` deep), or ``schema``."""
+        if isinstance(schema, dict) and "$ref" in schema:
+            return self._defs.get(str(schema["$ref"]).rsplit("/", 1)[-1])
         return schema
 
-    def value(self, schema: Any, depth: int) -> Any:
-        """A value valid for ``schema``."""
-        self._values += 1
-        schema = self._resolve(schema)
-        if schema is True or schema == {}:
-            return self._any(depth)
-        if not isinstance(schema, Mapping):
-            raise SchemaError(f"unsupported schema {schema!r}")
-        if "const" in schema:
-            return _plain(schema["const"])
-        if "enum" in schema:
-            return _plain(self._pick(list(schema["enum"])))
-        branches = schema.get("anyOf", schema.get("oneOf"))
-        if branches is not None:
-            return self.value(self._branch(list(branches), depth), depth)
-        kind = schema.get("type")
-        if isinstance(kind, list | tuple):
-            kind = self._pick(list(kind))
-        if kind is None and "properties" in schema:
-            kind = "object"
-        return self._typed(kind, schema, depth)
+    def refine(self, t: mi.Type, schema: Any, depth: int = 0) -> None:
+        """Refine ``schema``, which msgspec wrote for ``t``, in place."""
+        if isinstance(schema, dict) and "$ref" in schema:
+            name = str(schema["$ref"]).rsplit("/", 1)[-1]
+            if name in self._seen:
+                return  # a definition is refined once (and recursive types end)
+            self._seen.add(name)
+            schema = self._defs.get(name)
+        t = _unwrap(t)
+        if not isinstance(schema, dict) or depth > 64:
+            return
+        if _kind(t) != schema.get("type"):
+            return  # not the schema msgspec writes for ``t``: left as it is
+        schema.update(_string_hints(t))
+        if isinstance(t, _DICTS) and "propertyNames" not in schema:
+            keys = _key_schema(t.key_type)
+            if keys is not None:
+                schema["propertyNames"] = keys
+        for inner, part in self._parts(t, schema):
+            self.refine(inner, part, depth + 1)
 
-    def _branch(self, branches: list[Any], depth: int) -> Any:
-        if depth >= _DEEP or self._values >= _MANY:
-            for branch in branches:
-                if self._resolve(branch) == {"type": "null"}:
-                    return branch
-        return self._pick(branches)
+    def _parts(self, t: mi.Type, schema: dict[str, Any]) -> Iterator[tuple[mi.Type, Any]]:
+        """The types inside ``t`` with the parts of ``schema`` written for them."""
+        if isinstance(t, mi.UnionType):
+            yield from self._members(t, schema)
+        elif isinstance(t, _DICTS):
+            yield t.value_type, schema.get("additionalProperties")
+        elif isinstance(t, mi.CollectionType):
+            yield t.item_type, schema.get("items")
+        elif isinstance(t, mi.TupleType):
+            yield from zip(t.item_types, schema.get("prefixItems", ()), strict=False)
+        elif isinstance(t, _RECORDS) and "prefixItems" in schema:  # array_like, NamedTuple
+            skip = 1 if isinstance(t, mi.StructType) and t.tag_field is not None else 0
+            items = schema["prefixItems"][skip:]
+            yield from zip((f.type for f in t.fields), items, strict=False)
+        elif isinstance(t, _RECORDS):
+            properties = schema.get("properties", {})
+            yield from ((f.type, properties.get(f.encode_name)) for f in t.fields)
 
-    def _typed(self, kind: Any, schema: Mapping[str, Any], depth: int) -> Any:
-        if kind == "null":
-            return None
-        if kind == "boolean":
-            return self._source.integer(0, 1) == 1
-        if kind == "integer":
-            return self._integer(schema)
-        if kind == "number":
-            return self._number(schema)
-        if kind == "string":
-            return self._string(schema)
-        if kind == "array":
-            return self._array(schema, depth)
-        if kind == "object":
-            return self._object(schema, depth)
-        if kind is None and not (set(schema) & {"pattern", "allOf", "not", "if"}):
-            return self._any(depth)
-        raise SchemaError(f"unsupported schema {dict(schema)!r}")
+    def _members(self, t: mi.UnionType, schema: dict[str, Any]) -> Iterator[tuple[mi.Type, Any]]:
+        """Each member of a union with the one ``anyOf`` branch written for it."""
+        branches: list[Any] = []
+        for branch in schema.get("anyOf", ()):  # tagged Structs: an anyOf of their own
+            nested = branch.get("anyOf") if isinstance(branch, dict) else None
+            branches.extend(nested if isinstance(nested, list) else [branch])
+        for member in t.types:
+            matches = [b for b in branches if self._fits(_unwrap(member), b)]
+            if len(matches) == 1:
+                yield member, matches[0]
 
-    def _any(self, depth: int) -> Any:
-        """Any small JSON value."""
-        deep = depth >= _DEEP or self._values >= _MANY
-        kind = self._source.integer(0, 4 if deep else 6)
-        leaves: list[dict[str, Any]] = [
-            {"type": "null"},
-            {"type": "boolean"},
-            {"type": "integer"},
-            {"type": "number"},
-            {"type": "string"},
-            {"type": "array"},
-            {"type": "object"},
-        ]
-        return self.value(leaves[kind], depth)
-
-    def _integer(self, schema: Mapping[str, Any]) -> int:
-        low, high = _bounds(schema, integer=True)
-        step = schema.get("multipleOf", 1)
-        if not isinstance(step, int) or step < 1:
-            raise SchemaError(f"unsupported integer multipleOf {step!r}")
-        first, last = -(-low // step), high // step
-        if first > last:
-            raise SchemaError(f"no multiple of {step} between {low} and {high}")
-        return self._source.integer(first, last) * step
-
-    def _number(self, schema: Mapping[str, Any]) -> float:
-        if "multipleOf" in schema:
-            low, high = _bounds(schema, integer=False)
-            step = float(schema["multipleOf"])
-            first, last = math.ceil(low / step), math.floor(high / step)
-            if first > last:
-                raise SchemaError(f"no multiple of {step} between {low} and {high}")
-            return self._source.integer(first, last) * step
-        low, high = _bounds(schema, integer=False)
-        open_low, open_high = "exclusiveMinimum" in schema, "exclusiveMaximum" in schema
-        steps = 1024
-        k = self._source.integer(int(open_low), steps - int(open_high))
-        value = low + (high - low) * k / steps
-        if (open_low and value <= low) or (open_high and value >= high):
-            value = low + (high - low) / 2
-        return float(value)
-
-    def _string(self, schema: Mapping[str, Any]) -> str:
-        if "pattern" in schema:
-            raise SchemaError(f"cannot generate strings matching a pattern ({schema['pattern']!r})")
-        special = _format(self._source, schema)
-        if special is not None:
-            return special
-        low = int(schema.get("minLength", 0))
-        high = min(schema.get("maxLength", math.inf), low + _EXTRA_CHARS)
-        if high < low:
-            raise SchemaError(f"no string length between {low} and {schema['maxLength']}")
-        length = self._source.integer(low, int(high))
-        return "".join(self._pick(_ALPHABET) for _ in range(length))
-
-    def _array(self, schema: Mapping[str, Any], depth: int) -> list[Any]:
-        prefix = list(schema.get("prefixItems", ()))
-        items = schema.get("items", {})
-        low = max(int(schema.get("minItems", 0)), 0)
-        high: float = schema.get("maxItems", math.inf)
-        if items is False:
-            high = min(high, len(prefix))
-        length = self._count(low, high, depth)
-        unique = bool(schema.get("uniqueItems", False))
-        out: list[Any] = []
-        seen: set[bytes] = set()
-        for _ in range(length * 10 if unique else length):
-            if len(out) == length:
-                break
-            index = len(out)
-            element = self.value(prefix[index] if index < len(prefix) else items, depth + 1)
-            key = msgspec.json.encode(element)
-            if unique and key in seen:
-                continue
-            seen.add(key)
-            out.append(element)
-        if len(out) < low:
-            raise SchemaError(f"could not make {low} unique items for {dict(schema)!r}")
-        return out
-
-    def _object(self, schema: Mapping[str, Any], depth: int) -> dict[str, Any]:
-        properties: Mapping[str, Any] = schema.get("properties", {})
-        required = set(schema.get("required", ()))
-        out: dict[str, Any] = {}
-        for name, sub in properties.items():
-            if name in required:
-                out[name] = self.value(sub, depth + 1)
-            elif self._count(0, 1, depth) == 1:
-                try:
-                    out[name] = self.value(sub, depth + 1)
-                except SchemaError:
-                    pass  # an optional field it cannot make (a pattern) is left out
-        extra = schema.get("additionalProperties", not properties)
-        if extra is False:
-            return out
-        low = max(int(schema.get("minProperties", 0)) - len(out), 0)
-        count = self._count(low, schema.get("maxProperties", math.inf) - len(out), depth)
-        names = schema.get("propertyNames", {"type": "string"})
-        target = len(out) + count
-        for _ in range(count * 10):
-            if len(out) >= target:
-                break
-            key = self.value(names, depth + 1)
-            if isinstance(key, str) and key not in out and key not in properties:
-                out[key] = self.value({} if extra is True else extra, depth + 1)
-        if len(out) < schema.get("minProperties", 0):
-            raise SchemaError(f"could not make {schema['minProperties']} distinct keys")
-        return out
+    def _fits(self, t: mi.Type, branch: Any) -> bool:
+        """Whether ``branch`` is the schema written for ``t`` (in a union msgspec allows)."""
+        target, kind = self._resolve(branch), _kind(t)
+        if kind is None or not isinstance(target, dict) or target.get("type") != kind:
+            return False
+        if not isinstance(t, mi.StructType) or t.array_like:
+            return True  # a union has at most one member of each other JSON type
+        names = {f.encode_name for f in t.fields} | ({t.tag_field} - {None})
+        tag = target.get("properties", {}).get(t.tag_field) if t.tag_field else None
+        return set(target.get("properties", ())) == names and (
+            tag is None or tag == {"enum": [t.tag]}
+        )
 
 
-def _bounds(schema: Mapping[str, Any], *, integer: bool) -> tuple[Any, Any]:
-    """The closed range a number may take (open ends: ``_SPAN`` wide)."""
-    low = schema.get("minimum", schema.get("exclusiveMinimum"))
-    high = schema.get("maximum", schema.get("exclusiveMaximum"))
-    if integer:
-        if low is not None:
-            low = math.floor(low) + 1 if "exclusiveMinimum" in schema else math.ceil(low)
-        if high is not None:
-            high = math.ceil(high) - 1 if "exclusiveMaximum" in schema else math.floor(high)
-    if low is None and high is None:
-        low, high = -_SPAN, _SPAN
-    elif low is None:
-        low = high - _SPAN
-    elif high is None:
-        high = low + _SPAN
-    if low > high:
-        raise SchemaError(f"no number between {low} and {high}")
-    if integer:
-        low, high = max(low, -(2**63)), min(high, 2**64 - 1)
-    return low, high
-
-
-def _format(source: _Source, schema: Mapping[str, Any]) -> str | None:
-    """A string in one of msgspec's formats (dates, times, uuids, decimals, base64)."""
-    fmt, n = schema.get("format"), source.integer
-    if schema.get("contentEncoding") == "base64":
-        return base64.b64encode(bytes(n(0, 255) for _ in range(n(0, 6)))).decode()
-    date = f"{n(1970, 2099):04d}-{n(1, 12):02d}-{n(1, 28):02d}"
-    time = f"{n(0, 23):02d}:{n(0, 59):02d}:{n(0, 59):02d}"
-    if fmt == "date-time":
-        return f"{date}T{time}Z"
-    if fmt == "date":
-        return date
-    if fmt == "time":
-        return time
-    if fmt == "uuid":
-        return str(uuid.UUID(int=n(0, 2**128 - 1)))
-    if fmt == "decimal":
-        return f"{n(-_SPAN, _SPAN)}.{n(0, 99):02d}"
-    if fmt == "duration":
-        return f"P{n(0, 30)}DT{n(0, 23)}H{n(0, 59)}M"
-    return None
-
-
-def _generate(schema: Mapping[str, Any], source: _Source) -> dict[str, Any]:
-    """Arguments for a tool whose parameters are ``schema``, checked against the limits."""
-    arguments = _Generator(source, schema).value(schema, 1)
+def _parameter_types(tool: Tool[..., Any]) -> dict[str, mi.Type]:
+    """The msgspec types of the parameters of the function ``@tool`` built ``tool`` from,
+    for the properties of its schema (empty: built by hand, or unreadable)."""
+    properties = tool.parameters.get("properties")
+    if tool.function is None or not isinstance(properties, dict):
+        return {}
     try:
-        return check_arguments(arguments)
-    except ArgumentsError as exc:
-        raise SchemaError(f"generated arguments break a limit: {exc}") from None
+        hints = typing.get_type_hints(tool.function, include_extras=True)
+        names = [name for name in properties if name in hints and hints[name] is not object]
+        types = mi.multi_type_info([hints[name] for name in names])
+    except (NameError, TypeError, ValueError):
+        return {}
+    return dict(zip(names, types, strict=True))
 
 
-def schema_arguments(schema: Mapping[str, Any]) -> SearchStrategy[dict[str, Any]]:
-    """A hypothesis strategy of arguments (a plain-JSON object) valid for ``schema``.
+_SCHEMAS: dict[int, tuple[Tool[..., Any], Schema]] = {}
+"""Refined schemas by tool (the tool is kept, so its id is not reused). Bounded."""
+_SCHEMAS_LOCK = threading.Lock()
+
+
+def _tool_schema(tool: Tool[..., Any]) -> Schema:
+    """The schema arguments for ``tool`` are generated from: ``tool.parameters``, refined
+    from the types of the function ``@tool`` built it from (see the module)."""
+    known = _SCHEMAS.get(id(tool))
+    if known is not None and known[0] is tool:
+        return known[1]
+    schema: dict[str, Any] = plain(tool.parameters)
+    refiner = _Refiner(schema)
+    for name, t in _parameter_types(tool).items():
+        refiner.refine(t, schema["properties"][name])
+    with _SCHEMAS_LOCK:  # calls may be made in several threads at once
+        if len(_SCHEMAS) >= _KEPT:
+            del _SCHEMAS[next(iter(_SCHEMAS))]
+        _SCHEMAS[id(tool)] = (tool, schema)
+    return schema
+
+
+def _schema_of(source: Schema | ToolSpec | Tool[..., Any]) -> Schema:
+    if isinstance(source, Tool):
+        return _tool_schema(source)
+    return source.parameters if isinstance(source, ToolSpec) else source
+
+
+def schema_arguments(
+    schema: Schema | ToolSpec | Tool[..., Any],
+) -> SearchStrategy[dict[str, Any]]:
+    """A hypothesis strategy of arguments (a plain-JSON object) valid for ``schema``:
+    a JSON Schema, a ``ToolSpec``, or a ``Tool`` (whose Python types ``@tool`` kept
+    complete what its schema leaves out: pass the tool rather than ``tool.parameters``
+    for a ``datetime``, ``time``, ``dict[int, X]`` or ``bytes`` parameter).
 
     Shrinks toward the smallest arguments: minimum lengths, low numbers,
     optional fields left out. Needs ``hypothesis`` (the ``test`` extra).
+    ``SchemaError`` when drawn: a schema the generator cannot satisfy.
     """
     from hypothesis import strategies as st
 
+    parameters = _schema_of(schema)
+
     @st.composite
     def draw_arguments(draw: st.DrawFn) -> dict[str, Any]:
-        return _generate(schema, _DrawSource(draw, st))
+        return generate(parameters, DrawSource(draw, st))
 
     return draw_arguments()
 
 
-def _specs(tools: ToolRegistry | Iterable[ToolSpec | Tool[..., Any]]) -> list[ToolSpec]:
-    if isinstance(tools, ToolRegistry):
-        return list(tools.specs())
-    return [t.spec() if isinstance(t, Tool) else t for t in tools]
+Tools = ToolRegistry | Iterable[ToolSpec | Tool[..., Any]]
+
+
+def _named(tools: Tools) -> list[tuple[str, Schema]]:
+    """Each tool's name and the schema its arguments are generated from."""
+    return [(t.name, _schema_of(t)) for t in tools]
 
 
 def tool_calls_for(
-    tools: ToolRegistry | Iterable[ToolSpec | Tool[..., Any]],
+    tools: Tools,
     *,
     seed: int | str = 0,
     calls_per_tool: int = 1,
     id_prefix: str = "call",
 ) -> list[ToolCall]:
-    """``calls_per_tool`` calls of each tool, with arguments generated from its schema.
+    """``calls_per_tool`` calls of each tool, with arguments generated from its schema
+    (a ``Tool``'s completed by its types, see ``schema_arguments``).
 
     Call ``k`` (from 1) of tool ``name`` has id ``{id_prefix}-{name}-{k}``; its
     arguments depend only on ``seed``, ``id_prefix``, the name and ``k``, so
@@ -365,15 +305,30 @@ def tool_calls_for(
     if type(calls_per_tool) is not int or calls_per_tool < 1:
         raise ValueError(f"calls_per_tool must be an int >= 1, got {calls_per_tool!r}")
     calls = []
-    for spec in _specs(tools):
+    for name, schema in _named(tools):
         for k in range(1, calls_per_tool + 1):
-            rng = random.Random(f"{seed}/{id_prefix}/{spec.name}/{k}")
+            rng = random.Random(f"{seed}/{id_prefix}/{name}/{k}")
             try:
-                arguments = _generate(spec.parameters, _RandomSource(rng))
+                arguments = generate(schema, RandomSource(rng))
             except SchemaError as exc:
-                raise SchemaError(f"tool {spec.name!r}: {exc}") from None
-            calls.append(ToolCall(f"{id_prefix}-{spec.name}-{k}", spec.name, arguments))
+                raise SchemaError(f"tool {name!r}: {exc}") from None
+            calls.append(ToolCall(f"{id_prefix}-{name}-{k}", name, arguments))
     return calls
+
+
+def _known_tools(
+    tools: Iterable[str | Tool[..., Any]] | ToolRegistry,
+) -> dict[str, Tool[..., Any] | None]:
+    """Names to the ``Tool`` given for them (or None for a bare name)."""
+    known: dict[str, Tool[..., Any] | None] = {}
+    for item in tools:
+        if not isinstance(item, str | Tool):
+            raise TypeError(f"tools must be tool names or Tools, got {item!r}")
+        name = item if isinstance(item, str) else item.name
+        if known.get(name) is not None and item is not known[name]:
+            raise ValueError(f"two different tools are named {name!r}")
+        known[name] = None if isinstance(item, str) else item
+    return known
 
 
 @final
@@ -382,23 +337,26 @@ class SchemaModel:
 
     Like pydantic-ai's ``TestModel``: when a request's transcript does not
     end in tool results (a turn starts), it answers with ``calls_per_tool``
-    calls of each tool in ``request.tools`` (only those named in ``tools``,
-    when given), arguments generated from each tool's JSON Schema by
+    calls of each tool in ``request.tools`` (only those in ``tools``, when
+    given), arguments generated from each tool's JSON Schema by
     ``tool_calls_for`` for ``seed`` and the request id; once the results are
     in (or when there is no tool to call) it answers ``final_text``. So every
     tool body runs once per turn with arguments its own validation accepts:
-    an error result means the tool failed, not its arguments. ``calls``
-    lists the calls made, ``requests`` the requests (``record_requests``),
-    ``call_count`` counts them. Streaming and cancellation are
-    ``CallableModel``'s. A schema it cannot satisfy (a string ``pattern``)
-    raises ``SchemaError`` as the model's error.
+    an error result means the tool failed, not its arguments. ``tools`` takes
+    names, or the ``Tool``s themselves (or their ``ToolRegistry``): a tool given
+    so has its schema completed by its types (see ``schema_arguments``), which
+    a ``datetime``, ``time``, ``dict[int, X]`` or ``bytes`` parameter needs.
+    ``calls`` lists the calls made, ``requests`` the requests
+    (``record_requests``), ``call_count`` counts them. Streaming and
+    cancellation are ``CallableModel``'s. A schema it cannot satisfy (a
+    string ``pattern``) raises ``SchemaError`` as the model's error.
     """
 
-    __slots__ = ("_final_text", "_model", "_names", "_per_tool", "_seed", "calls")
+    __slots__ = ("_final_text", "_model", "_per_tool", "_seed", "_tools", "calls")
 
     def __init__(
         self,
-        tools: Iterable[str] | None = None,
+        tools: Iterable[str | Tool[..., Any]] | ToolRegistry | None = None,
         *,
         seed: int | str = 0,
         calls_per_tool: int = 1,
@@ -406,12 +364,12 @@ class SchemaModel:
         record_requests: bool = True,
     ) -> None:
         if isinstance(tools, str):
-            raise TypeError("tools must be a collection of tool names, not one str")
+            raise TypeError("tools must be a collection of tool names or Tools, not one str")
         if type(calls_per_tool) is not int or calls_per_tool < 1:
             raise ValueError(f"calls_per_tool must be an int >= 1, got {calls_per_tool!r}")
         if type(final_text) is not str:
             raise TypeError(f"final_text must be a str, got {final_text!r}")
-        self._names = None if tools is None else frozenset(tools)
+        self._tools = None if tools is None else _known_tools(tools)
         self._seed = seed
         self._per_tool = calls_per_tool
         self._final_text = final_text
@@ -432,19 +390,27 @@ class SchemaModel:
         """Open a stream for ``request`` (as ``CallableModel.stream``)."""
         return self._model.stream(request)
 
+    def _source(self, spec: ToolSpec) -> ToolSpec | Tool[..., Any]:
+        """The ``Tool`` given for ``spec`` if it is the one offered, else the spec."""
+        tool = None if self._tools is None else self._tools.get(spec.name)
+        return tool if tool is not None and tool.spec() == spec else spec
+
     def _answer(self, request: ModelRequest) -> ScriptedResponse:
         response_id = f"schema-{request.id}"
         if request.messages and type(request.messages[-1]) is ToolResultMessage:
             return scripted_response(response_id, self._final_text)
-        specs = [s for s in request.tools if self._names is None or s.name in self._names]
-        if self._names is not None:
-            missing = self._names - {s.name for s in specs}
+        specs = [s for s in request.tools if self._tools is None or s.name in self._tools]
+        if self._tools is not None:
+            missing = set(self._tools) - {s.name for s in specs}
             if missing:
                 raise ValueError(f"SchemaModel: request {request.id!r} offers no {sorted(missing)}")
         if not specs:
             return scripted_response(response_id, self._final_text)
         calls = tool_calls_for(
-            specs, seed=self._seed, calls_per_tool=self._per_tool, id_prefix=request.id
+            [self._source(s) for s in specs],
+            seed=self._seed,
+            calls_per_tool=self._per_tool,
+            id_prefix=request.id,
         )
         self.calls.extend(calls)
         return scripted_response(response_id, calls)

@@ -8,6 +8,7 @@ so a tool's validation and the loop's step checks can both be exercised.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from hypothesis import strategies as st
@@ -31,6 +32,9 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
+from ..model import ToolSpec
+from ..tools import Tool, ToolRegistry
+from ._schema_runs import schema_arguments
 from ._scripted import ScriptedResponse, scripted_response
 
 __all__ = [
@@ -188,25 +192,49 @@ def transcripts(draw: Any, max_turns: int = 3) -> list[Any]:
     return out
 
 
+def scripted_runs(
+    tool_names: Sequence[str] | None = None,
+    max_steps: int = 4,
+    *,
+    tools: ToolRegistry | Sequence[Tool[..., Any] | ToolSpec] | None = None,
+) -> st.SearchStrategy[list[ScriptedResponse]]:
+    """A script for ``ScriptedModel``: steps of text and calls, then a final text;
+    chunking varies.
+
+    Give ``tool_names`` for calls to those names with arguments of any shape
+    (so most fail the tools' validation: for the loop's error paths), or
+    ``tools`` (a ``ToolRegistry``, or ``Tool``s and ``ToolSpec``s) for calls
+    whose arguments come from ``schema_arguments`` (valid for each tool, so the
+    tools' bodies run).
+    """
+    if (tool_names is None) == (tools is None):
+        raise TypeError("scripted_runs() takes tool_names or tools=, not both or neither")
+    if isinstance(tool_names, str):
+        raise TypeError("tool_names must be a collection of tool names, not one str")
+    if tools is None:
+        assert tool_names is not None
+        return _scripted_runs([(name, arguments(6)) for name in tool_names], max_steps)
+    return _scripted_runs([(t.name, schema_arguments(t)) for t in tools], max_steps)
+
+
 @st.composite
-def scripted_runs(draw: Any, tool_names: list[str], max_steps: int = 4) -> list[ScriptedResponse]:
-    """A script for ``ScriptedModel``: steps of text and calls to ``tool_names`` (with
-    arguments of any shape, so some fail the tools' validation), then a final
-    text; chunking varies."""
+def _scripted_runs(
+    draw: Any, calls: list[tuple[str, st.SearchStrategy[dict[str, Any]]]], max_steps: int
+) -> list[ScriptedResponse]:
+    """A script whose calls are to ``calls``' names, with arguments from their strategies."""
     script = []
     counter = iter(range(10**9))
     for step in range(draw(st.integers(0, max_steps - 1))):
-        calls = [
-            ToolCall(
-                f"call-{step}-{next(counter)}",
-                draw(st.sampled_from(tool_names)),
-                draw(arguments(6)),
-            )
-            for _ in range(draw(st.integers(1, 3)))
+        chosen = [draw(st.sampled_from(calls)) for _ in range(draw(st.integers(1, 3)))]
+        step_calls = [
+            ToolCall(f"call-{step}-{next(counter)}", name, draw(strategy))
+            for name, strategy in chosen
         ]
         blocks = [TextBlock(draw(texts))] if draw(st.booleans()) else []
         script.append(
-            scripted_response(f"r{step}", [*blocks, *calls], text_chunks=draw(st.integers(1, 4)))
+            scripted_response(
+                f"r{step}", [*blocks, *step_calls], text_chunks=draw(st.integers(1, 4))
+            )
         )
     script.append(scripted_response("final", draw(texts), text_chunks=draw(st.integers(1, 4))))
     return script
