@@ -22,6 +22,7 @@ import attrs
 import msgspec
 
 from ._errors import HOOK_ERROR, OUTPUT_INVALID, describe
+from ._schema import inline_schema
 from .limits import OUTPUT_TOOL_NAME
 from .messages import AssistantMessage, ToolCall, text_from_assistant
 from .model import OutputFormat
@@ -53,20 +54,6 @@ class OutputError(Exception):
 @final
 class OutputInvalid(Exception):
     """An answer that does not fit (internal): its reason is for the model."""
-
-
-def _plain_schema(kind: Any) -> dict[str, Any]:
-    """``kind``'s JSON Schema with its own definition inlined at the top (``$defs``
-    keeps the others), as tool parameters are written."""
-    schema = msgspec.json.schema(kind)
-    defs: dict[str, Any] = schema.pop("$defs", {})
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/") and len(schema) == 1:
-        schema = dict(defs.pop(ref.removeprefix("#/$defs/")))
-    schema.pop("title", None)
-    if defs:
-        schema["$defs"] = defs
-    return schema
 
 
 @final
@@ -198,7 +185,7 @@ def _output_spec(
     if output_type is str:
         return OutputSpec(str, "text", retries, validator, {"type": "string"}, None)
     try:
-        schema = _plain_schema(output_type)
+        schema = inline_schema(output_type)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"output_type {output_type!r} cannot be described: {exc}") from None
     wrapper: type[msgspec.Struct] | None = None
@@ -206,7 +193,7 @@ def _output_spec(
         wrapper = msgspec.defstruct(
             OUTPUT_TOOL_NAME, [("response", output_type)], forbid_unknown_fields=True
         )
-        schema = _plain_schema(wrapper)
+        schema = inline_schema(wrapper)
     return OutputSpec(output_type, mode, retries, validator, schema, wrapper)
 
 

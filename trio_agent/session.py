@@ -18,6 +18,7 @@ from typing import Any, Literal, final
 import msgspec
 import trio
 
+from ._agent_tool import agent_tool
 from ._errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
 from ._options import (
     check_cancel_scope,
@@ -140,9 +141,9 @@ class Agent:
         "_ledger",
         "_metadata",
         "_model",
+        "_next_sequence",
         "_output",
         "_output_options",
-        "_next_sequence",
         "_pending",
         "_policy",
         "_session_id",
@@ -555,3 +556,48 @@ class Agent:
         result = run.result
         assert result is not None  # a turn always finishes with a result
         return result
+
+    def as_tool(
+        self,
+        name: str,
+        description: str,
+        input_type: Any = str,
+        *,
+        fresh: bool = True,
+        store: SessionStore | None = None,
+        max_seconds: float | None = None,
+    ) -> Tool[..., Any]:
+        """This agent as a ``Tool`` of another: each call runs one turn of it.
+
+        Parameters: ``{"input": "<text>"}`` for ``input_type=str``; for a
+        Struct, dataclass or TypedDict, its own JSON Schema, the arguments
+        validated with msgspec (an error result with the JSON path) and given
+        to this agent as their JSON. The call's result is the turn's
+        ``output`` when this agent has an ``output_type`` (JSON-encoded unless
+        a str), else its final text. A turn that ends otherwise than
+        ``completed`` (failed, max_steps, token_budget, length, ...) is a
+        ``ToolError``: the outer model sees an error result saying why. The
+        turn's progress is reported as ``tool.updated`` events of the call.
+
+        ``fresh=True`` (the default): each call runs on a new agent with this
+        one's model, tools and options, starting from a copy of its transcript
+        as it is then; this agent never runs and never changes, and parallel
+        calls run in parallel. ``store=``: each call's agent records a session
+        of its own there (its metadata names the tool and the call id); this
+        agent must have no store of its own (``ValueError``). ``fresh=False``:
+        each call is a turn of this agent, which keeps its conversation (and
+        its ledger session, if it has a store) across calls; calls wait for
+        each other, one turn at a time (a call while the agent runs a turn of
+        its own, not through this tool, is an error result: the agent is
+        busy). For a recorded turn the result ends
+        with a text block ``[agent session <id>, turn <n>]``. ``max_seconds``:
+        seconds for each call's turn, past which it is cancelled and the call
+        is an error result.
+
+        Cancellation: cancelling the outer call cancels the turn, which is
+        recorded as cancelled (its transcript keeps complete messages only);
+        then ``trio.Cancelled`` propagates and the call gets no result.
+        """
+        return agent_tool(
+            self, name, description, input_type, fresh=fresh, store=store, max_seconds=max_seconds
+        )

@@ -23,6 +23,7 @@ from ._context import ToolContext as ToolContext
 from ._context import tool_context as tool_context
 from ._errors import describe, first_leaf, message_of
 from ._frozen import frozen_json, is_json_object
+from ._schema import inline_schema
 from ._transcript import INPUT_BLOCKS, BlockError, check_content
 from .limits import REJECTED_ARGUMENTS as REJECTED_ARGUMENTS
 from .limits import cut_text
@@ -166,17 +167,6 @@ def _copy_json(value: Any) -> Any:
     return msgspec.json.decode(msgspec.json.encode(value))
 
 
-def _schema_for(arguments_type: type) -> dict[str, Any]:
-    """The JSON Schema of a Struct, inlined at the top with other definitions kept in ``$defs``."""
-    schema = msgspec.json.schema(arguments_type)
-    defs: dict[str, Any] = schema.get("$defs", {})
-    top = dict(defs.pop(arguments_type.__name__))
-    top.pop("title", None)
-    if defs:
-        top["$defs"] = defs
-    return top
-
-
 _TOOL_THREADS = trio.CapacityLimiter(40)
 """The worker threads of plain ``def`` tools: a limiter of their own, so tools that
 block never starve the library's own thread work (creating and loading ledgers)."""
@@ -273,7 +263,7 @@ def _definition(
         f"{tool_name}_arguments", fields, kw_only=True, forbid_unknown_fields=True
     )
     try:
-        parameters = _schema_for(arguments_type)
+        parameters = inline_schema(arguments_type)
     except TypeError as exc:
         raise TypeError(f"@tool: cannot describe {function.__qualname__}: {exc}") from None
     if key is not None:
