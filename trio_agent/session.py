@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Literal, final
+from typing import Any, Literal, TypeVar, final, overload
 
 import msgspec
 import trio
@@ -88,6 +88,8 @@ __all__ = [
     "estimate_tokens",
     "truncate_text",
 ]
+
+T = TypeVar("T")
 
 
 @final
@@ -528,6 +530,16 @@ class Agent:
         claim_cancel_scope(given)  # the turn's own: no other turn may take it now
         return TurnRun(self, prompt, scope, settings, output)
 
+    @overload
+    async def prompt(
+        self,
+        message: str | UserMessage | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+        settings: ModelSettings | None = None,
+        output_type: type[T],
+    ) -> TurnResult[T]: ...
+    @overload
     async def prompt(
         self,
         message: str | UserMessage | None = None,
@@ -535,8 +547,16 @@ class Agent:
         cancel_scope: trio.CancelScope | None = None,
         settings: ModelSettings | None = None,
         output_type: Any = None,
-    ) -> TurnResult:
-        """Run one turn and return its result.
+    ) -> TurnResult[Any]: ...
+    async def prompt(
+        self,
+        message: str | UserMessage | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+        settings: ModelSettings | None = None,
+        output_type: Any = None,
+    ) -> TurnResult[Any]:
+        """Run one turn and return its result (``TurnResult[T]`` with ``output_type=T``).
 
         A deadline on the turn: pass ``cancel_scope=trio.CancelScope(deadline=...)``
         (or ``relative_deadline=``), not yet entered, a fresh one for each turn

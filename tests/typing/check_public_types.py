@@ -151,3 +151,11 @@ async def a_typed_run_gives_a_typed_output(model: ta.Model) -> None:
     ta.run_agent_loop(  # type: ignore[call-overload]
         messages=[], model=model, tools=ta.ToolRegistry(), max_steps=1, output_mode="json"
     )
+
+
+async def a_typed_turn_gives_a_typed_output(agent: ta.Agent) -> None:
+    result = await agent.prompt("who?", output_type=Person)
+    assert_type(result, ta.TurnResult[Person])
+    assert_type(result.output, Person | None)
+    plain = await agent.prompt("hi")
+    assert_type(plain.output, Any | None)
