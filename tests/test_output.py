@@ -252,6 +252,7 @@ class Colour(enum.Enum):
         (Colour, {"response": "blue"}, Colour.BLUE),
         (Point | None, {"response": None}, None),
         (dict[str, int], {"a": 1}, {"a": 1}),
+        (dict[int, str], {"1": "one", "20": "twenty"}, {1: "one", 20: "twenty"}),
     ],
 )
 async def test_any_type_msgspec_decodes_is_an_output(output_type, arguments, expected):

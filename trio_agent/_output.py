@@ -72,34 +72,34 @@ class OutputSpec:
     """The ``{"response": ...}`` Struct a non-object type travels in."""
     tool: Tool[..., str] | None = attrs.field(default=None, init=False)
     """The output tool the model is offered (tool mode), one for every turn."""
+    format: OutputFormat | None = attrs.field(default=None, init=False)
+    """What the request carries for a native answer (native mode)."""
+    _decoder: msgspec.json.Decoder[Any] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.mode == "tool":
             object.__setattr__(self, "tool", _output_tool(self))
-
-    @property
-    def format(self) -> OutputFormat | None:
-        """What the request carries for a native answer (native mode)."""
-        if self.mode != "native":
-            return None
-        return OutputFormat(OUTPUT_TOOL_NAME, self.schema)
+        elif self.mode == "native":
+            object.__setattr__(self, "format", OutputFormat(OUTPUT_TOOL_NAME, self.schema))
+        decoded = self.type if self.wrapper is None else self.wrapper
+        object.__setattr__(self, "_decoder", msgspec.json.Decoder(decoded))
 
     def from_arguments(self, arguments: dict[str, Any]) -> Any:
         """The output tool's arguments as the output type, or ``OutputInvalid``
         with msgspec's reason and JSON path."""
         try:
+            # JSON object keys are strings: str_keys reads them as a dict[int, X]'s ints
             if self.wrapper is not None:
-                return msgspec.convert(arguments, self.wrapper).response
-            return msgspec.convert(arguments, self.type)
+                return msgspec.convert(arguments, self.wrapper, str_keys=True).response
+            return msgspec.convert(arguments, self.type, str_keys=True)
         except msgspec.ValidationError as exc:
             raise OutputInvalid(str(exc)) from None
 
     def from_text(self, text: str) -> Any:
         """A native answer's text as the output type, or ``OutputInvalid``."""
         try:
-            if self.wrapper is not None:
-                return msgspec.json.decode(text, type=self.wrapper).response
-            return msgspec.json.decode(text, type=self.type)
+            value = self._decoder.decode(text)
+            return value if self.wrapper is None else value.response
         except msgspec.ValidationError as exc:
             raise OutputInvalid(str(exc)) from None
         except msgspec.DecodeError as exc:

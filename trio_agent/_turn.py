@@ -273,7 +273,8 @@ async def run_turn(
     """
     # the output tool finds the turn's slot here (put back after: a tool may run a
     # turn of another agent in this very task)
-    slot_token = None if spec.output is None else CURRENT_SLOT.set(spec.output)
+    slot = spec.output
+    slot_token = None if slot is None or slot.spec.tool is None else CURRENT_SLOT.set(slot)
     try:
         while True:
             stop_reason = await _step(conversation, spec, hooks, state, emit, host)
