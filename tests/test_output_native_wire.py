@@ -8,14 +8,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from loopback import Reply
+from wire_builders import AnthropicWire, ChatWire, ResponsesWire, pieces, wires
 
 from trio_agent import ModelRequest, ModelSettings, TextBlock, TextDelta, ToolSpec, UserMessage
 from trio_agent.model import OutputFormat
-from trio_agent.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 
-KEY = "sk-test-SECRET-0123456789"
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "temperature": {"type": "number"}},
@@ -27,113 +25,7 @@ ANSWER = {"city": "Hanoi", "temperature": 31.5}
 SPEC = ToolSpec("get_weather", "The weather in a city.", {"type": "object", "properties": {}})
 
 
-def _data(events: list[dict[str, Any]], named: bool = False) -> bytes:
-    out = []
-    for event in events:
-        head = b"event: %s\n" % event["type"].encode() if named else b""
-        out.append(head + b"data: " + json.dumps(event).encode() + b"\n\n")
-    return b"".join(out)
-
-
-def _pieces(text: str, count: int = 5) -> list[str]:
-    size = max(1, -(-len(text) // count))
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-# ------------------------------------------------------------------ the wires
-
-
-class ChatWire:
-    name = "chat"
-    field = "response_format"
-
-    @staticmethod
-    def model(loopback: Any, **options: Any) -> OpenAIChatModel:
-        return OpenAIChatModel("m", api_key=KEY, base_url=f"{loopback.url}/v1", **options)
-
-    @staticmethod
-    def expected(output: OutputFormat) -> Any:
-        schema = {"name": output.name, "schema": output.schema, "strict": output.strict}
-        return {"type": "json_schema", "json_schema": schema}
-
-    @staticmethod
-    def text(pieces: list[str]) -> bytes:
-        def choice(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return {"id": "c", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-        events = [choice({"role": "assistant", "content": ""})]
-        events += [choice({"content": piece}) for piece in pieces]
-        return _data([*events, choice({}, "stop")]) + b"data: [DONE]\n\n"
-
-
-class ResponsesWire:
-    name = "responses"
-    field = "text"
-
-    @staticmethod
-    def model(loopback: Any, **options: Any) -> OpenAIResponsesModel:
-        return OpenAIResponsesModel("m", api_key=KEY, base_url=f"{loopback.url}/v1", **options)
-
-    @staticmethod
-    def expected(output: OutputFormat) -> Any:
-        return {
-            "format": {
-                "type": "json_schema",
-                "name": output.name,
-                "schema": output.schema,
-                "strict": output.strict,
-            }
-        }
-
-    @staticmethod
-    def text(pieces: list[str]) -> bytes:
-        events: list[dict[str, Any]] = [
-            {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}}
-        ]
-        events += [
-            {"type": "response.output_text.delta", "output_index": 0, "delta": piece}
-            for piece in pieces
-        ]
-        events.append(
-            {"type": "response.completed", "response": {"id": "resp_1", "status": "completed"}}
-        )
-        return _data(events, named=True)
-
-
-class AnthropicWire:
-    name = "anthropic"
-    field = "output_config"
-
-    @staticmethod
-    def model(loopback: Any, **options: Any) -> AnthropicModel:
-        return AnthropicModel("m", api_key=KEY, base_url=loopback.url, **options)
-
-    @staticmethod
-    def expected(output: OutputFormat) -> Any:
-        return {"format": {"type": "json_schema", "schema": output.schema}}
-
-    @staticmethod
-    def text(pieces: list[str]) -> bytes:
-        start = {"type": "text", "text": ""}
-        events: list[dict[str, Any]] = [
-            {"type": "message_start", "message": {"id": "msg", "usage": {"input_tokens": 9}}},
-            {"type": "content_block_start", "index": 0, "content_block": start},
-        ]
-        events += [
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
-            for p in pieces
-        ]
-        events += [
-            {"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}},
-            {"type": "message_stop"},
-        ]
-        return _data(events, named=True)
-
-
-WIRES = pytest.mark.parametrize(
-    "wire", [ChatWire, ResponsesWire, AnthropicWire], ids=lambda w: w.name
-)
+WIRES = wires(ChatWire, ResponsesWire, AnthropicWire)
 
 
 def request(output: OutputFormat | None = OUTPUT, **fields: Any) -> ModelRequest:
@@ -159,14 +51,14 @@ async def read(model: Any, req: ModelRequest) -> tuple[list[Any], Any]:
 @WIRES
 async def test_the_request_carries_the_native_format_and_the_answer_streams_as_text(loopback, wire):
     text = json.dumps(ANSWER)
-    pieces = _pieces(text)
-    loopback.replies.append(Reply(body=wire.text(pieces), piece=37))
+    parts = pieces(text, 5)
+    loopback.replies.append(Reply(body=wire.text(parts), piece=37))
     chunks, response = await read(wire.model(loopback), request())
     body = loopback.requests[0].json()
     assert body[wire.field] == wire.expected(OUTPUT)
     # the schema went as it was given, not rewritten
     assert json.dumps(SCHEMA, separators=(",", ":")) in loopback.requests[0].body.decode()
-    assert chunks == [TextDelta(piece) for piece in pieces]
+    assert chunks == [TextDelta(piece) for piece in parts]
     assert response.content == (TextBlock(text),)
     assert response.stop_reason == "stop" and response.request_id == "request-001"
     assert json.loads(response.content[0].text) == ANSWER

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from loopback import Reply
+from wire_builders import AnthropicWire, ChatWire, ResponsesWire, pieces, wires
 
 from trio_agent import ModelRequest, ToolCall, ToolSpec, UserMessage
 from trio_agent.limits import (
@@ -19,7 +19,6 @@ from trio_agent.limits import (
     OUTPUT_TOOL_NAME,
     REJECTED_ARGUMENTS,
 )
-from trio_agent.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 from trio_agent.providers._arguments import (
     MAX_ARGUMENT_BYTES,
     MAX_OUTPUT_BYTES,
@@ -30,7 +29,6 @@ from trio_agent.providers._arguments import (
     tool_call,
 )
 
-KEY = "sk-test-SECRET-0123456789"
 OBJECT: dict[str, Any] = {"type": "object", "properties": {"answer": {"type": "string"}}}
 TOOLS = (
     ToolSpec(OUTPUT_TOOL_NAME, "Give the final answer.", OBJECT),
@@ -45,117 +43,10 @@ def arguments_of(size: int, char: str = "x") -> str:
     return head + char * (size - len(head) - 2) + '"}'
 
 
-def _data(events: list[dict[str, Any]], named: bool = False) -> bytes:
-    out = []
-    for event in events:
-        head = b"event: %s\n" % event["type"].encode() if named else b""
-        out.append(head + b"data: " + json.dumps(event).encode() + b"\n\n")
-    return b"".join(out)
-
-
-def _pieces(text: str, count: int = 8) -> list[str]:
-    size = max(1, -(-len(text) // count))
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
-# ------------------------------------------------------------------ the wires
-
-
-class ChatWire:
-    name = "chat"
-
-    @staticmethod
-    def model(loopback: Any, **options: Any) -> OpenAIChatModel:
-        return OpenAIChatModel("m", api_key=KEY, base_url=f"{loopback.url}/v1", **options)
-
-    @staticmethod
-    def call(call_id: str, name: str, arguments: str) -> bytes:
-        def choice(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return {"id": "c", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-        first, *rest = _pieces(arguments)
-        start = {"index": 0, "id": call_id, "type": "function"}
-        start["function"] = {"name": name, "arguments": first}
-        events = [choice({"role": "assistant", "tool_calls": [start]})]
-        events += [
-            choice({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in rest
-        ]
-        return _data([*events, choice({}, "tool_calls")]) + b"data: [DONE]\n\n"
-
-
-class ResponsesWire:
-    name = "responses"
-
-    @staticmethod
-    def model(loopback: Any, **options: Any) -> OpenAIResponsesModel:
-        return OpenAIResponsesModel("m", api_key=KEY, base_url=f"{loopback.url}/v1", **options)
-
-    @staticmethod
-    def call(call_id: str, name: str, arguments: str) -> bytes:
-        item = {"type": "function_call", "id": "fc_1", "call_id": call_id, "name": name}
-        events: list[dict[str, Any]] = [
-            {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
-            {
-                "type": "response.output_item.added",
-                "output_index": 0,
-                "item": {**item, "arguments": ""},
-            },
-        ]
-        events += [
-            {"type": "response.function_call_arguments.delta", "output_index": 0, "delta": p}
-            for p in _pieces(arguments)
-        ]
-        events += [
-            {
-                "type": "response.function_call_arguments.done",
-                "output_index": 0,
-                "arguments": arguments,
-            },
-            {
-                "type": "response.output_item.done",
-                "output_index": 0,
-                "item": {**item, "arguments": arguments},
-            },
-            {"type": "response.completed", "response": {"id": "resp_1", "status": "completed"}},
-        ]
-        return _data(events, named=True)
-
-
-class AnthropicWire:
-    name = "anthropic"
-
-    @staticmethod
-    def model(loopback: Any, **options: Any) -> AnthropicModel:
-        return AnthropicModel("m", api_key=KEY, base_url=loopback.url, **options)
-
-    @staticmethod
-    def call(call_id: str, name: str, arguments: str) -> bytes:
-        block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
-        events: list[dict[str, Any]] = [
-            {"type": "message_start", "message": {"id": "msg", "usage": {"input_tokens": 9}}},
-            {"type": "content_block_start", "index": 0, "content_block": block},
-        ]
-        events += [
-            {
-                "type": "content_block_delta",
-                "index": 0,
-                "delta": {"type": "input_json_delta", "partial_json": piece},
-            }
-            for piece in _pieces(arguments)
-        ]
-        events += [
-            {"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
-            {"type": "message_stop"},
-        ]
-        return _data(events, named=True)
-
-
-ALL = [ChatWire, ResponsesWire, AnthropicWire]
-WIRES = pytest.mark.parametrize("wire", ALL, ids=lambda w: w.name)
+WIRES = wires(ChatWire, ResponsesWire, AnthropicWire)
 # The Responses API repeats a call's whole arguments in one event (``.done``), so
 # arguments past the SSE parser's 1 MiB event limit break its stream first.
-STREAMED_WIRES = pytest.mark.parametrize("wire", [ChatWire, AnthropicWire], ids=lambda w: w.name)
+STREAMED_WIRES = wires(ChatWire, AnthropicWire)
 
 
 def request() -> ModelRequest:
@@ -314,6 +205,6 @@ def test_call_parts_take_the_name_as_it_streams_in():
     parts = CallParts(MAX_ARGUMENT_BYTES)
     parts.name = OUTPUT_TOOL_NAME
     raw = arguments_of(60_000, "é")
-    for piece in _pieces(raw, 30):
+    for piece in pieces(raw, 30):
         parts.add(piece)
     assert parts.call().arguments == json.loads(raw)

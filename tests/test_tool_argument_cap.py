@@ -6,7 +6,6 @@ they pin."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import msgspec
@@ -14,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loopback import Reply
+from wire_builders import AnthropicWire, ResponsesWire, wires
+from wire_builders import ChatWire as OpenAIWire
 
 import trio_agent
 from trio_agent import (
@@ -37,187 +38,18 @@ from trio_agent import (
     run_agent_loop,
     tool,
 )
-from trio_agent.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel, _arguments
+from trio_agent.providers import _arguments
 from trio_agent.providers._arguments import MAX_ARGUMENT_BYTES, MAX_REASON_CHARS, take_arguments
 from trio_agent.testing import ScriptedModel, scripted_response
 from trio_agent.testing.strategies import arguments as plain_arguments
 from trio_agent.testing.strategies import arguments_at_limits, arguments_outside_limits
 
-KEY = "sk-test-SECRET-0123456789"
 REASON = "the arguments were 70,000 bytes"
 
 
-# ------------------------------------------------------------ the three wires
-
-
-def _data(events: list[dict[str, Any]], named: bool = False) -> bytes:
-    out = []
-    for event in events:
-        head = b"event: %s\n" % event["type"].encode() if named else b""
-        out.append(head + b"data: " + json.dumps(event).encode() + b"\n\n")
-    return b"".join(out)
-
-
-def _pieces(text: str, count: int = 8) -> list[str]:
-    size = max(1, -(-len(text) // count))
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
-def _choice(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {"id": "c", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-
-class OpenAIWire:
-    name = "openai"
-
-    @staticmethod
-    def model(loopback: Any, **options: Any) -> OpenAIChatModel:
-        return OpenAIChatModel("m", api_key=KEY, base_url=f"{loopback.url}/v1", **options)
-
-    @staticmethod
-    def call(call_id: str, name: str, arguments: str) -> bytes:
-        first, *rest = _pieces(arguments)
-        start = {"index": 0, "id": call_id, "type": "function"}
-        start["function"] = {"name": name, "arguments": first}
-        events = [_choice({"role": "assistant", "tool_calls": [start]})]
-        events += [
-            _choice({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in rest
-        ]
-        return _data([*events, _choice({}, "tool_calls")]) + b"data: [DONE]\n\n"
-
-    @staticmethod
-    def text(text: str) -> bytes:
-        return _data([_choice({"content": text}), _choice({}, "stop")]) + b"data: [DONE]\n\n"
-
-    @staticmethod
-    def sent(body: dict[str, Any]) -> tuple[dict[str, Any], str, bool | None]:
-        """The call's arguments, and the result's text and error flag (None: the
-        wire has none), that a request sent back."""
-        (assistant,) = [m for m in body["messages"] if m.get("tool_calls")]
-        (result,) = [m for m in body["messages"] if m["role"] == "tool"]
-        arguments = json.loads(assistant["tool_calls"][0]["function"]["arguments"])
-        return arguments, result["content"], None  # chat completions has no error flag
-
-
-class AnthropicWire:
-    name = "anthropic"
-
-    @staticmethod
-    def model(loopback: Any, **options: Any) -> AnthropicModel:
-        return AnthropicModel("m", api_key=KEY, base_url=loopback.url, **options)
-
-    @staticmethod
-    def call(call_id: str, name: str, arguments: str) -> bytes:
-        block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
-        events: list[dict[str, Any]] = [
-            {"type": "message_start", "message": {"id": "msg", "usage": {"input_tokens": 9}}},
-            {"type": "content_block_start", "index": 0, "content_block": block},
-        ]
-        events += [
-            {
-                "type": "content_block_delta",
-                "index": 0,
-                "delta": {"type": "input_json_delta", "partial_json": piece},
-            }
-            for piece in _pieces(arguments)
-        ]
-        events += [
-            {"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
-            {"type": "message_stop"},
-        ]
-        return _data(events, named=True)
-
-    @staticmethod
-    def text(text: str) -> bytes:
-        events = [
-            {"type": "message_start", "message": {"id": "msg2", "usage": {"input_tokens": 9}}},
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {"type": "text", "text": ""},
-            },
-            {
-                "type": "content_block_delta",
-                "index": 0,
-                "delta": {"type": "text_delta", "text": text},
-            },
-            {"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}},
-            {"type": "message_stop"},
-        ]
-        return _data(events, named=True)
-
-    @staticmethod
-    def sent(body: dict[str, Any]) -> tuple[dict[str, Any], str, bool | None]:
-        blocks = [b for m in body["messages"] if type(m["content"]) is list for b in m["content"]]
-        (use,) = [b for b in blocks if b["type"] == "tool_use"]
-        (result,) = [b for b in blocks if b["type"] == "tool_result"]
-        content = result["content"]
-        if type(content) is list:
-            content = "".join(part["text"] for part in content)
-        return use["input"], content, result.get("is_error", False)
-
-
-class ResponsesWire:
-    name = "responses"
-
-    @staticmethod
-    def model(loopback: Any, **options: Any) -> OpenAIResponsesModel:
-        return OpenAIResponsesModel("m", api_key=KEY, base_url=f"{loopback.url}/v1", **options)
-
-    @staticmethod
-    def call(call_id: str, name: str, arguments: str) -> bytes:
-        item = {"type": "function_call", "id": "fc_1", "call_id": call_id, "name": name}
-        events: list[dict[str, Any]] = [
-            {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
-            {
-                "type": "response.output_item.added",
-                "output_index": 0,
-                "item": {**item, "arguments": ""},
-            },
-        ]
-        events += [
-            {"type": "response.function_call_arguments.delta", "output_index": 0, "delta": piece}
-            for piece in _pieces(arguments)
-        ]
-        events += [
-            {
-                "type": "response.function_call_arguments.done",
-                "output_index": 0,
-                "arguments": arguments,
-            },
-            {
-                "type": "response.output_item.done",
-                "output_index": 0,
-                "item": {**item, "arguments": arguments},
-            },
-            {"type": "response.completed", "response": {"id": "resp_1", "status": "completed"}},
-        ]
-        return _data(events, named=True)
-
-    @staticmethod
-    def text(text: str) -> bytes:
-        events = [
-            {"type": "response.created", "response": {"id": "resp_2", "status": "in_progress"}},
-            {"type": "response.output_text.delta", "output_index": 0, "delta": text},
-            {"type": "response.completed", "response": {"id": "resp_2", "status": "completed"}},
-        ]
-        return _data(events, named=True)
-
-    @staticmethod
-    def sent(body: dict[str, Any]) -> tuple[dict[str, Any], str, bool | None]:
-        (call,) = [i for i in body["input"] if i.get("type") == "function_call"]
-        (result,) = [i for i in body["input"] if i.get("type") == "function_call_output"]
-        output = result["output"]
-        if type(output) is list:
-            output = "".join(part.get("text", "") for part in output)
-        return json.loads(call["arguments"]), output, None  # no error flag either
-
-
-WIRES = pytest.mark.parametrize(
-    "wire", [OpenAIWire, AnthropicWire, ResponsesWire], ids=lambda w: w.name
-)
+# The three wires (OpenAI chat completions, Anthropic, the Responses API) are the
+# shared builders of wire_builders.py.
+WIRES = wires(OpenAIWire, AnthropicWire, ResponsesWire)
 
 
 # ------------------------------------------------------------------ a real tool
