@@ -347,7 +347,8 @@ async def test_native_mode_reads_the_final_text_as_json_and_sends_the_schema():
     assert result.output == Person("Ann", 3)
     request = model.requests[0]
     assert request.tools == ()
-    assert request.output is not None and request.output.strict
+    assert request.output is not None
+    assert not request.output.strict  # Person allows unknown fields: strict mode would 400
     assert request.output.schema["required"] == ["name", "age"]
 
 
@@ -509,3 +510,27 @@ async def test_a_tool_running_a_typed_turn_of_another_agent_leaves_the_outer_out
     _, result = await record(loop(script, tools=ToolRegistry([ask_inner])))
     assert result.messages[2].content == "3"
     assert result.output == Person("Ann", 3)
+
+
+def test_native_mode_asks_for_strict_only_when_the_schema_allows_it():
+    from trio_agent._output import output_spec
+
+    class Loose(msgspec.Struct):
+        name: str
+        age: int = 0
+
+    class Strict(msgspec.Struct, forbid_unknown_fields=True):
+        name: str
+        inner: Person
+
+    class Sealed(msgspec.Struct, forbid_unknown_fields=True):
+        name: str
+        age: int
+
+    loose, nested, sealed = (output_spec(kind, "native") for kind in (Loose, Strict, Sealed))
+    assert loose is not None and loose.format is not None and not loose.format.strict
+    assert nested is not None and nested.format is not None
+    assert not nested.format.strict  # Person inside allows unknown fields
+    assert sealed is not None and sealed.format is not None and sealed.format.strict
+    wrapped = output_spec(list[Sealed], "native")
+    assert wrapped is not None and wrapped.format is not None and wrapped.format.strict

@@ -38,6 +38,7 @@ __all__ = [
     "CURRENT_SLOT",
     "check_output_tool",
     "output_spec",
+    "strict_ready",
 ]
 
 OUTPUT_ACCEPTED: Final = "final result accepted"
@@ -80,7 +81,8 @@ class OutputSpec:
         if self.mode == "tool":
             object.__setattr__(self, "tool", _output_tool(self))
         elif self.mode == "native":
-            object.__setattr__(self, "format", OutputFormat(OUTPUT_TOOL_NAME, self.schema))
+            native = OutputFormat(OUTPUT_TOOL_NAME, self.schema, strict=strict_ready(self.schema))
+            object.__setattr__(self, "format", native)
         decoded = self.type if self.wrapper is None else self.wrapper
         object.__setattr__(self, "_decoder", msgspec.json.Decoder(decoded))
 
@@ -124,6 +126,24 @@ class OutputSpec:
 class ValidatorFailed(Exception):
     """The ``output_validator`` raised something else than ``OutputError``: a bug,
     which ends the turn (``HOOK_ERROR``) instead of going back to the model."""
+
+
+def strict_ready(schema: Any) -> bool:
+    """Whether a provider's strict mode can take ``schema`` as it is: every object
+    lists all its properties as required and forbids others (OpenAI answers 400
+    otherwise). A ``msgspec.Struct`` with ``forbid_unknown_fields=True`` and no
+    defaults is; a plain one is asked for without ``strict``."""
+    if isinstance(schema, list):
+        return all(strict_ready(item) for item in schema)
+    if not isinstance(schema, dict):
+        return True
+    properties = schema.get("properties")
+    if isinstance(properties, dict) and (
+        schema.get("additionalProperties") is not False
+        or set(schema.get("required", ())) != set(properties)
+    ):
+        return False
+    return all(strict_ready(value) for value in schema.values())
 
 
 _TOOL_DESCRIPTION: Final = (
