@@ -560,3 +560,47 @@ async def test_an_agent_turn_cancelled_during_an_output_retry_can_be_continued(
     assert AGE_PATH in told(wire, mode, server.requests[2].json())
     validate_transcript(agent.messages)
     await agent.aclose()
+
+
+# ------------------------------------------------- a nested agent, cancelled mid-turn
+
+
+@pytest.mark.parametrize("wire", ALL_WIRES, ids=[wire.name for wire in ALL_WIRES])
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh", "kept"])
+async def test_a_nested_typed_agent_cancelled_mid_turn_leaves_both_transcripts_valid(
+    server, wire, fresh
+):
+    # the inner agent, on a real adapter, is held by the server mid turn; the outer
+    # run (scripted) is cancelled then: both transcripts stay valid and go on
+    from trio_agent.testing import ScriptedModel, scripted_response
+
+    server.replies += [held(wire, "tool")]
+    inner = Agent(model=wire.model(server), output_type=Person)
+    ask = inner.as_tool("ask", "Ask who it is.", fresh=fresh)
+    outer = run_agent_loop(
+        messages=[UserMessage("u1", "Find out who it is.")],
+        model=ScriptedModel(
+            [
+                scripted_response("r1", [ToolCall("c1", "ask", {"input": "who?"})]),
+                scripted_response("r2", "never reached"),
+            ]
+        ),
+        tools=ToolRegistry([ask]),
+        max_steps=4,
+        output_type=str,
+    )
+    events = await cancel_when_held(server, outer, 1)
+    result = outer.result
+    assert type(result) is Cancelled
+    assert_run_invariants(events, result)
+    # the call was cut: no result invented for it, and the transcript can be repaired
+    assert not any(type(m) is ToolResultMessage for m in result.messages)
+    validate_transcript(repair_transcript(result.messages))
+    # the inner agent's own conversation (kept) is whole and can go on
+    if not fresh:
+        validate_transcript(repair_transcript(inner.messages))
+        server.replies.append(answer(wire, "tool", GOOD, "call_2"))
+        again = await inner.prompt("who, really?")
+        assert again.output == ANN
+    else:
+        assert inner.messages == ()  # the template itself never ran
