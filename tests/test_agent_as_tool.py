@@ -16,6 +16,7 @@ from trio_agent import (
     TextBlock,
     ToolCall,
     ToolFinished,
+    ToolRegistry,
     ToolResultMessage,
     ToolUpdated,
     TurnCancelled,
@@ -26,7 +27,7 @@ from trio_agent import (
     tool,
     validate_transcript,
 )
-from trio_agent._agent_tool import linked_session
+from trio_agent._agent_tool import MAX_NESTING, linked_session
 from trio_agent.ledger import TurnEndRecord, derive
 from trio_agent.limits import OUTPUT_TOOL_NAME
 from trio_agent.messages import content_text
@@ -651,3 +652,52 @@ async def test_cancelling_the_parent_cancels_the_inner_turn(tmp_path: Any) -> No
     records = (await store.load(inner.session_id)).records
     [end] = [r for r in records if isinstance(r, TurnEndRecord)]
     assert isinstance(end.end, TurnCancelled)
+
+
+def _self_calling(execution: str, fresh: bool) -> tuple[Agent, Agent, list[int]]:
+    """An agent whose model calls its own tool (``me``) once, and an outer agent
+    that calls ``me``; the inner model answers once it sees a result."""
+    asked = [0]
+
+    def inner_model(request: ModelRequest) -> Any:
+        asked[0] += 1
+        last = request.messages[-1]
+        if type(last).__name__ == "ToolResultMessage":
+            return scripted_response(f"i{asked[0]}", "inner saw: " + content_text(last.content))
+        return scripted_response(f"i{asked[0]}", [call("me", f"ic{asked[0]}", {"input": "again"})])
+
+    registry = ToolRegistry()
+    agent = Agent(model=CallableModel(inner_model), tools=registry, tool_execution=execution)
+    me = agent.as_tool("me", "Ask myself.", fresh=fresh)
+    registry.register(me)
+
+    def outer_model(request: ModelRequest) -> Any:
+        last = request.messages[-1]
+        if type(last).__name__ == "ToolResultMessage":
+            return scripted_response("o2", "outer: " + content_text(last.content)[:200])
+        return scripted_response("o1", [call("me", "oc1", {"input": "go"})])
+
+    outer = Agent(model=CallableModel(outer_model), tools=[me], tool_execution=execution)
+    return agent, outer, asked
+
+
+@pytest.mark.parametrize("execution", ["sequential", "parallel"])
+async def test_a_kept_agent_calling_itself_gets_an_error_result_not_a_deadlock(execution):
+    _, outer, _ = _self_calling(execution, fresh=False)
+    with trio.fail_after(5):
+        result = await outer.prompt("go")
+    assert result.end.reason == "completed"
+    assert "cannot call itself" in result.final_text
+
+
+async def test_a_fresh_copy_of_an_agent_calling_itself_starts_from_its_settled_conversation():
+    template, _, asked = _self_calling("sequential", fresh=True)
+    with trio.fail_after(5):
+        result = await template.prompt("go", output_type=None)
+    # the template's own turn called its tool: a copy of it ran from the conversation
+    # before that step (no half-answered calls, no TranscriptError), and so on, until
+    # the nesting limit answered the deepest call with an error
+    assert result.end.reason == "completed"
+    assert "TranscriptError" not in result.final_text
+    assert asked[0] == MAX_NESTING + 1 + MAX_NESTING + 1  # down, then each answer
+    assert "nested 8 deep" in result.messages[2].content

@@ -534,3 +534,129 @@ def test_native_mode_asks_for_strict_only_when_the_schema_allows_it():
     assert sealed is not None and sealed.format is not None and sealed.format.strict
     wrapped = output_spec(list[Sealed], "native")
     assert wrapped is not None and wrapped.format is not None and wrapped.format.strict
+
+
+class Node(msgspec.Struct):
+    name: str
+    children: list[Node] = []
+
+
+def _refs(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        found = {value["$ref"]} if isinstance(value.get("$ref"), str) else set()
+        return found.union(*(_refs(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_refs(v) for v in value))
+    return set()
+
+
+@pytest.mark.parametrize("mode", ["tool", "native"])
+async def test_a_recursive_output_type_has_a_self_contained_schema(mode):
+    from trio_agent._output import output_spec
+
+    spec = output_spec(Node, mode)
+    assert spec is not None
+    schema = spec.schema
+    assert schema["type"] == "object" and "name" in schema["properties"]
+    for ref in _refs(schema):  # every reference points at a definition it carries
+        assert ref.removeprefix("#/$defs/") in schema["$defs"], ref
+    tree = {"name": "a", "children": [{"name": "b", "children": [{"name": "c"}]}]}
+    script = (
+        [answer("r1", "c1", tree)]
+        if mode == "tool"
+        else [scripted_response("r1", msgspec.json.encode(tree).decode())]
+    )
+    _, result = await record(loop(script, output_type=Node, output_mode=mode))
+    assert result.output == Node("a", [Node("b", [Node("c")])])
+
+
+def test_a_plain_struct_schema_keeps_no_definition_of_itself():
+    from trio_agent._output import output_spec
+
+    spec = output_spec(Person)
+    assert spec is not None and "$defs" not in spec.schema
+
+
+async def test_an_agents_output_retries_are_not_cut_short_by_repeated_failures():
+    # max_repeated_failures (3) counts a tool's identical failures; refused answers
+    # count against output_retries instead
+    bad = [answer(f"r{i}", f"c{i}", {"name": "Ann", "age": "x"}) for i in range(1, 5)]
+    agent = Agent(
+        model=ScriptedModel([*bad, answer("r5", "c5", {"name": "Ann", "age": 3})]),
+        output_type=Person,
+        output_retries=5,
+    )
+    result = await agent.prompt("who?")
+    assert result.end.reason == "completed" and result.output == Person("Ann", 3)
+    assert result.steps == 5
+
+
+async def test_steering_queued_during_a_typed_step_goes_with_the_request_to_answer_again():
+    model = ScriptedModel(
+        [scripted_response("r1", "plain text"), answer("r2", "c2", {"name": "Ann", "age": 3})]
+    )
+    agent = Agent(model=model, output_type=Person)
+    async with agent.turn("who?") as run:
+        async for event in run:
+            if event.type == "model.chunk" and event.request_id == "request-001":
+                agent.steer("Ann is three")
+    assert run.result is not None and run.result.output == Person("Ann", 3)
+    second = model.requests[1].messages
+    assert [m.content for m in second if type(m) is UserMessage][-1] == "Ann is three"
+    assert any(type(m) is UserMessage and m.id.startswith("output-retry-") for m in second)
+
+
+@pytest.mark.parametrize("where", ["loop", "agent"])
+async def test_tool_choice_may_force_the_output_tool(where):
+    from trio_agent import ModelSettings
+
+    forced = ModelSettings(tool_choice=OUTPUT_TOOL_NAME)
+    model = ScriptedModel([answer("r1", "c1", {"name": "Ann", "age": 3})])
+    if where == "loop":
+        result = await run_agent_loop(
+            messages=[UserMessage("u1", "x")],
+            model=model,
+            tools=ToolRegistry(),
+            max_steps=1,
+            output_type=Person,
+            settings=forced,
+        ).wait()
+    else:
+        result = await Agent(model=model, output_type=Person, settings=forced).prompt("x")
+    assert result.output == Person("Ann", 3)
+    assert model.requests[0].settings is not None
+    assert model.requests[0].settings.tool_choice == OUTPUT_TOOL_NAME
+    with pytest.raises(ValueError, match="not one of the tools"):  # no output tool: refused
+        run_agent_loop(
+            messages=[UserMessage("u1", "x")],
+            model=model,
+            tools=ToolRegistry(),
+            max_steps=1,
+            settings=forced,
+        )
+
+
+async def test_a_turns_own_output_type_does_not_take_the_agents_validator():
+    async def adult(person: Person) -> None:
+        if person.age < 18:
+            raise OutputError("an adult, please")
+
+    async def short(text: str) -> None:
+        if len(text) > 5:
+            raise OutputError("five characters at most")
+
+    agent = Agent(
+        model=ScriptedModel(
+            [
+                scripted_response("r1", "plain words"),
+                scripted_response("r2", "a long answer"),
+                scripted_response("r3", "ok"),
+            ]
+        ),
+        output_type=Person,
+        output_validator=adult,
+    )
+    plain = await agent.prompt("say it", output_type=str)
+    assert plain.end.reason == "completed" and plain.output == "plain words"
+    checked = await agent.prompt("again", output_type=str, output_validator=short)
+    assert checked.output == "ok" and checked.steps == 2

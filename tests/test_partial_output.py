@@ -611,6 +611,14 @@ def test_any_text_never_raises_and_a_valid_whole_reads_as_msgspec_decodes_it(
     assert state.value == expected
 
 
-def test_int_keys_convert_only_whole_but_the_last_value_is_the_output() -> None:
+def test_int_keys_read_from_json_strings_as_they_stream() -> None:
+    # JSON object keys are strings: "1" is the int key 1, as the loop decodes it
     got = values(dict[int, str], deltas(cut('{"1": "a", "2": "b"}', 3)))
-    assert got == [{}, {1: "a", 2: "b"}]  # {} converts; {"1": "a"} only when whole
+    assert got == [{}, {1: "a"}, {1: "a", 2: "b"}]
+
+
+def test_int_keys_in_a_tool_mode_answer_give_the_value() -> None:
+    state = PartialOutput(dict[int, str])
+    call = ToolCall("c1", OUTPUT_TOOL_NAME, {"1": "a"})
+    value = state.feed(ModelChunk(sequence=1, request_id="request-001", chunk=call))
+    assert value == {1: "a"}

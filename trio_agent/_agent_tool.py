@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, Final, final
 
 import msgspec
@@ -60,7 +61,14 @@ from .events import (
     TurnTokenBudget,
 )
 from .limits import OUTPUT_TOOL_NAME, cut_text
-from .messages import RedactedThinkingBlock, TextBlock, ToolResultMessage
+from .messages import (
+    AssistantMessage,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ToolCall,
+    ToolResultMessage,
+)
 from .model import TextDelta, ThinkingDelta
 from .stores import SessionStore
 from .tools import Tool, ToolArgumentsError, ToolError, ToolResult, tool_context
@@ -288,6 +296,21 @@ def _answer(result: TurnResult, typed: bool, link: str | None, max_seconds: floa
 # ---------------------------------------------------------------- runners
 
 
+def _settled(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """``messages`` without a step still running at the end (an assistant message
+    whose calls are not all answered yet, and the results it has so far): what a
+    fresh copy of an agent that is calling its own tool can start from."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if type(message) is AssistantMessage:
+            calls = {b.id for b in message.content if type(b) is ToolCall}
+            answered = {
+                m.tool_call_id for m in messages[index + 1 :] if type(m) is ToolResultMessage
+            }
+            return messages if calls <= answered else messages[:index]
+    return messages
+
+
 def _fork(template: Agent, store: SessionStore | None, metadata: dict[str, Any]) -> Agent:
     """A new agent with ``template``'s model, tools, options and transcript (as it
     is now), recording in ``store`` (if any) under a new session id."""
@@ -298,7 +321,7 @@ def _fork(template: Agent, store: SessionStore | None, metadata: dict[str, Any])
     return type(template)(
         model=template._model,
         tools=template._tools,
-        messages=template.messages,
+        messages=_settled(template.messages),
         request_sequence_start=template.requests + 1,
         store=store,
         metadata={**(template._metadata or {}), **metadata},
@@ -312,6 +335,12 @@ def _fork(template: Agent, store: SessionStore | None, metadata: dict[str, Any])
 
 def _scope(max_seconds: float | None) -> trio.CancelScope | None:
     return None if max_seconds is None else trio.CancelScope(relative_deadline=max_seconds)
+
+
+MAX_NESTING = 8
+"""Agent tools inside agent tools, at most: a model that keeps asking a copy of
+its own agent would otherwise recurse without end."""
+_NESTING: ContextVar[int] = ContextVar("trio_agent_agent_tool_nesting", default=0)
 
 
 @final
@@ -338,10 +367,30 @@ class _Runner:
 
     async def run(self, text: str, context: ToolContext) -> tuple[TurnResult, str | None]:
         """The turn's result and its ledger link. Cancellation: the turn ends as
-        cancelled (recorded as such) and ``Cancelled`` propagates."""
+        cancelled (recorded as such) and ``Cancelled`` propagates. Agent tools
+        nested deeper than ``MAX_NESTING`` (an agent calling itself, say) give an
+        error result instead of a turn."""
+        depth = _NESTING.get()
+        if depth >= MAX_NESTING:
+            raise ToolError(
+                f"{self._name}: agent tools are nested {depth} deep, the most there may be "
+                "(does an agent call itself?)"
+            )
+        token = _NESTING.set(depth + 1)
+        try:
+            return await self._run(text, context)
+        finally:
+            _NESTING.reset(token)
+
+    async def _run(self, text: str, context: ToolContext) -> tuple[TurnResult, str | None]:
         if self._fresh:
             return await self._run_fresh(text, context)
         agent = self._agent
+        if _held_above(self._lock):
+            raise ToolError(
+                f"{self._name}: this call comes from the agent's own turn, which is "
+                "waiting for it: an agent cannot call itself through its tool with fresh=False"
+            )
         async with self._lock:  # one turn at a time: later calls wait here
             result = await _watch(
                 agent.turn(text, cancel_scope=_scope(self._max_seconds)), _Progress(context)
@@ -357,6 +406,19 @@ class _Runner:
         finally:
             await agent.aclose()  # shielded: a recorded session is closed cleanly
         return result, _link(agent.session_id, result.turn)
+
+
+def _held_above(lock: trio.Lock) -> bool:
+    """Whether ``lock`` is held by this task or one it descends from (a call made
+    from inside the turn that holds it would wait for itself forever)."""
+    owner = lock.statistics().owner
+    task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+    while owner is not None and task is not None:
+        if task is owner:
+            return True
+        nursery = task.parent_nursery
+        task = nursery.parent_task if nursery is not None else None
+    return False
 
 
 def _check_options(agent: Agent, fresh: object, store: object, max_seconds: object) -> None:

@@ -14,7 +14,7 @@ the turn (``_turn.py``) does the appending and the counting.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Container, Hashable
 from contextvars import ContextVar
 from typing import Any, Final, Literal, final
 
@@ -37,6 +37,7 @@ __all__ = [
     "judge_output",
     "CURRENT_SLOT",
     "check_output_tool",
+    "offered",
     "output_spec",
     "strict_ready",
 ]
@@ -245,6 +246,14 @@ class OutputSlot:
 CURRENT_SLOT: ContextVar[OutputSlot | None] = ContextVar("trio_agent_output", default=None)
 """The running turn's ``OutputSlot``: set by the turn for its task (tool tasks of a
 parallel batch inherit it), so one output tool per output type serves every turn."""
+
+
+def offered(tools: ToolRegistry, output: OutputSpec | None) -> Container[str]:
+    """The names of the tools a model is offered: ``tools``, and the output tool
+    with an output type in tool mode (so ``tool_choice`` may name it)."""
+    if output is None or output.tool is None:
+        return tools
+    return {*tools.names(), OUTPUT_TOOL_NAME}
 
 
 def check_output_tool(tools: ToolRegistry) -> None:

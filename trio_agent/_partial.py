@@ -10,8 +10,8 @@ A typed answer reaches the event stream in one of two ways (see ``_output.py``):
 A type whose JSON Schema is not an object (``list[int]``, ``int``, a
 ``Literal``, a union, an ``array_like`` Struct) travels wrapped as
 ``{"response": value}``; an object type (Struct, dataclass, attrs class,
-TypedDict, ``dict``) travels as itself. ``str`` without a validator is plain
-text: the answer is the step's text, no JSON.
+TypedDict, ``dict``) travels as itself. ``str`` is plain text (with or
+without a validator): the answer is the step's text, no JSON.
 
 ``PartialOutput`` is the pure state machine (no I/O): feed it every event,
 it answers a new partial value whenever the text so far can be read as one.
@@ -113,8 +113,8 @@ class PartialOutput(Generic[T]):
 
     ``wrapped`` overrides the rule that decides whether the answer travels as
     ``{"response": value}`` (the type's JSON Schema is not an object); for
-    ``str`` the default is plain text, and ``wrapped=True`` reads it as JSON
-    (what a ``str`` output with an ``output_validator`` sends).
+    ``str`` the default is plain text (as the loop asks for it), and
+    ``wrapped=True`` reads a ``{"response": "..."}`` JSON answer instead.
 
     A value that is legitimately None (``output_type=int | None``) comes out of
     ``feed`` as None too: use ``advance`` and ``value``, or ``partial_output``,
@@ -248,7 +248,7 @@ class PartialOutput(Generic[T]):
             self._json_level = -1
             self._read_json(chunk.arguments)
             try:
-                value = msgspec.convert(chunk.arguments, self._decode_type)
+                value = msgspec.convert(chunk.arguments, self._decode_type, str_keys=True)
             except Exception:  # refused, or a hook of the type's that raised
                 return False
             self._accepted = True
@@ -307,7 +307,7 @@ class PartialOutput(Generic[T]):
             if reading is MISSING:
                 return False
             try:
-                value = msgspec.convert(reading, self._decode_type)
+                value = msgspec.convert(reading, self._decode_type, str_keys=True)
             except msgspec.ValidationError as exc:
                 message = str(exc)
                 at = error_depth(message)

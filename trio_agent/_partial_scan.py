@@ -224,7 +224,7 @@ def _typed(value: Any, kind: Any) -> Any:
     if kind is MISSING or kind is Any or type(value) is kind:
         return value
     try:
-        typed = msgspec.convert(value, kind)
+        typed = msgspec.convert(value, kind, str_keys=True)
         if typed is not value:
             msgspec.convert(typed, kind)
     except Exception:  # refused, or a hook of the type's that raised: keep it plain

@@ -18,7 +18,11 @@ def inline_schema(kind: Any) -> dict[str, Any]:
     defs: dict[str, Any] = schema.pop("$defs", {})
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/") and len(schema) == 1:
-        schema = dict(defs.pop(ref.removeprefix("#/$defs/")))
+        name = ref.removeprefix("#/$defs/")
+        schema = dict(defs[name])
+        # a recursive type refers to itself: its definition stays for those refs
+        if f'"{ref}"'.encode() not in msgspec.json.encode([schema, defs]):
+            del defs[name]
     schema.pop("title", None)
     if defs:
         schema["$defs"] = defs

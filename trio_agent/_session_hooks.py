@@ -22,7 +22,7 @@ from ._options import (
     check_system,
     check_tool_execution,
 )
-from ._output import OutputSpec
+from ._output import OutputSpec, offered
 from ._policies import DEFAULT_RETRY, RetryPolicy, estimate_tokens, truncate_content
 from ._settings import check_run_settings, check_settings, merge_settings
 from ._transcript import Conversation, validate
@@ -34,6 +34,7 @@ from .events import (
     TurnTokenBudget,
 )
 from .ledger import LedgerError
+from .limits import OUTPUT_TOOL_NAME
 from .messages import (
     INTERRUPTED_RESULT_TEXT,
     AssistantMessage,
@@ -217,7 +218,7 @@ class SessionPolicy:
             self.tool_execution,
             self.max_parallel_tools,
             self.tool_grace_period,
-            check_run_settings(merge_settings(self.settings, settings), tools),
+            check_run_settings(merge_settings(self.settings, settings), offered(tools, output)),
             output,
         )
 
@@ -500,6 +501,8 @@ class SessionHooks(StepHooks):
         return result if cut is content else msgspec.structs.replace(result, content=cut)
 
     def _track_failures(self, call: ToolCall, result: ToolResultMessage) -> None:
+        if call.name == OUTPUT_TOOL_NAME:  # its refusals count against output_retries
+            return
         if not result.is_error:
             self._failing_key, self._failing_count = None, 0
             return

@@ -297,7 +297,9 @@ async def run_turn(
                 retry_id = f"output-retry-{conversation.requests:03d}"
                 while retry_id in taken:  # an id the caller chose for a message of its own
                     retry_id += "-"
-                await accept(conversation, [UserMessage(retry_id, again)], emit)
+                # steering queued meanwhile goes with the request for the answer
+                steering = hooks.take_input(stop_reason)
+                await accept(conversation, [UserMessage(retry_id, again), *steering], emit)
                 continue
             pending = hooks.take_input(stop_reason)
             if pending:

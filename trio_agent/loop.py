@@ -18,7 +18,7 @@ from ._errors import INTERNAL_ERROR, INVALID_TRANSCRIPT, describe
 from ._hooks import TurnSpec, TurnState, build_spec
 from ._options import check_loop_options, check_tool_execution
 from ._outcomes import result_of
-from ._output import output_spec
+from ._output import offered, output_spec
 from ._run import EventRun, cancelled_from_outside
 from ._settings import check_run_settings
 from ._transcript import Conversation
@@ -133,8 +133,8 @@ def run_agent_loop(
         messages, model, tools, max_steps, request_sequence_start, cancel_scope, system
     )
     check_tool_execution(tool_execution, max_parallel_tools, tool_grace_period)
-    settings = check_run_settings(settings, tools)
     output = output_spec(output_type, output_mode, output_retries, output_validator)
+    settings = check_run_settings(settings, offered(tools, output))
     conversation: Conversation | None = None
     invalid: str | None = None
     if len(messages) > MAX_INITIAL_MESSAGES:

@@ -30,7 +30,7 @@ from ._options import (
     claim_cancel_scope,
     registry_of,
 )
-from ._output import OutputValidator, output_spec
+from ._output import OutputValidator, offered, output_spec
 from ._policies import RetryPolicy as RetryPolicy
 from ._policies import estimate_tokens as estimate_tokens
 from ._policies import truncate_text as truncate_text
@@ -489,6 +489,7 @@ class Agent:
         cancel_scope: trio.CancelScope | None = None,
         settings: ModelSettings | None = None,
         output_type: Any = None,
+        output_validator: OutputValidator | None = None,
     ) -> TurnRun:
         """A turn on ``message`` (if any) plus the queued input; nothing runs until entered.
 
@@ -504,11 +505,12 @@ class Agent:
         ``ModelSettings``, merged field by field over the agent's own
         (``Agent(settings=)``), checked now (``TypeError``/``ValueError``).
         ``output_type``: this turn's typed answer, instead of the agent's
-        (``Agent(output_type=)``, with the agent's mode, retries and validator);
+        (``Agent(output_type=)``, with the agent's mode and retries, and this
+        turn's ``output_validator``, if any: the agent's is for its own type);
         ``str`` asks for plain text. ``TurnResult.output`` holds the answer.
         """
         scope = trio.CancelScope() if cancel_scope is None else cancel_scope
-        return self._new_turn(message, cancel_scope, scope, settings, output_type)
+        return self._new_turn(message, cancel_scope, scope, settings, output_type, output_validator)
 
     def _new_turn(
         self,
@@ -517,13 +519,19 @@ class Agent:
         scope: trio.CancelScope | None,
         settings: ModelSettings | None,
         output_type: Any = None,
+        output_validator: OutputValidator | None = None,
     ) -> TurnRun:
         check_cancel_scope(given)
+        mode, retries, _ = self._output_options  # the agent's validator is for its type
         output = (
-            self._output if output_type is None else output_spec(output_type, *self._output_options)
+            self._output
+            if output_type is None
+            else output_spec(output_type, mode, retries, output_validator)
         )
         settings = check_settings(settings)  # the turn's, over the agent's (checked whole now)
-        check_run_settings(merge_settings(self._policy.settings, settings), self._tools)
+        check_run_settings(
+            merge_settings(self._policy.settings, settings), offered(self._tools, output)
+        )
         if self._active is not None or self._closed is not None:
             raise RuntimeError(self._closed or BUSY)
         prompt = None if message is None else self._inbox.admit(message, self._conversation)
@@ -538,6 +546,7 @@ class Agent:
         cancel_scope: trio.CancelScope | None = None,
         settings: ModelSettings | None = None,
         output_type: type[T],
+        output_validator: OutputValidator | None = None,
     ) -> TurnResult[T]: ...
     @overload
     async def prompt(
@@ -547,6 +556,7 @@ class Agent:
         cancel_scope: trio.CancelScope | None = None,
         settings: ModelSettings | None = None,
         output_type: Any = None,
+        output_validator: OutputValidator | None = None,
     ) -> TurnResult[Any]: ...
     async def prompt(
         self,
@@ -555,6 +565,7 @@ class Agent:
         cancel_scope: trio.CancelScope | None = None,
         settings: ModelSettings | None = None,
         output_type: Any = None,
+        output_validator: OutputValidator | None = None,
     ) -> TurnResult[Any]:
         """Run one turn and return its result (``TurnResult[T]`` with ``output_type=T``).
 
@@ -566,12 +577,14 @@ class Agent:
         cancelled nursery) also ends the turn as ``cancelled`` and records it,
         then propagates as ``trio.Cancelled``, as trio intends, so no result
         is returned. Either way the transcript keeps only complete messages
-        and queued input stays queued. ``settings`` and ``output_type`` as for
-        ``turn()``.
+        and queued input stays queued. ``settings``, ``output_type`` and
+        ``output_validator`` as for ``turn()``.
         """
         # With no scope given, nothing but the caller's own scopes can cancel the turn:
         # it needs no cancel scope (and trio's 500 B per entered scope) of its own.
-        run = self._new_turn(message, cancel_scope, cancel_scope, settings, output_type)
+        run = self._new_turn(
+            message, cancel_scope, cancel_scope, settings, output_type, output_validator
+        )
         await inline(run)  # as run.wait(), with one frame less per suspended turn
         result = run.result
         assert result is not None  # a turn always finishes with a result
