@@ -9,6 +9,8 @@ import trio
 
 from trio_agent import (
     Agent,
+    ApprovalDecided,
+    ApprovalRequested,
     RetryPolicy,
     ToolCall,
     ToolRegistry,
@@ -191,6 +193,14 @@ ONE_OF_EACH = {
             sequence=9, request_id="request-005", messages=(UserMessage("u", "x"),) * 2
         ),
         "9 context.compacted request-005 messages=2",
+    ),
+    ApprovalRequested: (
+        ApprovalRequested(sequence=10, call=CALL),
+        "10 approval.requested lookup c7",
+    ),
+    ApprovalDecided: (
+        ApprovalDecided(sequence=11, call=CALL, approved=False, reason="no", by="ann"),
+        '11 approval.decided lookup c7 rejected by="ann" "no"',
     ),
 }
 

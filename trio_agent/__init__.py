@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getattr__``
+    from ._approvals import ApprovalDecision as ApprovalDecision
     from ._errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
     from ._errors import HOOK_ERROR as HOOK_ERROR
     from ._errors import INTERNAL_ERROR as INTERNAL_ERROR
@@ -30,6 +31,8 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from ._partial import PartialOutputIterator as PartialOutputIterator
     from ._partial import partial_output as partial_output
     from .engine import StepFailure as StepFailure
+    from .events import ApprovalDecided as ApprovalDecided
+    from .events import ApprovalRequested as ApprovalRequested
     from .events import AttemptFailed as AttemptFailed
     from .events import Cancelled as Cancelled
     from .events import Completed as Completed
@@ -46,6 +49,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .events import ToolFinished as ToolFinished
     from .events import ToolStarted as ToolStarted
     from .events import ToolUpdated as ToolUpdated
+    from .events import TurnAwaitingApproval as TurnAwaitingApproval
     from .events import TurnBlocked as TurnBlocked
     from .events import TurnCancelled as TurnCancelled
     from .events import TurnCompleted as TurnCompleted
@@ -167,7 +171,11 @@ _EXPORTS: dict[str, str] = {
     "StepError": "_errors",
     "TOOL_FATAL": "_errors",
     "StepFailure": "engine",
+    "ApprovalDecision": "_approvals",
+    "ApprovalDecided": "events",
+    "ApprovalRequested": "events",
     "AttemptFailed": "events",
+    "TurnAwaitingApproval": "events",
     "Cancelled": "events",
     "Completed": "events",
     "ContextCompacted": "events",
@@ -301,6 +309,9 @@ __all__ = [
     "AnthropicModel",
     "ArgumentsError",
     "AssistantMessage",
+    "ApprovalDecided",
+    "ApprovalDecision",
+    "ApprovalRequested",
     "AttemptFailed",
     "Block",
     "CONTEXT_OVERFLOW",
@@ -398,6 +409,7 @@ __all__ = [
     "ToolUpdated",
     "TranscriptError",
     "TransientModelError",
+    "TurnAwaitingApproval",
     "TurnBlocked",
     "TurnCancelled",
     "TurnCompleted",

@@ -44,7 +44,8 @@ async def run_tool_batch(
     Sequential: one after another, each result appended as it returns.
     Parallel (``spec.tool_execution == "parallel"``): see ``ToolBatch``.
     A result, once appended, is always announced by ``tool.finished``.
-    ``FatalToolError`` fails the turn with no result for that call; so does a
+    Calls a session holds for approval (``hooks.hold_calls``) are not run: they
+    stay open. ``FatalToolError`` fails the turn with no result for that call; so does a
     ``before_tool_call`` hook that raises. If ``after_tool_call`` raises or is
     interrupted, the tool's own result is stored first. Cancellation
     propagates with no result for an interrupted call. ``host`` is where
@@ -52,6 +53,12 @@ async def run_tool_batch(
     the agent's nursery), if any.
     """
     calls = [block for block in message.content if type(block) is ToolCall]
+    held: frozenset[str] = frozenset()
+    plain_hooks = hooks is DEFAULT_HOOKS
+    if not plain_hooks:  # a session may hold calls for a person's approval
+        held = await hooks.hold_calls(calls, spec)
+        if held:
+            calls = [call for call in calls if call.id not in held]
     if spec.tool_execution == "parallel":
         await ToolBatch(calls, spec, hooks, conversation, emit).run(host)
     else:
@@ -61,7 +68,10 @@ async def run_tool_batch(
                 await ToolBatch([call], spec, hooks, conversation, emit).run(host)
             else:
                 await _sequential_call(call, spec, hooks, conversation, emit)
-    conversation.linker.require_answered()
+    open_calls = conversation.linker.open_calls
+    # calls held for approval stay open until the turn that resolves them
+    if open_calls and (plain_hooks or not set(open_calls) <= hooks.still_open()):
+        conversation.linker.require_answered()
 
 
 # ------------------------------------------------------------- one call

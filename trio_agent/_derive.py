@@ -13,9 +13,12 @@ from typing import Any, Final, final
 
 import attrs
 
+from ._approvals import ApprovalDecision
 from ._errors import TOOL_FATAL
 from ._records import (
     FORMAT_VERSION,
+    ApprovalDecidedRecord,
+    ApprovalRequestedRecord,
     AttemptFailedRecord,
     CompactedRecord,
     EventsReservedRecord,
@@ -36,7 +39,7 @@ from ._records import (
     TurnStartRecord,
 )
 from ._transcript import Conversation
-from .limits import cut_text
+from .limits import ArgumentsError, check_arguments, cut_text
 from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage, TranscriptError
 from .messages import tool_result as make_tool_result
 from .model import Usage
@@ -98,6 +101,14 @@ class DerivedSession:
     ``outputs``: each turn's accepted typed answer (``output_type=``) as JSON, by
     turn number (``turn/output``; None for one that had no JSON form); turns
     without one are absent.
+
+    ``pending_approvals``: the calls held for a person's approval
+    (``approval/requested``) that are still waiting to be resolved, in the order
+    they were asked for: not answered, and not dispatched (an approved call
+    dispatched before the writer died is not pending: ``closing_results``
+    answers it as ``TOOL_OUTCOME_UNKNOWN``, never runs it again).
+    ``decisions``: the decisions recorded (``approval/decided``) for those of
+    them that have one, by call id; the others wait for one.
     """
 
     session_id: str
@@ -117,6 +128,8 @@ class DerivedSession:
     reserved: int = 0
     metadata: dict[str, Any] = attrs.field(factory=dict)
     outputs: dict[int, Any] = attrs.field(factory=dict)
+    pending_approvals: tuple[ToolCall, ...] = ()
+    decisions: dict[str, ApprovalDecision] = attrs.field(factory=dict)
 
     @property
     def last_output(self) -> Any:
@@ -142,13 +155,20 @@ class DerivedSession:
         )
 
     def closed_messages(self) -> list[Message]:
-        """The transcript with ``closing_results`` in their calls' places."""
+        """The transcript with ``closing_results`` in their calls' places; the calls
+        in ``pending_approvals`` are still open in it."""
+        return self.closed_conversation().messages
+
+    def closed_conversation(self) -> Conversation:
+        """``closed_messages`` as a ``Conversation`` (no journal) whose linker has
+        the ``pending_approvals`` calls open, so their results can join it later
+        (``Conversation.from_messages`` refuses a transcript with open calls)."""
         closed = Conversation.from_messages(())
         for message in self.messages:
             closed.append(message)
         for result, _ in self.closing_results():
             closed.append(result)
-        return closed.messages
+        return closed
 
     def closing_results(self) -> list[tuple[ToolResultMessage, str]]:
         """Explicit results for the calls of the last assistant message left without one.
@@ -156,9 +176,12 @@ class DerivedSession:
         ``TOOL_FATAL`` or ``TOOL_CANCELLED`` for a call recorded as such,
         ``TOOL_OUTCOME_UNKNOWN`` for one dispatched with no word of its end
         (the process died during it), ``TOOL_NOT_STARTED`` for one never
-        dispatched. Nothing is ever re-run.
+        dispatched. Nothing is ever re-run. A call held for approval and not
+        dispatched (``pending_approvals``) is left open: the turn that resolves
+        it answers it (an approved one dispatched is closed as any call).
         """
         answered = {m.tool_call_id for m in self.messages if type(m) is ToolResultMessage}
+        answered.update(call.id for call in self.pending_approvals)
         last = next((m for m in reversed(self.messages) if type(m) is AssistantMessage), None)
         if last is None:
             return []
@@ -203,6 +226,10 @@ class _Replay:
         )
         self.step: str | None = None  # the open step's request id
         self.step_usage = False  # the open step's response recorded its usage
+        # Calls held for approval and not answered yet, in request order, and the
+        # decisions on them.
+        self.held: dict[str, ToolCall] = {}
+        self.decided: dict[str, ApprovalDecision] = {}
 
     # -- rules shared by several kinds
     def _in_turn(self, what: str) -> None:
@@ -284,6 +311,11 @@ class _Replay:
 
     def tool_call(self, record: ToolCallRecord) -> None:
         self._open_call("tool/call", record.call_id, dispatched=False)
+        if record.call_id in self.held and not self._approved(record.call_id):
+            raise LedgerCorruptError(
+                f"tool/call for call {record.call_id!r}, which is held for approval and "
+                "was not approved"
+            )
         self.session.dispatched.add(record.call_id)
 
     def tool_skipped(self, record: ToolSkippedRecord) -> None:
@@ -300,8 +332,64 @@ class _Replay:
 
     def tool_result(self, record: ToolResultRecord) -> None:
         # recorded as calls complete; placed in call order, as live
-        self._message(record.result)
-        self._forget(record.result.tool_call_id)
+        result = record.result
+        self._check_held_result(result)
+        self._message(result)
+        self._forget(result.tool_call_id)
+
+    def approval_requested(self, record: ApprovalRequestedRecord) -> None:
+        # in the step whose response made the call, before its turn ends
+        self._in_turn("approval/requested")
+        if record.turn != self.session.open_turn:
+            raise LedgerCorruptError(
+                f"approval/requested in turn {record.turn} where the open turn is "
+                f"{self.session.open_turn}"
+            )
+        if self.step is None:
+            raise LedgerCorruptError("approval/requested outside a step")
+        self._open_call("approval/requested", record.call_id, dispatched=False)
+        if record.call_id in self.held:
+            raise LedgerCorruptError(f"a second approval/requested for call {record.call_id!r}")
+        call = self.conversation.linker.open_calls[record.call_id]
+        if record.call != call:
+            raise LedgerCorruptError(
+                f"approval/requested for call {record.call_id!r} names another tool or "
+                "arguments than the call"
+            )
+        self.held[call.id] = call
+
+    def approval_decided(self, record: ApprovalDecidedRecord) -> None:
+        # anywhere (usually between turns), once per held call, before its result
+        call_id = record.call_id
+        if call_id not in self.held:
+            raise LedgerCorruptError(
+                f"approval/decided for call {call_id!r}, which is not waiting for approval "
+                "(never requested, or already answered)"
+            )
+        if call_id in self.decided:
+            raise LedgerCorruptError(f"a second approval/decided for call {call_id!r}")
+        if record.arguments is not None:
+            try:
+                check_arguments(record.arguments)
+            except ArgumentsError as exc:
+                raise LedgerCorruptError(
+                    f"approval/decided for call {call_id!r}: arguments: {exc}"
+                ) from None
+        self.decided[call_id] = record.decision
+
+    def _approved(self, call_id: str) -> bool:
+        decision = self.decided.get(call_id)
+        return decision is not None and decision.approved
+
+    def _check_held_result(self, result: ToolResultMessage) -> None:
+        """A held call that was not dispatched did not run: its result (a rejection,
+        or an interrupted turn's) can only be an error."""
+        call_id = result.tool_call_id
+        if call_id in self.held and call_id not in self.session.dispatched and not result.is_error:
+            raise LedgerCorruptError(
+                f"tool/result for call {call_id!r}, held for approval and never dispatched, "
+                "is not an error"
+            )
 
     def output(self, record: OutputRecord) -> None:
         # after the step that gave it, before its turn/end
@@ -318,7 +406,7 @@ class _Replay:
         # As live (a new linker): ids the compacted transcript dropped may come again.
         self.conversation.replace(record.messages)
         self.session.messages = self.conversation.messages
-        for call_id in [*self.session.dispatched, *self.session.failed]:
+        for call_id in [*self.session.dispatched, *self.session.failed, *self.held]:
             self._forget(call_id)
 
     def _forget(self, call_id: str) -> None:
@@ -327,6 +415,8 @@ class _Replay:
         session.dispatched.discard(call_id)
         session.cancelled.discard(call_id)
         session.failed.pop(call_id, None)
+        self.held.pop(call_id, None)
+        self.decided.pop(call_id, None)
 
     def feed(self, record: Record) -> None:
         session = self.session
@@ -347,6 +437,10 @@ class _Replay:
         session = self.session
         if session.open_turn is not None:  # the writer died in a turn
             session.sequence = max(session.sequence, session.reserved)
+        # a held call dispatched (approved, then run) is answered as any call
+        pending = [call for key, call in self.held.items() if key not in session.dispatched]
+        session.pending_approvals = tuple(pending)
+        session.decisions = {c.id: self.decided[c.id] for c in pending if c.id in self.decided}
         return session
 
 
@@ -367,6 +461,8 @@ _RULES: dict[type, Callable[[_Replay, Any], None]] = {
     ToolResultRecord: _Replay.tool_result,
     CompactedRecord: _Replay.compacted,
     OutputRecord: _Replay.output,
+    ApprovalRequestedRecord: _Replay.approval_requested,
+    ApprovalDecidedRecord: _Replay.approval_decided,
 }
 
 
@@ -379,6 +475,10 @@ def derive(records: Iterable[Record]) -> DerivedSession:
     open), or records that do not make a valid transcript (messages are
     checked as live ones are, arguments within the limits included; a
     transcript cut after a tool call is valid here: calls may be open).
+    Approvals: a request outside a step or for a call that is not open, a
+    decision for a call not waiting for one (never requested, answered, or
+    already decided), a held call dispatched without an approval, or one
+    answered without being dispatched by anything but an error result.
     """
     replay: _Replay | None = None
     for record in records:

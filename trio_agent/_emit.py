@@ -10,12 +10,15 @@ before the last event, so the stream and the transcript always agree.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, final
+from typing import TYPE_CHECKING, Any, Literal, Protocol, final
 
 import trio
 
 from .messages import Message, ToolCall
 from .model import ModelSettings, Usage
+
+if TYPE_CHECKING:
+    from ._approvals import ApprovalDecision
 
 __all__ = ["Emitter", "Journal"]
 
@@ -109,6 +112,16 @@ class Journal(Protocol):
     def output_accepted(self, request_id: str, output: Any) -> None:
         """The turn's typed answer, given by step ``request_id``, was accepted
         (after that step's ``step_ended``, before the turn ends)."""
+        ...
+
+    def approval_requested(self, call: ToolCall) -> None:
+        """``call`` is held for a person's approval: written in the open step of
+        the open turn, after the assistant message that makes the call."""
+        ...
+
+    def approval_decided(self, decision: ApprovalDecision) -> None:
+        """A decision on a held call (usually between turns, when no turn is
+        open): once per call, before its result."""
         ...
 
     def attempt_failed(

@@ -114,6 +114,19 @@ class StepHooks:
         """Whether queued input would continue the turn after a step."""
         return False
 
+    async def hold_calls(self, calls: Sequence[ToolCall], spec: TurnSpec) -> frozenset[str]:
+        """The ids of the calls to hold for a person's approval (recorded and
+        announced here); they are not run, and the turn ends awaiting approval."""
+        return frozenset()
+
+    def still_open(self) -> frozenset[str]:
+        """Calls that may stay unanswered after a batch: those held for approval."""
+        return frozenset()
+
+    def awaiting_approval(self) -> object | None:
+        """The turn's end when calls of the last step wait for approval, else None."""
+        return None
+
     def take_input(self, stop_reason: str) -> Sequence[Message]:
         """Take the queued input that continues the turn (appended at once)."""
         return ()

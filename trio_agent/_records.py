@@ -12,12 +12,15 @@ from typing import Annotated, Any, ClassVar, Final, Literal
 import msgspec
 from msgspec import Meta, Struct
 
+from ._approvals import ApprovalDecision
 from .events import TurnEnd
-from .messages import Message, ToolResultMessage
+from .messages import Message, ToolCall, ToolResultMessage
 from .model import ModelSettings, Usage
 
 __all__ = [
     "FORMAT_VERSION",
+    "ApprovalDecidedRecord",
+    "ApprovalRequestedRecord",
     "AttemptFailedRecord",
     "CompactedRecord",
     "EventsReservedRecord",
@@ -345,6 +348,86 @@ class CompactedRecord(_Record, frozen=True, tag="context/compacted"):
     ]
 
 
+class ApprovalRequestedRecord(_Record, frozen=True, tag="approval/requested"):
+    """A call of the open step needs a person's approval: it is held, not run, and
+    stays unanswered in the transcript until a later turn resolves it (after its
+    ``approval/decided``). Written in the step, after the assistant message that
+    makes the call; ``call_id``, ``name`` and ``arguments`` repeat that call's."""
+
+    kind: ClassVar[Literal["approval/requested"]] = "approval/requested"
+    turn: Annotated[int, _TURN]
+    call_id: Annotated[str, _CALL_ID]
+    name: Annotated[str, Meta(description="The name of the tool the call is to.")]
+    arguments: Annotated[
+        dict[str, Any],
+        Meta(description="The call's arguments, as in its assistant message."),
+    ]
+
+    @property
+    def call(self) -> ToolCall:
+        """The held call, as its assistant message has it."""
+        return ToolCall(self.call_id, self.name, self.arguments)
+
+
+class ApprovalDecidedRecord(_Record, frozen=True, tag="approval/decided"):
+    """A person's decision on a held call (``agent.approve``/``reject``): once per
+    call, after its ``approval/requested`` and before its result; usually between
+    turns. Only an approved call may have a ``tool/call``; a rejected one is
+    answered by an error result carrying ``reason``."""
+
+    kind: ClassVar[Literal["approval/decided"]] = "approval/decided"
+    call_id: Annotated[str, Meta(description="The id of the held call decided on.")]
+    approved: Annotated[
+        bool,
+        Meta(
+            description="True: the call may run (once); false (and when absent): it is "
+            "rejected and never runs."
+        ),
+    ] = False
+    reason: Annotated[
+        str, Meta(description='Why; a rejection\'s reason is in its error result. "" for none.')
+    ] = ""
+    by: Annotated[
+        str, Meta(description='Who decided, as the application names them; "" when not said.')
+    ] = ""
+    at: Annotated[
+        float,
+        Meta(description="When it was decided: seconds since the Unix epoch."),
+    ] = 0.0
+    arguments: Annotated[
+        dict[str, Any] | None,
+        Meta(
+            description="Arguments the approver set for the call to run with, in place of the "
+            "model's; null: as the model asked."
+        ),
+    ] = None
+
+    @classmethod
+    def of(cls, seq: int, decision: ApprovalDecision) -> ApprovalDecidedRecord:
+        """The record of ``decision``, numbered ``seq``."""
+        return cls(
+            seq=seq,
+            call_id=decision.call_id,
+            approved=decision.approved,
+            reason=decision.reason,
+            by=decision.by,
+            at=decision.at,
+            arguments=decision.arguments,
+        )
+
+    @property
+    def decision(self) -> ApprovalDecision:
+        """The decision as the agent keeps it."""
+        return ApprovalDecision(
+            call_id=self.call_id,
+            approved=self.approved,
+            reason=self.reason,
+            by=self.by,
+            at=self.at,
+            arguments=self.arguments,
+        )
+
+
 Record = (
     SessionStartRecord
     | SessionClosedRecord
@@ -362,6 +445,8 @@ Record = (
     | ToolResultRecord
     | CompactedRecord
     | OutputRecord
+    | ApprovalRequestedRecord
+    | ApprovalDecidedRecord
 )
 
 record_decoder: Final = msgspec.json.Decoder(Record)

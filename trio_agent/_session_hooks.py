@@ -12,7 +12,8 @@ from typing import Any, Literal, final
 import attrs
 import msgspec
 
-from ._emit import Emitter
+from ._approvals import ApprovalPolicy, Approvals, hold_for_approval, rejection
+from ._emit import Emitter, Journal
 from ._errors import CONTEXT_OVERFLOW, HOOK_ERROR, StepError, describe, leaves
 from ._hooks import StepHooks, TurnSpec, TurnState, build_spec, call_hook
 from ._options import (
@@ -28,6 +29,7 @@ from ._settings import check_run_settings, check_settings, merge_settings
 from ._transcript import Conversation, validate
 from .events import (
     ContextCompacted,
+    TurnAwaitingApproval,
     TurnBlocked,
     TurnEnd,
     TurnRepeatedFailure,
@@ -74,7 +76,7 @@ RESUMED_OPTIONS = (
     *("context_window", "reserve_output_tokens", "count_tokens", "max_tool_result_chars"),
     *("transform_context", "before_tool_call", "after_tool_call", "should_stop_turn"),
     *("compact", "seed", "tool_execution", "max_parallel_tools", "tool_grace_period"),
-    *("output_type", "output_mode", "output_retries", "output_validator"),
+    *("output_type", "output_mode", "output_retries", "output_validator", "approval"),
 )
 """The options ``Agent.resume`` passes on to ``Agent()`` as they are."""
 
@@ -148,6 +150,7 @@ class SessionPolicy:
     after_tool_call: AfterToolCall | None
     should_stop_turn: ShouldStopTurn | None
     compact: Compact | None
+    approval: ApprovalPolicy | None
     tool_execution: Literal["sequential", "parallel"]
     max_parallel_tools: int
     tool_grace_period: float
@@ -185,6 +188,7 @@ class SessionPolicy:
             "after_tool_call",
             "should_stop_turn",
             "compact",
+            "approval",
         ):
             check_optional_hook(name, options[name])
         policy = cls(
@@ -339,6 +343,11 @@ class Inbox:
             return drain(self.follow_ups, self.reserved)
         return ()
 
+    def requeue(self, taken: Sequence[Message]) -> None:
+        """Put a turn's input back, first in line (its turn could not take it)."""
+        self.follow_ups[:0] = taken
+        self.reserved.update(dict.fromkeys(message.id for message in taken))
+
     def take_for_turn(self, prompt: Message | None) -> tuple[Message, ...]:
         """A new turn's input: its prompt with the queued steering, or else the
         follow-ups."""
@@ -357,18 +366,30 @@ class SessionHooks(StepHooks):
     and its inbox, and keep the turn's repeated-failure count."""
 
     __slots__ = (
+        "_approvals",
         "_emit",
         "_failing_count",
         "_failing_key",
         "_failing_tool",
         "_inbox",
+        "_journal",
         "_policy",
         "_rng",
         "_turn",
     )
 
-    def __init__(self, policy: SessionPolicy, inbox: Inbox, emit: Emitter, turn: int) -> None:
+    def __init__(
+        self,
+        policy: SessionPolicy,
+        inbox: Inbox,
+        emit: Emitter,
+        turn: int,
+        approvals: Approvals | None = None,
+        journal: Journal | None = None,
+    ) -> None:
         self._policy = policy
+        self._approvals = Approvals() if approvals is None else approvals
+        self._journal = journal
         self._inbox = inbox
         self._emit = emit
         self._turn = turn
@@ -469,7 +490,22 @@ class SessionHooks(StepHooks):
         return self._policy.retry.delay(error, attempt, self._rng)
 
     # -- tools
+    # -- approvals
+    async def hold_calls(self, calls: Sequence[ToolCall], spec: TurnSpec) -> frozenset[str]:
+        approvals, policy = self._approvals, self._policy.approval
+        return await hold_for_approval(approvals, calls, spec, policy, self._journal, self._emit)
+
+    def still_open(self) -> frozenset[str]:
+        return frozenset(self._approvals.held)
+
+    def awaiting_approval(self) -> TurnAwaitingApproval | None:
+        undecided = self._approvals.undecided()
+        return TurnAwaitingApproval(call_ids=tuple(c.id for c in undecided)) if undecided else None
+
     async def before_tool_call(self, call: ToolCall) -> str | None:
+        rejected = rejection(call.id, self._approvals)
+        if rejected is not None:  # a person's no, given between turns
+            return rejected
         hook = self._policy.before_tool_call
         if hook is None:
             return None

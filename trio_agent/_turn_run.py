@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any, final
 
 import trio
 
+from ._approvals import resolve
 from ._emit import Emitter
 from ._errors import INTERNAL_ERROR, describe
-from ._hooks import TurnState
+from ._hooks import TurnSpec, TurnState
 from ._outcomes import turn_end_of
 from ._output import OutputSpec
 from ._run import EventRun, cancelled_from_outside
@@ -29,7 +30,7 @@ from .events import (
     TurnResult,
     TurnStarted,
 )
-from .messages import UserMessage, text_from_assistant
+from .messages import Message, ToolResultMessage, UserMessage, text_from_assistant
 from .model import ModelSettings, Usage
 
 if TYPE_CHECKING:
@@ -88,16 +89,10 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             turn, taken, repairs = agent._begin_turn(self._prompt, self._scope, emit.next)
             try:
                 with _UNSCOPED if self._scope is None else self._scope:
-                    await accept(
-                        conversation,
-                        repairs + taken,
-                        emit,
-                        first=[lambda sequence: TurnStarted(sequence=sequence, turn=turn)],
-                    )
-                    if not taken and not owes_reply(conversation):
-                        outcome = TurnOutcome("completed", stop_reason=None)  # nothing to do
-                    else:
-                        hooks = SessionHooks(policy, agent._inbox, emit, turn)
+                    approvals = agent._approvals
+                    hooks = SessionHooks(policy, agent._inbox, emit, turn, approvals, agent._ledger)
+                    outcome = await self._open(turn, taken, repairs, spec, hooks, emit, host)
+                    if outcome is None:
                         outcome = await run_turn(
                             conversation, spec, state, emit, hooks, agent._host or host
                         )
@@ -123,6 +118,37 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             await self._end(turn, end, state, emit, output)
         finally:
             agent._end_turn(self, emit.next)
+
+    async def _open(
+        self,
+        turn: int,
+        taken: tuple[Message, ...],
+        repairs: tuple[ToolResultMessage, ...],
+        spec: TurnSpec,
+        hooks: SessionHooks,
+        emit: Emitter,
+        host: trio.Nursery | None,
+    ) -> TurnOutcome | None:
+        """Append the turn's input, after answering the calls the last step held
+        for approval (run if approved, an error result if rejected); the turn's end
+        if it cannot go on (undecided calls: the input waits in the inbox; nothing
+        to do), else None."""
+        agent = self._agent
+        conversation, approvals = agent._conversation, agent._approvals
+        started = [lambda sequence: TurnStarted(sequence=sequence, turn=turn)]
+        if not approvals.held:
+            await accept(conversation, repairs + taken, emit, first=started)
+            if taken or owes_reply(conversation):
+                return None
+            return TurnOutcome("completed", stop_reason=None)  # nothing to do
+        await accept(conversation, repairs, emit, first=started)
+        waiting = hooks.awaiting_approval()
+        if waiting is not None:  # no request while a held call is undecided
+            agent._inbox.requeue(taken)
+            return TurnOutcome("stopped", stop=waiting)
+        await resolve(approvals, conversation, spec, hooks, emit, agent._host or host)
+        await accept(conversation, taken, emit)
+        return None
 
     async def _end(
         self, turn: int, end: TurnEnd, state: TurnState, emit: Emitter, output: Any = None

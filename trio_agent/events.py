@@ -22,6 +22,8 @@ from .messages import Message, ToolCall, ToolResultMessage
 from .model import Chunk, Usage
 
 __all__ = [
+    "ApprovalDecided",
+    "ApprovalRequested",
     "AttemptFailed",
     "Cancelled",
     "Completed",
@@ -38,6 +40,7 @@ __all__ = [
     "ToolFinished",
     "ToolStarted",
     "ToolUpdated",
+    "TurnAwaitingApproval",
     "TurnBlocked",
     "TurnCancelled",
     "TurnCompleted",
@@ -346,6 +349,16 @@ class TurnBlocked(_TurnEnd, frozen=True, tag="blocked"):
     ]
 
 
+class TurnAwaitingApproval(_TurnEnd, frozen=True, tag="awaiting_approval"):
+    """Calls of the last step wait for a person's decision (``agent.approve`` /
+    ``agent.reject``); the next turn runs or answers them first."""
+
+    reason: ClassVar[Literal["awaiting_approval"]] = "awaiting_approval"
+    call_ids: Annotated[
+        tuple[str, ...], Meta(description="The calls waiting for a decision, in call order.")
+    ]
+
+
 class TurnCancelled(_TurnEnd, frozen=True, tag="cancelled"):
     """The turn was cancelled; queued input stays queued."""
 
@@ -376,6 +389,7 @@ TurnEnd = (
     | TurnTokenBudget
     | TurnRepeatedFailure
     | TurnBlocked
+    | TurnAwaitingApproval
     | TurnCancelled
     | TurnInterrupted
     | TurnFailed
@@ -442,6 +456,24 @@ class ContextCompacted(_Event, frozen=True, tag="context.compacted"):
     ]
 
 
+class ApprovalRequested(_Event, frozen=True, tag="approval.requested"):
+    """A call needs a person's approval: it is held (not run) until decided."""
+
+    type: ClassVar[Literal["approval.requested"]] = "approval.requested"
+    call: Annotated[ToolCall, _CALL]
+
+
+class ApprovalDecided(_Event, frozen=True, tag="approval.decided"):
+    """A held call was decided (between turns); the turn that runs or answers it
+    reports the decision first."""
+
+    type: ClassVar[Literal["approval.decided"]] = "approval.decided"
+    call: Annotated[ToolCall, _CALL]
+    approved: Annotated[bool, Meta(description="True: it runs; False: it is answered as rejected.")]
+    reason: Annotated[str, Meta(description="Why, as the person said it.")] = ""
+    by: Annotated[str, Meta(description="Who decided, as the application names them.")] = ""
+
+
 SessionEvent = (
     MessageAccepted
     | ModelChunk
@@ -452,4 +484,6 @@ SessionEvent = (
     | TurnStarted
     | TurnFinished
     | ContextCompacted
+    | ApprovalRequested
+    | ApprovalDecided
 )

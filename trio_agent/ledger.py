@@ -22,6 +22,7 @@ import msgspec
 import trio
 from trio.lowlevel import enable_ki_protection
 
+from ._approvals import ApprovalDecision
 from ._derive import TOOL_CANCELLED as TOOL_CANCELLED
 from ._derive import TOOL_FATAL as TOOL_FATAL
 from ._derive import TOOL_NOT_STARTED as TOOL_NOT_STARTED
@@ -30,6 +31,8 @@ from ._derive import DerivedSession as DerivedSession
 from ._derive import derive as derive
 from ._options import check_fsync as check_fsync
 from ._records import FORMAT_VERSION as FORMAT_VERSION
+from ._records import ApprovalDecidedRecord as ApprovalDecidedRecord
+from ._records import ApprovalRequestedRecord as ApprovalRequestedRecord
 from ._records import AttemptFailedRecord as AttemptFailedRecord
 from ._records import CompactedRecord as CompactedRecord
 from ._records import EventsReservedRecord as EventsReservedRecord
@@ -68,6 +71,8 @@ __all__ = [
     "TOOL_FATAL",
     "TOOL_NOT_STARTED",
     "TOOL_OUTCOME_UNKNOWN",
+    "ApprovalDecidedRecord",
+    "ApprovalRequestedRecord",
     "AttemptFailedRecord",
     "CompactedRecord",
     "DerivedSession",
@@ -272,8 +277,9 @@ class Ledger:
     ) -> tuple[Ledger, list[tuple[ToolResultMessage, str]]]:
         """The ledger of a resumed session (``writer`` from the store's ``reopen``),
         with what the last writer left open closed: each call without a result
-        answered (``closing_results``, returned with their codes) and an open turn
-        ended as ``interrupted``, durably. Cancellation or a failure: the writer
+        answered (``closing_results``, returned with their codes; a call held for
+        approval and not dispatched stays open, in ``derived.pending_approvals``)
+        and an open turn ended as ``interrupted``, durably. Cancellation or a failure: the writer
         is closed (its lock let go) before the error propagates."""
         ledger = cls(writer, derived.next_seq, fsync, reserved=derived.reserved)
         done = False
@@ -405,6 +411,28 @@ class Ledger:
                 error=error,
             )
         )
+
+    def approval_requested(self, call: ToolCall) -> None:
+        """``call`` of the open step is held for a person's approval
+        (``approval/requested``, in the open turn). Written after the assistant
+        message that makes the call; ``RuntimeError`` when no turn is open (a
+        session's step is always in one)."""
+        if self._open_turn is None:
+            raise RuntimeError(f"approval/requested for call {call.id!r} outside a turn")
+        self._write(
+            ApprovalRequestedRecord(
+                seq=self._seq,
+                turn=self._open_turn,
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+            )
+        )
+
+    def approval_decided(self, decision: ApprovalDecision) -> None:
+        """A decision on a held call (``approval/decided``): in a turn or between
+        turns, once per call, before the call's result."""
+        self._write(ApprovalDecidedRecord.of(self._seq, decision))
 
     def attempt_failed(
         self,

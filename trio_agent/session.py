@@ -19,6 +19,7 @@ import msgspec
 import trio
 
 from ._agent_tool import agent_tool
+from ._approvals import ApprovalPolicy, Approvals, decide
 from ._errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
 from ._options import (
     check_cancel_scope,
@@ -34,6 +35,7 @@ from ._output import OutputValidator, offered, output_spec
 from ._policies import RetryPolicy as RetryPolicy
 from ._policies import estimate_tokens as estimate_tokens
 from ._policies import truncate_text as truncate_text
+from ._resume import resume_agent
 from ._run import exit_nursery, inline
 from ._session_hooks import (
     BUSY,
@@ -67,12 +69,10 @@ from .ledger import (
     Ledger,
     LedgerError,
     PendingLedger,
-    SessionChangedError,
     check_fsync,
-    derive,
     model_label,
 )
-from .messages import Message, ToolResultMessage, UserMessage
+from .messages import Message, ToolCall, ToolResultMessage, UserMessage
 from .model import Model, ModelSettings
 from .stores import SessionStore
 from .stores._base import check_session_id
@@ -135,6 +135,7 @@ class Agent:
     # No per-instance dict: 1.2 KB less per concurrent run (benchmarks W3).
     __slots__ = (
         "_active",
+        "_approvals",
         "_closed",
         "_conversation",
         "_host",
@@ -190,8 +191,10 @@ class Agent:
         output_mode: Literal["tool", "native"] = "tool",
         output_retries: int = 2,
         output_validator: OutputValidator | None = None,
+        approval: ApprovalPolicy | None = None,
     ) -> None:
         check_messages_and_model(messages, model)
+        self._approvals = Approvals()
         self._output_options = (output_mode, output_retries, output_validator)
         self._output = output_spec(output_type, *self._output_options)
         self._model = model
@@ -279,7 +282,10 @@ class Agent:
             self._inbox.release(prompt)
             raise
         self._turns = turn
-        repairs = interrupted_results(self._conversation)
+        held = self._approvals.held  # answered by the turn, once decided
+        repairs = tuple(
+            r for r in interrupted_results(self._conversation) if r.tool_call_id not in held
+        )
         return turn, self._inbox.take_for_turn(prompt), repairs
 
     def _end_turn(self, run: TurnRun, sequence: int) -> None:
@@ -320,6 +326,7 @@ class Agent:
         output_mode: Literal["tool", "native"] = "tool",
         output_retries: int = 2,
         output_validator: OutputValidator | None = None,
+        approval: ApprovalPolicy | None = None,
     ) -> Agent:
         """Rebuild a recorded session, from its ledger, to go on with it.
 
@@ -345,32 +352,8 @@ class Agent:
         check_fsync(fsync)  # before anything is opened
         given = locals()
         options = {name: given[name] for name in RESUMED_OPTIONS}
-        for attempt in range(1, 4):
-            loaded = await store.load(session_id)
-            derived = derive(loaded.records)
-            agent = cls(
-                model=model,
-                messages=derived.closed_messages(),
-                request_sequence_start=derived.requests + 1,
-                sequence_start=derived.sequence,
-                system=derived.system if system is None else system,
-                **options,
-            )
-            try:
-                writer = await trio.to_thread.run_sync(store.reopen, loaded)  # file work
-                ledger, closing = await Ledger.take_over(writer, derived, fsync)
-            except SessionChangedError:
-                if attempt == 3:
-                    raise
-                continue  # another writer appended and let go meanwhile: load again
-            agent._attach(ledger)
-            agent._turns = derived.turns
-            agent._session_id = session_id
-            agent._metadata = derived.metadata
-            agent.closed_on_resume = tuple(closing)
-            agent.resume_warnings = (*loaded.warnings, *derived.writer_warnings())
-            return agent
-        raise AssertionError("unreachable")  # pragma: no cover
+        options["model"] = model
+        return await resume_agent(cls, store, session_id, fsync, system, options)
 
     async def __aenter__(self) -> Agent:
         """Create the session's ledger if it is not made yet (``SessionExistsError``,
@@ -414,6 +397,31 @@ class Agent:
                     ledger.session_closed(self._next_sequence)  # a clean close, not a crash
                 finally:
                     await ledger.aclose()
+
+    # -- approvals
+    @property
+    def pending_approvals(self) -> tuple[ToolCall, ...]:
+        """Calls held for a person's approval (``@tool(requires_approval=True)`` or
+        ``Agent(approval=)``), decided or not, until the next turn runs or answers
+        them; in call order, with the arguments the model gave."""
+        return tuple(self._approvals.held.values())
+
+    async def approve(
+        self, call_id: str, *, arguments: dict[str, Any] | None = None, by: str = ""
+    ) -> None:
+        """Approve a held call, once: the next turn runs it (with ``arguments`` in
+        place of the model's, if given: checked like a model's). Recorded in the
+        ledger, durably, before this returns; ``ValueError`` for an unknown call or
+        one already decided; ``RuntimeError`` while a turn runs. Cancellation: the
+        record is made at once and flushed shielded."""
+        busy = self._active is not None
+        await decide(self._approvals, self._ledger, busy, call_id, True, "", by, arguments)
+
+    async def reject(self, call_id: str, reason: str = "", *, by: str = "") -> None:
+        """Reject a held call, once: the next turn answers it with an error result
+        carrying ``reason`` (the model reads it). As ``approve`` otherwise."""
+        busy = self._active is not None
+        await decide(self._approvals, self._ledger, busy, call_id, False, reason, by, None)
 
     # -- state
     @property

@@ -134,6 +134,10 @@ class Tool(Generic[P, R]):
     """Runs alone in a parallel batch: calls before it finish first, calls after it wait."""
     progress: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     """Reports progress through ``tool_context().report(...)`` (``tool.updated`` events)."""
+    requires_approval: bool = attrs.field(
+        default=False, validator=attrs.validators.instance_of(bool)
+    )
+    """An ``Agent`` holds each call until a person approves it (``agent.approve``)."""
     function: Callable[P, R] | None = attrs.field(default=None, eq=False, repr=False)
     """The function ``@tool`` built this tool from; None for a tool built by hand."""
 
@@ -275,7 +279,11 @@ def _definition(
 
 
 def _build_tool(
-    function: Callable[P, R], name: str | None, description: str | None, exclusive: bool
+    function: Callable[P, R],
+    name: str | None,
+    description: str | None,
+    exclusive: bool,
+    requires_approval: bool = False,
 ) -> Tool[P, R]:
     kind = _kind_of(function)
     tool_name = getattr(function, "__name__", "") if name is None else name
@@ -309,6 +317,7 @@ def _build_tool(
         exclusive=exclusive,
         progress=context_name is not None,
         function=function,
+        requires_approval=requires_approval,
     )
 
 
@@ -320,7 +329,11 @@ class _ToolDecorator(Protocol):
 def tool(function: Callable[P, R], /) -> Tool[P, R]: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, exclusive: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    exclusive: bool = False,
+    requires_approval: bool = False,
 ) -> _ToolDecorator: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -329,6 +342,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     exclusive: bool = False,
+    requires_approval: bool = False,
 ) -> Tool[..., Any] | _ToolDecorator:
     """Build a ``Tool`` from a function: ``async def``, or a plain ``def``.
 
@@ -340,8 +354,9 @@ def tool(
     the JSON path (``Expected `int`, got `str` - at `$.left```).
     A parameter annotated ``ToolContext`` is not an argument: it receives the
     call's context (``ctx.report(...)`` for progress). ``exclusive=True``
-    makes the tool run alone in a parallel batch. Use as ``@tool`` or
-    ``@tool(name=..., description=..., exclusive=...)``. The result is a
+    makes the tool run alone in a parallel batch; ``requires_approval=True``
+    makes an ``Agent`` hold each call until a person approves it. Use as
+    ``@tool`` or ``@tool(name=..., description=..., exclusive=...)``. The result is a
     ``Tool`` that keeps the function's signature for type checkers, and
     calling it calls the function.
 
@@ -354,11 +369,13 @@ def tool(
     then leaves it to finish in the background with its outcome unknown.
     Blocking work that must stop on cancellation belongs in an ``async def``.
     """
+    if type(requires_approval) is not bool:
+        raise TypeError(f"requires_approval must be a bool, got {requires_approval!r}")
     if function is not None:
-        return _build_tool(function, name, description, exclusive)
+        return _build_tool(function, name, description, exclusive, requires_approval)
 
     def decorate(f: Callable[..., Any], /) -> Tool[..., Any]:
-        return _build_tool(f, name, description, exclusive)
+        return _build_tool(f, name, description, exclusive, requires_approval)
 
     return typing.cast(_ToolDecorator, decorate)
 

@@ -1,6 +1,7 @@
 """``show``: a recorded session for a person (its configuration, each turn with the
-model that ran it, calls, results, its accepted typed output, how its last writer
-left it, usage), or its records as versioned JSON lines."""
+model that ran it, calls, results, approvals asked for and decided, its accepted
+typed output, how its last writer left it, the calls still waiting for approval,
+usage), or its records as versioned JSON lines."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from typing import Any
 
 import msgspec
 
+from .._approvals import ApprovalDecision
 from ..ledger import (
+    ApprovalDecidedRecord,
+    ApprovalRequestedRecord,
     AttemptFailedRecord,
     DerivedSession,
     MessageRecord,
@@ -32,6 +36,7 @@ from ..messages import (
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
+    ToolCall,
     UserMessage,
 )
 from ..stores._lock import holder_of
@@ -63,6 +68,7 @@ def show(args: argparse.Namespace) -> int:
         lines += _record_lines(record)
     _, _, file = ledger_location(args.ledger)
     lines.append(f"\n{_state_of(derived, holder_of(file))}")
+    lines += _pending_lines(derived)
     usage, failed = derived.usage, derived.failed_usage
     line = f"usage: {usage.input_tokens} input / {usage.output_tokens} output tokens"
     if failed.input_tokens or failed.output_tokens:
@@ -120,6 +126,35 @@ def _state_of(derived: DerivedSession, holder: str | None) -> str:
     return f"not closed: its last writer crashed or was killed ({where})"
 
 
+def _pending_lines(derived: DerivedSession) -> list[str]:
+    """The calls waiting for approval, each with its arguments and decision, if any."""
+    if not derived.pending_approvals:
+        return []
+    lines = [f"waiting for approval: {len(derived.pending_approvals)} call(s)"]
+    for call in derived.pending_approvals:
+        decision = derived.decisions.get(call.id)
+        said = _decision_text(decision) if decision is not None else "undecided"
+        lines.append(f"  {call.id} {_call_text(call)}: {said}")
+    return lines
+
+
+def _call_text(call: ToolCall) -> str:
+    """A call as ``name({...})``, its arguments as compact JSON cut to fit a line."""
+    return f"{call.name}({one_line(json_line(call.arguments), 80)})"
+
+
+def _decision_text(decision: ApprovalDecision) -> str:
+    """``approved``/``rejected``, by whom, why, and the approver's arguments."""
+    text = "approved" if decision.approved else "rejected"
+    if decision.by:
+        text += f" by {one_line(decision.by, 40)}"
+    if decision.reason:
+        text += f" ({one_line(decision.reason, 80)})"
+    if decision.arguments is not None:
+        text += f", to run with {one_line(json_line(decision.arguments), 80)}"
+    return text
+
+
 def _record_lines(record: Record) -> list[str]:
     """What a person reads of one record (nothing for the bookkeeping ones)."""
     match record:
@@ -138,6 +173,10 @@ def _record_lines(record: Record) -> list[str]:
             return [f"  call {record.call_id} was cancelled while it ran"]
         case ToolFailedRecord():
             return [f"  call {record.call_id} failed fatally: {one_line(record.error, 80)}"]
+        case ApprovalRequestedRecord():
+            return [f"  call {record.call_id} waits for approval"]
+        case ApprovalDecidedRecord():
+            return [f"approval: call {record.call_id} {_decision_text(record.decision)}"]
         case StepStartRecord():
             return [f"- {record.request_id}"]
         case AttemptFailedRecord():
@@ -166,5 +205,4 @@ def _block_line(block: Block) -> str:
         return f"  thinking{signed}: {one_line(block.thinking, 80)}"
     if isinstance(block, RedactedThinkingBlock):
         return f"  thinking (redacted, {len(block.data)} characters)"
-    args_text = msgspec.json.encode(block.arguments).decode()
-    return f"  call {block.name}({one_line(args_text, 80)}) [{block.id}]"
+    return f"  call {_call_text(block)} [{block.id}]"

@@ -10,6 +10,8 @@ from typing import Any
 import msgspec
 
 from ..events import (
+    ApprovalDecided,
+    ApprovalRequested,
     AttemptFailed,
     ContextCompacted,
     MessageAccepted,
@@ -174,6 +176,17 @@ def _turn_finished(r: _Renderer, e: TurnFinished) -> str:
     return f"turn={e.turn} {r.result(e.result)}"
 
 
+def _requested(r: _Renderer, e: ApprovalRequested) -> str:
+    return f"{e.call.name} {e.call.id}"
+
+
+def _decided(r: _Renderer, e: ApprovalDecided) -> str:
+    verdict = "approved" if e.approved else "rejected"
+    by = f" by={r.text(e.by)}" if e.by else ""
+    reason = f" {r.text(e.reason)}" if e.reason else ""
+    return f"{e.call.name} {e.call.id} {verdict}{by}{reason}"
+
+
 def _compacted(r: _Renderer, e: ContextCompacted) -> str:
     return f"{e.request_id} messages={len(e.messages)}"
 
@@ -189,6 +202,8 @@ _RENDER: dict[type, Callable[[_Renderer, Any], str]] = {
     TurnStarted: _turn_started,
     TurnFinished: _turn_finished,
     ContextCompacted: _compacted,
+    ApprovalRequested: _requested,
+    ApprovalDecided: _decided,
 }
 """One renderer per event class (of ``Event`` and ``SessionEvent``)."""
 

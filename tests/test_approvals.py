@@ -1,0 +1,316 @@
+"""Human approval of tool calls (issue 19, DESIGN 11.5) with the scripted model: a
+step holds the calls that need a yes, runs the others, ends the turn awaiting
+approval; decisions are single use; the next turn runs or answers the held
+calls before anything else, at most once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from trio_agent import (
+    Agent,
+    ToolCall,
+    ToolRegistry,
+    ToolResultMessage,
+    UserMessage,
+    tool,
+    validate_transcript,
+)
+from trio_agent.testing import (
+    ScriptedModel,
+    assert_run_invariants,
+    explore_cancellation,
+    scripted_response,
+)
+
+
+class Desk:
+    """Tools that write down what ran, and how often."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, dict[str, Any]]] = []
+
+        @tool(requires_approval=True)
+        async def write(path: str, text: str = "") -> str:
+            """Write a file."""
+            self.ran.append(("write", {"path": path, "text": text}))
+            return f"wrote {path}"
+
+        @tool
+        async def read(path: str) -> str:
+            """Read a file."""
+            self.ran.append(("read", {"path": path}))
+            return f"content of {path}"
+
+        self.tools = ToolRegistry([write, read])
+
+
+def step(rid: str, *calls: tuple[str, str, dict[str, Any]]) -> Any:
+    return scripted_response(rid, [ToolCall(cid, name, args) for cid, name, args in calls])
+
+
+def three_calls() -> list[Any]:
+    return [
+        step(
+            "r1",
+            ("c1", "read", {"path": "a"}),
+            ("c2", "write", {"path": "b"}),
+            ("c3", "write", {"path": "c"}),
+        ),
+        scripted_response("r2", "done"),
+    ]
+
+
+async def record(run: Any) -> tuple[list[Any], Any]:
+    events: list[Any] = []
+    async with run:
+        async for event in run:
+            events.append(event)
+    assert_run_invariants(events, run.result)
+    return events, run.result
+
+
+def types(events: list[Any]) -> list[str]:
+    return [event.type for event in events]
+
+
+async def test_a_step_holds_the_calls_that_need_a_yes_and_runs_the_others():
+    desk = Desk()
+    model = ScriptedModel(three_calls())
+    agent = Agent(model=model, tools=desk.tools)
+    events, result = await record(agent.turn("go"))
+    assert result.end.reason == "awaiting_approval"
+    assert result.end.call_ids == ("c2", "c3")
+    assert [call.id for call in agent.pending_approvals] == ["c2", "c3"]
+    assert agent.pending_approvals[0].arguments == {"path": "b"}
+    assert desk.ran == [("read", {"path": "a"})]  # only the call that needs no yes
+    assert types(events).count("approval.requested") == 2
+    assert len(model.requests) == 1  # no request while a held call is undecided
+    assert agent.awaiting_reply
+
+
+async def test_approve_and_reject_then_the_next_turn_runs_and_answers_them_in_call_order():
+    desk = Desk()
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools)
+    await record(agent.turn("go"))
+    await agent.approve("c2", by="ann")
+    await agent.reject("c3", "not that file", by="ann")
+    events, result = await record(agent.turn())
+    assert result.end.reason == "completed" and result.final_text == "done"
+    assert desk.ran == [("read", {"path": "a"}), ("write", {"path": "b", "text": ""})]
+    decided = [e for e in events if e.type == "approval.decided"]
+    assert [(e.call.id, e.approved, e.by) for e in decided] == [
+        ("c2", True, "ann"),
+        ("c3", False, "ann"),
+    ]
+    results = [m for m in agent.messages if type(m) is ToolResultMessage]
+    assert [r.tool_call_id for r in results] == ["c1", "c2", "c3"]
+    assert results[2].is_error and "rejected by ann: not that file" in results[2].content
+    assert agent.pending_approvals == ()
+    validate_transcript(agent.messages)
+
+
+async def test_an_approval_with_edited_arguments_runs_with_them():
+    desk = Desk()
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools)
+    await record(agent.turn("go"))
+    await agent.approve("c2", arguments={"path": "b", "text": "edited"})
+    await agent.reject("c3")
+    await agent.prompt()
+    assert ("write", {"path": "b", "text": "edited"}) in desk.ran
+    rejected = [m for m in agent.messages if type(m) is ToolResultMessage][2]
+    assert "no reason given" in rejected.content
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [({"path": "x" * 5000}, ValueError), ("not a dict", ValueError)],
+)
+async def test_edited_arguments_are_checked_like_a_models(arguments, error):
+    desk = Desk()
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools)
+    await record(agent.turn("go"))
+    with pytest.raises(error, match="arguments"):
+        await agent.approve("c2", arguments=arguments)
+    assert [c.id for c in agent.pending_approvals] == ["c2", "c3"]  # nothing was decided
+    await agent.approve("c2")  # still decidable
+
+
+async def test_deciding_twice_or_an_unknown_call_raises_and_records_nothing():
+    desk = Desk()
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools)
+    await record(agent.turn("go"))
+    await agent.approve("c2")
+    with pytest.raises(ValueError, match="already decided"):
+        await agent.approve("c2")
+    with pytest.raises(ValueError, match="already decided"):
+        await agent.reject("c2")
+    for unknown in ("c1", "nope"):  # c1 needed no approval: it is not held
+        with pytest.raises(ValueError, match="waiting for approval"):
+            await agent.approve(unknown)
+    with pytest.raises(TypeError):
+        await agent.approve(3)  # type: ignore[arg-type]
+
+
+async def test_a_decision_is_single_use_the_call_never_runs_twice():
+    desk = Desk()
+    script = [*three_calls(), scripted_response("r3", "again")]
+    agent = Agent(model=ScriptedModel(script), tools=desk.tools)
+    await record(agent.turn("go"))
+    await agent.approve("c2")
+    await agent.approve("c3")
+    await agent.prompt()
+    await agent.prompt("once more")
+    writes = [entry for entry in desk.ran if entry[0] == "write"]
+    assert len(writes) == 2
+    with pytest.raises(ValueError):
+        await agent.approve("c2")  # answered: not held any more
+
+
+async def test_new_input_while_undecided_waits_in_the_inbox_until_the_calls_are_answered():
+    desk = Desk()
+    model = ScriptedModel(three_calls())
+    agent = Agent(model=model, tools=desk.tools)
+    await record(agent.turn("go"))
+    events, result = await record(agent.turn("and also this"))
+    assert result.end.reason == "awaiting_approval" and result.steps == 0
+    assert types(events) == ["turn.started", "turn.finished"]
+    await agent.approve("c2")
+    await agent.reject("c3")
+    events, result = await record(agent.turn())
+    # the held calls are answered first, then the waiting input goes in
+    order = [e.type for e in events if e.type in ("tool.finished", "message.accepted")]
+    assert order == ["tool.finished", "tool.finished", "message.accepted"]
+    last_user = [m for m in agent.messages if type(m) is UserMessage][-1]
+    assert last_user.content == "and also this"
+    assert len(model.requests) == 2
+
+
+async def test_deciding_while_a_turn_runs_is_refused():
+    desk = Desk()
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools)
+    await record(agent.turn("go"))
+    refused = 0
+    async with agent.turn("x") as run:
+        async for event in run:
+            if event.type == "turn.started":  # the turn runs (it ends at once: undecided)
+                with pytest.raises(RuntimeError, match="between turns"):
+                    await agent.approve("c2")
+                refused += 1
+    assert refused == 1
+    await agent.approve("c2")  # between turns it is taken
+
+
+async def test_an_approval_policy_decides_per_call_which_need_a_yes():
+    desk = Desk()
+    asked: list[str] = []
+
+    async def outside_scratch(call: ToolCall) -> bool:
+        asked.append(call.id)
+        return not str(call.arguments.get("path", "")).startswith("scratch/")
+
+    @tool
+    async def delete(path: str) -> str:
+        """Delete a file."""
+        desk.ran.append(("delete", {"path": path}))
+        return "deleted"
+
+    desk.tools.register(delete)
+    script = [
+        step(
+            "r1",
+            ("c1", "delete", {"path": "scratch/tmp"}),
+            ("c2", "delete", {"path": "src/main.py"}),
+        ),
+        scripted_response("r2", "ok"),
+    ]
+    agent = Agent(model=ScriptedModel(script), tools=desk.tools, approval=outside_scratch)
+    _, result = await record(agent.turn("clean up"))
+    assert asked == ["c1", "c2"]
+    assert result.end.call_ids == ("c2",)
+    assert desk.ran == [("delete", {"path": "scratch/tmp"})]
+
+
+@pytest.mark.parametrize("execution", ["sequential", "parallel"])
+async def test_held_calls_never_block_the_others_in_a_batch(execution):
+    desk = Desk()
+    script = [
+        step(
+            "r1",
+            ("c1", "write", {"path": "b"}),
+            ("c2", "read", {"path": "a"}),
+            ("c3", "read", {"path": "z"}),
+        ),
+        scripted_response("r2", "done"),
+    ]
+    agent = Agent(model=ScriptedModel(script), tools=desk.tools, tool_execution=execution)
+    _, result = await record(agent.turn("go"))
+    assert result.end.call_ids == ("c1",)
+    assert sorted(p["path"] for _, p in desk.ran) == ["a", "z"]
+    await agent.approve("c1")
+    await agent.prompt()
+    results = [m.tool_call_id for m in agent.messages if type(m) is ToolResultMessage]
+    assert results == ["c1", "c2", "c3"]  # call order in the transcript
+    validate_transcript(agent.messages)
+
+
+async def test_approve_then_cancel_the_next_turn_before_it_runs_the_call():
+    desk = Desk()
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools)
+    await record(agent.turn("go"))
+    await agent.approve("c2")
+    await agent.approve("c3")
+    scope = trio.CancelScope()
+    scope.cancel()
+    result = await agent.prompt(cancel_scope=scope)
+    assert result.end.reason == "cancelled"
+    # nothing ran twice, and the session goes on with a valid transcript
+    await agent.prompt("go on")
+    assert len([e for e in desk.ran if e[0] == "write"]) <= 2
+    validate_transcript(agent.messages)
+
+
+def paused_scenario() -> tuple[Any, Desk]:
+    desk = Desk()
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools)
+    return agent.turn("go"), desk
+
+
+async def test_cancelled_at_every_checkpoint_of_a_turn_that_pauses(autojump_clock):
+    def check(events: Any, result: Any, desk: Desk) -> None:
+        assert_run_invariants(events, result)
+        assert all(name == "read" for name, _ in desk.ran)  # no held call ran
+
+    report = await explore_cancellation(paused_scenario, check)
+    assert report.outcomes[-1] == "awaiting_approval"
+
+
+async def test_cancelled_at_every_checkpoint_of_a_turn_that_resumes_approvals(autojump_clock):
+    prepared: list[tuple[Agent, Desk]] = []
+    for _ in range(200):
+        desk = Desk()
+        agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools)
+        await agent.prompt("go")
+        await agent.approve("c2")
+        await agent.reject("c3", "no")
+        prepared.append((agent, desk))
+    supply = iter(prepared)
+
+    def scenario() -> tuple[Any, Agent, Desk]:
+        agent, desk = next(supply)
+        return agent.turn(), agent, desk
+
+    def check(events: Any, result: Any, agent: Agent, desk: Desk) -> None:
+        assert_run_invariants(events, result)
+        writes = [entry for entry in desk.ran if entry[0] == "write"]
+        assert len(writes) <= 1  # the approved call ran at most once, c3 never
+        assert all(entry[1]["path"] == "b" for entry in writes)
+        if result.end.reason == "completed":
+            assert writes and agent.pending_approvals == ()
+            validate_transcript(agent.messages)
+
+    report = await explore_cancellation(scenario, check)
+    assert report.checkpoints > 5 and report.outcomes[-1] == "completed"
