@@ -121,7 +121,16 @@ async def test_run_then_show_a_real_session(loopback, tmp_path):
         Reply(body=text_stream("I wrote ", "hello.txt."), piece=40),
     ]
     done = await cli(
-        command(loopback, workspace, "run", "--ledger", str(ledger), "write a greeting file")
+        command(
+            loopback,
+            workspace,
+            "run",
+            "--approve",
+            "auto",
+            "--ledger",
+            str(ledger),
+            "write a greeting file",
+        )
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout.decode()

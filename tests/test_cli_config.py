@@ -291,7 +291,9 @@ async def test_run_records_its_configuration_and_resume_needs_no_flags(loopback,
         Reply(body=call_stream("c1", "write_file", {"path": "f.txt", "content": "x"})),
         Reply(body=text_stream("done")),
     ]
-    resumed = await cli([*TRIO_AGENT, "resume", str(ledger), "--message", "write f"], env=env)
+    resumed = await cli(
+        [*TRIO_AGENT, "resume", str(ledger), "--approve", "auto", "--message", "write f"], env=env
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert (tmp_path / "ws" / "f.txt").read_text() == "x"
     seen = loopback.requests[1]
@@ -412,7 +414,18 @@ async def test_resume_without_a_message_refuses_a_turn_that_ended_without_interr
         Reply(body=call_stream("c1", "write_file", {"path": "a.txt", "content": "a"}))
     )
     done = await cli(
-        command(loopback, tmp_path, "run", "--max-steps", "1", "--ledger", str(ledger), "go")
+        command(
+            loopback,
+            tmp_path,
+            "run",
+            "--approve",
+            "auto",
+            "--max-steps",
+            "1",
+            "--ledger",
+            str(ledger),
+            "go",
+        )
     )
     assert done.returncode == 1, done.stderr
     assert type(derive(records(ledger)).messages[-1]).__name__ == "ToolResultMessage"

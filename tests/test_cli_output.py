@@ -25,7 +25,7 @@ async def test_plain_output_has_no_control_characters(loopback, tmp_path):
         ),
         Reply(body=text_stream("clear \x1b[2J screen\r\n", "bell \x07 done")),
     ]
-    done = await cli(command(loopback, tmp_path, "run", "print colours"))
+    done = await cli(command(loopback, tmp_path, "run", "--approve", "auto", "print colours"))
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert CONTROL.search(out) is None, out
@@ -47,7 +47,7 @@ async def test_a_terminal_shows_a_spinner_and_output_lines_while_a_call_runs(loo
     ]
     parent, child = pty.openpty()
     process = await trio.lowlevel.open_process(
-        command(loopback, tmp_path, "run", "wait for the gate"),
+        command(loopback, tmp_path, "run", "--approve", "auto", "wait for the gate"),
         stdin=subprocess.DEVNULL,
         stdout=child,
         stderr=subprocess.PIPE,

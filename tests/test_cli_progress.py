@@ -57,6 +57,8 @@ async def test_run_prints_a_commands_output_lines_before_the_command_ends(loopba
             "-m",
             "trio_agent",
             "run",
+            "--approve",
+            "auto",
             "--provider",
             "openai",
             "--base-url",

@@ -1,8 +1,11 @@
-"""The ``trio-agent`` command line: ``demo``, ``run``, ``resume``, ``show``, ``schema``.
+"""The ``trio-agent`` command line: ``demo``, ``run``, ``resume``, ``approve``,
+``reject``, ``show``, ``schema``.
 
 ``_parser`` (the grammar), ``_config`` (a run's configuration, recorded in the
-ledger), ``_output`` (the one printer), ``_commands`` (demo, run, resume),
-``_show`` and ``_schema`` (the versioned ``--json`` lines).
+ledger), ``_output`` (the one printer), ``_drive`` (a session's turns, and the
+held calls decided as ``--approve`` says), ``_commands`` (demo, run, resume),
+``_approve`` (approve, reject), ``_show`` and ``_schema`` (the versioned
+``--json`` lines).
 """
 
 from __future__ import annotations
@@ -26,10 +29,19 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    from ._approve import approve, reject
     from ._commands import demo, resume, run
     from ._show import show
 
-    return {"demo": demo, "run": run, "resume": resume, "show": show, "schema": _schema}[name]
+    return {
+        "demo": demo,
+        "run": run,
+        "resume": resume,
+        "approve": approve,
+        "reject": reject,
+        "show": show,
+        "schema": _schema,
+    }[name]
 
 
 def _unwrapped(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

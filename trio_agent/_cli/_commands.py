@@ -1,12 +1,12 @@
 """``demo``, ``run`` and ``resume``: each builds what it needs before trio starts (the
-configuration, the model, the workspace: every usage error comes first), then
-drives one turn through the one ``Printer``."""
+configuration, the model, the workspace, the ``--approve`` mode: every usage error
+comes first), then drives the session through the one ``Printer`` (``Driver``: the
+turn, and the turns that follow a pause for approval)."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
-import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,6 +21,16 @@ from ..session import Agent
 from ..stores import JsonlStore, LoadedSession, parse_jsonl
 from ..workspace import Workspace
 from ._config import RunConfig, Settings, given, recorded, resolve
+from ._drive import (
+    EXIT_AWAITING,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Driver,
+    approval_mode,
+    approval_policy,
+)
 from ._output import Output, Printer, describe_end
 from ._output_schema import read_output_schema
 from ._parser import DEFAULT_SYSTEM, UsageError
@@ -31,6 +41,7 @@ if TYPE_CHECKING:
     ProviderModel = OpenAIChatModel | OpenAIResponsesModel | AnthropicModel
 
 __all__ = [
+    "EXIT_AWAITING",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
@@ -43,10 +54,6 @@ __all__ = [
     "run",
 ]
 
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
-EXIT_INTERRUPTED: Final = 130
 DEMO_PACE: Final = 0.03  # seconds between the scripted model's chunks, as a stream
 
 
@@ -73,45 +80,10 @@ def read_ledger(ledger: str) -> LoadedSession:
 async def drive_turn(
     agent: Agent, message: str | None, printer: Printer, *, pace: float = 0.0
 ) -> int:
-    """Run one turn, printing its events; Ctrl-C cancels it cleanly (exit 130), and
-    the ledger (if any) is closed however the turn ends. A typed turn's accepted
-    output (``output_type``) is printed last (``Printer.output``)."""
-    interrupted = False
-    run = agent.turn(message)
-    # The receiver stays open until the ledger is closed: a second Ctrl-C during
-    # the cleanup is just another signal, never a KeyboardInterrupt mid-cleanup.
-    with trio.open_signal_receiver(signal.SIGINT) as signals:
-        async with trio.open_nursery() as nursery:
-
-            async def on_sigint() -> None:
-                nonlocal interrupted
-                async for _ in signals:
-                    if not interrupted:
-                        interrupted = True
-                        run.cancel()
-
-            nursery.start_soon(on_sigint)
-            if printer.live:
-                nursery.start_soon(printer.spin)
-            try:
-                async with run:
-                    async for event in run:
-                        printer(event)
-                        if pace and event.type == "model.chunk":
-                            await trio.sleep(pace)  # the scripted demo, paced as a stream
-            finally:
-                printer.close()
-                await agent.aclose()
-            nursery.cancel_scope.cancel()
-    result = run.result
-    assert result is not None  # the turn ran to its end (or raised above)
-    if interrupted:
-        closed = "; the ledger is closed and valid" if agent.session_id is not None else ""
-        printer.note(f"interrupted: the turn was cancelled{closed}")
-        return EXIT_INTERRUPTED
-    if result.output is not None:
-        printer.output(result.output)
-    return EXIT_OK if result.end.reason == "completed" else EXIT_FAILED
+    """Run one turn, printing its events (``Driver``, no approvals asked for); Ctrl-C
+    cancels it cleanly (exit 130), and the ledger (if any) is closed however the
+    turn ends. A typed turn's accepted output is printed last (``Printer.output``)."""
+    return await Driver(agent, printer, pace=pace).run(message)
 
 
 def _trio_run(
@@ -146,8 +118,24 @@ def demo(args: argparse.Namespace) -> int:
     return _trio_run(output, lambda: drive_turn(demo_agent(), QUESTION, printer, pace=pace))
 
 
+def _needs_ledger(mode: str, ledger: str | None) -> None:
+    if mode in ("wait", "defer") and ledger is None:
+        raise UsageError(
+            f"--approve {mode} needs --ledger FILE.jsonl: the calls are decided on the "
+            "recorded session, from another shell"
+        )
+
+
+def _poll(ledger: str) -> Callable[[], DerivedSession]:
+    """Read and derive ``ledger`` (read only: no writer, no lock), for ``wait``."""
+    return lambda: derive(read_ledger(ledger).records)
+
+
 def run(args: argparse.Namespace) -> int:
     config = resolve(given(args), system=DEFAULT_SYSTEM)
+    mode = approval_mode(args.approve)
+    _needs_ledger(mode, args.ledger)
+    policy = approval_policy(mode)
     answer = None if args.output_schema is None else read_output_schema(args.output_schema)
     location = None if args.ledger is None else ledger_location(args.ledger)
     model = config.model_object()
@@ -171,9 +159,37 @@ def run(args: argparse.Namespace) -> int:
             session_id=None if location is None else location[1],
             output_type=None if answer is None else answer.output_type,
             output_validator=None if answer is None else answer.validate,
+            approval=policy,
+        )
+
+        async def reopen() -> Agent:
+            assert location is not None  # wait needs a ledger
+            return await Agent.resume(
+                location[0],
+                location[1],
+                model=model,
+                tools=tools,
+                settings=settings,
+                system=config.system,
+                max_steps=config.max_steps,
+                retry=config.retry(),
+                output_type=None if answer is None else answer.output_type,
+                output_validator=None if answer is None else answer.validate,
+                approval=policy,
+            )
+
+        driver = Driver(
+            agent,
+            printer,
+            mode=mode,
+            ledger=args.ledger,
+            reopen=reopen,
+            poll=None if args.ledger is None else _poll(args.ledger),
+            tools=tools,
+            max_steps=config.max_steps,
         )
         try:
-            return await drive_turn(agent, args.task, printer)
+            return await driver.run(args.task)
         except* SessionExistsError:  # the store found the file taken, at the turn's start
             raise UsageError(
                 f"{args.ledger} already holds a session: use "
@@ -193,6 +209,8 @@ def _left_by_an_interruption(loaded: LoadedSession, derived: DerivedSession) -> 
     writes nothing (no resume took the ledger over)."""
     if derived.closing_results():
         return None
+    if derived.pending_approvals:
+        return None  # calls wait for approval: resume decides them (--approve) and goes on
     messages = derived.messages
     if not messages or type(messages[-1]) is AssistantMessage:
         return "the model owes no reply"
@@ -214,6 +232,8 @@ def resume(args: argparse.Namespace) -> int:
         raise UsageError(  # before any other check: no key or flag would change this
             f"nothing to continue in {session_id} ({why}); pass --message TEXT to start a new turn"
         )
+    mode = approval_mode(args.approve)
+    policy = approval_policy(mode)
     flags = given(args)
     config = resolve(flags, recorded(derived.metadata), system=derived.system)
     model = config.model_object(key_named_by=_key_named_by(flags, config))
@@ -223,8 +243,8 @@ def resume(args: argparse.Namespace) -> int:
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
 
-    async def body() -> int:
-        agent = await Agent.resume(
+    async def reopen() -> Agent:
+        return await Agent.resume(
             store,
             session_id,
             model=model,
@@ -233,19 +253,33 @@ def resume(args: argparse.Namespace) -> int:
             system=config.system,
             max_steps=config.max_steps,
             retry=config.retry(),
+            approval=policy,
         )
+
+    async def body() -> int:
+        agent = await reopen()
         for warning in agent.resume_warnings:
             printer.note(f"warning: {warning}")
         for result, code in agent.closed_on_resume:
             printer.note(f"closed call {result.tool_call_id} ({result.tool_name}) as {code}")
-        if args.task is None and not agent.awaiting_reply:
+        if args.task is None and not agent.awaiting_reply and not agent.pending_approvals:
             # another writer went on with the session since it was read above
             await agent.aclose()
             raise UsageError(
                 f"nothing to continue in {session_id} (another process went on with it); "
                 "pass --message TEXT to start a new turn"
             )
-        return await drive_turn(agent, args.task, printer)
+        driver = Driver(
+            agent,
+            printer,
+            mode=mode,
+            ledger=args.ledger,
+            reopen=reopen,
+            poll=_poll(args.ledger),
+            tools=tools,
+            max_steps=config.max_steps,
+        )
+        return await driver.run(args.task)
 
     return _trio_run(output, body, model)
 

@@ -120,6 +120,8 @@ class Output:
         self._pending: list[tuple[TextIO, str]] = []
         self._wake: trio.Event | None = None
         self._closing = False
+        self._writing = False
+        self._idle: trio.Event | None = None  # set each time the writer wrote a batch
         self._broken: set[int] = set()
 
     @property
@@ -160,7 +162,20 @@ class Output:
                 await self._wake.wait()
                 continue
             pending, self._pending = self._pending, []
-            await trio.to_thread.run_sync(self._write, pending)
+            self._writing = True
+            try:
+                await trio.to_thread.run_sync(self._write, pending)
+            finally:
+                self._writing = False
+                if self._idle is not None:
+                    self._idle.set()
+
+    async def drained(self) -> None:
+        """Wait until the writer task has written everything written so far (before
+        reading an answer from the terminal, so the question is on it)."""
+        while self._pending or self._writing:
+            self._idle = trio.Event()
+            await self._idle.wait()
 
     def close(self) -> None:
         """No more text: the writer task returns once it has written everything."""
@@ -205,6 +220,15 @@ class Printer:
             self.out.write(visible(text) + "\n", err=True)
         else:
             self._line(visible(text))
+
+    def ask(self, text: str) -> None:
+        """A question of the command's own, left open for the answer on its line:
+        on stdout, or on stderr when stdout holds JSON lines."""
+        self._clear_spinner()
+        if self._in_text:
+            self.out.write("\n")
+            self._in_text = False
+        self.out.write(visible(text), err=self.as_json)
 
     def output(self, value: object) -> None:
         """The turn's typed answer, as one JSON line (``json_line``); with ``--json``
@@ -273,6 +297,21 @@ class Printer:
             mark = "error" if event.result.is_error else "ok"
             self._line(f"   [{mark}] {content_line(event.result.content)}")
             self.draw_spinner()
+        elif event.type == "approval.requested":
+            args = json_line(event.call.arguments)
+            self._line(
+                f"-? {one_line(event.call.name, 80)}({one_line(args, 80)}) "
+                f"waits for approval [{one_line(event.call.id, 80)}]"
+            )
+        elif event.type == "approval.decided":
+            said = "approved" if event.approved else "rejected"
+            if event.by:
+                said += f" by {one_line(event.by, 40)}"
+            if not event.approved and event.reason:
+                said += f": {one_line(event.reason, 80)}"
+            self._line(
+                f"   [{said}] {one_line(event.call.name, 80)} [{one_line(event.call.id, 80)}]"
+            )
         elif event.type == "message.accepted":
             self._accepted(event.message)
         elif event.type == "attempt.failed":

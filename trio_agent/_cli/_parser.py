@@ -4,6 +4,7 @@ checks argparse makes at parse time (a usage error, exit 2, names the option).""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import textwrap
 from collections.abc import Callable
@@ -18,7 +19,9 @@ from ..providers._base import check_base_url
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "DEFAULT_RETRIES",
+    "APPROVE_MODES",
     "DEFAULT_SYSTEM",
+    "GUARDED_TOOLS",
     "KEY_VARIABLES",
     "Parsers",
     "UsageError",
@@ -103,7 +106,31 @@ run and resume, {"schema": 1, "record": {...}} for show. `trio-agent schema`
 prints their JSON Schema.
 
 exit codes: 0 the turn completed, 1 it ended otherwise (failed, max_steps, ...)
-or the ledger or the provider failed, 2 bad usage, 130 interrupted (Ctrl-C)."""
+or the ledger or the provider failed, 2 bad usage (or a decision that cannot be
+made), 3 tool calls were left waiting for approval, 130 interrupted (Ctrl-C)."""
+
+APPROVE_MODES: Final = ("ask", "auto", "deny", "wait", "defer")
+GUARDED_TOOLS: Final = ("write_file", "edit_file", "run")
+_APPROVE_HELP = (
+    "who says yes to the workspace's write_file, edit_file and run calls: ask (at this "
+    "terminal: y, n, or e to edit the arguments), auto (nobody: they run, and calls a "
+    "paused session holds are approved), deny (each is rejected, and the model told so), "
+    "wait (the session is let go and the calls wait for `trio-agent approve`/`reject` "
+    "from another shell; it goes on once all are decided), defer (the command ends, "
+    "exit 3, printing the commands that decide and go on) (default: ask when stdin is a "
+    "terminal, else deny; not recorded in the ledger)"
+)
+
+
+def json_object(text: str) -> dict[str, object]:
+    """A JSON object, as argparse's ``type`` (``approve --arguments``)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"a JSON object is needed, got {text!r:.80}")
+    return value
 
 
 def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:
@@ -203,6 +230,47 @@ def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:
     )
 
 
+def _decision_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``approve`` and ``reject``: decide a call a recorded session holds."""
+    decided = (
+        ". The session must be paused (no process writing it: a `run --approve wait` "
+        "waiting for the decision has let it go; one asking at its terminal has not). The "
+        "decision is recorded in the ledger, with who and when; `trio-agent resume` (or "
+        "the waiting run) then goes on."
+    )
+    approve = command(
+        "approve", "approve a tool call a recorded session holds for approval", decided
+    )
+    approve.add_argument("ledger", metavar="FILE.jsonl", help="the session's ledger")
+    approve.add_argument("call_id", metavar="CALL_ID", help="the held call's id (see `show`)")
+    approve.add_argument(
+        "--arguments",
+        type=json_object,
+        metavar="JSON",
+        help="run the call with these arguments (a JSON object, checked against the "
+        "tool's parameters) instead of the model's (default: the model's)",
+    )
+    approve.add_argument(
+        "--by", metavar="NAME", help="who decides, as recorded (default: the OS user name)"
+    )
+    reject = command(
+        "reject",
+        "reject a tool call a recorded session holds for approval: the model is told why",
+        decided,
+    )
+    reject.add_argument("ledger", metavar="FILE.jsonl", help="the session's ledger")
+    reject.add_argument("call_id", metavar="CALL_ID", help="the held call's id (see `show`)")
+    reject.add_argument(
+        "--reason",
+        default="",
+        metavar="TEXT",
+        help="why, sent to the model with the rejection (default: none given)",
+    )
+    reject.add_argument(
+        "--by", metavar="NAME", help="who decides, as recorded (default: the OS user name)"
+    )
+
+
 def build_parser(version: str) -> Parsers:
     """The parser of ``trio-agent``; ``run``'s defaults are filled in at parse time,
     ``resume``'s are left None (taken from the ledger later)."""
@@ -248,23 +316,28 @@ def build_parser(version: str) -> Parsers:
         "JSON; with --json, turn.finished carries it as result.output (default: a text "
         "answer)",
     )
+    run.add_argument("--approve", choices=APPROVE_MODES, help=_APPROVE_HELP)
     run.add_argument("task", help="what the agent should do")
     run.set_defaults(system=DEFAULT_SYSTEM, max_steps=DEFAULT_MAX_STEPS, retries=DEFAULT_RETRIES)
 
     resume = command(
         "resume",
         "go on with a recorded session: a new turn with --message, else the turn an "
-        "interruption left owing a reply",
+        "interruption or a pause for approval left owing a reply",
         ". Without --message it continues only a reply an interruption left owed: the "
         "last turn was cut by a crash (left open) or ended interrupted or cancelled "
         "(Ctrl-C), or calls were left without a result (the resume closes them). A turn "
         "that ended any other way (completed, max_steps, failed, ...) is not continued: "
         "that is a usage error, and nothing is written. Every option defaults to what "
         "`run` recorded in the ledger; an option "
-        "given overrides it for this resume (the record is kept as it is).",
+        "given overrides it for this resume (the record is kept as it is)."
+        " Calls a turn left waiting for approval are continued too (with or without "
+        "--message): those decided (`trio-agent approve`/`reject`) run or are answered "
+        "first, the others are decided as --approve says.",
     )
     resume.add_argument("ledger", metavar="FILE.jsonl", help="the session's ledger")
     _agent_options(resume, resumed=True)
+    resume.add_argument("--approve", choices=APPROVE_MODES, help=_APPROVE_HELP)
     resume.add_argument(
         "--message",
         dest="task",
@@ -272,6 +345,8 @@ def build_parser(version: str) -> Parsers:
         help="a new message (default: continue a turn a crash or Ctrl-C left owing a "
         "reply; any other turn end is a usage error)",
     )
+
+    _decision_commands(command)
 
     show = command("show", "show a recorded session: its configuration, turns, calls, usage")
     show.add_argument("ledger", metavar="FILE.jsonl", help="the session's ledger")
