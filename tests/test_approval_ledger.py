@@ -482,13 +482,6 @@ def corrupt_cases() -> dict[str, tuple[Callable[[Ledger], Any], str]]:
             steps(lambda led: between_turns(led, REJECT), lambda led: led.tool_call(A)),
             "was not approved",
         ),
-        "answered-ok-without-running": (
-            steps(
-                lambda led: between_turns(led, APPROVE),
-                lambda led: led.message(tool_result(A, "written", False)),
-            ),
-            "is not an error",
-        ),
         "new-input-while-held": (
             steps(between_turns, lambda led: led.message(UserMessage("user-2", "and?"))),
             "have no result",

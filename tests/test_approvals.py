@@ -314,3 +314,139 @@ async def test_cancelled_at_every_checkpoint_of_a_turn_that_resumes_approvals(au
 
     report = await explore_cancellation(scenario, check)
     assert report.checkpoints > 5 and report.outcomes[-1] == "completed"
+
+
+# ------------------------------------------------------- regressions from the review
+
+
+async def test_changing_what_pending_approvals_shows_changes_nothing_that_runs():
+    desk = Desk()
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools)
+    await record(agent.turn("go"))
+    shown = agent.pending_approvals[0]
+    shown.arguments["path"] = "/etc/passwd"  # a client tampering with what it was shown
+    await agent.approve("c2")
+    await agent.reject("c3")
+    await agent.prompt()
+    assert ("write", {"path": "b", "text": ""}) in desk.ran
+    assert all(args.get("path") != "/etc/passwd" for _, args in desk.ran)
+    calls = [b for m in agent.messages if hasattr(m, "content") for b in getattr(m, "content", ())]
+    assert all(getattr(b, "arguments", {}).get("path") != "/etc/passwd" for b in calls)
+
+
+async def test_an_approval_policy_that_changes_the_call_changes_nothing():
+    desk = Desk()
+
+    async def meddling(call: ToolCall) -> bool:
+        call.arguments["path"] = "elsewhere"
+        return True
+
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools, approval=meddling)
+    events, _ = await record(agent.turn("go"))  # the invariants: the transcript is as streamed
+    assert [c.arguments["path"] for c in agent.pending_approvals] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("answer", [1, "yes", None])
+async def test_an_approval_policy_that_returns_no_bool_fails_the_turn_and_runs_nothing(answer):
+    desk = Desk()
+
+    async def sloppy(call: ToolCall) -> Any:
+        return answer
+
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools, approval=sloppy)
+    _, result = await record(agent.turn("go"))
+    assert result.end.reason == "failed" and result.end.code == "HOOK_ERROR"
+    assert "must return a bool" in result.end.detail
+    assert desk.ran == []
+
+
+async def test_edited_arguments_the_tool_refuses_are_refused_and_the_decision_kept_open():
+    desk = Desk()
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools)
+    await record(agent.turn("go"))
+    with pytest.raises(ValueError, match=r"Expected `str`, got `int` - at `\$.path`"):
+        await agent.approve("c2", arguments={"path": 5})
+    with pytest.raises(ValueError, match="unknown field `bogus`"):
+        await agent.approve("c2", arguments={"path": "b", "bogus": True})
+    await agent.approve("c2", arguments={"path": "b2"})  # still open, and taken now
+
+
+async def test_a_held_call_beside_a_final_answer_ends_the_turn_awaiting_approval():
+    import msgspec
+
+    from trio_agent import OUTPUT_TOOL_NAME
+
+    class Out(msgspec.Struct):
+        answer: int
+
+    desk = Desk()
+    script = [
+        step("r1", ("c1", "write", {"path": "b"}), ("o1", OUTPUT_TOOL_NAME, {"answer": 3})),
+        step("r2", ("o2", OUTPUT_TOOL_NAME, {"answer": 4})),
+    ]
+    agent = Agent(model=ScriptedModel(script), tools=desk.tools, output_type=Out)
+    _, result = await record(agent.turn("go"))
+    assert result.end.reason == "awaiting_approval" and result.output is None
+    refused = [m for m in result.messages if type(m) is ToolResultMessage]
+    assert refused[0].is_error and "wait for a person's approval" in refused[0].content
+    await agent.approve("c1")
+    result = await agent.prompt()
+    assert result.output == Out(4) and desk.ran == [("write", {"path": "b", "text": ""})]
+    validate_transcript(agent.messages)
+
+
+async def test_each_decision_is_announced_once_even_across_a_cancelled_resolving_turn(
+    autojump_clock,
+):
+    announced: list[str] = []
+    for cut in range(1, 12):
+        desk = Desk()
+        agent = Agent(model=ScriptedModel([*three_calls(), *three_calls()]), tools=desk.tools)
+        await agent.prompt("go")
+        await agent.approve("c2")
+        await agent.reject("c3")
+        seen: list[str] = []
+        count = 0
+        async with agent.turn() as run:
+            async for event in run:
+                count += 1
+                if event.type == "approval.decided":
+                    seen.append(event.call.id)
+                if count == cut:
+                    run.cancel()
+        async with agent.turn() as run:
+            async for event in run:
+                if event.type == "approval.decided":
+                    seen.append(event.call.id)
+        assert len(seen) == len(set(seen)), (cut, seen)
+        announced += seen
+    assert announced  # decisions were announced at all
+
+
+async def test_an_after_tool_call_hook_may_turn_a_rejection_into_any_result_and_the_ledger_replays(
+    tmp_path,
+):
+    import msgspec
+
+    from trio_agent import JsonlStore
+
+    async def soften(call: ToolCall, result: ToolResultMessage) -> ToolResultMessage:
+        return msgspec.structs.replace(result, is_error=False)
+
+    desk = Desk()
+    store = JsonlStore(tmp_path)
+    agent = Agent(
+        model=ScriptedModel(three_calls()),
+        tools=desk.tools,
+        store=store,
+        session_id="s",
+        after_tool_call=soften,
+    )
+    await agent.prompt("go")
+    await agent.reject("c2")
+    await agent.reject("c3")
+    await agent.prompt()
+    await agent.aclose()
+    again = await Agent.resume(store, "s", model=ScriptedModel([]), tools=desk.tools)
+    assert again.messages == agent.messages
+    await again.aclose()

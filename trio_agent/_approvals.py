@@ -21,11 +21,13 @@ from msgspec import Meta, Struct
 
 from ._batch import run_tool_batch
 from ._emit import Emitter, Journal
+from ._errors import HOOK_ERROR, StepError
 from ._hooks import StepHooks, TurnSpec, call_hook
 from ._transcript import Conversation
 from .events import ApprovalDecided, ApprovalRequested
 from .limits import OUTPUT_TOOL_NAME, ArgumentsError, check_arguments, is_valid_unicode
 from .messages import AssistantMessage, ToolCall
+from .tools import ToolArgumentsError, ToolRegistry
 
 __all__ = [
     "ApprovalDecision",
@@ -52,6 +54,11 @@ class ApprovalDecision(Struct, frozen=True, kw_only=True, gc=False):
     ] = None
 
 
+def private_copy(call: ToolCall) -> ToolCall:
+    """``call`` with a copy of its arguments of its own."""
+    return ToolCall(call.id, call.name, check_arguments(call.arguments))
+
+
 @final
 @attrs.define(eq=False)
 class Approvals:
@@ -65,6 +72,10 @@ class Approvals:
 
     def hold(self, call: ToolCall) -> None:
         self.held[call.id] = call
+
+    def pending(self) -> tuple[ToolCall, ...]:
+        """The held calls, as copies (what a person sees cannot change what runs)."""
+        return tuple(private_copy(call) for call in self.held.values())
 
     def undecided(self) -> tuple[ToolCall, ...]:
         """Held calls with no decision yet."""
@@ -134,9 +145,13 @@ async def hold_for_approval(
             continue  # an unknown tool is an error result; a decided call is resolving
         needs = tool.requires_approval
         if not needs and policy is not None:
-            needs = await call_hook("approval", policy, call) is True
+            needs = await call_hook("approval", policy, private_copy(call))
+            if type(needs) is not bool:
+                raise StepError(HOOK_ERROR, f"hook approval must return a bool, got {needs!r:.80}")
         if needs:
-            held.append(call)
+            held.append(private_copy(call))  # what is recorded is what will run
+    if held and spec.output is not None:  # no final answer while calls of its step wait
+        spec.output.held = True
     for call in held:  # recorded at once: no await between the holds
         approvals.hold(call)
         if journal is not None:
@@ -168,9 +183,9 @@ async def resolve(
     used once: its call leaves ``approvals`` just before it is run, so a
     cancellation never runs it twice (one that lands before the dispatch leaves
     the call to be answered as interrupted by the next turn)."""
-    decided = approvals.decided()
-    await emit.announce([_decided(call, decision) for call, decision in decided])
-    for call, decision in decided:
+    for call, decision in approvals.decided():
+        # not owed if cancelled: the decision is not used then, and a later turn says it
+        await emit(_decided(call, decision)(emit.next))
         approvals.done(call.id)
         approvals.passing[call.id] = decision
         edited = decision.approved and decision.arguments is not None
@@ -191,6 +206,7 @@ async def resolve(
 async def decide(
     approvals: Approvals,
     journal: Journal | None,
+    tools: ToolRegistry,
     busy: bool,
     call_id: object,
     approved: bool,
@@ -203,7 +219,7 @@ async def decide(
     once and kept, then flushed as durably as the session's policy asks, shielded."""
     if busy:
         raise RuntimeError("decide on held calls between turns, not while a turn runs")
-    approvals.check_decidable(call_id)
+    call = approvals.check_decidable(call_id)
     for name, value in (("reason", reason), ("by", by)):
         if type(value) is not str or not is_valid_unicode(value):
             raise TypeError(f"{name} must be a str (valid Unicode), got {value!r:.80}")
@@ -211,8 +227,11 @@ async def decide(
     if arguments is not None:
         try:
             edited = check_arguments(arguments)
-        except ArgumentsError as exc:
-            raise ValueError(f"arguments: {exc}") from None
+            tool = tools.get(call.name)
+            if tool is not None:
+                tool.check_arguments(edited)  # the tool's own parameters, as it will run
+        except (ArgumentsError, ToolArgumentsError) as exc:
+            raise ValueError(f"arguments for {call.name!r}: {exc}") from None
     decision = ApprovalDecision(
         call_id=call_id,  # type: ignore[arg-type]  # checked above
         approved=approved,

@@ -332,8 +332,7 @@ class _Replay:
 
     def tool_result(self, record: ToolResultRecord) -> None:
         # recorded as calls complete; placed in call order, as live
-        result = record.result
-        self._check_held_result(result)
+        result = record.result  # a held call's (rejected, or blocked: any after_tool_call)
         self._message(result)
         self._forget(result.tool_call_id)
 
@@ -380,16 +379,6 @@ class _Replay:
     def _approved(self, call_id: str) -> bool:
         decision = self.decided.get(call_id)
         return decision is not None and decision.approved
-
-    def _check_held_result(self, result: ToolResultMessage) -> None:
-        """A held call that was not dispatched did not run: its result (a rejection,
-        or an interrupted turn's) can only be an error."""
-        call_id = result.tool_call_id
-        if call_id in self.held and call_id not in self.session.dispatched and not result.is_error:
-            raise LedgerCorruptError(
-                f"tool/result for call {call_id!r}, held for approval and never dispatched, "
-                "is not an error"
-            )
 
     def output(self, record: OutputRecord) -> None:
         # after the step that gave it, before its turn/end

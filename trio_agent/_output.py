@@ -233,6 +233,8 @@ class OutputSlot:
     """Why the output tool refused the answer of this step, if it did."""
     crash: str | None = None
     """The validator's unexpected error, if it raised one."""
+    held: bool = False
+    """Calls of this step wait for a person's approval: no final answer now."""
 
     def left(self) -> int:
         """Retries left after the attempt being judged fails."""
@@ -276,6 +278,11 @@ def _output_tool(spec: OutputSpec) -> Tool[..., str]:
             raise ToolError(f"{OUTPUT_TOOL_NAME} answers only in the turn that asked for it")
         if slot.accepted:
             return f"{OUTPUT_ACCEPTED} already: this call changes nothing"
+        if slot.held:
+            raise ToolError(
+                "calls of this step wait for a person's approval: give the final answer "
+                "once they are answered"
+            )
         try:
             value = await spec.validated(spec.from_arguments(arguments))
         except ValidatorFailed as exc:

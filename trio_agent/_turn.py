@@ -279,6 +279,13 @@ async def run_turn(
         while True:
             stop_reason = await _step(conversation, spec, hooks, state, emit, host)
             again: str | None = None
+            awaiting = (
+                hooks.awaiting_approval()
+                if stop_reason == "tool_call" and hooks is not DEFAULT_HOOKS
+                else None
+            )
+            if awaiting is not None:  # no request while a call of the last step is undecided
+                return TurnOutcome("stopped", stop_reason=stop_reason, stop=awaiting)
             if spec.output is not None:
                 verdict = await judge_output(spec.output, stop_reason, state.last_message)
                 if type(verdict) is OutputEnd:
@@ -287,13 +294,6 @@ async def run_turn(
                 again = verdict
             if again is None and stop_reason != "tool_call" and not hooks.has_input(stop_reason):
                 return TurnOutcome("completed", stop_reason=stop_reason)
-            awaiting = (
-                hooks.awaiting_approval()
-                if stop_reason == "tool_call" and hooks is not DEFAULT_HOOKS
-                else None
-            )
-            if awaiting is not None:  # no request while a call of the last step is undecided
-                return TurnOutcome("stopped", stop_reason=stop_reason, stop=awaiting)
             if state.steps >= spec.max_steps:
                 return TurnOutcome("max_steps", stop_reason=stop_reason)
             stop = await call_hook("after_step", hooks.after_step, state)

@@ -404,7 +404,7 @@ class Agent:
         """Calls held for a person's approval (``@tool(requires_approval=True)`` or
         ``Agent(approval=)``), decided or not, until the next turn runs or answers
         them; in call order, with the arguments the model gave."""
-        return tuple(self._approvals.held.values())
+        return self._approvals.pending()
 
     async def approve(
         self, call_id: str, *, arguments: dict[str, Any] | None = None, by: str = ""
@@ -415,13 +415,15 @@ class Agent:
         one already decided; ``RuntimeError`` while a turn runs. Cancellation: the
         record is made at once and flushed shielded."""
         busy = self._active is not None
-        await decide(self._approvals, self._ledger, busy, call_id, True, "", by, arguments)
+        approvals, ledger, tools = self._approvals, self._ledger, self._tools
+        await decide(approvals, ledger, tools, busy, call_id, True, "", by, arguments)
 
     async def reject(self, call_id: str, reason: str = "", *, by: str = "") -> None:
         """Reject a held call, once: the next turn answers it with an error result
         carrying ``reason`` (the model reads it). As ``approve`` otherwise."""
         busy = self._active is not None
-        await decide(self._approvals, self._ledger, busy, call_id, False, reason, by, None)
+        approvals, ledger, tools = self._approvals, self._ledger, self._tools
+        await decide(approvals, ledger, tools, busy, call_id, False, reason, by, None)
 
     # -- state
     @property

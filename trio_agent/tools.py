@@ -142,6 +142,9 @@ class Tool(Generic[P, R]):
     """The function ``@tool`` built this tool from; None for a tool built by hand."""
 
     _spec: ToolSpec = attrs.field(init=False, eq=False, repr=False)
+    _arguments_type: type[msgspec.Struct] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         # A tool is a value fixed when it is built: later changes to the schema
@@ -149,6 +152,16 @@ class Tool(Generic[P, R]):
         object.__setattr__(self, "parameters", _copy_json(self.parameters))
         spec = ToolSpec(self.name, self.description, frozen_json(self.parameters))
         object.__setattr__(self, "_spec", spec)
+
+    def check_arguments(self, arguments: dict[str, Any]) -> None:
+        """``ToolArgumentsError`` (with the JSON path) if ``arguments`` do not fit a
+        ``@tool``'s parameters, as its call would find; a tool built by hand checks
+        its own arguments when it runs, so nothing is checked here for it."""
+        if self._arguments_type is not None:
+            try:
+                msgspec.convert(arguments, self._arguments_type, str_keys=True)
+            except msgspec.ValidationError as exc:
+                raise ToolArgumentsError(str(exc)) from None
 
     def spec(self) -> ToolSpec:
         """The ``ToolSpec`` the model sees. Built once per tool and shared by every
@@ -309,7 +322,7 @@ def _build_tool(
         )
 
     doc = inspect.getdoc(function) or ""
-    return Tool(
+    built = Tool(
         name=tool_name,
         description=doc if description is None else description,
         parameters=parameters,
@@ -319,6 +332,8 @@ def _build_tool(
         function=function,
         requires_approval=requires_approval,
     )
+    object.__setattr__(built, "_arguments_type", arguments_type)
+    return built
 
 
 class _ToolDecorator(Protocol):
