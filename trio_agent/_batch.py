@@ -55,7 +55,7 @@ async def run_tool_batch(
     calls = [block for block in message.content if type(block) is ToolCall]
     held: frozenset[str] = frozenset()
     plain_hooks = hooks is DEFAULT_HOOKS
-    if not plain_hooks:  # a session may hold calls for a person's approval
+    if not plain_hooks and hooks.may_hold(calls, spec):  # a person's approval first
         held = await hooks.hold_calls(calls, spec)
         if held:
             calls = [call for call in calls if call.id not in held]

@@ -114,6 +114,10 @@ class StepHooks:
         """Whether queued input would continue the turn after a step."""
         return False
 
+    def may_hold(self, calls: Sequence[ToolCall], spec: TurnSpec) -> bool:
+        """Whether any of ``calls`` may need approval (a cheap test, before ``hold_calls``)."""
+        return False
+
     async def hold_calls(self, calls: Sequence[ToolCall], spec: TurnSpec) -> frozenset[str]:
         """The ids of the calls to hold for a person's approval (recorded and
         announced here); they are not run, and the turn ends awaiting approval."""

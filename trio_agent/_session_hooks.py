@@ -491,6 +491,14 @@ class SessionHooks(StepHooks):
 
     # -- tools
     # -- approvals
+    def may_hold(self, calls: Sequence[ToolCall], spec: TurnSpec) -> bool:
+        if self._policy.approval is not None:
+            return True
+        tools = spec.tools
+        return any(
+            (tool := tools.get(c.name)) is not None and tool.requires_approval for c in calls
+        )
+
     async def hold_calls(self, calls: Sequence[ToolCall], spec: TurnSpec) -> frozenset[str]:
         approvals, policy = self._approvals, self._policy.approval
         return await hold_for_approval(approvals, calls, spec, policy, self._journal, self._emit)
@@ -499,6 +507,8 @@ class SessionHooks(StepHooks):
         return frozenset(self._approvals.held)
 
     def awaiting_approval(self) -> TurnAwaitingApproval | None:
+        if not self._approvals.held:
+            return None
         undecided = self._approvals.undecided()
         return TurnAwaitingApproval(call_ids=tuple(c.id for c in undecided)) if undecided else None
 
