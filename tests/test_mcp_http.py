@@ -1,0 +1,117 @@
+"""MCP servers over streamable HTTP (issue 20): the demo server's app served by
+uvicorn on loopback in a subprocess; listing, calls, headers, cancellation,
+progress, and a server that is down."""
+
+from __future__ import annotations
+
+import gc
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+from helpers import call
+
+pytest.importorskip("mcp")
+
+from trio_agent import ToolRegistry, execute_tool_call
+from trio_agent.mcp import MCPServerError, MCPServerHTTP
+from trio_agent.tools import ToolContext
+
+# The SDK's HTTP client (httpx2) leaves async generators unexhausted when its task
+# group is cancelled at exit; trio warns about each when it is collected. Theirs,
+# not ours (see the report of issue 20): ignored here, collected in the fixture.
+pytestmark = pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
+
+WAIT = 20
+DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+async def url():
+    port = free_port()
+    process = await trio.lowlevel.open_process(
+        [sys.executable, DEMO, "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with trio.fail_after(WAIT):
+            while True:
+                try:
+                    stream = await trio.open_tcp_stream("127.0.0.1", port)
+                except OSError:
+                    await trio.sleep(0.02)
+                    continue
+                await stream.aclose()
+                break
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+        gc.collect()  # the SDK's abandoned generators are finalized under the filter
+
+
+async def test_list_and_call_over_http(url):
+    with trio.fail_after(WAIT):
+        async with MCPServerHTTP(url, headers={"X-Trace": "t1"}, prefix="h") as server:
+            tools = ToolRegistry(server.tools())
+            assert {"h_add", "h_weather", "h_fail"} <= set(tools.names())
+            added = await execute_tool_call(tools, call("h_add", "c1", {"a": 20, "b": 22}))
+            weather = await execute_tool_call(tools, call("h_weather", "c2", {"city": "Oslo"}))
+            failed = await execute_tool_call(tools, call("h_fail", "c3", {"reason": "x"}))
+    assert added.content == "42" and not added.is_error
+    assert '"city": "Oslo"' in weather.content
+    assert failed.is_error and "failed on purpose: x" in failed.content
+
+
+async def test_a_cancelled_http_call_returns_at_once_and_the_server_keeps_serving(url):
+    with trio.fail_after(WAIT):
+        async with MCPServerHTTP(url) as server:
+            tools = ToolRegistry(server.tools())
+            with trio.move_on_after(0.5) as scope:
+                await execute_tool_call(tools, call("slow", "c1", {"seconds": 30}))
+            cancelled_at = trio.current_time()
+            assert scope.cancelled_caught
+            after = await execute_tool_call(tools, call("add", "c2", {"a": 1, "b": 2}))
+            assert trio.current_time() - cancelled_at < 2
+    assert after.content == "3"
+
+
+async def test_progress_over_http(url):
+    seen: list[tuple[str, float | None]] = []
+    context = ToolContext(call("count", "c1", {}), lambda m, f: seen.append((m, f)))
+    from trio_agent._context import CURRENT
+
+    with trio.fail_after(WAIT):
+        async with MCPServerHTTP(url, allow={"count"}) as server:
+            [count] = server.tools()
+            token = CURRENT.set(context)
+            try:
+                result = await count.execute({"steps": 2})
+            finally:
+                CURRENT.reset(token)
+    assert result == "counted 2"
+    assert seen and seen[0] == ("step 1", 0.5)
+
+
+async def test_a_server_that_is_down_is_a_clear_error_at_entry():
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    with trio.fail_after(WAIT), pytest.raises(MCPServerError, match="could not be used"):
+        async with MCPServerHTTP(url):
+            pass
+    gc.collect()
+
+
+def test_only_http_urls():
+    with pytest.raises(ValueError, match="http"):
+        MCPServerHTTP("ftp://example.com/mcp")

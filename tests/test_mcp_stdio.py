@@ -1,0 +1,192 @@
+"""MCP servers over stdio as tool sources (issue 20): listing, calls, results,
+cancellation, progress, list_changed, and tools used by an ``Agent``; against
+a real server written with the SDK's ``MCPServer`` (tests/mcp_servers/demo.py)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+from helpers import call, user
+
+pytest.importorskip("mcp")
+
+from trio_agent import Agent, ToolRegistry, UserMessage, execute_tool_call, run_agent_loop
+from trio_agent.mcp import MCPServerStdio
+from trio_agent.messages import ImageBlock, TextBlock
+from trio_agent.testing import ScriptedModel, scripted_response
+
+WAIT = 20  # seconds a test waits for what must happen long before
+DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+
+
+def demo(**options) -> MCPServerStdio:
+    return MCPServerStdio(sys.executable, [DEMO], **options)
+
+
+async def run_call(server: MCPServerStdio, name: str, arguments: dict, id: str = "c1"):
+    return await execute_tool_call(ToolRegistry(server.tools()), call(name, id, arguments))
+
+
+async def test_tools_are_listed_with_the_servers_schemas():
+    with trio.fail_after(WAIT):
+        async with demo() as server:
+            tools = {t.name: t for t in server.tools()}
+    assert {"add", "echo", "weather", "fail", "picture", "slow", "count"} <= set(tools)
+    add = tools["add"]
+    assert add.description == "Add two integers."
+    assert add.parameters["properties"]["a"]["type"] == "integer"
+    assert add.parameters["required"] == ["a", "b"]
+    assert add.spec().name == "add" and add.progress
+
+
+async def test_a_prefix_names_the_tools_and_allow_and_deny_filter_them():
+    with trio.fail_after(WAIT):
+        async with demo(prefix="d", allow={"add", "echo", "fail"}, deny=["fail"]) as server:
+            assert [t.name for t in server.tools()] == ["d_add", "d_echo"]
+            result = await run_call(server, "d_add", {"a": 2, "b": 40})
+    assert result.content == "42" and not result.is_error
+
+
+@pytest.mark.parametrize("prefix", ["", "a b", "x" * 33, 3])
+def test_a_prefix_must_be_a_short_name(prefix):
+    with pytest.raises(ValueError, match="prefix"):
+        demo(prefix=prefix)
+
+
+async def test_text_structured_and_image_results():
+    with trio.fail_after(WAIT):
+        async with demo() as server:
+            echoed = await run_call(server, "echo", {"text": "hello"})
+            weather = await run_call(server, "weather", {"city": "Paris"})
+            picture = await run_call(server, "picture", {})
+    assert echoed.content == "hello" and not echoed.is_error
+    assert '"celsius": 21.5' in weather.content
+    text, image = picture.content
+    assert text == TextBlock("a pixel")
+    assert isinstance(image, ImageBlock) and image.media_type == "image/png"
+    assert image.data.startswith(b"\x89PNG")
+
+
+async def test_is_error_is_an_error_result_the_model_sees():
+    with trio.fail_after(WAIT):
+        async with demo() as server:
+            result = await run_call(server, "fail", {"reason": "no luck"})
+            later = await run_call(server, "add", {"a": 1, "b": 1}, "c2")
+    assert result.is_error and "failed on purpose: no luck" in result.content
+    assert later.content == "2"
+
+
+async def test_arguments_are_checked_against_the_schema_before_sending(caplog):
+    caplog.set_level(logging.INFO, "trio_agent.mcp")
+    with trio.fail_after(WAIT):
+        async with demo() as server:
+            wrong = await run_call(server, "echo", {"text": 5})
+            missing = await run_call(server, "echo", {})
+            await run_call(server, "echo", {"text": "sent"})
+    assert wrong.is_error and "at `$.text`" in wrong.content
+    assert missing.is_error and "'text' is a required property" in missing.content
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("echo called with 'sent'" in line for line in logged)  # stderr to logging
+    assert not any("echo called with 5" in line for line in logged)  # never sent
+
+
+async def test_arguments_beyond_our_limits_are_refused():
+    with trio.fail_after(WAIT):
+        async with demo() as server:
+            result = await run_call(server, "echo", {"text": "x" * 2_000_000})
+    assert result.is_error and "Invalid arguments" in result.content
+
+
+async def test_a_cancelled_call_is_cancelled_on_the_server_which_keeps_serving(
+    tmp_path, monkeypatch
+):
+    record = tmp_path / "record"
+    monkeypatch.setenv("MCP_DEMO_RECORD", str(record))
+    with trio.fail_after(WAIT):
+        async with demo(env={"MCP_DEMO_RECORD": str(record)}) as server:
+            async with trio.open_nursery() as nursery:
+
+                async def slow() -> None:
+                    await run_call(server, "slow", {"seconds": 30})
+                    raise AssertionError("the call was not cancelled")
+
+                nursery.start_soon(slow)
+                while not record.exists() or "slow started" not in record.read_text():  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+                cancelled_at = trio.current_time()
+                nursery.cancel_scope.cancel()
+            assert trio.current_time() - cancelled_at < 1.0  # returns at once
+            while "slow cancelled" not in record.read_text():  # noqa: ASYNC110
+                await trio.sleep(0.01)
+            after = await run_call(server, "add", {"a": 3, "b": 4})
+    assert after.content == "7"
+    assert "slow finished" not in record.read_text()
+
+
+async def test_server_progress_becomes_tool_updated_events():
+    script = [
+        scripted_response("r1", [call("count", "c1", {"steps": 3})]),
+        scripted_response("r2", "done"),
+    ]
+    updates = []
+    with trio.fail_after(WAIT):
+        async with demo(allow={"count"}) as server:
+            run = run_agent_loop(
+                messages=[user()],
+                model=ScriptedModel(script),
+                tools=ToolRegistry(server.tools()),
+                max_steps=2,
+            )
+            async with run:
+                async for event in run:
+                    if event.type == "tool.updated":
+                        updates.append((event.message, event.fraction))
+    assert updates[0] == ("step 1", pytest.approx(1 / 3))
+    assert updates[-1][0] in ("step 2", "step 3")
+    assert run.result.messages[2].content == "counted 3"
+
+
+async def test_list_changed_refreshes_the_tools():
+    with trio.fail_after(WAIT):
+        async with demo(prefix="d") as server:
+            assert "d_extra" not in [t.name for t in server.tools()]
+            assert (await run_call(server, "d_grow", {})).content == "grown"
+            while "d_extra" not in [t.name for t in server.tools()]:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+            extra = await run_call(server, "d_extra", {})
+    assert extra.content == "extra"
+
+
+async def test_the_tools_work_in_an_agent_run():
+    script = [
+        scripted_response(
+            "r1",
+            [
+                call("fs_add", "c1", {"a": 20, "b": 22}),
+                call("fs_fail", "c2", {"reason": "why"}),
+            ],
+        ),
+        scripted_response("r2", "the sum is 42"),
+    ]
+    with trio.fail_after(WAIT):
+        async with demo(prefix="fs") as server:
+            agent = Agent(model=ScriptedModel(script), tools=server.tools(), max_steps=3)
+            result = await agent.prompt(UserMessage("u1", "add"))
+    assert result.end.reason == "completed"
+    results = [m for m in result.messages if m.role == "tool_result"]
+    assert (results[0].content, results[0].is_error) == ("42", False)
+    assert results[1].is_error and "failed on purpose: why" in results[1].content
+
+
+async def test_tools_outside_the_block_are_an_error_result():
+    with trio.fail_after(WAIT):
+        async with demo() as server:
+            tools = ToolRegistry(server.tools())
+    result = await execute_tool_call(tools, call("add", "c1", {"a": 1, "b": 2}))
+    assert result.is_error and "is closed" in result.content
+    with pytest.raises(RuntimeError, match="closed"):
+        await server.refresh()
