@@ -40,6 +40,7 @@ PUBLIC = {
         "ApprovalDecision",
         "ApprovalRequested",
         "TurnAwaitingApproval",
+        "ToolSource",
         "OUTPUT_INVALID",
         "OUTPUT_TOOL_NAME",
         "OutputError",

@@ -151,6 +151,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .tools import ToolError as ToolError
     from .tools import ToolRegistry as ToolRegistry
     from .tools import ToolResult as ToolResult
+    from .tools import ToolSource as ToolSource
     from .tools import execute_tool_call as execute_tool_call
     from .tools import tool as tool
     from .tools import tool_context as tool_context
@@ -299,6 +300,7 @@ _EXPORTS: dict[str, str] = {
     "tool": "tools",
     "tool_context": "tools",
     "ToolResult": "tools",
+    "ToolSource": "tools",
     "Workspace": "workspace",
     "WorkspaceError": "workspace",
 }
@@ -403,6 +405,7 @@ __all__ = [
     "ToolFinished",
     "ToolRegistry",
     "ToolResult",
+    "ToolSource",
     "ToolResultMessage",
     "ToolSpec",
     "ToolStarted",

@@ -15,7 +15,7 @@ from ._errors import HOOK_ERROR, StepError, describe
 from ._output import OutputSlot, OutputSpec, check_output_tool
 from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 from .model import Model, ModelRequest, ModelSettings, ToolSpec
-from .tools import ToolRegistry
+from .tools import ToolRegistry, ToolSource
 
 if TYPE_CHECKING:
     from ._transcript import Conversation
@@ -26,6 +26,7 @@ __all__ = [
     "TurnSpec",
     "TurnState",
     "build_spec",
+    "step_spec",
     "call_hook",
 ]
 
@@ -66,6 +67,8 @@ class TurnSpec:
     settings: ModelSettings | None = None
     output: OutputSlot | None = None
     """The turn's typed answer so far (``output_type=``), None for plain text."""
+    sources: tuple[ToolSource, ...] = ()
+    """Where more tools come from (``tool_sources=``), read before every step."""
 
 
 def build_spec(
@@ -78,6 +81,7 @@ def build_spec(
     tool_grace_period: float = 5.0,
     settings: ModelSettings | None = None,
     output: OutputSpec | None = None,
+    sources: tuple[ToolSource, ...] = (),
 ) -> TurnSpec:
     """The spec of a turn: a snapshot of ``tools`` (later registrations do not reach
     the turn) with their specs, and the options, as the loop and the session give them.
@@ -98,7 +102,22 @@ def build_spec(
         tool_grace_period=float(tool_grace_period),
         settings=settings,
         output=slot,
+        sources=sources,
     )
+
+
+def step_spec(spec: TurnSpec) -> TurnSpec:
+    """The spec one step runs with: with ``tool_sources``, the turn's tools and
+    each source's current list (a name already taken keeps its first tool), read
+    now, so a batch never sees a list change under it; else ``spec`` itself."""
+    if not spec.sources:
+        return spec
+    registry = spec.tools.copy()
+    for source in spec.sources:
+        for tool in source.tools():
+            if tool.name not in registry:
+                registry.register(tool)
+    return attrs.evolve(spec, tools=registry, specs=registry.specs())
 
 
 class StepHooks:

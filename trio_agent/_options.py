@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
 import trio
 
 from .limits import MAX_AGENT_STEPS, MAX_ARGUMENT_DEPTH, is_valid_unicode
-from .tools import Tool, ToolRegistry
+from .tools import Tool, ToolRegistry, ToolSource
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -35,6 +35,7 @@ __all__ = [
     "check_store",
     "check_system",
     "check_tool_execution",
+    "check_tool_sources",
     "claim_cancel_scope",
     "registry_of",
 ]
@@ -184,6 +185,21 @@ def check_store(store: Any, session_id: object, fsync: object) -> None:
         if not callable(getattr(store, method, None)):
             raise TypeError(f"store must be a SessionStore, got {store!r}")
     check_fsync(fsync)
+
+
+def check_tool_sources(sources: object) -> tuple[ToolSource, ...]:
+    """``tool_sources``: a list or tuple of objects with a ``tools()`` method (an MCP
+    server, say); ``TypeError`` naming the one that is not."""
+    if type(sources) not in (list, tuple):
+        raise TypeError(
+            f"tool_sources must be a list or tuple of tool sources, got {type(sources).__name__}"
+            " (pass [source])"
+        )
+    given: Sequence[object] = sources  # type: ignore[assignment]  # a list or tuple
+    for index, source in enumerate(given):
+        if not callable(getattr(source, "tools", None)):
+            raise TypeError(f"tool_sources[{index}] has no tools() method: {source!r:.80}")
+    return tuple(given)  # type: ignore[arg-type]  # each has tools()
 
 
 def registry_of(tools: object) -> ToolRegistry:

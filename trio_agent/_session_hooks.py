@@ -48,7 +48,7 @@ from .messages import (
     tool_result,
 )
 from .model import Model, ModelRequest, ModelSettings
-from .tools import ToolRegistry
+from .tools import ToolRegistry, ToolSource
 
 __all__ = [
     "BUSY",
@@ -77,6 +77,7 @@ RESUMED_OPTIONS = (
     *("transform_context", "before_tool_call", "after_tool_call", "should_stop_turn"),
     *("compact", "seed", "tool_execution", "max_parallel_tools", "tool_grace_period"),
     *("output_type", "output_mode", "output_retries", "output_validator", "approval"),
+    "tool_sources",
 )
 """The options ``Agent.resume`` passes on to ``Agent()`` as they are."""
 
@@ -210,6 +211,7 @@ class SessionPolicy:
         tools: ToolRegistry,
         settings: ModelSettings | None = None,
         output: OutputSpec | None = None,
+        sources: tuple[ToolSource, ...] = (),
     ) -> TurnSpec:
         """A turn's spec: ``tools`` as registered now, and the agent's settings with
         the turn's ``settings`` over them (``ValueError`` if a ``tool_choice``
@@ -224,6 +226,7 @@ class SessionPolicy:
             self.tool_grace_period,
             check_run_settings(merge_settings(self.settings, settings), offered(tools, output)),
             output,
+            sources,
         )
 
 

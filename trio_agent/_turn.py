@@ -23,7 +23,7 @@ from ._errors import (
     StepError,
     describe,
 )
-from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, TurnState, call_hook
+from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, TurnState, call_hook, step_spec
 from ._output import CURRENT_SLOT, OutputEnd, judge_output
 from ._step import StepCheck
 from ._transcript import Conversation
@@ -177,6 +177,7 @@ async def _step(
     """One step: prepare the request, run its attempts until one succeeds or
     ``retry_delay`` gives up, append the answer, run its tools."""
     await trio.lowlevel.checkpoint_if_cancelled()  # never open a request once cancelled
+    spec = step_spec(spec)  # the tool sources' lists as they are now, for the whole step
     request = ModelRequest(
         id=f"request-{conv.requests + 1:03d}",
         messages=conv.snapshot(),

@@ -78,7 +78,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         conversation = agent._conversation
         policy = agent._policy
         # the tools as they are now
-        spec = policy.spec(agent._model, agent._tools, self._settings, self._output)
+        spec = policy.spec(agent._model, agent._tools, self._settings, self._output, agent._sources)
         state = TurnState()
         outcome: TurnOutcome | None = None
         try:

@@ -16,7 +16,7 @@ import trio
 from ._emit import Emitter
 from ._errors import INTERNAL_ERROR, INVALID_TRANSCRIPT, describe
 from ._hooks import TurnSpec, TurnState, build_spec
-from ._options import check_loop_options, check_tool_execution
+from ._options import check_loop_options, check_tool_execution, check_tool_sources
 from ._outcomes import result_of
 from ._output import offered, output_spec
 from ._run import EventRun, cancelled_from_outside
@@ -37,7 +37,7 @@ from .events import (
 from .limits import MAX_INITIAL_MESSAGES
 from .messages import Message, TranscriptError
 from .model import Model, ModelSettings
-from .tools import ToolRegistry
+from .tools import ToolRegistry, ToolSource
 
 __all__ = ["AgentRun", "run_agent_loop"]
 
@@ -62,6 +62,7 @@ def run_agent_loop(
     output_mode: Literal["tool", "native"] = "tool",
     output_retries: int = 2,
     output_validator: Callable[[Any], Awaitable[Any]] | None = None,
+    tool_sources: Sequence[ToolSource] = (),
 ) -> AgentRun[T]: ...
 @overload
 def run_agent_loop(
@@ -81,6 +82,7 @@ def run_agent_loop(
     output_mode: Literal["tool", "native"] = "tool",
     output_retries: int = 2,
     output_validator: Callable[[Any], Awaitable[Any]] | None = None,
+    tool_sources: Sequence[ToolSource] = (),
 ) -> AgentRun[Any]: ...
 def run_agent_loop(
     *,
@@ -99,6 +101,7 @@ def run_agent_loop(
     output_mode: Literal["tool", "native"] = "tool",
     output_retries: int = 2,
     output_validator: Callable[[Any], Awaitable[Any]] | None = None,
+    tool_sources: Sequence[ToolSource] = (),
 ) -> AgentRun[Any]:
     """Prepare a run of the agent loop; nothing runs until it is entered or awaited.
 
@@ -128,6 +131,10 @@ def run_agent_loop(
     goes back to the model with the reason and its JSON path, at most
     ``output_retries`` times (each try is a step), then the run fails with
     ``OUTPUT_INVALID``. ``Completed.output`` holds the accepted value.
+
+    ``tool_sources`` (objects with ``tools()``, such as ``trio_agent.mcp``
+    servers) add their current tools before every step (a name ``tools`` has
+    keeps its own tool).
     """
     check_loop_options(
         messages, model, tools, max_steps, request_sequence_start, cancel_scope, system
@@ -135,6 +142,7 @@ def run_agent_loop(
     check_tool_execution(tool_execution, max_parallel_tools, tool_grace_period)
     output = output_spec(output_type, output_mode, output_retries, output_validator)
     settings = check_run_settings(settings, offered(tools, output))
+    sources = check_tool_sources(tool_sources)
     conversation: Conversation | None = None
     invalid: str | None = None
     if len(messages) > MAX_INITIAL_MESSAGES:
@@ -154,6 +162,7 @@ def run_agent_loop(
         tool_grace_period,
         settings,
         output,
+        sources,
     )
     return AgentRun(
         spec, conversation, invalid, trio.CancelScope() if cancel_scope is None else cancel_scope

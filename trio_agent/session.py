@@ -28,6 +28,7 @@ from ._options import (
     check_metadata,
     check_scope_unused,
     check_store,
+    check_tool_sources,
     claim_cancel_scope,
     registry_of,
 )
@@ -76,7 +77,7 @@ from .messages import Message, ToolCall, ToolResultMessage, UserMessage
 from .model import Model, ModelSettings
 from .stores import SessionStore
 from .stores._base import check_session_id
-from .tools import Tool, ToolRegistry
+from .tools import Tool, ToolRegistry, ToolSource
 
 __all__ = [
     "CONTEXT_OVERFLOW",
@@ -150,6 +151,7 @@ class Agent:
         "_pending",
         "_policy",
         "_session_id",
+        "_sources",
         "_tools",
         "_turns",
         "closed_on_resume",
@@ -192,8 +194,10 @@ class Agent:
         output_retries: int = 2,
         output_validator: OutputValidator | None = None,
         approval: ApprovalPolicy | None = None,
+        tool_sources: Sequence[ToolSource] = (),
     ) -> None:
         check_messages_and_model(messages, model)
+        self._sources = check_tool_sources(tool_sources)
         self._approvals = Approvals()
         self._output_options = (output_mode, output_retries, output_validator)
         self._output = output_spec(output_type, *self._output_options)
@@ -327,6 +331,7 @@ class Agent:
         output_retries: int = 2,
         output_validator: OutputValidator | None = None,
         approval: ApprovalPolicy | None = None,
+        tool_sources: Sequence[ToolSource] = (),
     ) -> Agent:
         """Rebuild a recorded session, from its ledger, to go on with it.
 
@@ -612,34 +617,20 @@ class Agent:
     ) -> Tool[..., Any]:
         """This agent as a ``Tool`` of another: each call runs one turn of it.
 
-        Parameters: ``{"input": "<text>"}`` for ``input_type=str``; for a
-        Struct, dataclass or TypedDict, its own JSON Schema, the arguments
-        validated with msgspec (an error result with the JSON path) and given
-        to this agent as their JSON. The call's result is the turn's
-        ``output`` when this agent has an ``output_type`` (JSON-encoded unless
-        a str), else its final text. A turn that ends otherwise than
-        ``completed`` (failed, max_steps, token_budget, length, ...) is a
-        ``ToolError``: the outer model sees an error result saying why. The
-        turn's progress is reported as ``tool.updated`` events of the call.
+        Parameters: ``{"input": "<text>"}`` for ``input_type=str``; for a Struct,
+        dataclass or TypedDict its own schema (validated; the JSON goes in). The
+        result is the turn's ``output`` (with an ``output_type``), else its final
+        text; a turn that does not complete is an error result saying why; its
+        progress is reported as ``tool.updated``. ``fresh=True`` (the default):
+        each call runs on a new copy of this agent (model, tools, options,
+        transcript), so calls run side by side; ``store=`` records each copy's
+        session there. ``fresh=False``: each call is a turn of this agent, calls
+        take turns, and a call while it runs a turn of its own is an error result.
+        A recorded turn's result ends with ``[agent session <id>, turn <n>]``.
+        ``max_seconds``: each call's turn is cancelled past it (an error result).
 
-        ``fresh=True`` (the default): each call runs on a new agent with this
-        one's model, tools and options, starting from a copy of its transcript
-        as it is then; this agent never runs and never changes, and parallel
-        calls run in parallel. ``store=``: each call's agent records a session
-        of its own there (its metadata names the tool and the call id); this
-        agent must have no store of its own (``ValueError``). ``fresh=False``:
-        each call is a turn of this agent, which keeps its conversation (and
-        its ledger session, if it has a store) across calls; calls wait for
-        each other, one turn at a time (a call while the agent runs a turn of
-        its own, not through this tool, is an error result: the agent is
-        busy). For a recorded turn the result ends
-        with a text block ``[agent session <id>, turn <n>]``. ``max_seconds``:
-        seconds for each call's turn, past which it is cancelled and the call
-        is an error result.
-
-        Cancellation: cancelling the outer call cancels the turn, which is
-        recorded as cancelled (its transcript keeps complete messages only);
-        then ``trio.Cancelled`` propagates and the call gets no result.
+        Cancellation: cancelling the outer call cancels the turn (recorded as
+        cancelled); ``trio.Cancelled`` propagates and the call gets no result.
         """
         return agent_tool(
             self, name, description, input_type, fresh=fresh, store=store, max_seconds=max_seconds

@@ -10,8 +10,8 @@ import inspect
 import re
 import threading
 import typing
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, final, overload
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, final, overload, runtime_checkable
 
 import attrs
 import msgspec
@@ -39,6 +39,7 @@ __all__ = [
     "ToolError",
     "ToolRegistry",
     "ToolResult",
+    "ToolSource",
     "execute_tool_call",
     "tool",
     "tool_context",
@@ -334,6 +335,14 @@ def _build_tool(
     )
     object.__setattr__(built, "_arguments_type", arguments_type)
     return built
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Where tools come from besides a registry (an MCP server): ``tools()`` gives
+    the current list, read again before every step (never during a batch)."""
+
+    def tools(self) -> Sequence[Tool[..., Any]]: ...
 
 
 class _ToolDecorator(Protocol):

@@ -17,8 +17,10 @@ import trio
 
 from ..ledger import DerivedSession, SessionExistsError, TurnEndRecord, derive
 from ..messages import AssistantMessage
+from ..model import ModelSettings
 from ..session import Agent
 from ..stores import JsonlStore, LoadedSession, parse_jsonl
+from ..tools import ToolRegistry
 from ..workspace import Workspace
 from ._config import RunConfig, Settings, given, recorded, resolve
 from ._drive import (
@@ -31,6 +33,7 @@ from ._drive import (
     approval_mode,
     approval_policy,
 )
+from ._mcp import all_tools, open_servers
 from ._output import Output, Printer, describe_end
 from ._output_schema import read_output_schema
 from ._parser import DEFAULT_SYSTEM, UsageError
@@ -141,12 +144,12 @@ def run(args: argparse.Namespace) -> int:
     model = config.model_object()
     config = msgspec.structs.replace(config, base_url=model.base_url)  # as it is used
     workspace = Workspace(config.workspace)
-    tools = workspace.tools()
-    settings = config.settings(tools.names())  # a usage error now, before anything runs
+    workspace_tools = workspace.tools()
+    early = _early_settings(config, workspace_tools)  # a usage error now, before anything runs
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
 
-    async def body() -> int:
+    async def drive(tools: ToolRegistry, settings: ModelSettings | None) -> int:
         agent = Agent(
             model=model,
             tools=tools,
@@ -196,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
                 f"`trio-agent resume {shlex.quote(args.ledger)}` to go on with it"
             ) from None
 
-    return _trio_run(output, body, model)
+    return _trio_run(output, lambda: _with_servers(config, workspace_tools, early, drive), model)
 
 
 def _left_by_an_interruption(loaded: LoadedSession, derived: DerivedSession) -> str | None:
@@ -238,25 +241,25 @@ def resume(args: argparse.Namespace) -> int:
     config = resolve(flags, recorded(derived.metadata), system=derived.system)
     model = config.model_object(key_named_by=_key_named_by(flags, config))
     workspace = Workspace(config.workspace)
-    tools = workspace.tools()
-    settings = config.settings(tools.names())  # a usage error now, before anything runs
+    workspace_tools = workspace.tools()
+    early = _early_settings(config, workspace_tools)  # a usage error now, before anything runs
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
 
-    async def reopen() -> Agent:
-        return await Agent.resume(
-            store,
-            session_id,
-            model=model,
-            tools=tools,
-            settings=settings,
-            system=config.system,
-            max_steps=config.max_steps,
-            retry=config.retry(),
-            approval=policy,
-        )
+    async def drive(tools: ToolRegistry, settings: ModelSettings | None) -> int:
+        async def reopen() -> Agent:
+            return await Agent.resume(
+                store,
+                session_id,
+                model=model,
+                tools=tools,
+                settings=settings,
+                system=config.system,
+                max_steps=config.max_steps,
+                retry=config.retry(),
+                approval=policy,
+            )
 
-    async def body() -> int:
         agent = await reopen()
         for warning in agent.resume_warnings:
             printer.note(f"warning: {warning}")
@@ -281,7 +284,29 @@ def resume(args: argparse.Namespace) -> int:
         )
         return await driver.run(args.task)
 
-    return _trio_run(output, body, model)
+    return _trio_run(output, lambda: _with_servers(config, workspace_tools, early, drive), model)
+
+
+def _early_settings(config: RunConfig, tools: ToolRegistry) -> ModelSettings | None:
+    """The model settings, checked before trio starts when the tools are known then
+    (no MCP server: ``--tool-choice`` may name one of their tools otherwise)."""
+    return None if config.mcp else config.settings(tools.names())
+
+
+async def _with_servers(
+    config: RunConfig,
+    workspace_tools: ToolRegistry,
+    early: ModelSettings | None,
+    drive: Callable[[ToolRegistry, ModelSettings | None], Awaitable[int]],
+) -> int:
+    """``drive`` the session with the workspace tools and those of the configured
+    MCP servers, each entered for the command's lifetime (a server that cannot be
+    used is a usage error, before the session is opened)."""
+    async with open_servers(config.mcp, config.mcp_env) as servers:
+        if not servers:
+            return await drive(workspace_tools, early)
+        tools = ToolRegistry(all_tools(list(workspace_tools), servers))
+        return await drive(tools, config.settings(tools.names()))
 
 
 def _key_named_by(flags: Settings, config: RunConfig) -> str:

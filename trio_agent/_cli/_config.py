@@ -17,6 +17,7 @@ from .._settings import check_run_settings
 from ..limits import MAX_AGENT_STEPS
 from ..model import ModelSettings
 from ..session import RetryPolicy
+from ._mcp import MCPServerSpec, numbered
 from ._parser import (
     ANTHROPIC_MAX_TOKENS,
     DEFAULT_MAX_STEPS,
@@ -59,6 +60,8 @@ class Settings(Struct, kw_only=True):
     temperature: float | None = None
     tool_choice: str | None = None
     reasoning_effort: str | None = None
+    mcp: list[MCPServerSpec] | None = None
+    mcp_env: list[str] | None = None
 
 
 class RunConfig(Struct, kw_only=True):
@@ -79,13 +82,19 @@ class RunConfig(Struct, kw_only=True):
     temperature: float | None = None
     tool_choice: str | None = None
     reasoning_effort: str | None = None
+    mcp: list[MCPServerSpec] = msgspec.field(default_factory=list)
+    mcp_env: list[str] = msgspec.field(default_factory=list)
 
     def metadata(self) -> dict[str, Any]:
-        """The Agent metadata that records this configuration (model settings only
-        when given: a record without them reads as before they existed)."""
+        """The Agent metadata that records this configuration (model settings and
+        MCP servers only when given: a record without them reads as before they
+        existed)."""
         data = msgspec.to_builtins(self)
         for name in _MODEL_SETTINGS:
             if data[name] is None:
+                del data[name]
+        for name in ("mcp", "mcp_env"):
+            if not data[name]:
                 del data[name]
         return {METADATA_KEY: data}
 
@@ -169,6 +178,8 @@ def given(args: argparse.Namespace) -> Settings:
         temperature=args.temperature,
         tool_choice=args.tool_choice,
         reasoning_effort=args.reasoning_effort,
+        mcp=getattr(args, "mcp", None),
+        mcp_env=getattr(args, "mcp_env", None),
     )
 
 
@@ -229,4 +240,6 @@ def resolve(flags: Settings, record: Settings | None = None, *, system: str) -> 
         temperature=merged.temperature,
         tool_choice=merged.tool_choice,
         reasoning_effort=merged.reasoning_effort,
+        mcp=numbered(merged.mcp or []),
+        mcp_env=list(dict.fromkeys(merged.mcp_env or [])),
     )

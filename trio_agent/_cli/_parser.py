@@ -225,8 +225,53 @@ def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:
         help="retry a transient model error (rate limit, 5xx, timeout, dropped connection) "
         f"up to N times, with backoff; 0 never retries ({default(str(DEFAULT_RETRIES))})",
     )
+    _mcp_options(sub, resumed=resumed)
     sub.add_argument(
         "--json", action="store_true", help="print events as JSON lines (default: off)"
+    )
+
+
+def _mcp_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:
+    """``--mcp``, ``--mcp-http``, ``--mcp-env`` (``_mcp``: MCP servers as tool sources)."""
+    from ._mcp import MCPSpecAction, http_server, stdio_server
+
+    named = (
+        "; its tools are named PREFIX_TOOL, PREFIX being mcp1, mcp2, ... by its position "
+        "among the --mcp and --mcp-http given, or NAME when written NAME=... first; they "
+        "are not held for approval; repeatable; needs the [mcp] extra ("
+    )
+    if resumed:
+        named += "default: as recorded by `run`; given, these replace all the recorded servers)"
+    else:
+        named += "default: none)"
+    sub.add_argument(
+        "--mcp",
+        dest="mcp",
+        action=MCPSpecAction,
+        type=stdio_server,
+        metavar="[NAME=]COMMAND",
+        help="an MCP server to run while the command runs, as a tool source, spoken to "
+        "over its stdin and stdout: the command and its arguments in one string, split as "
+        "a shell would, run without one, in the current directory" + named,
+    )
+    sub.add_argument(
+        "--mcp-http",
+        dest="mcp",
+        action=MCPSpecAction,
+        type=http_server,
+        metavar="[NAME=]URL",
+        help="an MCP server reached over streamable HTTP at URL, as a tool source" + named,
+    )
+    sub.add_argument(
+        "--mcp-env",
+        action="append",
+        type=env_name,
+        metavar="NAME",
+        help="pass this variable of the environment to the --mcp servers, which get only "
+        "PATH, HOME, USER, SHELL, TERM, LANG, LC_ALL and LOGNAME otherwise; repeatable; "
+        "only the name is recorded ("
+        + ("default: as recorded by `run`" if resumed else "default: none")
+        + ")",
     )
 
 

@@ -1,0 +1,113 @@
+"""``tool_sources=`` (issue 20): tools whose list can change (an MCP server's) are
+read before every step, never during a batch; the agent's own tools keep their
+names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from trio_agent import (
+    Agent,
+    Tool,
+    ToolCall,
+    ToolRegistry,
+    ToolSource,
+    UserMessage,
+    run_agent_loop,
+    tool,
+)
+from trio_agent.testing import ScriptedModel, assert_run_invariants, scripted_response
+
+
+class Source:
+    """A tool source whose list a test changes between steps."""
+
+    def __init__(self, *tools: Tool[..., Any]) -> None:
+        self.current = list(tools)
+        self.read = 0
+
+    def tools(self) -> tuple[Tool[..., Any], ...]:
+        self.read += 1
+        return tuple(self.current)
+
+
+def named(name: str, answer: str) -> Tool[..., Any]:
+    async def run() -> str:
+        return answer
+
+    run.__doc__ = f"The {name} tool."
+    return tool(name=name)(run)
+
+
+async def test_each_step_sees_the_sources_list_as_it_is_then():
+    source = Source()
+
+    async def first() -> str:
+        source.current = [named("second", "2")]  # the list changes during the batch
+        return "1"
+
+    first.__doc__ = "The first tool."
+    source.current = [tool(first)]
+    model = ScriptedModel(
+        [
+            scripted_response("r1", [ToolCall("c1", "first", {})]),
+            scripted_response("r2", [ToolCall("c2", "second", {})]),
+            scripted_response("r3", "done"),
+        ]
+    )
+    run = run_agent_loop(
+        messages=[UserMessage("u1", "go")],
+        model=model,
+        tools=ToolRegistry(),
+        max_steps=4,
+        tool_sources=[source],
+    )
+    events = []
+    async with run:
+        async for event in run:
+            events.append(event)
+    assert_run_invariants(events, run.result)
+    offered = [[spec.name for spec in request.tools] for request in model.requests]
+    assert offered == [["first"], ["second"], ["second"]]  # the next step, not mid-batch
+    contents = [m.content for m in run.result.messages if type(m).__name__ == "ToolResultMessage"]
+    assert contents == ["1", "2"]
+    assert source.read == 3  # once a step
+
+
+async def test_an_agents_own_tool_keeps_its_name_over_a_sources():
+    @tool
+    async def lookup() -> str:
+        """Mine."""
+        return "mine"
+
+    source = Source(named("lookup", "theirs"), named("extra", "x"))
+    model = ScriptedModel(
+        [scripted_response("r1", [ToolCall("c1", "lookup", {})]), scripted_response("r2", "ok")]
+    )
+    agent = Agent(model=model, tools=[lookup], tool_sources=[source])
+    result = await agent.prompt("go")
+    assert result.messages[2].content == "mine"
+    assert [spec.name for spec in model.requests[0].tools] == ["lookup", "extra"]
+
+
+def test_a_source_is_a_tool_source():
+    assert isinstance(Source(), ToolSource)
+
+
+@pytest.mark.parametrize(
+    ("sources", "says"),
+    [(Source(), "list or tuple"), ([object()], r"tool_sources\[0\] has no tools\(\)")],
+)
+def test_bad_tool_sources_are_refused_at_once(sources, says):
+    with pytest.raises(TypeError, match=says):
+        Agent(model=ScriptedModel([]), tool_sources=sources)
+    with pytest.raises(TypeError, match=says):
+        run_agent_loop(
+            messages=[],
+            model=ScriptedModel([]),
+            tools=ToolRegistry(),
+            max_steps=1,
+            tool_sources=sources,
+        )
