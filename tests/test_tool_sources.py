@@ -111,3 +111,20 @@ def test_bad_tool_sources_are_refused_at_once(sources, says):
             max_steps=1,
             tool_sources=sources,
         )
+
+
+async def test_tool_choice_may_name_a_sources_tool():
+    from trio_agent import ModelSettings
+
+    source = Source(named("extra", "x"))
+    forced = ModelSettings(tool_choice="extra")
+    model = ScriptedModel(
+        [scripted_response("r1", [ToolCall("c1", "extra", {})]), scripted_response("r2", "ok")]
+    )
+    agent = Agent(model=model, tool_sources=[source], settings=forced)
+    result = await agent.prompt("go")
+    assert result.messages[2].content == "x"
+    with pytest.raises(ValueError, match="not one of the tools"):
+        Agent(
+            model=model, settings=ModelSettings(tool_choice="nowhere"), tool_sources=[source]
+        ).turn("x")

@@ -14,7 +14,7 @@ the turn (``_turn.py``) does the appending and the counting.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Container, Hashable
+from collections.abc import Awaitable, Callable, Container, Hashable, Sequence
 from contextvars import ContextVar
 from typing import Any, Final, Literal, final
 
@@ -26,7 +26,7 @@ from ._schema import inline_schema
 from .limits import OUTPUT_TOOL_NAME
 from .messages import AssistantMessage, ToolCall, text_from_assistant
 from .model import OutputFormat
-from .tools import Tool, ToolError, ToolRegistry
+from .tools import Tool, ToolError, ToolRegistry, ToolSource
 
 __all__ = [
     "OUTPUT_ACCEPTED",
@@ -250,12 +250,31 @@ CURRENT_SLOT: ContextVar[OutputSlot | None] = ContextVar("trio_agent_output", de
 parallel batch inherit it), so one output tool per output type serves every turn."""
 
 
-def offered(tools: ToolRegistry, output: OutputSpec | None) -> Container[str]:
-    """The names of the tools a model is offered: ``tools``, and the output tool
-    with an output type in tool mode (so ``tool_choice`` may name it)."""
-    if output is None or output.tool is None:
+def offered(
+    tools: ToolRegistry, output: OutputSpec | None, sources: Sequence[ToolSource] = ()
+) -> Container[str]:
+    """The names of the tools a model is offered: ``tools``, the output tool with an
+    output type in tool mode, and the tool sources' tools as they are now (so
+    ``tool_choice`` may name any of them)."""
+    if (output is None or output.tool is None) and not sources:
         return tools
-    return {*tools.names(), OUTPUT_TOOL_NAME}
+    return _Offered(tools, output is not None and output.tool is not None, sources)
+
+
+@final
+@attrs.frozen
+class _Offered:
+    """``offered``'s names, looked up only when asked (a source is read only if a
+    ``tool_choice`` names a tool)."""
+
+    tools: ToolRegistry
+    output: bool
+    sources: Sequence[ToolSource]
+
+    def __contains__(self, name: object) -> bool:
+        if name in self.tools or (self.output and name == OUTPUT_TOOL_NAME):
+            return True
+        return any(tool.name == name for source in self.sources for tool in source.tools())
 
 
 def check_output_tool(tools: ToolRegistry) -> None:

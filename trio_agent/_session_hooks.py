@@ -224,7 +224,9 @@ class SessionPolicy:
             self.tool_execution,
             self.max_parallel_tools,
             self.tool_grace_period,
-            check_run_settings(merge_settings(self.settings, settings), offered(tools, output)),
+            check_run_settings(
+                merge_settings(self.settings, settings), offered(tools, output, sources)
+            ),
             output,
             sources,
         )

@@ -141,8 +141,8 @@ def run_agent_loop(
     )
     check_tool_execution(tool_execution, max_parallel_tools, tool_grace_period)
     output = output_spec(output_type, output_mode, output_retries, output_validator)
-    settings = check_run_settings(settings, offered(tools, output))
     sources = check_tool_sources(tool_sources)
+    settings = check_run_settings(settings, offered(tools, output, sources))
     conversation: Conversation | None = None
     invalid: str | None = None
     if len(messages) > MAX_INITIAL_MESSAGES:

@@ -545,7 +545,8 @@ class Agent:
         )
         settings = check_settings(settings)  # the turn's, over the agent's (checked whole now)
         check_run_settings(
-            merge_settings(self._policy.settings, settings), offered(self._tools, output)
+            merge_settings(self._policy.settings, settings),
+            offered(self._tools, output, self._sources),
         )
         if self._active is not None or self._closed is not None:
             raise RuntimeError(self._closed or BUSY)
