@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -20,7 +20,7 @@ from ..messages import AssistantMessage
 from ..model import ModelSettings
 from ..session import Agent
 from ..stores import JsonlStore, LoadedSession, parse_jsonl
-from ..tools import ToolRegistry
+from ..tools import ToolRegistry, ToolSource
 from ..workspace import Workspace
 from ._config import RunConfig, Settings, given, recorded, resolve
 from ._drive import (
@@ -149,10 +149,13 @@ def run(args: argparse.Namespace) -> int:
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
 
-    async def drive(tools: ToolRegistry, settings: ModelSettings | None) -> int:
+    async def drive(
+        tools: ToolRegistry, sources: Sequence[ToolSource], settings: ModelSettings | None
+    ) -> int:
         agent = Agent(
             model=model,
             tools=tools,
+            tool_sources=sources,
             settings=settings,
             system=config.system,
             max_steps=config.max_steps,
@@ -172,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
                 location[1],
                 model=model,
                 tools=tools,
+                tool_sources=sources,
                 settings=settings,
                 system=config.system,
                 max_steps=config.max_steps,
@@ -246,13 +250,16 @@ def resume(args: argparse.Namespace) -> int:
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
 
-    async def drive(tools: ToolRegistry, settings: ModelSettings | None) -> int:
+    async def drive(
+        tools: ToolRegistry, sources: Sequence[ToolSource], settings: ModelSettings | None
+    ) -> int:
         async def reopen() -> Agent:
             return await Agent.resume(
                 store,
                 session_id,
                 model=model,
                 tools=tools,
+                tool_sources=sources,
                 settings=settings,
                 system=config.system,
                 max_steps=config.max_steps,
@@ -297,16 +304,17 @@ async def _with_servers(
     config: RunConfig,
     workspace_tools: ToolRegistry,
     early: ModelSettings | None,
-    drive: Callable[[ToolRegistry, ModelSettings | None], Awaitable[int]],
+    drive: Callable[[ToolRegistry, Sequence[ToolSource], ModelSettings | None], Awaitable[int]],
 ) -> int:
-    """``drive`` the session with the workspace tools and those of the configured
-    MCP servers, each entered for the command's lifetime (a server that cannot be
-    used is a usage error, before the session is opened)."""
+    """``drive`` the session with the workspace tools and the configured MCP servers
+    as tool sources (the agent reads their current lists at each step), each entered
+    for the command's lifetime (a server that cannot be used, or a tool name taken
+    twice, is a usage error, before the session is opened)."""
     async with open_servers(config.mcp, config.mcp_env) as servers:
         if not servers:
-            return await drive(workspace_tools, early)
-        tools = ToolRegistry(all_tools(list(workspace_tools), servers))
-        return await drive(tools, config.settings(tools.names()))
+            return await drive(workspace_tools, (), early)
+        names = [tool.name for tool in all_tools(list(workspace_tools), servers)]
+        return await drive(workspace_tools, servers, config.settings(names))
 
 
 def _key_named_by(flags: Settings, config: RunConfig) -> str:

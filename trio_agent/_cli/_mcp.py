@@ -149,11 +149,11 @@ async def open_servers(
             assert spec.url is not None
             servers.append(MCPServerHTTP(spec.url, prefix=spec.prefix))
     async with AsyncExitStack() as stack:
-        for spec, server in zip(specs, servers, strict=True):
+        for server in servers:
             try:
                 await stack.enter_async_context(server)
-            except MCPServerError as exc:
-                raise UsageError(f"{spec.describe()}: {exc}") from None
+            except MCPServerError as exc:  # it names the server
+                raise UsageError(str(exc)) from None
         yield servers
 
 

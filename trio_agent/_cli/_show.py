@@ -6,6 +6,7 @@ usage), or its records as versioned JSON lines."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -96,11 +97,29 @@ def _configuration(metadata: Mapping[str, Any] | None) -> list[str]:
                 value = _default_of(name, config)
             elif name == "system":
                 value = one_line(str(value), 80)
+            elif name == "mcp":
+                value = _servers(value)
             lines.append(f"  {name}: {value}")
     rest = {k: v for k, v in metadata.items() if k != METADATA_KEY}
     if rest:
         lines.append(f"metadata: {one_line(msgspec.json.encode(rest).decode(), 200)}")
     return lines
+
+
+def _servers(value: Any) -> str:
+    """The recorded MCP servers as ``run`` would take them (``PREFIX=COMMAND``,
+    ``PREFIX=URL``), on one line."""
+    shown = []
+    for server in value if isinstance(value, list) else [value]:
+        if not isinstance(server, Mapping):
+            shown.append(repr(server))
+        elif server.get("kind") == "stdio" and isinstance(server.get("command"), list):
+            command = shlex.join(str(part) for part in server["command"])
+            given = f"{server.get('prefix')}={command}"
+            shown.append(f"--mcp {shlex.quote(given)}")
+        else:
+            shown.append(f"--mcp-http {server.get('prefix')}={server.get('url')}")
+    return one_line(" ".join(shown), 400)
 
 
 def _default_of(name: str, config: Mapping[str, Any]) -> str:
