@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import shlex
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import trio
 from loopback import Reply
+from mcp_http_server import demo_over_http
 from test_cli import ENV, TRIO_AGENT, call_stream, cli, command, text_stream
 
 pytest.importorskip("mcp")
@@ -126,35 +125,10 @@ async def test_an_error_result_and_a_server_that_dies_are_results_not_failures(l
     assert "is not running" in after and "exited with status 3" in after
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 async def http_url():
-    port = free_port()
-    process = await trio.lowlevel.open_process(
-        [sys.executable, str(SERVERS / "demo.py"), "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        with trio.fail_after(WAIT):
-            while True:
-                try:
-                    stream = await trio.open_tcp_stream("127.0.0.1", port)
-                except OSError:
-                    await trio.sleep(0.02)
-                    continue
-                await stream.aclose()
-                break
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        with trio.CancelScope(shield=True):
-            await process.wait()
+    async with demo_over_http() as served:
+        yield served
 
 
 async def test_http_and_stdio_servers_are_numbered_in_the_order_given(loopback, tmp_path, http_url):

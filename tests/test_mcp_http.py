@@ -5,14 +5,12 @@ progress, and a server that is down."""
 from __future__ import annotations
 
 import gc
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import trio
 from helpers import call
+from mcp_http_server import demo_over_http, free_port
 
 pytest.importorskip("mcp")
 
@@ -29,35 +27,12 @@ WAIT = 20
 DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 async def url():
-    port = free_port()
-    process = await trio.lowlevel.open_process(
-        [sys.executable, DEMO, "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     try:
-        with trio.fail_after(WAIT):
-            while True:
-                try:
-                    stream = await trio.open_tcp_stream("127.0.0.1", port)
-                except OSError:
-                    await trio.sleep(0.02)
-                    continue
-                await stream.aclose()
-                break
-        yield f"http://127.0.0.1:{port}/mcp"
+        async with demo_over_http() as served:
+            yield served
     finally:
-        process.terminate()
-        with trio.CancelScope(shield=True):
-            await process.wait()
         gc.collect()  # the SDK's abandoned generators are finalized under the filter
 
 

@@ -1,0 +1,49 @@
+"""The fixture MCP server (``mcp_servers/demo.py``) over streamable HTTP on a free
+loopback port, for the tests that need one (the SDK's client and our CLI)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import trio
+
+DEMO = Path(__file__).parent / "mcp_servers" / "demo.py"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@asynccontextmanager
+async def demo_over_http(wait: float = 60.0) -> AsyncIterator[str]:
+    """Serve the demo server over HTTP; yield its URL once it accepts connections;
+    end the process afterwards (shielded)."""
+    port = free_port()
+    process = await trio.lowlevel.open_process(
+        [sys.executable, str(DEMO), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with trio.fail_after(wait):
+            while True:
+                try:
+                    stream = await trio.open_tcp_stream("127.0.0.1", port)
+                except OSError:
+                    await trio.sleep(0.02)
+                    continue
+                await stream.aclose()
+                break
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        with trio.CancelScope(shield=True):
+            await process.wait()
