@@ -15,7 +15,7 @@ from helpers import call, user
 pytest.importorskip("mcp")
 
 from trio_agent import Agent, ToolRegistry, UserMessage, execute_tool_call, run_agent_loop
-from trio_agent.mcp import MCPServerStdio
+from trio_agent.mcp import MCPServerError, MCPServerStdio
 from trio_agent.messages import ImageBlock, TextBlock
 from trio_agent.testing import ScriptedModel, scripted_response
 
@@ -159,6 +159,18 @@ async def test_list_changed_refreshes_the_tools():
                 await trio.sleep(0.01)
             extra = await run_call(server, "d_extra", {})
     assert extra.content == "extra"
+
+
+async def test_a_server_that_never_lists_its_tools_is_refused_within_init_seconds():
+    # answers initialize, then never tools/list: entry is bounded as initialize is
+    with trio.fail_after(WAIT):
+        with pytest.raises(MCPServerError, match=r"did not list its tools within 0\.5 s"):
+            async with MCPServerStdio(
+                sys.executable,
+                [str(Path(DEMO).parent / "silent.py"), "--answer-initialize"],
+                init_seconds=0.5,
+            ):
+                pass
 
 
 async def test_the_tools_work_in_an_agent_run():

@@ -79,6 +79,8 @@ class MCPServerBase:
         self._stack: contextlib.AsyncExitStack | None = None
         self._nursery: trio.Nursery | None = None
         self._refresh_wanted = trio.Event()
+        self._changes = 0  # list_changed notifications received
+        self._listed = 0  # of those, the ones a listing has taken in
         self._closed = False
 
     def tools(self) -> tuple[Tool, ...]:
@@ -114,7 +116,7 @@ class MCPServerBase:
             await stack.enter_async_context(session)
             await self._initialize(session)
             self._session = session
-            await self.refresh()
+            await self._first_list()
             nursery.start_soon(self._refresh_loop)
         except BaseException as exc:
             self._closed = True
@@ -168,6 +170,17 @@ class MCPServerBase:
             gone = await self._gone()
             raise MCPServerError(
                 f"{self.label} did not answer initialize within {self._init_seconds:g} s"
+                + (f" ({gone})" if gone else "")
+            )
+
+    async def _first_list(self) -> None:
+        """The first ``tools/list``, bounded by ``init_seconds`` as ``initialize`` is."""
+        with trio.move_on_after(self._init_seconds) as scope:
+            await self.refresh()
+        if scope.cancelled_caught:
+            gone = await self._gone()
+            raise MCPServerError(
+                f"{self.label} did not list its tools within {self._init_seconds:g} s"
                 + (f" ({gone})" if gone else "")
             )
 
@@ -241,12 +254,15 @@ class MCPServerBase:
             gone = await self._gone()
             why = f"{self.label} stopped during the call: {gone}" if gone else describe_error(exc)
             raise ToolError(why) from exc
+        if self._listed < self._changes:  # the list changed during the call: the next
+            await self._catch_up()  # step must see it, so it is listed before we return
         return result_value(result)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
             logger.warning("%s: %s", self.label, describe_error(message))
         elif isinstance(message, mcp_types.ToolListChangedNotification):
+            self._changes += 1
             self._refresh_wanted.set()
 
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
@@ -258,7 +274,16 @@ class MCPServerBase:
         while True:
             await self._refresh_wanted.wait()
             self._refresh_wanted = trio.Event()
+            await self._catch_up()
+
+    async def _catch_up(self) -> None:
+        """List again until every change announced so far is taken in; a failure is
+        logged (not while the session closes: that one is expected)."""
+        while self._listed < self._changes:
+            self._listed = self._changes
             try:
                 await self.refresh()
             except (MCPServerError, RuntimeError) as exc:
-                logger.warning("%s: could not refresh the tool list: %s", self.label, exc)
+                if not self._closed:
+                    logger.warning("%s: could not refresh the tool list: %s", self.label, exc)
+                return
