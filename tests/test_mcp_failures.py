@@ -123,3 +123,16 @@ async def test_stderr_goes_to_logging_not_the_terminal(capfd, caplog):
             await run_call(server, "echo", {"text": "to stderr"})
     assert "echo called" not in capfd.readouterr().err
     assert any("echo called with 'to stderr'" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_cancelled_entry_ends_the_server_and_stays_a_cancellation():
+    server = MCPServerStdio(sys.executable, [str(SERVERS / "silent.py")], init_seconds=30)
+    with trio.fail_after(WAIT):
+        with trio.move_on_after(0.5) as scope:  # cancelled while waiting for initialize
+            async with server:
+                pytest.fail("entered a server that never answers")
+    assert scope.cancelled_caught  # the cancellation came out as itself, not an error
+    assert server.pid is not None and not alive(server.pid)
+    with pytest.raises(RuntimeError, match="entered once"):
+        async with server:
+            pass

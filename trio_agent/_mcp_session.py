@@ -103,6 +103,7 @@ class MCPServerBase:
         if self._stack is not None or self._closed:
             raise RuntimeError(f"{self.label} can be entered once")
         stack = contextlib.AsyncExitStack()
+        entered = False
         try:
             self._nursery = nursery = await stack.enter_async_context(trio.open_nursery())
             stack.callback(nursery.cancel_scope.cancel)  # after the transport has ended
@@ -118,10 +119,15 @@ class MCPServerBase:
             self._session = session
             await self._first_list()
             nursery.start_soon(self._refresh_loop)
-        except BaseException as exc:
+            entered = True
+        except Exception as exc:
             self._closed = True
             await self._abandon(stack, exc)
             raise
+        finally:
+            if not entered and not self._closed:  # cancelled: end what was started,
+                self._closed = True  # then the cancellation propagates as it came
+                await self._end_quietly(stack)
         self._stack = stack
         return self
 
@@ -135,6 +141,14 @@ class MCPServerBase:
             raise self._entry_error(closing) from closing
         if isinstance(exc, Exception) and not isinstance(exc, MCPServerError):
             raise self._entry_error(exc) from exc
+
+    async def _end_quietly(self, stack: contextlib.AsyncExitStack) -> None:
+        """End a cancelled entry's transport; its own failure is logged, so it never
+        takes the place of the cancellation."""
+        try:
+            await stack.aclose()
+        except Exception as exc:
+            logger.debug("%s: closing a cancelled entry: %s", self.label, describe(exc))
 
     def _entry_error(self, exc: Exception) -> MCPServerError:
         if isinstance(exc, MCPServerError):
