@@ -120,18 +120,23 @@ class MCPServerBase:
             await self._first_list()
             nursery.start_soon(self._refresh_loop)
             entered = True
-        except Exception as exc:
+        except (Exception, BaseExceptionGroup) as exc:
+            # a transport failure (the SDK raises it from its task group, beside the
+            # cancellations it caused): an MCPServerError; cancellations alone: below
+            failure = exc.split(trio.Cancelled)[1] if isinstance(exc, BaseExceptionGroup) else exc
+            if failure is None:
+                raise
             self._closed = True
-            await self._abandon(stack, exc)
+            await self._abandon(stack, failure)
             raise
         finally:
-            if not entered and not self._closed:  # cancelled: end what was started,
-                self._closed = True  # then the cancellation propagates as it came
-                await self._end_quietly(stack)
+            if not entered and not self._closed:  # cancelled: end what was started;
+                self._closed = True  # the cancellation propagates, unless it came from
+                await self._abandon(stack, None)  # our transport failing: that error
         self._stack = stack
         return self
 
-    async def _abandon(self, stack: contextlib.AsyncExitStack, exc: BaseException) -> None:
+    async def _abandon(self, stack: contextlib.AsyncExitStack, exc: BaseException | None) -> None:
         """End what a failed entry started; a failure of the transport (a server
         that cannot be reached: the SDK raises it from its task group, often as
         it unwinds) becomes an ``MCPServerError``, from whichever side it came."""
@@ -141,14 +146,6 @@ class MCPServerBase:
             raise self._entry_error(closing) from closing
         if isinstance(exc, Exception) and not isinstance(exc, MCPServerError):
             raise self._entry_error(exc) from exc
-
-    async def _end_quietly(self, stack: contextlib.AsyncExitStack) -> None:
-        """End a cancelled entry's transport; its own failure is logged, so it never
-        takes the place of the cancellation."""
-        try:
-            await stack.aclose()
-        except Exception as exc:
-            logger.debug("%s: closing a cancelled entry: %s", self.label, describe(exc))
 
     def _entry_error(self, exc: Exception) -> MCPServerError:
         if isinstance(exc, MCPServerError):

@@ -10,7 +10,7 @@ import shlex
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import trio
@@ -78,6 +78,25 @@ def read_ledger(ledger: str) -> LoadedSession:
     except IsADirectoryError:
         raise UsageError(f"{ledger} is a directory, not a ledger") from None
     return parse_jsonl(session_id, data)
+
+
+def shared(
+    model: Any,
+    tools: ToolRegistry,
+    sources: Sequence[ToolSource],
+    settings: ModelSettings | None,
+    config: RunConfig,
+) -> dict[str, Any]:
+    """The ``Agent()`` / ``Agent.resume`` options every command gives the same way."""
+    return {
+        "model": model,
+        "tools": tools,
+        "tool_sources": sources,
+        "settings": settings,
+        "system": config.system,
+        "max_steps": config.max_steps,
+        "retry": config.retry(),
+    }
 
 
 async def drive_turn(
@@ -153,13 +172,7 @@ def run(args: argparse.Namespace) -> int:
         tools: ToolRegistry, sources: Sequence[ToolSource], settings: ModelSettings | None
     ) -> int:
         agent = Agent(
-            model=model,
-            tools=tools,
-            tool_sources=sources,
-            settings=settings,
-            system=config.system,
-            max_steps=config.max_steps,
-            retry=config.retry(),
+            **shared(model, tools, sources, settings, config),
             metadata=config.metadata(),
             store=None if location is None else location[0],
             session_id=None if location is None else location[1],
@@ -173,13 +186,7 @@ def run(args: argparse.Namespace) -> int:
             return await Agent.resume(
                 location[0],
                 location[1],
-                model=model,
-                tools=tools,
-                tool_sources=sources,
-                settings=settings,
-                system=config.system,
-                max_steps=config.max_steps,
-                retry=config.retry(),
+                **shared(model, tools, sources, settings, config),
                 output_type=None if answer is None else answer.output_type,
                 output_validator=None if answer is None else answer.validate,
                 approval=policy,
@@ -257,13 +264,7 @@ def resume(args: argparse.Namespace) -> int:
             return await Agent.resume(
                 store,
                 session_id,
-                model=model,
-                tools=tools,
-                tool_sources=sources,
-                settings=settings,
-                system=config.system,
-                max_steps=config.max_steps,
-                retry=config.retry(),
+                **shared(model, tools, sources, settings, config),
                 approval=policy,
             )
 
