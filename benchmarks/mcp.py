@@ -73,7 +73,7 @@ async def ours(calls: int, rounds: int) -> dict:
         tools = ToolRegistry(server.tools())
         add = tools.get("add")
         assert add is not None
-        session = server._session  # the SDK's ClientSession our wrapper drives
+        session = server.session  # the SDK's ClientSession our wrapper drives
         assert session is not None
         call = ToolCall("c1", "add", ARGS)
 

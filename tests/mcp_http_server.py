@@ -23,10 +23,10 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def demo_over_http(wait: float = 60.0) -> AsyncIterator[str]:
-    """Serve the demo server over HTTP; yield its URL once it accepts connections;
-    end the process afterwards (shielded)."""
-    port = free_port()
+async def demo_over_http(wait: float = 60.0, port: int | None = None) -> AsyncIterator[str]:
+    """Serve the demo server over HTTP (on ``port``, else a free one); yield its URL
+    once it accepts connections; end the process afterwards (shielded)."""
+    port = free_port() if port is None else port
     process = await trio.lowlevel.open_process(
         [sys.executable, str(DEMO), "--http", str(port)],
         stdout=subprocess.DEVNULL,

@@ -155,10 +155,29 @@ async def test_list_changed_refreshes_the_tools():
         async with demo(prefix="d") as server:
             assert "d_extra" not in [t.name for t in server.tools()]
             assert (await run_call(server, "d_grow", {})).content == "grown"
-            while "d_extra" not in [t.name for t in server.tools()]:  # noqa: ASYNC110
-                await trio.sleep(0.01)
+            # sent before the call's answer: listed again before the call returned
+            assert "d_extra" in [t.name for t in server.tools()]
             extra = await run_call(server, "d_extra", {})
     assert extra.content == "extra"
+
+
+async def test_a_tool_a_call_added_is_offered_at_the_next_step():
+    # regression: the SDK hands notifications to spawned tasks, so the change often
+    # reached us after the call returned, and the next step still had the old list
+    script = [
+        scripted_response("r1", [call("d_grow", "c1", {})]),
+        scripted_response("r2", [call("d_extra", "c2", {})]),
+        scripted_response("r3", "done"),
+    ]
+    model = ScriptedModel(script)
+    with trio.fail_after(WAIT):
+        async with demo(prefix="d") as server:
+            agent = Agent(model=model, tool_sources=[server], max_steps=4)
+            result = await agent.prompt(UserMessage("u1", "grow"))
+    offered = [[spec.name for spec in request.tools] for request in model.requests]
+    assert "d_extra" not in offered[0] and "d_extra" in offered[1]
+    extra = [m for m in result.messages if m.role == "tool_result"][1]
+    assert (extra.content, extra.is_error) == ("extra", False)
 
 
 async def test_a_server_that_never_lists_its_tools_is_refused_within_init_seconds():
@@ -198,6 +217,10 @@ async def test_tools_outside_the_block_are_an_error_result():
     with trio.fail_after(WAIT):
         async with demo() as server:
             tools = ToolRegistry(server.tools())
+            assert server.session is not None  # the SDK's, for resources and prompts
+            listed = await server.session.list_tools()
+            assert "add" in [t.name for t in listed.tools]
+    assert server.session is None
     result = await execute_tool_call(tools, call("add", "c1", {"a": 1, "b": 2}))
     assert result.is_error and "is closed" in result.content
     with pytest.raises(RuntimeError, match="closed"):

@@ -4,6 +4,7 @@ names."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -76,12 +77,13 @@ async def test_each_step_sees_the_sources_list_as_it_is_then():
     assert source.read == 3  # once a step
 
 
-async def test_an_agents_own_tool_keeps_its_name_over_a_sources():
+async def test_an_agents_own_tool_keeps_its_name_over_a_sources(caplog):
     @tool
     async def lookup() -> str:
         """Mine."""
         return "mine"
 
+    caplog.set_level(logging.WARNING, "trio_agent.tools")
     source = Source(named("lookup", "theirs"), named("extra", "x"))
     model = ScriptedModel(
         [scripted_response("r1", [ToolCall("c1", "lookup", {})]), scripted_response("r2", "ok")]
@@ -90,6 +92,9 @@ async def test_an_agents_own_tool_keeps_its_name_over_a_sources():
     result = await agent.prompt("go")
     assert result.messages[2].content == "mine"
     assert [spec.name for spec in model.requests[0].tools] == ["lookup", "extra"]
+    # the clash is said once (not at each of the two steps), naming the fix
+    clashes = [r.getMessage() for r in caplog.records if "is not offered" in r.getMessage()]
+    assert len(clashes) == 1 and "'lookup'" in clashes[0] and "prefix" in clashes[0]
 
 
 def test_a_source_is_a_tool_source():

@@ -5,8 +5,9 @@ the same way, by the loop and the session), ``TurnState``, and the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, final
+from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import attrs
 import trio
@@ -19,6 +20,8 @@ from .tools import ToolRegistry, ToolSource
 
 if TYPE_CHECKING:
     from ._transcript import Conversation
+
+_logger = logging.getLogger("trio_agent.tools")
 
 __all__ = [
     "DEFAULT_HOOKS",
@@ -117,7 +120,25 @@ def step_spec(spec: TurnSpec) -> TurnSpec:
         for tool in source.tools():
             if tool.name not in registry:
                 registry.register(tool)
+            elif (id(source), tool.name) not in _CLASHES_TOLD:
+                _tell_clash(source, tool.name)
     return attrs.evolve(spec, tools=registry, specs=registry.specs())
+
+
+_CLASHES_TOLD: set[tuple[int, str]] = set()
+"""The (source, name) clashes already logged: once each, not at every step."""
+_MAX_CLASHES_TOLD: Final = 1024
+
+
+def _tell_clash(source: ToolSource, name: str) -> None:
+    if len(_CLASHES_TOLD) >= _MAX_CLASHES_TOLD:
+        _CLASHES_TOLD.clear()
+    _CLASHES_TOLD.add((id(source), name))
+    _logger.warning(
+        "tool %r of %s is not offered: an earlier tool has that name (give the source a prefix)",
+        name,
+        getattr(source, "label", type(source).__name__),
+    )
 
 
 class StepHooks:

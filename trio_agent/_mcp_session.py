@@ -4,6 +4,13 @@ A subclass opens the transport (``_open``); this class runs the SDK's
 ``ClientSession`` over it, bounds ``initialize``, keeps the current tool
 list (refreshed on ``notifications/tools/list_changed``) and makes each
 listed tool a ``Tool`` whose calls go through ``_call``.
+
+One task of the server's nursery owns each connection (transport and
+session, entered and left in that task): a transport that fails after
+entry (an HTTP server that went down) ends that connection, and its calls
+get error results, instead of the SDK's task group raising into the
+caller's ``async with`` block. With ``restart=True`` the next call opens a
+new connection.
 """
 
 from __future__ import annotations
@@ -11,13 +18,15 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final, Self, final
 
+import anyio
 import mcp.types as mcp_types
 import trio
 from mcp.client.session import ClientSession, IncomingMessage
+from mcp.shared.message import SessionMessage
 
 from ._errors import describe, first_leaf
 from ._mcp_stdio import Streams, logger
@@ -38,11 +47,75 @@ _PREFIX: Final = re.compile(r"[A-Za-z0-9_-]{1,32}\Z")
 _MAX_PAGES: Final = 100
 """Pages of one ``tools/list``; a server that pages on past this is cut off there."""
 _CLIENT: Final = mcp_types.Implementation(name="trio-agent", version="0.1.0")
+_CLOSE_SECONDS: Final = 5.0
+"""Bound on ending a connection gracefully (an HTTP session's ``DELETE``)."""
+_LIST_CHANGED: Final = "notifications/tools/list_changed"
+_SETTLE_SECONDS: Final = 1.0
+"""How long a call that saw its connection close waits to learn why."""
 
 
 class MCPServerError(Exception):
     """An MCP server could not be used: it did not start, did not answer
     ``initialize`` in time, refused it, or (HTTP) could not be reached."""
+
+
+@final
+class _Connection:
+    """One connection to the server: its session while it is up, how it ended."""
+
+    __slots__ = ("done", "failure", "session", "stop")
+
+    def __init__(self) -> None:
+        self.session: ClientSession | None = None
+        self.stop = trio.Event()  # set to end the connection
+        self.done = trio.Event()  # set once it has ended
+        self.failure: str | None = None  # why it ended, when it failed
+
+
+@final
+class _ListWatch:
+    """The session's read stream, noting ``tools/list_changed`` as it is read.
+
+    The SDK hands notifications to spawned tasks, so one sent before a call's
+    response may reach its handler after the call returned; noted here, in
+    the order the server sent it, the call sees it before it returns.
+    """
+
+    def __init__(self, stream: Any, on_change: Callable[[], None]) -> None:
+        self._stream = stream  # the transport's: a ReadStream of the SDK
+        self._on_change = on_change
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        item: SessionMessage | Exception = await self._stream.receive()
+        if isinstance(item, SessionMessage):
+            message = item.message
+            if isinstance(message, mcp_types.JSONRPCNotification) and (
+                message.method == _LIST_CHANGED
+            ):
+                self._on_change()
+        return item
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
 
 class MCPServerBase:
@@ -61,6 +134,7 @@ class MCPServerBase:
         deny: Collection[str],
         init_seconds: float,
         progress: bool,
+        restart: bool,
     ) -> None:
         if prefix is not None and not (type(prefix) is str and _PREFIX.match(prefix)):
             raise ValueError(f"prefix must be 1 to 32 letters, digits, '_' or '-', got {prefix!r}")
@@ -74,13 +148,16 @@ class MCPServerBase:
         self._deny = frozenset(deny)
         self._init_seconds = float(init_seconds)
         self._progress = progress
+        self._restart = bool(restart)
         self._tools: tuple[Tool, ...] = ()
-        self._session: ClientSession | None = None
+        self._connection: _Connection | None = None
+        self._reconnecting = trio.Lock()
         self._stack: contextlib.AsyncExitStack | None = None
         self._nursery: trio.Nursery | None = None
         self._refresh_wanted = trio.Event()
         self._changes = 0  # list_changed notifications received
         self._listed = 0  # of those, the ones a listing has taken in
+        self._listing: trio.Event | None = None  # set when the listing under way ends
         self._closed = False
 
     def tools(self) -> tuple[Tool, ...]:
@@ -88,13 +165,30 @@ class MCPServerBase:
         ordinary ``Tool``s. Cheap: call it before each step to see changes."""
         return self._tools
 
+    @property
+    def session(self) -> ClientSession | None:
+        """The SDK's ``ClientSession`` of the current connection, for what the
+        tools do not cover (resources, prompts); None when not connected."""
+        connection = self._connection
+        return None if connection is None or self._closed else connection.session
+
     async def _open(self, stack: contextlib.AsyncExitStack, nursery: trio.Nursery) -> Streams:
         """Open the transport; its teardown goes on ``stack``."""
         raise NotImplementedError
 
+    async def _transport_gone(self) -> str | None:
+        """Why the transport cannot carry messages any more, if it is known."""
+        return None
+
     async def _gone(self) -> str | None:
         """Why the server cannot answer any more, if it is known to be gone."""
-        return None
+        connection = self._connection
+        if connection is None:
+            return None
+        why = await self._transport_gone()
+        if why is None and connection.done.is_set():
+            why = connection.failure or "its session ended"
+        return why
 
     async def __aenter__(self) -> Self:
         """Start the server (or connect), ``initialize`` within ``init_seconds``,
@@ -105,25 +199,14 @@ class MCPServerBase:
         stack = contextlib.AsyncExitStack()
         entered = False
         try:
-            self._nursery = nursery = await stack.enter_async_context(trio.open_nursery())
-            stack.callback(nursery.cancel_scope.cancel)  # after the transport has ended
-            streams = await self._open(stack, nursery)
-            session = ClientSession(
-                *streams,
-                message_handler=self._on_message,
-                logging_callback=self._on_log,
-                client_info=_CLIENT,
-            )
-            await stack.enter_async_context(session)
-            await self._initialize(session)
-            self._session = session
-            await self._first_list()
-            nursery.start_soon(self._refresh_loop)
+            self._nursery = await stack.enter_async_context(trio.open_nursery())
+            stack.push_async_callback(self._disconnect)
+            await self._connect()
             entered = True
         except (Exception, BaseExceptionGroup) as exc:
             # a transport failure (the SDK raises it from its task group, beside the
             # cancellations it caused): an MCPServerError; cancellations alone: below
-            failure = exc.split(trio.Cancelled)[1] if isinstance(exc, BaseExceptionGroup) else exc
+            failure = _failure_in(exc)
             if failure is None:
                 raise
             self._closed = True
@@ -150,8 +233,7 @@ class MCPServerBase:
     def _entry_error(self, exc: Exception) -> MCPServerError:
         if isinstance(exc, MCPServerError):
             return exc
-        leaf = first_leaf(exc) if isinstance(exc, BaseExceptionGroup) else exc
-        return MCPServerError(f"{self.label} could not be used: {describe(leaf)}")
+        return MCPServerError(f"{self.label} could not be used: {describe(_leaf(exc))}")
 
     async def __aexit__(
         self,
@@ -163,22 +245,85 @@ class MCPServerBase:
         bounded even when cancelled; the body's exception propagates unchanged."""
         stack, self._stack = self._stack, None
         self._closed = True
-        self._session = None
         if stack is not None:
             await stack.aclose()
+
+    async def _connect(self) -> None:
+        """Open a connection in a task of our nursery; return once the server has
+        answered ``initialize`` and listed its tools (its failure raised here)."""
+        assert self._nursery is not None
+        self._connection = connection = _Connection()
+        await self._nursery.start(self._serve, connection)
+
+    async def _disconnect(self) -> None:
+        """End the current connection gracefully (bounded), then whatever else
+        runs in our nursery (the pumps of a stdio server that are still up)."""
+        connection = self._connection
+        if connection is not None:
+            connection.stop.set()
+            await connection.done.wait()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    async def _serve(
+        self,
+        connection: _Connection,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Own one connection: open it, initialize, list, then keep the tool list
+        current until ``connection.stop``; a failure after that is recorded on
+        the connection (its calls get error results), not raised."""
+        started = False
+        try:
+            with trio.CancelScope() as bound:
+                async with contextlib.AsyncExitStack() as stack:
+                    read, write = await self._open(stack, self._nurseries())
+                    session = ClientSession(
+                        _ListWatch(read, self._list_changed),
+                        write,
+                        message_handler=self._on_message,
+                        logging_callback=self._on_log,
+                        client_info=_CLIENT,
+                    )
+                    await stack.enter_async_context(session)
+                    await self._initialize(session)
+                    connection.session = session
+                    await self._first_list()
+                    async with trio.open_nursery() as refreshing:
+                        refreshing.start_soon(self._refresh_loop)
+                        started = True
+                        task_status.started()
+                        await connection.stop.wait()
+                        bound.deadline = trio.current_time() + _CLOSE_SECONDS
+                        refreshing.cancel_scope.cancel()
+        except (Exception, BaseExceptionGroup) as exc:
+            failure = _failure_in(exc)
+            if failure is None or not started:
+                raise
+            connection.failure = describe(_leaf(failure))
+            if not self._closed:
+                logger.warning("%s: the connection failed: %s", self.label, connection.failure)
+        finally:
+            connection.session = None
+            connection.done.set()
+
+    def _nurseries(self) -> trio.Nursery:
+        assert self._nursery is not None, "entered"
+        return self._nursery
 
     async def _initialize(self, session: ClientSession) -> None:
         with trio.move_on_after(self._init_seconds) as scope:
             try:
                 await session.initialize()
             except Exception as exc:
-                gone = await self._gone()
+                gone = await self._transport_gone()
                 raise MCPServerError(
                     f"{self.label} failed to initialize: {describe_error(exc)}"
                     + (f" ({gone})" if gone else "")
                 ) from exc
         if scope.cancelled_caught:
-            gone = await self._gone()
+            gone = await self._transport_gone()
             raise MCPServerError(
                 f"{self.label} did not answer initialize within {self._init_seconds:g} s"
                 + (f" ({gone})" if gone else "")
@@ -186,10 +331,11 @@ class MCPServerBase:
 
     async def _first_list(self) -> None:
         """The first ``tools/list``, bounded by ``init_seconds`` as ``initialize`` is."""
+        self._listed = self._changes  # a fresh listing takes in every change so far
         with trio.move_on_after(self._init_seconds) as scope:
-            await self.refresh()
+            await self._list()
         if scope.cancelled_caught:
-            gone = await self._gone()
+            gone = await self._transport_gone()
             raise MCPServerError(
                 f"{self.label} did not list its tools within {self._init_seconds:g} s"
                 + (f" ({gone})" if gone else "")
@@ -197,8 +343,18 @@ class MCPServerBase:
 
     async def refresh(self) -> tuple[Tool, ...]:
         """List the server's tools again and return the new list (also what
-        ``tools()`` returns from now on). ``MCPServerError`` if the listing fails.
-        Cancellation leaves the previous list in place."""
+        ``tools()`` returns from now on). ``MCPServerError`` if the server is
+        gone (with ``restart=True``, it is started again first) or the listing
+        fails. Cancellation leaves the previous list in place."""
+        self._require_session()  # RuntimeError outside the block
+        try:
+            await self._usable()
+        except ToolError as exc:
+            raise MCPServerError(str(exc)) from exc
+        return await self._list()
+
+    async def _list(self) -> tuple[Tool, ...]:
+        """``tools/list`` on the current connection, every page; the list kept."""
         session = self._require_session()
         listed: list[mcp_types.Tool] = []
         cursor: str | None = None
@@ -217,10 +373,13 @@ class MCPServerBase:
         return self._tools
 
     def _require_session(self) -> ClientSession:
-        if self._session is None:
+        connection = self._connection
+        if self._closed or connection is None:
             state = "closed" if self._closed else "not entered (use `async with`)"
             raise RuntimeError(f"{self.label} is {state}")
-        return self._session
+        if connection.session is None:
+            raise MCPServerError(f"{self.label} is not running: {connection.failure or 'it ended'}")
+        return connection.session
 
     def _tool(self, name: str, listed_tool: mcp_types.Tool) -> Tool:
         parameters = parameters_of(listed_tool)
@@ -244,12 +403,7 @@ class MCPServerBase:
         is a ``ToolError``. Cancellation: the SDK sends ``notifications/cancelled``
         for the request, then ``trio.Cancelled`` propagates at once."""
         checked = check_call(arguments, check)
-        session = self._session
-        if session is None:
-            raise ToolError(f"{self.label} is closed")
-        gone = await self._gone()
-        if gone is not None:
-            raise ToolError(f"{self.label} is not running: {gone}")
+        session = await self._usable()
         context = tool_context()
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -262,19 +416,74 @@ class MCPServerBase:
                 name, checked, progress_callback=on_progress if self._progress else None
             )
         except Exception as exc:
-            gone = await self._gone()
+            gone = await self._why_closed(exc)
             why = f"{self.label} stopped during the call: {gone}" if gone else describe_error(exc)
             raise ToolError(why) from exc
-        if self._listed < self._changes:  # the list changed during the call: the next
-            await self._catch_up()  # step must see it, so it is listed before we return
+        if self._listed < self._changes or self._listing is not None:
+            await self._catch_up()  # the list changed during the call: the next step
+            # must see it, so it is listed (or its listing under way ends) before we return
         return result_value(result)
+
+    async def _why_closed(self, exc: Exception) -> str | None:
+        """Why the server is gone, after a request failed with ``exc``: when the SDK
+        says the connection closed, the failure that closed it is waited for (a
+        moment) so the call can name it."""
+        gone = await self._gone()
+        connection = self._connection
+        if gone is None and connection is not None and _closed(exc):
+            with trio.move_on_after(_SETTLE_SECONDS):
+                await connection.done.wait()
+            gone = await self._gone()
+        return gone
+
+    async def _usable(self) -> ClientSession:
+        """The session a call goes to; a ``ToolError`` saying why when there is
+        none (closed, or the server gone and not to be restarted, or its restart
+        failed)."""
+        if self._closed or self._connection is None:
+            raise ToolError(f"{self.label} is closed")
+        gone = await self._gone()
+        if gone is not None:
+            if not self._restart:
+                raise ToolError(f"{self.label} is not running: {gone}")
+            await self._reconnect(gone)
+        session = self._connection.session
+        if session is None:
+            raise ToolError(f"{self.label} is not running: {await self._gone() or 'it ended'}")
+        return session
+
+    async def _reconnect(self, gone: str) -> None:
+        """``restart=True``: end the connection that is gone and open another one
+        (one call does it; the others wait for it). A ``ToolError`` if it fails."""
+        async with self._reconnecting:
+            if self._closed:
+                raise ToolError(f"{self.label} is closed")
+            if await self._gone() is None:
+                return  # another call has restarted it
+            logger.warning("%s is not running (%s): starting it again", self.label, gone)
+            old = self._connection
+            assert old is not None
+            old.stop.set()
+            await old.done.wait()
+            try:
+                await self._connect()
+            except (Exception, BaseExceptionGroup) as exc:
+                failure = _failure_in(exc)
+                if failure is None:
+                    raise
+                leaf = _leaf(failure)
+                why = str(leaf) if isinstance(leaf, MCPServerError) else describe(leaf)
+                raise ToolError(
+                    f"{self.label} is not running ({gone}) and could not be restarted: {why}"
+                ) from exc
+
+    def _list_changed(self) -> None:
+        self._changes += 1
+        self._refresh_wanted.set()
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
             logger.warning("%s: %s", self.label, describe_error(message))
-        elif isinstance(message, mcp_types.ToolListChangedNotification):
-            self._changes += 1
-            self._refresh_wanted.set()
 
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         logger.info("%s log (%s): %.2000s", self.label, params.level, params.data)
@@ -288,13 +497,44 @@ class MCPServerBase:
             await self._catch_up()
 
     async def _catch_up(self) -> None:
-        """List again until every change announced so far is taken in; a failure is
-        logged (not while the session closes: that one is expected)."""
-        while self._listed < self._changes:
-            self._listed = self._changes
+        """Return once every change announced so far is listed (by this task or
+        by one whose listing was under way); a failure is logged (not while the
+        session closes: that one is expected). A cancelled listing leaves its
+        changes to be taken by the next one."""
+        while self._listed < self._changes or self._listing is not None:
+            if self._listing is not None:
+                await self._listing.wait()
+                continue
+            before, self._listed = self._listed, self._changes
+            self._listing = listing = trio.Event()
+            listed = False
             try:
-                await self.refresh()
+                await self._list()
+                listed = True
             except (MCPServerError, RuntimeError) as exc:
+                listed = True  # not to be tried again until the server says so again
                 if not self._closed:
                     logger.warning("%s: could not refresh the tool list: %s", self.label, exc)
                 return
+            finally:
+                if not listed:
+                    self._listed = min(self._listed, before)
+                self._listing = None
+                listing.set()
+
+
+def _failure_in(exc: BaseException) -> BaseException | None:
+    """What failed in ``exc``, leaving out the cancellations beside it (None when
+    it is only cancellations: those propagate as they are)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1]
+    return None if isinstance(exc, trio.Cancelled) else exc
+
+
+def _closed(exc: Exception) -> bool:
+    """Whether ``exc`` is the SDK's "connection closed" error of a request."""
+    return getattr(getattr(exc, "error", None), "code", None) == mcp_types.CONNECTION_CLOSED
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    return first_leaf(exc) if isinstance(exc, BaseExceptionGroup) else exc

@@ -80,7 +80,11 @@ def validator(schema: dict[str, Any]) -> Validator | None:
     except Exception:
         return None
 
+    quick = _quick_check(schema)
+
     def check(arguments: dict[str, Any]) -> None:
+        if quick is not None and quick(arguments):
+            return
         errors = sorted(checker.iter_errors(arguments), key=lambda e: list(e.absolute_path))
         if errors:
             shown = "; ".join(
@@ -90,6 +94,60 @@ def validator(schema: dict[str, Any]) -> Validator | None:
             raise ToolArgumentsError(shown + (f" (and {more} more)" if more > 0 else ""))
 
     return check
+
+
+_ANNOTATIONS: Final = frozenset({"title", "description", "default", "examples"})
+_JSON_TYPES: Final[dict[str, tuple[type, ...]]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def _quick_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
+    """A fast test that passes only arguments ``schema`` accepts, for the schemas
+    most tools have (an object of typed properties, some required); None for any
+    other schema. When it fails, the full validator decides and says why.
+
+    ``jsonschema`` takes some 25 us a call even for two integers; this, about 1.
+    """
+    if not set(schema) <= _ANNOTATIONS | {"type", "properties", "required"}:
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    if schema.get("type") != "object" or not isinstance(properties, dict):
+        return None
+    if not (isinstance(required, list) and all(isinstance(n, str) for n in required)):
+        return None
+    types: dict[str, tuple[type, ...]] = {}
+    for name, prop in properties.items():
+        kind = prop.get("type") if isinstance(prop, dict) else None
+        if not (
+            isinstance(kind, str) and kind in _JSON_TYPES and set(prop) <= _ANNOTATIONS | {"type"}
+        ):
+            return None
+        types[name] = _JSON_TYPES[kind]
+    needed = tuple(required)
+
+    def quick(arguments: dict[str, Any]) -> bool:
+        for name in needed:
+            if name not in arguments:
+                return False
+        for name, value in arguments.items():
+            allowed = types.get(name)
+            if allowed is None:
+                continue  # not described: any value (additionalProperties is absent)
+            if type(value) is bool and bool not in allowed:
+                return False  # JSON's true is no integer or number
+            if not isinstance(value, allowed):
+                return False
+        return True
+
+    return quick
 
 
 def check_call(arguments: dict[str, Any], check: Validator | None) -> dict[str, Any]:

@@ -21,7 +21,9 @@ there is no content, and an ``isError`` result, a server error, a protocol
 error or a server that died is an error result the model sees, never a
 failed run. Cancelling a call sends the protocol's ``notifications/cancelled``
 for it and returns at once; the server keeps serving. Server progress
-becomes ``tool.updated`` events (the tools are ``progress=True``).
+becomes ``tool.updated`` events (the tools are ``progress=True``). A
+server that stops after entry gives error results; ``restart=True`` starts
+it again (or reconnects) on the next call.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ class MCPServerStdio(MCPServerBase):
     Failure: a server that cannot start or does not answer ``initialize``
     within ``init_seconds`` is an ``MCPServerError`` at entry; one that dies
     gives the call in flight an error result and later calls an error result
-    saying it exited and how. Leaving the block closes stdin, waits a moment,
+    saying it exited and how, or with ``restart=True`` the next call starts
+    it again (once, however many calls wait for it). Leaving the block closes stdin, waits a moment,
     then ends the server's process group (SIGTERM, SIGKILL); it is shielded
     and bounded, so a cancelled caller cannot leak the process.
     """
@@ -79,13 +82,17 @@ class MCPServerStdio(MCPServerBase):
         deny: Collection[str] = (),
         init_seconds: float = INIT_SECONDS,
         progress: bool = True,
+        restart: bool = False,
     ) -> None:
         if isinstance(args, str):
             raise TypeError("args is a sequence of arguments, not one str")
         label = shlex.join([os.path.basename(command), *args])
         if len(label) > _LABEL_CHARS:
             label = label[: _LABEL_CHARS - 3] + "..."
-        super().__init__(f"MCP server {label!r}", prefix, allow, deny, init_seconds, progress)
+        super().__init__(
+            f"MCP server {label!r}", prefix, allow, deny, init_seconds, progress, restart
+        )
+        self._start = (command, tuple(args), env, cwd)
         self._process = StdioProcess(command, args, env, cwd, self.label)
 
     @property
@@ -95,6 +102,8 @@ class MCPServerStdio(MCPServerBase):
         return None if process is None else process.pid
 
     async def _open(self, stack: AsyncExitStack, nursery: trio.Nursery) -> Streams:
+        if self._process.process is not None:  # a restart: a process of its own
+            self._process = StdioProcess(*self._start, self.label)
         try:
             read, write = await self._process.start(nursery)
         except OSError as exc:
@@ -104,7 +113,7 @@ class MCPServerStdio(MCPServerBase):
         stack.push_async_callback(read.aclose)
         return read, write
 
-    async def _gone(self) -> str | None:
+    async def _transport_gone(self) -> str | None:
         if not self._process.exited.is_set():
             return None
         process = self._process.process
@@ -123,8 +132,9 @@ class MCPServerHTTP(MCPServerBase):
     (``Authorization``, say) on every request. Options as for
     ``MCPServerStdio``. A server that cannot be reached, or does not answer
     ``initialize`` within ``init_seconds``, is an ``MCPServerError`` at entry;
-    leaving the block ends the HTTP session (``DELETE``) and closes the
-    connections."""
+    one that goes down later gives calls error results (``restart=True``: the
+    next call connects again). Leaving the block ends the HTTP session
+    (``DELETE``) and closes the connections."""
 
     def __init__(
         self,
@@ -136,10 +146,13 @@ class MCPServerHTTP(MCPServerBase):
         deny: Collection[str] = (),
         init_seconds: float = INIT_SECONDS,
         progress: bool = True,
+        restart: bool = False,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be http:// or https://, got {url!r}")
-        super().__init__(f"MCP server {url!r}", prefix, allow, deny, init_seconds, progress)
+        super().__init__(
+            f"MCP server {url!r}", prefix, allow, deny, init_seconds, progress, restart
+        )
         self.url = url
         self._headers = dict(headers or {})
 

@@ -6,7 +6,8 @@ Run over stdio (``python demo.py``) or streamable HTTP
 image), ``slow`` (sleeps, records its cancellation in ``MCP_DEMO_RECORD``),
 ``count`` (progress), ``crash`` (the process dies mid-call), ``grow``
 (adds a tool and sends ``tools/list_changed``), ``spawn`` (a child
-process in the server's group).
+process in the server's group). With ``MCP_DEMO_ONCE`` set to a path, it
+starts only once (a restart then fails).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from pydantic import BaseModel
 
 server = MCPServer("demo")
 RECORD = os.environ.get("MCP_DEMO_RECORD")
+ONCE = os.environ.get("MCP_DEMO_ONCE")
+"""A file path: the server starts only when it is absent (and creates it)."""
 PNG = base64.b64encode(
     bytes.fromhex(
         "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -124,6 +127,11 @@ def spawn() -> int:
 
 
 if __name__ == "__main__":
+    if ONCE:
+        if os.path.exists(ONCE):
+            print("started once already", file=sys.stderr)
+            sys.exit(5)
+        open(ONCE, "w").close()
     if len(sys.argv) > 2 and sys.argv[1] == "--http":
         import uvicorn
 

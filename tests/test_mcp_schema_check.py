@@ -1,0 +1,67 @@
+"""The arguments check of MCP tools (issue 20): the quick test for common schemas
+never passes what the full JSON Schema validator refuses, and refused arguments
+get the validator's message with the JSON path."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("mcp")
+
+from trio_agent._mcp_tools import check_call, validator
+from trio_agent.tools import ToolArgumentsError
+
+TYPES = ["string", "integer", "number", "boolean", "null", "object", "array"]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=6,
+)
+names = st.sampled_from(["a", "b", "c", "d"])
+
+
+@st.composite
+def schemas(draw):
+    properties = draw(
+        st.dictionaries(
+            names,
+            st.fixed_dictionaries({"type": st.sampled_from(TYPES)}, optional={"title": st.text()}),
+        )
+    )
+    schema = {"type": "object", "properties": properties}
+    if draw(st.booleans()):
+        schema["required"] = draw(st.lists(names, unique=True))
+    return schema
+
+
+@given(schemas(), st.dictionaries(names, json_values))
+def test_the_quick_check_agrees_with_json_schema(schema, arguments):
+    check = validator(schema)
+    assert check is not None
+    valid = jsonschema.Draft202012Validator(schema).is_valid(arguments)
+    try:
+        check(arguments)
+    except ToolArgumentsError:
+        assert not valid
+    else:
+        assert valid
+
+
+def test_refused_arguments_name_the_json_path():
+    check = validator(
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        }
+    )
+    with pytest.raises(ToolArgumentsError, match=r"'x' is not of type 'integer' - at `\$.a`"):
+        check_call({"a": "x", "b": 1}, check)
+    with pytest.raises(ToolArgumentsError, match="'b' is a required property"):
+        check_call({"a": 1}, check)
+    with pytest.raises(ToolArgumentsError, match=r"True is not of type 'integer'"):
+        check_call({"a": True, "b": 1}, check)
+    assert check_call({"a": 1.0, "b": 2}, check) == {"a": 1.0, "b": 2}  # 1.0 is an integer
