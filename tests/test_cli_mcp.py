@@ -227,3 +227,14 @@ async def test_tool_choice_naming_no_tool_is_a_usage_error_with_servers_too(loop
         also = await cli(run)
     assert also.returncode == 2 and b"--tool-choice" in also.stderr and b"mcp1_add" in also.stderr
     assert loopback.requests == []
+
+
+def test_a_shell_style_variable_before_the_command_is_refused_without_its_value():
+    import argparse
+
+    from trio_agent._cli._mcp import stdio_server
+
+    with pytest.raises(argparse.ArgumentTypeError, match="--mcp-env GITHUB_TOKEN") as caught:
+        stdio_server("GITHUB_TOKEN=ghp_secret123 npx -y @modelcontextprotocol/server-github")
+    assert "ghp_secret123" not in str(caught.value)
+    assert stdio_server("gh=npx -y server-github").prefix == "gh"

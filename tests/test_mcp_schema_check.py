@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
@@ -37,6 +37,7 @@ def schemas(draw):
     return schema
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(schemas(), st.dictionaries(names, json_values))
 def test_the_quick_check_agrees_with_json_schema(schema, arguments):
     check = validator(schema)

@@ -225,3 +225,18 @@ async def test_tools_outside_the_block_are_an_error_result():
     assert result.is_error and "is closed" in result.content
     with pytest.raises(RuntimeError, match="closed"):
         await server.refresh()
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "label"),
+    [
+        ("npx", ["-y", "@scope/server", "--token", "sekrit"], "npx @scope/server"),
+        ("/usr/bin/srv", ["--token", "sekrit", "run", "x"], "srv run"),
+        ("uvx", ["--api-key=sekrit", "mcp-server-fetch"], "uvx mcp-server-fetch"),
+        ("server", ["KEY=sekrit"], "server"),
+    ],
+)
+def test_a_stdio_servers_name_in_messages_leaves_its_other_arguments_out(command, args, label):
+    server = MCPServerStdio(command, args)
+    assert server.label == f"MCP server {label!r}"
+    assert "sekrit" not in server.label

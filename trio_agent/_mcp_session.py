@@ -18,17 +18,16 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from types import TracebackType
 from typing import Any, Final, Self, final
 
-import anyio
 import mcp.types as mcp_types
 import trio
 from mcp.client.session import ClientSession, IncomingMessage
-from mcp.shared.message import SessionMessage
 
 from ._errors import describe, first_leaf
+from ._mcp_listing import Listing, ListWatch
 from ._mcp_stdio import Streams, logger
 from ._mcp_tools import (
     Validator,
@@ -49,7 +48,6 @@ _MAX_PAGES: Final = 100
 _CLIENT: Final = mcp_types.Implementation(name="trio-agent", version="0.1.0")
 _CLOSE_SECONDS: Final = 5.0
 """Bound on ending a connection gracefully (an HTTP session's ``DELETE``)."""
-_LIST_CHANGED: Final = "notifications/tools/list_changed"
 _SETTLE_SECONDS: Final = 1.0
 """How long a call that saw its connection close waits to learn why."""
 
@@ -70,52 +68,6 @@ class _Connection:
         self.stop = trio.Event()  # set to end the connection
         self.done = trio.Event()  # set once it has ended
         self.failure: str | None = None  # why it ended, when it failed
-
-
-@final
-class _ListWatch:
-    """The session's read stream, noting ``tools/list_changed`` as it is read.
-
-    The SDK hands notifications to spawned tasks, so one sent before a call's
-    response may reach its handler after the call returned; noted here, in
-    the order the server sent it, the call sees it before it returns.
-    """
-
-    def __init__(self, stream: Any, on_change: Callable[[], None]) -> None:
-        self._stream = stream  # the transport's: a ReadStream of the SDK
-        self._on_change = on_change
-
-    @property
-    def last_context(self) -> Any:
-        return getattr(self._stream, "last_context", None)
-
-    async def receive(self) -> SessionMessage | Exception:
-        item: SessionMessage | Exception = await self._stream.receive()
-        if isinstance(item, SessionMessage):
-            message = item.message
-            if isinstance(message, mcp_types.JSONRPCNotification) and (
-                message.method == _LIST_CHANGED
-            ):
-                self._on_change()
-        return item
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 class MCPServerBase:
@@ -151,13 +103,13 @@ class MCPServerBase:
         self._restart = bool(restart)
         self._tools: tuple[Tool, ...] = ()
         self._connection: _Connection | None = None
+        self._connecting: trio.CancelScope | None = None  # a connection being opened
         self._reconnecting = trio.Lock()
+        self._restarts = 0  # restarts tried: calls that waited for one take its outcome
+        self._restart_failed: str | None = None  # why the last restart failed
         self._stack: contextlib.AsyncExitStack | None = None
         self._nursery: trio.Nursery | None = None
-        self._refresh_wanted = trio.Event()
-        self._changes = 0  # list_changed notifications received
-        self._listed = 0  # of those, the ones a listing has taken in
-        self._listing: trio.Event | None = None  # set when the listing under way ends
+        self._listing = Listing()
         self._closed = False
 
     def tools(self) -> tuple[Tool, ...]:
@@ -180,13 +132,17 @@ class MCPServerBase:
         """Why the transport cannot carry messages any more, if it is known."""
         return None
 
+    async def _last_words(self) -> str | None:
+        """What the server said last on stderr, to quote when it fails to start."""
+        return None
+
     async def _gone(self) -> str | None:
         """Why the server cannot answer any more, if it is known to be gone."""
         connection = self._connection
         if connection is None:
             return None
         why = await self._transport_gone()
-        if why is None and connection.done.is_set():
+        if why is None and (connection.done.is_set() or connection.stop.is_set()):
             why = connection.failure or "its session ended"
         return why
 
@@ -231,8 +187,9 @@ class MCPServerBase:
             raise self._entry_error(exc) from exc
 
     def _entry_error(self, exc: Exception) -> MCPServerError:
-        if isinstance(exc, MCPServerError):
-            return exc
+        leaf = _leaf(exc)
+        if isinstance(leaf, MCPServerError):
+            return leaf
         return MCPServerError(f"{self.label} could not be used: {describe(_leaf(exc))}")
 
     async def __aexit__(
@@ -253,11 +210,19 @@ class MCPServerBase:
         answered ``initialize`` and listed its tools (its failure raised here)."""
         assert self._nursery is not None
         self._connection = connection = _Connection()
-        await self._nursery.start(self._serve, connection)
+        try:
+            with trio.CancelScope() as self._connecting:  # cancelled if the block is left
+                await self._nursery.start(self._serve, connection)
+        finally:
+            self._connecting = None
+        if connection.session is None:
+            raise MCPServerError(f"{self.label} was closed while it was being started")
 
     async def _disconnect(self) -> None:
         """End the current connection gracefully (bounded), then whatever else
         runs in our nursery (the pumps of a stdio server that are still up)."""
+        if self._connecting is not None:
+            self._connecting.cancel()
         connection = self._connection
         if connection is not None:
             connection.stop.set()
@@ -280,7 +245,7 @@ class MCPServerBase:
                 async with contextlib.AsyncExitStack() as stack:
                     read, write = await self._open(stack, self._nurseries())
                     session = ClientSession(
-                        _ListWatch(read, self._list_changed),
+                        ListWatch(read, self._listing.changed),
                         write,
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
@@ -291,7 +256,7 @@ class MCPServerBase:
                     connection.session = session
                     await self._first_list()
                     async with trio.open_nursery() as refreshing:
-                        refreshing.start_soon(self._refresh_loop)
+                        refreshing.start_soon(self._listing.run, self._relist)
                         started = True
                         task_status.started()
                         await connection.stop.wait()
@@ -317,28 +282,33 @@ class MCPServerBase:
             try:
                 await session.initialize()
             except Exception as exc:
-                gone = await self._transport_gone()
+                why = await self._why_not_started()
                 raise MCPServerError(
-                    f"{self.label} failed to initialize: {describe_error(exc)}"
-                    + (f" ({gone})" if gone else "")
+                    f"{self.label} failed to initialize: {describe_error(exc)}{why}"
                 ) from exc
         if scope.cancelled_caught:
-            gone = await self._transport_gone()
+            why = await self._why_not_started()
             raise MCPServerError(
-                f"{self.label} did not answer initialize within {self._init_seconds:g} s"
-                + (f" ({gone})" if gone else "")
+                f"{self.label} did not answer initialize within {self._init_seconds:g} s{why}"
             )
+
+    async def _why_not_started(self) -> str:
+        """How the server ended and what it said last on stderr, for an entry error
+        (the user's to read, never a model's)."""
+        gone = await self._transport_gone()
+        said = await self._last_words()
+        return (f" ({gone})" if gone else "") + (f"; its stderr: {said}" if said else "")
 
     async def _first_list(self) -> None:
         """The first ``tools/list``, bounded by ``init_seconds`` as ``initialize`` is."""
-        self._listed = self._changes  # a fresh listing takes in every change so far
+        covered = self._listing.fresh()
         with trio.move_on_after(self._init_seconds) as scope:
             await self._list()
+        self._listing.ended(covered)
         if scope.cancelled_caught:
-            gone = await self._transport_gone()
+            why = await self._why_not_started()
             raise MCPServerError(
-                f"{self.label} did not list its tools within {self._init_seconds:g} s"
-                + (f" ({gone})" if gone else "")
+                f"{self.label} did not list its tools within {self._init_seconds:g} s{why}"
             )
 
     async def refresh(self) -> tuple[Tool, ...]:
@@ -397,13 +367,12 @@ class MCPServerBase:
             progress=self._progress,
         )
 
-    async def _call(self, name: str, arguments: dict[str, Any], check: Validator | None) -> Any:
+    async def _call(self, name: str, arguments: dict[str, Any], check: Validator) -> Any:
         """Call tool ``name``: arguments checked first (``ToolArgumentsError``), the
         result mapped (``result_value``); any failure of the server or the protocol
         is a ``ToolError``. Cancellation: the SDK sends ``notifications/cancelled``
         for the request, then ``trio.Cancelled`` propagates at once."""
         checked = check_call(arguments, check)
-        session = await self._usable()
         context = tool_context()
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -411,17 +380,35 @@ class MCPServerBase:
             text = f"{progress:g}/{total:g}" if total else f"{progress:g}"
             context.report(message or text, fraction)
 
-        try:
-            result = await session.call_tool(
-                name, checked, progress_callback=on_progress if self._progress else None
+        for attempt in (1, 2):
+            session = await self._usable()
+            connection = self._connection
+            try:
+                result = await session.call_tool(
+                    name, checked, progress_callback=on_progress if self._progress else None
+                )
+                break
+            except Exception as exc:
+                if attempt == 1 and _session_lost(exc) and connection is not None:
+                    # the server no longer knows the session (it was restarted): the
+                    # request was refused unrun, so with restart=True it is sent again
+                    connection.failure = "the server no longer knows our session (restarted?)"
+                    connection.stop.set()
+                    if self._restart:
+                        continue
+                gone = await self._why_closed(exc)
+                why = (
+                    f"{self.label} stopped during the call: {gone}" if gone else describe_error(exc)
+                )
+                raise ToolError(why) from exc
+        # changes the server announced before answering are listed before we return,
+        # so that the next step offers them (bounded: the result is never held long)
+        if not await self._listing.settle(self._init_seconds):
+            logger.warning(
+                "%s: the tool list it announced did not arrive within %g s; going on",
+                self.label,
+                self._init_seconds,
             )
-        except Exception as exc:
-            gone = await self._why_closed(exc)
-            why = f"{self.label} stopped during the call: {gone}" if gone else describe_error(exc)
-            raise ToolError(why) from exc
-        if self._listed < self._changes or self._listing is not None:
-            await self._catch_up()  # the list changed during the call: the next step
-            # must see it, so it is listed (or its listing under way ends) before we return
         return result_value(result)
 
     async def _why_closed(self, exc: Exception) -> str | None:
@@ -453,13 +440,21 @@ class MCPServerBase:
         return session
 
     async def _reconnect(self, gone: str) -> None:
-        """``restart=True``: end the connection that is gone and open another one
-        (one call does it; the others wait for it). A ``ToolError`` if it fails."""
+        """``restart=True``: end the connection that is gone and open another one.
+        One call tries it; the calls that waited meanwhile take its outcome (a
+        failed restart is not tried again by each of them). A ``ToolError`` if it
+        failed."""
+        tried = self._restarts
         async with self._reconnecting:
             if self._closed:
                 raise ToolError(f"{self.label} is closed")
+            if self._restarts != tried:  # another call tried while this one waited
+                if self._restart_failed is not None:
+                    raise ToolError(self._restart_failed)
+                return
             if await self._gone() is None:
-                return  # another call has restarted it
+                return
+            self._restarts += 1
             logger.warning("%s is not running (%s): starting it again", self.label, gone)
             old = self._connection
             assert old is not None
@@ -473,13 +468,20 @@ class MCPServerBase:
                     raise
                 leaf = _leaf(failure)
                 why = str(leaf) if isinstance(leaf, MCPServerError) else describe(leaf)
-                raise ToolError(
+                self._restart_failed = (
                     f"{self.label} is not running ({gone}) and could not be restarted: {why}"
-                ) from exc
+                )
+                raise ToolError(self._restart_failed) from exc
+            self._restart_failed = None
 
-    def _list_changed(self) -> None:
-        self._changes += 1
-        self._refresh_wanted.set()
+    async def _relist(self) -> None:
+        """A listing after an announced change; a failure is logged (not while the
+        session closes: that one is expected)."""
+        try:
+            await self._list()
+        except (MCPServerError, RuntimeError) as exc:
+            if not self._closed:
+                logger.warning("%s: could not refresh the tool list: %s", self.label, exc)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
@@ -487,40 +489,6 @@ class MCPServerBase:
 
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         logger.info("%s log (%s): %.2000s", self.label, params.level, params.data)
-
-    async def _refresh_loop(self) -> None:
-        """Re-list the tools each time the server says the list changed (changes
-        that come while a listing runs are taken by the next one)."""
-        while True:
-            await self._refresh_wanted.wait()
-            self._refresh_wanted = trio.Event()
-            await self._catch_up()
-
-    async def _catch_up(self) -> None:
-        """Return once every change announced so far is listed (by this task or
-        by one whose listing was under way); a failure is logged (not while the
-        session closes: that one is expected). A cancelled listing leaves its
-        changes to be taken by the next one."""
-        while self._listed < self._changes or self._listing is not None:
-            if self._listing is not None:
-                await self._listing.wait()
-                continue
-            before, self._listed = self._listed, self._changes
-            self._listing = listing = trio.Event()
-            listed = False
-            try:
-                await self._list()
-                listed = True
-            except (MCPServerError, RuntimeError) as exc:
-                listed = True  # not to be tried again until the server says so again
-                if not self._closed:
-                    logger.warning("%s: could not refresh the tool list: %s", self.label, exc)
-                return
-            finally:
-                if not listed:
-                    self._listed = min(self._listed, before)
-                self._listing = None
-                listing.set()
 
 
 def _failure_in(exc: BaseException) -> BaseException | None:
@@ -534,6 +502,14 @@ def _failure_in(exc: BaseException) -> BaseException | None:
 def _closed(exc: Exception) -> bool:
     """Whether ``exc`` is the SDK's "connection closed" error of a request."""
     return getattr(getattr(exc, "error", None), "code", None) == mcp_types.CONNECTION_CLOSED
+
+
+def _session_lost(exc: Exception) -> bool:
+    """Whether ``exc`` says the server does not know our session (over HTTP, a
+    server that was restarted answers 404, which the SDK reports so)."""
+    error = getattr(exc, "error", None)
+    message = getattr(error, "message", "")
+    return isinstance(message, str) and "session not found" in message.lower()
 
 
 def _leaf(exc: BaseException) -> BaseException:

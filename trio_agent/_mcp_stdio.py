@@ -15,8 +15,10 @@ it; shielded and bounded, so a cancelled caller cannot leak the process.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -25,6 +27,7 @@ from typing import Final, final
 
 import anyio
 import mcp.types as mcp_types
+import msgspec
 import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
@@ -44,6 +47,15 @@ _MAX_LINE: Final = 64 * 1024 * 1024
 """Bytes of one stdout line (one JSON-RPC message); a longer one ends the connection."""
 _MAX_STDERR_LINE: Final = 4000
 """Characters of one stderr line passed to ``logging``."""
+_STDERR_TAIL: Final = 5
+"""stderr lines kept to quote when the server fails to start."""
+_TAIL_LINE: Final = 300
+EXIT_DRAIN: Final = 0.5
+"""Seconds for the last output of a server that exited to be read."""
+_ANSWER_ID: Final = re.compile(
+    rb'\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+|"[^"\\]{0,200}")\s*,\s*"(?:result|error)"'
+)
+"""The id of an answer, as the SDK's servers write it (``{"jsonrpc":"2.0","id":..``)."""
 _SAFE_ENV: Final = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL")
 
 
@@ -77,6 +89,9 @@ class StdioProcess:
         self.label = label
         self.process: trio.Process | None = None
         self.exited = trio.Event()
+        self.reason: str | None = None  # why the connection ended, when we ended it
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL)
+        self.stderr_done = trio.Event()
         self._to_session: MemoryObjectSendStream[SessionMessage | Exception] | None = None
         self._from_session: MemoryObjectReceiveStream[SessionMessage] | None = None
 
@@ -104,7 +119,21 @@ class StdioProcess:
         nursery.start_soon(self._read_stdout, self.process, self._to_session)
         nursery.start_soon(self._write_stdin, self.process, self._from_session, self._to_session)
         nursery.start_soon(self._log_stderr, self.process)
+        nursery.start_soon(self._watch_exit, self.process, self._to_session)
         return read_stream, write_stream
+
+    async def _watch_exit(
+        self, process: trio.Process, to_session: MemoryObjectSendStream[SessionMessage | Exception]
+    ) -> None:
+        """When the server exits, its stdout may stay open (a child it left holds
+        it): after ``EXIT_DRAIN`` for what it wrote last, the session's stream is
+        ended, so calls in flight end and the exit is seen."""
+        await process.wait()
+        with trio.move_on_after(EXIT_DRAIN):
+            await self.exited.wait()
+        if not self.exited.is_set():
+            to_session.close()
+            self.exited.set()
 
     async def _read_stdout(
         self, process: trio.Process, to_session: MemoryObjectSendStream[SessionMessage | Exception]
@@ -113,17 +142,21 @@ class StdioProcess:
         at the end of stdout, the session's read stream is closed."""
         assert process.stdout is not None
         buffer = bytearray()
+        scanned = 0  # bytes of buffer known to hold no line end
         try:
             async with to_session:
                 async for chunk in process.stdout:
                     buffer += chunk
-                    while (end := buffer.find(b"\n")) >= 0:
+                    while (end := buffer.find(b"\n", scanned)) >= 0:
                         line = bytes(buffer[:end])
                         del buffer[: end + 1]
+                        scanned = 0
                         if line.strip():
                             await to_session.send(_parse(line, self.label))
+                    scanned = len(buffer)
                     if len(buffer) > _MAX_LINE:
-                        logger.warning("%s: a stdout line over %d bytes", self.label, _MAX_LINE)
+                        self.reason = f"it sent a message over {_MAX_LINE // 2**20} MiB"
+                        logger.warning("%s: %s; the connection is ended", self.label, self.reason)
                         return
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, trio.ClosedResourceError):
             pass  # the session is gone, or our stop() closed stdout
@@ -157,11 +190,18 @@ class StdioProcess:
                 *lines, rest = buffer.split(b"\n")
                 buffer = bytearray(rest[-_MAX_STDERR_LINE:])
                 for line in lines:
-                    _log_line(self.label, line)
+                    self._stderr_line(line)
         except trio.ClosedResourceError:
             pass
         if buffer:
-            _log_line(self.label, buffer)
+            self._stderr_line(buffer)
+        self.stderr_done.set()
+
+    def _stderr_line(self, line: bytes | bytearray) -> None:
+        text = bytes(line[:_MAX_STDERR_LINE]).decode(errors="replace").rstrip()
+        if text:
+            logger.info("%s stderr: %s", self.label, text)
+            self.stderr_tail.append(text[:_TAIL_LINE])
 
     async def stop(self) -> None:
         """Close stdin, give the server ``EXIT_GRACE`` to exit, then end its whole
@@ -205,16 +245,20 @@ async def _end_group(process: trio.Process) -> None:
 
 def _parse(line: bytes, label: str) -> SessionMessage | Exception:
     """One stdout line as a message; a line that is not one is logged and
-    passed on as the error (the session hands it to its message handler)."""
+    passed on as the error (the session hands it to its message handler),
+    unless it answers a request we can name: then that request gets an error
+    (a response nested too deep to parse must not leave its call waiting)."""
     try:
         message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValueError as exc:
         logger.warning("%s: not a JSON-RPC message on stdout: %.200r", label, line)
-        return exc
+        answered = _ANSWER_ID.match(line)
+        if answered is None:
+            return exc
+        error = mcp_types.ErrorData(
+            code=mcp_types.PARSE_ERROR,
+            message=f"the server's answer could not be read ({type(exc).__name__})",
+        )
+        request_id: int | str = msgspec.json.decode(answered.group(1))
+        return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
     return SessionMessage(message)
-
-
-def _log_line(label: str, line: bytes | bytearray) -> None:
-    text = bytes(line[:_MAX_STDERR_LINE]).decode(errors="replace").rstrip()
-    if text:
-        logger.info("%s stderr: %s", label, text)

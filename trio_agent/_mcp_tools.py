@@ -16,6 +16,7 @@ from typing import Any, Final
 import jsonschema  # type: ignore[import-untyped]  # no stubs; a dependency of mcp
 import mcp.types as mcp_types
 import msgspec
+import referencing
 
 from ._mcp_stdio import logger
 from .limits import IMAGE_MEDIA_TYPES, ArgumentsError, check_arguments
@@ -27,6 +28,8 @@ __all__ = ["Validator", "check_call", "describe_error", "result_value", "tool_na
 _NOT_NAME: Final = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_NAME: Final = 64
 _MAX_ERRORS_SHOWN: Final = 3
+_NO_RETRIEVAL: Final = referencing.Registry()
+"""What a ``$ref`` may resolve to beyond the schema itself: nothing."""
 
 Validator = Callable[[dict[str, Any]], None]
 
@@ -69,23 +72,31 @@ def parameters_of(listed_tool: mcp_types.Tool) -> dict[str, Any]:
     return schema
 
 
-def validator(schema: dict[str, Any]) -> Validator | None:
+def validator(schema: dict[str, Any]) -> Validator:
     """A check of arguments against ``schema`` (``ToolArgumentsError`` naming the
-    JSON paths), or None when the schema itself is not valid JSON Schema: the
-    server then judges the arguments alone."""
-    try:
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
-        checker = cls(schema)
-    except Exception:
-        return None
-
+    JSON paths). Cheap to make, so listing many tools costs little: a quick test
+    passes the common schemas' valid arguments; the full validator is built at
+    the first call that needs it. A ``$ref`` is resolved inside the schema only
+    (never fetched from a URL or read from a file: a server must not make us
+    read anything); a schema that cannot be used (invalid, or a ``$ref`` to
+    nowhere) leaves the arguments to the server."""
     quick = _quick_check(schema)
+    full: list[Any] = []  # the validator, once built; [None] if the schema is unusable
 
     def check(arguments: dict[str, Any]) -> None:
         if quick is not None and quick(arguments):
             return
-        errors = sorted(checker.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        try:
+            if not full:
+                cls = jsonschema.validators.validator_for(schema)
+                full.append(cls(schema, registry=_NO_RETRIEVAL))
+            if full[0] is None:
+                return
+            errors = sorted(full[0].iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        except Exception as exc:  # not a usable schema: the server judges the arguments
+            logger.info("an inputSchema that cannot be used to check arguments: %s", exc)
+            full[:] = [None]
+            return
         if errors:
             shown = "; ".join(
                 f"{error.message} - at `{error.json_path}`" for error in errors[:_MAX_ERRORS_SHOWN]

@@ -38,8 +38,9 @@ import trio
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from ._log import safe_url
 from ._mcp_session import MCPServerBase, MCPServerError, Streams
-from ._mcp_stdio import StdioProcess
+from ._mcp_stdio import EXIT_DRAIN, StdioProcess
 
 __all__ = ["INIT_SECONDS", "MCPServerBase", "MCPServerError", "MCPServerHTTP", "MCPServerStdio"]
 
@@ -86,11 +87,14 @@ class MCPServerStdio(MCPServerBase):
     ) -> None:
         if isinstance(args, str):
             raise TypeError("args is a sequence of arguments, not one str")
-        label = shlex.join([os.path.basename(command), *args])
-        if len(label) > _LABEL_CHARS:
-            label = label[: _LABEL_CHARS - 3] + "..."
         super().__init__(
-            f"MCP server {label!r}", prefix, allow, deny, init_seconds, progress, restart
+            f"MCP server {_command_label(command, args)!r}",
+            prefix,
+            allow,
+            deny,
+            init_seconds,
+            progress,
+            restart,
         )
         self._start = (command, tuple(args), env, cwd)
         self._process = StdioProcess(command, args, env, cwd, self.label)
@@ -116,6 +120,8 @@ class MCPServerStdio(MCPServerBase):
     async def _transport_gone(self) -> str | None:
         if not self._process.exited.is_set():
             return None
+        if self._process.reason is not None:
+            return self._process.reason
         process = self._process.process
         if process is not None and process.returncode is None:
             with trio.move_on_after(0.5):  # stdout ended: the exit status is due
@@ -124,6 +130,30 @@ class MCPServerStdio(MCPServerBase):
         if code is None:
             return "it closed its stdout"
         return f"it exited with status {code}" if code >= 0 else f"it was killed by signal {-code}"
+
+    async def _last_words(self) -> str | None:
+        process = self._process
+        if process.process is not None and process.process.returncode is not None:
+            with trio.move_on_after(EXIT_DRAIN):
+                await process.stderr_done.wait()
+        return " | ".join(process.stderr_tail) or None
+
+
+def _command_label(command: str, args: Sequence[str]) -> str:
+    """How a stdio server is named in messages: its command and what it runs (the
+    first argument that is no option, nor perhaps an option's value), never the
+    rest of its arguments, which may hold a token."""
+    shown = [os.path.basename(command)]
+    after_option = False
+    for arg in args:
+        if arg.startswith("-"):
+            after_option = arg.startswith("--") and "=" not in arg
+            continue
+        if not after_option and "=" not in arg:
+            shown.append(arg if len(arg) <= _LABEL_CHARS else "..." + arg[-_LABEL_CHARS:])
+            break
+        after_option = False
+    return shlex.join(shown)
 
 
 @final
@@ -151,7 +181,7 @@ class MCPServerHTTP(MCPServerBase):
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be http:// or https://, got {url!r}")
         super().__init__(
-            f"MCP server {url!r}", prefix, allow, deny, init_seconds, progress, restart
+            f"MCP server {safe_url(url)!r}", prefix, allow, deny, init_seconds, progress, restart
         )
         self.url = url
         self._headers = dict(headers or {})

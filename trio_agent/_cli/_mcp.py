@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 _PREFIX: Final = re.compile(r"([A-Za-z0-9_-]{1,32})=(?=\S)")
+_ENV_LIKE: Final = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 
 
 class MCPServerSpec(Struct, kw_only=True, omit_defaults=True):
@@ -61,8 +62,16 @@ def _split_prefix(text: str) -> tuple[str | None, str]:
 
 
 def stdio_server(text: str) -> MCPServerSpec:
-    """``--mcp``'s value, as argparse's ``type``: ``[NAME=]COMMAND ARGS...``."""
+    """``--mcp``'s value, as argparse's ``type``: ``[NAME=]COMMAND ARGS...``. A
+    ``NAME=`` in capitals reads as an environment variable (``TOKEN=... npx ...``,
+    a shell habit): refused, pointing to ``--mcp-env``, its value never quoted."""
     prefix, rest = _split_prefix(text.strip())
+    if prefix is not None and _ENV_LIKE.match(prefix):
+        raise argparse.ArgumentTypeError(
+            f"{prefix}=... reads as setting an environment variable, which --mcp does not "
+            f"do: set {prefix} in this shell and pass it with --mcp-env {prefix} (a tool "
+            "prefix NAME=... is written in lower case)"
+        )
     try:
         argv = shlex.split(rest)
     except ValueError as exc:

@@ -1,0 +1,35 @@
+"""The library's loggers: standard ``logging``, silent unless the application
+configures it.
+
+One logger per part, under ``trio_agent`` (which has a ``NullHandler``, so
+nothing reaches the terminal through logging's last resort): ``.loop``
+(turns, steps, tool calls, retries), ``.session`` (resume), ``.ledger``,
+``.providers`` (HTTP requests), ``.tools``, ``.mcp``. What they never carry:
+a key, or the content of a message or of a tool's arguments or result.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+
+__all__ = ["LEDGER", "LOOP", "MCP", "PROVIDERS", "SESSION", "TOOLS", "safe_url"]
+
+logging.getLogger("trio_agent").addHandler(logging.NullHandler())
+
+LOOP = logging.getLogger("trio_agent.loop")
+SESSION = logging.getLogger("trio_agent.session")
+LEDGER = logging.getLogger("trio_agent.ledger")
+PROVIDERS = logging.getLogger("trio_agent.providers")
+TOOLS = logging.getLogger("trio_agent.tools")
+MCP = logging.getLogger("trio_agent.mcp")
+
+
+def safe_url(url: str) -> str:
+    """``url`` without what may carry a secret: user info, the query, the fragment."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
