@@ -22,16 +22,15 @@ def free_port() -> int:
         return port
 
 
-@asynccontextmanager
-async def demo_over_http(wait: float = 60.0, port: int | None = None) -> AsyncIterator[str]:
-    """Serve the demo server over HTTP (on ``port``, else a free one); yield its URL
-    once it accepts connections; end the process afterwards (shielded)."""
-    port = free_port() if port is None else port
+async def start_demo_http(port: int, wait: float = 60.0) -> trio.Process:
+    """Start the demo server over HTTP on ``port``; return once it accepts
+    connections (the caller ends the process)."""
     process = await trio.lowlevel.open_process(
         [sys.executable, str(DEMO), "--http", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    ready = False
     try:
         with trio.fail_after(wait):
             while True:
@@ -41,7 +40,22 @@ async def demo_over_http(wait: float = 60.0, port: int | None = None) -> AsyncIt
                     await trio.sleep(0.02)
                     continue
                 await stream.aclose()
-                break
+                ready = True
+                return process
+    finally:
+        if not ready:  # failed or cancelled: the process is not left behind
+            process.kill()
+            with trio.CancelScope(shield=True):
+                await process.wait()
+
+
+@asynccontextmanager
+async def demo_over_http(wait: float = 60.0, port: int | None = None) -> AsyncIterator[str]:
+    """Serve the demo server over HTTP (on ``port``, else a free one); yield its URL
+    once it accepts connections; end the process afterwards (shielded)."""
+    port = free_port() if port is None else port
+    process = await start_demo_http(port, wait)
+    try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()

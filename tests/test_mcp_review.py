@@ -9,7 +9,6 @@ limit, leaving the block during a restart. Servers: tests/mcp_servers/review/
 from __future__ import annotations
 
 import http.server
-import subprocess
 import sys
 import threading
 import time
@@ -128,19 +127,9 @@ async def test_a_crash_is_seen_when_a_helper_still_holds_the_servers_stdout():
 
 
 async def _start_http(port: int) -> trio.Process:
-    process = await trio.lowlevel.open_process(
-        [sys.executable, DEMO, "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    while True:
-        try:
-            stream = await trio.open_tcp_stream("127.0.0.1", port)
-        except OSError:
-            await trio.sleep(0.02)
-            continue
-        await stream.aclose()
-        return process
+    from mcp_http_server import start_demo_http
+
+    return await start_demo_http(port)
 
 
 async def test_restart_reconnects_when_an_http_server_was_redeployed():
