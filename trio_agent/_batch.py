@@ -113,7 +113,9 @@ async def _execute(spec: TurnSpec, call: ToolCall, journal: Journal | None) -> T
     """Run a dispatched call in this task. A call that fails fatally or is
     cancelled has no result; the journal records which of the two happened."""
     try:
-        return await execute_tool_call(spec.tools, call)
+        if spec.observer is None:
+            return await execute_tool_call(spec.tools, call)
+        return await spec.observer.run_tool(call, execute_tool_call, spec.tools)
     except FatalToolError as exc:
         raise _fatal(call, exc, journal) from exc
     except trio.Cancelled:
@@ -334,7 +336,11 @@ class ToolBatch:
         try:
             with scope:
                 try:
-                    result = await execute_tool_call(self._spec.tools, call)
+                    observer = self._spec.observer
+                    if observer is None:
+                        result = await execute_tool_call(self._spec.tools, call)
+                    else:
+                        result = await observer.run_tool(call, execute_tool_call, self._spec.tools)
                     outcome = (Report.DONE, index, result)
                 except FatalToolError as exc:
                     outcome = (Report.FATAL, index, exc)

@@ -5,7 +5,6 @@ the same way, by the loop and the session), ``TurnState``, and the
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, final
 
@@ -13,15 +12,16 @@ import attrs
 import trio
 
 from ._errors import HOOK_ERROR, StepError, describe
+from ._log import TOOLS
 from ._output import OutputSlot, OutputSpec, check_output_tool
 from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 from .model import Model, ModelRequest, ModelSettings, ToolSpec
 from .tools import ToolRegistry, ToolSource
 
 if TYPE_CHECKING:
+    from ._observe import Observer
     from ._transcript import Conversation
 
-_logger = logging.getLogger("trio_agent.tools")
 
 __all__ = [
     "DEFAULT_HOOKS",
@@ -72,6 +72,8 @@ class TurnSpec:
     """The turn's typed answer so far (``output_type=``), None for plain text."""
     sources: tuple[ToolSource, ...] = ()
     """Where more tools come from (``tool_sources=``), read before every step."""
+    observer: Observer | None = None
+    """The turn's spans and debug log (``_observe``); None when nothing observes it."""
 
 
 def build_spec(
@@ -134,7 +136,7 @@ def _tell_clash(source: ToolSource, name: str) -> None:
     if len(_CLASHES_TOLD) >= _MAX_CLASHES_TOLD:
         _CLASHES_TOLD.clear()
     _CLASHES_TOLD.add((id(source), name))
-    _logger.warning(
+    TOOLS.warning(
         "tool %r of %s is not offered: an earlier tool has that name (give the source a prefix)",
         name,
         getattr(source, "label", type(source).__name__),

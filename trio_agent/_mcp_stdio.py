@@ -16,7 +16,6 @@ it; shielded and bounded, so a cancelled caller cannot leak the process.
 from __future__ import annotations
 
 import collections
-import logging
 import os
 import re
 import signal
@@ -32,9 +31,11 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from ._log import MCP
+
 __all__ = ["StdioProcess", "Streams", "logger"]
 
-logger = logging.getLogger("trio_agent.mcp")
+logger = MCP
 
 Streams = tuple[
     MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ._approvals import Approvals
+from ._log import SESSION
 from .ledger import DerivedSession, Ledger, SessionChangedError, derive
 from .stores import SessionStore
 
@@ -69,5 +70,20 @@ async def resume_agent(
         agent._metadata = derived.metadata
         agent.closed_on_resume = tuple(closing)
         agent.resume_warnings = (*loaded.warnings, *derived.writer_warnings())
+        _log_resume(agent, session_id)
         return agent
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _log_resume(agent: Any, session_id: str) -> None:
+    """INFO: the session resumed, what its resume closed (calls that were open
+    are named by id, never by content), and each warning of its ledger."""
+    SESSION.info(
+        "session %s resumed after turn %d (%d messages; %d open calls closed)",
+        session_id,
+        agent._turns,
+        len(agent.messages),
+        len(agent.closed_on_resume),
+    )
+    for warning in agent.resume_warnings:
+        SESSION.info("session %s: %s", session_id, warning)

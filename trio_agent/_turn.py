@@ -7,6 +7,7 @@ touches a channel, a file or a clock but through it and the model.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, final
 
@@ -24,6 +25,8 @@ from ._errors import (
     describe,
 )
 from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, TurnState, call_hook, step_spec
+from ._log import LOOP
+from ._observe import Observer
 from ._output import CURRENT_SLOT, OutputEnd, judge_output
 from ._step import StepCheck
 from ._transcript import Conversation
@@ -134,6 +137,29 @@ async def _stream_response(
     return message, response.stop_reason, response.usage
 
 
+async def _observed_attempt(
+    observer: Observer,
+    request: ModelRequest,
+    conv: Conversation,
+    emit: Emitter,
+    attempt: int,
+    model: Model,
+) -> tuple[AssistantMessage, str, Usage | None]:
+    """``_stream_response`` in a ``chat`` span, ended however the attempt ends."""
+    handle = observer.start_attempt(request, attempt)
+    answer = None
+    try:
+        answer = await _stream_response(model, request, conv, emit, attempt)
+        return answer
+    finally:
+        error: BaseException | str | None = sys.exc_info()[1]
+        if isinstance(error, _ModelFailed):
+            error = error.error
+        elif isinstance(error, StepError):
+            error = error.code  # MODEL_PROTOCOL_ERROR: the code names the failure
+        observer.end_attempt(handle, answer, error)
+
+
 async def _failed_attempt(
     failed: _ModelFailed,
     attempt: int,
@@ -163,6 +189,13 @@ async def _failed_attempt(
         )
     if delay is None:
         raise StepError(MODEL_ERROR, describe(failed.error), failed.error) from None
+    LOOP.info(
+        "%s attempt %d failed (%s); retrying in %.2f s",
+        request.id,
+        attempt,
+        type(failed.error).__name__,
+        delay,
+    )
     await trio.sleep(delay)
 
 
@@ -197,12 +230,18 @@ async def _step(
         # the first token leaves its trace, and a resume never sends this id again
         await journal.barrier("event")
     attempt = 0
+    observer = spec.observer
     while True:  # the attempts, inline: one coroutine frame less per suspended step
         attempt += 1
         try:
-            message, stop_reason, usage = await _stream_response(
-                spec.model, request, conv, emit, attempt
-            )
+            if observer is None:
+                message, stop_reason, usage = await _stream_response(
+                    spec.model, request, conv, emit, attempt
+                )
+            else:
+                message, stop_reason, usage = await _observed_attempt(
+                    observer, request, conv, emit, attempt, spec.model
+                )
             break
         except _ModelFailed as failed:
             await _failed_attempt(failed, attempt, hooks, request, conv, emit)

@@ -12,6 +12,7 @@ from ._approvals import resolve
 from ._emit import Emitter
 from ._errors import INTERNAL_ERROR, describe
 from ._hooks import TurnSpec, TurnState
+from ._observe import end_turn, leave_turn, start_turn
 from ._outcomes import turn_end_of
 from ._output import OutputSpec
 from ._run import EventRun, cancelled_from_outside
@@ -41,6 +42,10 @@ __all__ = ["TurnRun"]
 _UNSCOPED = nullcontext()  # stands in for the scope of a turn no caller can cancel
 
 
+def _code_of(end: TurnEnd) -> str | None:
+    return end.code if isinstance(end, TurnFailed) else None
+
+
 @final
 class TurnRun(EventRun[SessionEvent, TurnResult]):
     """One turn of an ``Agent``: enter it once and iterate its events, or ``await wait()``.
@@ -66,6 +71,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         self._prompt = prompt
         self._settings = settings  # the turn's own, over the agent's
         self._output = output
+        self._spec: TurnSpec | None = None  # the turn's, once it has begun
 
     def _emitter(self, send: trio.MemorySendChannel[SessionEvent] | None) -> Emitter:
         agent = self._agent
@@ -87,6 +93,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                 await agent._open(self._prompt)
                 emit.attach(agent._ledger)
             turn, taken, repairs = agent._begin_turn(self._prompt, self._scope, emit.next)
+            spec = self._spec = start_turn(spec, agent._session_id, turn)
             try:
                 with _UNSCOPED if self._scope is None else self._scope:
                     approvals = agent._approvals
@@ -117,6 +124,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             output = None if outcome is None else outcome.output
             await self._end(turn, end, state, emit, output)
         finally:
+            leave_turn(spec)
             agent._end_turn(self, emit.next)
 
     async def _open(
@@ -164,12 +172,17 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             ledger.turn_ended(turn, end, emit.next + emit.owed + 1)
             with trio.CancelScope(shield=True):
                 await ledger.barrier("turn")
+        usage = Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens)
+        if self._spec is not None:
+            end_turn(
+                self._spec, agent._session_id, turn, end.reason, state.steps, usage, _code_of(end)
+            )
         result = TurnResult(
             turn=turn,
             end=end,
             steps=state.steps,
             final_text=final_text,
-            usage=Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens),
+            usage=usage,
             messages=agent._conversation.snapshot(),
             output=output,
         )

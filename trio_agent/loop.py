@@ -16,6 +16,7 @@ import trio
 from ._emit import Emitter
 from ._errors import INTERNAL_ERROR, INVALID_TRANSCRIPT, describe
 from ._hooks import TurnSpec, TurnState, build_spec
+from ._observe import end_turn, leave_turn, start_turn
 from ._options import check_loop_options, check_tool_execution, check_tool_sources
 from ._outcomes import result_of
 from ._output import offered, output_spec
@@ -191,6 +192,9 @@ class AgentRun(EventRun[Event, Completed[OutputT] | Cancelled | MaxSteps | Faile
         self._invalid = invalid
 
     async def _end(self, result: RunResult, emit: Emitter) -> None:
+        code = result.code if isinstance(result, Failed) else None
+        usage = getattr(result, "usage", None)
+        end_turn(self._spec, None, None, result.status, result.steps, usage, code)
         await self._finish(
             result, lambda sequence: RunFinished(sequence=sequence, result=result), emit
         )
@@ -214,27 +218,31 @@ class AgentRun(EventRun[Event, Completed[OutputT] | Cancelled | MaxSteps | Faile
         outcome: TurnOutcome | None = None
         scope = self._scope
         assert scope is not None  # a loop run always owns a scope
+        spec = self._spec = start_turn(self._spec, None, None)
         try:
-            with scope:
-                for message in tuple(conversation.messages):
-                    await emit(MessageAccepted(sequence=emit.next, message=message))
-                outcome = await run_turn(conversation, self._spec, state, emit, host=host)
-        except Exception as exc:  # a bug, or a group of them: end the run visibly, raise it
-            failed = Failed(
-                messages=conversation.snapshot(),
-                steps=state.steps,
-                code=INTERNAL_ERROR,
-                detail=describe(exc),
-            )
-            await self._end(failed, emit)
-            raise
-        except (trio.Cancelled, BaseExceptionGroup) as exc:
-            if cancelled_from_outside(exc):
-                cancelled = Cancelled(messages=conversation.snapshot(), steps=state.steps)
-                await self._end(cancelled, emit)
-            raise
-        if outcome is None:  # our own scope caught the cancellation
-            result: RunResult = Cancelled(messages=conversation.snapshot(), steps=state.steps)
-        else:
-            result = result_of(outcome, conversation.snapshot(), state.steps, self._spec.max_steps)
-        await self._end(result, emit)
+            try:
+                with scope:
+                    for message in tuple(conversation.messages):
+                        await emit(MessageAccepted(sequence=emit.next, message=message))
+                    outcome = await run_turn(conversation, spec, state, emit, host=host)
+            except Exception as exc:  # a bug, or a group of them: end the run visibly, raise it
+                failed = Failed(
+                    messages=conversation.snapshot(),
+                    steps=state.steps,
+                    code=INTERNAL_ERROR,
+                    detail=describe(exc),
+                )
+                await self._end(failed, emit)
+                raise
+            except (trio.Cancelled, BaseExceptionGroup) as exc:
+                if cancelled_from_outside(exc):
+                    cancelled = Cancelled(messages=conversation.snapshot(), steps=state.steps)
+                    await self._end(cancelled, emit)
+                raise
+            if outcome is None:  # our own scope caught the cancellation
+                result: RunResult = Cancelled(messages=conversation.snapshot(), steps=state.steps)
+            else:
+                result = result_of(outcome, conversation.snapshot(), state.steps, spec.max_steps)
+            await self._end(result, emit)
+        finally:
+            leave_turn(spec)  # a span end_turn did not end (a bug raised)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Callable, Sequence
 
@@ -58,12 +59,25 @@ def _unwrapped(command: Callable[[argparse.Namespace], int], args: argparse.Name
         raise leaf from leaf.__cause__  # its own cause, not the wrapping
 
 
+def _verbose(level: int) -> None:
+    """``-v``/``-vv``: the library's loggers to stderr at INFO/DEBUG (named, one
+    line each); without them nothing is logged."""
+    if not level:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
+    root = logging.getLogger("trio_agent")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if level == 1 else logging.DEBUG)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``trio-agent`` and ``python -m trio_agent``; returns the exit code."""
     from .. import __version__
 
     parsers = build_parser(__version__)
     args = parsers.main.parse_args(argv)  # a usage error exits 2 here
+    _verbose(args.verbose)
     try:
         return _unwrapped(_command(args.command), args)
     except UsageError as exc:

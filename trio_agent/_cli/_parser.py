@@ -337,6 +337,15 @@ def build_parser(version: str) -> Parsers:
             epilog=_EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        parser.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            default=0,
+            help="log to stderr: -v turns, retries and resume notes (INFO), -vv also each "
+            "request, step and tool call (DEBUG); never a key or message content "
+            "(default: no log)",
+        )
         commands[name] = parser
         return parser
 

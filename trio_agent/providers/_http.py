@@ -6,14 +6,18 @@ messages in _secrets.py."""
 from __future__ import annotations
 
 import html
+import logging
 import re
 import ssl
+import sys
+import time
 import urllib.parse
 from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
 
+from .._log import PROVIDERS, safe_url
 from ..model import ModelError, ModelResponseError, TransientModelError
 from ._connection import Connection, Origin, SendFailed, StaleConnection, connect
 from ._connection import default_tls_context as default_tls_context
@@ -122,6 +126,7 @@ class HTTPStream:
         self._inflater: Inflater | None = None  # a gzip or deflate body's decoder
         self.document: bytes | None = None  # a JSON 200's whole body (not a stream)
         self._ahead: bytes | None = None  # decoded body bytes read at open, not yet parsed
+        self._status: int | None = None  # the response's, once its head is read
 
     def _request_line(self, url: str) -> bytes:
         target = absolute_target(url) if self._origin.forwarded else request_target(url)
@@ -132,12 +137,26 @@ class HTTPStream:
         response head; on any failure, cancellation too, the connection is closed
         before the error propagates."""
         opened = False
+        started = time.perf_counter() if PROVIDERS.isEnabledFor(logging.DEBUG) else None
         try:
             await self._open()
             opened = True
         finally:
+            if started is not None:
+                self._log(time.perf_counter() - started, sys.exc_info()[1])
             if not opened:
                 await self.aclose()
+
+    def _log(self, elapsed: float, error: BaseException | None) -> None:
+        """DEBUG: the request (method, URL without its query), its status or what
+        failed, and how long it took; never a header, a body or a key."""
+        status = self._status
+        how = f"{status}" if status is not None else "no answer"
+        if error is not None:
+            how += f", {type(error).__name__}"
+        PROVIDERS.debug(
+            "%s POST %s: %s in %.3f s", self._provider, safe_url(self._url), how, elapsed
+        )
 
     async def _connect(self, fresh: bool) -> Connection:
         origin = self._origin
@@ -214,6 +233,7 @@ class HTTPStream:
 
     async def _open(self) -> None:
         status, headers = await self._exchange()
+        self._status = status
         coding = content_coding(headers)
         if coding and supported(coding):
             self._inflater = Inflater(coding, self._provider)

@@ -1,0 +1,285 @@
+"""OpenTelemetry GenAI spans and metrics (issue 21), with the SDK's in-memory
+exporter: names, tree shape, attributes, status on failure and cancellation,
+parallel batches, retries, content off and on, and no secret anywhere."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import trio
+from helpers import add, call
+
+pytest.importorskip("opentelemetry.sdk")
+
+from otel_helpers import metric_points, otel_sdk, tree
+from opentelemetry.trace import StatusCode
+
+from trio_agent import (
+    Agent,
+    RetryPolicy,
+    ToolRegistry,
+    TransientModelError,
+    Usage,
+    UserMessage,
+    run_agent_loop,
+    tool,
+)
+from trio_agent.telemetry import configure
+from trio_agent.testing import ScriptedModel, explore_cancellation, scripted_response
+
+
+@pytest.fixture
+def sdk(caplog):
+    with otel_sdk() as configured:
+        yield configured
+    # a context detached in the wrong task or order is only logged by the API
+    assert not [r for r in caplog.records if r.name.startswith("opentelemetry")]
+
+
+@tool
+async def slow_add(a: int, b: int) -> int:
+    """Add, slowly."""
+    await trio.sleep(0.01)
+    return a + b
+
+
+def tool_turn_script() -> list[Any]:
+    return [
+        scripted_response(
+            "r1",
+            [call("slow_add", "c1", {"a": 1, "b": 2}), call("slow_add", "c2", {"a": 3, "b": 4})],
+        ),
+        scripted_response("r2", "the sums are 3 and 7"),
+    ]
+
+
+def by_name(spans: Any) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for span in spans:
+        out.setdefault(span.name, []).append(span)
+    return out
+
+
+async def test_a_turn_is_a_span_with_its_attempts_and_tool_calls_below(sdk):
+    exporter, _, opened = sdk
+    agent = Agent(model=ScriptedModel(tool_turn_script()), tools=[slow_add])
+    result = await agent.prompt("add")
+    spans = exporter.get_finished_spans()
+    names = by_name(spans)
+    assert set(names) == {"invoke_agent", "chat", "execute_tool slow_add"}
+    assert tree(spans)["invoke_agent"] == [
+        "chat",
+        "execute_tool slow_add",
+        "execute_tool slow_add",
+        "chat",
+    ]
+    [turn] = names["invoke_agent"]
+    assert turn.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert turn.attributes["trio_agent.turn"] == 1
+    assert turn.attributes["trio_agent.turn.end"] == "completed"
+    assert turn.attributes["trio_agent.steps"] == 2
+    assert turn.status.status_code is StatusCode.UNSET
+    first, second = names["chat"]
+    assert first.attributes["gen_ai.operation.name"] == "chat"
+    assert first.attributes["gen_ai.provider.name"] == "ScriptedModel"
+    assert first.attributes["trio_agent.request_id"] == "request-001"
+    assert first.attributes["trio_agent.attempt"] == 1
+    assert first.attributes["gen_ai.response.id"] == "r1"
+    assert first.attributes["gen_ai.response.finish_reasons"] == ("tool_call",)
+    assert second.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    tools = names["execute_tool slow_add"]
+    assert {t.attributes["gen_ai.tool.call.id"] for t in tools} == {"c1", "c2"}
+    assert all(t.attributes["gen_ai.tool.name"] == "slow_add" for t in tools)
+    assert result.end.reason == "completed"
+    assert not opened.open
+    assert all(not s.events for s in spans)  # content is off by default
+
+
+async def test_a_parallel_batchs_tool_spans_are_siblings_that_overlap(sdk):
+    exporter, _, _ = sdk
+    agent = Agent(
+        model=ScriptedModel(tool_turn_script()), tools=[slow_add], tool_execution="parallel"
+    )
+    await agent.prompt("add")
+    spans = by_name(exporter.get_finished_spans())
+    [turn] = spans["invoke_agent"]
+    one, two = spans["execute_tool slow_add"]
+    assert one.parent.span_id == two.parent.span_id == turn.context.span_id
+    assert one.start_time < two.end_time and two.start_time < one.end_time  # they overlapped
+
+
+async def test_session_id_and_request_id_are_attributes(sdk, tmp_path):
+    from trio_agent.stores import JsonlStore
+
+    exporter, _, _ = sdk
+    agent = Agent(
+        model=ScriptedModel([scripted_response("r1", "hi")]),
+        store=JsonlStore(tmp_path),
+        session_id="s-42",
+    )
+    await agent.prompt("hello")
+    spans = by_name(exporter.get_finished_spans())
+    for span in [*spans["invoke_agent"], *spans["chat"]]:
+        assert span.attributes["gen_ai.conversation.id"] == "s-42"
+        assert span.attributes["trio_agent.session_id"] == "s-42"
+
+
+async def test_each_retried_attempt_is_a_span_with_its_error(sdk, autojump_clock):
+    exporter, reader, _ = sdk
+    flaky = scripted_response(
+        "a1", "lost", raise_at=0, error=TransientModelError("503 service unavailable")
+    )
+    agent = Agent(
+        model=ScriptedModel([flaky, scripted_response("ok", "done")]),
+        retry=RetryPolicy(jitter=0),
+    )
+    await agent.prompt("go")
+    chats = by_name(exporter.get_finished_spans())["chat"]
+    assert [c.attributes["trio_agent.attempt"] for c in chats] == [1, 2]
+    failed, ok = chats
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.attributes["error.type"] == "TransientModelError"
+    assert ok.status.status_code is StatusCode.UNSET and "error.type" not in ok.attributes
+    durations = metric_points(reader)["gen_ai.client.operation.duration"]
+    assert sorted(p.attributes.get("error.type", "") for p in durations) == [
+        "",
+        "TransientModelError",
+    ]
+
+
+async def test_a_failed_turn_has_an_error_status_with_its_code(sdk):
+    exporter, _, opened = sdk
+    broken = scripted_response("r1", "x", raise_at=0, error=ValueError("no"))
+    agent = Agent(model=ScriptedModel([broken]))
+    result = await agent.prompt("go")
+    assert result.end.reason == "failed"
+    [turn] = by_name(exporter.get_finished_spans())["invoke_agent"]
+    assert turn.status.status_code is StatusCode.ERROR
+    assert turn.attributes["error.type"] == result.end.code
+    assert not opened.open
+
+
+async def test_a_tool_error_result_marks_its_span(sdk):
+    exporter, _, _ = sdk
+    script = [
+        scripted_response("r1", [call("add", "c1", {"a": "x", "b": 1})]),
+        scripted_response("r2", "sorry"),
+    ]
+    await Agent(model=ScriptedModel(script), tools=ToolRegistry([add])).prompt("go")
+    [span] = by_name(exporter.get_finished_spans())["execute_tool add"]
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"] == "tool_error"
+
+
+async def test_a_run_of_the_loop_is_an_invoke_agent_span(sdk):
+    exporter, _, _ = sdk
+    run = run_agent_loop(
+        messages=[UserMessage("u1", "add")],
+        model=ScriptedModel(tool_turn_script()),
+        tools=ToolRegistry([slow_add]),
+        max_steps=3,
+    )
+    async with run:
+        async for _ in run:
+            pass
+    spans = exporter.get_finished_spans()
+    [turn] = by_name(spans)["invoke_agent"]
+    assert turn.attributes["trio_agent.turn.end"] == "completed"
+    assert "trio_agent.turn" not in turn.attributes
+    assert len(tree(spans)["invoke_agent"]) == 4
+
+
+async def test_an_agent_called_as_a_tool_nests_under_the_call(sdk):
+    exporter, _, _ = sdk
+    inner = Agent(model=ScriptedModel([scripted_response("i1", "inner answer")]))
+    outer_script = [
+        scripted_response("o1", [call("helper", "c1", {"input": "help"})]),
+        scripted_response("o2", "done"),
+    ]
+    outer = Agent(model=ScriptedModel(outer_script), tools=[inner.as_tool("helper", "Helps.")])
+    await outer.prompt("go")
+    spans = exporter.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans}
+    inner_turn = [s for s in spans if s.name == "invoke_agent" and s.parent is not None]
+    assert len(inner_turn) == 1
+    assert by_id[inner_turn[0].parent.span_id].name == "execute_tool helper"
+
+
+async def test_token_usage_is_a_metric(sdk):
+    _, reader, _ = sdk
+    script = [scripted_response("r1", "hi", usage=Usage(input_tokens=12, output_tokens=5))]
+    await Agent(model=ScriptedModel(script)).prompt("go")
+    points = metric_points(reader)["gen_ai.client.token.usage"]
+    by_type = {p.attributes["gen_ai.token.type"]: p.sum for p in points}
+    assert by_type == {"input": 12, "output": 5}
+    assert all("gen_ai.conversation.id" not in p.attributes for p in points)
+
+
+async def test_content_is_recorded_only_when_asked(sdk):
+    exporter, _, _ = sdk
+    script = [
+        scripted_response("r1", [call("slow_add", "c1", {"a": 1, "b": 2})]),
+        scripted_response("r2", "three"),
+    ]
+    configure(capture_content=True)
+    try:
+        agent = Agent(model=ScriptedModel(script), tools=[slow_add], system="Be terse.")
+        await agent.prompt("what is 1 + 2?")
+    finally:
+        configure(capture_content=None)
+    spans = by_name(exporter.get_finished_spans())
+    first = spans["chat"][0].events[0].attributes
+    assert json.loads(first["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "what is 1 + 2?"}]}
+    ]
+    assert json.loads(first["gen_ai.system_instructions"]) == [
+        {"type": "text", "content": "Be terse."}
+    ]
+    answer = json.loads(spans["chat"][1].events[1].attributes["gen_ai.output.messages"])
+    assert answer == [{"role": "assistant", "parts": [{"type": "text", "content": "three"}]}]
+    [tool_event] = spans["execute_tool slow_add"][0].events
+    assert json.loads(tool_event.attributes["gen_ai.tool.call.arguments"]) == {"a": 1, "b": 2}
+    assert tool_event.attributes["gen_ai.tool.call.result"] == "3"
+
+
+async def test_content_capture_follows_the_conventional_variable(sdk, monkeypatch):
+    exporter, _, _ = sdk
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    await Agent(model=ScriptedModel([scripted_response("r1", "hi")])).prompt("secret plan")
+    [chat] = by_name(exporter.get_finished_spans())["chat"]
+    assert "secret plan" in chat.events[0].attributes["gen_ai.input.messages"]
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "false")
+    exporter.clear()
+    await Agent(model=ScriptedModel([scripted_response("r1", "hi")])).prompt("secret plan")
+    [chat] = by_name(exporter.get_finished_spans())["chat"]
+    assert not chat.events
+
+
+@pytest.mark.parametrize("execution", ["sequential", "parallel"])
+async def test_no_span_is_left_open_at_any_cancellation_point(sdk, execution):
+    exporter, _, opened = sdk
+
+    def scenario() -> Any:
+        exporter.clear()
+        agent = Agent(
+            model=ScriptedModel(tool_turn_script()), tools=[slow_add], tool_execution=execution
+        )
+        return agent.turn("add")
+
+    def check(events: list[Any], result: Any) -> None:
+        assert not opened.open, f"spans left open: {sorted(opened.open.values())}"
+        spans = exporter.get_finished_spans()
+        turns = by_name(spans)["invoke_agent"]
+        assert len(turns) == 1
+        if result.end.reason == "cancelled":
+            assert turns[0].status.status_code is StatusCode.ERROR
+            assert turns[0].attributes["error.type"] == "cancelled"
+        for span in spans:
+            if span.status.status_code is StatusCode.ERROR and span.name != "invoke_agent":
+                assert span.attributes["error.type"] == "cancelled"
+
+    report = await explore_cancellation(scenario, check)
+    assert report.checkpoints > 10
+    assert set(report.outcomes) == {"cancelled", "completed"}

@@ -1,0 +1,31 @@
+"""OpenTelemetry for trio-agent (the ``[otel]`` extra: ``opentelemetry-api``).
+
+Nothing to turn on here: once the application has configured an
+OpenTelemetry tracer provider (and, for metrics, a meter provider), each
+turn is traced following the GenAI semantic conventions: an ``invoke_agent``
+span per turn (or ``run_agent_loop`` run), a ``chat {model}`` span per model
+attempt (retries are separate spans), an ``execute_tool {tool}`` span per
+tool call, and the metrics ``gen_ai.client.token.usage`` and
+``gen_ai.client.operation.duration``. With no provider configured (or the
+API not installed) it costs nothing but a check per turn.
+
+Message content (the messages sent, the answers, tool arguments and
+results) is never recorded unless asked: ``configure(capture_content=True)``,
+or the conventional environment variable
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+"""
+
+from __future__ import annotations
+
+from ._content import ENVIRONMENT as CAPTURE_CONTENT_VARIABLE
+from ._content import set_capture
+
+__all__ = ["CAPTURE_CONTENT_VARIABLE", "configure"]
+
+
+def configure(*, capture_content: bool | None = None) -> None:
+    """Whether spans record message content, for the whole process: True or
+    False; None (the default) leaves it to ``CAPTURE_CONTENT_VARIABLE``."""
+    if capture_content is not None and type(capture_content) is not bool:
+        raise TypeError(f"capture_content must be a bool or None, got {capture_content!r}")
+    set_capture(capture_content)
