@@ -283,3 +283,74 @@ async def test_no_span_is_left_open_at_any_cancellation_point(sdk, execution):
     report = await explore_cancellation(scenario, check)
     assert report.checkpoints > 10
     assert set(report.outcomes) == {"cancelled", "completed"}
+
+
+async def test_a_real_provider_is_named_and_no_secret_reaches_any_span(sdk, loopback):
+    from loopback import Reply, fixture
+
+    from trio_agent import ModelSettings
+    from trio_agent.providers import OpenAIChatModel
+
+    exporter, _, _ = sdk
+    key = "sk-otel-secret-0123456789"
+    loopback.replies.append(Reply(body=fixture("openai_text.sse")))
+    model = OpenAIChatModel(
+        "gpt-4o-mini",
+        api_key=key,
+        base_url=f"{loopback.url}/v1?sig=query-secret",
+        settings=ModelSettings(
+            temperature=0.25, max_tokens=99, extra_headers={"x-secret": "header-secret"}
+        ),
+    )
+    configure(capture_content=True)
+    try:
+        await Agent(model=model).prompt("hi")
+    finally:
+        configure(capture_content=None)
+        await model.aclose()
+    spans = exporter.get_finished_spans()
+    [chat] = by_name(spans)["chat gpt-4o-mini"]
+    assert chat.attributes["gen_ai.provider.name"] == "openai"
+    assert chat.attributes["gen_ai.request.model"] == "gpt-4o-mini"
+    assert chat.attributes["gen_ai.request.temperature"] == 0.25
+    assert chat.attributes["gen_ai.request.max_tokens"] == 99
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 82
+    assert chat.kind.name == "CLIENT"
+    everything = repr(
+        [
+            (s.name, dict(s.attributes), [(e.name, dict(e.attributes)) for e in s.events])
+            for s in spans
+        ]
+    )
+    for secret in (key, "query-secret", "header-secret"):
+        assert secret not in everything
+
+
+def test_off_when_no_sdk_is_configured_and_never_imported_by_us():
+    from trio_agent._observe import observer
+
+    model = ScriptedModel([])
+    assert observer(model, None, 1) is None  # the API's proxy provider: off
+    program = (
+        "import sys, trio\n"
+        "from trio_agent import Agent\n"
+        "from trio_agent.testing import ScriptedModel, scripted_response\n"
+        "agent = Agent(model=ScriptedModel([scripted_response('r1', 'hi')]))\n"
+        "trio.run(agent.prompt, 'go')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+async def test_on_when_the_application_sets_a_provider_after_import(sdk):
+    # configured after trio_agent was imported (the usual order): seen at the next turn
+    exporter, _, _ = sdk
+    await Agent(model=ScriptedModel([scripted_response("r1", "hi")])).prompt("go")
+    assert len(exporter.get_finished_spans()) == 2

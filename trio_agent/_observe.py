@@ -124,8 +124,12 @@ def observer(model: Model, session_id: str | None, turn: int | None) -> Observer
 
 
 def _model_names(model: Model) -> tuple[str, str | None]:
+    """``gen_ai.provider.name`` (the conventions' lower-case names: ``openai``,
+    ``anthropic``; a model of another kind by its class) and the model's name."""
     provider = getattr(model, "provider", None)
-    if not (isinstance(provider, str) and provider):
+    if isinstance(provider, str) and provider:
+        provider = provider.lower()
+    else:
         provider = type(model).__name__
     name = getattr(model, "model", None)
     return provider, name if isinstance(name, str) else None
@@ -135,10 +139,11 @@ def _model_names(model: Model) -> tuple[str, str | None]:
 class SpanHandle:
     """One span and the context that makes it current; ``end`` ends it once."""
 
-    __slots__ = ("_ended", "_observer", "_token", "span", "started")
+    __slots__ = ("_ended", "_observer", "_token", "label", "span", "started")
 
-    def __init__(self, observer: Observer, span: Any) -> None:
+    def __init__(self, observer: Observer, span: Any, label: str = "") -> None:
         self._observer = observer
+        self.label = label
         self.span = span
         self._token: object = None
         self._ended = False
@@ -276,6 +281,7 @@ class Observer:
         }
         title = f"chat {self.model_name}" if self.model_name else "chat"
         handle = self._start(title, attributes, self.turn_span, True)
+        handle.label = f"{request.id} attempt {attempt}"
         handle.enter()
         if self.capture and handle.span is not None:
             _content.record_request(handle.span, request)
@@ -312,7 +318,7 @@ class Observer:
             outcome = (
                 "answered" if answer is not None else f"failed ({_error_type(error or 'error')})"
             )
-            LOOP.debug("attempt %s in %.3f s", outcome, elapsed)
+            LOOP.debug("%s %s in %.3f s", handle.label, outcome, elapsed)
         handle.end(None if answer is not None else error or "error")
 
     def _measure(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, final
 
 import attrs
@@ -48,6 +48,7 @@ from .messages import (
     tool_result,
 )
 from .model import Model, ModelRequest, ModelSettings
+from .pricing import Price, check_prices
 from .tools import ToolRegistry, ToolSource
 
 __all__ = [
@@ -77,7 +78,7 @@ RESUMED_OPTIONS = (
     *("transform_context", "before_tool_call", "after_tool_call", "should_stop_turn"),
     *("compact", "seed", "tool_execution", "max_parallel_tools", "tool_grace_period"),
     *("output_type", "output_mode", "output_retries", "output_validator", "approval"),
-    "tool_sources",
+    *("tool_sources", "prices"),
 )
 """The options ``Agent.resume`` passes on to ``Agent()`` as they are."""
 
@@ -156,6 +157,7 @@ class SessionPolicy:
     max_parallel_tools: int
     tool_grace_period: float
     settings: ModelSettings | None
+    prices: Mapping[str, Price] | None
 
     @classmethod
     def build(cls, **options: Any) -> SessionPolicy:
@@ -198,6 +200,7 @@ class SessionPolicy:
                 "retry": DEFAULT_RETRY if retry is None else retry,
                 "tool_grace_period": float(options["tool_grace_period"]),
                 "settings": check_settings(options["settings"]),
+                "prices": check_prices(options["prices"]),
             }
         )
         key = _sharing_key(policy)
@@ -254,6 +257,8 @@ def _sharing_key(policy: SessionPolicy) -> tuple[Any, ...] | None:
         policy.compact,
     )
     if any(hook is not None for hook in hooks) or policy.retry is not DEFAULT_RETRY:
+        return None
+    if policy.prices is not None:  # a dict: not a key
         return None
     if policy.count_tokens is not estimate_tokens:
         return None

@@ -33,6 +33,7 @@ from .events import (
 )
 from .messages import Message, ToolResultMessage, UserMessage, text_from_assistant
 from .model import ModelSettings, Usage
+from .pricing import priced
 
 if TYPE_CHECKING:
     from .session import Agent
@@ -172,7 +173,11 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             ledger.turn_ended(turn, end, emit.next + emit.owed + 1)
             with trio.CancelScope(shield=True):
                 await ledger.barrier("turn")
-        usage = Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens)
+        usage = priced(
+            Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens),
+            agent._model,
+            agent._policy.prices,
+        )
         if self._spec is not None:
             end_turn(
                 self._spec, agent._session_id, turn, end.reason, state.steps, usage, _code_of(end)

@@ -151,6 +151,14 @@ class Usage(Struct, frozen=True, gc=False):
     cache_write_tokens: Annotated[
         int, Meta(description="Input tokens written to the provider's prompt cache; 0 if unknown.")
     ] = 0
+    cost: Annotated[
+        float | None,
+        Meta(
+            description="What the tokens cost, in US dollars, when their prices are known "
+            "(a turn's usage, priced by Agent(prices=...) or the genai-prices package); "
+            "else null."
+        ),
+    ] = None
 
 
 class ModelResponse(Struct, frozen=True, gc=False):

@@ -75,6 +75,7 @@ from .ledger import (
 )
 from .messages import Message, ToolCall, ToolResultMessage, UserMessage
 from .model import Model, ModelSettings
+from .pricing import Price
 from .stores import SessionStore
 from .stores._base import check_session_id
 from .tools import Tool, ToolRegistry, ToolSource
@@ -122,6 +123,8 @@ class Agent:
     ``metadata``: run configuration recorded with the session (plain JSON,
     str keys, at most 64 KiB; never a secret), read back as ``agent.metadata``,
     or before resuming as ``derive((await store.load(id)).records).metadata``.
+    ``prices`` (model name to ``pricing.Price``) sets each ``TurnResult``'s
+    ``usage.cost`` (else the ``genai-prices`` package does, when installed).
 
     Hooks (each an optional async callable): ``transform_context(messages)``
     returns the messages to send (the transcript itself is unchanged);
@@ -195,6 +198,7 @@ class Agent:
         output_validator: OutputValidator | None = None,
         approval: ApprovalPolicy | None = None,
         tool_sources: Sequence[ToolSource] = (),
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         check_messages_and_model(messages, model)
         self._sources = check_tool_sources(tool_sources)
@@ -332,6 +336,7 @@ class Agent:
         output_validator: OutputValidator | None = None,
         approval: ApprovalPolicy | None = None,
         tool_sources: Sequence[ToolSource] = (),
+        prices: Mapping[str, Price] | None = None,
     ) -> Agent:
         """Rebuild a recorded session, from its ledger, to go on with it.
 

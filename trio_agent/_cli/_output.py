@@ -329,9 +329,10 @@ class Printer:
             self._running.clear()
             result = event.result
             usage = result.usage
+            cost = "" if usage.cost is None else f", ${usage.cost:.6f}"
             self._line(
                 f"[turn {event.turn} {describe_end(result.end)}; {result.steps} step(s), "
-                f"{usage.input_tokens} in / {usage.output_tokens} out tokens]"
+                f"{usage.input_tokens} in / {usage.output_tokens} out tokens{cost}]"
             )
 
     def _accepted(self, message: Message) -> None:
