@@ -42,6 +42,8 @@ class TurnState:
     steps: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     last_stop_reason: str | None = None
     hit_length: bool = False
     # refusal or content_filter if a step ended so, else length if one did: the

@@ -255,6 +255,8 @@ async def _step(
     if usage is not None:
         state.input_tokens += usage.input_tokens
         state.output_tokens += usage.output_tokens
+        state.cache_read_tokens += usage.cache_read_tokens
+        state.cache_write_tokens += usage.cache_write_tokens
     if stop_reason == "tool_call":
         await run_tool_batch(message, spec, hooks, conv, emit, host)
     if journal is not None:

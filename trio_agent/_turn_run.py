@@ -174,7 +174,12 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             with trio.CancelScope(shield=True):
                 await ledger.barrier("turn")
         usage = priced(
-            Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens),
+            Usage(
+                input_tokens=state.input_tokens,
+                output_tokens=state.output_tokens,
+                cache_read_tokens=state.cache_read_tokens,
+                cache_write_tokens=state.cache_write_tokens,
+            ),
             agent._model,
             agent._policy.prices,
         )

@@ -126,21 +126,27 @@ def _from_genai_prices(model: str, provider: str) -> Price | None:
     return price
 
 
-def _names(model: object) -> tuple[str | None, str]:
+def _names(model: object, provider: str | None) -> tuple[str | None, str]:
     if isinstance(model, str):
-        return model, ""
+        return model, (provider or "").lower()
     name = getattr(model, "model", None)
-    provider = getattr(model, "provider", "")
+    given = getattr(model, "provider", "") if provider is None else provider
     return (name if isinstance(name, str) else None), (
-        provider.lower() if isinstance(provider, str) else ""
+        given.lower() if isinstance(given, str) else ""
     )
 
 
-def cost_of(usage: Usage, model: object, prices: Mapping[str, Price] | None = None) -> float | None:
-    """What ``usage`` cost with ``model`` (a model object, or its name), in US
-    dollars: from ``prices`` when it names the model, else from ``genai-prices``
-    when installed, else None (unknown)."""
-    name, provider = _names(model)
+def cost_of(
+    usage: Usage,
+    model: object,
+    prices: Mapping[str, Price] | None = None,
+    *,
+    provider: str | None = None,
+) -> float | None:
+    """What ``usage`` cost with ``model`` (a model object, or its name with its
+    ``provider``: ``openai``, ``anthropic``), in US dollars: from ``prices`` when
+    it names the model, else from ``genai-prices`` when installed, else None."""
+    name, provider = _names(model, provider)
     if name is None:
         return None
     price = None if prices is None else prices.get(name)

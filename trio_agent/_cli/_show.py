@@ -40,6 +40,8 @@ from ..messages import (
     ToolCall,
     UserMessage,
 )
+from ..model import Usage
+from ..pricing import cost_of
 from ..stores._lock import holder_of
 from ._commands import EXIT_OK, ledger_location, read_ledger
 from ._config import METADATA_KEY
@@ -77,9 +79,22 @@ def show(args: argparse.Namespace) -> int:
             f" (and {failed.input_tokens} input / {failed.output_tokens} output in "
             "responses that were refused)"
         )
+    cost = _cost(usage, derived.metadata)
+    if cost is not None:
+        line += f"; cost ${cost:.6f}"
     lines.append(line)
     out.write("".join(visible(text) + "\n" for text in lines))
     return EXIT_OK
+
+
+def _cost(usage: Usage, metadata: Mapping[str, Any] | None) -> float | None:
+    """The session's cost, when ``run`` recorded its model and its prices are known
+    (the ``genai-prices`` package, when installed)."""
+    config = (metadata or {}).get(METADATA_KEY)
+    if not isinstance(config, Mapping) or not isinstance(config.get("model"), str):
+        return None
+    provider = str(config.get("provider") or "").removesuffix("-responses")
+    return cost_of(usage, config["model"], provider=provider)
 
 
 def _configuration(metadata: Mapping[str, Any] | None) -> list[str]:
