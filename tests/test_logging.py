@@ -13,7 +13,7 @@ import pytest
 from helpers import call
 from loopback import Reply, fixture
 
-from trio_agent import Agent, RetryPolicy, ToolRegistry, TransientModelError, tool
+from trio_agent import Agent, RetryPolicy, TransientModelError, tool
 from trio_agent.providers import OpenAIChatModel
 from trio_agent.stores import JsonlStore
 from trio_agent.testing import ScriptedModel, scripted_response
@@ -112,8 +112,7 @@ async def test_a_resume_is_logged_with_its_warnings(caplog, tmp_path):
     session = agent.session_id
     await agent.aclose()
     path = tmp_path / f"{session}.jsonl"
-    with open(path, "ab") as file:
-        file.write(b'{"torn')  # a last line the writer did not finish
+    path.write_bytes(path.read_bytes() + b'{"torn')  # a last line the writer did not finish
     caplog.set_level(logging.INFO, "trio_agent")
     resumed = await Agent.resume(store, session, model=ScriptedModel([]))
     await resumed.aclose()
@@ -127,7 +126,9 @@ async def test_requests_are_logged_at_debug_without_key_or_query(loopback, caplo
     loopback.replies.append(Reply(body=fixture("openai_text.sse")))
     loopback.replies.append(Reply(status=401, body=f'{{"error": "bad key {KEY}"}}'.encode()))
     model = OpenAIChatModel(
-        "gpt-4o-mini", api_key=KEY, base_url=f"http://127.0.0.1:{loopback.port}/v1?api-version=2024&sig=s3cr3t"
+        "gpt-4o-mini",
+        api_key=KEY,
+        base_url=f"http://127.0.0.1:{loopback.port}/v1?api-version=2024&sig=s3cr3t",
     )
     agent = Agent(model=model)  # a 401 is not retried
     await agent.prompt("one")

@@ -85,6 +85,4 @@ async def test_the_cli_summary_and_show_print_the_cost(loopback, tmp_path):
         done.stdout.decode(),
     )
     shown = await cli([sys.executable, "-m", "trio_agent", "show", str(ledger)])
-    assert re.search(
-        r"usage: 82 input / 17 output tokens; cost \$0\.000018", shown.stdout.decode()
-    )
+    assert re.search(r"usage: 82 input / 17 output tokens; cost \$0\.000018", shown.stdout.decode())

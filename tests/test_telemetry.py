@@ -13,8 +13,8 @@ from helpers import add, call
 
 pytest.importorskip("opentelemetry.sdk")
 
-from otel_helpers import metric_points, otel_sdk, tree
 from opentelemetry.trace import StatusCode
+from otel_helpers import metric_points, otel_sdk, tree
 
 from trio_agent import (
     Agent,
