@@ -349,6 +349,8 @@ PUBLIC = {
         "Workspace",
         "WorkspaceError",
     ],
+    "trio_agent.pricing": ["Price", "check_prices", "cost_of", "priced"],
+    "trio_agent.telemetry": ["CAPTURE_CONTENT_VARIABLE", "configure"],
     "trio_agent.providers": [
         "ConnectionPool",
         "OpenAIResponsesModel",

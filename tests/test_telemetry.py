@@ -354,3 +354,8 @@ async def test_on_when_the_application_sets_a_provider_after_import(sdk):
     exporter, _, _ = sdk
     await Agent(model=ScriptedModel([scripted_response("r1", "hi")])).prompt("go")
     assert len(exporter.get_finished_spans()) == 2
+
+
+def test_configure_takes_a_bool_or_none():
+    with pytest.raises(TypeError, match="capture_content"):
+        configure(capture_content="yes")  # type: ignore[arg-type]

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 import trio
 
-from . import _content
+from ._content import capturing, record_answer, record_request, record_tool
 from ._log import LOOP
 from .messages import AssistantMessage, ToolCall, ToolResultMessage
 from .model import Model, ModelRequest, Usage
@@ -220,7 +220,7 @@ class Observer:
         self.debug = debug
         self.model = model
         self.provider, self.model_name = _model_names(model)
-        self.capture = _content.capturing()
+        self.capture = capturing()
         base: dict[str, Any] = {"gen_ai.provider.name": self.provider}
         if self.model_name is not None:
             base["gen_ai.request.model"] = self.model_name
@@ -284,7 +284,7 @@ class Observer:
         handle.label = f"{request.id} attempt {attempt}"
         handle.enter()
         if self.capture and handle.span is not None:
-            _content.record_request(handle.span, request)
+            record_request(handle.span, request)
         return handle
 
     def end_attempt(
@@ -312,7 +312,7 @@ class Observer:
                         "gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens
                     )
             if self.capture:
-                _content.record_answer(span, message)
+                record_answer(span, message)
         self._measure(elapsed, usage, error)
         if self.debug:
             outcome = (
@@ -364,7 +364,7 @@ class Observer:
         finally:
             error = sys.exc_info()[1]
             if result is not None and self.capture and handle.span is not None:
-                _content.record_tool(handle.span, call, result)
+                record_tool(handle.span, call, result)
             if self.debug:
                 how = "error result" if result is not None and result.is_error else "result"
                 LOOP.debug(
