@@ -117,7 +117,7 @@ async def test_leaving_the_block_while_cancelled_still_ends_the_server():
 
 
 async def test_stderr_goes_to_logging_not_the_terminal(capfd, caplog):
-    caplog.set_level("INFO", "trio_agent.mcp")
+    caplog.set_level("DEBUG", "trio_agent.mcp")
     with trio.fail_after(WAIT):
         async with MCPServerStdio(sys.executable, [DEMO]) as server:
             await run_call(server, "echo", {"text": "to stderr"})

@@ -81,7 +81,7 @@ async def test_is_error_is_an_error_result_the_model_sees():
 
 
 async def test_arguments_are_checked_against_the_schema_before_sending(caplog):
-    caplog.set_level(logging.INFO, "trio_agent.mcp")
+    caplog.set_level(logging.DEBUG, "trio_agent.mcp")
     with trio.fail_after(WAIT):
         async with demo() as server:
             wrong = await run_call(server, "echo", {"text": 5})

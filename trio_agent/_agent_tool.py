@@ -311,9 +311,12 @@ def _settled(messages: tuple[Message, ...]) -> tuple[Message, ...]:
     return messages
 
 
-def _fork(template: Agent, store: SessionStore | None, metadata: dict[str, Any]) -> Agent:
+def _fork(
+    template: Agent, store: SessionStore | None, metadata: dict[str, Any], name: str
+) -> Agent:
     """A new agent with ``template``'s model, tools, options and transcript (as it
-    is now), recording in ``store`` (if any) under a new session id."""
+    is now), recording in ``store`` (if any) under a new session id; named as
+    ``template`` is, else ``name`` (the tool's)."""
     policy = template._policy
     options = {name: getattr(policy, name) for name in POLICY_OPTIONS}
     mode, retries, validator = template._output_options
@@ -329,6 +332,7 @@ def _fork(template: Agent, store: SessionStore | None, metadata: dict[str, Any])
         output_mode=mode,
         output_retries=retries,
         output_validator=validator,
+        name=template.name or name,
         **options,
     )
 
@@ -399,7 +403,7 @@ class _Runner:
 
     async def _run_fresh(self, text: str, context: ToolContext) -> tuple[TurnResult, str | None]:
         parent = {"agent_tool": {"name": self._name, "call_id": context.call.id}}
-        agent = _fork(self._agent, self._store, parent)
+        agent = _fork(self._agent, self._store, parent, self._name)
         try:
             run = agent.turn(text, cancel_scope=_scope(self._max_seconds))
             result = await _watch(run, _Progress(context))

@@ -488,7 +488,7 @@ class MCPServerBase:
             logger.warning("%s: %s", self.label, describe_error(message))
 
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
-        logger.info("%s log (%s): %.2000s", self.label, params.level, params.data)
+        logger.debug("%s log (%s): %.2000s", self.label, params.level, params.data)
 
 
 def _failure_in(exc: BaseException) -> BaseException | None:

@@ -3,7 +3,7 @@
 The server runs in a session (and process group) of its own. Three tasks
 pump its pipes: stdout lines become JSON-RPC messages for the SDK's
 ``ClientSession``, the session's messages are written to stdin, and stderr
-lines go to ``logging`` (logger ``trio_agent.mcp``, level INFO), never to
+lines go to ``logging`` (logger ``trio_agent.mcp``, level DEBUG), never to
 the terminal. When the server exits (or crashes) its stdout ends, the
 session's read stream closes, and every call in flight fails with the SDK's
 ``CONNECTION_CLOSED``.
@@ -182,7 +182,7 @@ class StdioProcess:
             await to_session.aclose()
 
     async def _log_stderr(self, process: trio.Process) -> None:
-        """Each stderr line to ``logging`` at INFO, cut to a bounded length."""
+        """Each stderr line to ``logging`` at DEBUG, cut to a bounded length."""
         assert process.stderr is not None
         buffer = bytearray()
         try:
@@ -201,7 +201,7 @@ class StdioProcess:
     def _stderr_line(self, line: bytes | bytearray) -> None:
         text = bytes(line[:_MAX_STDERR_LINE]).decode(errors="replace").rstrip()
         if text:
-            logger.info("%s stderr: %s", self.label, text)
+            logger.debug("%s stderr: %s", self.label, text)
             self.stderr_tail.append(text[:_TAIL_LINE])
 
     async def stop(self) -> None:

@@ -94,7 +94,9 @@ def validator(schema: dict[str, Any]) -> Validator:
                 return
             errors = sorted(full[0].iter_errors(arguments), key=lambda e: list(e.absolute_path))
         except Exception as exc:  # not a usable schema: the server judges the arguments
-            logger.info("an inputSchema that cannot be used to check arguments: %s", exc)
+            logger.info(
+                "an inputSchema that cannot be used to check arguments: %s", type(exc).__name__
+            )
             full[:] = [None]
             return
         if errors:

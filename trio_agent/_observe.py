@@ -114,13 +114,27 @@ def _instruments() -> _Instruments | None:
     return _made
 
 
-def observer(model: Model, session_id: str | None, turn: int | None) -> Observer | None:
-    """The observer of one turn (or run), or None when nothing observes it."""
-    instruments = _instruments()
+def observer(
+    model: Model, session_id: str | None, turn: int | None, name: str | None = None
+) -> Observer | None:
+    """The observer of one turn (or run), or None when nothing observes it.
+    Tracing never fails a turn: an OpenTelemetry that cannot make our
+    instruments (too old an API, a broken provider) is logged once and left."""
+    global _broken
+    instruments = None
+    if not _broken:
+        try:
+            instruments = _instruments()
+        except Exception as exc:
+            _broken = True
+            LOOP.warning("tracing is off: OpenTelemetry failed (%s)", type(exc).__name__)
     debug = LOOP.isEnabledFor(logging.DEBUG)
     if instruments is None and not debug:
         return None
-    return Observer(instruments, debug, model, session_id, turn)
+    return Observer(instruments, debug, model, session_id, turn, name)
+
+
+_broken = False
 
 
 def _model_names(model: Model) -> tuple[str, str | None]:
@@ -172,10 +186,11 @@ class SpanHandle:
         if span is None:
             return
         if error is not None:
+            # its type or code only: an error's text may quote a message or arguments
             kind = _error_type(error)
             span.set_attribute("error.type", kind)
             status, code = self._observer.instruments.status  # type: ignore[union-attr, misc]
-            span.set_status(status(code.ERROR, kind if isinstance(error, str) else str(error)))
+            span.set_status(status(code.ERROR, kind))
         span.end()
 
 
@@ -205,6 +220,7 @@ class Observer:
         "model",
         "model_name",
         "provider",
+        "step_span",
         "turn_span",
     )
 
@@ -215,6 +231,7 @@ class Observer:
         model: Model,
         session_id: str | None,
         turn: int | None,
+        name: str | None,
     ) -> None:
         self.instruments = instruments
         self.debug = debug
@@ -231,7 +248,11 @@ class Observer:
         attributes = {"gen_ai.operation.name": "invoke_agent", **base}
         if turn is not None:
             attributes["trio_agent.turn"] = turn
-        self.turn_span = self._start("invoke_agent", attributes, None, False)
+        if name is not None:
+            attributes["gen_ai.agent.name"] = name
+        title = "invoke_agent" if name is None else f"invoke_agent {name}"
+        self.turn_span = self._start(title, attributes, None, False)
+        self.step_span: SpanHandle | None = None  # the attempt that answered, last step
 
     def _start(
         self, title: str, attributes: dict[str, Any], parent: SpanHandle | None, client: bool
@@ -313,6 +334,8 @@ class Observer:
                     )
             if self.capture:
                 record_answer(span, message)
+        if answer is not None:
+            self.step_span = handle  # the step's tool calls are its children
         self._measure(elapsed, usage, error)
         if self.debug:
             outcome = (
@@ -355,7 +378,8 @@ class Observer:
         }
         if self.debug:
             LOOP.debug("tool %s call %s started", call.name, call.id)
-        handle = self._start(f"execute_tool {call.name}", attributes, self.turn_span, False)
+        parent = self.step_span or self.turn_span  # none yet: a held call of a past turn
+        handle = self._start(f"execute_tool {call.name}", attributes, parent, False)
         handle.enter()
         result: ToolResultMessage | None = None
         try:
@@ -394,19 +418,22 @@ def _settings_attributes(model: Model, request: ModelRequest) -> dict[str, Any]:
         ("stop", "gen_ai.request.stop_sequences"),
     ):
         value = getattr(given, field, None) if given is not None else None
-        if value is None and own is not None:
+        if (value is None or value == ()) and own is not None:
             value = getattr(own, field, None)
-        if value is not None:
-            out[key] = tuple(value) if isinstance(value, list | tuple) else value
+        if value is None or (isinstance(value, list | tuple) and not value):
+            continue  # unset, or no stops
+        out[key] = tuple(value) if isinstance(value, list | tuple) else value
     return out
 
 
-def start_turn(spec: TurnSpec, session_id: str | None, turn: int | None) -> TurnSpec:
+def start_turn(
+    spec: TurnSpec, session_id: str | None, turn: int | None, name: str | None = None
+) -> TurnSpec:
     """Log the turn's (or the run's) start; with an observer, start its span, make
     it current in this task, and return ``spec`` carrying the observer."""
     if LOOP.isEnabledFor(logging.INFO):
         LOOP.info("%s started", _what(session_id, turn))
-    watching = observer(spec.model, session_id, turn)
+    watching = observer(spec.model, session_id, turn, name)
     if watching is None:
         return spec
     watching.turn_span.enter()

@@ -35,6 +35,7 @@ __all__ = [
     "check_store",
     "check_system",
     "check_tool_execution",
+    "check_agent_name",
     "check_tool_sources",
     "claim_cancel_scope",
     "registry_of",
@@ -273,3 +274,12 @@ def check_metadata(metadata: object) -> dict[str, Any] | None:
     if size > MAX_METADATA_BYTES:
         raise ValueError(f"metadata is {size} bytes as JSON, more than {MAX_METADATA_BYTES}")
     return copy
+
+
+def check_agent_name(name: object) -> str | None:
+    """``Agent(name=)``: None, or a short printable name (1 to 128 characters)."""
+    if name is None:
+        return None
+    if type(name) is not str or not 0 < len(name) <= 128 or not name.isprintable():
+        raise ValueError(f"name must be 1 to 128 printable characters, got {name!r:.140}")
+    return name

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ._approvals import Approvals
-from ._log import SESSION
+from ._log import LEDGER, SESSION
 from .ledger import DerivedSession, Ledger, SessionChangedError, derive
 from .stores import SessionStore
 
@@ -86,4 +86,4 @@ def _log_resume(agent: Any, session_id: str) -> None:
         len(agent.closed_on_resume),
     )
     for warning in agent.resume_warnings:
-        SESSION.info("session %s: %s", session_id, warning)
+        LEDGER.info("session %s: %s", session_id, warning)

@@ -78,7 +78,7 @@ RESUMED_OPTIONS = (
     *("transform_context", "before_tool_call", "after_tool_call", "should_stop_turn"),
     *("compact", "seed", "tool_execution", "max_parallel_tools", "tool_grace_period"),
     *("output_type", "output_mode", "output_retries", "output_validator", "approval"),
-    *("tool_sources", "prices"),
+    *("tool_sources", "prices", "name"),
 )
 """The options ``Agent.resume`` passes on to ``Agent()`` as they are."""
 

@@ -33,7 +33,7 @@ from .events import (
 )
 from .messages import Message, ToolResultMessage, UserMessage, text_from_assistant
 from .model import ModelSettings, Usage
-from .pricing import priced
+from .pricing import priced_turn
 
 if TYPE_CHECKING:
     from .session import Agent
@@ -94,7 +94,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                 await agent._open(self._prompt)
                 emit.attach(agent._ledger)
             turn, taken, repairs = agent._begin_turn(self._prompt, self._scope, emit.next)
-            spec = self._spec = start_turn(spec, agent._session_id, turn)
+            spec = self._spec = start_turn(spec, agent._session_id, turn, agent.name)
             try:
                 with _UNSCOPED if self._scope is None else self._scope:
                     approvals = agent._approvals
@@ -173,7 +173,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             ledger.turn_ended(turn, end, emit.next + emit.owed + 1)
             with trio.CancelScope(shield=True):
                 await ledger.barrier("turn")
-        usage = priced(
+        usage = await priced_turn(
             Usage(
                 input_tokens=state.input_tokens,
                 output_tokens=state.output_tokens,

@@ -416,8 +416,8 @@ class TurnResult(Struct, Generic[OutputT], frozen=True, gc=False, kw_only=True):
     usage: Annotated[
         Usage,
         Meta(
-            description="Input and output tokens the turn's answers reported, summed (the "
-            "cache counts are 0 here)."
+            description="The tokens the turn's answers reported, summed (cache counts "
+            "too), and their cost when prices are known."
         ),
     ]
     messages: Annotated[

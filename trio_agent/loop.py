@@ -37,7 +37,7 @@ from .events import (
 )
 from .limits import MAX_INITIAL_MESSAGES
 from .messages import Message, TranscriptError
-from .model import Model, ModelSettings
+from .model import Model, ModelSettings, Usage
 from .tools import ToolRegistry, ToolSource
 
 __all__ = ["AgentRun", "run_agent_loop"]
@@ -191,9 +191,9 @@ class AgentRun(EventRun[Event, Completed[OutputT] | Cancelled | MaxSteps | Faile
         self._conversation = conversation
         self._invalid = invalid
 
-    async def _end(self, result: RunResult, emit: Emitter) -> None:
+    async def _end(self, result: RunResult, emit: Emitter, state: TurnState | None = None) -> None:
         code = result.code if isinstance(result, Failed) else None
-        usage = getattr(result, "usage", None)
+        usage = None if state is None else Usage(state.input_tokens, state.output_tokens)
         end_turn(self._spec, None, None, result.status, result.steps, usage, code)
         await self._finish(
             result, lambda sequence: RunFinished(sequence=sequence, result=result), emit
@@ -232,17 +232,17 @@ class AgentRun(EventRun[Event, Completed[OutputT] | Cancelled | MaxSteps | Faile
                     code=INTERNAL_ERROR,
                     detail=describe(exc),
                 )
-                await self._end(failed, emit)
+                await self._end(failed, emit, state)
                 raise
             except (trio.Cancelled, BaseExceptionGroup) as exc:
                 if cancelled_from_outside(exc):
                     cancelled = Cancelled(messages=conversation.snapshot(), steps=state.steps)
-                    await self._end(cancelled, emit)
+                    await self._end(cancelled, emit, state)
                 raise
             if outcome is None:  # our own scope caught the cancellation
                 result: RunResult = Cancelled(messages=conversation.snapshot(), steps=state.steps)
             else:
                 result = result_of(outcome, conversation.snapshot(), state.steps, spec.max_steps)
-            await self._end(result, emit)
+            await self._end(result, emit, state)
         finally:
             leave_turn(spec)  # a span end_turn did not end (a bug raised)

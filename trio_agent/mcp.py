@@ -57,7 +57,7 @@ class MCPServerStdio(MCPServerBase):
     ``command`` and ``args`` are run directly (no shell) in a new session, with
     a few safe variables of our environment (``PATH``, ``HOME``, ...) and
     ``env`` over them, in ``cwd``. The server's stderr goes to ``logging``
-    (logger ``trio_agent.mcp``, INFO). Tool names are ``{prefix}_{name}``
+    (logger ``trio_agent.mcp``, DEBUG). Tool names are ``{prefix}_{name}``
     when ``prefix`` is given; ``allow`` keeps only the named server tools,
     ``deny`` drops the named ones. ``progress=False`` makes the tools plain
     (no progress token is sent, no ``tool.updated`` events).

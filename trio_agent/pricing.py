@@ -12,18 +12,22 @@ ones, Anthropic's do not; both are priced as their provider bills them.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import math
+import sys
 import warnings
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Annotated, Any, Final
 
 import msgspec
+import trio
 from msgspec import Meta, Struct
 
 from .model import Usage
 
-__all__ = ["Price", "check_prices", "cost_of", "priced"]
+__all__ = ["Price", "check_prices", "cost_of", "priced", "priced_turn", "warm_up"]
 
 _PER_MTOK: Final = 1_000_000
 
@@ -50,14 +54,16 @@ def check_prices(prices: object) -> dict[str, Price] | None:
     for name, price in prices.items():
         if type(name) is not str or not name:
             raise TypeError(f"prices: a model name must be a non-empty str, got {name!r}")
-        if isinstance(price, Mapping):
-            try:
-                price = msgspec.convert(price, Price)
-            except msgspec.ValidationError as exc:
-                raise ValueError(f"prices[{name!r}]: {exc}") from None
-        if not isinstance(price, Price):
+        if isinstance(price, Price):
+            price = msgspec.structs.asdict(price)  # checked as given: Price() checks nothing
+        if not isinstance(price, Mapping):
             raise TypeError(f"prices[{name!r}] must be a Price, got {price!r:.80}")
-        if not all(math.isfinite(v) for v in (price.input, price.output)):
+        try:
+            price = msgspec.convert(price, Price)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"prices[{name!r}]: {exc}") from None
+        rates = (price.input, price.output, price.cache_read, price.cache_write)
+        if not all(rate is None or math.isfinite(rate) for rate in rates):
             raise ValueError(f"prices[{name!r}] must be finite numbers")
         checked[name] = price
     return checked
@@ -88,42 +94,82 @@ def _cost(price: Price, usage: Usage, provider: str) -> float:
     return fresh * price.input + read * read_price + write * write_price + output * price.output
 
 
-_looked_up: dict[tuple[str, str], Price | None] = {}
+_TIERED: Final = "tiered"
+"""A model genai-prices prices in tiers (by the request's size): priced per call."""
+_looked_up: dict[tuple[str, str], Price | str | None] = {}
 
 
-def _from_genai_prices(model: str, provider: str) -> Price | None:
-    """The package's price of ``model`` as a flat ``Price`` (looked up once per
-    model); None when it is not installed, does not know the model, or prices
-    it in tiers."""
+def _genai_prices() -> Any:
+    """The genai-prices module if it is imported already (``warm_up`` imports it,
+    in a thread), else None: never imported on the trio thread by a turn."""
+    return sys.modules.get("genai_prices")
+
+
+def _genai_usage(genai: Any, usage: Usage, provider: str) -> Any:
+    """``usage`` in genai-prices' terms: its ``input_tokens`` include the cached."""
+    extra = usage.cache_read_tokens + usage.cache_write_tokens if provider == "anthropic" else 0
+    return genai.Usage(
+        input_tokens=usage.input_tokens + extra,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+    )
+
+
+def _rate(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float | Decimal) else None
+
+
+def _from_genai_prices(genai: Any, model: str, provider: str) -> Price | str | None:
+    """The package's price of ``model``: a flat ``Price`` (looked up once per
+    model), ``_TIERED`` when it prices by tiers, None when it does not know it."""
     key = (provider, model)
     if key in _looked_up:
         return _looked_up[key]
-    price: Price | None = None
-    try:
-        import genai_prices  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        _looked_up[key] = None
-        return None
+    found: Price | str | None = None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            found: Any = genai_prices.calc_price(
-                genai_prices.Usage(input_tokens=1), model, provider_id=provider or None
+            price = genai.calc_price(
+                genai.Usage(input_tokens=1), model, provider_id=provider or None
             ).model_price
-        rates = [getattr(found, f, None) for f in ("input_mtok", "output_mtok", "cache_read_mtok")]
-        flat = all(r is None or isinstance(r, int | float | Decimal) for r in rates)
-        if flat and rates[0] is not None and rates[1] is not None:
-            price = Price(
-                input=float(rates[0]) / _PER_MTOK,
-                output=float(rates[1]) / _PER_MTOK,
-                cache_read=None if rates[2] is None else float(rates[2]) / _PER_MTOK,
+        names = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")
+        given = [getattr(price, name, None) for name in names]
+        rates = [_rate(value) for value in given]
+        if any(
+            value is not None and rate is None for value, rate in zip(given, rates, strict=True)
+        ):
+            found = _TIERED
+        elif rates[0] is not None and rates[1] is not None:
+            read, write = rates[2], rates[3]
+            found = Price(
+                input=rates[0] / _PER_MTOK,
+                output=rates[1] / _PER_MTOK,
+                cache_read=None if read is None else read / _PER_MTOK,
+                cache_write=None if write is None else write / _PER_MTOK,
             )
-    except (LookupError, ValueError, TypeError, AttributeError):
-        price = None
+    except (LookupError, ValueError, TypeError, AttributeError, ArithmeticError):
+        found = None
     if len(_looked_up) > 1000:
         _looked_up.clear()
-    _looked_up[key] = price
-    return price
+    _looked_up[key] = found
+    return found
+
+
+async def warm_up() -> None:
+    """Import genai-prices in a worker thread, once, if it is installed (its
+    import takes a few hundred milliseconds: not on the trio thread).
+    Cancellation: it finishes (shielded, once per process)."""
+    global _warmed
+    if _warmed:
+        return
+    _warmed = True
+    if _genai_prices() is None and importlib.util.find_spec("genai_prices") is not None:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(importlib.import_module, "genai_prices")
+
+
+_warmed = False
 
 
 def _names(model: object, provider: str | None) -> tuple[str | None, str]:
@@ -149,13 +195,33 @@ def cost_of(
     name, provider = _names(model, provider)
     if name is None:
         return None
-    price = None if prices is None else prices.get(name)
-    if price is None:
-        price = _from_genai_prices(name, provider)
-    return None if price is None else _cost(price, usage, provider)
+    price: Price | str | None = None if prices is None else prices.get(name)
+    genai = _genai_prices() if price is None else None
+    if genai is not None:
+        price = _from_genai_prices(genai, name, provider)
+        if price == _TIERED:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    total = genai.calc_price(
+                        _genai_usage(genai, usage, provider), name, provider_id=provider or None
+                    ).total_price
+            except (LookupError, ValueError, TypeError, AttributeError, ArithmeticError):
+                return None
+            return float(total)
+    return None if not isinstance(price, Price) else _cost(price, usage, provider)
 
 
 def priced(usage: Usage, model: object, prices: Mapping[str, Price] | None = None) -> Usage:
     """``usage`` with its ``cost`` set when it can be known."""
     cost = cost_of(usage, model, prices)
     return usage if cost is None else msgspec.structs.replace(usage, cost=cost)
+
+
+async def priced_turn(
+    usage: Usage, model: object, prices: Mapping[str, Price] | None = None
+) -> Usage:
+    """``priced``, for a turn: genai-prices imported in a thread first (once)."""
+    if not _warmed and _names(model, None)[0] is not None:
+        await warm_up()
+    return priced(usage, model, prices)

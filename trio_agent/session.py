@@ -22,6 +22,7 @@ from ._agent_tool import agent_tool
 from ._approvals import ApprovalPolicy, Approvals, decide
 from ._errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
 from ._options import (
+    check_agent_name,
     check_cancel_scope,
     check_int,
     check_messages_and_model,
@@ -62,9 +63,7 @@ from ._session_hooks import block as block
 from ._settings import check_run_settings, check_settings, merge_settings
 from ._transcript import Conversation
 from ._turn_run import TurnRun as TurnRun
-from .events import (
-    TurnResult,
-)
+from .events import TurnResult
 from .ledger import (
     FsyncPolicy,
     Ledger,
@@ -124,7 +123,8 @@ class Agent:
     str keys, at most 64 KiB; never a secret), read back as ``agent.metadata``,
     or before resuming as ``derive((await store.load(id)).records).metadata``.
     ``prices`` (model name to ``pricing.Price``) sets each ``TurnResult``'s
-    ``usage.cost`` (else the ``genai-prices`` package does, when installed).
+    ``usage.cost`` (else the ``genai-prices`` package does, when installed);
+    ``name`` names the agent in traces (``invoke_agent {name}``).
 
     Hooks (each an optional async callable): ``transform_context(messages)``
     returns the messages to send (the transcript itself is unchanged);
@@ -158,6 +158,7 @@ class Agent:
         "_tools",
         "_turns",
         "closed_on_resume",
+        "name",
         "resume_warnings",
     )
 
@@ -199,8 +200,10 @@ class Agent:
         approval: ApprovalPolicy | None = None,
         tool_sources: Sequence[ToolSource] = (),
         prices: Mapping[str, Price] | None = None,
+        name: str | None = None,
     ) -> None:
         check_messages_and_model(messages, model)
+        self.name = check_agent_name(name)
         self._sources = check_tool_sources(tool_sources)
         self._approvals = Approvals()
         self._output_options = (output_mode, output_retries, output_validator)
@@ -337,6 +340,7 @@ class Agent:
         approval: ApprovalPolicy | None = None,
         tool_sources: Sequence[ToolSource] = (),
         prices: Mapping[str, Price] | None = None,
+        name: str | None = None,
     ) -> Agent:
         """Rebuild a recorded session, from its ledger, to go on with it.
 

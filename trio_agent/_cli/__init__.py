@@ -14,10 +14,11 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from ._commands import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from ._parser import UsageError, build_parser
+from ._parser import Parsers, UsageError, build_parser
 
 __all__ = ["main"]
 
@@ -59,16 +60,25 @@ def _unwrapped(command: Callable[[argparse.Namespace], int], args: argparse.Name
         raise leaf from leaf.__cause__  # its own cause, not the wrapping
 
 
-def _verbose(level: int) -> None:
+@contextmanager
+def _verbose(level: int) -> Iterator[None]:
     """``-v``/``-vv``: the library's loggers to stderr at INFO/DEBUG (named, one
-    line each); without them nothing is logged."""
+    line each) while the command runs; without them nothing is logged. The
+    handler and the level are taken back after (``main`` may be called again)."""
     if not level:
+        yield
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
     root = logging.getLogger("trio_agent")
+    before = root.level
     root.addHandler(handler)
     root.setLevel(logging.INFO if level == 1 else logging.DEBUG)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(before)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,7 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parsers = build_parser(__version__)
     args = parsers.main.parse_args(argv)  # a usage error exits 2 here
-    _verbose(args.verbose)
+    with _verbose(args.verbose + args.verbose_before):
+        return _run(parsers, args)
+
+
+def _run(parsers: Parsers, args: argparse.Namespace) -> int:
     try:
         return _unwrapped(_command(args.command), args)
     except UsageError as exc:

@@ -326,6 +326,14 @@ def build_parser(version: str) -> Parsers:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     main.add_argument("--version", action="version", version=f"trio-agent {version}")
+    main.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbose_before",
+        action="count",
+        default=0,
+        help="as a command's -v: log INFO (-v) or DEBUG (-vv) to stderr",
+    )
     sub = main.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands: dict[str, argparse.ArgumentParser] = {}
 

@@ -94,6 +94,10 @@ def _cost(usage: Usage, metadata: Mapping[str, Any] | None) -> float | None:
     if not isinstance(config, Mapping) or not isinstance(config.get("model"), str):
         return None
     provider = str(config.get("provider") or "").removesuffix("-responses")
+    try:
+        import genai_prices  # noqa: F401  # imported for cost_of, when installed
+    except ImportError:
+        pass
     return cost_of(usage, config["model"], provider=provider)
 
 
