@@ -409,13 +409,17 @@ def build_parser(version: str) -> Parsers:
     )
 
     _decision_commands(command)
+    _reading_commands(command)
+    return Parsers(main, commands)
 
+
+def _reading_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``show`` and ``schema``: commands that read and print."""
     show = command("show", "show a recorded session: its configuration, turns, calls, usage")
     show.add_argument("ledger", metavar="FILE.jsonl", help="the session's ledger")
     show.add_argument(
         "--json", action="store_true", help="print the records as JSON lines (default: off)"
     )
-
     schema = command("schema", "print the JSON Schema of the --json lines")
     schema.add_argument(
         "--kind",
@@ -423,4 +427,3 @@ def build_parser(version: str) -> Parsers:
         default="all",
         help="events (demo, run, resume), records (show) or both (default: all)",
     )
-    return Parsers(main, commands)
