@@ -19,3 +19,47 @@ async def loopback():
         await nursery.start(server.serve)
         yield server
         nursery.cancel_scope.cancel()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL cluster for the whole run (unix socket only),
+    started on first use and removed at the end (tests/pg_cluster.py)."""
+    from pg_cluster import Cluster
+
+    cluster = Cluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_store(pg_cluster):
+    """A ``PostgresStore`` of its own for one test: a fresh schema in the cluster."""
+    import uuid
+
+    from trio_agent.stores import PostgresStore
+
+    made = []
+
+    def make(**options):
+        options.setdefault("schema", f"t_{uuid.uuid4().hex[:16]}")
+        made.append(PostgresStore(pg_cluster.dsn, **options))
+        return made[-1]
+
+    yield make
+    for store in made:
+        store.close()
+
+
+@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
+def ledger_store(request, tmp_path):
+    """Each session store in turn, empty: the conformance tests run on all three."""
+    from trio_agent.stores import JsonlStore, SqliteStore
+
+    if request.param == "jsonl":
+        return JsonlStore(tmp_path)
+    if request.param == "sqlite":
+        return SqliteStore(tmp_path / "sessions.db")
+    return request.getfixturevalue("pg_store")()

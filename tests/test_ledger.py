@@ -18,7 +18,6 @@ from trio_agent import (
     JsonlStore,
     LedgerCorruptError,
     LedgerError,
-    SqliteStore,
     ToolRegistry,
     TurnCompleted,
     TurnInterrupted,
@@ -54,11 +53,9 @@ def two_step_script(prefix: str = "r"):
     ]
 
 
-@pytest.fixture(params=["jsonl", "sqlite"])
-def store(request, tmp_path):
-    if request.param == "jsonl":
-        return JsonlStore(tmp_path)
-    return SqliteStore(tmp_path / "sessions.db")
+@pytest.fixture
+def store(ledger_store):
+    return ledger_store
 
 
 def recording_agent(store, fsync: str = "step") -> Agent:

@@ -59,11 +59,9 @@ from trio_agent.stores._fsync import MAX_FSYNC_THREADS
 from trio_agent.testing import ScriptedModel, scripted_response
 
 
-@pytest.fixture(params=["jsonl", "sqlite"])
-def store(request, tmp_path):
-    if request.param == "jsonl":
-        return JsonlStore(tmp_path)
-    return SqliteStore(tmp_path / "sessions.db")
+@pytest.fixture
+def store(ledger_store):
+    return ledger_store
 
 
 def sums(prefix: str = "r", usage: Usage | None = None):

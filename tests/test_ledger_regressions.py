@@ -41,9 +41,9 @@ def script():
     ]
 
 
-@pytest.fixture(params=["jsonl", "sqlite"])
-def store(request, tmp_path):
-    return JsonlStore(tmp_path) if request.param == "jsonl" else SqliteStore(tmp_path / "s.db")
+@pytest.fixture
+def store(ledger_store):
+    return ledger_store
 
 
 async def test_a_turn_cancelled_at_any_checkpoint_leaves_a_ledger_that_derives_and_resumes(

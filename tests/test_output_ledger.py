@@ -50,11 +50,9 @@ def answer(rid: str, cid: str, arguments: dict[str, Any]) -> Any:
     return scripted_response(rid, [ToolCall(cid, OUTPUT_TOOL_NAME, arguments)])
 
 
-@pytest.fixture(params=["jsonl", "sqlite"])
-def store(request, tmp_path):
-    if request.param == "jsonl":
-        return JsonlStore(tmp_path)
-    return SqliteStore(tmp_path / "sessions.db")
+@pytest.fixture
+def store(ledger_store):
+    return ledger_store
 
 
 def typed_agent(store, script: list[Any], **options: Any) -> Agent:

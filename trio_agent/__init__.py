@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .ledger import TOOL_CANCELLED as TOOL_CANCELLED
     from .ledger import TOOL_NOT_STARTED as TOOL_NOT_STARTED
     from .ledger import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
+    from .ledger import LeaseLostError as LeaseLostError
     from .ledger import Ledger as Ledger
     from .ledger import LedgerCorruptError as LedgerCorruptError
     from .ledger import LedgerError as LedgerError
@@ -141,6 +142,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .session import truncate_text as truncate_text
     from .stores import JsonlStore as JsonlStore
     from .stores import LoadedSession as LoadedSession
+    from .stores import PostgresStore as PostgresStore
     from .stores import SessionStore as SessionStore
     from .stores import SqliteStore as SqliteStore
     from .tools import REJECTED_ARGUMENTS as REJECTED_ARGUMENTS
@@ -212,6 +214,7 @@ _EXPORTS: dict[str, str] = {
     "LedgerError": "ledger",
     "SessionChangedError": "ledger",
     "SessionExistsError": "ledger",
+    "LeaseLostError": "ledger",
     "SessionLockedError": "ledger",
     "TOOL_CANCELLED": "ledger",
     "TOOL_NOT_STARTED": "ledger",
@@ -288,6 +291,7 @@ _EXPORTS: dict[str, str] = {
     "JsonlStore": "stores",
     "LoadedSession": "stores",
     "SessionStore": "stores",
+    "PostgresStore": "stores",
     "SqliteStore": "stores",
     "REJECTED_ARGUMENTS": "tools",
     "FatalToolError": "tools",
@@ -383,8 +387,10 @@ __all__ = [
     "SessionChangedError",
     "SessionEvent",
     "SessionExistsError",
+    "LeaseLostError",
     "SessionLockedError",
     "SessionStore",
+    "PostgresStore",
     "SqliteStore",
     "StepError",
     "StepFailure",

@@ -47,6 +47,7 @@ __all__ = [
     "record_decoder",
     "record_encoder",
     "session_exists",
+    "LeaseLostError",
 ]
 
 FORMAT_VERSION: Final = 1
@@ -62,6 +63,11 @@ class LedgerCorruptError(LedgerError):
 
 class SessionLockedError(LedgerError):
     """The session already has a writer (in this process or another); the message names it."""
+
+
+class LeaseLostError(LedgerError):
+    """The writer's hold on its session (a PostgreSQL lease) was taken over by
+    another writer: it wrote nothing, and writes nothing more."""
 
 
 class SessionChangedError(LedgerError):

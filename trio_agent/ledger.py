@@ -36,6 +36,7 @@ from ._records import ApprovalRequestedRecord as ApprovalRequestedRecord
 from ._records import AttemptFailedRecord as AttemptFailedRecord
 from ._records import CompactedRecord as CompactedRecord
 from ._records import EventsReservedRecord as EventsReservedRecord
+from ._records import LeaseLostError as LeaseLostError
 from ._records import LedgerCorruptError as LedgerCorruptError
 from ._records import LedgerError as LedgerError
 from ._records import MessageRecord as MessageRecord
@@ -85,6 +86,7 @@ __all__ = [
     "OutputRecord",
     "PendingLedger",
     "Record",
+    "LeaseLostError",
     "SessionChangedError",
     "SessionClosedRecord",
     "SessionExistsError",

@@ -13,6 +13,14 @@ from ._base import LoadedSession as LoadedSession
 from ._base import SessionStore as SessionStore
 from ._base import parse_jsonl as parse_jsonl
 from ._jsonl import JsonlStore as JsonlStore
+from ._postgres import PostgresStore as PostgresStore
 from ._sqlite import SqliteStore as SqliteStore
 
-__all__ = ["JsonlStore", "LoadedSession", "SessionStore", "SqliteStore", "parse_jsonl"]
+__all__ = [
+    "JsonlStore",
+    "LoadedSession",
+    "PostgresStore",
+    "SessionStore",
+    "SqliteStore",
+    "parse_jsonl",
+]

@@ -12,7 +12,14 @@ import msgspec
 from ..ledger import LedgerCorruptError, LedgerError, Record, SessionWriter, record_decoder
 from ._lock import WriterLock
 
-__all__ = ["LoadedSession", "SessionStore", "WriterState", "check_session_id", "parse_jsonl"]
+__all__ = [
+    "Hold",
+    "LoadedSession",
+    "SessionStore",
+    "WriterState",
+    "check_session_id",
+    "parse_jsonl",
+]
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
 
@@ -110,6 +117,12 @@ def parse_jsonl(session_id: str, data: bytes) -> LoadedSession:
     return LoadedSession(session_id, tuple(records), tuple(warnings), valid, size, data[valid:])
 
 
+class Hold(Protocol):
+    """What keeps other writers out while a writer is open: a file lock, a lease."""
+
+    def release(self) -> None: ...
+
+
 @final
 class WriterState:
     """Whether a writer may write: open, broken by a failure, or closed.
@@ -122,7 +135,7 @@ class WriterState:
 
     __slots__ = ("closed", "failure", "lock", "session_id", "usable")
 
-    def __init__(self, session_id: str, lock: WriterLock) -> None:
+    def __init__(self, session_id: str, lock: WriterLock | Hold) -> None:
         self.session_id = session_id
         self.lock = lock
         self.failure: LedgerError | None = None
@@ -131,8 +144,8 @@ class WriterState:
 
     def check(self) -> None:
         """Raise ``LedgerError`` unless the writer is open."""
-        if self.failure is not None:
-            raise LedgerError(
+        if self.failure is not None:  # of the failure's kind (a LeaseLostError stays one)
+            raise type(self.failure)(
                 f"session {self.session_id!r}: the ledger writer stopped after a failed "
                 f"write ({self.failure}); it writes nothing more: resume the session to go on"
             ) from self.failure
