@@ -63,8 +63,17 @@ class Cluster:
             f"-k {self.socket} -c listen_addresses='' -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         )
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-w", "-l",
-                  str(self.base / "log"), "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-w",
+            "-l",
+            str(self.base / "log"),
+            "start",
+        )
         return self
 
     def stop(self) -> None:

@@ -421,3 +421,39 @@ async def test_step_start_records_count_requests(store):
         "request-001",
         "request-002",
     ]
+
+
+async def test_a_tool_call_is_stored_before_the_tool_runs_in_every_store(store):
+    # the ledger's rule, whatever the store batches (PostgreSQL stores per step):
+    # a crash while a tool runs leaves its tool/call record, so a resume never
+    # dispatches it again unknowingly
+    seen: list[str] = []
+
+    @tool
+    async def probe(call_id: str) -> str:
+        """Looks at the ledger from inside the call (told its own id)."""
+        session = seen[0]
+        records = (await store.load(session)).records
+        stored = [r.call_id for r in records if type(r).kind == "tool/call"]
+        return "stored" if call_id in stored else f"missing from {stored}"
+
+    for execution in ("sequential", "parallel"):
+        seen[:] = [f"s-{execution}"]
+        script = [
+            scripted_response(
+                "r1",
+                [call("probe", "p1", {"call_id": "p1"}), call("probe", "p2", {"call_id": "p2"})],
+            ),
+            scripted_response("r2", "done"),
+        ]
+        agent = Agent(
+            model=ScriptedModel(script),
+            tools=ToolRegistry([probe]),
+            store=store,
+            session_id=seen[0],
+            tool_execution=execution,
+        )
+        result = await agent.prompt("look")
+        await agent.aclose()
+        results = [m.content for m in result.messages if m.role == "tool_result"]
+        assert results == ["stored", "stored"], execution

@@ -134,3 +134,34 @@ async def test_the_tools_and_turns_of_a_session_round_trip(pg_store):
     await agent.aclose()
     derived = derive((await store.load(agent.session_id)).records)
     assert [m.id for m in derived.messages] == [m.id for m in result.messages]
+
+
+async def flushes_of_a_turn(store, monkeypatch) -> int:
+    """How many transactions a turn of 6 tool calls and its close take."""
+    from helpers import call
+
+    flushes = []
+    insert = store.insert
+    monkeypatch.setattr(store, "insert", lambda *args: (flushes.append(1), insert(*args))[1])
+    calls = [call("add", f"c{n}", {"left": n, "right": 1}) for n in range(6)]
+    script = [scripted_response("r1", calls), scripted_response("r2", "done")]
+    agent = Agent(
+        model=ScriptedModel(script),
+        tools=ToolRegistry([add]),
+        store=store,
+        tool_execution="parallel",
+    )
+    await agent.prompt("add")
+    await agent.aclose()
+    return len(flushes)
+
+
+async def test_records_are_stored_per_step_not_per_event(pg_store, monkeypatch):
+    from trio_agent.stores import _postgres
+
+    batched = await flushes_of_a_turn(pg_store(), monkeypatch)
+    monkeypatch.setattr(_postgres._PostgresWriter, "flush_per_event", True)
+    per_event = await flushes_of_a_turn(pg_store(), monkeypatch)
+    # per event: each tool's result is a transaction of its own; per step, they
+    # go together at the step's end (the calls are still stored before they run)
+    assert batched <= per_event - 5, (batched, per_event)

@@ -102,6 +102,8 @@ async def _start(call: ToolCall, conversation: Conversation, emit: Emitter, disp
     if journal is not None:
         journal.tool_call(call)  # recorded before it can be dispatched
     try:
+        if journal is not None:
+            await journal.barrier("event")  # and stored, whatever the store
         await emit(ToolStarted(sequence=emit.next, call=call))
     except trio.Cancelled:
         if journal is not None:

@@ -228,7 +228,15 @@ class Ledger:
     was not asked to: fsyncs run in a shared pool, many records at a time.
     """
 
-    __slots__ = ("_event_durable", "_open_turn", "_reserved", "_seq", "_step_durable", "_writer")
+    __slots__ = (
+        "_event_durable",
+        "_event_flush",
+        "_open_turn",
+        "_reserved",
+        "_seq",
+        "_step_durable",
+        "_writer",
+    )
 
     def __init__(
         self,
@@ -242,6 +250,9 @@ class Ledger:
         self._seq = next_seq
         self._event_durable = fsync == "always"
         self._step_durable = fsync != "never"
+        # a store whose every flush is a round trip (PostgreSQL) stores per step, and
+        # before the model or a tool acts (``barrier``), not before every event
+        self._event_flush = getattr(writer, "flush_per_event", True) or self._event_durable
         self._reserved = reserved  # event sequences below this may be sent
         self._open_turn: int | None = None
 
@@ -464,7 +475,9 @@ class Ledger:
             until = sequence + SEQUENCE_BLOCK
             self._write(EventsReservedRecord(seq=self._seq, until=until))
             self._reserved = until  # after the record: never counted reserved unwritten
-        await self._writer.flush(self._event_durable)
+            await self._writer.flush(self._event_durable)  # stored before it is sent
+        elif self._event_flush:
+            await self._writer.flush(self._event_durable)
 
     async def barrier(self, point: Literal["event", "step", "turn"]) -> None:
         """Wait until the records so far are as durable as the policy asks at ``point``."""

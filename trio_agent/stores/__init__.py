@@ -1,12 +1,14 @@
-"""Where session ledgers live: a JSONL file per session (the default), or SQLite.
+"""Where session ledgers live: a JSONL file per session (the default), SQLite,
+or PostgreSQL.
 
-Both write records in order and load them back checked, and both give a
-session one writer at a time: the writer holds an flock (released by the
-kernel when its process dies, kill -9 included), and a second one is
-refused at once with ``SessionLockedError`` naming the holder. Writing
-never blocks the trio thread on a disk flush: JSONL writes each line to the
-OS inline and fsyncs in a small shared thread pool (group commit); SQLite
-runs ``sqlite3`` in a worker thread.
+All write records in order and load them back checked, and all give a
+session one writer at a time: for JSONL and SQLite the writer holds an flock
+(released by the kernel when its process dies, kill -9 included); for
+PostgreSQL a lease whose epoch fences every write (``LeaseLostError``). A
+second writer is refused at once with ``SessionLockedError`` naming the
+holder. Writing never blocks the trio thread: JSONL writes each line to the
+OS inline and fsyncs in a small shared thread pool (group commit); SQLite and
+PostgreSQL run their drivers in worker threads.
 """
 
 from ._base import LoadedSession as LoadedSession

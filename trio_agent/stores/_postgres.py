@@ -93,7 +93,13 @@ class _Lease:
 
 @final
 class _PostgresWriter:
-    """Buffers records; ``flush`` stores them in one fenced transaction."""
+    """Buffers records; ``flush`` stores them in one fenced transaction.
+
+    A flush is a round trip to the server, so the ledger does not flush before
+    every event (``flush_per_event``): records are stored per step, and before
+    the model is asked or a tool is dispatched, as the ledger's rule wants."""
+
+    flush_per_event = False
 
     def __init__(self, store: PostgresStore, session_id: str, next_seq: int, lease: _Lease) -> None:
         self._store = store
