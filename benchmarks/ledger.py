@@ -1,7 +1,10 @@
 """What the session ledger costs: records per second under each fsync policy, and
 the time it adds per step of a session, against the same session kept in memory.
 
-Run: ``python benchmarks/ledger.py`` (writes to a temporary directory).
+Run: ``python benchmarks/ledger.py`` (writes to a temporary directory);
+``--postgres`` also measures ``PostgresStore`` on a throwaway local cluster
+(tests/pg_cluster.py: unix socket, fsync off, so the figures are the store's
+and the round trips', not a disk's).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 import trio
 from _scenario import STEPS, add, script
 
-from trio_agent import Agent, JsonlStore, Ledger, SqliteStore, ToolRegistry
+from trio_agent import Agent, JsonlStore, Ledger, PostgresStore, SqliteStore, ToolRegistry
 from trio_agent.testing import ScriptedModel
 
 RECORDS = 2000
@@ -124,12 +127,15 @@ async def session_seconds(store, policy: str | None, name: str) -> tuple[float, 
     return elapsed, created - start
 
 
-async def main(rounds: int) -> None:
+async def main(rounds: int, postgres: str | None) -> None:
     directory = Path(tempfile.mkdtemp(prefix="trio-agent-bench-"))
     jsonl = JsonlStore(directory)
     sqlite = SqliteStore(directory / "bench.db")
+    stores: list[tuple[str, object]] = [("jsonl", jsonl), ("sqlite", sqlite)]
+    if postgres is not None:
+        stores.append(("postgr", PostgresStore(postgres, schema="bench")))
     print(f"records/s ({RECORDS} records, medians of {rounds})")
-    for label, store in (("jsonl", jsonl), ("sqlite", sqlite)):
+    for label, store in stores:
         for policy in ("never", "step", "always"):
             for writers in (1, 32):
                 rates = [
@@ -158,7 +164,7 @@ async def main(rounds: int) -> None:
         f"{statistics.median(m[0] for m in many):10,.0f} records/s, "
         f"at most {max(m[1] for m in many)} threads alive"
     )
-    for label, store in (("jsonl", jsonl), ("sqlite", sqlite)):
+    for label, store in stores:
         cost = statistics.median(
             [await create_and_close_seconds(store, f"c-{label}-{r}") for r in range(rounds)]
         )
@@ -173,7 +179,7 @@ async def main(rounds: int) -> None:
         f"  in memory (no ledger):  {base / STEPS * 1e6:8.1f} us/step"
         f"  (Agent() and async with: {statistics.median(r[1] for r in runs) * 1e6:6.1f} us)"
     )
-    for label, store in (("jsonl", jsonl), ("sqlite", sqlite)):
+    for label, store in stores:
         for policy in ("never", "step", "always"):
             runs = [
                 await session_seconds(store, policy, f"s-{label}-{policy}-{r}")
@@ -192,4 +198,18 @@ async def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    trio.run(main, parser.parse_args().rounds)
+    parser.add_argument("--postgres", action="store_true", help="measure PostgresStore too")
+    args = parser.parse_args()
+    if not args.postgres:
+        trio.run(main, args.rounds, None)
+    else:
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from pg_cluster import Cluster
+
+        cluster = Cluster().start()
+        try:
+            trio.run(main, args.rounds, cluster.dsn)
+        finally:
+            cluster.stop()

@@ -37,7 +37,13 @@ async def test_a_writer_paused_past_its_lease_loses_it_and_writes_nothing(pg_sto
         await first.prompt(UserMessage("u1", "one"))
         with pytest.raises(SessionLockedError, match="'worker-a' holds the lease"):
             await Agent.resume(second_store, "s1", model=ScriptedModel([]))
-        time.sleep(0.6)  # noqa: ASYNC251  # worker-a is paused (a GC pause, a lost network)
+
+        # worker-a is cut off (its heartbeat cannot reach the server) and paused
+        def unreachable(*args):
+            raise LedgerError("the network is down")
+
+        first_store.renew = unreachable
+        time.sleep(0.6)  # noqa: ASYNC251  # past its lease
         second = await Agent.resume(second_store, "s1", model=ScriptedModel(answers("b")))
         await second.prompt(UserMessage("u2", "two"))
         with pytest.raises(LeaseLostError, match="taken over"):
@@ -87,7 +93,7 @@ async def test_every_database_failure_is_a_ledger_error_without_the_password(tmp
     with pytest.raises(LedgerError, match="cannot take the new session") as caught:
         async with agent:
             pass
-    assert "hunter2" not in str(caught.value) and "password=***" in str(caught.value)
+    assert "hunter2" not in str(caught.value) and "nobody" in str(caught.value)
     with pytest.raises(LedgerError, match="cannot load session"):
         await store.load("s1")
 
@@ -165,3 +171,97 @@ async def test_records_are_stored_per_step_not_per_event(pg_store, monkeypatch):
     # per event: each tool's result is a transaction of its own; per step, they
     # go together at the step's end (the calls are still stored before they run)
     assert batched <= per_event - 5, (batched, per_event)
+
+
+async def test_a_busy_writer_keeps_its_lease_by_its_heartbeat(pg_store):
+    # a tool that runs longer than the lease: the heartbeat renews it meanwhile
+    from helpers import call
+
+    from trio_agent import tool
+
+    store = pg_store(lease_seconds=0.6, holder="worker-a")
+    other = PostgresStore(store._dsn, schema=store.schema, holder="worker-b")
+    refused = []
+
+    @tool
+    async def slow() -> str:
+        """Takes a while, and looks whether another worker can take the session."""
+        for _ in range(4):
+            await trio.sleep(0.4)
+            try:
+                await Agent.resume(other, "s1", model=ScriptedModel([]))
+            except SessionLockedError:
+                refused.append(1)
+        return "done"
+
+    script = [scripted_response("r1", [call("slow", "c1", {})]), scripted_response("r2", "ok")]
+    agent = Agent(
+        model=ScriptedModel(script), tools=ToolRegistry([slow]), store=store, session_id="s1"
+    )
+    try:
+        result = await agent.prompt("go")
+        await agent.aclose()
+    finally:
+        other.close()
+    assert result.end.reason == "completed" and len(refused) == 4
+
+
+async def test_a_failed_writer_lets_its_lease_go(pg_store, monkeypatch):
+    store = pg_store(holder="worker-a")
+    agent = Agent(model=ScriptedModel(answers("a")), store=store, session_id="s1")
+    await agent.prompt("one")
+
+    def broken(*args):
+        raise LedgerError("the disk is full")
+
+    monkeypatch.setattr(store, "insert", broken)
+    with pytest.raises(LedgerError):
+        await agent.prompt("two")
+    monkeypatch.undo()
+    with trio.fail_after(5):
+        while True:  # the heartbeat's thread frees it (a moment)
+            try:
+                resumed = await Agent.resume(store, "s1", model=ScriptedModel([]))
+                break
+            except SessionLockedError:
+                await trio.sleep(0.05)
+    await resumed.aclose()
+
+
+def test_the_dsn_is_checked_and_never_quoted(tmp_path):
+    with pytest.raises(ValueError, match="not a valid") as caught:
+        PostgresStore("postgresql://app:s3cr%zzET@localhost/db")
+    assert "s3cr" not in str(caught.value)
+    store = PostgresStore("postgresql://app:hunter2@localhost:5433/db")
+    assert "hunter2" not in repr(store) and "5433" in repr(store)
+
+
+async def test_a_reserved_word_is_a_usable_schema_name(pg_store):
+    store = pg_store(schema="user")
+    async with Agent(model=ScriptedModel([]), store=store, session_id="s1"):
+        pass
+    assert (await store.load("s1")).records
+
+
+async def test_an_application_role_without_create_privileges_can_use_the_store(pg_store):
+    import psycopg
+
+    owner = pg_store()  # the migration role (here the superuser) makes the schema
+    async with Agent(model=ScriptedModel([]), store=owner, session_id="setup"):
+        pass
+    role = f"app_{owner.schema}"
+    with psycopg.connect(owner._dsn, autocommit=True) as connection:
+        connection.execute(f"CREATE ROLE {role} LOGIN")
+        connection.execute("REVOKE CREATE ON DATABASE postgres FROM PUBLIC")
+        connection.execute(f'GRANT USAGE ON SCHEMA "{owner.schema}" TO {role}')
+        connection.execute(
+            f'GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "{owner.schema}" TO {role}'
+        )
+    app = PostgresStore(owner._dsn.replace("user=postgres", f"user={role}"), schema=owner.schema)
+    try:
+        agent = Agent(model=ScriptedModel(answers("a")), store=app, session_id="s1")
+        await agent.prompt("one")
+        await agent.aclose()
+        assert (await app.load("s1")).records
+    finally:
+        app.close()

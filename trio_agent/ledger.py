@@ -221,7 +221,8 @@ class Ledger:
     ``always``: every record is on disk before the event it matches is
     observed (and a call's ``tool/call`` before it is dispatched, a step's
     ``step/start`` before its request is opened). ``step``: records reach
-    the OS at once (or the database before the event that follows them) and
+    the OS at once (SQLite: the database before the event that follows them;
+    PostgreSQL: per step, and before a call is dispatched or a request opened) and
     disk at the end of each step and turn (a process crash loses nothing
     written; a machine crash can lose the step in progress). ``never``: the
     OS decides when to write. The trio thread never waits on an fsync it

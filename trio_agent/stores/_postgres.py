@@ -21,6 +21,7 @@ disk).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import socket
@@ -55,40 +56,50 @@ Row = tuple[str, int, bytes]
 
 
 def _schema_sql(schema: str) -> list[str]:
+    """The schema's DDL (run only when its ``meta`` table is missing: an application
+    role needs no CREATE privilege on a schema a migration role made)."""
     return [
-        f"CREATE SCHEMA IF NOT EXISTS {schema}",
-        f"""CREATE TABLE IF NOT EXISTS {schema}.records (
+        f'CREATE SCHEMA IF NOT EXISTS "{schema}"',
+        f"""CREATE TABLE IF NOT EXISTS "{schema}".records (
             session_id text NOT NULL,
             seq bigint NOT NULL,
             body bytea NOT NULL,
             PRIMARY KEY (session_id, seq))""",
-        f"""CREATE TABLE IF NOT EXISTS {schema}.leases (
+        f"""CREATE TABLE IF NOT EXISTS "{schema}".leases (
             session_id text PRIMARY KEY,
             holder text NOT NULL,
             epoch bigint NOT NULL,
             expires timestamptz NOT NULL)""",
-        f"""CREATE TABLE IF NOT EXISTS {schema}.meta (
+        f"""CREATE TABLE IF NOT EXISTS "{schema}".meta (
             key text PRIMARY KEY,
             value text NOT NULL)""",
-        f"""INSERT INTO {schema}.meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}')
+        f"""INSERT INTO "{schema}".meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}')
             ON CONFLICT (key) DO NOTHING""",
     ]
 
 
 @final
 class _Lease:
-    """The writer's hold on its session: the epoch its appends are fenced by.
-    ``release()`` (``WriterState`` calls it) marks it to be let go; the row is
-    freed by the writer's close (a thread hop) or expires by itself."""
+    """The writer's hold on its session: the epoch its writes are fenced by.
 
-    __slots__ = ("epoch", "held")
+    While it is held the store's heartbeat renews it; ``release()``
+    (``WriterState`` calls it when the writer fails or closes) hands it back
+    to be freed by the heartbeat's thread (never a database call on the trio
+    thread). ``lost`` is set when the heartbeat finds it taken over."""
 
-    def __init__(self, epoch: int) -> None:
+    __slots__ = ("epoch", "held", "lost", "session_id", "store")
+
+    def __init__(self, store: PostgresStore, session_id: str, epoch: int) -> None:
+        self.store = store
+        self.session_id = session_id
         self.epoch = epoch
         self.held = True
+        self.lost = False
 
     def release(self) -> None:
-        self.held = False
+        if self.held:
+            self.held = False
+            self.store.heartbeat.let_go(self)
 
 
 @final
@@ -115,6 +126,11 @@ class _PostgresWriter:
         self._pending.append((self._session_id, self._next_seq, line.rstrip(b"\n")))
         self._next_seq += 1
 
+    def _check_lease(self) -> None:
+        if self._lease.lost:  # found taken over by the heartbeat: fail without a round trip
+            error = self._store.lease_lost(self._session_id, self._lease)
+            raise self._state.fail(error)
+
     def commit(self) -> None:
         """Store what was appended now, in the calling thread (a worker thread:
         the ``Agent`` creates sessions there)."""
@@ -126,6 +142,7 @@ class _PostgresWriter:
             self._state.check()
         if not self._pending:
             return
+        self._check_lease()
         batch = list(self._pending)
         try:
             await self._store.run("write records", self._store.insert, self._lease, batch, durable)
@@ -143,35 +160,93 @@ class _PostgresWriter:
             del self._pending[: len(batch)]
 
     async def aclose(self) -> None:
-        """Store what is pending, then free the lease (shielded: a cancelled close
-        still lets the session go; an unfreed lease would only expire)."""
+        """Store what is pending, then free the lease before returning (shielded: a
+        cancelled close still lets the session go; an unfreed lease would only
+        expire), so a resume right after finds the session free."""
         if self._state.closed:
             return
         try:
             if self._state.usable:
                 await self.flush(False)
         finally:
-            self._state.close()
+            self._state.close()  # stops the heartbeat renewing it
             with trio.CancelScope(shield=True):
                 try:
-                    await self._store.run(
-                        "free the lease", self._store.free, self._session_id, self._lease
-                    )
+                    await self._store.run("free the lease", self._store.free, [self._lease])
                 except LedgerError:
-                    pass  # it expires by itself
+                    pass  # the heartbeat's thread tries too; else it expires
+
+
+@final
+class _Heartbeat:
+    """Renews the leases of a store's open writers from a thread of its own, every
+    third of ``lease_seconds``, in one statement; marks a lease taken over as
+    ``lost``; frees the leases let go. Runs while a lease is held or waits to be
+    freed, and ends by itself after (a daemon thread: it never keeps a process
+    alive). Its statements are short and bounded by the connection's timeouts."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._held: set[_Lease] = set()
+        self._freed: list[_Lease] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, lease: _Lease) -> None:
+        with self._lock:
+            self._held.add(lease)
+            self._start()
+
+    def let_go(self, lease: _Lease) -> None:
+        with self._lock:
+            self._held.discard(lease)
+            self._freed.append(lease)
+            self._start()
+        self._wake.set()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="trio-agent postgres heartbeat", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        interval = self._store.lease_seconds / 3
+        while True:
+            with self._lock:
+                held, freed, self._freed = list(self._held), self._freed, []
+                if not held and not freed:
+                    self._thread = None
+                    return
+            try:
+                if freed:
+                    self._store.call("free leases", self._store.free, freed)
+                if held:
+                    kept = self._store.call("renew leases", self._store.renew, held)
+                    for lease in held:
+                        if lease.epoch not in kept.get(lease.session_id, ()):
+                            lease.lost = True
+            except LedgerError:
+                pass  # the next flush says what is wrong; the lease may still be renewed
+            self._wake.wait(interval)
+            self._wake.clear()
 
 
 @final
 class PostgresStore:
     """Session ledgers in PostgreSQL (``dsn``: a libpq connection string or URL),
-    under ``schema`` (created with its tables on first use).
+    under ``schema`` (created with its tables on first use, when it is missing).
 
-    ``lease_seconds``: how long a writer's hold on its session lasts without a
-    flush renewing it; a session whose lease expired may be taken by another
-    writer (``reopen``), and the old writer's next flush then raises
-    ``LeaseLostError``. ``holder`` names this process in the lease (default:
-    host and pid). ``close()``/``aclose()`` close the pool; a store that is
-    collected closes it too.
+    ``lease_seconds``: how long a writer's hold on its session lasts unless
+    renewed; while a writer is open, a heartbeat thread renews it every third
+    of that, so only a writer that stops (its process paused, killed or cut
+    off) loses it, and another may then take the session over (``reopen``);
+    the old writer's next write raises ``LeaseLostError``. ``holder`` names
+    this process in the lease (default: host and pid). The connection pool
+    needs no closing (``close()``/``aclose()`` close it now; a collected store
+    closes it too). Needs the ``[postgres]`` extra.
     """
 
     def __init__(
@@ -183,8 +258,18 @@ class PostgresStore:
         holder: str | None = None,
         max_connections: int = 8,
     ) -> None:
+        if importlib.util.find_spec("psycopg") is None:
+            raise ModuleNotFoundError(
+                "PostgresStore needs psycopg 3 and its pool: pip install 'trio-agent[postgres]'"
+            )
+        from psycopg.conninfo import conninfo_to_dict
+
         if type(dsn) is not str or not dsn:
             raise ValueError("dsn must be a PostgreSQL connection string or URL")
+        try:
+            self._conninfo = conninfo_to_dict(dsn)
+        except Exception:
+            raise ValueError("dsn is not a valid PostgreSQL connection string or URL") from None
         if type(schema) is not str or not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema must be a lower-case SQL name, got {schema!r}")
         if not (isinstance(lease_seconds, int | float) and 0 < lease_seconds < 86400):
@@ -195,70 +280,88 @@ class PostgresStore:
         self.lease_seconds = float(lease_seconds)
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
         self._dsn = dsn
+        self._secret = str(self._conninfo.get("password") or "")
         self._max = max_connections
         self._limiter = trio.CapacityLimiter(max_connections)
         self._pool: list[ConnectionPool] = []  # the open pool, shared with the finalizer
         self._pool_lock = threading.Lock()
+        self.heartbeat = _Heartbeat(self)
         weakref.finalize(self, _close_pool, self._pool)
 
     def __repr__(self) -> str:
-        return f"PostgresStore({_where(self._dsn)!r}, schema={self.schema!r})"
+        info = self._conninfo
+        where = " ".join(
+            f"{key}={info[key]}" for key in ("host", "port", "dbname", "user") if info.get(key)
+        )
+        return f"PostgresStore({where!r}, schema={self.schema!r})"
+
+    def _said(self, exc: BaseException) -> str:
+        """``exc``'s text without the password (a driver may quote the DSN)."""
+        text = str(exc)
+        return text.replace(self._secret, "***") if self._secret else text
 
     # -- running work
     def call(self, what: str, function: Callable[..., T], *args: Any) -> T:
         """``function(connection, *args)`` in the calling thread with a pooled
         connection; every ``psycopg`` failure a ``LedgerError`` saying ``what``."""
         import psycopg
+        from psycopg_pool import PoolTimeout
 
         try:
             with self._connections().connection() as connection:
                 return function(connection, *args)
-        except psycopg.Error as exc:
-            raise LedgerError(f"{self!r}: cannot {what}: {exc}") from exc
-        except OSError as exc:
-            raise LedgerError(f"{self!r}: cannot {what}: {exc}") from exc
+        except (psycopg.Error, PoolTimeout, OSError) as exc:
+            raise LedgerError(f"{self!r}: cannot {what}: {self._said(exc)}") from None
 
     async def run(self, what: str, function: Callable[..., T], *args: Any) -> T:
         """``call`` in a worker thread. Cancellation waits for it (a statement under
-        way is not left half done)."""
+        way is not left half done; the connection's timeouts bound it)."""
         return await trio.to_thread.run_sync(
             self.call, what, function, *args, limiter=self._limiter
         )
 
     def _connections(self) -> ConnectionPool:
         """The pool, opened on first use: first one connection of our own (a server
-        that cannot be reached fails at once, not after the pool's retries) makes
-        the schema, then the pool."""
+        that cannot be reached fails at once, not after the pool's retries) checks
+        the schema (and makes it if missing), then the pool, whose connections are
+        checked before use (a server restart leaves none dead in it)."""
         with self._pool_lock:
             if not self._pool:
                 import psycopg
                 from psycopg_pool import ConnectionPool
 
-                with psycopg.connect(self._dsn, autocommit=True, connect_timeout=10) as first:
-                    self._create_schema(first)
+                with psycopg.connect(self._dsn, **_CONNECTION) as first:
+                    self._check_schema(first)
                 pool = ConnectionPool(
                     self._dsn,
                     min_size=0,
                     max_size=self._max,
                     open=False,
                     timeout=30.0,
-                    kwargs={"autocommit": True},
+                    check=ConnectionPool.check_connection,
+                    kwargs=_CONNECTION,
                 )
                 pool.open(wait=False)
                 self._pool.append(pool)
             return self._pool[0]
 
-    def _create_schema(self, connection: Connection[Any]) -> None:
-        with connection.transaction():
-            connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.schema,))
-            for statement in _schema_sql(self.schema):
-                connection.execute(statement)
-            row = connection.execute(
-                f"SELECT value FROM {self.schema}.meta WHERE key = 'schema_version'"
-            ).fetchone()
+    def _check_schema(self, connection: Connection[Any]) -> None:
+        """The schema's version, read first; the schema made only when missing."""
+        s = self.schema
+        (exists,) = connection.execute(
+            "SELECT to_regclass(%s) IS NOT NULL", (f'"{s}".meta',)
+        ).fetchone() or (False,)
+        if not exists:
+            with connection.transaction():
+                connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (s,))
+                for statement in _schema_sql(s):
+                    connection.execute(statement)
+        row = connection.execute(
+            f"""SELECT value FROM "{s}".meta WHERE key = 'schema_version'"""
+        ).fetchone()
         if row is None or row[0] != str(SCHEMA_VERSION):
             raise LedgerError(
-                f"{self!r}: schema {self.schema!r} is at version {row and row[0]}, this "
+                f"{self!r}: schema {s!r} is at version {row and row[0]}, this "
                 f"trio-agent reads version {SCHEMA_VERSION}"
             )
 
@@ -278,7 +381,7 @@ class PostgresStore:
         s = self.schema
         with connection.transaction():  # a failure below rolls the lease back too
             row = connection.execute(
-                f"""INSERT INTO {s}.leases AS lease (session_id, holder, epoch, expires)
+                f"""INSERT INTO "{s}".leases AS lease (session_id, holder, epoch, expires)
                     VALUES (%s, %s, 1, now() + make_interval(secs => %s))
                     ON CONFLICT (session_id) DO UPDATE
                         SET holder = excluded.holder, epoch = lease.epoch + 1,
@@ -290,7 +393,7 @@ class PostgresStore:
             if row is None:
                 raise self._locked(connection, session_id)
             (last,) = connection.execute(
-                f"SELECT max(seq) FROM {s}.records WHERE session_id = %s", (session_id,)
+                f'SELECT max(seq) FROM "{s}".records WHERE session_id = %s', (session_id,)
             ).fetchone() or (None,)
             if new and last is not None:
                 raise session_exists(session_id, repr(self))
@@ -305,69 +408,102 @@ class PostgresStore:
     def _locked(self, connection: Connection[Any], session_id: str) -> SessionLockedError:
         row = connection.execute(
             f"""SELECT holder, ceil(extract(epoch FROM expires - now()))
-                FROM {self.schema}.leases WHERE session_id = %s""",
+                FROM "{self.schema}".leases WHERE session_id = %s""",
             (session_id,),
         ).fetchone()
         holder, left = row if row is not None else ("?", "?")
         who = "this process" if holder == self.holder else repr(holder)
         return SessionLockedError(
             f"session {session_id!r} already has a writer: {who} holds the lease on "
-            f"{session_id!r} in {self!r} (for {left} s more unless renewed)"
+            f"{session_id!r} in {self!r} for {left} s more, renewed while it runs (a "
+            "holder that crashed lets it go then)"
+        )
+
+    def lease_lost(self, session_id: str, lease: _Lease) -> LeaseLostError:
+        return LeaseLostError(
+            f"session {session_id!r}: this writer's lease (epoch {lease.epoch}) in "
+            f"{self!r} was taken over by another writer; it writes nothing more"
         )
 
     def insert(
         self, connection: Connection[Any], lease: _Lease, batch: Sequence[Row], durable: bool
     ) -> None:
-        """Store ``batch`` in one transaction, fenced by ``lease``'s epoch (which is
-        renewed): ``LeaseLostError``, with nothing written, when another writer
-        took the session."""
+        """Store ``batch`` in one statement fenced by ``lease``'s epoch (renewed in
+        it): ``LeaseLostError``, with nothing written, when another writer took
+        the session. ``durable``: the commit waits for the WAL on disk."""
         s = self.schema
         session_id = batch[0][0]
-        with connection.transaction():
-            if not durable:
-                connection.execute("SET LOCAL synchronous_commit = off")
-            row = connection.execute(
-                f"""UPDATE {s}.leases SET expires = now() + make_interval(secs => %s)
-                    WHERE session_id = %s AND epoch = %s
-                    RETURNING epoch""",
-                (self.lease_seconds, session_id, lease.epoch),
-            ).fetchone()
-            if row is None:
-                raise LeaseLostError(
-                    f"session {session_id!r}: this writer's lease (epoch {lease.epoch}) in "
-                    f"{self!r} was taken over by another writer; it writes nothing more"
-                )
-            with connection.cursor() as cursor:
-                cursor.executemany(
-                    f"INSERT INTO {s}.records (session_id, seq, body) VALUES (%s, %s, %s)",
-                    batch,
-                )
+        statement = f"""
+            WITH fence AS (
+                UPDATE "{s}".leases SET expires = now() + make_interval(secs => %s)
+                WHERE session_id = %s AND epoch = %s RETURNING 1)
+            INSERT INTO "{s}".records (session_id, seq, body)
+            SELECT %s, seq, body FROM unnest(%s::bigint[], %s::bytea[]) AS batch (seq, body)
+            WHERE EXISTS (SELECT 1 FROM fence)"""
+        values = (
+            self.lease_seconds,
+            session_id,
+            lease.epoch,
+            session_id,
+            [row[1] for row in batch],
+            [row[2] for row in batch],
+        )
+        if durable:
+            with connection.transaction():
+                connection.execute("SET LOCAL synchronous_commit = on")
+                stored = connection.execute(statement, values).rowcount
+        else:
+            stored = connection.execute(statement, values).rowcount
+        if stored != len(batch):
+            lease.lost = True
+            raise self.lease_lost(session_id, lease)
 
-    def free(self, connection: Connection[Any], session_id: str, lease: _Lease) -> None:
-        """Let the session go now (its epoch stays: the next holder counts on)."""
+    def renew(self, connection: Connection[Any], leases: list[_Lease]) -> dict[str, set[int]]:
+        """Renew the held ``leases`` in one statement; the epochs still held, by session."""
+        rows = connection.execute(
+            f"""UPDATE "{self.schema}".leases AS lease
+                SET expires = now() + make_interval(secs => %s)
+                FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
+                WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch
+                RETURNING lease.session_id, lease.epoch""",
+            (self.lease_seconds, [x.session_id for x in leases], [x.epoch for x in leases]),
+        ).fetchall()
+        kept: dict[str, set[int]] = {}
+        for session_id, epoch in rows:
+            kept.setdefault(session_id, set()).add(epoch)
+        return kept
+
+    def free(self, connection: Connection[Any], leases: list[_Lease]) -> None:
+        """Let the sessions go now (their epochs stay: the next holder counts on)."""
         connection.execute(
-            f"""UPDATE {self.schema}.leases SET expires = now() - interval '1 second'
-                WHERE session_id = %s AND epoch = %s""",
-            (session_id, lease.epoch),
+            f"""UPDATE "{self.schema}".leases AS lease SET expires = now() - interval '1 second'
+                FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
+                WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch""",
+            ([x.session_id for x in leases], [x.epoch for x in leases]),
         )
 
     def select(self, connection: Connection[Any], session_id: str) -> list[bytes]:
         rows = connection.execute(
-            f"SELECT body FROM {self.schema}.records WHERE session_id = %s ORDER BY seq",
+            f'SELECT body FROM "{self.schema}".records WHERE session_id = %s ORDER BY seq',
             (session_id,),
         ).fetchall()
         return [bytes(row[0]) for row in rows]
 
     # -- the store
+    def _writer(self, session_id: str, next_seq: int, epoch: int) -> SessionWriter:
+        lease = _Lease(self, session_id, epoch)
+        self.heartbeat.hold(lease)
+        return _PostgresWriter(self, session_id, next_seq, lease)
+
     def create(self, session_id: str) -> SessionWriter:
         check_session_id(session_id)
         epoch = self.call("take the new session", self.take, session_id, True, 0)
-        return _PostgresWriter(self, session_id, 0, _Lease(epoch))
+        return self._writer(session_id, 0, epoch)
 
     def reopen(self, loaded: LoadedSession) -> SessionWriter:
         known = len(loaded.records)
         epoch = self.call("take the session", self.take, loaded.session_id, False, known)
-        return _PostgresWriter(self, loaded.session_id, known, _Lease(epoch))
+        return self._writer(loaded.session_id, known, epoch)
 
     async def load(self, session_id: str) -> LoadedSession:
         check_session_id(session_id)
@@ -377,10 +513,17 @@ class PostgresStore:
         return parse_jsonl(session_id, b"\n".join(bodies) + b"\n")
 
 
-def _where(dsn: str) -> str:
-    """The DSN without a password (``password=...`` or ``user:password@``)."""
-    dsn = re.sub(r"(?i)(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn)
-    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", dsn)
+_CONNECTION: Final[dict[str, Any]] = {
+    "autocommit": True,
+    "connect_timeout": 10,
+    # a statement or a lock wait that hangs ends (the writer fails, a resume goes on);
+    # keepalives find a peer gone without a word
+    "options": "-c statement_timeout=60000 -c lock_timeout=30000",
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
 
 
 def _close_pool(pools: list[Any]) -> None:
