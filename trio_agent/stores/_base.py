@@ -15,6 +15,8 @@ from ._lock import WriterLock
 __all__ = [
     "Hold",
     "LoadedSession",
+    "Row",
+    "RowWriter",
     "SessionStore",
     "WriterState",
     "check_session_id",
@@ -162,3 +164,43 @@ class WriterState:
     def close(self) -> None:
         self.closed, self.usable = True, False
         self.lock.release()
+
+
+Row = tuple[str, int, bytes]
+"""A record as a database stores it: (session id, seq, the record's JSON)."""
+
+
+class RowWriter:
+    """What the database writers share: records appended as rows, kept until a
+    flush stores them (``_pending``), and the writer's state. ``append`` never
+    awaits, as ``SessionWriter`` asks."""
+
+    def __init__(self, session_id: str, next_seq: int, state: WriterState) -> None:
+        self._session_id = session_id
+        self._next_seq = next_seq
+        self._state = state
+        self._pending: list[Row] = []
+
+    def append(self, line: bytes) -> None:
+        if not self._state.usable:
+            self._state.check()
+        self._pending.append((self._session_id, self._next_seq, line.rstrip(b"\n")))
+        self._next_seq += 1
+
+    async def flush(self, durable: bool) -> None:
+        raise NotImplementedError
+
+    async def _after_close(self) -> None:
+        """What the store does once the writer is closed (lets its hold go)."""
+
+    async def aclose(self) -> None:
+        """Store what is pending (unless the writer failed), close it, then
+        ``_after_close``; closed even when the flush fails."""
+        if self._state.closed:
+            return
+        try:
+            if self._state.usable:
+                await self.flush(False)
+        finally:
+            self._state.close()
+            await self._after_close()

@@ -40,7 +40,7 @@ from ..ledger import (
     SessionWriter,
     session_exists,
 )
-from ._base import LoadedSession, WriterState, check_session_id, parse_jsonl
+from ._base import LoadedSession, Row, RowWriter, WriterState, check_session_id, parse_jsonl
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -52,7 +52,6 @@ T = TypeVar("T")
 
 SCHEMA_VERSION: Final = 1
 _SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
-Row = tuple[str, int, bytes]
 
 
 def _schema_sql(schema: str) -> list[str]:
@@ -103,7 +102,7 @@ class _Lease:
 
 
 @final
-class _PostgresWriter:
+class _PostgresWriter(RowWriter):
     """Buffers records; ``flush`` stores them in one fenced transaction.
 
     A flush is a round trip to the server, so the ledger does not flush before
@@ -113,18 +112,9 @@ class _PostgresWriter:
     flush_per_event = False
 
     def __init__(self, store: PostgresStore, session_id: str, next_seq: int, lease: _Lease) -> None:
+        super().__init__(session_id, next_seq, WriterState(session_id, lease))
         self._store = store
-        self._session_id = session_id
-        self._next_seq = next_seq
         self._lease = lease
-        self._state = WriterState(session_id, lease)
-        self._pending: list[Row] = []
-
-    def append(self, line: bytes) -> None:
-        if not self._state.usable:
-            self._state.check()
-        self._pending.append((self._session_id, self._next_seq, line.rstrip(b"\n")))
-        self._next_seq += 1
 
     def _check_lease(self) -> None:
         if self._lease.lost:  # found taken over by the heartbeat: fail without a round trip
@@ -159,22 +149,15 @@ class _PostgresWriter:
                 raise self._state.fail(exc) from exc.__cause__
             del self._pending[: len(batch)]
 
-    async def aclose(self) -> None:
-        """Store what is pending, then free the lease before returning (shielded: a
-        cancelled close still lets the session go; an unfreed lease would only
-        expire), so a resume right after finds the session free."""
-        if self._state.closed:
-            return
-        try:
-            if self._state.usable:
-                await self.flush(False)
-        finally:
-            self._state.close()  # stops the heartbeat renewing it
-            with trio.CancelScope(shield=True):
-                try:
-                    await self._store.run("free the lease", self._store.free, [self._lease])
-                except LedgerError:
-                    pass  # the heartbeat's thread tries too; else it expires
+    async def _after_close(self) -> None:
+        """Free the lease before ``aclose`` returns (shielded: a cancelled close
+        still lets the session go; an unfreed lease would only expire), so a
+        resume right after finds the session free."""
+        with trio.CancelScope(shield=True):
+            try:
+                await self._store.run("free the lease", self._store.free, [self._lease])
+            except LedgerError:
+                pass  # the heartbeat's thread tries too; else it expires
 
 
 @final

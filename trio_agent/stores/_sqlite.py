@@ -34,7 +34,7 @@ from ..ledger import (
     SessionWriter,
     session_exists,
 )
-from ._base import LoadedSession, WriterState, check_session_id, parse_jsonl
+from ._base import LoadedSession, Row, RowWriter, WriterState, check_session_id, parse_jsonl
 from ._lock import WriterLock
 
 if TYPE_CHECKING:
@@ -60,29 +60,18 @@ _DAMAGED: Final = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
 _BUSY: Final = 5  # SQLITE_BUSY
 _BUSY_MS: Final = 5000  # how long a worker thread waits for another writer's lock
 
-Row = tuple[str, int, bytes]
-
 
 @final
-class _SqliteWriter:
+class _SqliteWriter(RowWriter):
     """Buffers records; ``flush`` inserts them in one transaction in the worker thread."""
 
     def __init__(self, store: SqliteStore, session_id: str, next_seq: int, state: WriterState):
+        super().__init__(session_id, next_seq, state)
         self._store = store
-        self._session_id = session_id
-        self._next_seq = next_seq
-        self._state = state
-        self._pending: list[Row] = []
         self._not_durable = False  # committed without a sync since the last durable flush
         # A reopened session's stored end is checked at the first flush; a new one's
         # first insert finds any record 0 there by its primary key, for free.
         self._fenced = next_seq == 0
-
-    def append(self, line: bytes) -> None:
-        if not self._state.usable:
-            self._state.check()
-        self._pending.append((self._session_id, self._next_seq, line.rstrip(b"\n")))
-        self._next_seq += 1
 
     def commit(self) -> None:
         """Insert what was appended now, in the calling thread: one small transaction
@@ -129,16 +118,9 @@ class _SqliteWriter:
         self._state.fail(error)
         self._store.writer_done(self)
 
-    async def aclose(self) -> None:
-        if self._state.closed:
-            return
-        try:
-            if self._state.usable:
-                await self.flush(False)
-        finally:
-            self._state.close()
-            self._store.writer_done(self)
-            await self._store.close_if_idle()
+    async def _after_close(self) -> None:
+        self._store.writer_done(self)
+        await self._store.close_if_idle()
 
 
 @final
