@@ -1,15 +1,17 @@
 """A child process for the ledger crash test: runs a durable multi-step session.
 
-Usage: crash_child.py DIRECTORY [jsonl|sqlite]. Prints "ready" once the session
+Usage: crash_child.py DIRECTORY [jsonl|sqlite|postgres]. Prints "ready" once the session
 exists, then runs until done (or until the parent kills it). Every tool dispatch
 appends its call id to DIRECTORY/dispatched.log before the tool does its work.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -100,12 +102,22 @@ def make_tools(directory: Path) -> ToolRegistry:
     return ToolRegistry([work])
 
 
-def open_store(directory: Path, kind: str) -> JsonlStore | SqliteStore:
-    return JsonlStore(directory) if kind == "jsonl" else SqliteStore(directory / "sessions.db")
+def open_store(directory: Path, kind: str, lease_seconds: float = 30.0) -> Any:
+    """The trial's store: a JSONL directory, a SQLite file, or a PostgreSQL schema
+    of its own (in the cluster ``TRIO_AGENT_TEST_PG_DSN`` names)."""
+    if kind == "jsonl":
+        return JsonlStore(directory)
+    if kind == "sqlite":
+        return SqliteStore(directory / "sessions.db")
+    from trio_agent.stores import PostgresStore
+
+    schema = "c_" + hashlib.sha256(str(directory).encode()).hexdigest()[:16]
+    dsn = os.environ["TRIO_AGENT_TEST_PG_DSN"]
+    return PostgresStore(dsn, schema=schema, lease_seconds=lease_seconds)
 
 
 async def main(directory: Path, kind: str) -> None:
-    store = open_store(directory, kind)
+    store = open_store(directory, kind, lease_seconds=0.5)  # a killed holder's lease ends soon
     agent = Agent(
         model=StepwiseModel(directory),
         tools=make_tools(directory),

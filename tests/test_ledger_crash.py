@@ -1,5 +1,5 @@
 """Crash tests with real processes: SIGKILL a durable session at random moments
-(seeded), then load, check and resume every ledger (issue 4), in both stores; and
+(seeded), then load, check and resume every ledger (issue 4), in every store; and
 two processes racing to resume one session, the winner killed (issue 12)."""
 
 from __future__ import annotations
@@ -21,13 +21,36 @@ from trio_agent import (
     repair_transcript,
     validate_transcript,
 )
-from trio_agent.ledger import derive
+from trio_agent.ledger import SessionLockedError, derive
 
 CHILD = Path(__file__).parent / "crash_child.py"
 RACER = Path(__file__).parent / "race_child.py"
-TRIALS = {"jsonl": 100, "sqlite": 40}
+TRIALS = {"jsonl": 100, "sqlite": 40, "postgres": 20}
 RACES = 8
 SEED = 20261129
+
+
+@pytest.fixture
+def kind(request, monkeypatch):
+    """The store a crash test runs on; for PostgreSQL, this process and the
+    children reach the suite's cluster through ``TRIO_AGENT_TEST_PG_DSN``."""
+    if request.param == "postgres":
+        dsn = request.getfixturevalue("pg_cluster").dsn
+        monkeypatch.setenv("TRIO_AGENT_TEST_PG_DSN", dsn)
+    return request.param
+
+
+async def resume_when_free(store, kind: str, **options):
+    """``Agent.resume``; a killed PostgreSQL holder's lease is waited out (0.5 s
+    in the children): the one store where a crash leaves the session held."""
+    with trio.fail_after(10):
+        while True:
+            try:
+                return await Agent.resume(store, SESSION, **options)
+            except SessionLockedError:
+                if kind != "postgres":
+                    raise
+                await trio.sleep(0.1)
 
 
 def dispatched(directory: Path) -> list[str]:
@@ -64,7 +87,7 @@ async def crash_once(directory: Path, delay: float, kind: str = "jsonl") -> bool
     return b"finished" in output
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"], indirect=True)
 async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path, kind):
     # SQLite: the session must exist from "ready" on (its Agent exists), and a
     # step/start must be stored before its request is opened.
@@ -89,9 +112,9 @@ async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path, ki
         assert {call_id(k) for k in before} <= recorded, trial
 
         # resume: open calls are closed explicitly, nothing is run again
-        agent = await Agent.resume(
+        agent = await resume_when_free(
             store,
-            SESSION,
+            kind,
             model=StepwiseModel(directory),
             tools=make_tools(directory),
             max_steps=STEPS + 1,
