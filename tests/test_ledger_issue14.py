@@ -14,7 +14,15 @@ import msgspec
 import pytest
 import trio
 
-from trio_agent import Agent, JsonlStore, LedgerError, SessionLockedError, SqliteStore, UserMessage
+from trio_agent import (
+    Agent,
+    JsonlStore,
+    LedgerError,
+    PostgresStore,
+    SessionLockedError,
+    SqliteStore,
+    UserMessage,
+)
 from trio_agent.ledger import (
     Record,
     SessionExistsError,
@@ -32,12 +40,14 @@ def ok_model(*ids: str) -> ScriptedModel:
     return ScriptedModel([scripted_response(i, f"answer {i}") for i in ids or ("r1",)])
 
 
-def make_store(kind: str, where):
+def make_store(kind: str, where, request=None):
+    if kind == "postgres":  # a schema of its own in the suite's cluster
+        return request.getfixturevalue("pg_store")()
     return JsonlStore(where) if kind == "jsonl" else SqliteStore(where / "sessions.db")
 
 
 async def close_store(store) -> None:
-    if isinstance(store, SqliteStore):
+    if isinstance(store, SqliteStore | PostgresStore):
         await store.aclose()
 
 
@@ -97,9 +107,9 @@ async def test_async_with_creates_the_session_and_a_never_used_agent_creates_not
     assert derive((await store.load("s1")).records).closed
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
-async def test_the_store_is_worked_in_a_worker_thread_not_the_trio_thread(tmp_path, kind):
-    store = make_store(kind, tmp_path)
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+async def test_the_store_is_worked_in_a_worker_thread_not_the_trio_thread(tmp_path, kind, request):
+    store = make_store(kind, tmp_path, request)
     threads = []
     real_create = store.create
 
@@ -116,11 +126,11 @@ async def test_the_store_is_worked_in_a_worker_thread_not_the_trio_thread(tmp_pa
     await close_store(store)
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
 async def test_a_locked_session_is_refused_at_first_use_and_a_later_attempt_succeeds(
-    tmp_path, kind
+    tmp_path, kind, request
 ):
-    store = make_store(kind, tmp_path)
+    store = make_store(kind, tmp_path, request)
     holder = Agent(model=ok_model(), store=store, session_id="s1")
     await holder.__aenter__()  # creates the session and keeps it open
     second = Agent(model=ok_model(), store=store, session_id="s2")
@@ -141,9 +151,11 @@ async def test_a_locked_session_is_refused_at_first_use_and_a_later_attempt_succ
     await close_store(store)
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
-async def test_cancelled_while_the_session_is_created_leaves_it_whole_or_not_made(tmp_path, kind):
-    store = make_store(kind, tmp_path)
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+async def test_cancelled_while_the_session_is_created_leaves_it_whole_or_not_made(
+    tmp_path, kind, request
+):
+    store = make_store(kind, tmp_path, request)
     real_create = store.create
     entered, release = threading.Event(), threading.Event()
 
