@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import trio
 from loopback import Reply
@@ -112,6 +113,21 @@ class Reader:
         return bytes(self.data).replace(b"\r\n", b"\n").decode()
 
 
+async def run_at_a_terminal(argv: list[str]) -> tuple[trio.Process, Any, Reader]:
+    """Start the CLI with a pseudo-terminal as its stdin and stdout (a person at it)."""
+    parent, child = pty.openpty()
+    process = await trio.lowlevel.open_process(
+        argv,
+        stdin=child,
+        stdout=child,
+        stderr=subprocess.PIPE,
+        env={**ENV, "TERM": "dumb"},
+    )
+    os.close(child)
+    stream = trio.lowlevel.FdStream(parent)
+    return process, stream, Reader(stream)
+
+
 async def test_ask_at_a_terminal_approves_rejects_and_edits(loopback, tmp_path):
     """On a terminal (the default there), each held call is shown with its
     arguments and decided by y / n / e; bad JSON and arguments that do not fit
@@ -126,17 +142,9 @@ async def test_ask_at_a_terminal_approves_rejects_and_edits(loopback, tmp_path):
         call("call_3", "run", {"command": "echo model >> c.txt"}),
         Reply(body=text_stream("all done")),
     ]
-    parent, child = pty.openpty()
-    process = await trio.lowlevel.open_process(
-        command(loopback, ws, "run", "--ledger", str(ledger), "write things"),
-        stdin=child,
-        stdout=child,
-        stderr=subprocess.PIPE,
-        env={**ENV, "TERM": "dumb"},
+    process, stream, terminal = await run_at_a_terminal(
+        command(loopback, ws, "run", "--ledger", str(ledger), "write things")
     )
-    os.close(child)
-    stream = trio.lowlevel.FdStream(parent)
-    terminal = Reader(stream)
     edit_prompt = rb"the arguments as one line of JSON \(Enter: the model's\): "
 
     async def answer(text: str) -> None:
@@ -448,17 +456,9 @@ async def test_ctrl_c_at_the_question_leaves_the_call_held_and_the_session_close
 ):
     ledger = tmp_path / "cut.jsonl"
     loopback.replies.append(call("call_1", "write_file", {"path": "a.txt", "content": "A"}))
-    parent, child = pty.openpty()
-    process = await trio.lowlevel.open_process(
-        command(loopback, tmp_path, "run", "--ledger", str(ledger), "x"),
-        stdin=child,
-        stdout=child,
-        stderr=subprocess.PIPE,
-        env={**ENV, "TERM": "dumb"},
+    process, stream, terminal = await run_at_a_terminal(
+        command(loopback, tmp_path, "run", "--ledger", str(ledger), "x")
     )
-    os.close(child)
-    stream = trio.lowlevel.FdStream(parent)
-    terminal = Reader(stream)
     with trio.fail_after(WAIT):
         await terminal.expect(re.escape(PROMPT))
         process.send_signal(signal.SIGINT)

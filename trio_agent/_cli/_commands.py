@@ -153,6 +153,29 @@ def _poll(ledger: str) -> Callable[[], DerivedSession]:
     return lambda: derive(read_ledger(ledger).records)
 
 
+def _driver(
+    agent: Agent,
+    printer: Printer,
+    mode: str,
+    ledger: str | None,
+    reopen: Callable[[], Awaitable[Agent]],
+    tools: ToolRegistry,
+    config: RunConfig,
+) -> Driver:
+    """The session's driver, as ``run`` and ``resume`` both make it (``wait`` polls
+    the ledger, when there is one)."""
+    return Driver(
+        agent,
+        printer,
+        mode=mode,
+        ledger=ledger,
+        reopen=reopen,
+        poll=None if ledger is None else _poll(ledger),
+        tools=tools,
+        max_steps=config.max_steps,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     config = resolve(given(args), system=DEFAULT_SYSTEM)
     mode = approval_mode(args.approve)
@@ -168,40 +191,27 @@ def run(args: argparse.Namespace) -> int:
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
 
+    typed = {
+        "output_type": None if answer is None else answer.output_type,
+        "output_validator": None if answer is None else answer.validate,
+    }
+
     async def drive(
         tools: ToolRegistry, sources: Sequence[ToolSource], settings: ModelSettings | None
     ) -> int:
+        options = {**shared(model, tools, sources, settings, config), **typed, "approval": policy}
         agent = Agent(
-            **shared(model, tools, sources, settings, config),
+            **options,
             metadata=config.metadata(),
             store=None if location is None else location[0],
             session_id=None if location is None else location[1],
-            output_type=None if answer is None else answer.output_type,
-            output_validator=None if answer is None else answer.validate,
-            approval=policy,
         )
 
         async def reopen() -> Agent:
             assert location is not None  # wait needs a ledger
-            return await Agent.resume(
-                location[0],
-                location[1],
-                **shared(model, tools, sources, settings, config),
-                output_type=None if answer is None else answer.output_type,
-                output_validator=None if answer is None else answer.validate,
-                approval=policy,
-            )
+            return await Agent.resume(location[0], location[1], **options)
 
-        driver = Driver(
-            agent,
-            printer,
-            mode=mode,
-            ledger=args.ledger,
-            reopen=reopen,
-            poll=None if args.ledger is None else _poll(args.ledger),
-            tools=tools,
-            max_steps=config.max_steps,
-        )
+        driver = _driver(agent, printer, mode, args.ledger, reopen, tools, config)
         try:
             return await driver.run(args.task)
         except* SessionExistsError:  # the store found the file taken, at the turn's start
@@ -280,16 +290,7 @@ def resume(args: argparse.Namespace) -> int:
                 f"nothing to continue in {session_id} (another process went on with it); "
                 "pass --message TEXT to start a new turn"
             )
-        driver = Driver(
-            agent,
-            printer,
-            mode=mode,
-            ledger=args.ledger,
-            reopen=reopen,
-            poll=_poll(args.ledger),
-            tools=tools,
-            max_steps=config.max_steps,
-        )
+        driver = _driver(agent, printer, mode, args.ledger, reopen, tools, config)
         return await driver.run(args.task)
 
     return _trio_run(output, lambda: _with_servers(config, workspace_tools, early, drive), model)
