@@ -27,8 +27,9 @@ import trio
 from mcp.client.session import ClientSession, IncomingMessage
 
 from ._errors import describe, first_leaf
+from ._log import MCP as logger
 from ._mcp_listing import Listing, ListWatch
-from ._mcp_stdio import Streams, logger
+from ._mcp_stdio import Streams
 from ._mcp_tools import (
     Validator,
     check_call,

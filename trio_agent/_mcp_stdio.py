@@ -31,11 +31,10 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from ._log import MCP
+from ._log import MCP as logger
 
-__all__ = ["StdioProcess", "Streams", "logger"]
+__all__ = ["EXIT_DRAIN", "StdioProcess", "Streams"]
 
-logger = MCP
 
 Streams = tuple[
     MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]

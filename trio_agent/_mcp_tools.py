@@ -18,7 +18,7 @@ import mcp.types as mcp_types
 import msgspec
 import referencing
 
-from ._mcp_stdio import logger
+from ._log import MCP as logger
 from .limits import IMAGE_MEDIA_TYPES, ArgumentsError, check_arguments
 from .messages import ImageBlock, InputBlock, TextBlock
 from .tools import ToolArgumentsError, ToolError, ToolResult
