@@ -4,7 +4,8 @@ configures it.
 One logger per part, under ``trio_agent`` (which has a ``NullHandler``, so
 nothing reaches the terminal through logging's last resort): ``.loop``
 (turns, steps, tool calls, retries), ``.session`` (resume), ``.ledger``,
-``.providers`` (HTTP requests), ``.tools``, ``.mcp``. What they never carry:
+``.providers`` (HTTP requests), ``.tools``, ``.mcp``, ``.fleet`` (sessions a
+worker takes, lets go or cannot run). What they never carry:
 a key, or the content of a message or of a tool's arguments or result.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import logging
 import urllib.parse
 
-__all__ = ["LEDGER", "LOOP", "MCP", "PROVIDERS", "SESSION", "TOOLS", "safe_url"]
+__all__ = ["FLEET", "LEDGER", "LOOP", "MCP", "PROVIDERS", "SESSION", "TOOLS", "safe_url"]
 
 logging.getLogger("trio_agent").addHandler(logging.NullHandler())
 
@@ -23,6 +24,7 @@ LEDGER = logging.getLogger("trio_agent.ledger")
 PROVIDERS = logging.getLogger("trio_agent.providers")
 TOOLS = logging.getLogger("trio_agent.tools")
 MCP = logging.getLogger("trio_agent.mcp")
+FLEET = logging.getLogger("trio_agent.fleet")
 
 
 def safe_url(url: str) -> str:

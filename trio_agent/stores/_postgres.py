@@ -21,13 +21,14 @@ disk).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
 import socket
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
 import trio
@@ -69,6 +70,17 @@ def _schema_sql(schema: str) -> list[str]:
             holder text NOT NULL,
             epoch bigint NOT NULL,
             expires timestamptz NOT NULL)""",
+        f"""CREATE TABLE IF NOT EXISTS "{schema}".inbox (
+            id bigserial PRIMARY KEY,
+            session_id text NOT NULL,
+            content bytea NOT NULL,
+            create_session boolean NOT NULL,
+            submitted timestamptz NOT NULL DEFAULT now(),
+            done timestamptz,
+            result bytea,
+            error text)""",
+        f"""CREATE INDEX IF NOT EXISTS inbox_waiting ON "{schema}".inbox (session_id, id)
+            WHERE done IS NULL""",
         f"""CREATE TABLE IF NOT EXISTS "{schema}".meta (
             key text PRIMARY KEY,
             value text NOT NULL)""",
@@ -269,6 +281,8 @@ class PostgresStore:
         self._pool: list[ConnectionPool] = []  # the open pool, shared with the finalizer
         self._pool_lock = threading.Lock()
         self.heartbeat = _Heartbeat(self)
+        self._claimed: dict[str, int] = {}  # claimed sessions no writer took yet: their epochs
+        self._claims_lock = threading.Lock()
         weakref.finalize(self, _close_pool, self._pool)
 
     def __repr__(self) -> str:
@@ -287,14 +301,29 @@ class PostgresStore:
     def call(self, what: str, function: Callable[..., T], *args: Any) -> T:
         """``function(connection, *args)`` in the calling thread with a pooled
         connection; every ``psycopg`` failure a ``LedgerError`` saying ``what``."""
+        with self.failures(what), self._connections().connection() as connection:
+            return function(connection, *args)
+
+    @contextlib.contextmanager
+    def failures(self, what: str) -> Iterator[None]:
+        """Every ``psycopg`` failure inside becomes a ``LedgerError`` saying ``what``
+        (without the password, and without the driver's exception chained)."""
         import psycopg
         from psycopg_pool import PoolTimeout
 
         try:
-            with self._connections().connection() as connection:
-                return function(connection, *args)
+            yield
         except (psycopg.Error, PoolTimeout, OSError) as exc:
             raise LedgerError(f"{self!r}: cannot {what}: {self._said(exc)}") from None
+
+    def connect(self) -> Connection[Any]:
+        """A connection of its own, outside the pool (to ``LISTEN`` on), with the
+        pool's settings; the schema is checked first. Call it in a worker thread,
+        inside ``failures``; the caller closes it."""
+        import psycopg
+
+        self._connections()
+        return psycopg.connect(self._dsn, **_CONNECTION)
 
     async def run(self, what: str, function: Callable[..., T], *args: Any) -> T:
         """``call`` in a worker thread. Cancellation waits for it (a statement under
@@ -359,20 +388,28 @@ class PostgresStore:
 
     # -- the work (run through ``call``/``run``)
     def take(self, connection: Connection[Any], session_id: str, new: bool, known: int) -> int:
-        """Take the session's lease (free or expired), checking that the session
-        does not exist (``new``) or still ends after ``known`` records; its epoch."""
+        """Take the session's lease (free or expired; or the one ``claim`` took for
+        it), checking that the session does not exist (``new``) or still ends after
+        ``known`` records; its epoch."""
         s = self.schema
+        with self._claims_lock:
+            claimed = self._claimed.pop(session_id, None)
         with connection.transaction():  # a failure below rolls the lease back too
-            row = connection.execute(
-                f"""INSERT INTO "{s}".leases AS lease (session_id, holder, epoch, expires)
+            if claimed is not None:  # taken by ``claim``: still ours if its epoch is
+                statement = f"""UPDATE "{s}".leases SET expires = now() + make_interval(secs => %s)
+                    WHERE session_id = %s AND epoch = %s RETURNING epoch"""
+                values: tuple[Any, ...] = (self.lease_seconds, session_id, claimed)
+            else:
+                statement = f"""INSERT INTO "{s}".leases AS lease
+                    (session_id, holder, epoch, expires)
                     VALUES (%s, %s, 1, now() + make_interval(secs => %s))
                     ON CONFLICT (session_id) DO UPDATE
                         SET holder = excluded.holder, epoch = lease.epoch + 1,
                             expires = excluded.expires
                         WHERE lease.expires < now()
-                    RETURNING epoch""",
-                (session_id, self.holder, self.lease_seconds),
-            ).fetchone()
+                    RETURNING epoch"""
+                values = (session_id, self.holder, self.lease_seconds)
+            row = connection.execute(statement, values).fetchone()
             if row is None:
                 raise self._locked(connection, session_id)
             (last,) = connection.execute(
@@ -387,6 +424,59 @@ class PostgresStore:
                 )
             epoch: int = row[0]
             return epoch
+
+    def claim(
+        self, connection: Connection[Any], limit: int, skip: Sequence[str]
+    ) -> list[tuple[str, bool]]:
+        """Take the leases of up to ``limit`` sessions that have queued input (the
+        fleet's inbox) and no live holder, oldest input first, not in ``skip``:
+        one transaction that locks the input rows it looks at (``FOR UPDATE SKIP
+        LOCKED``: workers claiming at the same time pass each other by) and takes
+        each session's lease (free or expired) as ``take`` would. The sessions
+        taken, each with whether it has records; a writer for one of them
+        (``create``, ``reopen``) then holds that lease (``release_claim`` lets one
+        go unused)."""
+        s = self.schema
+        with connection.transaction():
+            rows = connection.execute(
+                f"""SELECT input.session_id FROM "{s}".inbox AS input
+                    WHERE input.done IS NULL AND input.session_id <> ALL(%s::text[])
+                      AND NOT EXISTS (SELECT 1 FROM "{s}".leases AS lease
+                          WHERE lease.session_id = input.session_id AND lease.expires >= now())
+                    ORDER BY input.id LIMIT %s
+                    FOR UPDATE OF input SKIP LOCKED""",
+                (list(skip), limit * 8),
+            ).fetchall()
+            wanted = list(dict.fromkeys(row[0] for row in rows))[:limit]
+            if not wanted:
+                return []
+            taken = connection.execute(
+                f"""INSERT INTO "{s}".leases AS lease (session_id, holder, epoch, expires)
+                    SELECT wanted, %s, 1, now() + make_interval(secs => %s)
+                    FROM unnest(%s::text[]) AS wanted
+                    ON CONFLICT (session_id) DO UPDATE
+                        SET holder = excluded.holder, epoch = lease.epoch + 1,
+                            expires = excluded.expires
+                        WHERE lease.expires < now()
+                    RETURNING session_id, epoch,
+                        EXISTS (SELECT 1 FROM "{s}".records AS record
+                                WHERE record.session_id = lease.session_id)""",
+                (self.holder, self.lease_seconds, wanted),
+            ).fetchall()
+        with self._claims_lock:
+            for session_id, epoch, _ in taken:
+                self._claimed[session_id] = epoch
+        return [(session_id, exists) for session_id, _, exists in taken]
+
+    def release_claim(self, session_id: str) -> bool:
+        """Let a claimed session go that no writer took (its lease is freed by the
+        heartbeat's thread); False when a writer has it or it was never claimed."""
+        with self._claims_lock:
+            epoch = self._claimed.pop(session_id, None)
+        if epoch is None:
+            return False
+        self.heartbeat.let_go(_Lease(self, session_id, epoch))
+        return True
 
     def _locked(self, connection: Connection[Any], session_id: str) -> SessionLockedError:
         row = connection.execute(
