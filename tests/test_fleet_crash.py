@@ -5,7 +5,6 @@ call was dispatched twice, and no session was written by two workers at once."""
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -76,7 +75,7 @@ async def test_killed_workers_lose_nothing_and_dispatch_nothing_twice(pg_store, 
                 workers[victim].wait()
                 kills += 1
                 workers[victim] = _start(pg_cluster.dsn, store.schema)
-            while await _waiting(store):  # then the fleet finishes in peace
+            while await _waiting(store):  # noqa: ASYNC110 (the fleet finishes in peace)
                 await trio.sleep(0.2)
     finally:
         for worker in workers:
