@@ -1,11 +1,11 @@
 """The ``trio-agent`` command line: ``demo``, ``run``, ``resume``, ``approve``,
-``reject``, ``show``, ``schema``.
+``reject``, ``show``, ``schema``, and the fleet's ``worker`` and ``submit``.
 
 ``_parser`` (the grammar), ``_config`` (a run's configuration, recorded in the
 ledger), ``_output`` (the one printer), ``_drive`` (a session's turns, and the
 held calls decided as ``--approve`` says), ``_commands`` (demo, run, resume),
 ``_approve`` (approve, reject), ``_show`` and ``_schema`` (the versioned
-``--json`` lines).
+``--json`` lines), ``_fleet`` (worker, submit, and ``show --dsn``'s reading).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def _schema(args: argparse.Namespace) -> int:
 def _command(name: str) -> Callable[[argparse.Namespace], int]:
     from ._approve import approve, reject
     from ._commands import demo, resume, run
+    from ._fleet import submit_command, worker
     from ._show import show
 
     return {
@@ -43,6 +44,8 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         "reject": reject,
         "show": show,
         "schema": _schema,
+        "worker": worker,
+        "submit": submit_command,
     }[name]
 
 

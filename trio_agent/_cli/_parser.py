@@ -133,7 +133,7 @@ def json_object(text: str) -> dict[str, object]:
     return value
 
 
-def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:
+def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool, json: bool = True) -> None:
     """The options ``run`` and ``resume`` share; on ``resume`` each defaults to what
     ``run`` recorded in the ledger, and a flag given overrides it for this resume."""
 
@@ -226,9 +226,10 @@ def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:
         f"up to N times, with backoff; 0 never retries ({default(str(DEFAULT_RETRIES))})",
     )
     _mcp_options(sub, resumed=resumed)
-    sub.add_argument(
-        "--json", action="store_true", help="print events as JSON lines (default: off)"
-    )
+    if json:
+        sub.add_argument(
+            "--json", action="store_true", help="print events as JSON lines (default: off)"
+        )
 
 
 def _mcp_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:
@@ -410,13 +411,114 @@ def build_parser(version: str) -> Parsers:
 
     _decision_commands(command)
     _reading_commands(command)
+    _fleet_commands(command)
     return Parsers(main, commands)
+
+
+def _database_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--dsn",
+        required=True,
+        metavar="DSN",
+        help="the PostgreSQL database: a libpq connection string or URL (required)",
+    )
+    sub.add_argument(
+        "--schema",
+        default="trio_agent",
+        metavar="NAME",
+        help="the schema holding the sessions, leases and inbox (default: trio_agent)",
+    )
+
+
+def _fleet_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``worker`` and ``submit``: sessions shared through PostgreSQL (``trio_agent.fleet``)."""
+    worker = command(
+        "worker",
+        "work as one of a fleet: take sessions with queued input from PostgreSQL and "
+        "answer it, until SIGTERM or Ctrl-C",
+        ". Each session works in its own directory, WORKSPACE/SESSION (made on first "
+        "use), with the workspace tools. A new session records this configuration; a "
+        "worker that takes a recorded session over resumes it (calls a dead worker left "
+        "open are answered as unknown, never run again). The first SIGTERM or Ctrl-C "
+        "drains: no new turn starts, the turns under way finish (cancelled after "
+        "--drain-seconds), the leases are let go; a second one cancels at once. Needs "
+        "the [postgres] extra.",
+    )
+    _database_options(worker)
+    _agent_options(worker, resumed=False, json=False)
+    worker.add_argument(
+        "--concurrency",
+        type=count(1, 10_000),
+        default=4,
+        metavar="N",
+        help="sessions this worker runs at a time (default: 4)",
+    )
+    worker.add_argument(
+        "--drain-seconds",
+        type=seconds,
+        default=30.0,
+        metavar="S",
+        help="how long a drain lets the turns under way finish (default: 30)",
+    )
+    worker.add_argument(
+        "--lease-seconds",
+        type=seconds,
+        default=30.0,
+        metavar="S",
+        help="how long a session stays with a worker that stopped renewing it (it died, "
+        "or lost the database) before another takes it over (default: 30)",
+    )
+    worker.set_defaults(system=DEFAULT_SYSTEM, max_steps=DEFAULT_MAX_STEPS, retries=DEFAULT_RETRIES)
+    submit = command(
+        "submit",
+        "queue a message for a session in PostgreSQL, for the fleet's workers; prints "
+        "its input number",
+    )
+    _database_options(submit)
+    submit.add_argument(
+        "--create", action="store_true", help="start the session if it does not exist"
+    )
+    submit.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for a worker's answer and print it (exit 1 unless the turn completed)",
+    )
+    submit.add_argument("session", metavar="SESSION", help="the session's id")
+    submit.add_argument("message", metavar="MESSAGE", help="the message")
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds, as argparse's ``type``."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 < value < 86400):
+        raise argparse.ArgumentTypeError(
+            f"a number of seconds in (0, 86400) is needed, got {text!r}"
+        )
+    return value
 
 
 def _reading_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     """``show`` and ``schema``: commands that read and print."""
     show = command("show", "show a recorded session: its configuration, turns, calls, usage")
-    show.add_argument("ledger", metavar="FILE.jsonl", help="the session's ledger")
+    show.add_argument(
+        "ledger",
+        metavar="FILE.jsonl|SESSION",
+        help="the session's ledger, or with --dsn the session's id in PostgreSQL",
+    )
+    show.add_argument(
+        "--dsn",
+        metavar="DSN",
+        help="read the session from this PostgreSQL database (default: a .jsonl file)",
+    )
+    show.add_argument(
+        "--schema",
+        default="trio_agent",
+        metavar="NAME",
+        help="with --dsn: the schema holding the sessions (default: trio_agent)",
+    )
     show.add_argument(
         "--json", action="store_true", help="print the records as JSON lines (default: off)"
     )

@@ -42,6 +42,7 @@ from ..messages import (
 )
 from ..model import Usage
 from ..pricing import cost_of
+from ..stores import LoadedSession
 from ..stores._lock import holder_of
 from ._commands import EXIT_OK, ledger_location, read_ledger
 from ._config import METADATA_KEY
@@ -52,8 +53,20 @@ from ._schema import SCHEMA_VERSION, RecordLine
 __all__ = ["show"]
 
 
-def show(args: argparse.Namespace) -> int:
+def _loaded(args: argparse.Namespace) -> tuple[LoadedSession, str | None]:
+    """The session's records and who writes it now (None: nobody), from its
+    ``.jsonl`` file or, with ``--dsn``, from PostgreSQL."""
+    if args.dsn is not None:
+        from ._fleet import read_session
+
+        return read_session(args.dsn, args.schema, args.ledger)
     loaded = read_ledger(args.ledger)
+    _, _, file = ledger_location(args.ledger)
+    return loaded, holder_of(file)
+
+
+def show(args: argparse.Namespace) -> int:
+    loaded, holder = _loaded(args)
     out = sys.stdout
     if args.json:
         encoder = msgspec.json.Encoder()
@@ -69,8 +82,7 @@ def show(args: argparse.Namespace) -> int:
     lines += _configuration(derived.metadata)
     for record in loaded.records:
         lines += _record_lines(record)
-    _, _, file = ledger_location(args.ledger)
-    lines.append(f"\n{_state_of(derived, holder_of(file))}")
+    lines.append(f"\n{_state_of(derived, holder)}")
     lines += _pending_lines(derived)
     usage, failed = derived.usage, derived.failed_usage
     line = f"usage: {usage.input_tokens} input / {usage.output_tokens} output tokens"

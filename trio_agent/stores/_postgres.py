@@ -555,6 +555,15 @@ class PostgresStore:
             ([x.session_id for x in leases], [x.epoch for x in leases]),
         )
 
+    def lease_holder(self, connection: Connection[Any], session_id: str) -> str | None:
+        """Who holds the session's lease now (None: nobody), for ``trio-agent show``."""
+        row = connection.execute(
+            f"""SELECT holder FROM "{self.schema}".leases
+                WHERE session_id = %s AND expires >= now()""",
+            (session_id,),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
     def select(self, connection: Connection[Any], session_id: str) -> list[bytes]:
         rows = connection.execute(
             f'SELECT body FROM "{self.schema}".records WHERE session_id = %s ORDER BY seq',
