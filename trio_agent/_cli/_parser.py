@@ -476,12 +476,15 @@ def _fleet_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     )
     _database_options(submit)
     submit.add_argument(
-        "--create", action="store_true", help="start the session if it does not exist"
+        "--create",
+        action="store_true",
+        help="start the session if it does not exist (default: it must exist)",
     )
     submit.add_argument(
         "--wait",
         action="store_true",
-        help="wait for a worker's answer and print it (exit 1 unless the turn completed)",
+        help="wait for a worker's answer and print it (exit 1 unless the turn completed) "
+        "(default: print the input number and return)",
     )
     submit.add_argument("session", metavar="SESSION", help="the session's id")
     submit.add_argument("message", metavar="MESSAGE", help="the message")
