@@ -16,6 +16,7 @@ pytest.importorskip("psycopg")
 from trio_agent import Agent, ToolRegistry, UserMessage
 from trio_agent.ledger import (
     LeaseLostError,
+    Ledger,
     LedgerError,
     SessionExistsError,
     SessionLockedError,
@@ -265,3 +266,42 @@ async def test_an_application_role_without_create_privileges_can_use_the_store(p
         assert (await app.load("s1")).records
     finally:
         app.close()
+
+
+async def test_a_pooled_connection_the_server_ended_is_not_used(pg_store):
+    # a server restart (here: the backends ended) leaves dead connections in the pool:
+    # each is found before use (its socket is readable) and replaced, no error reaches
+    # the writer; a live idle connection is used without a check's round trip
+    store = pg_store()
+    async with trio.open_nursery() as nursery:  # several connections in the pool
+        for i in range(4):
+            nursery.start_soon(_create_and_close, store, f"s{i}")
+    await store.run(
+        "end the other backends",
+        lambda c: c.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' "
+            "AND datname = current_database() AND application_name = ''"
+        ),
+    )
+    await trio.sleep(0.2)
+    for i in range(4):
+        assert len((await store.load(f"s{i}")).records) == 1
+    await _create_and_close(store, "after")
+    checks = []
+    from psycopg_pool import ConnectionPool
+
+    original = ConnectionPool.check_connection
+    ConnectionPool.check_connection = staticmethod(lambda c: checks.append(c) or original(c))
+    try:
+        for i in range(3):
+            await store.load("after")
+    finally:
+        ConnectionPool.check_connection = staticmethod(original)
+    assert checks == []  # healthy idle connections: no extra round trip
+
+
+async def _create_and_close(store, session_id):
+    ledger = Ledger(await trio.to_thread.run_sync(store.create, session_id), 0, "step")
+    ledger.session_started(session_id, 0.0, "")
+    await ledger.aclose()

@@ -25,6 +25,7 @@ import contextlib
 import importlib.util
 import os
 import re
+import select
 import socket
 import threading
 import weakref
@@ -350,7 +351,7 @@ class PostgresStore:
                     max_size=self._max,
                     open=False,
                     timeout=30.0,
-                    check=ConnectionPool.check_connection,
+                    check=_check_connection,
                     kwargs=_CONNECTION,
                 )
                 pool.open(wait=False)
@@ -606,6 +607,21 @@ _CONNECTION: Final[dict[str, Any]] = {
     "keepalives_interval": 10,
     "keepalives_count": 3,
 }
+
+
+def _check_connection(connection: Connection[Any]) -> None:
+    """Before a pooled connection is used: an idle connection has nothing to read, so
+    one whose socket is readable heard from the server while idle (it was ended:
+    a restart, ``pg_terminate_backend``) and is tested with an empty query, which
+    raises when it is dead (the pool then uses another). No round trip otherwise."""
+    try:
+        readable = bool(select.select([connection.fileno()], [], [], 0)[0])
+    except (OSError, ValueError):
+        readable = True
+    if readable:
+        from psycopg_pool import ConnectionPool
+
+        ConnectionPool.check_connection(connection)
 
 
 def _close_pool(pools: list[Any]) -> None:

@@ -1,0 +1,146 @@
+"""How the fleet scales: turns per second with 1, 2 and 4 worker processes against
+one PostgreSQL, the model I/O-bound (a scripted model that takes 50 ms a
+request, as a real one waits on the network).
+
+Run: ``python benchmarks/fleet.py`` (starts a throwaway local cluster,
+tests/pg_cluster.py). Each run: the workers start and listen, then
+``SESSIONS`` sessions get ``TURNS`` inputs each, all at once (``submit``);
+the clock runs from the first submit until every input is answered. A turn
+is two requests (a tool call, then the answer): 100 ms of model time. Each
+worker runs ``--concurrency`` sessions at a time, so one worker's ceiling is
+concurrency / 0.1 s turns per second, and N workers' N times that, as long
+as the database and the machine keep up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import trio
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+SESSIONS = 64
+TURNS = 3
+MODEL_SECONDS = 0.05
+
+
+def _answer(request):  # type: ignore[no-untyped-def]
+    from trio_agent import ToolCall, UserMessage
+    from trio_agent.testing import scripted_response
+
+    last = request.messages[-1]
+    if isinstance(last, UserMessage):
+        call = ToolCall(f"c-{last.id}", "add", {"a": 1, "b": 2})
+        return scripted_response(f"r-{request.id}", [call])
+    return scripted_response(f"r-{request.id}", "done")
+
+
+async def worker_main(dsn: str, schema: str, concurrency: int) -> None:
+    """One worker process: ``--worker``. Prints "ready" once listening."""
+    from trio_agent import tool
+    from trio_agent.fleet import Worker, agent_maker
+    from trio_agent.stores import PostgresStore
+    from trio_agent.testing import CallableModel
+
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    async def answer(request):  # type: ignore[no-untyped-def]
+        await trio.sleep(MODEL_SECONDS)
+        return _answer(request)
+
+    store = PostgresStore(dsn, schema=schema)
+    make = agent_maker(model=CallableModel(answer, record_requests=False), tools=[add])
+    worker = Worker(store, make, concurrency=concurrency)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(worker.run)
+        print("ready", flush=True)
+
+
+async def one_run(dsn: str, workers: int, concurrency: int) -> float:
+    """Turns per second with ``workers`` processes, on a schema of its own."""
+    from trio_agent.fleet import submit
+    from trio_agent.stores import PostgresStore
+
+    schema = f"fleet_{uuid.uuid4().hex[:10]}"
+    store = PostgresStore(dsn, schema=schema)
+    await store.run("make the schema", lambda connection: None)
+    command = [sys.executable, __file__, "--worker", dsn, schema, str(concurrency)]
+    processes = [subprocess.Popen(command, stdout=subprocess.PIPE) for _ in range(workers)]
+    try:
+        for process in processes:
+            assert process.stdout is not None
+            line = await trio.to_thread.run_sync(process.stdout.readline)
+            assert line.strip() == b"ready", line
+        start = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for i in range(SESSIONS):
+                nursery.start_soon(_submit_all, submit, store, f"s{i}")
+        while await _waiting(store):
+            await trio.sleep(0.01)
+        elapsed = time.perf_counter() - start
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+        await store.aclose()
+    return SESSIONS * TURNS / elapsed
+
+
+async def _submit_all(submit, store, session_id: str) -> None:  # type: ignore[no-untyped-def]
+    for turn in range(TURNS):
+        await submit(store, session_id, f"input {turn}", create=True)
+
+
+async def _waiting(store) -> int:  # type: ignore[no-untyped-def]
+    def count(connection):  # type: ignore[no-untyped-def]
+        sql = f'SELECT count(*) FROM "{store.schema}".inbox WHERE done IS NULL'
+        return connection.execute(sql).fetchone()[0]
+
+    return await store.run("count waiting input", count)
+
+
+async def main(dsn: str, rounds: int, concurrency: int) -> None:
+    print(
+        f"{SESSIONS} sessions x {TURNS} turns, 2 requests of {MODEL_SECONDS * 1000:.0f} ms a "
+        f"turn, {concurrency} sessions per worker; medians of {rounds}"
+    )
+    base = None
+    for workers in (1, 2, 4):
+        rates = [await one_run(dsn, workers, concurrency) for _ in range(rounds)]
+        rate = statistics.median(rates)
+        base = base or rate
+        ceiling = workers * concurrency / (2 * MODEL_SECONDS)
+        print(
+            f"  {workers} worker(s): {rate:7.1f} turns/s  ({rate / base:4.2f}x one worker; "
+            f"the model's ceiling {ceiling:.0f} turns/s)"
+        )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        trio.run(worker_main, sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        sys.exit(0)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=4)
+    args = parser.parse_args()
+    from pg_cluster import Cluster
+
+    cluster = Cluster().start()
+    try:
+        trio.run(main, cluster.dsn, args.rounds, args.concurrency)
+    finally:
+        cluster.stop()
