@@ -15,6 +15,7 @@ as the database and the machine keep up.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -67,8 +68,33 @@ async def worker_main(dsn: str, schema: str, concurrency: int) -> None:
         print("ready", flush=True)
 
 
-async def one_run(dsn: str, workers: int, concurrency: int) -> float:
-    """Turns per second with ``workers`` processes, on a schema of its own."""
+def _cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds the processes ``pids`` used so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _postgres_pids() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "postgres":
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+async def one_run(dsn: str, workers: int, concurrency: int) -> tuple[float, float, float]:
+    """Turns per second with ``workers`` processes, on a schema of its own, and the
+    CPU milliseconds a turn took in the workers and in the database."""
     from trio_agent.fleet import submit
     from trio_agent.stores import PostgresStore
 
@@ -76,19 +102,27 @@ async def one_run(dsn: str, workers: int, concurrency: int) -> float:
     store = PostgresStore(dsn, schema=schema)
     await store.run("make the schema", lambda connection: None)
     command = [sys.executable, __file__, "--worker", dsn, schema, str(concurrency)]
-    processes = [subprocess.Popen(command, stdout=subprocess.PIPE) for _ in range(workers)]
+    processes = [  # noqa: ASYNC220 (started once, before the clock runs)
+        subprocess.Popen(command, stdout=subprocess.PIPE) for _ in range(workers)
+    ]
     try:
         for process in processes:
             assert process.stdout is not None
             line = await trio.to_thread.run_sync(process.stdout.readline)
             assert line.strip() == b"ready", line
+        pids = [process.pid for process in processes]
+        database = _postgres_pids()
+        cpu = _cpu_seconds(pids), _cpu_seconds(database)
         start = time.perf_counter()
         async with trio.open_nursery() as nursery:
             for i in range(SESSIONS):
                 nursery.start_soon(_submit_all, submit, store, f"s{i}")
-        while await _waiting(store):
-            await trio.sleep(0.01)
+        while await _waiting(store):  # noqa: ASYNC110 (the database has the count)
+            await trio.sleep(0.05)
         elapsed = time.perf_counter() - start
+        database += [pid for pid in _postgres_pids() if pid not in database]
+        worker_cpu = _cpu_seconds(pids) - cpu[0]
+        database_cpu = _cpu_seconds(database) - cpu[1]
     finally:
         for process in processes:
             process.kill()
@@ -96,7 +130,8 @@ async def one_run(dsn: str, workers: int, concurrency: int) -> float:
             if process.stdout is not None:
                 process.stdout.close()
         await store.aclose()
-    return SESSIONS * TURNS / elapsed
+    turns = SESSIONS * TURNS
+    return turns / elapsed, worker_cpu / turns * 1000, database_cpu / turns * 1000
 
 
 async def _submit_all(submit, store, session_id: str) -> None:  # type: ignore[no-untyped-def]
@@ -119,13 +154,15 @@ async def main(dsn: str, rounds: int, concurrency: int) -> None:
     )
     base = None
     for workers in (1, 2, 4):
-        rates = [await one_run(dsn, workers, concurrency) for _ in range(rounds)]
-        rate = statistics.median(rates)
+        runs = [await one_run(dsn, workers, concurrency) for _ in range(rounds)]
+        rate = statistics.median(run[0] for run in runs)
         base = base or rate
         ceiling = workers * concurrency / (2 * MODEL_SECONDS)
         print(
             f"  {workers} worker(s): {rate:7.1f} turns/s  ({rate / base:4.2f}x one worker; "
-            f"the model's ceiling {ceiling:.0f} turns/s)"
+            f"the model's ceiling {ceiling:.0f} turns/s); CPU a turn: workers "
+            f"{statistics.median(run[1] for run in runs):.1f} ms, PostgreSQL "
+            f"{statistics.median(run[2] for run in runs):.1f} ms"
         )
 
 

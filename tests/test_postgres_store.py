@@ -148,8 +148,14 @@ async def flushes_of_a_turn(store, monkeypatch) -> int:
     from helpers import call
 
     flushes = []
-    insert = store.insert
-    monkeypatch.setattr(store, "insert", lambda *args: (flushes.append(1), insert(*args))[1])
+    real = store.call
+
+    def counted(what, *args):
+        if what == "write records":
+            flushes.append(1)
+        return real(what, *args)
+
+    monkeypatch.setattr(store, "call", counted)
     calls = [call("add", f"c{n}", {"left": n, "right": 1}) for n in range(6)]
     script = [scripted_response("r1", calls), scripted_response("r2", "done")]
     agent = Agent(
@@ -212,10 +218,14 @@ async def test_a_failed_writer_lets_its_lease_go(pg_store, monkeypatch):
     agent = Agent(model=ScriptedModel(answers("a")), store=store, session_id="s1")
     await agent.prompt("one")
 
-    def broken(*args):
-        raise LedgerError("the disk is full")
+    real = store.call
 
-    monkeypatch.setattr(store, "insert", broken)
+    def broken(what, *args):
+        if what == "write records":
+            raise LedgerError("the disk is full")
+        return real(what, *args)
+
+    monkeypatch.setattr(store, "call", broken)
     with pytest.raises(LedgerError):
         await agent.prompt("two")
     monkeypatch.undo()

@@ -42,7 +42,8 @@ from ..ledger import (
     SessionWriter,
     session_exists,
 )
-from ._base import LoadedSession, Row, RowWriter, WriterState, check_session_id, parse_jsonl
+from ._base import LoadedSession, RowWriter, WriterState, check_session_id, parse_jsonl
+from ._postgres_commit import Flush, GroupCommit, insert_flushes
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -131,14 +132,23 @@ class _PostgresWriter(RowWriter):
 
     def _check_lease(self) -> None:
         if self._lease.lost:  # found taken over by the heartbeat: fail without a round trip
-            error = self._store.lease_lost(self._session_id, self._lease)
+            error = self._store.lease_lost(self._session_id, self._lease.epoch)
             raise self._state.fail(error)
 
     def commit(self) -> None:
         """Store what was appended now, in the calling thread (a worker thread:
         the ``Agent`` creates sessions there)."""
         self._state.check()
-        self._write(self._store.call, False)
+        if self._pending:
+            batch = list(self._pending)
+            request = Flush(self._lease, batch, False)
+            try:
+                (error,) = self._store.call("write records", insert_flushes, self._store, [request])
+                if error is not None:
+                    raise error
+            except LedgerError as exc:
+                raise self._state.fail(exc) from exc.__cause__
+            del self._pending[: len(batch)]
 
     async def flush(self, durable: bool) -> None:
         if not self._state.usable:
@@ -148,19 +158,10 @@ class _PostgresWriter(RowWriter):
         self._check_lease()
         batch = list(self._pending)
         try:
-            await self._store.run("write records", self._store.insert, self._lease, batch, durable)
+            await self._store.commits.flush(Flush(self._lease, batch, durable))
         except LedgerError as exc:
             raise self._state.fail(exc) from exc.__cause__
         del self._pending[: len(batch)]  # only once stored: a cancelled flush keeps them
-
-    def _write(self, call: Callable[..., Any], durable: bool) -> None:
-        if self._pending:
-            batch = list(self._pending)
-            try:
-                call("write records", self._store.insert, self._lease, batch, durable)
-            except LedgerError as exc:
-                raise self._state.fail(exc) from exc.__cause__
-            del self._pending[: len(batch)]
 
     async def _after_close(self) -> None:
         """Free the lease before ``aclose`` returns (shielded: a cancelled close
@@ -282,6 +283,7 @@ class PostgresStore:
         self._pool: list[ConnectionPool] = []  # the open pool, shared with the finalizer
         self._pool_lock = threading.Lock()
         self.heartbeat = _Heartbeat(self)
+        self.commits = GroupCommit(self)
         self._claimed: dict[str, int] = {}  # claimed sessions no writer took yet: their epochs
         self._claims_lock = threading.Lock()
         weakref.finalize(self, _close_pool, self._pool)
@@ -493,44 +495,11 @@ class PostgresStore:
             "holder that crashed lets it go then)"
         )
 
-    def lease_lost(self, session_id: str, lease: _Lease) -> LeaseLostError:
+    def lease_lost(self, session_id: str, epoch: int) -> LeaseLostError:
         return LeaseLostError(
-            f"session {session_id!r}: this writer's lease (epoch {lease.epoch}) in "
+            f"session {session_id!r}: this writer's lease (epoch {epoch}) in "
             f"{self!r} was taken over by another writer; it writes nothing more"
         )
-
-    def insert(
-        self, connection: Connection[Any], lease: _Lease, batch: Sequence[Row], durable: bool
-    ) -> None:
-        """Store ``batch`` in one statement fenced by ``lease``'s epoch (renewed in
-        it): ``LeaseLostError``, with nothing written, when another writer took
-        the session. ``durable``: the commit waits for the WAL on disk."""
-        s = self.schema
-        session_id = batch[0][0]
-        statement = f"""
-            WITH fence AS (
-                UPDATE "{s}".leases SET expires = now() + make_interval(secs => %s)
-                WHERE session_id = %s AND epoch = %s RETURNING 1)
-            INSERT INTO "{s}".records (session_id, seq, body)
-            SELECT %s, seq, body FROM unnest(%s::bigint[], %s::bytea[]) AS batch (seq, body)
-            WHERE EXISTS (SELECT 1 FROM fence)"""
-        values = (
-            self.lease_seconds,
-            session_id,
-            lease.epoch,
-            session_id,
-            [row[1] for row in batch],
-            [row[2] for row in batch],
-        )
-        if durable:
-            with connection.transaction():
-                connection.execute("SET LOCAL synchronous_commit = on")
-                stored = connection.execute(statement, values).rowcount
-        else:
-            stored = connection.execute(statement, values).rowcount
-        if stored != len(batch):
-            lease.lost = True
-            raise self.lease_lost(session_id, lease)
 
     def renew(self, connection: Connection[Any], leases: list[_Lease]) -> dict[str, set[int]]:
         """Renew the held ``leases`` in one statement; the epochs still held, by session."""
