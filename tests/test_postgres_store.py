@@ -304,7 +304,7 @@ async def test_a_pooled_connection_the_server_ended_is_not_used(pg_store):
     original = ConnectionPool.check_connection
     ConnectionPool.check_connection = staticmethod(lambda c: checks.append(c) or original(c))
     try:
-        for i in range(3):
+        for _ in range(3):
             await store.load("after")
     finally:
         ConnectionPool.check_connection = staticmethod(original)
