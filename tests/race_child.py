@@ -1,6 +1,6 @@
 """A child process for the resume-race test: resume the crash test's session.
 
-Usage: race_child.py DIRECTORY jsonl|sqlite. Prints "won" once it is the
+Usage: race_child.py DIRECTORY jsonl|sqlite|postgres. Prints "won" once it is the
 session's writer (then waits for a line on stdin and finishes the session),
 or "locked: <the error>" and exits 3 when another writer has the session.
 """
@@ -18,7 +18,7 @@ from trio_agent import Agent, SessionLockedError
 
 
 async def main(directory: Path, kind: str) -> int:
-    store = open_store(directory, kind)
+    store = open_store(directory, kind, lease_seconds=0.5)  # a killed winner's lease ends soon
     try:
         agent = await Agent.resume(
             store,

@@ -152,13 +152,15 @@ async def first_line(process: trio.Process) -> bytes:
     return line
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"], indirect=True)
 async def test_two_processes_racing_to_resume_one_session_exactly_one_wins(tmp_path, kind):
     rng = random.Random(SEED + 1)
     for trial in range(RACES):
         directory = tmp_path / f"race-{trial}"
         directory.mkdir()
         await crash_once(directory, rng.uniform(0.0, 0.05), kind)  # left by a kill -9
+        if kind == "postgres":
+            await trio.sleep(0.6)  # the killed holder's lease (0.5 s) ends: both may race
         before = dispatched(directory)
         racers = [
             await trio.lowlevel.open_process(
@@ -177,7 +179,10 @@ async def test_two_processes_racing_to_resume_one_session_exactly_one_wins(tmp_p
                 ]
                 # the loser was refused at once, told which process holds the session
                 assert lost.startswith(b"locked: "), lost
-                assert f"process {winner.pid} on ".encode() in lost, lost
+                if kind == "postgres":  # the lease's holder: host and pid
+                    assert f":{winner.pid}' holds the lease".encode() in lost, lost
+                else:
+                    assert f"process {winner.pid} on ".encode() in lost, lost
                 assert await loser.wait() == 3
                 # the winner goes on, and is killed at a random moment
                 assert winner.stdin is not None
@@ -189,13 +194,14 @@ async def test_two_processes_racing_to_resume_one_session_exactly_one_wins(tmp_p
                 await racer.wait()
                 await racer.stdout.aclose()
                 await racer.stdin.aclose()
-        # the kernel let the dead winner's lock go: the session loads and resumes here
+        # the kernel let the dead winner's lock go (its lease ends): the session
+        # loads and resumes here
         store = open_store(directory, kind)
         loaded = await store.load(SESSION)
         derive(loaded.records)
-        agent = await Agent.resume(
+        agent = await resume_when_free(
             store,
-            SESSION,
+            kind,
             model=StepwiseModel(directory),
             tools=make_tools(directory),
             max_steps=STEPS + 1,
