@@ -169,6 +169,7 @@ SETUPS = {
     "keys": "a script, with OPENAI_API_KEY and ANTHROPIC_API_KEY set (no request is made)",
     "agent": "the body of async def main(), given model, add and tools (AGENT_PRELUDE)",
     "file": "the block is the named test file, which runs in our suite",
+    "postgres": "a script, with TRIO_AGENT_DSN naming a fresh database in the suite's cluster",
 }
 
 
@@ -194,9 +195,11 @@ def run_python(source: str, cwd: Path, **env: str) -> subprocess.CompletedProces
     )
 
 
-def run_block(block: Block, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_block(block: Block, cwd: Path, dsn: str = "") -> subprocess.CompletedProcess[str]:
     if block.setup is None:
         return run_python(block.code, cwd)
+    if block.setup == "postgres":
+        return run_python(block.code, cwd, TRIO_AGENT_DSN=dsn)
     if block.setup == "keys":
         return run_python(block.code, cwd, OPENAI_API_KEY="sk-test", ANTHROPIC_API_KEY="sk-test")
     assert block.setup == "agent", block
@@ -211,13 +214,27 @@ def test_the_readme_has_python_blocks_each_with_a_known_setup():
     assert sum(bool(expected_output(block.code)) for block in BLOCKS) >= 5
 
 
+def fresh_database(request) -> str:
+    """A new database in the suite's PostgreSQL cluster; its DSN."""
+    import uuid
+
+    import psycopg
+
+    cluster = request.getfixturevalue("pg_cluster")
+    name = f"readme_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(cluster.dsn, autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name}")
+    return cluster.dsn.replace("dbname=postgres", f"dbname={name}")
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda block: f"line{block.line}")
-def test_readme_python_block_runs_and_prints_what_it_says(block, tmp_path):
+def test_readme_python_block_runs_and_prints_what_it_says(block, tmp_path, request):
     if block.setup == "file":  # the file runs in our suite; the block must be it, exactly
         assert block.code == (ROOT / block.argument).read_text()
         assert re.fullmatch(r"tests/test_\w+\.py", block.argument)
         return
-    done = run_block(block, tmp_path)
+    dsn = fresh_database(request) if block.setup == "postgres" else ""
+    done = run_block(block, tmp_path, dsn)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     printed = iter(done.stdout.splitlines())
