@@ -146,10 +146,15 @@ async def _waiting(store) -> int:  # type: ignore[no-untyped-def]
     return await store.run("count waiting input", count)
 
 
-async def main(dsn: str, rounds: int, concurrency: int) -> None:
+async def main(dsn: str, rounds: int, concurrencies: list[int]) -> None:
+    for concurrency in concurrencies:
+        await scaling(dsn, rounds, concurrency)
+
+
+async def scaling(dsn: str, rounds: int, concurrency: int) -> None:
     print(
         f"{SESSIONS} sessions x {TURNS} turns, 2 requests of {MODEL_SECONDS * 1000:.0f} ms a "
-        f"turn, {concurrency} sessions per worker; medians of {rounds}"
+        f"turn, {concurrency} session(s) per worker; medians of {rounds}"
     )
     base = None
     for workers in (1, 2, 4):
@@ -171,7 +176,13 @@ if __name__ == "__main__":
         sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[1, 4],
+        help="sessions per worker: one scaling table each (default: 1 4)",
+    )
     args = parser.parse_args()
     from pg_cluster import Cluster
 
