@@ -10,30 +10,15 @@ import uuid
 import pytest
 import trio
 from loopback import Reply
-from test_cli import ENV, TRIO_AGENT, call_stream, cli, text_stream
+from test_cli import ENV, TRIO_AGENT, call_stream, cli, command, text_stream
 
 pytest.importorskip("psycopg")
 
 
 def _worker(loopback, pg_cluster, workspace, schema, *extra):
+    options = ("--dsn", pg_cluster.dsn, "--schema", schema, *extra)
     return subprocess.Popen(
-        [
-            *TRIO_AGENT,
-            "worker",
-            "--dsn",
-            pg_cluster.dsn,
-            "--schema",
-            schema,
-            "--provider",
-            "openai",
-            "--model",
-            "gpt-4o-mini",
-            "--workspace",
-            str(workspace),
-            "--base-url",
-            f"{loopback.url}/v1",
-            *extra,
-        ],
+        command(loopback, workspace, "worker", *options),
         env=ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -98,20 +98,9 @@ async def test_many_sessions_share_commits(pg_store, monkeypatch):
         assert await _seqs(store, f"s{i}") == list(range(9))
 
 
-async def test_a_writer_fenced_off_in_a_shared_commit_fails_alone(pg_store, monkeypatch):
-    store = pg_store()
-    ledgers = {name: _ledger(store, name) for name in ("c", "a", "b")}
-    await ledgers["c"].barrier("step")
-    await ledgers["a"].barrier("step")
-    await ledgers["b"].barrier("step")
-    # another holder takes "a" over (its lease expired while this writer was paused)
-    await store.run(
-        "take a over",
-        lambda c: c.execute(
-            f"""UPDATE "{store.schema}".leases SET epoch = epoch + 1 WHERE session_id = 'a'"""
-        ),
-    )
-    gate = Gate(monkeypatch)
+async def _a_and_b_behind_c(ledgers, gate):
+    """c's flush leads a commit held in its thread; a's and b's queue behind it and
+    go together in the next. The failures, by ledger."""
     failures = {}
 
     async def flush(name):
@@ -130,6 +119,24 @@ async def test_a_writer_fenced_off_in_a_shared_commit_fails_alone(pg_store, monk
         await trio.testing.wait_all_tasks_blocked()
         gate.release()
     assert sorted(gate.batches[1]) == ["a", "b"]
+    return failures
+
+
+async def test_a_writer_fenced_off_in_a_shared_commit_fails_alone(pg_store, monkeypatch):
+    store = pg_store()
+    ledgers = {name: _ledger(store, name) for name in ("c", "a", "b")}
+    await ledgers["c"].barrier("step")
+    await ledgers["a"].barrier("step")
+    await ledgers["b"].barrier("step")
+    # another holder takes "a" over (its lease expired while this writer was paused)
+    await store.run(
+        "take a over",
+        lambda c: c.execute(
+            f"""UPDATE "{store.schema}".leases SET epoch = epoch + 1 WHERE session_id = 'a'"""
+        ),
+    )
+    gate = Gate(monkeypatch)
+    failures = await _a_and_b_behind_c(ledgers, gate)
     assert list(failures) == ["a"] and isinstance(failures["a"], LeaseLostError)
     assert await _seqs(store, "a") == [0]  # nothing of the fenced writer
     assert await _seqs(store, "b") == [0, 1]
@@ -154,23 +161,7 @@ async def test_a_failing_row_fails_only_its_writer(pg_store, monkeypatch):
         ),
     )
     gate = Gate(monkeypatch)
-    failures = {}
-
-    async def flush(name):
-        try:
-            await ledgers[name].barrier("step")
-        except LedgerError as exc:
-            failures[name] = exc
-
-    async with trio.open_nursery() as nursery:
-        ledgers["c"].step_started("request-001")
-        nursery.start_soon(flush, "c")
-        await gate.held()
-        for name in ("a", "b"):
-            ledgers[name].step_started("request-001")
-            nursery.start_soon(flush, name)
-        await trio.testing.wait_all_tasks_blocked()
-        gate.release()
+    failures = await _a_and_b_behind_c(ledgers, gate)
     assert list(failures) == ["a"] and "duplicate key" in str(failures["a"])
     assert await _seqs(store, "b") == [0, 1] and await _seqs(store, "c") == [0, 1]
 

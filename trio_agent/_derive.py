@@ -50,6 +50,7 @@ __all__ = [
     "TOOL_NOT_STARTED",
     "TOOL_OUTCOME_UNKNOWN",
     "DerivedSession",
+    "add_usage",
     "derive",
 ]
 
@@ -76,7 +77,8 @@ _CLOSING_TEXT = {
 _MAX_ERROR_CHARS = 2000
 
 
-def _add(total: Usage, more: Usage) -> Usage:
+def add_usage(total: Usage, more: Usage) -> Usage:
+    """``total`` and ``more`` summed, token count by token count (no cost)."""
     return Usage(
         input_tokens=total.input_tokens + more.input_tokens,
         output_tokens=total.output_tokens + more.output_tokens,
@@ -295,18 +297,18 @@ class _Replay:
     def step_end(self, record: StepEndRecord) -> None:
         self._in_step("step/end", record.request_id)
         if record.usage is not None and not self.step_usage:  # an older ledger
-            self.session.usage = _add(self.session.usage, record.usage)
+            self.session.usage = add_usage(self.session.usage, record.usage)
         self.step = None
 
     def attempt_failed(self, record: AttemptFailedRecord) -> None:
         self._in_step("attempt/failed", record.request_id)
         if record.usage is not None:
-            self.session.failed_usage = _add(self.session.failed_usage, record.usage)
+            self.session.failed_usage = add_usage(self.session.failed_usage, record.usage)
 
     def message(self, record: MessageRecord) -> None:
         self._message(record.message)
         if record.usage is not None:
-            self.session.usage = _add(self.session.usage, record.usage)
+            self.session.usage = add_usage(self.session.usage, record.usage)
             self.step_usage = True
 
     def tool_call(self, record: ToolCallRecord) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import msgspec
 import trio
 
+from ._derive import add_usage
 from ._fleet_listen import Listener, channel
 from .events import TurnResult
 from .ledger import LedgerError, Record, StepStartRecord, TurnEndRecord, TurnStartRecord
@@ -236,19 +237,10 @@ def recorded_result(records: tuple[Record, ...]) -> TurnResult[Any]:
             last = message
             given = getattr(record, "usage", None)
             if given is not None:
-                usage = _plus(usage, given)
+                usage = add_usage(usage, given)
     if end is None:
         raise LedgerError("the session's last turn has no end recorded")
     final_text = "" if last is None else text_from_assistant(last)
     return TurnResult(
         turn=opened.turn, end=end, steps=steps, final_text=final_text, usage=usage, messages=()
-    )
-
-
-def _plus(a: Usage, b: Usage) -> Usage:
-    return Usage(
-        input_tokens=a.input_tokens + b.input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        cache_read_tokens=a.cache_read_tokens + b.cache_read_tokens,
-        cache_write_tokens=a.cache_write_tokens + b.cache_write_tokens,
     )
