@@ -11,7 +11,7 @@ session knows whether the worker before it had already recorded it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, final
 
 import msgspec
 import trio
@@ -109,7 +109,7 @@ def _insert(
             (known,) = connection.execute(
                 f"""SELECT EXISTS (SELECT 1 FROM "{s}".records WHERE session_id = %s)
                     OR EXISTS (SELECT 1 FROM "{s}".inbox
-                               WHERE session_id = %s AND create_session)""",
+                               WHERE session_id = %s AND create_session AND done IS NULL)""",
                 (session_id, session_id),
             ).fetchone() or (False,)
             if not known:
@@ -170,14 +170,15 @@ def _finish(
 
 def _outcome(
     connection: Connection[Any], store: PostgresStore, session_id: str, input_id: int
-) -> tuple[bool, bytes | None, str | None]:
+) -> tuple[bool, bytes | None, str | None] | None:
+    """Whether the input was answered, its result and error; None: no such input."""
     row = connection.execute(
         f"""SELECT done IS NOT NULL, result, error FROM "{store.schema}".inbox
             WHERE id = %s AND session_id = %s""",
         (input_id, session_id),
     ).fetchone()
     if row is None:
-        raise LedgerError(f"session {session_id!r} in {store!r} has no input {input_id}")
+        return None
     done, body, error = row
     return bool(done), None if body is None else bytes(body), error
 
@@ -187,34 +188,88 @@ async def wait_for_turn(store: PostgresStore, session_id: str, turn: int) -> Tur
     returned) of session ``session_id``; the result of the turn that answered
     it (``messages`` left empty: load the session for its transcript;
     ``output`` as JSON). ``LedgerError`` for an input that does not exist or
-    could not be run (the error says why). Wakes on the workers' notification
-    (``LISTEN``), and looks again every second should one be lost.
-    Cancellation: returns at once (a waiting thread is abandoned; it ends
-    within a second and closes its connection).
+    could not be run (the error says why), or when the database cannot be
+    reached at first; once it was, a lost connection is waited out (looking
+    again every second). Wakes on the workers' notification (``LISTEN``), and
+    looks again every second should one be lost. Cancellation: returns at
+    once (a waiting thread is abandoned; it ends within a second and closes
+    its connection).
     """
     store = postgres_store(store, "wait_for_turn")
     check_session_id(session_id)
     if type(turn) is not int or turn < 1:
         raise ValueError(f"turn must be a number submit returned, got {turn!r}")
-    wanted = str(turn)
-    async with Listener(store, channel(store, "done")) as listener:
+    waiter = _Waiter(store, session_id, turn)
+    listener = Listener(store, channel(store, "done"))
+    await listener.open()  # before the first look: no notification is missed
+    waiter.listener = listener
+    try:
         while True:
-            done, body, error = await store.run(
-                f"read input {turn} of session {session_id!r}",
+            outcome = await waiter.look()
+            if outcome is not None:
+                return outcome
+            await waiter.wait()
+    finally:
+        if waiter.listener is not None:
+            await waiter.listener.aclose()
+
+
+@final
+class _Waiter:
+    """``wait_for_turn``'s state: its listener (None while the database is away)
+    and whether it has reached the database yet."""
+
+    def __init__(self, store: PostgresStore, session_id: str, turn: int) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.turn = turn
+        self.listener: Listener | None = None
+        self.reached = False
+
+    async def look(self) -> TurnResult[Any] | None:
+        """The input's result if it was answered, else None."""
+        where = f"session {self.session_id!r}"
+        try:
+            row = await self.store.run(
+                f"read input {self.turn} of {where}",
                 _outcome,
-                store,
-                session_id,
-                turn,
+                self.store,
+                self.session_id,
+                self.turn,
             )
-            if done:
-                if error is not None or body is None:
-                    raise LedgerError(f"session {session_id!r}: input {turn} was not run: {error}")
-                return _result_decoder.decode(body)
-            # until this input's notification, or a second (one could be lost)
-            deadline = trio.current_time() + POLL_SECONDS
-            while (left := deadline - trio.current_time()) > 0:
-                if wanted in await listener.wait(left):
-                    break
+        except LedgerError:
+            if not self.reached:
+                raise
+            return None  # the database is away: look again after a while
+        self.reached = True
+        if row is None:
+            raise LedgerError(f"{where} in {self.store!r} has no input {self.turn}")
+        done, body, error = row
+        if not done:
+            return None
+        if error is not None or body is None:
+            raise LedgerError(f"{where}: input {self.turn} was not run: {error}")
+        return _result_decoder.decode(body)
+
+    async def wait(self) -> None:
+        """Until this input's notification, or a second (one could be lost)."""
+        deadline = trio.current_time() + POLL_SECONDS
+        wanted = str(self.turn)
+        while (left := deadline - trio.current_time()) > 0:
+            if self.listener is None:  # listen again, or poll meanwhile
+                listener = Listener(self.store, channel(self.store, "done"))
+                try:
+                    await listener.open()
+                except LedgerError:
+                    await trio.sleep(left)
+                    return
+                self.listener = listener
+            try:
+                if wanted in await self.listener.wait(left):
+                    return
+            except LedgerError:
+                await self.listener.aclose()
+                self.listener = None
 
 
 def recorded_result(records: tuple[Record, ...]) -> TurnResult[Any]:

@@ -9,6 +9,7 @@ closed meanwhile, so a cancelled waiter never waits for the database.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from typing import TYPE_CHECKING, Any, final
 
@@ -23,8 +24,14 @@ __all__ = ["Listener", "channel"]
 
 
 def channel(store: PostgresStore, name: str) -> str:
-    """The notification channel ``name`` of ``store``'s schema (a quoted SQL name)."""
-    return f"{store.schema}.{name}"
+    """The notification channel ``name`` of ``store``'s schema (used quoted).
+    PostgreSQL's names are 63 bytes at most: a schema name too long for
+    ``{schema}.{name}`` is shortened, with a hash of it to keep it apart."""
+    full = f"{store.schema}.{name}"
+    if len(full) <= 63:
+        return full
+    digest = hashlib.sha256(store.schema.encode()).hexdigest()[:16]
+    return f"{store.schema[:30]}~{digest}.{name}"
 
 
 @final
@@ -33,7 +40,7 @@ class Listener:
     notified after entry is missed; ``await wait(seconds)`` gives the payloads
     of the notifications that arrived (``[]`` after that long)."""
 
-    __slots__ = ("_busy", "_channel", "_closing", "_connection", "_store")
+    __slots__ = ("_busy", "_channel", "_closing", "_connection", "_limiter", "_store")
 
     def __init__(self, store: PostgresStore, channel: str) -> None:
         self._store = store
@@ -41,6 +48,9 @@ class Listener:
         self._connection: Connection[Any] | None = None
         self._busy = threading.Lock()  # held by the thread using the connection
         self._closing = False
+        # its own thread token: a waiting (or abandoned) listener never holds one of
+        # trio's default limiter, which every other thread hop of the process shares
+        self._limiter = trio.CapacityLimiter(1)
 
     async def __aenter__(self) -> Listener:
         await self.open()
@@ -51,12 +61,12 @@ class Listener:
 
     async def open(self) -> None:
         """Connect and ``LISTEN`` (``LedgerError`` when the database cannot be reached)."""
-        await trio.to_thread.run_sync(self._open)
+        await trio.to_thread.run_sync(self._open, limiter=self._limiter)
 
     async def aclose(self) -> None:
         """Close the connection now, or let an abandoned wait's thread close it."""
         self._closing = True
-        with trio.CancelScope(shield=True):
+        with trio.CancelScope(shield=True):  # never waits for an abandoned wait's thread
             await trio.to_thread.run_sync(self._close_if_idle)
 
     def _open(self) -> None:
@@ -74,23 +84,24 @@ class Listener:
     async def wait(self, seconds: float) -> list[str]:
         """The payloads notified since the last wait, waiting up to ``seconds``
         for one. Cancellation: returns at once (the thread is abandoned)."""
-        return await trio.to_thread.run_sync(self._wait, seconds, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(
+            self._wait, seconds, abandon_on_cancel=True, limiter=self._limiter
+        )
 
     def _wait(self, timeout: float) -> list[str]:
-        with self._busy:
-            connection = self._connection
-            if connection is None or self._closing:
-                self._close()
-                return []
-            try:
+        try:
+            with self._busy:
+                connection = self._connection
+                if connection is None or self._closing:
+                    return []
                 with self._store.failures(f"listen on {self._channel!r}"):
                     got = [n.payload for n in connection.notifies(timeout=timeout, stop_after=1)]
                     if got:  # and whatever else has arrived, without waiting
                         got += [n.payload for n in connection.notifies(timeout=0.0)]
                     return got
-            finally:
-                if self._closing:
-                    self._close()
+        finally:  # after the lock is let go: a close that found it held is done here
+            if self._closing:
+                self._close_if_idle()
 
     def _close_if_idle(self) -> None:
         if self._busy.acquire(blocking=False):

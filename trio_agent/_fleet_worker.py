@@ -147,7 +147,7 @@ class Worker:
         while True:
             try:
                 while True:
-                    if await listener.wait(self.poll_seconds * 10):
+                    if await listener.wait(min(self.poll_seconds, 1.0)):
                         self._wake.set()
             except LedgerError as exc:
                 FLEET.warning("worker %s: not listening: %s", self.store.holder, exc)
@@ -169,11 +169,8 @@ class Worker:
         now = trio.current_time()
         self._backoff = {s: until for s, until in self._backoff.items() if until > now}
         skip = [*self._held, *self._backoff]
-        try:
-            # shielded: a claim that was made is always handed to a session task,
-            # which lets it go if it is cancelled at once
-            with trio.CancelScope(shield=True):
-                claimed = await self.store.run("claim sessions", self.store.claim, free, skip)
+        try:  # cancelled, what it claims is let go
+            claimed = await self.store.claims.claim(free, skip)
         except LedgerError as exc:
             FLEET.warning("worker %s: cannot claim sessions: %s", self.store.holder, exc)
             return
@@ -191,16 +188,23 @@ class Worker:
             await self._refuse_all(session_id, f"the session's ledger is damaged: {exc}")
         except Exception:
             FLEET.exception("session %s: failed; left for %s s", session_id, BACKOFF_SECONDS)
-            self._backoff[session_id] = trio.current_time() + BACKOFF_SECONDS
+            self._back_off(session_id)
         finally:
-            self.store.release_claim(session_id)  # if no writer took it
+            await self.store.claims.release(session_id)  # if no writer took it
             self._held.discard(session_id)
             self._wake.set()  # a slot is free; input queued meanwhile is claimed again
 
+    def _back_off(self, session_id: str) -> None:
+        self._backoff[session_id] = trio.current_time() + BACKOFF_SECONDS
+
     async def _refuse_all(self, session_id: str, error: str) -> None:
         store = self.store
-        rows = await store.run("read the inbox", pending, store, session_id)
-        await store.run("refuse input", refuse, store, [row.id for row in rows], error)
+        try:
+            rows = await store.run("read the inbox", pending, store, session_id)
+            await store.run("refuse input", refuse, store, [row.id for row in rows], error)
+        except LedgerError as exc:  # the database is away: tried again later
+            FLEET.warning("session %s: cannot refuse its input: %s", session_id, exc)
+            self._back_off(session_id)
 
     async def _session(self, session_id: str, exists: bool) -> None:
         store = self.store
@@ -213,6 +217,8 @@ class Worker:
             return
         agent = await self._make_agent(store, session_id, not exists)
         if not isinstance(agent, Agent) or agent.session_id != session_id:
+            if isinstance(agent, Agent):  # resumed already: let its session go
+                await agent.aclose()
             raise TypeError(
                 f"make_agent must return an Agent for session {session_id!r} in the worker's "
                 f"store, got {agent!r}"

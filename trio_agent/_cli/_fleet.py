@@ -35,7 +35,7 @@ def read_session(dsn: str, schema: str, session_id: str) -> tuple[LoadedSession,
     """The session's records and its lease's live holder (None: nobody)."""
 
     async def read() -> tuple[LoadedSession, str | None]:
-        store = _store(dsn, schema)
+        store = _store(dsn, schema, create_schema=False)
         try:
             loaded = await store.load(session_id)
             holder = await store.run("read the lease", store.lease_holder, session_id)
@@ -50,7 +50,7 @@ def submit_command(args: argparse.Namespace) -> int:
     """Queue the message; print its input number (and with ``--wait`` the answer)."""
 
     async def body() -> int:
-        store = _store(args.dsn, args.schema)
+        store = _store(args.dsn, args.schema, create_schema=False)
         try:
             number = await submit(store, args.session, args.message, create=args.create)
             print(number, flush=True)

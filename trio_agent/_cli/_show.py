@@ -56,10 +56,11 @@ __all__ = ["show"]
 def _loaded(args: argparse.Namespace) -> tuple[LoadedSession, str | None]:
     """The session's records and who writes it now (None: nobody), from its
     ``.jsonl`` file or, with ``--dsn``, from PostgreSQL."""
-    if args.dsn is not None:
+    dsn = getattr(args, "dsn", None)  # absent when called with a namespace of its own
+    if dsn is not None:
         from ._fleet import read_session
 
-        return read_session(args.dsn, args.schema, args.ledger)
+        return read_session(dsn, getattr(args, "schema", "trio_agent"), args.ledger)
     loaded = read_ledger(args.ledger)
     _, _, file = ledger_location(args.ledger)
     return loaded, holder_of(file)

@@ -43,6 +43,7 @@ from ..ledger import (
     session_exists,
 )
 from ._base import LoadedSession, RowWriter, WriterState, check_session_id, parse_jsonl
+from ._postgres_claims import Claims, Leased
 from ._postgres_commit import Flush, GroupCommit, insert_flushes
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ class _Heartbeat:
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
         self._held: set[_Lease] = set()
-        self._freed: list[_Lease] = []
+        self._freed: list[Leased] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -195,7 +196,7 @@ class _Heartbeat:
             self._held.add(lease)
             self._start()
 
-    def let_go(self, lease: _Lease) -> None:
+    def let_go(self, lease: Leased) -> None:
         with self._lock:
             self._held.discard(lease)
             self._freed.append(lease)
@@ -234,7 +235,9 @@ class _Heartbeat:
 @final
 class PostgresStore:
     """Session ledgers in PostgreSQL (``dsn``: a libpq connection string or URL),
-    under ``schema`` (created with its tables on first use, when it is missing).
+    under ``schema`` (created with its tables on first use, when it is missing;
+    ``create_schema=False``: a missing schema is a ``LedgerError``, for readers
+    that must not make one by a typo).
 
     ``lease_seconds``: how long a writer's hold on its session lasts unless
     renewed; while a writer is open, a heartbeat thread renews it every third
@@ -254,6 +257,7 @@ class PostgresStore:
         lease_seconds: float = 30.0,
         holder: str | None = None,
         max_connections: int = 8,
+        create_schema: bool = True,
     ) -> None:
         if importlib.util.find_spec("psycopg") is None:
             raise ModuleNotFoundError(
@@ -279,13 +283,13 @@ class PostgresStore:
         self._dsn = dsn
         self._secret = str(self._conninfo.get("password") or "")
         self._max = max_connections
-        self._limiter = trio.CapacityLimiter(max_connections)
+        self._create_schema = bool(create_schema)
+        self.limiter = trio.CapacityLimiter(max_connections)
         self._pool: list[ConnectionPool] = []  # the open pool, shared with the finalizer
         self._pool_lock = threading.Lock()
         self.heartbeat = _Heartbeat(self)
         self.commits = GroupCommit(self)
-        self._claimed: dict[str, int] = {}  # claimed sessions no writer took yet: their epochs
-        self._claims_lock = threading.Lock()
+        self.claims = Claims(self)  # the fleet's claimed sessions no writer took yet
         weakref.finalize(self, _close_pool, self._pool)
 
     def __repr__(self) -> str:
@@ -331,9 +335,7 @@ class PostgresStore:
     async def run(self, what: str, function: Callable[..., T], *args: Any) -> T:
         """``call`` in a worker thread. Cancellation waits for it (a statement under
         way is not left half done; the connection's timeouts bound it)."""
-        return await trio.to_thread.run_sync(
-            self.call, what, function, *args, limiter=self._limiter
-        )
+        return await trio.to_thread.run_sync(self.call, what, function, *args, limiter=self.limiter)
 
     def _connections(self) -> ConnectionPool:
         """The pool, opened on first use: first one connection of our own (a server
@@ -366,6 +368,8 @@ class PostgresStore:
         (exists,) = connection.execute(
             "SELECT to_regclass(%s) IS NOT NULL", (f'"{s}".meta',)
         ).fetchone() or (False,)
+        if not exists and not self._create_schema:
+            raise LedgerError(f"{self!r}: there is no trio-agent schema {s!r} in this database")
         if not exists:
             with connection.transaction():
                 connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (s,))
@@ -394,9 +398,25 @@ class PostgresStore:
         """Take the session's lease (free or expired; or the one ``claim`` took for
         it), checking that the session does not exist (``new``) or still ends after
         ``known`` records; its epoch."""
+        claimed = self.claims.pop(session_id)
+        taken = False
+        try:
+            epoch = self._take(connection, session_id, new, known, claimed)
+            taken = True
+            return epoch
+        finally:
+            if claimed is not None and not taken:  # rolled back: still claimed, to let go
+                self.claims.put_back(session_id, claimed)
+
+    def _take(
+        self,
+        connection: Connection[Any],
+        session_id: str,
+        new: bool,
+        known: int,
+        claimed: int | None,
+    ) -> int:
         s = self.schema
-        with self._claims_lock:
-            claimed = self._claimed.pop(session_id, None)
         with connection.transaction():  # a failure below rolls the lease back too
             if claimed is not None:  # taken by ``claim``: still ours if its epoch is
                 statement = f"""UPDATE "{s}".leases SET expires = now() + make_interval(secs => %s)
@@ -427,59 +447,6 @@ class PostgresStore:
                 )
             epoch: int = row[0]
             return epoch
-
-    def claim(
-        self, connection: Connection[Any], limit: int, skip: Sequence[str]
-    ) -> list[tuple[str, bool]]:
-        """Take the leases of up to ``limit`` sessions that have queued input (the
-        fleet's inbox) and no live holder, oldest input first, not in ``skip``:
-        one transaction that locks the input rows it looks at (``FOR UPDATE SKIP
-        LOCKED``: workers claiming at the same time pass each other by) and takes
-        each session's lease (free or expired) as ``take`` would. The sessions
-        taken, each with whether it has records; a writer for one of them
-        (``create``, ``reopen``) then holds that lease (``release_claim`` lets one
-        go unused)."""
-        s = self.schema
-        with connection.transaction():
-            rows = connection.execute(
-                f"""SELECT input.session_id FROM "{s}".inbox AS input
-                    WHERE input.done IS NULL AND input.session_id <> ALL(%s::text[])
-                      AND NOT EXISTS (SELECT 1 FROM "{s}".leases AS lease
-                          WHERE lease.session_id = input.session_id AND lease.expires >= now())
-                    ORDER BY input.id LIMIT %s
-                    FOR UPDATE OF input SKIP LOCKED""",
-                (list(skip), limit * 8),
-            ).fetchall()
-            wanted = list(dict.fromkeys(row[0] for row in rows))[:limit]
-            if not wanted:
-                return []
-            taken = connection.execute(
-                f"""INSERT INTO "{s}".leases AS lease (session_id, holder, epoch, expires)
-                    SELECT wanted, %s, 1, now() + make_interval(secs => %s)
-                    FROM unnest(%s::text[]) AS wanted
-                    ON CONFLICT (session_id) DO UPDATE
-                        SET holder = excluded.holder, epoch = lease.epoch + 1,
-                            expires = excluded.expires
-                        WHERE lease.expires < now()
-                    RETURNING session_id, epoch,
-                        EXISTS (SELECT 1 FROM "{s}".records AS record
-                                WHERE record.session_id = lease.session_id)""",
-                (self.holder, self.lease_seconds, wanted),
-            ).fetchall()
-        with self._claims_lock:
-            for session_id, epoch, _ in taken:
-                self._claimed[session_id] = epoch
-        return [(session_id, exists) for session_id, _, exists in taken]
-
-    def release_claim(self, session_id: str) -> bool:
-        """Let a claimed session go that no writer took (its lease is freed by the
-        heartbeat's thread); False when a writer has it or it was never claimed."""
-        with self._claims_lock:
-            epoch = self._claimed.pop(session_id, None)
-        if epoch is None:
-            return False
-        self.heartbeat.let_go(_Lease(self, session_id, epoch))
-        return True
 
     def _locked(self, connection: Connection[Any], session_id: str) -> SessionLockedError:
         row = connection.execute(
@@ -516,7 +483,7 @@ class PostgresStore:
             kept.setdefault(session_id, set()).add(epoch)
         return kept
 
-    def free(self, connection: Connection[Any], leases: list[_Lease]) -> None:
+    def free(self, connection: Connection[Any], leases: Sequence[Leased]) -> None:
         """Let the sessions go now (their epochs stay: the next holder counts on)."""
         connection.execute(
             f"""UPDATE "{self.schema}".leases AS lease SET expires = now() - interval '1 second'

@@ -101,11 +101,18 @@ class GroupCommit:
         self._busy = True
         batch = [request, *self._queue]
         self._queue.clear()
+        settled = False
         try:
             with trio.CancelScope(shield=True):  # the thread runs to its end anyway
                 await self._commit(batch)
+            settled = True
         finally:
             for each in batch:
+                if not settled:  # an unexpected failure: no flush of it was stored
+                    each.error = LedgerError(
+                        f"session {each.lease.session_id!r}: the commit of its records "
+                        "failed unexpectedly; nothing of this flush is known stored"
+                    )
                 each.done.set()
             if self._queue:
                 following = self._queue.pop(0)
