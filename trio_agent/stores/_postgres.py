@@ -203,6 +203,13 @@ class _Heartbeat:
             self._start()
         self._wake.set()
 
+    def stop(self) -> None:
+        """Renew and free nothing more (the store is closed: its leases expire)."""
+        with self._lock:
+            self._held.clear()
+            self._freed.clear()
+        self._wake.set()
+
     def _start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(
@@ -385,7 +392,10 @@ class PostgresStore:
             )
 
     def close(self) -> None:
-        """Close the connection pool (a later use opens it again)."""
+        """Close the connection pool (a later use opens it again). Open writers' leases
+        are renewed no more: they expire (a closed store's heartbeat would open the
+        pool again)."""
+        self.heartbeat.stop()
         _close_pool(self._pool)
 
     async def aclose(self) -> None:
