@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import ssl
 from typing import Any
 
@@ -97,3 +98,35 @@ def tls_contexts(host: str = "localhost") -> tuple[ssl.SSLContext, ssl.SSLContex
     client_context = ssl.create_default_context()
     ca.configure_trust(client_context)
     return server_context, client_context
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Live (not zombie) processes of this machine whose command line holds
+    ``marker`` (a sandboxed command's processes too: they are visible outside)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if marker.encode() not in f.read().replace(b"\0", b" "):
+                    continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+        except OSError:
+            continue
+        found.append(int(entry))
+    return found
+
+
+async def wait_unmarked(marker: str, seconds: float = 5.0) -> list[int]:
+    """The processes still marked with ``marker`` after waiting up to ``seconds``."""
+    import time
+
+    import trio
+
+    deadline = time.monotonic() + seconds
+    while marked_processes(marker) and time.monotonic() < deadline:  # noqa: ASYNC110
+        await trio.sleep(0.05)
+    return marked_processes(marker)

@@ -20,6 +20,8 @@ from trio_agent._glob import Glob
 from trio_agent.testing import ScriptedModel, scripted_response
 from trio_agent.workspace import Workspace, WorkspaceError
 
+pytestmark = pytest.mark.usefixtures("sandbox_mode")  # each test in both modes
+
 PATHOLOGICAL = "*a" * 12 + "b"
 
 

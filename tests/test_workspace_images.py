@@ -11,6 +11,8 @@ import trio
 from trio_agent import ImageBlock, TextBlock, ToolCall, execute_tool_call
 from trio_agent.workspace import Workspace, WorkspaceError
 
+pytestmark = pytest.mark.usefixtures("sandbox_mode")  # each test in both modes
+
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 SIGNATURES = {
     "image/png": PNG,

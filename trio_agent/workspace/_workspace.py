@@ -28,6 +28,15 @@ from ._grep import grep_opened
 from ._paths import in_thread, open_parts, path_parts, regular
 from ._process import run_command
 from ._progress import Meter, size_text
+from ._sandbox import (
+    Confinement,
+    Limits,
+    SandboxMode,
+    checked_paths,
+    choose_sandbox,
+    pids_cgroup,
+    remove_cgroup,
+)
 from ._walk import Check, abandonable, list_entries, walk
 
 __all__ = ["Workspace", "image_type"]
@@ -50,6 +59,19 @@ class Workspace:
     only ``env`` (default: a minimal PATH, HOME=root, LANG), never the
     parent's environment wholesale.
 
+    Sandbox (``run``; the file tools are confined by the root descriptor):
+    ``sandbox="auto"`` runs each command in bubblewrap when ``bwrap`` is
+    installed and works (probed once per process, a few milliseconds), else
+    unconfined with a warning in ``logging`` and in the tool's description;
+    ``"bwrap"`` raises ``WorkspaceError`` without it (naming the package to
+    install); ``"none"`` runs commands as the user. Inside: the workspace
+    read-write at its own path, the system read-only, no network unless
+    ``network=True``, ``ro_paths``/``rw_paths`` bound as asked (checked:
+    absolute, existing, never ``/`` nor a system directory writable), at most
+    ``max_memory_bytes`` of address space and ``max_processes`` processes,
+    and nothing left running afterwards (see ``_sandbox``). ``sandbox`` says
+    the mode in force.
+
     Progress: ``run`` reports its command's output lines as they come;
     ``read_file``, ``glob`` and ``grep`` report how far they got every
     ``progress_seconds`` (none when done sooner). Reports go to the running
@@ -71,10 +93,31 @@ class Workspace:
         grace_seconds: float = 2.0,
         env: dict[str, str] | None = None,
         progress_seconds: float = 0.25,
+        sandbox: SandboxMode = "auto",
+        network: bool = False,
+        ro_paths: Sequence[str | os.PathLike[str]] = (),
+        rw_paths: Sequence[str | os.PathLike[str]] = (),
+        max_memory_bytes: int = 2 * 1024**3,
+        max_processes: int = 256,
     ) -> None:
         root_path = Path(root).resolve()
         if not root_path.is_dir():
             raise ValueError(f"workspace root {root_path} is not a directory")
+        if type(network) is not bool:
+            raise TypeError(f"network must be a bool, got {network!r}")
+        for name, value, least in (
+            ("max_memory_bytes", max_memory_bytes, 16 * 1024**2),
+            ("max_processes", max_processes, 8),
+        ):
+            if type(value) is not int or value < least:
+                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+        self.confinement = Confinement(
+            choose_sandbox(sandbox),  # probed once per process (a few ms)
+            network,
+            checked_paths(ro_paths, "ro_paths", writable=False),
+            checked_paths(rw_paths, "rw_paths", writable=True),
+            Limits(max_memory_bytes, max_processes),
+        )
         self.root = root_path
         # Opened once: every path is resolved from this descriptor, so renaming or
         # replacing the root directory (a command can) never redirects the tools.
@@ -407,15 +450,30 @@ class Workspace:
         if seconds is not None and not (type(seconds) in (int, float) and seconds > 0):
             raise WorkspaceError(f"seconds must be a number > 0, got {seconds!r}")
         limit = self.run_seconds if seconds is None else min(float(seconds), self.run_seconds)
-        return await run_command(
-            command,
-            cwd=self.root,
-            env=self.env,
-            limit=limit,
-            grace_seconds=self.grace_seconds,
-            max_output_chars=self.max_output_chars,
-            progress=tool_context() if progress is None else progress,
-        )
+        confinement = self.confinement
+        cgroup = None
+        if confinement.sandbox.mode == "bwrap":
+            cgroup = await trio.to_thread.run_sync(pids_cgroup, confinement.limits.processes)
+        try:
+            return await run_command(
+                confinement.argv(self.root, command, cgroup),
+                cwd=self.root,
+                env=self.env,
+                limit=limit,
+                grace_seconds=self.grace_seconds,
+                max_output_chars=self.max_output_chars,
+                progress=tool_context() if progress is None else progress,
+                cgroup=cgroup,
+            )
+        finally:
+            if cgroup is not None:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(remove_cgroup, cgroup)
+
+    @property
+    def sandbox(self) -> str:
+        """The sandbox in force for ``run``: ``"bwrap"`` or ``"none"``."""
+        return self.confinement.sandbox.mode
 
     # --------------------------------------------------------------- tools
 
@@ -463,9 +521,13 @@ class Workspace:
             """Find lines containing a text (or a regex) in workspace files."""
             return await workspace.grep(pattern, path, regex, progress=context)
 
-        @tool(name="run", exclusive=True)
+        @tool(
+            name="run",
+            exclusive=True,
+            description="Run a shell command in the workspace and return its exit code and "
+            f"output. {self.confinement.describe()}",
+        )
         async def run(context: ToolContext, command: str, seconds: float | None = None) -> str:
-            """Run a shell command in the workspace and return its exit code and output."""
             return await workspace.run(command, seconds, progress=context)
 
         tools: list[Tool] = [
