@@ -77,7 +77,8 @@ async def test_a_terminal_shows_a_spinner_and_output_lines_while_a_call_runs(loo
     # every spinner line was erased (or redrawn) before anything else was printed
     assert re.findall(rb"running, \d+\.\d s(?!\r\x1b\[K)", out) == []
     text = re.sub(rb"\r\x1b\[K([-|/\\] run running, \d+\.\d s)?", b"", out).decode()
-    lines = text.splitlines()
+    sandbox, *lines = text.splitlines()
+    assert sandbox.startswith("sandbox: ")  # what the run tool's commands run in
     assert lines[0] == "user: wait for the gate"
     assert lines[1].startswith("-> run(")
     assert lines[2] == "   ... started"

@@ -75,7 +75,7 @@ def _record(args: argparse.Namespace, approved: bool) -> list[str]:
     if arguments is not None:
         tools = None
         if recorded(derived.metadata) is not None:  # the workspace's tools: their schemas
-            tools = Workspace(file.parent).tools()
+            tools = Workspace(file.parent, sandbox="none").tools()  # for its schemas
         problem = arguments_problem(tools, call.name, arguments)
         if problem is not None:
             raise Refused(f"--arguments: {problem}")

@@ -21,7 +21,7 @@ from ..model import ModelSettings
 from ..session import Agent
 from ..stores import JsonlStore, LoadedSession, parse_jsonl
 from ..tools import ToolRegistry, ToolSource
-from ..workspace import Workspace
+from ..workspace import Workspace, WorkspaceError
 from ._config import RunConfig, Settings, given, recorded, resolve
 from ._drive import (
     EXIT_AWAITING,
@@ -55,6 +55,8 @@ __all__ = [
     "read_ledger",
     "resume",
     "run",
+    "sandbox_line",
+    "workspace_for",
 ]
 
 DEMO_PACE: Final = 0.03  # seconds between the scripted model's chunks, as a stream
@@ -78,6 +80,20 @@ def read_ledger(ledger: str) -> LoadedSession:
     except IsADirectoryError:
         raise UsageError(f"{ledger} is a directory, not a ledger") from None
     return parse_jsonl(session_id, data)
+
+
+def workspace_for(root: str | Path, args: argparse.Namespace) -> Workspace:
+    """The workspace at ``root`` confined as ``--sandbox`` and ``--allow-network`` say
+    (a sandbox that cannot be had is a usage error)."""
+    try:
+        return Workspace(root, sandbox=args.sandbox, network=args.allow_network)
+    except WorkspaceError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def sandbox_line(workspace: Workspace) -> str:
+    """What the run tool's commands run in, said at the start of a command."""
+    return f"sandbox: {workspace.sandbox} - {workspace.confinement.describe()}"
 
 
 def shared(
@@ -185,11 +201,12 @@ def run(args: argparse.Namespace) -> int:
     location = None if args.ledger is None else ledger_location(args.ledger)
     model = config.model_object()
     config = msgspec.structs.replace(config, base_url=model.base_url)  # as it is used
-    workspace = Workspace(config.workspace)
+    workspace = workspace_for(config.workspace, args)
     workspace_tools = workspace.tools()
     early = _early_settings(config, workspace_tools)  # a usage error now, before anything runs
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
+    printer.note(sandbox_line(workspace))
 
     typed = {
         "output_type": None if answer is None else answer.output_type,
@@ -261,11 +278,12 @@ def resume(args: argparse.Namespace) -> int:
     flags = given(args)
     config = resolve(flags, recorded(derived.metadata), system=derived.system)
     model = config.model_object(key_named_by=_key_named_by(flags, config))
-    workspace = Workspace(config.workspace)
+    workspace = workspace_for(config.workspace, args)
     workspace_tools = workspace.tools()
     early = _early_settings(config, workspace_tools)  # a usage error now, before anything runs
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
+    printer.note(sandbox_line(workspace))
 
     async def drive(
         tools: ToolRegistry, sources: Sequence[ToolSource], settings: ModelSettings | None

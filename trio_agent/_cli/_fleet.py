@@ -17,8 +17,7 @@ from ..model import ModelSettings
 from ..session import Agent
 from ..stores import LoadedSession, PostgresStore
 from ..tools import ToolSource
-from ..workspace import Workspace
-from ._commands import EXIT_FAILED, EXIT_OK, shared
+from ._commands import EXIT_FAILED, EXIT_OK, sandbox_line, shared, workspace_for
 from ._config import RunConfig, given, resolve
 from ._mcp import all_tools, open_servers
 from ._output import describe_end
@@ -69,6 +68,7 @@ def submit_command(args: argparse.Namespace) -> int:
 
 
 def _session_maker(
+    args: argparse.Namespace,
     root: Path,
     model: Any,
     sources: list[ToolSource],
@@ -80,7 +80,7 @@ def _session_maker(
     async def make_agent(store: PostgresStore, session_id: str, new: bool) -> Agent:
         where = root / session_id
         await trio.to_thread.run_sync(lambda: where.mkdir(exist_ok=True))
-        tools = Workspace(where).tools()
+        tools = workspace_for(where, args).tools()
         options = shared(model, tools, sources, settings, config)
         if new:
             return Agent(**options, metadata=config.metadata(), store=store, session_id=session_id)
@@ -108,7 +108,8 @@ def worker(args: argparse.Namespace) -> int:
     root = Path(config.workspace)
     if not root.is_dir():
         raise ValueError(f"workspace root {root} is not a directory")
-    names = list(Workspace(root).tools().names())
+    workspace = workspace_for(root, args)
+    names = list(workspace.tools().names())
     early = None if config.mcp else config.settings(names)  # a usage error before trio
     store = _store(args.dsn, args.schema, lease_seconds=args.lease_seconds)
 
@@ -117,9 +118,9 @@ def worker(args: argparse.Namespace) -> int:
             async with open_servers(config.mcp, config.mcp_env) as servers:
                 settings = early
                 if servers:
-                    every = all_tools(list(Workspace(root).tools()), servers)
+                    every = all_tools(list(workspace.tools()), servers)
                     settings = config.settings([tool.name for tool in every])
-                make = _session_maker(root, model, list(servers), settings, config)
+                make = _session_maker(args, root, model, list(servers), settings, config)
                 fleet_worker = Worker(
                     store, make, concurrency=args.concurrency, drain_seconds=args.drain_seconds
                 )
@@ -134,7 +135,7 @@ def worker(args: argparse.Namespace) -> int:
                         await nursery.start(work)
                         print(
                             f"trio-agent worker {store.holder}: {args.concurrency} sessions at "
-                            f"a time from {store!r}",
+                            f"a time from {store!r}; {sandbox_line(workspace)}",
                             file=sys.stderr,
                             flush=True,
                         )

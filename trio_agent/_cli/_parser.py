@@ -225,6 +225,20 @@ def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool, json: bool = 
         help="retry a transient model error (rate limit, 5xx, timeout, dropped connection) "
         f"up to N times, with backoff; 0 never retries ({default(str(DEFAULT_RETRIES))})",
     )
+    sub.add_argument(
+        "--sandbox",
+        choices=["auto", "bwrap", "none"],
+        default="auto",
+        help="confine the run tool's commands: bwrap (bubblewrap: the workspace read-write "
+        "at its own path, the system read-only, no network; refused if missing), none "
+        "(run as you), auto (bwrap where installed and working, else none with a warning; "
+        "default: auto; not recorded)",
+    )
+    sub.add_argument(
+        "--allow-network",
+        action="store_true",
+        help="give sandboxed commands the network (default: none; not recorded)",
+    )
     _mcp_options(sub, resumed=resumed)
     if json:
         sub.add_argument(
