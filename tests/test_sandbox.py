@@ -202,3 +202,70 @@ async def test_the_cli_says_which_sandbox_is_in_force_and_refuses_a_missing_one(
     no_bwrap = {**ENV, "PATH": "/nonexistent"}
     refused = await cli(command(loopback, tmp_path, "run", "--sandbox", "bwrap", "hi"), no_bwrap)
     assert refused.returncode == 2 and b"apt-get install bubblewrap" in refused.stderr
+
+
+async def test_a_command_asking_for_the_network_waits_for_approval_then_has_it(tmp_path):
+    from helpers import call
+
+    from trio_agent import Agent
+    from trio_agent.testing import ScriptedModel, scripted_response
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    workspace = Workspace(root, sandbox="bwrap")
+    probe = (
+        'python3 -c "import socket, sys; print(socket.create_connection('
+        "('127.0.0.1', int(sys.argv[1])), 2).recv(100))\""
+    )
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(_serve_one)
+        script = [
+            scripted_response(
+                "r1",
+                [
+                    call("run", "offline", {"command": f"{probe} {port}"}),
+                    call("run", "online", {"command": f"{probe} {port}", "network": True}),
+                ],
+            ),
+            scripted_response("r2", "waiting"),
+            scripted_response("r3", "done"),
+        ]
+        agent = Agent(model=ScriptedModel(script), tools=workspace.tools())
+        first = await agent.prompt("connect")
+        assert [c.id for c in agent.pending_approvals] == ["online"]  # only it waits
+        offline = next(m for m in first.messages if getattr(m, "tool_call_id", "") == "offline")
+        assert "hello from outside" not in str(offline.content)
+        await agent.approve("online")
+        second = await agent.prompt()
+        online = next(m for m in second.messages if getattr(m, "tool_call_id", "") == "online")
+        assert "hello from outside" in str(online.content)
+        nursery.cancel_scope.cancel()
+    tools = workspace.tools()
+    assert tools.get("run").needs_approval({"command": "ls", "network": True})
+    assert not tools.get("run").needs_approval({"command": "ls"})
+    assert (
+        "network"
+        not in Workspace(root, sandbox="bwrap", network=True)
+        .tools()
+        .get("run")
+        .parameters["properties"]
+    )
+
+
+async def test_an_approval_rule_that_fails_ends_the_turn_as_a_hook_error():
+    from helpers import call
+
+    from trio_agent import Agent, tool
+    from trio_agent.testing import ScriptedModel, scripted_response
+
+    @tool(requires_approval=lambda arguments: "yes")
+    async def odd(x: int) -> int:
+        """Returns x."""
+        return x
+
+    with pytest.raises(TypeError, match="requires_approval"):
+        tool(requires_approval="always")(odd.function)
+    script = [scripted_response("r1", [call("odd", "c1", {"x": 1})]), scripted_response("r2", "")]
+    result = await Agent(model=ScriptedModel(script), tools=[odd]).prompt("go")
+    assert result.end.reason == "failed" and result.end.code == "HOOK_ERROR"
+    assert "requires_approval" in result.end.detail

@@ -143,7 +143,12 @@ async def hold_for_approval(
         tool = spec.tools.get(call.name)
         if tool is None or call.name == OUTPUT_TOOL_NAME or call.id in approvals.passing:
             continue  # an unknown tool is an error result; a decided call is resolving
-        needs = tool.requires_approval
+        try:
+            needs = tool.needs_approval(call.arguments)
+        except Exception as exc:  # the tool's own rule failed: as a hook that raised
+            raise StepError(
+                HOOK_ERROR, f"requires_approval of tool {call.name!r} failed: {exc!r:.200}"
+            ) from exc
         if not needs and policy is not None:
             needs = await call_hook("approval", policy, private_copy(call))
             if type(needs) is not bool:

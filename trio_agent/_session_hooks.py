@@ -506,7 +506,8 @@ class SessionHooks(StepHooks):
             return True
         tools = spec.tools
         return any(
-            (tool := tools.get(c.name)) is not None and tool.requires_approval for c in calls
+            (tool := tools.get(c.name)) is not None and tool.requires_approval is not False
+            for c in calls
         )
 
     async def hold_calls(self, calls: Sequence[ToolCall], spec: TurnSpec) -> frozenset[str]:

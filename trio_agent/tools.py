@@ -10,7 +10,7 @@ import inspect
 import re
 import threading
 import typing
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, final, overload, runtime_checkable
 
 import attrs
@@ -99,6 +99,18 @@ def _check_parameters(_: object, __: object, parameters: Any) -> None:
         raise TypeError(f"tool parameters must be JSON-encodable: {exc}") from None
 
 
+ApprovalRule = bool | Callable[[Mapping[str, Any]], bool]
+"""``requires_approval``: every call (True), none (False), or those for whose
+arguments the function returns True."""
+
+
+def _check_approval_rule(_: object, __: object, rule: Any) -> None:
+    if type(rule) is not bool and not callable(rule):
+        raise TypeError(
+            f"requires_approval must be a bool or a function of the arguments, got {rule!r}"
+        )
+
+
 def _check_execute(_: object, __: object, execute: Any) -> None:
     if not (
         inspect.iscoroutinefunction(execute)
@@ -135,10 +147,9 @@ class Tool(Generic[P, R]):
     """Runs alone in a parallel batch: calls before it finish first, calls after it wait."""
     progress: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     """Reports progress through ``tool_context().report(...)`` (``tool.updated`` events)."""
-    requires_approval: bool = attrs.field(
-        default=False, validator=attrs.validators.instance_of(bool)
-    )
-    """An ``Agent`` holds each call until a person approves it (``agent.approve``)."""
+    requires_approval: ApprovalRule = attrs.field(default=False, validator=_check_approval_rule)
+    """An ``Agent`` holds each call until a person approves it (``agent.approve``):
+    True for every call, or a function of the call's arguments saying which."""
     function: Callable[P, R] | None = attrs.field(default=None, eq=False, repr=False)
     """The function ``@tool`` built this tool from; None for a tool built by hand."""
 
@@ -146,6 +157,18 @@ class Tool(Generic[P, R]):
     _arguments_type: type[msgspec.Struct] | None = attrs.field(
         init=False, default=None, eq=False, repr=False
     )
+
+    def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether a call with ``arguments`` waits for a person's approval
+        (``requires_approval``); ``TypeError`` if its function answers not a bool."""
+        rule = self.requires_approval
+        if type(rule) is bool:
+            return rule
+        assert callable(rule)
+        answer = rule(arguments)
+        if type(answer) is not bool:
+            raise TypeError(f"requires_approval of {self.name!r} returned {answer!r}, not a bool")
+        return answer
 
     def __attrs_post_init__(self) -> None:
         # A tool is a value fixed when it is built: later changes to the schema
@@ -297,7 +320,7 @@ def _build_tool(
     name: str | None,
     description: str | None,
     exclusive: bool,
-    requires_approval: bool = False,
+    requires_approval: ApprovalRule = False,
 ) -> Tool[P, R]:
     kind = _kind_of(function)
     tool_name = getattr(function, "__name__", "") if name is None else name
@@ -357,7 +380,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     exclusive: bool = False,
-    requires_approval: bool = False,
+    requires_approval: ApprovalRule = False,
 ) -> _ToolDecorator: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -366,7 +389,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     exclusive: bool = False,
-    requires_approval: bool = False,
+    requires_approval: ApprovalRule = False,
 ) -> Tool[..., Any] | _ToolDecorator:
     """Build a ``Tool`` from a function: ``async def``, or a plain ``def``.
 
@@ -379,7 +402,8 @@ def tool(
     A parameter annotated ``ToolContext`` is not an argument: it receives the
     call's context (``ctx.report(...)`` for progress). ``exclusive=True``
     makes the tool run alone in a parallel batch; ``requires_approval=True``
-    makes an ``Agent`` hold each call until a person approves it. Use as
+    makes an ``Agent`` hold each call until a person approves it (a function of
+    the arguments instead holds the calls it returns True for). Use as
     ``@tool`` or ``@tool(name=..., description=..., exclusive=...)``. The result is a
     ``Tool`` that keeps the function's signature for type checkers, and
     calling it calls the function.
@@ -393,8 +417,7 @@ def tool(
     then leaves it to finish in the background with its outcome unknown.
     Blocking work that must stop on cancellation belongs in an ``async def``.
     """
-    if type(requires_approval) is not bool:
-        raise TypeError(f"requires_approval must be a bool, got {requires_approval!r}")
+    _check_approval_rule(None, None, requires_approval)
     if function is not None:
         return _build_tool(function, name, description, exclusive, requires_approval)
 

@@ -225,6 +225,16 @@ def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool, json: bool = 
         help="retry a transient model error (rate limit, 5xx, timeout, dropped connection) "
         f"up to N times, with backoff; 0 never retries ({default(str(DEFAULT_RETRIES))})",
     )
+    _sandbox_options(sub)
+    _mcp_options(sub, resumed=resumed)
+    if json:
+        sub.add_argument(
+            "--json", action="store_true", help="print events as JSON lines (default: off)"
+        )
+
+
+def _sandbox_options(sub: argparse.ArgumentParser) -> None:
+    """``--sandbox`` and ``--allow-network``: what confines the run tool's commands."""
     sub.add_argument(
         "--sandbox",
         choices=["auto", "bwrap", "none"],
@@ -239,11 +249,6 @@ def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool, json: bool = 
         action="store_true",
         help="give sandboxed commands the network (default: none; not recorded)",
     )
-    _mcp_options(sub, resumed=resumed)
-    if json:
-        sub.add_argument(
-            "--json", action="store_true", help="print events as JSON lines (default: off)"
-        )
 
 
 def _mcp_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:

@@ -294,16 +294,24 @@ class Confinement:
     rw_paths: tuple[Path, ...] = ()
     limits: Limits = Limits(memory_bytes=2 * 1024**3, processes=256)
 
-    def argv(self, root: Path, command: str, cgroup: Path | None) -> list[str]:
+    @property
+    def asks_network(self) -> bool:
+        """Sandboxed without the network: a command may ask for it (approved first)."""
+        return self.sandbox.mode == "bwrap" and not self.network
+
+    def argv(
+        self, root: Path, command: str, cgroup: Path | None, *, network: bool = False
+    ) -> list[str]:
         """The argv that runs ``command`` with ``sh -c`` in ``root``: inside the sandbox
-        (joining ``cgroup`` first, when there is one), or as it is."""
+        (joining ``cgroup`` first, when there is one; with the network when the
+        workspace has it or ``network`` asks), or as it is."""
         shell = ["/bin/sh", "-c", command]
         if self.sandbox.mode == "none":
             return shell
         inner = bwrap_argv(
             self.sandbox,
             root,
-            network=self.network,
+            network=self.network or network,
             ro_paths=self.ro_paths,
             rw_paths=self.rw_paths,
             limits=self.limits,

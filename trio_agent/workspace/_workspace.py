@@ -13,7 +13,7 @@ import os
 import re
 import stat
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import final
 
@@ -436,7 +436,12 @@ class Workspace:
     # ----------------------------------------------------------- commands
 
     async def run(
-        self, command: str, seconds: float | None = None, *, progress: ToolContext | None = None
+        self,
+        command: str,
+        seconds: float | None = None,
+        *,
+        network: bool = False,
+        progress: ToolContext | None = None,
     ) -> str:
         """Run ``command`` with ``sh -c`` in the workspace; the exit code and output
         (stdout and stderr together, head and tail kept). Its output lines go to
@@ -456,7 +461,7 @@ class Workspace:
             cgroup = await trio.to_thread.run_sync(pids_cgroup, confinement.limits.processes)
         try:
             return await run_command(
-                confinement.argv(self.root, command, cgroup),
+                confinement.argv(self.root, command, cgroup, network=network),
                 cwd=self.root,
                 env=self.env,
                 limit=limit,
@@ -521,14 +526,32 @@ class Workspace:
             """Find lines containing a text (or a regex) in workspace files."""
             return await workspace.grep(pattern, path, regex, progress=context)
 
-        @tool(
-            name="run",
-            exclusive=True,
-            description="Run a shell command in the workspace and return its exit code and "
-            f"output. {self.confinement.describe()}",
+        described = (
+            "Run a shell command in the workspace and return its exit code and output. "
+            + self.confinement.describe()
         )
-        async def run(context: ToolContext, command: str, seconds: float | None = None) -> str:
-            return await workspace.run(command, seconds, progress=context)
+        if self.confinement.asks_network:
+
+            @tool(
+                name="run",
+                exclusive=True,
+                requires_approval=_asks_network,
+                description=f"{described} Pass network=true for a command that needs the "
+                "network: a person must approve it first.",
+            )
+            async def run(
+                context: ToolContext,
+                command: str,
+                seconds: float | None = None,
+                network: bool = False,
+            ) -> str:
+                return await workspace.run(command, seconds, network=network, progress=context)
+
+        else:
+
+            @tool(name="run", exclusive=True, description=described)
+            async def run(context: ToolContext, command: str, seconds: float | None = None) -> str:
+                return await workspace.run(command, seconds, progress=context)
 
         tools: list[Tool] = [
             read_file,
@@ -541,6 +564,11 @@ class Workspace:
             run,
         ]
         return ToolRegistry(tools)
+
+
+def _asks_network(arguments: Mapping[str, object]) -> bool:
+    """The sandboxed ``run`` tool's approval rule: a command that asks for the network."""
+    return arguments.get("network") is True
 
 
 def _text(lines: list[str], max_chars: int) -> str:
