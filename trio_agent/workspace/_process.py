@@ -163,7 +163,7 @@ async def _end_process_group(process: trio.Process, grace_seconds: float) -> Non
                 # the leader is gone; give the rest of the group the same grace
                 # (looked at after 1 ms, then less often: most groups end at once)
                 pause = 0.001
-                while await trio.to_thread.run_sync(_group_alive, process.pid):  # noqa: ASYNC110 - no event for it
+                while await trio.to_thread.run_sync(_group_alive, process.pid):  # no event for it
                     await trio.sleep(pause)
                     pause = min(pause * 2, 0.01)
                 break
