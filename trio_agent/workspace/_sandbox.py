@@ -108,6 +108,7 @@ def choose_sandbox(requested: object) -> Sandbox:
         return Sandbox("none")
     program, why = _probe()
     if why is None:
+        _identity_files()  # made now, with the probe: never file work in a command's path
         return Sandbox("bwrap", bwrap=program)
     if requested == "bwrap":
         raise WorkspaceError(f"sandbox='bwrap': {why}")
