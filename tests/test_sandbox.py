@@ -212,7 +212,7 @@ async def test_a_command_asking_for_the_network_waits_for_approval_then_has_it(t
 
     root = tmp_path / "ws"
     root.mkdir()
-    workspace = Workspace(root, sandbox="bwrap")
+    workspace = Workspace(root, sandbox="bwrap", network="ask")
     probe = (
         'python3 -c "import socket, sys; print(socket.create_connection('
         "('127.0.0.1', int(sys.argv[1])), 2).recv(100))\""

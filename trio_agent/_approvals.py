@@ -143,8 +143,8 @@ async def hold_for_approval(
         tool = spec.tools.get(call.name)
         if tool is None or call.name == OUTPUT_TOOL_NAME or call.id in approvals.passing:
             continue  # an unknown tool is an error result; a decided call is resolving
-        try:
-            needs = tool.needs_approval(call.arguments)
+        try:  # on a copy: the rule cannot change what runs
+            needs = tool.needs_approval(private_copy(call).arguments)
         except Exception as exc:  # the tool's own rule failed: as a hook that raised
             raise StepError(
                 HOOK_ERROR, f"requires_approval of tool {call.name!r} failed: {exc!r:.200}"

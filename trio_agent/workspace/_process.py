@@ -23,6 +23,7 @@ import trio
 from ..limits import cut_text
 from ..tools import ToolContext
 from ._progress import OutputLines
+from ._sandbox import Cgroups
 
 __all__ = ["run_command"]
 
@@ -71,15 +72,15 @@ async def run_command(
     grace_seconds: float,
     max_output_chars: int,
     progress: ToolContext,
-    cgroup: Path | None = None,
+    cgroups: Cgroups | None = None,
 ) -> str:
     """Run ``argv`` (a command with ``sh -c``, sandboxed or not) in ``cwd``; the exit
     code and output (stdout and stderr together, cut to ``max_output_chars``,
     head and tail kept). While it runs, its output lines go to ``progress`` as
     they come (``OutputLines``). The whole process group is ended when it
     finishes, runs past ``limit`` seconds, or is cancelled (then ``Cancelled``
-    propagates once it is reaped). ``cgroup``: the pids cgroup its processes
-    are born in; the result says when its limit refused a fork."""
+    propagates once it is reaped). ``cgroups``: those its processes are born
+    in; the result says what their limits did (forks refused, processes ended)."""
     # A marker every descendant inherits, even one that leaves the process
     # group (setsid, double fork): cleanup finds those by it.
     marker = f"{_MARKER}={uuid.uuid4().hex}"
@@ -114,22 +115,11 @@ async def run_command(
         if not ended:  # cancelled from outside while the command ran
             await _end_group(process, marker.encode(), grace_seconds)
     text = cut_text(output.data.decode("utf-8", "replace"), max_output_chars)
-    refused = 0 if cgroup is None else await trio.to_thread.run_sync(_forks_refused, cgroup)
-    if refused:
-        text = f"[the sandbox's process limit refused {refused} fork(s)]\n{text}"
+    notes = [] if cgroups is None else await trio.to_thread.run_sync(cgroups.notes)
+    text = "".join(f"{note}\n" for note in notes) + text
     if timer.cancelled_caught:
         return f"[timed out after {limit} s; the process group was ended]\n{text}"
     return f"[exit code {process.returncode}]\n{text}"
-
-
-def _forks_refused(cgroup: Path) -> int:
-    """How many forks the pids cgroup refused (``pids.events``: ``max N``)."""
-    try:
-        events = (cgroup / "pids.events").read_text().split()
-    except OSError:
-        return 0
-    pairs = dict(zip(events[::2], events[1::2], strict=False))
-    return int(pairs.get("max", "0") or 0)
 
 
 async def _end_group(process: trio.Process, marker: bytes, grace_seconds: float) -> None:

@@ -47,11 +47,12 @@ __all__ = [
     "Limits",
     "Sandbox",
     "SandboxMode",
+    "Cgroups",
     "bwrap_argv",
     "checked_paths",
     "choose_sandbox",
-    "pids_cgroup",
-    "remove_cgroup",
+    "make_cgroups",
+    "remove_cgroups",
 ]
 
 SandboxMode = Literal["auto", "bwrap", "none"]
@@ -61,9 +62,9 @@ INSTALL_HINT: Final = (
     "install bubblewrap; Arch: pacman -S bubblewrap)"
 )
 
-_SYSTEM: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
+_SYSTEM: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC: Final = (
-    "/etc/ssl",
+    "/etc/ssl/certs",
     "/etc/ca-certificates",
     "/etc/pki",
     "/etc/alternatives",
@@ -74,6 +75,15 @@ _ETC: Final = (
     "/etc/nsswitch.conf",
 )
 _NETWORK_ETC: Final = ("/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf")
+_PROC_READ_ONLY: Final = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+# never bound by ro_paths/rw_paths: the machine itself, its kernel's and its services'
+_NEVER_BOUND: Final = ("/proc", "/sys", "/dev", "/run", "/boot", "/var/run")
+_START: Final = (
+    # user namespace required (not the "-try" of --unshare-all: without one, root
+    # would keep its capabilities on the host); every capability dropped, for root too
+    *("--unshare-all", "--unshare-user", "--cap-drop", "ALL"),
+    *("--die-with-parent", "--new-session"),
+)
 
 
 @final
@@ -119,15 +129,20 @@ def choose_sandbox(requested: object) -> Sandbox:
 
 @functools.cache
 def _probe() -> tuple[str, str | None]:
-    """bwrap's path and None if a sandboxed ``true`` runs, else why not (once per
-    process: a few milliseconds)."""
+    """bwrap's path and None if a command runs in the sandbox as real runs do
+    (``/bin/sh`` under ``prlimit``), else why not (once per process: a few
+    milliseconds). Also sweeps the empty cgroups of agents killed earlier."""
     if not sys.platform.startswith("linux"):
         return "", f"bubblewrap needs Linux, this is {sys.platform}"
     program = shutil.which("bwrap")
     if program is None:
         return "", f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
-    argv = [program, "--unshare-all", "--die-with-parent", "--new-session"]
-    argv += [*_system_binds(), "--proc", "/proc", "--dev", "/dev", "--", "true"]
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        return program, "prlimit (util-linux), which the sandbox's limits need, is missing"
+    _sweep_cgroups()
+    argv = [program, *_START, *_system_binds(), "--proc", "/proc", "--dev", "/dev"]
+    argv += ["--", prlimit, "--nproc=64", "--", "/bin/sh", "-c", "true"]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -164,7 +179,13 @@ def _identity_files() -> str:
     Path(directory, "group").write_text(f"{name}:x:{gid}:\n")
     import atexit
 
-    atexit.register(shutil.rmtree, directory, True)
+    creator = os.getpid()
+
+    def remove() -> None:  # not in a forked child that exits: the files stay in use
+        if os.getpid() == creator:
+            shutil.rmtree(directory, True)
+
+    atexit.register(remove)
     return directory
 
 
@@ -179,7 +200,7 @@ def bwrap_argv(
 ) -> list[str]:
     """The argv that runs a command (appended after it) in the sandbox, the
     workspace ``root`` read-write at its own path and its working directory."""
-    argv = [sandbox.bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+    argv = [sandbox.bwrap, *_START]
     if network:
         argv.append("--share-net")
     argv += _system_binds()
@@ -189,11 +210,16 @@ def bwrap_argv(
     for path in _ETC + (_NETWORK_ETC if network else ()):
         argv += ["--ro-bind-try", path, path]
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    for extra in ro_paths:
-        argv += ["--ro-bind", str(extra), str(extra)]
-    for extra in rw_paths:
-        argv += ["--bind", str(extra), str(extra)]
-    argv += ["--bind", str(root), str(root), "--chdir", str(root), "--"]
+    for path in _PROC_READ_ONLY:  # root inside could write the kernel's settings
+        argv += ["--ro-bind-try", path, path]
+    # the workspace, then the extra paths, parents before children: a path bound
+    # inside another keeps its own mode
+    binds = [("--bind", root)]
+    binds += [("--ro-bind", extra) for extra in ro_paths]
+    binds += [("--bind", extra) for extra in rw_paths]
+    for how, bound in sorted(binds, key=lambda bind: len(bind[1].parts)):
+        argv += [how, str(bound), str(bound)]
+    argv += ["--chdir", str(root), "--"]
     if limits is not None:
         argv += [
             _prlimit(),
@@ -212,48 +238,130 @@ def _prlimit() -> str:
     return found
 
 
-def pids_cgroup(processes: int) -> Path | None:
-    """A new ``pids`` cgroup capped at ``processes``, or None where none can be made
-    (its ``cgroup.procs`` is what a command joins; ``rmdir`` it after)."""
-    for base in _pids_roots():
-        group = base / f"trio-agent-{uuid.uuid4().hex[:12]}"
+@final
+@attrs.frozen
+class Cgroups:
+    """The cgroups a sandboxed command is born in (made below the agent's own, so
+    the agent's own limits still hold): ``pids`` caps its processes, ``memory``
+    its memory, its ``/tmp`` and ``/dev/shm`` included."""
+
+    pids: Path | None
+    memory: Path | None
+
+    @property
+    def groups(self) -> tuple[Path, ...]:
+        return tuple(group for group in (self.pids, self.memory) if group is not None)
+
+    def notes(self) -> list[str]:
+        """What the limits did, for the result: forks refused, processes ended."""
+        notes = []
+        refused = _count(self.pids, "pids.events", "max")
+        if refused:
+            notes.append(f"[the sandbox's process limit refused {refused} fork(s)]")
+        killed = _count(self.memory, "memory.events", "oom_kill") or _count(
+            self.memory, "memory.oom_control", "oom_kill"
+        )
+        if killed:
+            notes.append(f"[the sandbox's memory limit ended {killed} process(es)]")
+        return notes
+
+
+def make_cgroups(limits: Limits) -> Cgroups | None:
+    """New ``pids`` and ``memory`` cgroups below the agent's own, capped at
+    ``limits``; None where neither can be made (no cgroup is writable here)."""
+    pids = _new_group("pids", "pids.max", str(limits.processes))
+    memory = _new_group("memory", "memory.max", str(limits.memory_bytes)) or _new_group(
+        "memory", "memory.limit_in_bytes", str(limits.memory_bytes)
+    )
+    if pids is None and memory is None:
+        return None
+    return Cgroups(pids, memory)
+
+
+def remove_cgroups(cgroups: Cgroups) -> None:
+    """Remove the command's emptied cgroups (one with processes left is kept)."""
+    for group in cgroups.groups:
         try:
-            group.mkdir()
+            group.rmdir()
         except OSError:
-            continue
+            pass
+
+
+def _count(group: Path | None, file: str, key: str) -> int:
+    if group is None:
+        return 0
+    try:
+        words = (group / file).read_text().split()
+    except OSError:
+        return 0
+    pairs = dict(zip(words[::2], words[1::2], strict=False))
+    try:
+        return int(pairs.get(key, "0"))
+    except ValueError:
+        return 0
+
+
+def _new_group(controller: str, limit_file: str, value: str) -> Path | None:
+    base = _own_cgroup(controller)
+    if base is None:
+        return None
+    group = base / f"trio-agent-{uuid.uuid4().hex[:12]}"
+    try:
+        group.mkdir()
+    except OSError:
+        return None
+    try:
+        (group / limit_file).write_text(f"{value}\n")
+    except OSError:
         try:
-            (group / "pids.max").write_text(f"{processes}\n")
+            group.rmdir()
         except OSError:
-            remove_cgroup(group)
-            continue
-        return group
-    return None
+            pass
+        return None
+    return group
+
+
+def _controls(base: Path, controller: str) -> bool:
+    """cgroup v2: whether ``base``'s children get ``controller``."""
+    try:
+        return controller in (base / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        return False
 
 
 @functools.cache
-def _pids_roots() -> tuple[Path, ...]:
-    """Where a pids cgroup may be made: cgroup v1's ``pids`` hierarchy, or v2's
-    unified one when it delegates the ``pids`` controller."""
-    roots = []
-    v1 = Path("/sys/fs/cgroup/pids")
-    if (v1 / "cgroup.procs").exists() and os.access(v1, os.W_OK):
-        roots.append(v1)
-    v2 = Path("/sys/fs/cgroup")
+def _own_cgroup(controller: str) -> Path | None:
+    """The directory of this process's cgroup for ``controller`` (v1), or its
+    unified one (v2), when it is mounted where expected and writable."""
     try:
-        controllers = (v2 / "cgroup.subtree_control").read_text().split()
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
-        controllers = []
-    if "pids" in controllers and os.access(v2, os.W_OK):
-        roots.append(v2)
-    return tuple(roots)
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            base = Path("/sys/fs/cgroup", controller, path.lstrip("/"))
+        elif controllers == "" and _controls(Path("/sys/fs/cgroup", path.lstrip("/")), controller):
+            base = Path("/sys/fs/cgroup", path.lstrip("/"))
+        else:
+            continue
+        if base.is_dir() and os.access(base, os.W_OK):
+            return base
+    return None
 
 
-def remove_cgroup(group: Path) -> None:
-    """Remove an emptied cgroup (a cgroup with processes left is kept: harmless)."""
-    try:
-        group.rmdir()
-    except OSError:
-        pass
+def _sweep_cgroups() -> None:
+    """Remove the empty cgroups commands of agents killed earlier left (once per
+    process; one still in use is not empty and stays)."""
+    for controller in ("pids", "memory"):
+        base = _own_cgroup(controller)
+        if base is None:
+            continue
+        for group in base.glob("trio-agent-*"):
+            try:
+                group.rmdir()
+            except OSError:
+                pass
 
 
 def checked_paths(paths: object, name: str, *, writable: bool) -> tuple[Path, ...]:
@@ -273,14 +381,31 @@ def checked_paths(paths: object, name: str, *, writable: bool) -> tuple[Path, ..
             raise ValueError(f"{name}: {str(given)!r} does not exist")
         if resolved == Path("/"):
             raise ValueError(f"{name}: binding / would expose the whole system")
+        for kernel in _NEVER_BOUND:
+            if resolved.is_relative_to(kernel) or Path(kernel).is_relative_to(resolved):
+                raise ValueError(
+                    f"{name}: {str(given)!r} would expose the machine ({kernel}) to commands"
+                )
         if writable:
-            for system in (*_SYSTEM, "/etc", "/proc", "/dev", "/sys", "/boot"):
-                if resolved == Path(system) or Path(system).is_relative_to(resolved):
-                    raise ValueError(
-                        f"{name}: {str(given)!r} would make the system ({system}) writable"
-                    )
+            _check_writable(name, given, resolved)
         checked.append(resolved)
     return tuple(checked)
+
+
+_SYSTEM_TREES: Final = (*_SYSTEM, "/etc", "/var", "/root", "/opt", "/srv", "/home")
+
+
+def _check_writable(name: str, given: Path, resolved: Path) -> None:
+    """A path made writable must hold no system tree, your home, nor lie inside a
+    system tree (a directory of your own below ``/home``, ``/opt`` or ``/srv``,
+    not your home itself, is allowed)."""
+    home = Path.home().resolve()
+    for tree in (*_SYSTEM_TREES, str(home)):
+        if Path(tree).is_relative_to(resolved):
+            raise ValueError(f"{name}: {str(given)!r} would make {tree} writable")
+    for tree in (*_SYSTEM, "/etc", "/var", "/root"):
+        if resolved.is_relative_to(tree) and not resolved.is_relative_to(home):
+            raise ValueError(f"{name}: {str(given)!r} lies in the system ({tree})")
 
 
 @final
@@ -290,18 +415,19 @@ class Confinement:
     network, the extra binds, and their limits."""
 
     sandbox: Sandbox
-    network: bool
+    network: bool | Literal["ask"]
     ro_paths: tuple[Path, ...] = ()
     rw_paths: tuple[Path, ...] = ()
     limits: Limits = Limits(memory_bytes=2 * 1024**3, processes=256)
 
     @property
     def asks_network(self) -> bool:
-        """Sandboxed without the network: a command may ask for it (approved first)."""
-        return self.sandbox.mode == "bwrap" and not self.network
+        """Sandboxed with ``network="ask"``: a command may ask for the network, and
+        waits for a person's approval (an ``Agent``'s approvals) first."""
+        return self.sandbox.mode == "bwrap" and self.network == "ask"
 
     def argv(
-        self, root: Path, command: str, cgroup: Path | None, *, network: bool = False
+        self, root: Path, command: str, cgroups: Cgroups | None, *, network: bool = False
     ) -> list[str]:
         """The argv that runs ``command`` with ``sh -c`` in ``root``: inside the sandbox
         (joining ``cgroup`` first, when there is one; with the network when the
@@ -312,24 +438,31 @@ class Confinement:
         inner = bwrap_argv(
             self.sandbox,
             root,
-            network=self.network or network,
+            network=self.network is True or network,
             ro_paths=self.ro_paths,
             rw_paths=self.rw_paths,
             limits=self.limits,
         )
-        if cgroup is None:
+        if cgroups is None:
             return inner + shell
-        # the process joins the cgroup before it becomes bwrap: every process of the
-        # command is born in it
-        join = 'echo $$ > "$1" && shift && exec "$@"'
-        return ["/bin/sh", "-c", join, "sh", str(cgroup / "cgroup.procs"), *inner, *shell]
+        # the process joins the cgroups before it becomes bwrap: every process of the
+        # command is born in them
+        procs = [str(group / "cgroup.procs") for group in cgroups.groups]
+        join = 'for g in "$@"; do [ "$g" = -- ] && break; echo $$ > "$g" || exit 125; done'
+        join += '; while [ "$1" != -- ]; do shift; done; shift; exec "$@"'
+        return ["/bin/sh", "-c", join, "sh", *procs, "--", *inner, *shell]
 
     def describe(self) -> str:
         """One line for the ``run`` tool's description: what confines the commands."""
         if self.sandbox.mode == "none":
             why = f" ({self.sandbox.note})" if self.sandbox.note else ""
             return f"Commands run unconfined, as the user running the agent{why}."
-        network = "with network access" if self.network else "without network access"
+        network = {
+            True: "with network access",
+            False: "without network access",
+            "ask": "without network access unless the command asks for it (network=true), "
+            "which a person must approve first",
+        }[self.network]
         return (
             "Commands run in a bubblewrap sandbox: the workspace read-write at its own "
             f"path, the system read-only, a private /tmp, {network}."

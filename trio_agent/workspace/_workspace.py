@@ -15,7 +15,7 @@ import stat
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import final
+from typing import Literal, final
 
 import trio
 
@@ -34,8 +34,8 @@ from ._sandbox import (
     SandboxMode,
     checked_paths,
     choose_sandbox,
-    pids_cgroup,
-    remove_cgroup,
+    make_cgroups,
+    remove_cgroups,
 )
 from ._walk import Check, abandonable, list_entries, walk
 
@@ -66,7 +66,10 @@ class Workspace:
     ``"bwrap"`` raises ``WorkspaceError`` without it (naming the package to
     install); ``"none"`` runs commands as the user. Inside: the workspace
     read-write at its own path, the system read-only, no network unless
-    ``network=True``, ``ro_paths``/``rw_paths`` bound as asked (checked:
+    ``network=True`` (``"ask"``: the ``run`` tool takes ``network=true``, and
+    such a call waits for a person's approval in an ``Agent``; ``run_agent_loop``
+    has no approvals and would run it: use ``"ask"`` with an ``Agent`` only),
+    ``ro_paths``/``rw_paths`` bound as asked (checked:
     absolute, existing, never ``/`` nor a system directory writable), at most
     ``max_memory_bytes`` of address space and ``max_processes`` processes,
     and nothing left running afterwards (see ``_sandbox``). ``sandbox`` says
@@ -94,7 +97,7 @@ class Workspace:
         env: dict[str, str] | None = None,
         progress_seconds: float = 0.25,
         sandbox: SandboxMode = "auto",
-        network: bool = False,
+        network: bool | Literal["ask"] = False,
         ro_paths: Sequence[str | os.PathLike[str]] = (),
         rw_paths: Sequence[str | os.PathLike[str]] = (),
         max_memory_bytes: int = 2 * 1024**3,
@@ -103,8 +106,8 @@ class Workspace:
         root_path = Path(root).resolve()
         if not root_path.is_dir():
             raise ValueError(f"workspace root {root_path} is not a directory")
-        if type(network) is not bool:
-            raise TypeError(f"network must be a bool, got {network!r}")
+        if type(network) is not bool and network != "ask":
+            raise TypeError(f'network must be True, False or "ask", got {network!r}')
         for name, value, least in (
             ("max_memory_bytes", max_memory_bytes, 16 * 1024**2),
             ("max_processes", max_processes, 8),
@@ -456,24 +459,28 @@ class Workspace:
             raise WorkspaceError(f"seconds must be a number > 0, got {seconds!r}")
         limit = self.run_seconds if seconds is None else min(float(seconds), self.run_seconds)
         confinement = self.confinement
-        cgroup = None
+        if type(network) is not bool:
+            raise WorkspaceError(f"network must be true or false, got {network!r}")
+        if network and confinement.network is False and confinement.sandbox.mode == "bwrap":
+            raise WorkspaceError("this workspace's commands have no network (network=False)")
+        cgroups = None
         if confinement.sandbox.mode == "bwrap":
-            cgroup = await trio.to_thread.run_sync(pids_cgroup, confinement.limits.processes)
+            cgroups = await trio.to_thread.run_sync(make_cgroups, confinement.limits)
         try:
             return await run_command(
-                confinement.argv(self.root, command, cgroup, network=network),
+                confinement.argv(self.root, command, cgroups, network=network),
                 cwd=self.root,
                 env=self.env,
                 limit=limit,
                 grace_seconds=self.grace_seconds,
                 max_output_chars=self.max_output_chars,
                 progress=tool_context() if progress is None else progress,
-                cgroup=cgroup,
+                cgroups=cgroups,
             )
         finally:
-            if cgroup is not None:
+            if cgroups is not None:
                 with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(remove_cgroup, cgroup)
+                    await trio.to_thread.run_sync(remove_cgroups, cgroups)
 
     @property
     def sandbox(self) -> str:
@@ -536,8 +543,7 @@ class Workspace:
                 name="run",
                 exclusive=True,
                 requires_approval=_asks_network,
-                description=f"{described} Pass network=true for a command that needs the "
-                "network: a person must approve it first.",
+                description=f"{described} Pass network=true for a command that needs it.",
             )
             async def run(
                 context: ToolContext,
