@@ -103,21 +103,14 @@ def tls_contexts(host: str = "localhost") -> tuple[ssl.SSLContext, ssl.SSLContex
 def marked_processes(marker: str) -> list[int]:
     """Live (not zombie) processes of this machine whose command line holds
     ``marker`` (a sandboxed command's processes too: they are visible outside)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if marker.encode() not in f.read().replace(b"\0", b" "):
-                    continue
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue
-        except OSError:
-            continue
-        found.append(int(entry))
-    return found
+    from trio_agent.workspace._process import live_processes
+
+    wanted = marker.encode()
+    return [
+        pid
+        for pid in live_processes("cmdline", lambda data: wanted in data.replace(b"\0", b" "))
+        if pid != os.getpid()
+    ]
 
 
 async def wait_unmarked(marker: str, seconds: float = 5.0) -> list[int]:

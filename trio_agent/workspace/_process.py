@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import final
 
@@ -25,7 +26,7 @@ from ..tools import ToolContext
 from ._progress import OutputLines
 from ._sandbox import Cgroups
 
-__all__ = ["run_command"]
+__all__ = ["live_processes", "run_command"]
 
 _MARKER = "TRIO_AGENT_RUN"
 
@@ -162,13 +163,18 @@ async def _end_process_group(process: trio.Process, grace_seconds: float) -> Non
 
 def _marked(marker: bytes) -> list[int]:
     """Live processes (not zombies) whose environment holds ``marker``."""
+    return live_processes("environ", lambda data: marker in data.split(b"\0"))
+
+
+def live_processes(file: str, wanted: Callable[[bytes], bool]) -> list[int]:
+    """Live processes (not zombies) whose ``/proc/<pid>/<file>`` is ``wanted``."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if marker not in f.read().split(b"\0"):
+            with open(f"/proc/{entry}/{file}", "rb") as f:
+                if not wanted(f.read()):
                     continue
             with open(f"/proc/{entry}/stat", "rb") as f:
                 if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
