@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import trio
 
 from trio_agent.workspace import Workspace, _sandbox
 
@@ -86,3 +87,13 @@ def test_a_forked_child_that_exits_leaves_the_identity_files(root):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "[exit code 0]\nok" in done.stdout
+
+
+async def test_regression_a_command_whose_namespace_is_being_ended_costs_no_grace(root):
+    # The marker scan found a sandboxed process that its pid namespace was still
+    # ending, signalled it, then slept the whole grace period: about one command
+    # in 20 with a background child took 60 s (grace_seconds=60).
+    box = Workspace(root, sandbox="bwrap", grace_seconds=60)
+    with trio.fail_after(30):  # 40 commands: each well under a second
+        for _ in range(40):
+            assert await box.run("sleep 1314 & echo done") == "[exit code 0]\ndone\n"

@@ -262,11 +262,10 @@ async def test_regression_output_written_while_the_group_is_ended_is_kept(tmp_pa
     assert result == "[exit code 0]\nready\nhi\nbye\n"
 
 
-async def test_regression_orphaned_zombies_do_not_cost_the_grace_period(tmp_path):
+async def test_regression_orphaned_zombies_do_not_cost_the_grace_period(tmp_path, sandbox_mode):
     # Where PID 1 reaps slowly, the killed background child stays a zombie in
     # the group; the group counted as alive until the whole grace period ended.
-    # (Unconfined: in the sandbox the pid namespace ends and reaps the command.)
-    patient = Workspace(tmp_path, grace_seconds=60, sandbox="none")
+    patient = Workspace(tmp_path, grace_seconds=60)
     with trio.fail_after(30):
         result = await patient.run("sleep 304 & echo done")
     assert result == "[exit code 0]\ndone\n"
