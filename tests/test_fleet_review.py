@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 from test_fleet import _answers, add, dispatched  # noqa: F401 (the tool's log)
-from test_postgres_commit import Gate, _ledger
+from test_postgres_commit import Gate, _a_and_b_behind_c, _ledger
 
 from trio_agent import Agent, LedgerError
 from trio_agent.fleet import Worker, agent_maker, submit, wait_for_turn
@@ -70,28 +70,12 @@ async def test_a_shared_commit_that_fails_unexpectedly_reports_no_flush_stored(
         return held(connection, store_, batch)
 
     monkeypatch.setattr(_postgres_commit, "insert_flushes", breaks_on_the_shared_batch)
-    outcomes = {}
-
-    async def flush(name):
-        try:
-            await ledgers[name].barrier("step")
-            outcomes[name] = "stored"
-        except LedgerError:
-            outcomes[name] = "LedgerError"
-        except RuntimeError:
-            outcomes[name] = "RuntimeError"
-
-    async with trio.open_nursery() as nursery:
-        ledgers["c"].step_started("request-001")
-        nursery.start_soon(flush, "c")
-        await gate.held()
-        for name in ("a", "b"):
-            ledgers[name].step_started("request-001")
-            nursery.start_soon(flush, name)
-        await trio.testing.wait_all_tasks_blocked()
-        gate.release()
-    assert outcomes["c"] == "stored"
-    assert sorted([outcomes["a"], outcomes["b"]]) == ["LedgerError", "RuntimeError"]
+    failures = await _a_and_b_behind_c(ledgers, gate)  # the shared batch breaks
+    assert "c" not in failures  # stored alone, before
+    assert sorted(type(failures[name]).__name__ for name in ("a", "b")) == [
+        "LedgerError",
+        "RuntimeError",
+    ]
     for name in ("a", "b"):  # nothing was stored, and nothing claims it was
         assert [r.seq for r in (await store.load(name)).records] == [0]
 
