@@ -450,3 +450,104 @@ async def test_an_after_tool_call_hook_may_turn_a_rejection_into_any_result_and_
     again = await Agent.resume(store, "s", model=ScriptedModel([]), tools=desk.tools)
     assert again.messages == agent.messages
     await again.aclose()
+
+
+@pytest.mark.parametrize("execution", ["sequential", "parallel"])
+async def test_the_bare_loop_refuses_a_call_that_needs_approval_it_has_no_one_to_ask(execution):
+    """Issue 32: ``run_agent_loop`` with a tool that needs a person's approval
+    (``Workspace(network="ask")`` asked with ``network: true``) ran the call:
+    there is no one to ask, so it is refused with an error result (fail
+    closed) and the others in the batch run."""
+    from trio_agent import run_agent_loop
+
+    desk = Desk()
+    script = [
+        step("r1", ("c1", "read", {"path": "a"}), ("c2", "write", {"path": "b"})),
+        scripted_response("r2", "done"),
+    ]
+    run = run_agent_loop(
+        messages=[UserMessage(content="go", id="u1")],
+        model=ScriptedModel(script),
+        tools=desk.tools,
+        max_steps=4,
+        tool_execution=execution,
+    )
+    result = await run.wait()
+    assert desk.ran == [("read", {"path": "a"})]  # the write never ran
+    answers = {m.tool_call_id: m for m in result.messages if isinstance(m, ToolResultMessage)}
+    assert answers["c2"].is_error and "no one to ask" in str(answers["c2"].content)
+    assert not answers["c1"].is_error
+    validate_transcript(result.messages)
+
+
+async def test_the_bare_loop_runs_a_call_whose_approval_rule_says_no_and_refuses_one_that_fails():
+    """Issue 32: a rule of the arguments decides per call in the bare loop
+    too; a rule that raises is a refusal, never a run."""
+    from trio_agent import run_agent_loop
+
+    ran: list[str] = []
+
+    def rule(arguments: dict[str, Any]) -> bool:
+        if arguments.get("boom"):
+            raise RuntimeError("rule broke")
+        return bool(arguments.get("network"))
+
+    @tool(requires_approval=rule)
+    async def fetch(url: str, network: bool = False, boom: bool = False) -> str:
+        """Fetch."""
+        ran.append(url)
+        return "ok"
+
+    script = [
+        step(
+            "r1",
+            ("c1", "fetch", {"url": "local"}),
+            ("c2", "fetch", {"url": "remote", "network": True}),
+            ("c3", "fetch", {"url": "broken", "boom": True}),
+        ),
+        scripted_response("r2", "done"),
+    ]
+    run = run_agent_loop(
+        messages=[UserMessage(content="go", id="u1")],
+        model=ScriptedModel(script),
+        tools=ToolRegistry([fetch]),
+        max_steps=4,
+    )
+    result = await run.wait()
+    assert ran == ["local"]
+    answers = {m.tool_call_id: m for m in result.messages if isinstance(m, ToolResultMessage)}
+    assert "rule broke" in str(answers["c3"].content) and answers["c3"].is_error
+    assert answers["c2"].is_error and not answers["c1"].is_error
+
+
+async def test_the_bare_loop_runs_no_command_asking_for_the_network_of_a_workspace_that_asks(
+    tmp_path,
+):
+    """Issue 32: ``run_agent_loop`` with ``Workspace(network="ask")`` ran a
+    command asking for the network: nobody could say yes, so it is refused;
+    the same command without the network runs."""
+    from trio_agent import run_agent_loop
+    from trio_agent.workspace import Workspace
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    workspace = Workspace(root, sandbox="bwrap", network="ask")
+    script = [
+        step(
+            "r1",
+            ("off", "run", {"command": "echo offline > off.txt"}),
+            ("on", "run", {"command": "echo online > on.txt", "network": True}),
+        ),
+        scripted_response("r2", "done"),
+    ]
+    run = run_agent_loop(
+        messages=[UserMessage(content="go", id="u1")],
+        model=ScriptedModel(script),
+        tools=workspace.tools(),
+        max_steps=4,
+    )
+    result = await run.wait()
+    answers = {m.tool_call_id: m for m in result.messages if isinstance(m, ToolResultMessage)}
+    assert answers["on"].is_error and "approval" in str(answers["on"].content)
+    assert (root / "off.txt").read_text() == "offline\n"
+    assert not (root / "on.txt").exists()

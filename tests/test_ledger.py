@@ -326,6 +326,39 @@ async def test_a_resumed_session_goes_on_with_its_counters(store):
     assert tuple(derived.messages) == run.result.messages
 
 
+async def test_a_resume_that_does_nothing_writes_nothing(store):
+    """Each resume that took no turn appended another ``session/closed`` (three
+    resumes, three records; issue 32): closing a resumed session whose last record
+    already says it closed, with nothing written since, leaves the ledger as it was.
+    A resume that takes a turn still ends with one ``session/closed``."""
+    agent = recording_agent(store)
+    await agent.prompt(UserMessage("u1", "sums"))
+    await agent.aclose()
+    before = (await store.load("s1")).records
+    for _ in range(3):
+        async with await Agent.resume(store, "s1", model=ScriptedModel([])):
+            pass
+    assert (await store.load("s1")).records == before
+    model = ScriptedModel([scripted_response("n1", "more")])
+    async with await Agent.resume(store, "s1", model=model) as resumed:
+        await resumed.prompt(UserMessage("u2", "more"))
+    after = [record.kind for record in (await store.load("s1")).records]
+    assert after.count("session/closed") == 2 and after[-1] == "session/closed"
+    assert after[-2] == "turn/end"
+
+
+async def test_a_resume_of_a_session_that_did_not_close_records_its_close(tmp_path):
+    """The other side of the rule above: a session whose writer died after its
+    last turn, before ``session/closed``, is closed by the resume that takes it
+    over, even one that does nothing."""
+    records = await crashed_session(JsonlStore(tmp_path), "turn/end")
+    store = write_records(tmp_path, records)
+    async with await Agent.resume(store, "s1", model=ScriptedModel([])):
+        pass
+    after = (await store.load("s1")).records
+    assert after[:-1] == tuple(records) and after[-1].kind == "session/closed"
+
+
 # --------------------------------------------------------------------- loading
 
 
@@ -344,8 +377,10 @@ async def test_a_torn_last_line_is_ignored_said_and_cut_before_appending(tmp_pat
     assert resumed.resume_warnings == loaded.warnings
     await resumed.aclose()
     again = await store.load("s1")
-    assert again.warnings == () and len(again.records) == len(loaded.records) + 1
-    assert again.records[-1].kind == again.records[-2].kind == "session/closed"
+    # the torn tail is cut when the session is reopened; the resume did nothing,
+    # so nothing is appended (no second session/closed)
+    assert again.warnings == () and again.records == loaded.records
+    assert path.read_bytes() == whole
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ import pytest
 
 from trio_agent import (
     MAX_ARGUMENT_CHARS,
+    MAX_ARGUMENT_DEPTH,
     OUTPUT_INVALID,
     OUTPUT_TOOL_NAME,
     Agent,
@@ -25,6 +26,7 @@ from trio_agent import (
     tool,
     validate_transcript,
 )
+from trio_agent.limits import json_depth
 from trio_agent.testing import (
     ScriptedModel,
     assert_run_invariants,
@@ -373,6 +375,54 @@ async def test_native_mode_takes_an_answer_of_max_step_text():
         loop([scripted_response("r1", text)], output_type=list[str], output_mode="native")
     )
     assert result.output == value["response"]
+
+
+class Holder(msgspec.Struct):
+    data: Any
+
+
+@pytest.mark.parametrize("depth", [32, 1_200, 30_000])
+async def test_a_native_answer_nested_too_deep_goes_back_to_the_model_not_a_recursion_error(depth):
+    """An ``Any`` output answered natively with arrays nested ~1,200 deep (2.4 KB)
+    raised a raw ``RecursionError`` from ``agent.prompt()`` and ``run.wait()``
+    (issue 32): the answer is held to the output tool's nesting limit in both modes,
+    and one past it goes back to the model with the reason."""
+    deep = '{"data": ' + "[" * depth + "]" * depth + "}"
+    script = [scripted_response("r1", deep), scripted_response("r2", '{"data": [[1]]}')]
+    _, result = await record(loop(script, output_type=Holder, output_mode="native"))
+    assert result.status == "completed"
+    assert result.output == Holder([[1]])
+    (retry,) = (m for m in result.messages if type(m) is UserMessage and m.id != "u1")
+    assert f"nests deeper than {MAX_ARGUMENT_DEPTH} containers" in retry.content
+    agent = Agent(model=ScriptedModel(script), output_type=Holder, output_mode="native")
+    turn = await agent.prompt("who is it?")
+    assert turn.output == Holder([[1]])
+
+
+async def test_a_native_answer_at_the_nesting_limit_is_taken():
+    """The limit's edge: 32 containers, the root included, decode as they are."""
+    text = '{"data": ' + "[" * 31 + "]" * 31 + "}"
+    _, result = await record(
+        loop([scripted_response("r1", text)], output_type=Holder, output_mode="native")
+    )
+    assert result.status == "completed"
+    assert json_depth(text, 0) == MAX_ARGUMENT_DEPTH
+
+
+def test_json_depth_skips_strings_and_counts_the_root():
+    """Brackets inside strings (escaped quotes too) are not containers."""
+    cases = [
+        ({"a": '\\"[['}, 1),
+        (["]", {"x": "}{"}], 2),
+        ({'k"[': [[[]]]}, 4),
+        ([], 1),
+        ("[", 0),
+        ([[["\\\\"]]], 3),
+    ]
+    for value, depth in cases:
+        assert json_depth(msgspec.json.encode(value).decode(), 0) == depth, value
+    # few brackets: their count, no scan (an upper bound)
+    assert json_depth('"[[["') == 3
 
 
 # ------------------------------------------------------------------ str outputs

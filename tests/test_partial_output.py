@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from trio_agent import ToolCall, ToolRegistry, UserMessage, _partial_scan, run_agent_loop
 from trio_agent._partial import PartialOutput, is_wrapped, partial_output
 from trio_agent.events import AttemptFailed, ModelChunk
-from trio_agent.limits import OUTPUT_TOOL_NAME
+from trio_agent.limits import MAX_ARGUMENT_DEPTH, OUTPUT_TOOL_NAME, json_depth
 from trio_agent.model import TextDelta, ThinkingDelta
 from trio_agent.testing import ScriptedModel, scripted_response
 
@@ -622,3 +622,22 @@ def test_int_keys_in_a_tool_mode_answer_give_the_value() -> None:
     call = ToolCall("c1", OUTPUT_TOOL_NAME, {"1": "a"})
     value = state.feed(ModelChunk(sequence=1, request_id="request-001", chunk=call))
     assert value == {1: "a"}
+
+
+class Holder(msgspec.Struct):
+    data: Any
+
+
+@pytest.mark.parametrize("depth", [32, 1_200, 20_000])
+def test_an_answer_nested_past_the_output_limit_stops_the_reader_without_a_recursion_error(depth):
+    """A native answer nested 1,200 deep made the partial reader compare its
+    readings recursively until ``RecursionError`` (issue 32). The reader stops at
+    the output's nesting limit, as the loop refuses such an answer; what it gave
+    before stays consistent."""
+    text = '{"data": ' + "[" * depth + "1" + "]" * depth + "}"
+    events = deltas(cut(text, 7))
+    seen = values(Holder, events)
+    depths = [json_depth(msgspec.json.encode(value).decode(), 0) for value in seen]
+    assert seen and max(depths) <= MAX_ARGUMENT_DEPTH
+    shallow = '{"data": ' + "[" * 31 + "1" + "]" * 31 + "}"
+    assert values(Holder, deltas(cut(shallow, 7)))[-1] == msgspec.json.decode(shallow, type=Holder)

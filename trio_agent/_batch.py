@@ -25,6 +25,7 @@ from ._errors import HOOK_ERROR, TOOL_FATAL, StepError, describe
 from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, call_hook
 from ._transcript import Conversation, checked_message
 from .events import ToolFinished, ToolStarted, ToolUpdated
+from .limits import check_arguments
 from .messages import AssistantMessage, ToolCall, ToolResultMessage, TranscriptError, tool_result
 from .tools import FatalToolError, Tool, execute_tool_call
 
@@ -75,6 +76,30 @@ async def run_tool_batch(
 
 
 # ------------------------------------------------------------- one call
+
+
+async def _gate(call: ToolCall, spec: TurnSpec, hooks: StepHooks, plain: bool) -> str | None:
+    """Why ``call`` must not run (its error result says so), or None to run it.
+
+    With hooks, their ``before_tool_call`` decides (a session holds the calls
+    needing approval before this, so what reaches here was approved). The
+    bare loop has no one to ask: a call whose tool needs a person's approval
+    is refused, never run (fail closed). The check is a dict lookup and an
+    attribute test per call unless a tool has an approval rule.
+    """
+    if not plain:
+        reason = await call_hook("before_tool_call", hooks.before_tool_call, call)
+        return None if reason is None else str(reason)
+    tool = spec.tools.get(call.name)
+    if tool is None or tool.requires_approval is False:
+        return None
+    try:  # on a copy: the rule cannot change what would run
+        needs = tool.needs_approval(check_arguments(call.arguments))
+    except Exception as exc:  # cannot tell: the answer is no
+        return f"its approval rule failed ({exc!r:.200}) and this run has no one to ask"
+    if not needs:
+        return None
+    return "it needs a person's approval and this run has no one to ask (use an Agent session)"
 
 
 def _blocked_result(call: ToolCall, reason: str) -> ToolResultMessage:
@@ -171,10 +196,10 @@ async def _sequential_call(
     call: ToolCall, spec: TurnSpec, hooks: StepHooks, conversation: Conversation, emit: Emitter
 ) -> None:
     plain = hooks is DEFAULT_HOOKS  # the core: no hook calls on the hot path
-    reason = None if plain else await call_hook("before_tool_call", hooks.before_tool_call, call)
+    reason = await _gate(call, spec, hooks, plain)
     await _start(call, conversation, emit, dispatch=reason is None)
     if reason is not None:
-        result = _blocked_result(call, str(reason))
+        result = _blocked_result(call, reason)
     elif CURRENT.get() is None:
         result = await _execute(spec, call, conversation.journal)
     else:  # inside another call (a nested run): never report to that call
@@ -311,14 +336,10 @@ class ToolBatch:
         """Start call ``index``, unless ``before_tool_call`` blocks it (then its
         error result is its end)."""
         call = self._calls[index]
-        reason = (
-            None
-            if self._plain
-            else await call_hook("before_tool_call", self._hooks.before_tool_call, call)
-        )
+        reason = await _gate(call, self._spec, self._hooks, self._plain)
         await _start(call, self._conversation, self._emit, dispatch=reason is None)
         if reason is not None:
-            await self._finished(index, _blocked_result(call, str(reason)))
+            await self._finished(index, _blocked_result(call, reason))
             return
         scope = self._scopes[index] = trio.CancelScope()
         host.start_soon(

@@ -23,7 +23,7 @@ import msgspec
 
 from ._errors import HOOK_ERROR, OUTPUT_INVALID, describe
 from ._schema import inline_schema
-from .limits import OUTPUT_TOOL_NAME
+from .limits import MAX_ARGUMENT_DEPTH, OUTPUT_TOOL_NAME, json_depth
 from .messages import AssistantMessage, ToolCall, text_from_assistant
 from .model import OutputFormat
 from .tools import Tool, ToolError, ToolRegistry, ToolSource
@@ -99,7 +99,12 @@ class OutputSpec:
             raise OutputInvalid(str(exc)) from None
 
     def from_text(self, text: str) -> Any:
-        """A native answer's text as the output type, or ``OutputInvalid``."""
+        """A native answer's text as the output type, or ``OutputInvalid``. The
+        answer is held to the output tool's nesting limit (``MAX_ARGUMENT_DEPTH``),
+        which also keeps a deep answer from reaching Python's recursion limit
+        anywhere it goes (decoding, the ledger, a resume)."""
+        if json_depth(text) > MAX_ARGUMENT_DEPTH:
+            raise OutputInvalid(f"the answer nests deeper than {MAX_ARGUMENT_DEPTH} containers")
         try:
             value = self._decoder.decode(text)
             return value if self.wrapper is None else value.response

@@ -39,6 +39,8 @@ from typing import Annotated, Any, Final, Literal, final
 import attrs
 import msgspec
 
+from .limits import MAX_ARGUMENT_DEPTH
+
 __all__ = ["MISSING", "Layouts", "PrefixScanner", "error_depth"]
 
 # ------------------------------------------------------------------ scanner
@@ -253,7 +255,8 @@ class PrefixScanner:
 
     Structure is checked here (containers, keys, commas, colons); anything a
     token holds that is not JSON fails when msgspec decodes it, and the reader
-    stops (``broken``): the final answer fails the same way.
+    stops (``broken``): the final answer fails the same way. So does an answer
+    nesting deeper than ``MAX_ARGUMENT_DEPTH`` containers (the output's limit).
     """
 
     __slots__ = (
@@ -346,6 +349,9 @@ class PrefixScanner:
             return MISSING
 
     def _open(self, closer: str) -> None:
+        if len(self._plain) >= MAX_ARGUMENT_DEPTH:  # the loop refuses such an answer
+            self._mode = _BROKEN
+            return
         self.version += 1
         kind = self._member_type()
         layout = _layout(kind, closer, self._layout_cache) if kind is not MISSING else None

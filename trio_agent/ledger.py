@@ -230,6 +230,7 @@ class Ledger:
     """
 
     __slots__ = (
+        "_closed_seq",
         "_event_durable",
         "_event_flush",
         "_open_turn",
@@ -256,6 +257,7 @@ class Ledger:
         self._event_flush = getattr(writer, "flush_per_event", True) or self._event_durable
         self._reserved = reserved  # event sequences below this may be sent
         self._open_turn: int | None = None
+        self._closed_seq = -1  # ``_seq`` right after a ``session/closed`` record
 
     @classmethod
     def create(
@@ -296,6 +298,8 @@ class Ledger:
         and an open turn ended as ``interrupted``, durably. Cancellation or a failure: the writer
         is closed (its lock let go) before the error propagates."""
         ledger = cls(writer, derived.next_seq, fsync, reserved=derived.reserved)
+        if derived.closed:  # closing it again, with nothing written since, writes nothing
+            ledger._closed_seq = derived.next_seq
         done = False
         try:
             closing = derived.closing_results()
@@ -353,9 +357,14 @@ class Ledger:
     @enable_ki_protection
     def session_closed(self, sequence: int) -> None:
         """The session is closed cleanly. A turn still open (one a ``BaseException``
-        such as ``KeyboardInterrupt`` cut short) is ended as ``interrupted`` first."""
+        such as ``KeyboardInterrupt`` cut short) is ended as ``interrupted`` first.
+        A session whose last record already says so (resumed, and nothing written
+        since) gets no second ``session/closed``: a resume that did nothing leaves
+        the ledger as it found it."""
         self._end_open_turn(sequence)
-        self._write(SessionClosedRecord(seq=self._seq, sequence=sequence))
+        if self._seq != self._closed_seq:
+            self._write(SessionClosedRecord(seq=self._seq, sequence=sequence))
+            self._closed_seq = self._seq
 
     def _end_open_turn(self, sequence: int) -> None:
         if self._open_turn is not None:

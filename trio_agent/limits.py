@@ -35,6 +35,7 @@ __all__ = [
     "ArgumentsError",
     "check_arguments",
     "is_valid_unicode",
+    "json_depth",
 ]
 
 MAX_AGENT_STEPS: Final = 64
@@ -217,6 +218,29 @@ def check_arguments(arguments: object, *, output: bool = False) -> dict[str, Any
     except _Fail as fail:
         raise ArgumentsError(fail.reason, _format_path(fail.keys)) from None
     return checked
+
+
+# fixed, linear patterns (one way to match each character: nothing to backtrack)
+_STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"?', re.DOTALL)
+_NOT_BRACKET: Final = re.compile(r"[^\[\]{}]+")
+
+
+def json_depth(text: str, limit: int = MAX_ARGUMENT_DEPTH) -> int:
+    """The nesting of containers in the JSON ``text``, strings skipped, the root
+    container at depth 1, as ``MAX_ARGUMENT_DEPTH`` counts it; for text whose
+    brackets could not nest past ``limit`` however they were placed, their count
+    instead (an upper bound, found without a scan). Linear in the text."""
+    opened = text.count("[") + text.count("{")
+    if opened <= limit:
+        return opened
+    depth = deepest = 0
+    for char in _NOT_BRACKET.sub("", _STRING.sub("", text)):
+        if char == "[" or char == "{":
+            depth += 1
+            deepest = max(depth, deepest)
+        else:
+            depth -= 1
+    return deepest
 
 
 def cut_text(text: str, limit: int, why: str = "") -> str:
