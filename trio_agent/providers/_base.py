@@ -362,7 +362,10 @@ class SSEModelStream:
         if events is None:
             self._finish()
         else:
-            self._take_all(events)
+            if events:
+                self._take_all(events)
+            if self._http.events_ended:  # data: [DONE], for every adapter: the message is over
+                self._ended = True
         return True
 
     async def _merged_delta(self) -> Any:

@@ -372,9 +372,15 @@ class HTTPStream:
             except ModelError:
                 return
 
+    @property
+    def events_ended(self) -> bool:
+        """Whether the stream ended with ``data: [DONE]`` (``SSEParser.done``): no
+        event follows; what is left of the body is only its end."""
+        return self._parser.done
+
     async def next_events(self) -> list[bytes] | None:
-        """The data of the events completed by the next piece of the body, or None
-        at its end."""
+        """The data of the events completed by the next piece of the body (none
+        past ``data: [DONE]``: see ``events_ended``), or None at its end."""
         if self._ahead is not None:  # rare: the body's start was read to look at it
             if self.document is not None:
                 text = self.document.decode("utf-8", "replace")

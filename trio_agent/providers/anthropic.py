@@ -300,6 +300,7 @@ class _AnthropicStream(SSEModelStream):
         self._blocks: dict[int, _OpenBlock] = {}
         self._live = True  # no tool_use block has started yet
         self._stop: str | None = None
+        self._stopped = False  # message_stop came
         self._usage = _Usage()
 
     def _take_all(self, datas: list[bytes]) -> None:
@@ -427,7 +428,7 @@ class _AnthropicStream(SSEModelStream):
                 if u.cache_creation_input_tokens is not None:
                     self._usage.cache_creation_input_tokens = u.cache_creation_input_tokens
         elif kind == "message_stop":
-            self._ended = True
+            self._ended = self._stopped = True
         elif kind == "error":
             error = event.error or _Error()  # overloaded, api, rate limit, timeout: transient
             raise stream_error("Anthropic", error.type, error.message)
@@ -442,7 +443,7 @@ class _AnthropicStream(SSEModelStream):
         return block.call.call()
 
     def _finish(self) -> None:
-        if not self._ended or self._stop is None:
+        if not self._stopped or self._stop is None:  # a [DONE] before it ends nothing
             raise TransientModelError("Anthropic stream ended before message_stop")
         # Blocks before the first tool call streamed as they came; a call is whole
         # only now, so it and every block after it (interleaved thinking, text) go

@@ -285,13 +285,9 @@ class _OpenAIStream(SSEModelStream):
         self._usage: Usage | None = None
 
     def _take_all(self, datas: list[bytes]) -> None:
-        if b"[DONE]" in datas:
-            datas = datas[: datas.index(b"[DONE]")]
-            self._ended = True
-        if datas:
-            for chunk in decode_all(_decoder, datas, "OpenAI"):
-                self._take(chunk)
-            self._flush_reasoning()
+        for chunk in decode_all(_decoder, datas, "OpenAI"):
+            self._take(chunk)
+        self._flush_reasoning()
 
     def _take_document(self, body: bytes) -> None:
         """A whole chat completion, taken as the one chunk that would stream it: its
