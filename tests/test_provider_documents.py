@@ -502,3 +502,23 @@ async def test_a_run_takes_documents_for_a_tool_step_and_the_answer(loopback, ma
         b.text for b in result.messages[-1].content if type(b) is TextBlock
     )
     assert result.final_text
+
+
+@pytest.mark.parametrize(
+    ("make", "body", "said"),
+    [
+        (openai, CHAT_CALL, ("chatcmpl-BSXk0dWkG4hfPt0lph4oFO35iT73I", "tool_calls", "gpt-4o")),
+        (anthropic, MESSAGE_TEXT, (MESSAGE_TEXT["id"], "end_turn", "claude-sonnet-4")),
+        (responses, RESPONSE_TEXT, (RESPONSE_TEXT["id"], "completed", "o3-mini")),
+    ],
+    ids=["openai", "anthropic", "responses"],
+)
+async def test_a_documents_provider_facts_are_its_own_words(loopback, make, body, said):
+    """issue 32: a whole document gives telemetry the provider's id, finish
+    reason and model as a stream does (``provider_facts``), not our words."""
+    loopback.replies.append(document(body))
+    async with make(loopback).stream(REQUEST) as stream:
+        await stream.response()
+    facts = stream.provider_facts
+    assert (facts.response_id, facts.finish_reason) == said[:2]
+    assert facts.response_model == body["model"] and body["model"].startswith(said[2])

@@ -10,12 +10,14 @@ import pytest
 import trio
 from helpers import add
 from loopback import Reply, fixture
+from wire_builders import ChatWire, ResponsesWire, wires
 
 from trio_agent import (
     REJECTED_ARGUMENTS,
     Agent,
     AssistantMessage,
     ContextOverflowError,
+    ImageBlock,
     JsonlStore,
     ModelAuthenticationError,
     ModelRequest,
@@ -368,3 +370,59 @@ async def test_a_full_agent_run_through_each_adapter(loopback, make):
     dumped = json.dumps(second_request)
     assert '{\\"sum\\":42}' in dumped or '{"sum":42}' in dumped
     assert len(loopback.requests) == 2
+
+
+PNG = b"\x89PNG\r\n\x1a\n"
+PNG_URL = "data:image/png;base64,iVBORw0KGgo="
+
+
+@wires()
+async def test_a_tool_results_text_blocks_stay_apart_on_every_wire(loopback, wire):
+    """issue 32: the chat adapter joined a tool result's text blocks with nothing
+    between them ("...you requested:The image above..."). Each block now goes
+    on a line of its own, images and documents noted in their place; the
+    Responses and Anthropic wires send each block as a part of its own."""
+    loopback.replies.append(Reply(body=wire.text("ok")))
+    blocks = (
+        TextBlock("The screenshot you requested:"),
+        ImageBlock("image/png", PNG),
+        TextBlock(""),
+        TextBlock("The image above shows the page."),
+    )
+    history = request(
+        [
+            UserMessage("u1", "Look."),
+            AssistantMessage("a1", (ToolCall("call_1", "shot", {}),)),
+            ToolResultMessage("r1", "call_1", "shot", blocks),
+        ]
+    )
+    await read(wire.model(loopback), history)
+    body = loopback.requests[0].json()
+    if wire is ChatWire:
+        (tool,) = [m for m in body["messages"] if m["role"] == "tool"]
+        assert tool["content"] == (
+            "The screenshot you requested:\n"
+            "[image 1 of this result follows in the next user message]\n"
+            "The image above shows the page."
+        )
+    elif wire is ResponsesWire:
+        (item,) = [i for i in body["input"] if i.get("type") == "function_call_output"]
+        assert [(p["type"], p.get("text")) for p in item["output"]] == [
+            ("input_text", "The screenshot you requested:"),
+            ("input_image", None),
+            ("input_text", ""),
+            ("input_text", "The image above shows the page."),
+        ]
+    else:
+        (result,) = [
+            b
+            for m in body["messages"]
+            if m["role"] == "user" and type(m["content"]) is list
+            for b in m["content"]
+            if b["type"] == "tool_result"
+        ]
+        assert [(p["type"], p.get("text")) for p in result["content"]] == [
+            ("text", "The screenshot you requested:"),
+            ("image", None),
+            ("text", "The image above shows the page."),
+        ]

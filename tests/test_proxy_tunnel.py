@@ -336,6 +336,7 @@ async def test_a_2xx_opens_the_tunnel(answer):
         (b"HTTP/1.1 405 Not Allowed\r\n\r\n", ModelRequestError, "HTTP 405"),
         (b"HTTP/1.1 301 Moved\r\nLocation: /x\r\n\r\n", ModelRequestError, "HTTP 301"),
         (b"HTTP/1.1 407 Who\r\n\r\n", ModelAuthenticationError, "refused the credentials"),
+        (b"HTTP/1.1 401 No\r\n\r\n", ModelAuthenticationError, "credentials .401 Unauth"),
         (b"SSH-2.0-OpenSSH_9.2\r\n\r\n", ModelResponseError, "not an HTTP response"),
         (ESTABLISHED + b"\x16\x03\x01", ModelResponseError, "3 bytes after accepting"),
     ],

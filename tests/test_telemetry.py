@@ -5,6 +5,7 @@ parallel batches, retries, content off and on, and no secret anywhere."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,11 +14,13 @@ from helpers import add, call
 
 pytest.importorskip("opentelemetry.sdk")
 
+from loopback import Reply
 from opentelemetry.trace import StatusCode
 from otel_helpers import metric_points, otel_sdk, tree
 
 from trio_agent import (
     Agent,
+    ModelSettings,
     RetryPolicy,
     ToolRegistry,
     TransientModelError,
@@ -26,6 +29,7 @@ from trio_agent import (
     run_agent_loop,
     tool,
 )
+from trio_agent.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 from trio_agent.telemetry import configure
 from trio_agent.testing import ScriptedModel, explore_cancellation, scripted_response
 
@@ -395,3 +399,87 @@ async def test_tracing_that_cannot_start_never_fails_a_turn(sdk, monkeypatch, ca
     assert first.end.reason == second.end.reason == "completed"
     warned = [r for r in caplog.records if "tracing is off" in r.getMessage()]
     assert len(warned) == 1 and "TypeError" in warned[0].getMessage()
+
+
+WIRE = Path(__file__).parent / "fixtures" / "wire"
+KEY = "sk-otel-test-0123456789"
+
+
+def recorded(name: str) -> Reply:
+    """A recorded stream of tests/fixtures/wire/ (see SOURCES.md there) as a
+    server sends it: the blank line some recordings lost after their last event
+    put back."""
+    body = (WIRE / name).read_bytes()
+    return Reply(body=body if body.endswith(b"\n\n") else body + b"\n\n")
+
+
+@tool
+async def get_weather(city: str, state: str) -> str:
+    """The weather in a city."""
+    return "sunny"
+
+
+PROVIDER_CASES = {
+    # adapter, its output-token keyword, the recordings, and what the provider said
+    "openai": (
+        OpenAIChatModel,
+        "max_completion_tokens",
+        ("openai_chat_tool_calls.sse", "openai_chat_text.sse"),
+        ("chatcmpl-ABfwCgi41eStOcARjZq97ohCEGBPO", "tool_calls", "gpt-4o-2024-08-06"),
+    ),
+    "responses": (
+        OpenAIResponsesModel,
+        "max_output_tokens",
+        ("responses_text.sse",),
+        ("resp_67e554a21aa88191b65876ac5e5bbe0406c52f0e511c76ed", "completed", "gpt-4o-2024-08-06"),
+    ),
+    "anthropic": (
+        AnthropicModel,
+        "max_tokens",
+        ("anthropic_text.sse",),
+        ("msg_4QpJur2dWWDjF6C758FbBw5vm12BaVipnK", "end_turn", "claude-3-opus-latest"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(PROVIDER_CASES))
+async def test_a_chat_span_carries_the_providers_own_words(sdk, loopback, case):
+    """issue 32: ``gen_ai.response.id`` was ``request-001.chatcmpl-...`` (our
+    message id) instead of the provider's; ``gen_ai.response.finish_reasons`` our
+    normalised stop reason instead of the provider's; an adapter's own
+    output-token keyword (``AnthropicModel(max_tokens=)``) was not
+    ``gen_ai.request.max_tokens``; ``server.address``, ``server.port`` and
+    ``gen_ai.response.model`` were never set. For each adapter, from a recorded
+    stream."""
+    exporter, reader, _ = sdk
+    adapter, keyword, names, (response_id, finish, answered) = PROVIDER_CASES[case]
+    loopback.replies.extend(recorded(name) for name in names)
+    path = "" if adapter is AnthropicModel else "/v1"
+    model = adapter("the-model", api_key=KEY, base_url=f"{loopback.url}{path}", **{keyword: 321})
+    async with model:
+        await Agent(model=model, tools=[get_weather]).prompt("weather?")
+    first = by_name(exporter.get_finished_spans())["chat the-model"][0]
+    attributes = first.attributes
+    assert attributes["gen_ai.response.id"] == response_id
+    assert attributes["gen_ai.response.finish_reasons"] == (finish,)
+    assert attributes["gen_ai.response.model"] == answered
+    assert attributes["gen_ai.request.model"] == "the-model"
+    assert attributes["gen_ai.request.max_tokens"] == 321
+    assert (attributes["server.address"], attributes["server.port"]) == ("127.0.0.1", loopback.port)
+    [duration] = metric_points(reader)["gen_ai.client.operation.duration"]
+    assert duration.attributes["server.address"] == "127.0.0.1"
+
+
+async def test_a_settings_or_extra_body_limit_is_the_one_on_the_span(sdk, loopback):
+    """issue 32: ``gen_ai.request.max_tokens`` is the limit sent: a setting over
+    the keyword, ``extra_body`` over both."""
+    exporter, _, _ = sdk
+    loopback.replies.extend(recorded("anthropic_text.sse") for _ in range(2))
+    model = AnthropicModel("m", api_key=KEY, base_url=loopback.url, max_tokens=100)
+    async with model:
+        await Agent(model=model, settings=ModelSettings(max_tokens=200)).prompt("hi")
+        model.settings = ModelSettings(extra_body={"max_tokens": 300})
+        await Agent(model=model).prompt("hi")
+    sent = [request.json()["max_tokens"] for request in loopback.requests]
+    spans = by_name(exporter.get_finished_spans())["chat m"]
+    assert [s.attributes["gen_ai.request.max_tokens"] for s in spans] == sent == [200, 300]

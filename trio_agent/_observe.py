@@ -220,6 +220,7 @@ class Observer:
         "model",
         "model_name",
         "provider",
+        "server",
         "step_span",
         "turn_span",
     )
@@ -245,6 +246,7 @@ class Observer:
             base["gen_ai.conversation.id"] = session_id
             base["trio_agent.session_id"] = session_id
         self.base = base
+        self.server = _server_attributes(model)  # the chat spans' and the metrics'
         attributes = {"gen_ai.operation.name": "invoke_agent", **base}
         if turn is not None:
             attributes["trio_agent.turn"] = turn
@@ -296,6 +298,7 @@ class Observer:
         attributes = {
             "gen_ai.operation.name": "chat",
             **self.base,
+            **self.server,
             "trio_agent.request_id": request.id,
             "trio_agent.attempt": attempt,
             **_settings_attributes(self.model, request),
@@ -311,16 +314,23 @@ class Observer:
     def end_attempt(
         self,
         handle: SpanHandle,
-        answer: tuple[AssistantMessage, str, Usage | None] | None,
+        answer: tuple[AssistantMessage, str, Usage | None, Any] | None,
         error: BaseException | str | None,
     ) -> None:
+        """End an attempt's span: with its ``answer`` (the message, stop reason,
+        usage and the stream's ``provider_facts``), the response's attributes in
+        the provider's words where it gave them; else the ``error``."""
         span = handle.span
         elapsed = time.perf_counter() - handle.started
         usage = None if answer is None else answer[2]
         if span is not None and answer is not None:
-            message, stop_reason, usage = answer
-            span.set_attribute("gen_ai.response.id", message.id.removeprefix("message-"))
-            span.set_attribute("gen_ai.response.finish_reasons", (stop_reason,))
+            message, stop_reason, usage, facts = answer
+            said = _response_attributes(facts)
+            if "gen_ai.response.id" not in said:  # a model without facts: our id
+                said["gen_ai.response.id"] = message.id.removeprefix("message-")
+            said.setdefault("gen_ai.response.finish_reasons", (stop_reason,))
+            for key, value in said.items():
+                span.set_attribute(key, value)
             if usage is not None:
                 span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
                 span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
@@ -350,7 +360,7 @@ class Observer:
         instruments = self.instruments
         if instruments is None or instruments.duration is None:
             return
-        attributes = {"gen_ai.operation.name": "chat", **self.base}
+        attributes = {"gen_ai.operation.name": "chat", **self.base, **self.server}
         attributes.pop("gen_ai.conversation.id", None)  # no per-session metric series
         attributes.pop("trio_agent.session_id", None)
         if error is not None:
@@ -404,9 +414,41 @@ class Observer:
                 handle.end("tool_error" if result.is_error else None)
 
 
+def _server_attributes(model: Model) -> dict[str, Any]:
+    """``server.address`` and ``server.port`` of a model that says where its API
+    is (``server_address``, ``server_port``: the provider adapters do)."""
+    address = getattr(model, "server_address", None)
+    port = getattr(model, "server_port", None)
+    out: dict[str, Any] = {}
+    if isinstance(address, str) and address:
+        out["server.address"] = address
+        if type(port) is int:
+            out["server.port"] = port
+    return out
+
+
+def _response_attributes(facts: Any) -> dict[str, Any]:
+    """``gen_ai.response.id``, ``.finish_reasons`` and ``.model`` from a stream's
+    ``provider_facts`` (``providers.ProviderFacts``: the provider's own words),
+    each only if given as a non-empty string."""
+    out: dict[str, Any] = {}
+    if facts is None:
+        return out
+    for field, key in (
+        ("response_id", "gen_ai.response.id"),
+        ("finish_reason", "gen_ai.response.finish_reasons"),
+        ("response_model", "gen_ai.response.model"),
+    ):
+        value = getattr(facts, field, None)
+        if isinstance(value, str) and value:
+            out[key] = (value,) if field == "finish_reason" else value
+    return out
+
+
 def _settings_attributes(model: Model, request: ModelRequest) -> dict[str, Any]:
     """The request settings the conventions name (never headers or bodies: they
-    may carry secrets)."""
+    may carry secrets); ``max_tokens`` as the model sends it when it says
+    (``max_tokens_for``: a provider adapter's keyword or ``extra_body`` too)."""
     given = request.settings
     own = getattr(model, "settings", None)
     out: dict[str, Any] = {}
@@ -423,6 +465,15 @@ def _settings_attributes(model: Model, request: ModelRequest) -> dict[str, Any]:
         if value is None or (isinstance(value, list | tuple) and not value):
             continue  # unset, or no stops
         out[key] = tuple(value) if isinstance(value, list | tuple) else value
+    sent = getattr(model, "max_tokens_for", None)
+    if callable(sent):
+        try:
+            limit = sent(request)
+        except Exception:  # telemetry never fails a turn; the request says why itself
+            limit = None
+        out.pop("gen_ai.request.max_tokens", None)  # the model knows what it sends
+        if type(limit) is int:
+            out["gen_ai.request.max_tokens"] = limit
     return out
 
 

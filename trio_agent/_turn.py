@@ -84,8 +84,10 @@ def _output_outcome(end: OutputEnd) -> TurnOutcome:
 
 async def _stream_response(
     model: Model, request: ModelRequest, conversation: Conversation, emit: Emitter, attempt: int
-) -> tuple[AssistantMessage, str, Usage | None]:
-    """One attempt: stream, emitting each valid chunk; return the checked assistant message.
+) -> tuple[AssistantMessage, str, Usage | None, Any]:
+    """One attempt: stream, emitting each valid chunk; return the checked assistant
+    message, its stop reason and usage, and the stream's ``provider_facts`` (what
+    the provider said of it, for telemetry; None from a model without).
 
     Raises ``_ModelFailed`` for an exception from the model and
     ``StepError(MODEL_PROTOCOL_ERROR)`` for a broken rule. Cancellation
@@ -134,7 +136,7 @@ async def _stream_response(
             # the response arrived (and was billed) but is refused: count what it cost
             conversation.journal.attempt_failed(request.id, attempt, detail, None, usage)
         raise StepError(MODEL_PROTOCOL_ERROR, detail) from None
-    return message, response.stop_reason, response.usage
+    return message, response.stop_reason, response.usage, getattr(stream, "provider_facts", None)
 
 
 async def _observed_attempt(
@@ -144,7 +146,7 @@ async def _observed_attempt(
     emit: Emitter,
     attempt: int,
     model: Model,
-) -> tuple[AssistantMessage, str, Usage | None]:
+) -> tuple[AssistantMessage, str, Usage | None, Any]:
     """``_stream_response`` in a ``chat`` span, ended however the attempt ends."""
     handle = observer.start_attempt(request, attempt)
     answer = None
@@ -235,11 +237,11 @@ async def _step(
         attempt += 1
         try:
             if observer is None:
-                message, stop_reason, usage = await _stream_response(
+                message, stop_reason, usage, _ = await _stream_response(
                     spec.model, request, conv, emit, attempt
                 )
             else:
-                message, stop_reason, usage = await _observed_attempt(
+                message, stop_reason, usage, _ = await _observed_attempt(
                     observer, request, conv, emit, attempt, spec.model
                 )
             break

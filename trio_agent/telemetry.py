@@ -9,6 +9,15 @@ tool call, and the metrics ``gen_ai.client.token.usage`` and
 ``gen_ai.client.operation.duration``. With no provider configured (or the
 API not installed) it costs nothing but a check per turn.
 
+A ``chat`` span of a provider adapter says what the provider said, in its
+words: ``gen_ai.response.id`` (``chatcmpl-...``, ``resp_...``, ``msg_...``),
+``gen_ai.response.finish_reasons`` (``tool_calls``, ``end_turn``,
+``completed``: not the normalised stop reason) and ``gen_ai.response.model``;
+and where the request went and how: ``server.address``, ``server.port`` (the
+API's, not a proxy's) and ``gen_ai.request.max_tokens`` as sent (the setting,
+or the adapter's own keyword such as ``AnthropicModel(max_tokens=)``, or
+``extra_body``). A model of another kind gets its message id and stop reason.
+
 Message content (the messages sent, the answers, tool arguments and
 results) is never recorded unless asked: ``configure(capture_content=True)``,
 or the conventional environment variable

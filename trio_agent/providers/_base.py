@@ -35,6 +35,22 @@ from ._proxy import proxy_for
 _NO_SETTINGS: Final = ModelSettings()
 
 
+class ProviderFacts(msgspec.Struct, frozen=True, gc=False):
+    """What the provider said of one response, in its own words, for telemetry
+    (``gen_ai.response.*``): a stream's ``provider_facts`` once it is whole.
+
+    ``response_id`` is the provider's id (``chatcmpl-...``, ``resp_...``,
+    ``msg_...``; not our ``ModelResponse.id``, which the request id qualifies),
+    "" if it sent none; ``finish_reason`` its reason to stop (``tool_calls``,
+    ``end_turn``, a Responses status or incomplete reason), not our normalised
+    stop reason; ``response_model`` the model that answered, if it said. Made
+    once per response, at its end: nothing per chunk."""
+
+    response_id: str
+    finish_reason: str | None
+    response_model: str | None
+
+
 def check_base_url(url: object) -> str:
     """``url`` without its trailing ``/``, if it is an http(s) URL with a host and a
     valid port, if any; else ``ValueError`` saying what a base URL looks like. A
@@ -131,6 +147,9 @@ class ProviderModel:
     provider = ""
     key_variable = ""
     default_base_url = ""
+    max_tokens_fields: tuple[str, ...] = ()
+    """The body fields that carry the output-token limit, the one that wins last
+    (``max_tokens_for`` reads them in ``extra_body``)."""
 
     def __init__(
         self,
@@ -178,6 +197,9 @@ class ProviderModel:
             raise TypeError(f"pool must be a ConnectionPool or None, got {pool!r}")
         if proxy is not None and type(proxy) is not str:
             raise TypeError(f"proxy must be a proxy URL, 'environment' or None, got {proxy!r}")
+        parts = urllib.parse.urlsplit(self.base_url)
+        self.server_address: str = parts.hostname or ""  # the API's, not a proxy's
+        self.server_port: int = parts.port or (443 if parts.scheme == "https" else 80)
         self.proxy = proxy_for(self.base_url, proxy, os.environ)
         secrets = self.proxy.secrets if self.proxy is not None else ()
         self._redactor = Redactor(key, *secrets)  # built once: what the secrets look like
@@ -210,6 +232,24 @@ class ProviderModel:
         self, request: ModelRequest, settings: ModelSettings
     ) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def _max_tokens(self, settings: ModelSettings) -> int | None:
+        """The output-token limit the adapter's own fields send under ``settings``
+        (before ``extra_body``): the setting; an adapter adds its keywords."""
+        return settings.max_tokens
+
+    def max_tokens_for(self, request: ModelRequest) -> int | None:
+        """The output-token limit ``request`` is sent with, or None if none is
+        (``gen_ai.request.max_tokens``): the setting, else the constructor's
+        keyword, unless ``extra_body`` (the constructor's, then the settings')
+        sets one of ``max_tokens_fields``."""
+        settings = self.settings_for(request)
+        value: object = self._max_tokens(settings)
+        for extra in (self._extra, settings.extra_body or {}):
+            for name in self.max_tokens_fields:
+                if name in extra:
+                    value = extra[name]
+        return value if type(value) is int else None
 
     def settings_for(self, request: ModelRequest) -> ModelSettings:
         """The settings ``request`` is sent with: this model's, and the request's
@@ -289,12 +329,23 @@ class SSEModelStream:
         self._ended = False  # the provider said the message is over
         self._response: ModelResponse | None = None
         self._given = 0  # chunks handed out
+        # the provider's own words, which the adapter notes as they come (see _respond)
+        self._id = ""
+        self._finish_reason: str | None = None
+        self._model: str | None = None
+        self.provider_facts: ProviderFacts | None = None  # once the response is whole
 
     def _take_all(self, datas: list[bytes]) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _finish(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _respond(self, content: list[Any], stop: str, usage: Any) -> None:
+        """The end: the response (its id ours, qualified by the request's) and the
+        provider's facts about it, from what the adapter noted."""
+        self._response = finish_response(self._id, self._request, content, stop, usage)
+        self.provider_facts = ProviderFacts(self._id, self._finish_reason, self._model or None)
 
     def _take_document(self, body: bytes) -> None:  # pragma: no cover - abstract
         """Take ``body``, the provider's whole non-streamed response, as the events
@@ -362,7 +413,10 @@ class SSEModelStream:
         if events is None:
             self._finish()
         else:
-            self._take_all(events)
+            if events:
+                self._take_all(events)
+            if self._http.events_ended:  # data: [DONE], for every adapter: the message is over
+                self._ended = True
         return True
 
     async def _merged_delta(self) -> Any:

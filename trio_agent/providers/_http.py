@@ -23,7 +23,7 @@ from ._connection import Connection, Origin, SendFailed, StaleConnection, connec
 from ._connection import default_tls_context as default_tls_context
 from ._errors import error_for_status, error_text, lenient
 from ._pool import ConnectionPool
-from ._proxy import absolute_target, refused
+from ._proxy import absolute_target, proxy_answered, refused
 from ._wire import BodyReader, UntilCloseReader, body_reader, keep_alive, parse_head
 
 if TYPE_CHECKING:
@@ -237,8 +237,6 @@ class HTTPStream:
         coding = content_coding(headers)
         if coding and supported(coding):
             self._inflater = Inflater(coding, self._provider)
-        if status == 407 and self._origin.forwarded:  # the proxy's answer, not the API's
-            raise refused(self._origin.proxy, status, headers, self._url, self._provider)
         if status != 200:
             body = f"[a body in the {coding!r} content encoding]".encode()
             if not coding or supported(coding):
@@ -246,6 +244,9 @@ class HTTPStream:
                     body = (await self._read_body(error_read_limit(self.secret)))[0]
                 except ModelError as exc:  # cut off, or compressed bytes that do not decode
                     body = f"[{exc}]".encode()
+            if self._origin.forwarded and proxy_answered(status, headers, body):
+                # the proxy's refusal, not the API's: worded as through a tunnel
+                raise refused(self._origin.proxy, status, headers, self._url, self._provider)
             raise error_for_status(self._provider, status, body, headers)
         if coding and not supported(coding):
             raise ModelResponseError(
@@ -372,9 +373,15 @@ class HTTPStream:
             except ModelError:
                 return
 
+    @property
+    def events_ended(self) -> bool:
+        """Whether the stream ended with ``data: [DONE]`` (``SSEParser.done``): no
+        event follows; what is left of the body is only its end."""
+        return self._parser.done
+
     async def next_events(self) -> list[bytes] | None:
-        """The data of the events completed by the next piece of the body, or None
-        at its end."""
+        """The data of the events completed by the next piece of the body (none
+        past ``data: [DONE]``: see ``events_ended``), or None at its end."""
         if self._ahead is not None:  # rare: the body's start was read to look at it
             if self.document is not None:
                 text = self.document.decode("utf-8", "replace")

@@ -110,26 +110,27 @@ def _own_reasoning(blocks: tuple[Block, ...]) -> str:
 
 
 def _tool(message: ToolResultMessage, media: list[dict[str, Any]]) -> dict[str, Any]:
-    """The tool message of ``message`` (text only); its images and documents, as
-    parts introduced by a text part naming the call, are added to ``media``."""
+    """The tool message of ``message`` (text only): its blocks one per line, in
+    their order (the other wires send each block apart: never run together),
+    empty text left out, each image or document a note that it follows; those,
+    as parts introduced by a text part naming the call, are added to ``media``."""
     content = message.content
     if isinstance(content, str):
         text = content
     else:
-        texts: list[str] = []
-        notes: list[str] = []
+        lines: list[str] = []
         parts: list[dict[str, Any]] = []
         for block in content:
             if type(block) is TextBlock:
-                texts.append(block.text)
+                if block.text:
+                    lines.append(block.text)
                 continue
             kind = "image" if type(block) is ImageBlock else "document"
-            notes.append(
-                f"[{kind} {len(notes) + 1} of this result follows in the next user message]"
+            lines.append(
+                f"[{kind} {len(parts) + 1} of this result follows in the next user message]"
             )
             parts.append(_part(block))
-        joined = "".join(texts)
-        text = "\n".join([joined, *notes] if joined else notes)
+        text = "\n".join(lines)
         if parts:
             intro = f"Images and documents returned by tool call {message.tool_call_id}:"
             media.append({"type": "text", "text": intro})

@@ -34,7 +34,7 @@ from ..model import (
     ModelResponseError,
     TransientModelError,
 )
-from ._errors import retry_after, transport_error
+from ._errors import lenient, retry_after, transport_error
 from ._redirect import request_target
 from ._wire import parse_head
 
@@ -450,30 +450,45 @@ async def _answer(
     return rest
 
 
+def proxy_answered(status: int, headers: Mapping[str, str], body: bytes) -> bool:
+    """Whether the answer to a request forwarded through a proxy (plain http) is
+    the proxy refusing its credentials rather than the server's: a 407 always;
+    a 401 that asks for proxy credentials (``Proxy-Authenticate``) or whose body
+    is not a JSON object (a provider's API answers a 401 with a JSON error; a
+    proxy, as tinyproxy does, with its own page). Any other status may be the
+    server's, and is left to it."""
+    if status == 407:
+        return True
+    if status != 401:
+        return False
+    return "proxy-authenticate" in headers or type(lenient(body)) is not dict
+
+
 def refused(
     proxy: Proxy, status: int, headers: Mapping[str, str], target: str, provider: str
 ) -> ModelError:
     """The error a proxy's refusal (any status but 2xx) stands for, for
     ``open_tunnel`` and for a plain http request forwarded through the proxy
-    (the HTTP client's, on a 407: any other status of a forwarded request may be
-    the server's). ``target`` is the request target as sent: the authority form
+    (the HTTP client's, on an answer ``proxy_answered`` says is the proxy's).
+    ``target`` is the request target as sent: the authority form
     of a ``CONNECT`` (``host:port``, "a tunnel to" it), or the absolute URL of a
     forwarded request ("a request to" its ``scheme://host:port``: the path and
     query are left out, and any user and password).
 
-    A 407 is a ``ModelAuthenticationError``: the proxy "asks for credentials"
-    when the proxy URL gave none, "refused the credentials" when it did (and
-    says so if the proxy asks for a scheme other than Basic). A 5xx, 408 or 429
-    is a ``TransientModelError`` carrying any ``Retry-After``; any other status
-    a ``ModelRequestError``. Each starts ``"{provider}: proxy {Proxy.shown}"``
-    and names the target, never the credentials."""
+    A 407 or a 401 is a ``ModelAuthenticationError``: the proxy "asks for
+    credentials" when the proxy URL gave none, "refused the credentials" when it
+    did (and says so if the proxy asks for a scheme other than Basic). A 5xx,
+    408 or 429 is a ``TransientModelError`` carrying any ``Retry-After``; any
+    other status a ``ModelRequestError``. Each starts ``"{provider}: proxy
+    {Proxy.shown}"`` and names the target, never the credentials."""
     where = f"{provider}: proxy {proxy.shown}"
     if "://" in target:  # absolute form: never in an authority (no '/' in a host)
         parts = urllib.parse.urlsplit(target)
         action = f"forward a request to {parts.scheme}://{parts.netloc.rpartition('@')[2]}"
     else:
         action = f"open a tunnel to {target}"
-    if status == 407:
+    if status in (401, 407):
+        answer = "407 Proxy Authentication Required" if status == 407 else "401 Unauthorized"
         asked = headers.get("proxy-authenticate", "").split(" ", 1)[0]
         other = (
             f"; it asks for {asked[:40]} authentication, this client sends only Basic"
@@ -482,12 +497,11 @@ def refused(
         )
         if proxy.authorization is None:
             return ModelAuthenticationError(
-                f"{where} asks for credentials (407 Proxy Authentication Required) to "
-                f"{action}: put them in the proxy URL, http://user:password@host:port{other}"
+                f"{where} asks for credentials ({answer}) to {action}: put them in the "
+                f"proxy URL, http://user:password@host:port{other}"
             )
         return ModelAuthenticationError(
-            f"{where} refused the credentials (407 Proxy Authentication Required) to "
-            f"{action}{other}"
+            f"{where} refused the credentials ({answer}) to {action}{other}"
         )
     message = f"{where} refused to {action}: HTTP {status}"
     if status >= 500 or status in _TRANSIENT_STATUS:

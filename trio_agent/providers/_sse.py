@@ -10,6 +10,8 @@ from ..model import ModelResponseError
 
 MAX_EVENT_BYTES = 1024 * 1024
 """Bytes of one server-sent event; more is a broken stream."""
+DONE = b"[DONE]"
+"""The data of the event that ends an OpenAI-style stream (``data: [DONE]``)."""
 
 # The data of an event: its first data line's value, and any data lines right after
 # it. Every line is matched with the newline before it (the parser keeps one in
@@ -32,15 +34,25 @@ class SSEParser:
     all three). Each read is normalised to LF as it arrives; a read that ends in
     CR ends its line at once (an event it completes goes out now, not on the next
     read), and a LF first in the next read is the rest of that CRLF, dropped.
+
+    An event whose data is ``[DONE]`` ends the stream, for every adapter (OpenAI
+    ends its streams so; LiteLLM its Responses and Messages streams too): it is
+    not handed out, ``done`` turns True, and nothing after it is (the rest of
+    that read and every later read are dropped unparsed). Wherever the reads
+    split the bytes, the events handed out are the same.
     """
 
-    __slots__ = ("_buffer", "_cr")
+    __slots__ = ("_buffer", "_cr", "done")
 
     def __init__(self) -> None:
         self._buffer = b"\n"  # always starts with a line end: see _DATA; never a CR
         self._cr = False  # the last read ended in CR
+        self.done = False  # a data: [DONE] event came: the stream is over
 
     def feed(self, data: bytes) -> list[bytes]:
+        """The data of the events ``data`` completes, in order (none past ``[DONE]``)."""
+        if self.done:
+            return []
         if self._cr and data:
             self._cr = False
             if data[:1] == b"\n":  # the second half of a CRLF split between reads
@@ -63,4 +75,8 @@ class SSEParser:
         if buffer.count(b"\ndata:", 0, cut + 1) != len(values):  # an event with several
             values = [_MORE_DATA.sub(b"\n", value) for value in values]  # data lines (rare)
         self._buffer = buffer[cut + 1 :]
+        if DONE in values:  # the last event, nearly always: a read's one list scan
+            values = values[: values.index(DONE)]
+            self.done = True
+            self._buffer = b"\n"
         return values

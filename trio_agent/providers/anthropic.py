@@ -23,7 +23,6 @@ from ._base import (
     SSEModelStream,
     api_url,
     decode_document,
-    finish_response,
     not_the_shape,
 )
 from ._errors import decode_all, stream_error
@@ -66,6 +65,7 @@ class _Usage(msgspec.Struct, gc=False):
 class _Message(msgspec.Struct, gc=False):
     id: str = ""
     usage: _Usage | None = None
+    model: str | None = None
 
 
 class _Error(msgspec.Struct, gc=False):
@@ -113,6 +113,7 @@ class _Document(msgspec.Struct, gc=False):
     type: str
     content: list[_DocumentBlock]
     id: str = ""
+    model: str | None = None
     stop_reason: str | None = None
     usage: _Usage | None = None
 
@@ -218,6 +219,7 @@ class AnthropicModel(ProviderModel):
     provider = "Anthropic"
     key_variable = "ANTHROPIC_API_KEY"
     default_base_url = "https://api.anthropic.com"
+    max_tokens_fields = ("max_tokens",)
 
     def __init__(
         self,
@@ -264,11 +266,14 @@ class AnthropicModel(ProviderModel):
             "accept": "text/event-stream",
         }
 
+    def _max_tokens(self, settings: ModelSettings) -> int:
+        return settings.max_tokens or self.max_tokens  # always sent: the API requires it
+
     def _url(self) -> str:
         return api_url(self.base_url, "/v1/messages")
 
     def _body(self, request: ModelRequest, settings: ModelSettings) -> dict[str, Any]:
-        max_tokens = settings.max_tokens or self.max_tokens
+        max_tokens = self._max_tokens(settings)
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": max_tokens,
@@ -296,10 +301,10 @@ class _AnthropicStream(SSEModelStream):
     def __init__(self, http: HTTPStream, request: ModelRequest, max_argument_bytes: int) -> None:
         super().__init__(http, request)
         self._max_argument_bytes = max_argument_bytes
-        self._id = ""
         self._blocks: dict[int, _OpenBlock] = {}
         self._live = True  # no tool_use block has started yet
         self._stop: str | None = None
+        self._stopped = False  # message_stop came
         self._usage = _Usage()
 
     def _take_all(self, datas: list[bytes]) -> None:
@@ -363,7 +368,8 @@ class _AnthropicStream(SSEModelStream):
         if document.type != "message" or document.stop_reason is None:
             what = "no stop_reason" if document.type == "message" else f"type {document.type!r}"
             raise not_the_shape("Anthropic", _DOCUMENT, f"it has {what}")
-        self._take(_Event("message_start", message=_Message(document.id, document.usage)))
+        message = _Message(document.id, document.usage, document.model)
+        self._take(_Event("message_start", message=message))
         for index, block in enumerate(document.content):
             self._start(index, block)
             if block.type == "tool_use":
@@ -412,11 +418,13 @@ class _AnthropicStream(SSEModelStream):
                 block.complete = True
         elif kind == "message_start" and event.message is not None:
             self._id = event.message.id
+            self._model = event.message.model
             if event.message.usage is not None:
                 self._usage = event.message.usage
         elif kind == "message_delta":
             if event.delta is not None and event.delta.stop_reason is not None:
                 self._stop = _STOPS.get(event.delta.stop_reason, "stop")
+                self._finish_reason = event.delta.stop_reason
             if event.usage is not None:
                 u = event.usage  # cumulative: later counts replace earlier ones
                 self._usage.output_tokens = u.output_tokens
@@ -427,7 +435,7 @@ class _AnthropicStream(SSEModelStream):
                 if u.cache_creation_input_tokens is not None:
                     self._usage.cache_creation_input_tokens = u.cache_creation_input_tokens
         elif kind == "message_stop":
-            self._ended = True
+            self._ended = self._stopped = True
         elif kind == "error":
             error = event.error or _Error()  # overloaded, api, rate limit, timeout: transient
             raise stream_error("Anthropic", error.type, error.message)
@@ -442,7 +450,7 @@ class _AnthropicStream(SSEModelStream):
         return block.call.call()
 
     def _finish(self) -> None:
-        if not self._ended or self._stop is None:
+        if not self._stopped or self._stop is None:  # a [DONE] before it ends nothing
             raise TransientModelError("Anthropic stream ended before message_stop")
         # Blocks before the first tool call streamed as they came; a call is whole
         # only now, so it and every block after it (interleaved thinking, text) go
@@ -474,7 +482,7 @@ class _AnthropicStream(SSEModelStream):
             cache_read_tokens=u.cache_read_input_tokens or 0,
             cache_write_tokens=u.cache_creation_input_tokens or 0,
         )
-        self._response = finish_response(self._id, self._request, content, stop, usage)
+        self._respond(content, stop, usage)
 
     def _item(self, index: int, block: _OpenBlock, keep_calls: bool) -> Any:
         """The response block ``block`` makes, or None (empty text, a dropped call,

@@ -23,7 +23,6 @@ from ._base import (
     SSEModelStream,
     api_url,
     decode_document,
-    finish_response,
     not_the_shape,
 )
 from ._errors import decode_all, stream_error
@@ -102,10 +101,18 @@ class _Document(msgspec.Struct, gc=False):
 
     choices: list[_DocumentChoice]
     id: str = ""
+    model: str | None = None
     usage: _Usage | None = None
 
 
+class _Head(msgspec.Struct, gc=False):
+    """The model a chunk names (every chunk does: read from the first only)."""
+
+    model: str | None = None
+
+
 _decoder = msgspec.json.Decoder(_Chunk)
+_head_decoder = msgspec.json.Decoder(_Head)
 _document_decoder = msgspec.json.Decoder(_Document)
 _DOCUMENT = 'a chat completion ({"choices": [{"message": {...}, "finish_reason": ...}], ...})'
 _STOPS = {
@@ -184,6 +191,7 @@ class OpenAIChatModel(ProviderModel):
     provider = "OpenAI"
     key_variable = "OPENAI_API_KEY"
     default_base_url = "https://api.openai.com/v1"
+    max_tokens_fields = ("max_tokens", "max_completion_tokens")
 
     def __init__(
         self,
@@ -233,6 +241,13 @@ class OpenAIChatModel(ProviderModel):
             "accept": "text/event-stream",
         }
 
+    def _max_tokens(self, settings: ModelSettings) -> int | None:
+        if settings.max_tokens is not None:  # sent as max_completion_tokens
+            return settings.max_tokens
+        if self.max_completion_tokens is not None:  # the legacy keywords, as sent
+            return self.max_completion_tokens
+        return self.max_tokens
+
     def _url(self) -> str:
         return api_url(self.base_url, "/chat/completions")
 
@@ -274,7 +289,6 @@ class _OpenAIStream(SSEModelStream):
     def __init__(self, http: HTTPStream, request: ModelRequest, max_argument_bytes: int) -> None:
         super().__init__(http, request)
         self._max_argument_bytes = max_argument_bytes
-        self._id = ""
         # text and reasoning in arrival order: [is_thinking, pieces] per run of one kind
         self._groups: list[tuple[bool, list[str]]] = []
         self._text: list[str] | None = None  # the pieces of the last group, if it is text
@@ -285,13 +299,11 @@ class _OpenAIStream(SSEModelStream):
         self._usage: Usage | None = None
 
     def _take_all(self, datas: list[bytes]) -> None:
-        if b"[DONE]" in datas:
-            datas = datas[: datas.index(b"[DONE]")]
-            self._ended = True
-        if datas:
-            for chunk in decode_all(_decoder, datas, "OpenAI"):
-                self._take(chunk)
-            self._flush_reasoning()
+        for chunk in decode_all(_decoder, datas, "OpenAI"):
+            self._take(chunk)
+        self._flush_reasoning()
+        if self._model is None:  # once: the first chunk names the model, as they all do
+            self._model = _model_of(datas[0])
 
     def _take_document(self, body: bytes) -> None:
         """A whole chat completion, taken as the one chunk that would stream it: its
@@ -309,6 +321,7 @@ class _OpenAIStream(SSEModelStream):
             choices=[_Choice(0, message, first.finish_reason)],
             usage=document.usage,
         )
+        self._model = document.model or ""
         self._take(chunk)
         self._flush_reasoning()
 
@@ -366,6 +379,7 @@ class _OpenAIStream(SSEModelStream):
                     self._take_call(part)
             if choice.finish_reason is not None:
                 self._stop = _STOPS.get(choice.finish_reason, "stop")
+                self._finish_reason = choice.finish_reason
 
     def _take_call(self, part: _ToolCallDelta) -> None:
         index = part.index
@@ -410,4 +424,12 @@ class _OpenAIStream(SSEModelStream):
                 content.append(call)
                 self._pending.append(call)
         # a length or content_filter stop cuts calls off: they are dropped, never run
-        self._response = finish_response(self._id, self._request, content, stop, self._usage)
+        self._respond(content, stop, self._usage)
+
+
+def _model_of(data: bytes) -> str:
+    """The model a chunk names, or "" (none, or a chunk that does not decode)."""
+    try:
+        return _head_decoder.decode(data).model or ""
+    except (msgspec.DecodeError, RecursionError):
+        return ""

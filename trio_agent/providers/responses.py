@@ -24,7 +24,6 @@ from ._base import (
     SSEModelStream,
     api_url,
     decode_document,
-    finish_response,
     not_the_shape,
 )
 from ._errors import decode_all, stream_error
@@ -66,6 +65,7 @@ class _Response(msgspec.Struct, gc=False):
     error: _ErrorBody | None = None
     incomplete_details: _Incomplete | None = None
     usage: _Usage | None = None
+    model: str | None = None
 
 
 class _Item(msgspec.Struct, gc=False):
@@ -95,6 +95,7 @@ class _Document(msgspec.Struct, gc=False):
     object: str
     output: list[_DocumentItem]
     id: str = ""
+    model: str | None = None
     status: str | None = None
     error: _ErrorBody | None = None
     incomplete_details: _Incomplete | None = None
@@ -196,6 +197,7 @@ class OpenAIResponsesModel(ProviderModel):
     provider = "OpenAI"
     key_variable = "OPENAI_API_KEY"
     default_base_url = "https://api.openai.com/v1"
+    max_tokens_fields = ("max_output_tokens",)
 
     def __init__(
         self,
@@ -241,6 +243,11 @@ class OpenAIResponsesModel(ProviderModel):
             "accept": "text/event-stream",
         }
 
+    def _max_tokens(self, settings: ModelSettings) -> int | None:
+        if settings.max_tokens is not None:
+            return settings.max_tokens
+        return self.max_output_tokens
+
     def _url(self) -> str:
         return api_url(self.base_url, "/responses")
 
@@ -285,7 +292,6 @@ class _ResponsesStream(SSEModelStream):
     def __init__(self, http: HTTPStream, request: ModelRequest, max_argument_bytes: int) -> None:
         super().__init__(http, request)
         self._max_argument_bytes = max_argument_bytes
-        self._id = ""
         self._usage: Usage | None = None
         self._stop: str | None = None
         self._refused = False
@@ -382,6 +388,7 @@ class _ResponsesStream(SSEModelStream):
             document.error,
             document.incomplete_details,
             document.usage,
+            document.model,
         )
         self._take(_Event(terminal, response=response))
         self._flush()
@@ -410,8 +417,9 @@ class _ResponsesStream(SSEModelStream):
             if event.delta:
                 self._emit(TextDelta(event.delta))
         elif kind in ("response.created", "response.in_progress"):
-            if event.response is not None and event.response.id:
-                self._id = event.response.id
+            if event.response is not None:
+                self._id = event.response.id or self._id
+                self._model = event.response.model or self._model
         elif kind in ("response.completed", "response.incomplete"):
             self._terminal(event)
         elif kind == "response.failed":
@@ -462,13 +470,15 @@ class _ResponsesStream(SSEModelStream):
 
     def _terminal(self, event: _Event) -> None:
         response = event.response or _Response()
-        if response.id:
-            self._id = response.id
+        self._id = response.id or self._id
+        self._model = response.model or self._model
         if event.type == "response.completed":
             self._stop = "stop"
+            self._finish_reason = response.status or "completed"
         else:
             reason = response.incomplete_details.reason if response.incomplete_details else None
             self._stop = _INCOMPLETE.get(reason or "", "length")
+            self._finish_reason = reason or response.status or "incomplete"
         if response.usage is not None:
             u = response.usage
             details = u.input_tokens_details or _InputDetails()
@@ -510,9 +520,7 @@ class _ResponsesStream(SSEModelStream):
         self._flush()
         if calls:
             stop = "tool_call"
-        self._response = finish_response(
-            self._id, self._request, _blocks(self._sent), stop, self._usage
-        )
+        self._respond(_blocks(self._sent), stop, self._usage)
 
 
 def _blocks(chunks: list[Any]) -> list[Any]:
