@@ -42,8 +42,9 @@ import providers  # benchmarks/, on sys.path when this runs as a script
 import trio
 
 from trio_agent.model import ModelResponseError, TransientModelError
-from trio_agent.providers import AnthropicModel, OpenAIChatModel, _wire
-from trio_agent.providers._sse import SSEParser
+from trio_agent.providers import AnthropicModel, OpenAIChatModel
+from trio_agent.providers.http import _wire
+from trio_agent.providers.http._sse import SSEParser
 
 PIECE = 65536
 """Bytes the client's connection asks for per ``receive_some``."""

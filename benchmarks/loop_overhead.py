@@ -26,7 +26,7 @@ from trio_agent import (
     execute_tool_call,
     run_agent_loop,
 )
-from trio_agent._run import EVENT_BUFFER as _EVENT_BUFFER
+from trio_agent.engine._run import EVENT_BUFFER as _EVENT_BUFFER
 from trio_agent.testing import ScriptedModel
 
 

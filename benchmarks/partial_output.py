@@ -24,9 +24,9 @@ from typing import Any
 
 import msgspec
 
-from trio_agent._partial import PartialOutput
 from trio_agent.events import ModelChunk
 from trio_agent.model import TextDelta
+from trio_agent.output._partial import PartialOutput
 
 CHARS = 60_000
 

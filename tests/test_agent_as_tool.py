@@ -27,11 +27,11 @@ from trio_agent import (
     tool,
     validate_transcript,
 )
-from trio_agent._agent_tool import MAX_NESTING, linked_session
 from trio_agent.ledger import TurnEndRecord, derive
 from trio_agent.limits import OUTPUT_TOOL_NAME
 from trio_agent.messages import content_text
 from trio_agent.model import ModelRequest
+from trio_agent.session._agent_tool import MAX_NESTING, linked_session
 from trio_agent.stores import JsonlStore
 from trio_agent.testing import (
     CallableModel,

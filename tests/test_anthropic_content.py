@@ -37,7 +37,7 @@ from trio_agent import (
     run_agent_loop,
     tool,
 )
-from trio_agent._step import StepCheck
+from trio_agent.engine._step import StepCheck
 from trio_agent.limits import MAX_STEP_CHUNKS
 from trio_agent.providers import AnthropicModel
 

@@ -25,8 +25,8 @@ from trio_agent import (
     UserMessage,
     validate_transcript,
 )
-from trio_agent._approvals import ApprovalDecision
-from trio_agent._cli._show import show
+from trio_agent.cli._show import show
+from trio_agent.engine._approvals import ApprovalDecision
 from trio_agent.events import TurnAwaitingApproval, TurnCompleted
 from trio_agent.ledger import (
     TOOL_CANCELLED,
@@ -44,10 +44,10 @@ from trio_agent.ledger import (
     derive,
     encode_records,
     record_decoder,
-    record_encoder,
 )
+from trio_agent.ledger._records import record_encoder
 from trio_agent.limits import MAX_ARGUMENT_DEPTH
-from trio_agent.messages import tool_result
+from trio_agent.messages._ir import tool_result
 from trio_agent.model import Usage
 
 A = ToolCall("call-a", "write_file", {"path": "notes.txt", "text": "hi"})  # held

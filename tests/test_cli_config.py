@@ -149,7 +149,7 @@ async def test_version_prints_the_package_version():
 
 
 def test_every_option_has_help_that_shows_its_default():
-    from trio_agent._cli._parser import build_parser
+    from trio_agent.cli._parser import build_parser
 
     parsers = build_parser("0")
     for name, parser in parsers.commands.items():

@@ -186,8 +186,8 @@ async def test_bad_mcp_flags_are_usage_errors(loopback, tmp_path, flags, says):
 
 
 def test_a_tool_name_taken_by_the_workspace_is_a_usage_error():
-    from trio_agent._cli._mcp import all_tools
-    from trio_agent._cli._parser import UsageError
+    from trio_agent.cli._mcp import all_tools
+    from trio_agent.cli._parser import UsageError
 
     async def execute(arguments: dict) -> str:
         return ""
@@ -232,7 +232,7 @@ async def test_tool_choice_naming_no_tool_is_a_usage_error_with_servers_too(loop
 def test_a_shell_style_variable_before_the_command_is_refused_without_its_value():
     import argparse
 
-    from trio_agent._cli._mcp import stdio_server
+    from trio_agent.cli._mcp import stdio_server
 
     with pytest.raises(argparse.ArgumentTypeError, match="--mcp-env GITHUB_TOKEN") as caught:
         stdio_server("GITHUB_TOKEN=ghp_secret123 npx -y @modelcontextprotocol/server-github")

@@ -92,9 +92,10 @@ def test_a_tool_name_from_the_model_is_shown_never_obeyed():
     line its controls are shown as \\xNN like any other model text."""
     import io
 
-    from trio_agent._cli._output import Output, Printer
+    from trio_agent.cli._output import Output, Printer
     from trio_agent.events import MessageAccepted, ToolStarted
-    from trio_agent.messages import ToolCall, tool_result
+    from trio_agent.messages import ToolCall
+    from trio_agent.messages._ir import tool_result
 
     name = "\x1b[2J\x1b]0;PWNED\x07run"
     call = ToolCall(id="c1", name=name, arguments={"command": "echo hi"})

@@ -16,8 +16,8 @@ from loopback import Reply
 from test_cli import RecordLine, call_stream, cli, command, event_lines, text_stream
 
 from trio_agent import OUTPUT_TOOL_NAME
-from trio_agent._cli._output_schema import OutputSchema, read_output_schema
-from trio_agent._cli._parser import UsageError
+from trio_agent.cli._output_schema import OutputSchema, read_output_schema
+from trio_agent.cli._parser import UsageError
 from trio_agent.ledger import derive
 from trio_agent.stores import parse_jsonl
 
@@ -264,7 +264,7 @@ def test_combinations_const_and_recursive_refs():
 
 async def test_the_validator_refuses_with_output_error_and_the_type_carries_the_schema():
     from trio_agent import OutputError
-    from trio_agent._output import output_spec
+    from trio_agent.output._spec import output_spec
 
     answer_schema = checked(SCHEMA)
     with pytest.raises(OutputError, match="missing required field `age`"):

@@ -462,7 +462,7 @@ async def test_a_list_mixing_blocks_and_values_is_an_error_not_json_past_the_lim
 def test_cut_content_fits_the_limit_and_never_grows(lengths, limit):
     # The review found cut blocks replaced by markers longer than what they cut:
     # 200 blocks of 50 characters came out 10,800 characters long for a limit of 1,000.
-    from trio_agent._policies import truncate_content
+    from trio_agent.session._retry import truncate_content
 
     content = tuple(
         block for i, n in enumerate(lengths) for block in (TextBlock(chr(97 + i % 26) * n), IMAGE)

@@ -8,14 +8,7 @@ import logging
 import pytest
 import trio
 
-from trio_agent import (
-    Agent,
-    LedgerError,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-    tool,
-)
+from trio_agent import Agent, LedgerError, ToolCall, ToolResultMessage, UserMessage, tool
 from trio_agent.fleet import Worker, agent_maker, submit, wait_for_turn
 from trio_agent.ledger import MessageRecord
 from trio_agent.stores import JsonlStore

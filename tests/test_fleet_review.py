@@ -27,7 +27,7 @@ def _worker(store, **options):
 async def test_refusing_a_damaged_sessions_input_while_the_database_fails_keeps_the_worker(
     pg_store, monkeypatch
 ):
-    from trio_agent import _fleet_worker
+    from trio_agent.fleet import _worker as _fleet_worker
 
     store = pg_store()
     bad = await submit(store, "bad", "hello", create=True)
@@ -55,7 +55,7 @@ async def test_refusing_a_damaged_sessions_input_while_the_database_fails_keeps_
 async def test_a_shared_commit_that_fails_unexpectedly_reports_no_flush_stored(
     pg_store, monkeypatch
 ):
-    from trio_agent.stores import _postgres_commit
+    from trio_agent.stores.postgres import _commit as _postgres_commit
 
     store = pg_store()
     ledgers = {name: _ledger(store, name) for name in ("c", "a", "b")}

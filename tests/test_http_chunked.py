@@ -13,7 +13,7 @@ from loopback import Reply, fixture
 
 from trio_agent import ModelRequest, ModelResponseError, TransientModelError, UserMessage
 from trio_agent.providers import AnthropicModel
-from trio_agent.providers._wire import ChunkedReader
+from trio_agent.providers.http._wire import ChunkedReader
 
 
 def read_all(pieces: list[bytes]) -> tuple[ChunkedReader, bytes]:

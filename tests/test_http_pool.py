@@ -28,8 +28,8 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import AnthropicModel, ConnectionPool, OpenAIChatModel
-from trio_agent.providers._connection import Connection, Origin
-from trio_agent.providers._pool import _Run
+from trio_agent.providers.http._connection import Connection, Origin
+from trio_agent.providers.http._pool import _Run
 from trio_agent.testing import explore_cancellation
 
 REQUEST = ModelRequest(id="request-001", messages=(UserMessage("u1", "hi"),), tools=())
@@ -390,8 +390,8 @@ def test_admission_when_full_closes_the_oldest_idle_connection_elsewhere_or_wait
 
 
 def test_the_command_line_closes_its_models_connections(capsys):
-    from trio_agent._cli._commands import _trio_run
-    from trio_agent._cli._output import Output
+    from trio_agent.cli._commands import _trio_run
+    from trio_agent.cli._output import Output
 
     closed = []
 

@@ -28,7 +28,8 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
-from trio_agent.providers._http import HTTPStream, SSEParser
+from trio_agent.providers.http._http import HTTPStream
+from trio_agent.providers.http._sse import SSEParser
 
 KEY = "sk-probe/KEY+0123456789=abcdef"
 REQUEST = ModelRequest(id="request-001", messages=(UserMessage("u1", "hi"),), tools=())

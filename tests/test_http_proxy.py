@@ -29,7 +29,7 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent.providers import AnthropicModel, OpenAIChatModel
-from trio_agent.providers._proxy import parse_proxy, refused
+from trio_agent.providers.http._proxy import parse_proxy, refused
 
 REQUEST = ModelRequest(id="request-001", messages=(UserMessage("u1", "hi"),), tools=())
 HELLO = sse(choice({"content": "Hello"}), choice({"content": " world"}), choice({}, "stop")) + DONE

@@ -28,9 +28,9 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent.providers import OpenAIChatModel
-from trio_agent.providers._proxy import absolute_target
-from trio_agent.providers._redirect import Redirects
-from trio_agent.providers._wire import ChunkedReader, body_reader, keep_alive, parse_head
+from trio_agent.providers.http._proxy import absolute_target
+from trio_agent.providers.http._redirect import Redirects
+from trio_agent.providers.http._wire import ChunkedReader, body_reader, keep_alive, parse_head
 
 REQUEST = ModelRequest(id="r1", messages=(UserMessage("u1", "hi"),), tools=())
 

@@ -65,7 +65,7 @@ async def test_a_cancelled_http_call_returns_at_once_and_the_server_keeps_servin
 async def test_progress_over_http(url):
     seen: list[tuple[str, float | None]] = []
     context = ToolContext(call("count", "c1", {}), lambda m, f: seen.append((m, f)))
-    from trio_agent._context import CURRENT
+    from trio_agent.tools._context import CURRENT
 
     with trio.fail_after(WAIT):
         async with MCPServerHTTP(url, allow={"count"}) as server:

@@ -268,7 +268,7 @@ async def test_a_response_nested_too_deep_to_parse_is_an_error_result_not_a_hang
 
 
 async def test_a_message_over_the_line_limit_is_named_as_such(monkeypatch):
-    from trio_agent import _mcp_stdio
+    from trio_agent.mcp import _stdio as _mcp_stdio
 
     monkeypatch.setattr(_mcp_stdio, "_MAX_LINE", 1024 * 1024)
     with trio.fail_after(30):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
 
-from trio_agent._mcp_tools import check_call, validator
+from trio_agent.mcp._tools import check_call, validator
 from trio_agent.tools import ToolArgumentsError
 
 TYPES = ["string", "integer", "number", "boolean", "null", "object", "array"]

@@ -7,14 +7,7 @@ from contextlib import asynccontextmanager
 import pytest
 from helpers import assert_stream_shape, call, settle, start, user
 
-from trio_agent import (
-    Failed,
-    ModelChunk,
-    TextDelta,
-    ToolRegistry,
-    UserMessage,
-    run_agent_loop,
-)
+from trio_agent import Failed, ModelChunk, TextDelta, ToolRegistry, UserMessage, run_agent_loop
 from trio_agent.testing import ScriptedModel, scripted_response
 
 

@@ -35,7 +35,7 @@ async def test_mcp_tool_arguments_reach_the_info_log(caplog):
 
 
 def test_v_before_the_command_is_refused():
-    from trio_agent._cli import main
+    from trio_agent.cli import main
 
     try:
         code = main(["-v", "demo"])
@@ -45,7 +45,7 @@ def test_v_before_the_command_is_refused():
 
 
 def test_main_twice_adds_two_handlers():
-    from trio_agent._cli import _verbose
+    from trio_agent.cli import _verbose
 
     root = logging.getLogger("trio_agent")
     before = list(root.handlers)

@@ -12,14 +12,7 @@ from helpers import call
 from opentelemetry import trace
 from otel_helpers import otel_sdk
 
-from trio_agent import (
-    Agent,
-    ModelSettings,
-    RetryPolicy,
-    TransientModelError,
-    UserMessage,
-    tool,
-)
+from trio_agent import Agent, ModelSettings, RetryPolicy, TransientModelError, UserMessage, tool
 from trio_agent.testing import ScriptedModel, scripted_response
 from trio_agent.tools import FatalToolError
 

@@ -563,7 +563,7 @@ async def test_a_tool_running_a_typed_turn_of_another_agent_leaves_the_outer_out
 
 
 def test_native_mode_asks_for_strict_only_when_the_schema_allows_it():
-    from trio_agent._output import output_spec
+    from trio_agent.output._spec import output_spec
 
     class Loose(msgspec.Struct):
         name: str
@@ -602,7 +602,7 @@ def _refs(value: Any) -> set[str]:
 
 @pytest.mark.parametrize("mode", ["tool", "native"])
 async def test_a_recursive_output_type_has_a_self_contained_schema(mode):
-    from trio_agent._output import output_spec
+    from trio_agent.output._spec import output_spec
 
     spec = output_spec(Node, mode)
     assert spec is not None
@@ -621,7 +621,7 @@ async def test_a_recursive_output_type_has_a_self_contained_schema(mode):
 
 
 def test_a_plain_struct_schema_keeps_no_definition_of_itself():
-    from trio_agent._output import output_spec
+    from trio_agent.output._spec import output_spec
 
     spec = output_spec(Person)
     assert spec is not None and "$defs" not in spec.schema

@@ -23,7 +23,7 @@ from trio_agent import (
     UserMessage,
     validate_transcript,
 )
-from trio_agent._cli import main
+from trio_agent.cli import main
 from trio_agent.ledger import (
     LedgerCorruptError,
     MessageRecord,

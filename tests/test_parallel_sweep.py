@@ -6,13 +6,7 @@ import trio
 import trio.lowlevel
 from helpers import call, user
 
-from trio_agent import (
-    ToolFinished,
-    ToolRegistry,
-    ToolResultMessage,
-    run_agent_loop,
-    tool,
-)
+from trio_agent import ToolFinished, ToolRegistry, ToolResultMessage, run_agent_loop, tool
 from trio_agent.testing import (
     ScriptedModel,
     assert_run_invariants,

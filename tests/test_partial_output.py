@@ -17,11 +17,12 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trio_agent import ToolCall, ToolRegistry, UserMessage, _partial_scan, run_agent_loop
-from trio_agent._partial import PartialOutput, is_wrapped, partial_output
+from trio_agent import ToolCall, ToolRegistry, UserMessage, run_agent_loop
 from trio_agent.events import AttemptFailed, ModelChunk
 from trio_agent.limits import MAX_ARGUMENT_DEPTH, OUTPUT_TOOL_NAME, json_depth
 from trio_agent.model import TextDelta, ThinkingDelta
+from trio_agent.output import _scan as _partial_scan
+from trio_agent.output._partial import PartialOutput, is_wrapped, partial_output
 from trio_agent.testing import ScriptedModel, scripted_response
 
 # ------------------------------------------------------------------ helpers
@@ -331,7 +332,7 @@ def test_tool_mode_keeps_the_first_call_that_fits_as_the_loop_does() -> None:
 
 
 def test_wrap_rule_matches_the_output_spec() -> None:
-    output = pytest.importorskip("trio_agent._output")
+    output = pytest.importorskip("trio_agent.output._spec")
 
     class Tagged(msgspec.Struct, tag=True):
         a: int

@@ -26,7 +26,7 @@ class Gate:
     first commit in its thread until ``release()``."""
 
     def __init__(self, monkeypatch):
-        from trio_agent.stores import _postgres_commit
+        from trio_agent.stores.postgres import _commit as _postgres_commit
 
         self.batches: list[list[str]] = []
         self.entered = threading.Event()

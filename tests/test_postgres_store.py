@@ -170,7 +170,7 @@ async def flushes_of_a_turn(store, monkeypatch) -> int:
 
 
 async def test_records_are_stored_per_step_not_per_event(pg_store, monkeypatch):
-    from trio_agent.stores import _postgres
+    from trio_agent.stores.postgres import _store as _postgres
 
     batched = await flushes_of_a_turn(pg_store(), monkeypatch)
     monkeypatch.setattr(_postgres._PostgresWriter, "flush_per_event", True)

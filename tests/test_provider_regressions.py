@@ -27,7 +27,7 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent.providers import AnthropicModel, OpenAIChatModel
-from trio_agent.providers._http import HTTPStream
+from trio_agent.providers.http._http import HTTPStream
 
 KEY = "sk-test-SECRET-0123456789"
 REQUEST = ModelRequest(id="request-001", messages=(UserMessage("u1", "hi"),), tools=())
@@ -356,7 +356,7 @@ async def test_https_to_a_private_ca_with_its_context_and_one_shared_default_con
     from helpers import tls_contexts
     from loopback import Loopback
 
-    from trio_agent.providers import _connection as _http
+    from trio_agent.providers.http import _connection as _http
 
     server_context, client_context = tls_contexts()
     server = Loopback(tls=server_context)

@@ -26,7 +26,7 @@ from trio_agent import (
 )
 from trio_agent.providers import AnthropicModel, OpenAIChatModel
 from trio_agent.providers._arguments import MAX_ARGUMENT_BYTES
-from trio_agent.providers._http import MAX_ERROR_TEXT
+from trio_agent.providers.http._secrets import MAX_ERROR_TEXT
 
 SLASHED = "sk-test/abc+def=ghi"  # a "/" for JSON's "\/", "+" and "=" for percent-encoding
 PLAIN = "sk-plain-0123456789abcdef"

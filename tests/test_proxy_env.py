@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from trio_agent.providers._proxy import (
+from trio_agent.providers.http._proxy import (
     MIN_SECRET_CHARS,
     Proxy,
     absolute_target,
@@ -23,8 +23,8 @@ from trio_agent.providers._proxy import (
     parse_proxy,
     proxy_for,
 )
-from trio_agent.providers._redirect import request_target
-from trio_agent.providers._secrets import MAX_ERROR_TEXT, Redactor, scrub_text
+from trio_agent.providers.http._redirect import request_target
+from trio_agent.providers.http._secrets import MAX_ERROR_TEXT, Redactor, scrub_text
 
 # ------------------------------------------------- curl's vectors, verbatim
 #

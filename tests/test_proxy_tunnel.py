@@ -24,14 +24,14 @@ from trio_agent.model import (
     ModelResponseError,
     TransientModelError,
 )
-from trio_agent.providers._proxy import (
+from trio_agent.providers.http._proxy import (
     Proxy,
     absolute_target,
     open_tunnel,
     parse_proxy,
     refused,
 )
-from trio_agent.providers._wire import parse_head
+from trio_agent.providers.http._wire import parse_head
 
 BODY = b'{"object": "list", "data": []}'
 

@@ -34,7 +34,7 @@ from trio_agent import (
     UserMessage,
     tool,
 )
-from trio_agent._step import StepCheck
+from trio_agent.engine._step import StepCheck
 from trio_agent.providers import OpenAIResponsesModel
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"

@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-import trio_agent._turn_run as _turn_run
+import trio_agent.session._turn_run as _turn_run
 from trio_agent import Agent, ToolCall, ToolRegistry, UserMessage, tool
 from trio_agent.ledger import Ledger, LedgerError
 from trio_agent.stores import JsonlStore

@@ -12,8 +12,8 @@ from types import MappingProxyType
 import pytest
 import trio
 
-import trio_agent._session_hooks as session_hooks
-import trio_agent.session as session_module
+import trio_agent.session._agent as session_module
+import trio_agent.session._hooks as session_hooks
 from trio_agent import (
     MAX_AGENT_STEPS,
     Agent,

@@ -197,7 +197,7 @@ async def test_an_agent_can_continue_request_and_event_numbering():
 
 
 async def test_an_internal_error_still_ends_the_turn_visibly(monkeypatch):
-    import trio_agent._turn_run as _turn_run
+    import trio_agent.session._turn_run as _turn_run
 
     async def broken_run_turn(*args, **kwargs):
         raise RuntimeError("engine bug")

@@ -7,14 +7,7 @@ from typing import Any
 
 from helpers import add, call, settle, start, user
 
-from trio_agent import (
-    AssistantMessage,
-    Tool,
-    ToolRegistry,
-    ToolResultMessage,
-    UserMessage,
-    tool,
-)
+from trio_agent import AssistantMessage, Tool, ToolRegistry, ToolResultMessage, UserMessage, tool
 from trio_agent.testing import scripted_response
 
 

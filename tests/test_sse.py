@@ -15,8 +15,7 @@ from rawserver import Raw, sized
 from wire_builders import AnthropicWire, ChatWire, ResponsesWire, wires
 
 from trio_agent import ModelRequest, TextBlock, TextDelta, TransientModelError, UserMessage
-from trio_agent.providers._http import SSEParser
-from trio_agent.providers._sse import MAX_EVENT_BYTES
+from trio_agent.providers.http._sse import MAX_EVENT_BYTES, SSEParser
 
 
 def parse(pieces) -> list[bytes]:

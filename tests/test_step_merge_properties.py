@@ -21,7 +21,7 @@ from trio_agent import (
     ThinkingDelta,
     ToolCall,
 )
-from trio_agent._step import StepCheck, _response_blocks
+from trio_agent.engine._step import StepCheck, _response_blocks
 
 small = st.sampled_from(["", "", "a", "b", "é", "xy"])
 arguments = st.sampled_from([{}, {"a": 1}, {"a": 1.0}, {"b": True, "a": 1}])

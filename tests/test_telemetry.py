@@ -334,7 +334,7 @@ async def test_a_real_provider_is_named_and_no_secret_reaches_any_span(sdk, loop
 
 
 def test_off_when_no_sdk_is_configured_and_never_imported_by_us():
-    from trio_agent._observe import observer
+    from trio_agent.telemetry._observe import observer
 
     model = ScriptedModel([])
     assert observer(model, None, 1) is None  # the API's proxy provider: off
@@ -386,7 +386,7 @@ async def test_tracing_that_cannot_start_never_fails_a_turn(sdk, monkeypatch, ca
     # argument came in 1.30): the turn runs untraced, and says so once
     from opentelemetry.sdk.metrics import Meter
 
-    from trio_agent import _observe
+    from trio_agent.telemetry import _observe
 
     def old_histogram(self, name, unit="", description=""):
         raise AssertionError("not reached")

@@ -16,7 +16,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.model import ModelRequest, ModelRequestError
-from trio_agent.providers import _connection
+from trio_agent.providers.http import _connection
 from trio_agent.testing import NetworkBlockedError, _guard, block_network
 
 pytest_plugins = ["pytester"]

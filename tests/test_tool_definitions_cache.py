@@ -9,8 +9,8 @@ import msgspec
 import pytest
 
 from trio_agent import tool
-from trio_agent import tools as tools_module
 from trio_agent.tools import ToolArgumentsError
+from trio_agent.tools import _tool as tools_module
 
 UNWRITABLE = object()
 

@@ -230,7 +230,7 @@ async def test_regression_a_group_of_our_own_errors_still_ends_the_run_visibly(m
     # Review finding: an ExceptionGroup (a bug inside a parallel batch's nursery,
     # with wait() and no async with) skipped the INTERNAL_ERROR path: no
     # run.finished and no result.
-    import trio_agent._batch as engine  # where a batch records and starts a call
+    import trio_agent.engine._batch as engine  # where a batch records and starts a call
 
     async def bug(*args, **kwargs):
         raise RuntimeError("bug")

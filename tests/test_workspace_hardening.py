@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 import trio_agent.workspace._walk as workspace_module  # where walks and listings stat entries
 from trio_agent import ToolResultMessage, run_agent_loop
-from trio_agent._glob import Glob
 from trio_agent.testing import ScriptedModel, scripted_response
 from trio_agent.workspace import Workspace, WorkspaceError
+from trio_agent.workspace._glob import Glob
 
 pytestmark = pytest.mark.usefixtures("sandbox_mode")  # each test in both modes
 
@@ -63,7 +63,7 @@ _GLOB_CHILD = """
 import sys, trio
 from pathlib import Path
 from trio_agent import Workspace
-from trio_agent._glob import Glob
+from trio_agent.workspace._glob import Glob
 pattern = sys.argv[2]
 if sys.argv[1] == "workspace":
     root = Path(sys.argv[3])

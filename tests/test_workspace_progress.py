@@ -16,7 +16,8 @@ from trio_agent import run_agent_loop
 from trio_agent.limits import cut_text
 from trio_agent.messages import ToolCall
 from trio_agent.testing import ScriptedModel, scripted_response
-from trio_agent.tools import MAX_PROGRESS_TEXT, PROGRESS_INTERVAL, ToolContext
+from trio_agent.tools import ToolContext
+from trio_agent.tools._context import MAX_PROGRESS_TEXT, PROGRESS_INTERVAL
 from trio_agent.workspace import Workspace
 
 pytestmark = pytest.mark.usefixtures("sandbox_mode")  # each test in both modes

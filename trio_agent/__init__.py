@@ -14,23 +14,18 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getattr__``
-    from ._approvals import ApprovalDecision as ApprovalDecision
-    from ._errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
-    from ._errors import HOOK_ERROR as HOOK_ERROR
-    from ._errors import INTERNAL_ERROR as INTERNAL_ERROR
-    from ._errors import INVALID_TRANSCRIPT as INVALID_TRANSCRIPT
-    from ._errors import MODEL_ERROR as MODEL_ERROR
-    from ._errors import MODEL_PROTOCOL_ERROR as MODEL_PROTOCOL_ERROR
-    from ._errors import OUTPUT_INVALID as OUTPUT_INVALID
-    from ._errors import TOOL_FATAL as TOOL_FATAL
-    from ._errors import ModelProtocolError as ModelProtocolError
-    from ._errors import StepError as StepError
-    from ._output import OutputError as OutputError
-    from ._partial import PartialOutput as PartialOutput
-    from ._partial import PartialOutputIterator as PartialOutputIterator
-    from ._partial import partial_output as partial_output
+if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__
     from .engine import StepFailure as StepFailure
+    from .errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
+    from .errors import HOOK_ERROR as HOOK_ERROR
+    from .errors import INTERNAL_ERROR as INTERNAL_ERROR
+    from .errors import INVALID_TRANSCRIPT as INVALID_TRANSCRIPT
+    from .errors import MODEL_ERROR as MODEL_ERROR
+    from .errors import MODEL_PROTOCOL_ERROR as MODEL_PROTOCOL_ERROR
+    from .errors import OUTPUT_INVALID as OUTPUT_INVALID
+    from .errors import TOOL_FATAL as TOOL_FATAL
+    from .errors import ModelProtocolError as ModelProtocolError
+    from .errors import StepError as StepError
     from .events import ApprovalDecided as ApprovalDecided
     from .events import ApprovalRequested as ApprovalRequested
     from .events import AttemptFailed as AttemptFailed
@@ -130,10 +125,15 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
     from .model import ToolSpec as ToolSpec
     from .model import TransientModelError as TransientModelError
     from .model import Usage as Usage
+    from .output import OutputError as OutputError
+    from .output import PartialOutput as PartialOutput
+    from .output import PartialOutputIterator as PartialOutputIterator
+    from .output import partial_output as partial_output
     from .providers import AnthropicModel as AnthropicModel
     from .providers import OpenAIChatModel as OpenAIChatModel
     from .providers import OpenAIResponsesModel as OpenAIResponsesModel
     from .session import Agent as Agent
+    from .session import ApprovalDecision as ApprovalDecision
     from .session import RetryPolicy as RetryPolicy
     from .session import ToolBlocked as ToolBlocked
     from .session import TurnRun as TurnRun
@@ -163,18 +163,18 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, ``__getatt
 # name -> the module (under trio_agent) that defines it; tests check that this
 # table, ``__all__`` and the imports above list the same names.
 _EXPORTS: dict[str, str] = {
-    "CONTEXT_OVERFLOW": "_errors",
-    "HOOK_ERROR": "_errors",
-    "INTERNAL_ERROR": "_errors",
-    "INVALID_TRANSCRIPT": "_errors",
-    "MODEL_ERROR": "_errors",
-    "MODEL_PROTOCOL_ERROR": "_errors",
-    "OUTPUT_INVALID": "_errors",
-    "ModelProtocolError": "_errors",
-    "StepError": "_errors",
-    "TOOL_FATAL": "_errors",
+    "CONTEXT_OVERFLOW": "errors",
+    "HOOK_ERROR": "errors",
+    "INTERNAL_ERROR": "errors",
+    "INVALID_TRANSCRIPT": "errors",
+    "MODEL_ERROR": "errors",
+    "MODEL_PROTOCOL_ERROR": "errors",
+    "OUTPUT_INVALID": "errors",
+    "ModelProtocolError": "errors",
+    "StepError": "errors",
+    "TOOL_FATAL": "errors",
     "StepFailure": "engine",
-    "ApprovalDecision": "_approvals",
+    "ApprovalDecision": "session",
     "ApprovalDecided": "events",
     "ApprovalRequested": "events",
     "AttemptFailed": "events",
@@ -240,10 +240,10 @@ _EXPORTS: dict[str, str] = {
     "DOCUMENT_MEDIA_TYPES": "limits",
     "AgentRun": "loop",
     "run_agent_loop": "loop",
-    "OutputError": "_output",
-    "PartialOutput": "_partial",
-    "PartialOutputIterator": "_partial",
-    "partial_output": "_partial",
+    "OutputError": "output",
+    "PartialOutput": "output",
+    "PartialOutputIterator": "output",
+    "partial_output": "output",
     "OutputFormat": "model",
     "AssistantMessage": "messages",
     "Block": "messages",
@@ -313,11 +313,11 @@ __all__ = [
     "Agent",
     "AgentRun",
     "AnthropicModel",
-    "ArgumentsError",
-    "AssistantMessage",
     "ApprovalDecided",
     "ApprovalDecision",
     "ApprovalRequested",
+    "ArgumentsError",
+    "AssistantMessage",
     "AttemptFailed",
     "Block",
     "CONTEXT_OVERFLOW",
@@ -339,6 +339,7 @@ __all__ = [
     "ImageBlock",
     "InputBlock",
     "JsonlStore",
+    "LeaseLostError",
     "Ledger",
     "LedgerCorruptError",
     "LedgerError",
@@ -357,8 +358,6 @@ __all__ = [
     "MAX_STEP_CHUNKS",
     "MAX_STEP_TEXT",
     "MAX_STEP_THINKING",
-    "OUTPUT_INVALID",
-    "OUTPUT_TOOL_NAME",
     "MODEL_ERROR",
     "MODEL_PROTOCOL_ERROR",
     "MaxSteps",
@@ -375,10 +374,15 @@ __all__ = [
     "ModelResponseError",
     "ModelSettings",
     "ModelStream",
+    "OUTPUT_INVALID",
+    "OUTPUT_TOOL_NAME",
     "OpenAIChatModel",
     "OpenAIResponsesModel",
+    "OutputError",
+    "OutputFormat",
     "PartialOutput",
     "PartialOutputIterator",
+    "PostgresStore",
     "REJECTED_ARGUMENTS",
     "RedactedThinkingBlock",
     "RetryPolicy",
@@ -387,10 +391,8 @@ __all__ = [
     "SessionChangedError",
     "SessionEvent",
     "SessionExistsError",
-    "LeaseLostError",
     "SessionLockedError",
     "SessionStore",
-    "PostgresStore",
     "SqliteStore",
     "StepError",
     "StepFailure",
@@ -411,8 +413,8 @@ __all__ = [
     "ToolFinished",
     "ToolRegistry",
     "ToolResult",
-    "ToolSource",
     "ToolResultMessage",
+    "ToolSource",
     "ToolSpec",
     "ToolStarted",
     "ToolUpdated",
@@ -439,7 +441,6 @@ __all__ = [
     "UserMessage",
     "Workspace",
     "WorkspaceError",
-    "__version__",
     "block",
     "check_arguments",
     "content_text",
@@ -448,8 +449,6 @@ __all__ = [
     "partial_output",
     "repair_transcript",
     "run_agent_loop",
-    "OutputError",
-    "OutputFormat",
     "text_from_assistant",
     "tool",
     "tool_context",
@@ -461,15 +460,21 @@ __all__ = [
 _MODULES = frozenset(
     {
         "engine",
+        "errors",
         "events",
+        "fleet",
         "ledger",
         "limits",
         "loop",
+        "mcp",
         "messages",
         "model",
+        "output",
+        "pricing",
         "providers",
         "session",
         "stores",
+        "telemetry",
         "testing",
         "tools",
         "workspace",

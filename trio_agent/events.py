@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Generic, Lite
 
 from msgspec import Meta, Struct
 
-from ._errors import INTERNAL_ERROR as INTERNAL_ERROR
-from ._errors import INVALID_TRANSCRIPT as INVALID_TRANSCRIPT
-from ._errors import MODEL_ERROR as MODEL_ERROR
-from ._errors import MODEL_PROTOCOL_ERROR as MODEL_PROTOCOL_ERROR
-from ._errors import TOOL_FATAL as TOOL_FATAL
-from ._errors import FailureCode as FailureCode
-from .messages import Message, ToolCall, ToolResultMessage
+from .errors import INTERNAL_ERROR as INTERNAL_ERROR
+from .errors import INVALID_TRANSCRIPT as INVALID_TRANSCRIPT
+from .errors import MODEL_ERROR as MODEL_ERROR
+from .errors import MODEL_PROTOCOL_ERROR as MODEL_PROTOCOL_ERROR
+from .errors import TOOL_FATAL as TOOL_FATAL
+from .errors import FailureCode as FailureCode
+from .messages._ir import Message, ToolCall, ToolResultMessage
 from .model import Chunk, Usage
 
 __all__ = [

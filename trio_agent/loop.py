@@ -13,17 +13,15 @@ from typing import Any, Literal, TypeVar, final, overload
 
 import trio
 
-from ._emit import Emitter
-from ._errors import INTERNAL_ERROR, INVALID_TRANSCRIPT, describe
-from ._hooks import TurnSpec, TurnState, build_spec
-from ._observe import end_turn, leave_turn, start_turn
-from ._options import check_loop_options, check_tool_execution, check_tool_sources
-from ._outcomes import result_of
-from ._output import offered, output_spec
-from ._run import EventRun, cancelled_from_outside
-from ._settings import check_run_settings
-from ._transcript import Conversation
-from ._turn import TurnOutcome, run_turn
+from ._settings import ModelSettings, check_run_settings
+from .engine._emit import Emitter
+from .engine._hooks import TurnSpec, TurnState, build_spec
+from .engine._options import check_loop_options, check_tool_execution, check_tool_sources
+from .engine._outcomes import result_of
+from .engine._run import EventRun, cancelled_from_outside
+from .engine._transcript import Conversation
+from .engine._turn import TurnOutcome, run_turn
+from .errors import INTERNAL_ERROR, INVALID_TRANSCRIPT, describe
 from .events import (
     Cancelled,
     Completed,
@@ -36,9 +34,11 @@ from .events import (
     RunResult,
 )
 from .limits import MAX_INITIAL_MESSAGES
-from .messages import Message, TranscriptError
-from .model import Model, ModelSettings, Usage
-from .tools import ToolRegistry, ToolSource
+from .messages._ir import Message, TranscriptError
+from .model import Model, Usage
+from .output._spec import offered, output_spec
+from .telemetry._observe import end_turn, leave_turn, start_turn
+from .tools._tool import ToolRegistry, ToolSource
 
 __all__ = ["AgentRun", "run_agent_loop"]
 

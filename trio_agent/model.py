@@ -11,9 +11,9 @@ from typing import Annotated, Any, ClassVar, Literal, Protocol, runtime_checkabl
 
 from msgspec import Meta, Struct
 
-from ._errors import ModelProtocolError
 from ._settings import ModelSettings as ModelSettings
-from .messages import Block, Message, RedactedThinkingBlock, ToolCall
+from .errors import ModelProtocolError
+from .messages._ir import Block, Message, RedactedThinkingBlock, ToolCall
 
 __all__ = [
     "Chunk",

@@ -7,8 +7,8 @@ Each keeps its connections alive in a ``ConnectionPool`` (its own, or one shared
 with ``pool=``): close it with ``await model.aclose()`` or ``async with model:``.
 """
 
-from ._pool import ConnectionPool as ConnectionPool
 from .anthropic import AnthropicModel as AnthropicModel
+from .http._pool import ConnectionPool as ConnectionPool
 from .openai import OpenAIChatModel as OpenAIChatModel
 from .responses import OpenAIResponsesModel as OpenAIResponsesModel
 

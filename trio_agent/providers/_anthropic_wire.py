@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..messages import (
+from .._settings import ModelSettings
+from ..messages._ir import (
     AssistantMessage,
     DocumentBlock,
     ImageBlock,
@@ -18,7 +19,7 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..model import ModelRequest, ModelRequestError, ModelSettings, OutputFormat
+from ..model import ModelRequest, ModelRequestError, OutputFormat
 from ._base import named_tool
 from ._media import base64_of, document_text, is_reasoning_item, not_attached
 

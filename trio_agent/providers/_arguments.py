@@ -26,7 +26,7 @@ from ..limits import (
     check_arguments,
     cut_text,
 )
-from ..messages import ToolCall
+from ..messages._ir import ToolCall
 
 __all__ = [
     "MAX_ARGUMENT_BYTES",

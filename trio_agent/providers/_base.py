@@ -10,13 +10,7 @@ from typing import Any, Final, Self
 
 import msgspec
 
-from .._settings import (
-    ModelSettings,
-    check_headers,
-    check_settings,
-    merge_settings,
-    tool_choice_of,
-)
+from .._settings import ModelSettings, check_headers, check_settings, merge_settings, tool_choice_of
 from ..limits import MAX_STEP_CHUNKS
 from ..model import (
     ModelError,
@@ -28,9 +22,10 @@ from ..model import (
     ThinkingDelta,
 )
 from ._arguments import MAX_ARGUMENT_BYTES
-from ._http import HTTPStream, Redactor, scrub_error
-from ._pool import ConnectionPool
-from ._proxy import proxy_for
+from .http._http import HTTPStream
+from .http._pool import ConnectionPool
+from .http._proxy import proxy_for
+from .http._secrets import Redactor, scrub_error
 
 _NO_SETTINGS: Final = ModelSettings()
 

@@ -10,7 +10,7 @@ import threading
 import weakref
 from typing import Any, final
 
-from ..messages import DocumentBlock, ImageBlock
+from ..messages._ir import DocumentBlock, ImageBlock
 
 __all__ = ["base64_of", "data_url", "document_text", "is_reasoning_item", "not_attached"]
 

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from ..messages import (
+from .._settings import ModelSettings
+from ..messages._ir import (
     AssistantMessage,
     Block,
     DocumentBlock,
@@ -28,7 +29,7 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..model import ModelRequest, ModelSettings, OutputFormat
+from ..model import ModelRequest, OutputFormat
 from ._base import named_tool
 from ._media import data_url, document_text, is_reasoning_item, not_attached
 

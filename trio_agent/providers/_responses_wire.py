@@ -7,7 +7,8 @@ from typing import Any
 
 import msgspec
 
-from ..messages import (
+from .._settings import ModelSettings
+from ..messages._ir import (
     AssistantMessage,
     DocumentBlock,
     ImageBlock,
@@ -18,7 +19,7 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ..model import ModelRequest, ModelRequestError, ModelSettings, OutputFormat
+from ..model import ModelRequest, ModelRequestError, OutputFormat
 from ._base import named_tool
 from ._media import data_url, document_text, is_reasoning_item
 

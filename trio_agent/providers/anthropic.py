@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Any, final
 
 import msgspec
 
-from ..messages import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolCall
+from .._settings import ModelSettings
+from ..messages._ir import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolCall
 from ..model import (
     ModelRequest,
     ModelResponseError,
-    ModelSettings,
     TextDelta,
     ThinkingDelta,
     TransientModelError,
@@ -18,16 +18,10 @@ from ..model import (
 )
 from ._anthropic_wire import messages, output_config, settings_fields
 from ._arguments import MAX_ARGUMENT_BYTES, CallParts
-from ._base import (
-    ProviderModel,
-    SSEModelStream,
-    api_url,
-    decode_document,
-    not_the_shape,
-)
-from ._errors import decode_all, stream_error
-from ._http import HTTPStream
-from ._pool import ConnectionPool
+from ._base import ProviderModel, SSEModelStream, api_url, decode_document, not_the_shape
+from .http._errors import decode_all, stream_error
+from .http._http import HTTPStream
+from .http._pool import ConnectionPool
 
 if TYPE_CHECKING:
     import ssl

@@ -7,26 +7,18 @@ from typing import TYPE_CHECKING, Any, final
 
 import msgspec
 
-from ..messages import TextBlock, ThinkingBlock
+from .._settings import ModelSettings
+from ..messages._ir import TextBlock, ThinkingBlock
 from ..model import (
     ModelRequest,
     ModelResponseError,
-    ModelSettings,
     TextDelta,
     ThinkingDelta,
     TransientModelError,
     Usage,
 )
 from ._arguments import MAX_ARGUMENT_BYTES, CallParts
-from ._base import (
-    ProviderModel,
-    SSEModelStream,
-    api_url,
-    decode_document,
-    not_the_shape,
-)
-from ._errors import decode_all, stream_error
-from ._http import HTTPStream
+from ._base import ProviderModel, SSEModelStream, api_url, decode_document, not_the_shape
 from ._openai_wire import (
     SEND_REASONING,
     SendReasoning,
@@ -34,7 +26,9 @@ from ._openai_wire import (
     response_format,
     settings_fields,
 )
-from ._pool import ConnectionPool
+from .http._errors import decode_all, stream_error
+from .http._http import HTTPStream
+from .http._pool import ConnectionPool
 
 if TYPE_CHECKING:
     import ssl

@@ -8,28 +8,22 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import msgspec
 
-from ..messages import RedactedThinkingBlock, TextBlock, ThinkingBlock
+from .._settings import ModelSettings
+from ..messages._ir import RedactedThinkingBlock, TextBlock, ThinkingBlock
 from ..model import (
     ModelRequest,
     ModelResponseError,
-    ModelSettings,
     TextDelta,
     ThinkingDelta,
     TransientModelError,
     Usage,
 )
 from ._arguments import MAX_ARGUMENT_BYTES, CallParts
-from ._base import (
-    ProviderModel,
-    SSEModelStream,
-    api_url,
-    decode_document,
-    not_the_shape,
-)
-from ._errors import decode_all, stream_error
-from ._http import HTTPStream
-from ._pool import ConnectionPool
+from ._base import ProviderModel, SSEModelStream, api_url, decode_document, not_the_shape
 from ._responses_wire import PROVIDER, input_items, settings_fields, text_format, tools
+from .http._errors import decode_all, stream_error
+from .http._http import HTTPStream
+from .http._pool import ConnectionPool
 
 if TYPE_CHECKING:
     import ssl

@@ -15,8 +15,8 @@ from ._base import LoadedSession as LoadedSession
 from ._base import SessionStore as SessionStore
 from ._base import parse_jsonl as parse_jsonl
 from ._jsonl import JsonlStore as JsonlStore
-from ._postgres import PostgresStore as PostgresStore
 from ._sqlite import SqliteStore as SqliteStore
+from .postgres._store import PostgresStore as PostgresStore
 
 __all__ = [
     "JsonlStore",

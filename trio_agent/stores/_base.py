@@ -9,7 +9,8 @@ from typing import Protocol, final
 import attrs
 import msgspec
 
-from ..ledger import LedgerCorruptError, LedgerError, Record, SessionWriter, record_decoder
+from ..ledger._ledger import SessionWriter
+from ..ledger._records import LedgerCorruptError, LedgerError, Record, record_decoder
 from ._lock import WriterLock
 
 __all__ = [

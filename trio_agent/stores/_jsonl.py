@@ -16,7 +16,8 @@ from typing import final
 
 import trio
 
-from ..ledger import LedgerError, SessionChangedError, SessionWriter, session_exists
+from ..ledger._ledger import SessionWriter
+from ..ledger._records import LedgerError, SessionChangedError, session_exists
 from ._base import LoadedSession, WriterState, check_session_id, parse_jsonl
 from ._fsync import FsyncClosedError, SyncedFile
 from ._lock import WriterLock

@@ -18,7 +18,7 @@ import weakref
 from pathlib import Path
 from typing import final
 
-from ..ledger import LedgerError, SessionLockedError
+from ..ledger._records import LedgerError, SessionLockedError
 
 __all__ = ["WriterLock", "holder_of"]
 

@@ -27,13 +27,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
 import trio
 
-from ..ledger import (
-    LedgerCorruptError,
-    LedgerError,
-    SessionChangedError,
-    SessionWriter,
-    session_exists,
-)
+from ..ledger._ledger import SessionWriter
+from ..ledger._records import LedgerCorruptError, LedgerError, SessionChangedError, session_exists
 from ._base import LoadedSession, Row, RowWriter, WriterState, check_session_id, parse_jsonl
 from ._lock import WriterLock
 

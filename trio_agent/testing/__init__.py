@@ -28,10 +28,10 @@ from ._invariants import InvariantError as InvariantError
 from ._invariants import assert_run_invariants as assert_run_invariants
 from ._replay import ReplayDivergenceError as ReplayDivergenceError
 from ._replay import ReplayModel as ReplayModel
-from ._schema_runs import SchemaError as SchemaError
 from ._schema_runs import SchemaModel as SchemaModel
 from ._schema_runs import schema_arguments as schema_arguments
 from ._schema_runs import tool_calls_for as tool_calls_for
+from ._schema_values import SchemaError as SchemaError
 from ._scripted import ScriptedModel as ScriptedModel
 from ._scripted import ScriptedResponse as ScriptedResponse
 from ._scripted import ScriptExhaustedError as ScriptExhaustedError

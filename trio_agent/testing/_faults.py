@@ -10,7 +10,7 @@ import attrs
 import msgspec
 import trio
 
-from ..messages import TextBlock
+from ..messages._ir import TextBlock
 from ..model import ModelRequest, TextDelta, TransientModelError
 from ._reraise import replayable
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import final
 
 from ..model import ModelRequestError
-from ..providers._connection import Origin, add_connect_guard, remove_connect_guard
+from ..providers.http._connection import Origin, add_connect_guard, remove_connect_guard
 
 __all__ = ["NetworkBlockedError", "block_network"]
 

@@ -19,7 +19,7 @@ from ..events import (
     TurnFinished,
     TurnStarted,
 )
-from ..messages import (
+from ..messages._ir import (
     AssistantMessage,
     RedactedThinkingBlock,
     ThinkingBlock,

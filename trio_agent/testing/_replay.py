@@ -10,8 +10,8 @@ import attrs
 import msgspec
 import trio
 
-from .._transcript import Conversation
-from ..ledger import (
+from ..engine._transcript import Conversation
+from ..ledger._records import (
     AttemptFailedRecord,
     CompactedRecord,
     MessageRecord,
@@ -21,7 +21,7 @@ from ..ledger import (
     StepStartRecord,
     ToolResultRecord,
 )
-from ..messages import AssistantMessage, Message, ToolCall, UserMessage
+from ..messages._ir import AssistantMessage, Message, ToolCall, UserMessage
 from ..model import (
     ContextOverflowError,
     ModelError,

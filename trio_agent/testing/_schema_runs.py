@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, final
 
 import msgspec.inspect as mi
 
-from ..messages import ToolCall, ToolResultMessage
+from ..messages._ir import ToolCall, ToolResultMessage
 from ..model import ModelRequest, ToolSpec
-from ..tools import Tool, ToolRegistry
+from ..tools._tool import Tool, ToolRegistry
 from ._callable import CallableModel
 from ._schema_values import DrawSource, RandomSource, SchemaError, generate, plain
 from ._scripted import ScriptedResponse, scripted_response

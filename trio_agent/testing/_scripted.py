@@ -8,7 +8,7 @@ from typing import Any, Literal, final
 import attrs
 import trio
 
-from ..messages import Block, TextBlock, ThinkingBlock, ToolCall
+from ..messages._ir import Block, TextBlock, ThinkingBlock, ToolCall
 from ..model import Chunk, ModelRequest, ModelResponse, StopReason, TextDelta, ThinkingDelta, Usage
 from ._reraise import replayable
 

@@ -23,7 +23,7 @@ from ..events import (
     TurnFinished,
     TurnStarted,
 )
-from ..messages import (
+from ..messages._ir import (
     AssistantMessage,
     DocumentBlock,
     ImageBlock,

@@ -20,7 +20,7 @@ from ..limits import (
     MAX_ARGUMENT_DEPTH,
     MAX_ARGUMENT_ENTRIES,
 )
-from ..messages import (
+from ..messages._ir import (
     AssistantMessage,
     DocumentBlock,
     ImageBlock,
@@ -33,7 +33,7 @@ from ..messages import (
     UserMessage,
 )
 from ..model import ToolSpec
-from ..tools import Tool, ToolRegistry
+from ..tools._tool import Tool, ToolRegistry
 from ._schema_runs import schema_arguments
 from ._scripted import ScriptedResponse, scripted_response
 

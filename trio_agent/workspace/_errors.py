@@ -7,7 +7,7 @@ module imports another just for the error.
 
 from __future__ import annotations
 
-from ..tools import ToolError
+from ..tools._tool import ToolError
 
 __all__ = ["WorkspaceError"]
 

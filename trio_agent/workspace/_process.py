@@ -22,7 +22,7 @@ from typing import final
 import trio
 
 from ..limits import cut_text
-from ..tools import ToolContext
+from ..tools._context import ToolContext
 from ._progress import OutputLines
 from ._sandbox import Cgroups
 

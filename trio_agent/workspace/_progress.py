@@ -18,7 +18,7 @@ from typing import final
 
 import trio
 
-from ..tools import MAX_PROGRESS_TEXT, PROGRESS_INTERVAL, ToolContext
+from ..tools._context import MAX_PROGRESS_TEXT, PROGRESS_INTERVAL, ToolContext
 
 __all__ = ["LINE_CHARS", "Meter", "OutputLines", "printable", "size_text"]
 

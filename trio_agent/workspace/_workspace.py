@@ -19,11 +19,12 @@ from typing import Literal, final
 
 import trio
 
-from .._glob import Glob
 from ..limits import MAX_MEDIA_BYTES, cut_text, without_lone_surrogates
-from ..messages import ImageBlock, TextBlock
-from ..tools import Tool, ToolContext, ToolRegistry, ToolResult, tool, tool_context
+from ..messages._ir import ImageBlock, TextBlock
+from ..tools._context import ToolContext, tool_context
+from ..tools._tool import Tool, ToolRegistry, ToolResult, tool
 from ._errors import WorkspaceError
+from ._glob import Glob
 from ._grep import grep_opened
 from ._paths import in_thread, open_parts, path_parts, regular
 from ._process import run_command

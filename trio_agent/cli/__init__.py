@@ -1,0 +1,118 @@
+"""The ``trio-agent`` command line: ``demo``, ``run``, ``resume``, ``approve``,
+``reject``, ``show``, ``schema``, and the fleet's ``worker`` and ``submit``.
+
+``_parser`` (the grammar), ``_config`` (a run's configuration, recorded in the
+ledger), ``_output`` (the one printer), ``_drive`` (a session's turns, and the
+held calls decided as ``--approve`` says), ``_commands`` (demo, run, resume),
+``_approve`` (approve, reject), ``_show`` and ``_schema`` (the versioned
+``--json`` lines), ``_fleet`` (worker, submit, and ``show --dsn``'s reading).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from ._drive import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from ._parser import Parsers, UsageError, build_parser
+
+__all__ = ["main"]
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from ._schema import json_schema
+
+    sys.stdout.write(json.dumps(json_schema(args.kind), indent=2) + "\n")
+    return EXIT_OK
+
+
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    from ._approve import approve, reject
+    from ._commands import demo, resume, run
+    from ._fleet import submit_command, worker
+    from ._show import show
+
+    return {
+        "demo": demo,
+        "run": run,
+        "resume": resume,
+        "approve": approve,
+        "reject": reject,
+        "show": show,
+        "schema": _schema,
+        "worker": worker,
+        "submit": submit_command,
+    }[name]
+
+
+def _unwrapped(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """``command(args)``, with an error that trio's nurseries wrapped alone in
+    exception groups raised bare, so it is reported as itself."""
+    try:
+        return command(args)
+    except BaseExceptionGroup as group:
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+            leaf = leaf.exceptions[0]
+        if leaf is group or isinstance(leaf, BaseExceptionGroup):
+            raise
+        raise leaf from leaf.__cause__  # its own cause, not the wrapping
+
+
+@contextmanager
+def _verbose(level: int) -> Iterator[None]:
+    """``-v``/``-vv``: the library's loggers to stderr at INFO/DEBUG (named, one
+    line each) while the command runs; without them nothing is logged. The
+    handler and the level are taken back after (``main`` may be called again)."""
+    if not level:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
+    root = logging.getLogger("trio_agent")
+    before = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if level == 1 else logging.DEBUG)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(before)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``trio-agent`` and ``python -m trio_agent``; returns the exit code."""
+    from .. import __version__
+
+    parsers = build_parser(__version__)
+    args = parsers.main.parse_args(argv)  # a usage error exits 2 here
+    with _verbose(args.verbose + args.verbose_before):
+        return _run(parsers, args)
+
+
+def _run(parsers: Parsers, args: argparse.Namespace) -> int:
+    try:
+        return _unwrapped(_command(args.command), args)
+    except UsageError as exc:
+        parser = parsers.commands[args.command]
+        parser.print_usage(sys.stderr)
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (ValueError, OSError) as exc:  # a workspace that is no directory, a bad file
+        print(f"trio-agent: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        from ..ledger._records import LedgerError
+        from ..model import ModelError
+
+        if isinstance(exc, LedgerError | ModelError):
+            print(f"trio-agent: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        raise

@@ -1,0 +1,154 @@
+"""``worker`` and ``submit``: the command line's part of the fleet (``trio_agent.fleet``),
+and reading a session from PostgreSQL for ``show --dsn``."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from .._settings import ModelSettings
+from ..fleet._inbox import submit, wait_for_turn
+from ..fleet._worker import Worker
+from ..session._agent import Agent
+from ..stores._base import LoadedSession
+from ..stores.postgres._store import PostgresStore
+from ..tools._tool import ToolSource
+from ._commands import sandbox_line, shared, workspace_for
+from ._config import RunConfig, given, resolve
+from ._drive import EXIT_FAILED, EXIT_OK
+from ._mcp import all_tools, open_servers
+from ._output import describe_end
+from ._parser import DEFAULT_SYSTEM
+
+__all__ = ["read_session", "submit_command", "worker"]
+
+
+def _store(dsn: str, schema: str, **options: Any) -> PostgresStore:
+    return PostgresStore(dsn, schema=schema, **options)
+
+
+def read_session(dsn: str, schema: str, session_id: str) -> tuple[LoadedSession, str | None]:
+    """The session's records and its lease's live holder (None: nobody)."""
+
+    async def read() -> tuple[LoadedSession, str | None]:
+        store = _store(dsn, schema, create_schema=False)
+        try:
+            loaded = await store.load(session_id)
+            holder = await store.run("read the lease", store.lease_holder, session_id)
+            return loaded, holder
+        finally:
+            await store.aclose()
+
+    return trio.run(read)
+
+
+def submit_command(args: argparse.Namespace) -> int:
+    """Queue the message; print its input number (and with ``--wait`` the answer)."""
+
+    async def body() -> int:
+        store = _store(args.dsn, args.schema, create_schema=False)
+        try:
+            number = await submit(store, args.session, args.message, create=args.create)
+            print(number, flush=True)
+            if not args.wait:
+                return EXIT_OK
+            result = await wait_for_turn(store, args.session, number)
+        finally:
+            await store.aclose()
+        print(result.final_text)
+        if result.end.reason != "completed":
+            print(f"turn {result.turn} {describe_end(result.end)}", file=sys.stderr)
+            return EXIT_FAILED
+        return EXIT_OK
+
+    return trio.run(body)
+
+
+def _session_maker(
+    args: argparse.Namespace,
+    root: Path,
+    model: Any,
+    sources: list[ToolSource],
+    settings: ModelSettings | None,
+    config: RunConfig,
+) -> Any:
+    """``make_agent``: each session with the workspace tools in ``root/SESSION``."""
+
+    async def make_agent(store: PostgresStore, session_id: str, new: bool) -> Agent:
+        where = root / session_id
+        await trio.to_thread.run_sync(lambda: where.mkdir(exist_ok=True))
+        tools = workspace_for(where, args).tools()
+        options = shared(model, tools, sources, settings, config)
+        if new:
+            return Agent(**options, metadata=config.metadata(), store=store, session_id=session_id)
+        return await Agent.resume(store, session_id, **options)
+
+    return make_agent
+
+
+async def _drain_on_signals(worker: Worker, cancel: trio.CancelScope) -> None:
+    """The first SIGTERM or SIGINT drains the worker, a second cancels it."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            if worker.draining:
+                print("trio-agent worker: cancelling the turns under way", file=sys.stderr)
+                cancel.cancel()
+                return
+            print("trio-agent worker: draining (again to cancel)", file=sys.stderr, flush=True)
+            worker.drain()
+
+
+def worker(args: argparse.Namespace) -> int:
+    config = resolve(given(args), system=DEFAULT_SYSTEM)
+    model = config.model_object()
+    config = msgspec.structs.replace(config, base_url=model.base_url)  # as it is used
+    root = Path(config.workspace)
+    if not root.is_dir():
+        raise ValueError(f"workspace root {root} is not a directory")
+    workspace = workspace_for(root, args)
+    names = list(workspace.tools().names())
+    early = None if config.mcp else config.settings(names)  # a usage error before trio
+    store = _store(args.dsn, args.schema, lease_seconds=args.lease_seconds)
+
+    async def body() -> int:
+        try:
+            async with open_servers(config.mcp, config.mcp_env) as servers:
+                settings = early
+                if servers:
+                    every = all_tools(list(workspace.tools()), servers)
+                    settings = config.settings([tool.name for tool in every])
+                make = _session_maker(args, root, model, list(servers), settings, config)
+                fleet_worker = Worker(
+                    store, make, concurrency=args.concurrency, drain_seconds=args.drain_seconds
+                )
+                with trio.CancelScope() as cancel:
+                    async with trio.open_nursery() as nursery:
+
+                        async def work(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+                            await fleet_worker.run(task_status=task_status)
+                            nursery.cancel_scope.cancel()  # drained: the signals task too
+
+                        nursery.start_soon(_drain_on_signals, fleet_worker, cancel)
+                        await nursery.start(work)
+                        print(
+                            f"trio-agent worker {store.holder}: {args.concurrency} sessions at "
+                            f"a time from {store!r}; {sandbox_line(workspace)}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                print(
+                    f"trio-agent worker {store.holder}: stopped after {fleet_worker.turns} turn(s)",
+                    file=sys.stderr,
+                )
+                return EXIT_OK
+        finally:
+            await model.aclose()
+            await store.aclose()
+
+    return trio.run(body)

@@ -1,0 +1,253 @@
+"""Human approval of tool calls (DESIGN 11.5): which calls of a step are held,
+the decisions taken on them, and what the next turn does with each.
+
+A held call stays unanswered in the transcript (no request is sent while one
+is undecided); ``approve``/``reject`` record a decision, once; the next turn
+runs each approved call (at most once: ``tool/call`` is recorded before it is
+dispatched) and answers each rejected one with an error result, before any
+new input. ``Approvals`` is the agent's state for it, rebuilt from the ledger
+on resume.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Annotated, Any, final
+
+import attrs
+import trio
+from msgspec import Meta, Struct
+
+from ..errors import HOOK_ERROR, StepError
+from ..events import ApprovalDecided, ApprovalRequested
+from ..limits import OUTPUT_TOOL_NAME, ArgumentsError, check_arguments, is_valid_unicode
+from ..messages._ir import AssistantMessage, ToolCall
+from ..tools._tool import ToolArgumentsError, ToolRegistry
+from ._batch import run_tool_batch
+from ._emit import Emitter, Journal
+from ._hooks import StepHooks, TurnSpec, call_hook
+from ._transcript import Conversation
+
+__all__ = [
+    "ApprovalDecision",
+    "ApprovalPolicy",
+    "Approvals",
+    "decide",
+    "hold_for_approval",
+    "rejection",
+    "resolve",
+]
+
+
+class ApprovalDecision(Struct, frozen=True, kw_only=True, gc=False):
+    """A person's decision on a held call, as the ledger records it."""
+
+    call_id: Annotated[str, Meta(description="The held call's id.")]
+    approved: Annotated[bool, Meta(description="True: run it; False: answer it as rejected.")]
+    reason: Annotated[str, Meta(description="Why (a rejection's reason goes to the model).")] = ""
+    by: Annotated[str, Meta(description="Who decided, as the application names them.")] = ""
+    at: Annotated[float, Meta(description="When, in seconds since the epoch (UTC).")] = 0.0
+    arguments: Annotated[
+        dict[str, Any] | None,
+        Meta(description="Arguments the approver set in place of the model's; null: as asked."),
+    ] = None
+
+
+def private_copy(call: ToolCall) -> ToolCall:
+    """``call`` with a copy of its arguments of its own."""
+    return ToolCall(call.id, call.name, check_arguments(call.arguments))
+
+
+@final
+@attrs.define(eq=False)
+class Approvals:
+    """The calls held for approval, in the order they were asked for, and the
+    decisions on them. A call leaves when the turn that resolves it answers it."""
+
+    held: dict[str, ToolCall] = attrs.field(factory=dict)
+    decisions: dict[str, ApprovalDecision] = attrs.field(factory=dict)
+    passing: dict[str, ApprovalDecision] = attrs.field(factory=dict)
+    """Decided calls being run or answered now (by the turn that resolves them)."""
+
+    def hold(self, call: ToolCall) -> None:
+        self.held[call.id] = call
+
+    def pending(self) -> tuple[ToolCall, ...]:
+        """The held calls, as copies (what a person sees cannot change what runs)."""
+        return tuple(private_copy(call) for call in self.held.values())
+
+    def undecided(self) -> tuple[ToolCall, ...]:
+        """Held calls with no decision yet."""
+        return tuple(call for key, call in self.held.items() if key not in self.decisions)
+
+    def decided(self) -> tuple[tuple[ToolCall, ApprovalDecision], ...]:
+        """Held calls with their decision, in call order."""
+        return tuple(
+            (call, self.decisions[key]) for key, call in self.held.items() if key in self.decisions
+        )
+
+    def check_decidable(self, call_id: object) -> ToolCall:
+        """The held call ``call_id`` names; ``ValueError`` for an unknown call, one
+        that is not held (or no longer: it was answered) or one already decided."""
+        if type(call_id) is not str:
+            raise TypeError(f"call_id must be a str, got {type(call_id).__name__}")
+        call = self.held.get(call_id)
+        if call is None:
+            raise ValueError(f"no call {call_id!r} is waiting for approval in this session")
+        if call_id in self.decisions:
+            raise ValueError(f"call {call_id!r} was already decided")
+        return call
+
+    def done(self, call_id: str) -> None:
+        """The call was answered (run, or rejected): it is held no more."""
+        self.held.pop(call_id, None)
+        self.decisions.pop(call_id, None)
+
+
+# --------------------------------------------------------------- the engine's side
+
+ApprovalPolicy = Callable[[ToolCall], Awaitable[bool]]
+"""``Agent(approval=...)``: given a call, whether it needs a person's yes."""
+
+
+def _requested(call: ToolCall) -> Callable[[int], ApprovalRequested]:
+    return lambda sequence: ApprovalRequested(sequence=sequence, call=call)
+
+
+def _decided(call: ToolCall, decision: ApprovalDecision) -> Callable[[int], ApprovalDecided]:
+    return lambda sequence: ApprovalDecided(
+        sequence=sequence,
+        call=call,
+        approved=decision.approved,
+        reason=decision.reason,
+        by=decision.by,
+    )
+
+
+async def hold_for_approval(
+    approvals: Approvals,
+    calls: Sequence[ToolCall],
+    spec: TurnSpec,
+    policy: ApprovalPolicy | None,
+    journal: Journal | None,
+    emit: Emitter,
+) -> frozenset[str]:
+    """Hold the calls that need approval (the tool's ``requires_approval``, or the
+    agent's ``approval`` policy): recorded (``approval/requested``) and announced
+    (``approval.requested``); the ids of the held ones. A decided call being
+    resolved passes. Cancellation: what was recorded stays held (its events are
+    owed)."""
+    held: list[ToolCall] = []
+    for call in calls:
+        tool = spec.tools.get(call.name)
+        if tool is None or call.name == OUTPUT_TOOL_NAME or call.id in approvals.passing:
+            continue  # an unknown tool is an error result; a decided call is resolving
+        try:  # on a copy: the rule cannot change what runs
+            needs = tool.needs_approval(private_copy(call).arguments)
+        except Exception as exc:  # the tool's own rule failed: as a hook that raised
+            raise StepError(
+                HOOK_ERROR, f"requires_approval of tool {call.name!r} failed: {exc!r:.200}"
+            ) from exc
+        if not needs and policy is not None:
+            needs = await call_hook("approval", policy, private_copy(call))
+            if type(needs) is not bool:
+                raise StepError(HOOK_ERROR, f"hook approval must return a bool, got {needs!r:.80}")
+        if needs:
+            held.append(private_copy(call))  # what is recorded is what will run
+    if held and spec.output is not None:  # no final answer while calls of its step wait
+        spec.output.held = True
+    for call in held:  # recorded at once: no await between the holds
+        approvals.hold(call)
+        if journal is not None:
+            journal.approval_requested(call)
+    await emit.announce([_requested(call) for call in held])
+    return frozenset(call.id for call in held)
+
+
+def rejection(call_id: str, approvals: Approvals) -> str | None:
+    """Why a call being resolved is answered instead of run (its rejection), or None."""
+    decision = approvals.passing.get(call_id)
+    if decision is None or decision.approved:
+        return None
+    who = f" by {decision.by}" if decision.by else ""
+    return f"rejected{who}: {decision.reason or 'no reason given'}"
+
+
+async def resolve(
+    approvals: Approvals,
+    conversation: Conversation,
+    spec: TurnSpec,
+    hooks: StepHooks,
+    emit: Emitter,
+    host: trio.Nursery | None,
+) -> None:
+    """Before a turn's new input: announce each decision (``approval.decided``),
+    then, in call order, run each approved call (with the approver's arguments,
+    if set) and answer each rejected one (``rejection`` blocks it). A decision is
+    used once: its call leaves ``approvals`` just before it is run, so a
+    cancellation never runs it twice (one that lands before the dispatch leaves
+    the call to be answered as interrupted by the next turn)."""
+    for call, decision in approvals.decided():
+        # not owed if cancelled: the decision is not used then, and a later turn says it
+        await emit(_decided(call, decision)(emit.next))
+        approvals.done(call.id)
+        approvals.passing[call.id] = decision
+        edited = decision.approved and decision.arguments is not None
+        run = ToolCall(call.id, call.name, decision.arguments) if edited else call  # type: ignore[arg-type]
+        try:
+            await run_tool_batch(
+                AssistantMessage(f"approved-{call.id}", (run,)),
+                spec,
+                hooks,
+                conversation,
+                emit,
+                host,
+            )
+        finally:
+            del approvals.passing[call.id]
+
+
+async def decide(
+    approvals: Approvals,
+    journal: Journal | None,
+    tools: ToolRegistry,
+    busy: bool,
+    call_id: object,
+    approved: bool,
+    reason: object,
+    by: object,
+    arguments: object,
+) -> None:
+    """Record a decision on a held call (``Agent.approve`` / ``reject``): checked
+    (``ValueError``/``TypeError``; ``RuntimeError`` while a turn runs), written at
+    once and kept, then flushed as durably as the session's policy asks, shielded."""
+    if busy:
+        raise RuntimeError("decide on held calls between turns, not while a turn runs")
+    call = approvals.check_decidable(call_id)
+    for name, value in (("reason", reason), ("by", by)):
+        if type(value) is not str or not is_valid_unicode(value):
+            raise TypeError(f"{name} must be a str (valid Unicode), got {value!r:.80}")
+    edited = None
+    if arguments is not None:
+        try:
+            edited = check_arguments(arguments)
+            tool = tools.get(call.name)
+            if tool is not None:
+                tool.check_arguments(edited)  # the tool's own parameters, as it will run
+        except (ArgumentsError, ToolArgumentsError) as exc:
+            raise ValueError(f"arguments for {call.name!r}: {exc}") from None
+    decision = ApprovalDecision(
+        call_id=call_id,  # type: ignore[arg-type]  # checked above
+        approved=approved,
+        reason=reason,  # type: ignore[arg-type]
+        by=by,  # type: ignore[arg-type]
+        at=time.time(),
+        arguments=edited,
+    )
+    if journal is not None:
+        journal.approval_decided(decision)  # recorded before it counts
+    approvals.decisions[decision.call_id] = decision
+    if journal is not None:
+        with trio.CancelScope(shield=True):
+            await journal.barrier("turn")

@@ -1,0 +1,301 @@
+"""The fleet's inbox: input queued for a session in PostgreSQL, and its outcome.
+
+``submit`` stores a message as a row of the store's ``inbox`` table and
+notifies the workers (``{schema}.inbox``, the session id) in the same
+transaction; a worker answers the rows of a session in order, one turn each,
+then stores the turn's result in the row and notifies ``{schema}.done`` (the
+row's id), which ``wait_for_turn`` listens for. A row's message joins the
+transcript with the id ``fleet-{row id}``, so a worker that takes over a
+session knows whether the worker before it had already recorded it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, final
+
+import msgspec
+import trio
+
+from ..events import TurnResult
+from ..ledger._derive import add_usage
+from ..ledger._records import LedgerError, Record, StepStartRecord, TurnEndRecord, TurnStartRecord
+from ..messages._ir import AssistantMessage, InputBlock, UserMessage, text_from_assistant
+from ..model import Usage
+from ..stores._base import check_session_id
+from ..stores.postgres._store import PostgresStore
+from ._listen import Listener, channel
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+
+__all__ = [
+    "Input",
+    "answered",
+    "message_id",
+    "pending",
+    "recorded_result",
+    "refuse",
+    "submit",
+    "wait_for_turn",
+]
+
+POLL_SECONDS: Final = 1.0  # a lost notification is noticed within this
+_content_decoder: Final = msgspec.json.Decoder(str | tuple[InputBlock, ...])
+_result_decoder: Final = msgspec.json.Decoder(TurnResult[Any])
+
+
+class Input(NamedTuple):
+    """A queued row: its id, its message's content, whether it may create the session."""
+
+    id: int
+    content: str | tuple[InputBlock, ...]
+    create: bool
+
+
+def message_id(input_id: int) -> str:
+    """The id the input's message has in the transcript."""
+    return f"fleet-{input_id}"
+
+
+def postgres_store(store: object, what: str) -> PostgresStore:
+    if not isinstance(store, PostgresStore):
+        raise TypeError(f"{what} needs a PostgresStore, got {type(store).__name__}")
+    return store
+
+
+async def submit(
+    store: PostgresStore,
+    session_id: str,
+    message: str | UserMessage,
+    *,
+    create: bool = False,
+) -> int:
+    """Queue ``message`` for session ``session_id``, durably, and wake the workers;
+    the input's number, for ``wait_for_turn``. A worker answers a session's
+    input in the order it was queued, one turn each.
+
+    ``create=True`` lets a worker start the session if it does not exist yet
+    (``make_agent`` is then asked for a new agent); without it a session
+    that is neither recorded nor queued to be created is a ``LedgerError``.
+    A ``UserMessage``'s content is queued; its id is the fleet's
+    (``fleet-{number}``), so a worker that takes the session over never
+    records it twice. Cancellation: the statement runs to its end in a worker
+    thread; cancelled meanwhile, the input may be queued (no number returned).
+    """
+    store = postgres_store(store, "submit")
+    check_session_id(session_id)
+    if isinstance(message, UserMessage):
+        content = message.content
+    elif type(message) is str:
+        content = message
+    else:
+        raise TypeError(f"message must be a str or a UserMessage, got {type(message).__name__}")
+    if not content:
+        raise ValueError("message must not be empty")
+    if type(create) is not bool:
+        raise TypeError(f"create must be a bool, got {create!r}")
+    body = msgspec.json.encode(content)
+    return await store.run(
+        f"queue input for session {session_id!r}", _insert, store, session_id, body, create
+    )
+
+
+def _insert(
+    connection: Connection[Any], store: PostgresStore, session_id: str, body: bytes, create: bool
+) -> int:
+    s = store.schema
+    with connection.transaction():
+        if not create:
+            (known,) = connection.execute(
+                f"""SELECT EXISTS (SELECT 1 FROM "{s}".records WHERE session_id = %s)
+                    OR EXISTS (SELECT 1 FROM "{s}".inbox
+                               WHERE session_id = %s AND create_session AND done IS NULL)""",
+                (session_id, session_id),
+            ).fetchone() or (False,)
+            if not known:
+                raise LedgerError(
+                    f"no session {session_id!r} in {store!r}: submit(..., create=True) starts one"
+                )
+        row = connection.execute(
+            f"""INSERT INTO "{s}".inbox (session_id, content, create_session)
+                VALUES (%s, %s, %s) RETURNING id""",
+            (session_id, body, create),
+        ).fetchone()
+        assert row is not None
+        connection.execute("SELECT pg_notify(%s, %s)", (channel(store, "inbox"), session_id))
+    number: int = row[0]
+    return number
+
+
+def pending(connection: Connection[Any], store: PostgresStore, session_id: str) -> list[Input]:
+    """The session's unanswered input, oldest first."""
+    rows = connection.execute(
+        f"""SELECT id, content, create_session FROM "{store.schema}".inbox
+            WHERE session_id = %s AND done IS NULL ORDER BY id""",
+        (session_id,),
+    ).fetchall()
+    return [Input(id, _content_decoder.decode(bytes(body)), create) for id, body, create in rows]
+
+
+def answered(
+    connection: Connection[Any], store: PostgresStore, input_id: int, result: TurnResult[Any]
+) -> None:
+    """Store the turn's result (without the transcript) as the input's answer and
+    notify its waiters."""
+    body = msgspec.json.encode(msgspec.structs.replace(result, messages=()))
+    _finish(connection, store, [input_id], body, None)
+
+
+def refuse(connection: Connection[Any], store: PostgresStore, ids: list[int], error: str) -> None:
+    """Answer inputs that cannot be run with ``error`` (``wait_for_turn`` raises it)."""
+    _finish(connection, store, ids, None, error)
+
+
+def _finish(
+    connection: Connection[Any],
+    store: PostgresStore,
+    ids: list[int],
+    body: bytes | None,
+    error: str | None,
+) -> None:
+    with connection.transaction():
+        connection.execute(
+            f"""UPDATE "{store.schema}".inbox SET done = now(), result = %s, error = %s
+                WHERE id = ANY(%s::bigint[]) AND done IS NULL""",
+            (body, error, ids),
+        )
+        for input_id in ids:
+            connection.execute("SELECT pg_notify(%s, %s)", (channel(store, "done"), str(input_id)))
+
+
+def _outcome(
+    connection: Connection[Any], store: PostgresStore, session_id: str, input_id: int
+) -> tuple[bool, bytes | None, str | None] | None:
+    """Whether the input was answered, its result and error; None: no such input."""
+    row = connection.execute(
+        f"""SELECT done IS NOT NULL, result, error FROM "{store.schema}".inbox
+            WHERE id = %s AND session_id = %s""",
+        (input_id, session_id),
+    ).fetchone()
+    if row is None:
+        return None
+    done, body, error = row
+    return bool(done), None if body is None else bytes(body), error
+
+
+async def wait_for_turn(store: PostgresStore, session_id: str, turn: int) -> TurnResult[Any]:
+    """Wait until a worker has answered input ``turn`` (the number ``submit``
+    returned) of session ``session_id``; the result of the turn that answered
+    it (``messages`` left empty: load the session for its transcript;
+    ``output`` as JSON). ``LedgerError`` for an input that does not exist or
+    could not be run (the error says why), or when the database cannot be
+    reached at first; once it was, a lost connection is waited out (looking
+    again every second). Wakes on the workers' notification (``LISTEN``), and
+    looks again every second should one be lost. Cancellation: returns at
+    once (a waiting thread is abandoned; it ends within a second and closes
+    its connection).
+    """
+    store = postgres_store(store, "wait_for_turn")
+    check_session_id(session_id)
+    if type(turn) is not int or turn < 1:
+        raise ValueError(f"turn must be a number submit returned, got {turn!r}")
+    waiter = _Waiter(store, session_id, turn)
+    listener = Listener(store, channel(store, "done"))
+    await listener.open()  # before the first look: no notification is missed
+    waiter.listener = listener
+    try:
+        while True:
+            outcome = await waiter.look()
+            if outcome is not None:
+                return outcome
+            await waiter.wait()
+    finally:
+        if waiter.listener is not None:
+            await waiter.listener.aclose()
+
+
+@final
+class _Waiter:
+    """``wait_for_turn``'s state: its listener (None while the database is away)
+    and whether it has reached the database yet."""
+
+    def __init__(self, store: PostgresStore, session_id: str, turn: int) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.turn = turn
+        self.listener: Listener | None = None
+        self.reached = False
+
+    async def look(self) -> TurnResult[Any] | None:
+        """The input's result if it was answered, else None."""
+        where = f"session {self.session_id!r}"
+        try:
+            row = await self.store.run(
+                f"read input {self.turn} of {where}",
+                _outcome,
+                self.store,
+                self.session_id,
+                self.turn,
+            )
+        except LedgerError:
+            if not self.reached:
+                raise
+            return None  # the database is away: look again after a while
+        self.reached = True
+        if row is None:
+            raise LedgerError(f"{where} in {self.store!r} has no input {self.turn}")
+        done, body, error = row
+        if not done:
+            return None
+        if error is not None or body is None:
+            raise LedgerError(f"{where}: input {self.turn} was not run: {error}")
+        return _result_decoder.decode(body)
+
+    async def wait(self) -> None:
+        """Until this input's notification, or a second (one could be lost)."""
+        deadline = trio.current_time() + POLL_SECONDS
+        wanted = str(self.turn)
+        while (left := deadline - trio.current_time()) > 0:
+            if self.listener is None:  # listen again, or poll meanwhile
+                listener = Listener(self.store, channel(self.store, "done"))
+                try:
+                    await listener.open()
+                except LedgerError:
+                    await trio.sleep(left)
+                    return
+                self.listener = listener
+            try:
+                if wanted in await self.listener.wait(left):
+                    return
+            except LedgerError:
+                await self.listener.aclose()
+                self.listener = None
+
+
+def recorded_result(records: tuple[Record, ...]) -> TurnResult[Any]:
+    """The result of the session's last recorded turn, from its records (for input a
+    worker that stopped had answered, without storing the answer)."""
+    start = max(i for i, record in enumerate(records) if type(record) is TurnStartRecord)
+    opened = records[start]
+    assert type(opened) is TurnStartRecord
+    steps = 0
+    last: AssistantMessage | None = None
+    usage = Usage()
+    end = None
+    for record in records[start:]:
+        if type(record) is StepStartRecord:
+            steps += 1
+        elif type(record) is TurnEndRecord:
+            end = record.end
+        message = getattr(record, "message", None)
+        if type(message) is AssistantMessage:
+            last = message
+            given = getattr(record, "usage", None)
+            if given is not None:
+                usage = add_usage(usage, given)
+    if end is None:
+        raise LedgerError("the session's last turn has no end recorded")
+    final_text = "" if last is None else text_from_assistant(last)
+    return TurnResult(
+        turn=opened.turn, end=end, steps=steps, final_text=final_text, usage=usage, messages=()
+    )

@@ -1,0 +1,102 @@
+"""The session ledger: append-only records, and the state derived from them.
+
+A session is written as records with a contiguous ``seq`` as it happens.
+The transcript is never stored on its own: it is derived from the records
+(``derive``), so what a resumed session sees is exactly what was recorded.
+Each message is recorded once, when it joins the transcript (``message``
+for user and assistant messages, ``tool/result`` for tool results);
+``tool/call`` is recorded just before a call is dispatched, and a call that
+ends without a result says how (``tool/cancelled``, ``tool/failed``), so a
+resume can tell a call that never started, one that was cancelled or failed,
+and one whose outcome is unknown because the process died during it.
+"""
+
+from __future__ import annotations
+
+from ..engine._options import check_fsync as check_fsync
+from ..errors import TOOL_FATAL as TOOL_FATAL
+from ._derive import TOOL_CANCELLED as TOOL_CANCELLED
+from ._derive import TOOL_NOT_STARTED as TOOL_NOT_STARTED
+from ._derive import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
+from ._derive import DerivedSession as DerivedSession
+from ._derive import derive as derive
+from ._ledger import SEQUENCE_BLOCK as SEQUENCE_BLOCK
+from ._ledger import FsyncPolicy as FsyncPolicy
+from ._ledger import Ledger as Ledger
+from ._ledger import PendingLedger as PendingLedger
+from ._ledger import SessionWriter as SessionWriter
+from ._ledger import model_label as model_label
+from ._records import FORMAT_VERSION as FORMAT_VERSION
+from ._records import ApprovalDecidedRecord as ApprovalDecidedRecord
+from ._records import ApprovalRequestedRecord as ApprovalRequestedRecord
+from ._records import AttemptFailedRecord as AttemptFailedRecord
+from ._records import CompactedRecord as CompactedRecord
+from ._records import EventsReservedRecord as EventsReservedRecord
+from ._records import LeaseLostError as LeaseLostError
+from ._records import LedgerCorruptError as LedgerCorruptError
+from ._records import LedgerError as LedgerError
+from ._records import MessageRecord as MessageRecord
+from ._records import OutputRecord as OutputRecord
+from ._records import Record as Record
+from ._records import SessionChangedError as SessionChangedError
+from ._records import SessionClosedRecord as SessionClosedRecord
+from ._records import SessionExistsError as SessionExistsError
+from ._records import SessionLockedError as SessionLockedError
+from ._records import SessionStartRecord as SessionStartRecord
+from ._records import StepEndRecord as StepEndRecord
+from ._records import StepStartRecord as StepStartRecord
+from ._records import ToolCallRecord as ToolCallRecord
+from ._records import ToolCancelledRecord as ToolCancelledRecord
+from ._records import ToolFailedRecord as ToolFailedRecord
+from ._records import ToolResultRecord as ToolResultRecord
+from ._records import ToolSkippedRecord as ToolSkippedRecord
+from ._records import TurnEndRecord as TurnEndRecord
+from ._records import TurnStartRecord as TurnStartRecord
+from ._records import encode_records as encode_records
+from ._records import record_decoder as record_decoder
+from ._records import session_exists as session_exists
+
+__all__ = [
+    "FORMAT_VERSION",
+    "SEQUENCE_BLOCK",
+    "TOOL_CANCELLED",
+    "TOOL_FATAL",
+    "TOOL_NOT_STARTED",
+    "TOOL_OUTCOME_UNKNOWN",
+    "ApprovalDecidedRecord",
+    "ApprovalRequestedRecord",
+    "AttemptFailedRecord",
+    "CompactedRecord",
+    "DerivedSession",
+    "EventsReservedRecord",
+    "FsyncPolicy",
+    "Ledger",
+    "LedgerCorruptError",
+    "LedgerError",
+    "MessageRecord",
+    "OutputRecord",
+    "PendingLedger",
+    "Record",
+    "LeaseLostError",
+    "SessionChangedError",
+    "SessionClosedRecord",
+    "SessionExistsError",
+    "SessionLockedError",
+    "SessionStartRecord",
+    "SessionWriter",
+    "StepEndRecord",
+    "StepStartRecord",
+    "ToolCallRecord",
+    "ToolCancelledRecord",
+    "ToolFailedRecord",
+    "ToolResultRecord",
+    "ToolSkippedRecord",
+    "TurnEndRecord",
+    "TurnStartRecord",
+    "derive",
+    "encode_records",
+    "model_label",
+    "record_decoder",
+    "session_exists",
+    "check_fsync",
+]

@@ -1,0 +1,226 @@
+"""MCP tool listings and results in our terms: names, specs, filters, content.
+
+Pure functions, no I/O: ``tool_names`` picks and names the tools of a
+listing, ``check_call`` checks a call's arguments before they are sent,
+``result_value`` maps a ``CallToolResult`` to what a ``Tool`` returns.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, Final
+
+import jsonschema  # type: ignore[import-untyped]  # no stubs; a dependency of mcp
+import mcp.types as mcp_types
+import msgspec
+import referencing
+
+from .._log import MCP as logger
+from ..limits import IMAGE_MEDIA_TYPES, ArgumentsError, check_arguments
+from ..messages._ir import ImageBlock, InputBlock, TextBlock
+from ..tools._tool import ToolArgumentsError, ToolError, ToolResult
+
+__all__ = ["Validator", "check_call", "describe_error", "result_value", "tool_names", "validator"]
+
+_NOT_NAME: Final = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_NAME: Final = 64
+_MAX_ERRORS_SHOWN: Final = 3
+_NO_RETRIEVAL: Final = referencing.Registry()
+"""What a ``$ref`` may resolve to beyond the schema itself: nothing."""
+
+Validator = Callable[[dict[str, Any]], None]
+
+
+def tool_names(
+    listed: Iterable[mcp_types.Tool],
+    prefix: str | None,
+    allow: Collection[str] | None,
+    deny: Collection[str],
+    label: str,
+) -> list[tuple[str, mcp_types.Tool]]:
+    """The tools of a listing we offer, each with its name for the model.
+
+    A tool is kept when its server name is in ``allow`` (all when None) and
+    not in ``deny``. Its name is ``{prefix}_{name}`` (just the name without a
+    prefix), with characters a model cannot take replaced by ``_`` and cut to
+    64; a name already taken by an earlier tool is skipped with a warning.
+    """
+    kept: list[tuple[str, mcp_types.Tool]] = []
+    taken: set[str] = set()
+    for listed_tool in listed:
+        name = listed_tool.name
+        if (allow is not None and name not in allow) or name in deny:
+            continue
+        ours = _NOT_NAME.sub("_", f"{prefix}_{name}" if prefix else name)[:_MAX_NAME]
+        if not ours or ours in taken:
+            logger.warning("%s: tool %r skipped: its name %r is taken", label, name, ours)
+            continue
+        taken.add(ours)
+        kept.append((ours, listed_tool))
+    return kept
+
+
+def parameters_of(listed_tool: mcp_types.Tool) -> dict[str, Any]:
+    """The tool's ``inputSchema`` as plain JSON (an object schema at least)."""
+    schema = msgspec.json.decode(msgspec.json.encode(listed_tool.input_schema))
+    if not isinstance(schema, dict):
+        return {"type": "object"}
+    schema.setdefault("type", "object")
+    return schema
+
+
+def validator(schema: dict[str, Any]) -> Validator:
+    """A check of arguments against ``schema`` (``ToolArgumentsError`` naming the
+    JSON paths). Cheap to make, so listing many tools costs little: a quick test
+    passes the common schemas' valid arguments; the full validator is built at
+    the first call that needs it. A ``$ref`` is resolved inside the schema only
+    (never fetched from a URL or read from a file: a server must not make us
+    read anything); a schema that cannot be used (invalid, or a ``$ref`` to
+    nowhere) leaves the arguments to the server."""
+    quick = _quick_check(schema)
+    full: list[Any] = []  # the validator, once built; [None] if the schema is unusable
+
+    def check(arguments: dict[str, Any]) -> None:
+        if quick is not None and quick(arguments):
+            return
+        try:
+            if not full:
+                cls = jsonschema.validators.validator_for(schema)
+                full.append(cls(schema, registry=_NO_RETRIEVAL))
+            if full[0] is None:
+                return
+            errors = sorted(full[0].iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        except Exception as exc:  # not a usable schema: the server judges the arguments
+            logger.info(
+                "an inputSchema that cannot be used to check arguments: %s", type(exc).__name__
+            )
+            full[:] = [None]
+            return
+        if errors:
+            shown = "; ".join(
+                f"{error.message} - at `{error.json_path}`" for error in errors[:_MAX_ERRORS_SHOWN]
+            )
+            more = len(errors) - _MAX_ERRORS_SHOWN
+            raise ToolArgumentsError(shown + (f" (and {more} more)" if more > 0 else ""))
+
+    return check
+
+
+_ANNOTATIONS: Final = frozenset({"title", "description", "default", "examples"})
+_JSON_TYPES: Final[dict[str, tuple[type, ...]]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def _quick_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
+    """A fast test that passes only arguments ``schema`` accepts, for the schemas
+    most tools have (an object of typed properties, some required); None for any
+    other schema. When it fails, the full validator decides and says why.
+
+    ``jsonschema`` takes some 25 us a call even for two integers; this, about 1.
+    """
+    if not set(schema) <= _ANNOTATIONS | {"type", "properties", "required"}:
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    if schema.get("type") != "object" or not isinstance(properties, dict):
+        return None
+    if not (isinstance(required, list) and all(isinstance(n, str) for n in required)):
+        return None
+    types: dict[str, tuple[type, ...]] = {}
+    for name, prop in properties.items():
+        kind = prop.get("type") if isinstance(prop, dict) else None
+        if not (
+            isinstance(kind, str) and kind in _JSON_TYPES and set(prop) <= _ANNOTATIONS | {"type"}
+        ):
+            return None
+        types[name] = _JSON_TYPES[kind]
+    needed = tuple(required)
+
+    def quick(arguments: dict[str, Any]) -> bool:
+        for name in needed:
+            if name not in arguments:
+                return False
+        for name, value in arguments.items():
+            allowed = types.get(name)
+            if allowed is None:
+                continue  # not described: any value (additionalProperties is absent)
+            if type(value) is bool and bool not in allowed:
+                return False  # JSON's true is no integer or number
+            if not isinstance(value, allowed):
+                return False
+        return True
+
+    return quick
+
+
+def check_call(arguments: dict[str, Any], check: Validator | None) -> dict[str, Any]:
+    """A private copy of ``arguments`` once they are plain JSON within our limits
+    and fit the tool's schema; ``ToolArgumentsError`` saying where if not."""
+    try:
+        checked = check_arguments(arguments)
+    except ArgumentsError as exc:
+        raise ToolArgumentsError(str(exc)) from None
+    if check is not None:
+        check(checked)
+    return checked
+
+
+def result_value(result: mcp_types.CallToolResult) -> str | ToolResult | Any:
+    """What the ``Tool`` returns for ``result``: text content as a ``str``; content
+    with images as a ``ToolResult`` of blocks; ``structuredContent`` (JSON-encoded
+    by the caller) when there is no content; ``ToolError`` when ``isError``."""
+    blocks = [block for item in result.content for block in _blocks(item)]
+    if result.is_error:
+        text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+        raise ToolError(text or "the server reported an error without a message")
+    if not blocks and result.structured_content is not None:
+        return result.structured_content
+    if all(isinstance(b, TextBlock) for b in blocks):
+        return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+    return ToolResult(tuple(blocks))
+
+
+def _blocks(item: mcp_types.ContentBlock) -> list[InputBlock]:
+    """Our blocks for one MCP content block: text, an image, or text that says
+    what the content was when we cannot carry it (audio, a binary resource)."""
+    if isinstance(item, mcp_types.TextContent):
+        return [TextBlock(item.text)]
+    if isinstance(item, mcp_types.ImageContent):
+        if item.mime_type not in IMAGE_MEDIA_TYPES:
+            return [TextBlock(f"[an image ({item.mime_type}) of a type the model cannot receive]")]
+        try:
+            data = base64.b64decode(item.data, validate=True)
+        except (binascii.Error, ValueError):
+            return [TextBlock(f"[an image ({item.mime_type}) whose data is not valid base64]")]
+        return [ImageBlock(item.mime_type, data=data)]
+    if isinstance(item, mcp_types.AudioContent):
+        return [TextBlock(f"[audio ({item.mime_type}) the model cannot receive]")]
+    if isinstance(item, mcp_types.ResourceLink):
+        return [TextBlock(f"[resource {item.uri}: {item.name}]")]
+    if isinstance(item, mcp_types.EmbeddedResource):
+        resource = item.resource
+        if isinstance(resource, mcp_types.TextResourceContents):
+            return [TextBlock(resource.text)]
+        return [TextBlock(f"[binary resource {resource.uri} ({resource.mime_type})]")]
+    return [TextBlock(f"[{type(item).__name__} content the model cannot receive]")]
+
+
+def describe_error(exc: Exception) -> str:
+    """A readable line for a failed request: the MCP error's code and message,
+    or the exception's type and text."""
+    code = getattr(exc, "code", None)
+    message = getattr(getattr(exc, "error", None), "message", None)
+    if isinstance(code, int) and isinstance(message, str):
+        return f"MCP error {code}: {message}"
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,82 @@
+"""The bytes-level parser of server-sent events the HTTP client feeds the body to
+(sans-IO: it sees bytes, never a socket)."""
+
+from __future__ import annotations
+
+import re
+from typing import final
+
+from ...model import ModelResponseError
+
+MAX_EVENT_BYTES = 1024 * 1024
+"""Bytes of one server-sent event; more is a broken stream."""
+DONE = b"[DONE]"
+"""The data of the event that ends an OpenAI-style stream (``data: [DONE]``)."""
+
+# The data of an event: its first data line's value, and any data lines right after
+# it. Every line is matched with the newline before it (the parser keeps one in
+# front of its buffer), so the scan looks for a literal prefix, in C.
+_DATA = re.compile(rb"\ndata: ?([^\n]*(?:\ndata:[^\n]*)*)")
+_MORE_DATA = re.compile(rb"\ndata: ?")
+
+
+@final
+class SSEParser:
+    """Splits a byte stream into the data of its server-sent events.
+
+    Works on whole reads, in C where it can: complete events are the bytes up
+    to the last blank line; their ``data:`` lines are found by one regex scan.
+    An event with several ``data:`` lines (rare) has them joined with
+    newlines, as the SSE rules say. Event names and comments are dropped (the
+    adapters read the type from the data).
+
+    Lines end in CRLF, LF or a bare CR, mixed as they come (the SSE rules allow
+    all three). Each read is normalised to LF as it arrives; a read that ends in
+    CR ends its line at once (an event it completes goes out now, not on the next
+    read), and a LF first in the next read is the rest of that CRLF, dropped.
+
+    An event whose data is ``[DONE]`` ends the stream, for every adapter (OpenAI
+    ends its streams so; LiteLLM its Responses and Messages streams too): it is
+    not handed out, ``done`` turns True, and nothing after it is (the rest of
+    that read and every later read are dropped unparsed). Wherever the reads
+    split the bytes, the events handed out are the same.
+    """
+
+    __slots__ = ("_buffer", "_cr", "done")
+
+    def __init__(self) -> None:
+        self._buffer = b"\n"  # always starts with a line end: see _DATA; never a CR
+        self._cr = False  # the last read ended in CR
+        self.done = False  # a data: [DONE] event came: the stream is over
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The data of the events ``data`` completes, in order (none past ``[DONE]``)."""
+        if self.done:
+            return []
+        if self._cr and data:
+            self._cr = False
+            if data[:1] == b"\n":  # the second half of a CRLF split between reads
+                data = data[1:]
+        if b"\r" in data:
+            self._cr = data.endswith(b"\r")
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buffer = self._buffer + data
+        cut = buffer.rfind(b"\n\n")
+        if cut == -1:
+            self._buffer = buffer
+            if len(buffer) > MAX_EVENT_BYTES + 1:
+                raise ModelResponseError(
+                    f"a server-sent event is longer than {MAX_EVENT_BYTES} bytes"
+                )
+            return []
+        # Complete events end at cut + 1 (scanned in place, not copied); the rest keeps
+        # the second line end of the blank line in front of it.
+        values = _DATA.findall(buffer, 0, cut + 1)  # one scan, in C
+        if buffer.count(b"\ndata:", 0, cut + 1) != len(values):  # an event with several
+            values = [_MORE_DATA.sub(b"\n", value) for value in values]  # data lines (rare)
+        self._buffer = buffer[cut + 1 :]
+        if DONE in values:  # the last event, nearly always: a read's one list scan
+            values = values[: values.index(DONE)]
+            self.done = True
+            self._buffer = b"\n"
+        return values

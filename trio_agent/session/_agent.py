@@ -1,0 +1,641 @@
+"""Sessions: an ``Agent`` keeps a conversation across turns.
+
+A turn is ``trio_agent.engine.run_turn`` with session hooks
+(``_session_hooks.SessionHooks``): an inbox (steering before the next
+request, follow-ups when the turn would end), user hooks, retries of
+transient model failures inside a step, budgets that end a turn with their
+own reason, and a context-window guard. One event counter runs across all
+turns of a session. The ``Agent`` is a thin shell: a frozen
+``SessionPolicy``, an ``Inbox``, the transcript, and the ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Literal, TypeVar, final, overload
+
+import msgspec
+import trio
+
+from .._settings import ModelSettings, check_run_settings, check_settings, merge_settings
+from ..engine._approvals import ApprovalPolicy, Approvals, decide
+from ..engine._options import (
+    check_agent_name,
+    check_cancel_scope,
+    check_fsync,
+    check_int,
+    check_messages_and_model,
+    check_metadata,
+    check_scope_unused,
+    check_store,
+    check_tool_sources,
+    claim_cancel_scope,
+    registry_of,
+)
+from ..engine._run import exit_nursery, inline
+from ..engine._transcript import Conversation
+from ..errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
+from ..events import TurnResult
+from ..ledger._ledger import FsyncPolicy, Ledger, PendingLedger, model_label
+from ..ledger._records import LedgerError
+from ..messages._ir import Message, ToolCall, ToolResultMessage, UserMessage
+from ..model import Model
+from ..output._spec import OutputValidator, offered, output_spec
+from ..stores._base import SessionStore, check_session_id
+from ..telemetry._pricing import Price
+from ..tools._tool import Tool, ToolRegistry, ToolSource
+from ._agent_tool import agent_tool
+from ._hooks import (
+    BUSY,
+    POLICY_OPTIONS,
+    RESUMED_OPTIONS,
+    AfterToolCall,
+    BeforeToolCall,
+    Compact,
+    CountTokens,
+    Inbox,
+    SessionPolicy,
+    ShouldStopTurn,
+    TransformContext,
+    closed_message,
+    drain,
+    interrupted_results,
+    new_id,
+    owes_reply,
+)
+from ._hooks import RESERVED_PREFIXES as RESERVED_PREFIXES
+from ._hooks import ToolBlocked as ToolBlocked
+from ._hooks import block as block
+from ._resume import resume_agent
+from ._retry import RetryPolicy as RetryPolicy
+from ._retry import estimate_tokens as estimate_tokens
+from ._retry import truncate_text as truncate_text
+from ._turn_run import TurnRun as TurnRun
+
+__all__ = [
+    "CONTEXT_OVERFLOW",
+    "Agent",
+    "RetryPolicy",
+    "ToolBlocked",
+    "TurnRun",
+    "block",
+    "estimate_tokens",
+    "truncate_text",
+]
+
+T = TypeVar("T")
+
+
+@final
+class Agent:
+    """A conversation with a model across turns.
+
+    ``await agent.prompt(text)`` runs one turn and returns its ``TurnResult``;
+    ``agent.turn(text)`` returns the ``TurnRun`` to watch its events. The
+    transcript and the request numbering carry over from turn to turn.
+    ``max_steps`` (an int in 1..``MAX_AGENT_STEPS``, as for ``run_agent_loop``)
+    is the step budget of each turn: request numbers run on across turns (a
+    session can have many), where ``run_agent_loop`` runs one unit whose
+    request numbers end at ``request-064``. ``steer()`` and ``follow_up()``
+    queue input from any task, also while a turn runs. One turn runs at a time:
+    one started while another runs raises ``RuntimeError``, its message's id free.
+
+    ``tools``: a ``ToolRegistry`` (kept: tools registered later reach later
+    turns) or any iterable of ``Tool`` (a registry is built: a duplicate name
+    raises ``ValueError``, an item that is not a ``Tool`` ``TypeError``).
+
+    With a ``store`` the session is recorded in a ledger. Its id is fixed at
+    once (``session_id``; a new one when none is given) but nothing is
+    created in ``__init__``: the ledger is created on first use, in a worker
+    thread, by ``async with agent`` or the first turn, whichever comes first.
+    The store's errors surface there: ``SessionExistsError`` (resume it
+    instead), ``SessionLockedError`` (another writer holds it), another
+    ``LedgerError``; the agent is left as it was, to try again. An agent
+    closed before either creates nothing: it recorded nothing to resume.
+    ``metadata``: run configuration recorded with the session (plain JSON,
+    str keys, at most 64 KiB; never a secret), read back as ``agent.metadata``,
+    or before resuming as ``derive((await store.load(id)).records).metadata``.
+    ``prices`` (model name to ``pricing.Price``) sets each ``TurnResult``'s
+    ``usage.cost`` (else the ``genai-prices`` package does, when installed);
+    ``name`` names the agent in traces (``invoke_agent {name}``).
+
+    Hooks (each an optional async callable): ``transform_context(messages)``
+    returns the messages to send (the transcript itself is unchanged);
+    ``before_tool_call(call)`` returns None or ``block(reason)``;
+    ``after_tool_call(call, result)`` returns the result to record;
+    ``should_stop_turn(state)`` returning True ends the turn as ``blocked``;
+    ``compact(messages)`` returns a shorter transcript when a request would
+    not fit ``context_window``. A hook that raises ends the turn as failed
+    with ``HOOK_ERROR``, the transcript intact.
+    """
+
+    # No per-instance dict: 1.2 KB less per concurrent run (benchmarks W3).
+    __slots__ = (
+        "_active",
+        "_approvals",
+        "_closed",
+        "_conversation",
+        "_host",
+        "_host_manager",
+        "_inbox",
+        "_ledger",
+        "_metadata",
+        "_model",
+        "_next_sequence",
+        "_output",
+        "_output_options",
+        "_pending",
+        "_policy",
+        "_session_id",
+        "_sources",
+        "_tools",
+        "_turns",
+        "closed_on_resume",
+        "name",
+        "resume_warnings",
+    )
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        tools: ToolRegistry | Iterable[Tool[..., Any]] | None = None,
+        settings: ModelSettings | None = None,
+        system: str = "",
+        messages: Sequence[Message] = (),
+        max_steps: int = 32,
+        retry: RetryPolicy | None = None,
+        max_turn_tokens: int | None = None,
+        max_repeated_failures: int | None = 3,
+        context_window: int | None = None,
+        reserve_output_tokens: int = 4096,
+        count_tokens: CountTokens = estimate_tokens,
+        max_tool_result_chars: int | None = 32_768,
+        transform_context: TransformContext | None = None,
+        before_tool_call: BeforeToolCall | None = None,
+        after_tool_call: AfterToolCall | None = None,
+        should_stop_turn: ShouldStopTurn | None = None,
+        compact: Compact | None = None,
+        seed: int | None = None,
+        request_sequence_start: int = 1,
+        sequence_start: int = 0,
+        store: SessionStore | None = None,
+        session_id: str | None = None,
+        fsync: FsyncPolicy = "step",
+        tool_execution: Literal["sequential", "parallel"] = "sequential",
+        max_parallel_tools: int = 10,
+        tool_grace_period: float = 5.0,
+        metadata: Mapping[str, Any] | None = None,
+        output_type: Any = None,
+        output_mode: Literal["tool", "native"] = "tool",
+        output_retries: int = 2,
+        output_validator: OutputValidator | None = None,
+        approval: ApprovalPolicy | None = None,
+        tool_sources: Sequence[ToolSource] = (),
+        prices: Mapping[str, Price] | None = None,
+        name: str | None = None,
+    ) -> None:
+        check_messages_and_model(messages, model)
+        self.name = check_agent_name(name)
+        self._sources = check_tool_sources(tool_sources)
+        self._approvals = Approvals()
+        self._output_options = (output_mode, output_retries, output_validator)
+        self._output = output_spec(output_type, *self._output_options)
+        self._model = model
+        self._tools = registry_of(tools)
+        given = locals()  # the options, by name, as SessionPolicy takes them
+        self._policy = SessionPolicy.build(**{name: given[name] for name in POLICY_OPTIONS})
+        check_int("request_sequence_start", request_sequence_start, 1)
+        check_int("sequence_start", sequence_start, 0)
+        self._metadata = check_metadata(metadata)
+        # raises TranscriptError
+        self._conversation = Conversation.from_messages(messages, request_sequence_start - 1)
+        check_store(store, session_id, fsync)
+        self._pending: PendingLedger | None = None
+        if store is not None:  # the id is fixed now; the ledger is made on first use
+            session_id = new_id("session") if session_id is None else check_session_id(session_id)
+            self._pending = PendingLedger(store.create, session_id, fsync)
+        self._session_id = session_id
+        self._inbox = Inbox()
+        self._ledger: Ledger | None = None
+        self.resume_warnings: tuple[str, ...] = ()
+        self.closed_on_resume: tuple[tuple[ToolResultMessage, str], ...] = ()
+        self._turns = 0
+        self._next_sequence = sequence_start
+        self._active: TurnRun | None = None
+        self._closed: str | None = None  # why turns are refused once aclose() closed the session
+        self._host: trio.Nursery | None = None
+        self._host_manager: Any = None
+
+    # -- the ledger, created on first use
+    async def _open(self, prompt: UserMessage | None = None) -> None:
+        """Create the session's ledger if it is still to be made (``PendingLedger``):
+        attached as soon as it is made (no checkpoint between), so it is either
+        whole and in use or not made at all; after a failure it is still to be
+        made (the next use tries again), and the turn's ``prompt`` is not kept."""
+        while (pending := self._pending) is not None:
+            conversation, created = self._conversation, False
+            try:
+                made = await pending.create(
+                    system=self._policy.system,
+                    first_request=conversation.requests + 1,
+                    first_sequence=self._next_sequence,
+                    metadata=self._metadata,
+                    messages=conversation.messages,
+                )
+                created = True
+            finally:
+                if not created:
+                    self._inbox.release(prompt)
+            if made is not None:  # else another task's attempt ended: look again
+                self._pending = None
+                self._attach(made)
+
+    def _attach(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._conversation.journal = ledger
+
+    # -- turns, as TurnRun drives them
+    def _claim(self, run: TurnRun, prompt: UserMessage | None) -> None:
+        """Make ``run`` the running turn: ``RuntimeError`` if one runs or the session is
+        closed, ``ValueError`` if its scope was entered, with ``prompt``'s id let go."""
+        try:
+            if self._active is not None or self._closed is not None:
+                raise RuntimeError(self._closed or BUSY)
+            check_scope_unused(run._scope)
+        except (RuntimeError, ValueError):
+            self._inbox.release(prompt)
+            raise
+        self._active = run
+
+    @trio.lowlevel.enable_ki_protection  # taken from the inbox and owned by a turn, or neither
+    def _begin_turn(
+        self, prompt: UserMessage | None, scope: trio.CancelScope | None, sequence: int
+    ) -> tuple[int, tuple[Message, ...], tuple[ToolResultMessage, ...]]:
+        """The claimed turn's number, its input (taken from the inbox), and results
+        for calls a cut turn left open. Everything taken is appended before the
+        turn's first await, so a cancellation cannot lose it. ``ValueError`` if
+        ``scope`` was entered meanwhile (no checkpoint from here to the turn's own
+        ``with scope``), before anything is recorded or taken."""
+        turn = self._turns + 1
+        try:
+            check_scope_unused(scope)
+            if self._ledger is not None:
+                self._ledger.turn_started(turn, sequence, model_label(self._model))
+        except (ValueError, LedgerError):  # nothing was taken; the prompt is not kept either
+            self._inbox.release(prompt)
+            raise
+        self._turns = turn
+        held = self._approvals.held  # answered by the turn, once decided
+        repairs = tuple(
+            r for r in interrupted_results(self._conversation) if r.tool_call_id not in held
+        )
+        return turn, self._inbox.take_for_turn(prompt), repairs
+
+    def _end_turn(self, run: TurnRun, sequence: int) -> None:
+        """``run`` is over: the agent is free, and its events continue at ``sequence``."""
+        if self._active is run:
+            self._active = None
+            self._next_sequence = sequence
+
+    @classmethod
+    async def resume(
+        cls,
+        store: SessionStore,
+        session_id: str,
+        *,
+        model: Model,
+        tools: ToolRegistry | Iterable[Tool[..., Any]] | None = None,
+        settings: ModelSettings | None = None,
+        system: str | None = None,
+        max_steps: int = 32,
+        retry: RetryPolicy | None = None,
+        max_turn_tokens: int | None = None,
+        max_repeated_failures: int | None = 3,
+        context_window: int | None = None,
+        reserve_output_tokens: int = 4096,
+        count_tokens: CountTokens = estimate_tokens,
+        max_tool_result_chars: int | None = 32_768,
+        transform_context: TransformContext | None = None,
+        before_tool_call: BeforeToolCall | None = None,
+        after_tool_call: AfterToolCall | None = None,
+        should_stop_turn: ShouldStopTurn | None = None,
+        compact: Compact | None = None,
+        seed: int | None = None,
+        fsync: FsyncPolicy = "step",
+        tool_execution: Literal["sequential", "parallel"] = "sequential",
+        max_parallel_tools: int = 10,
+        tool_grace_period: float = 5.0,
+        output_type: Any = None,
+        output_mode: Literal["tool", "native"] = "tool",
+        output_retries: int = 2,
+        output_validator: OutputValidator | None = None,
+        approval: ApprovalPolicy | None = None,
+        tool_sources: Sequence[ToolSource] = (),
+        prices: Mapping[str, Price] | None = None,
+        name: str | None = None,
+    ) -> Agent:
+        """Rebuild a recorded session, from its ledger, to go on with it.
+
+        The transcript, the turn and request counters, the event numbering and
+        ``metadata`` are derived from the records; ``system=None`` (the
+        default) keeps the recorded system prompt. The other options are those
+        of ``Agent()``, and mean the same. The resumed agent becomes the
+        session's one writer: ``SessionLockedError`` (naming the holder) if
+        another writer has it; if one appended and closed after this load,
+        the session is loaded again. Calls left without a result are answered
+        with explicit error results, written to the ledger as such:
+        ``TOOL_NOT_STARTED`` (never dispatched), ``TOOL_CANCELLED`` /
+        ``TOOL_FATAL`` (recorded as cancelled or failed), or
+        ``TOOL_OUTCOME_UNKNOWN`` (dispatched by a process that died before
+        its end was recorded). An open turn is closed as ``interrupted``.
+        Nothing is run again: ``awaiting_reply`` says whether the model owes
+        an answer, and ``prompt()`` with no message continues. ``resume_warnings``
+        says when the last writer did not close the session (it crashed or was
+        killed) and reports a torn last line, which is ignored; a damaged
+        ledger raises ``LedgerCorruptError``. Cancellation: nothing is held
+        afterwards (the writer is closed).
+        """
+        check_fsync(fsync)  # before anything is opened
+        given = locals()
+        options = {name: given[name] for name in RESUMED_OPTIONS}
+        options["model"] = model
+        return await resume_agent(cls, store, session_id, fsync, system, options)
+
+    async def __aenter__(self) -> Agent:
+        """Create the session's ledger if it is not made yet (``SessionExistsError``,
+        ``SessionLockedError`` or another ``LedgerError`` here; the agent can be
+        entered again after one), then open a nursery for the agent's lifetime,
+        where a tool call that ignores cancellation goes on after its turn ended
+        (``tool_grace_period``), so no turn waits for it. Leaving the block waits
+        for such calls, then closes the ledger. Cancellation: the ledger is
+        either made whole (the worker thread is waited for) or not at all."""
+        if self._host_manager is not None or self._closed is not None:
+            raise RuntimeError(self._closed or "an Agent can be entered only once")
+        await self._open()
+        self._host_manager = trio.open_nursery()
+        self._host = await self._host_manager.__aenter__()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        try:
+            await exit_nursery(self._host_manager, exc)
+        finally:
+            self._host = None
+            if self._active is None:
+                await self.aclose()
+
+    async def aclose(self) -> None:
+        """Record ``session/closed``, flush and close the session's ledger (if it has
+        one), letting the session's lock go. A session never used (no turn, no
+        ``async with``) has no ledger: nothing is created. Cancellation: shielded,
+        so what was recorded is made durable. With a store, the agent takes no
+        turn afterwards (``RuntimeError``: go on with ``Agent.resume(store, id)``);
+        one without a store has nothing to close and goes on."""
+        if self._active is not None:
+            raise RuntimeError("cannot close the ledger while a turn runs; cancel it first")
+        if self._session_id is not None:  # a session with a store: no turn records in it now
+            self._closed = closed_message(self._session_id, self._pending is None)
+        ledger, self._ledger = self._ledger, None
+        self._conversation.journal = None
+        if ledger is not None:
+            with trio.CancelScope(shield=True):
+                try:
+                    ledger.session_closed(self._next_sequence)  # a clean close, not a crash
+                finally:
+                    await ledger.aclose()
+
+    # -- approvals
+    @property
+    def pending_approvals(self) -> tuple[ToolCall, ...]:
+        """Calls held for a person's approval (``@tool(requires_approval=True)`` or
+        ``Agent(approval=)``), decided or not, until the next turn runs or answers
+        them; in call order, with the arguments the model gave."""
+        return self._approvals.pending()
+
+    async def approve(
+        self, call_id: str, *, arguments: dict[str, Any] | None = None, by: str = ""
+    ) -> None:
+        """Approve a held call, once: the next turn runs it (with ``arguments`` in
+        place of the model's, if given: checked like a model's). Recorded in the
+        ledger, durably, before this returns; ``ValueError`` for an unknown call or
+        one already decided; ``RuntimeError`` while a turn runs. Cancellation: the
+        record is made at once and flushed shielded."""
+        busy = self._active is not None
+        approvals, ledger, tools = self._approvals, self._ledger, self._tools
+        await decide(approvals, ledger, tools, busy, call_id, True, "", by, arguments)
+
+    async def reject(self, call_id: str, reason: str = "", *, by: str = "") -> None:
+        """Reject a held call, once: the next turn answers it with an error result
+        carrying ``reason`` (the model reads it). As ``approve`` otherwise."""
+        busy = self._active is not None
+        approvals, ledger, tools = self._approvals, self._ledger, self._tools
+        await decide(approvals, ledger, tools, busy, call_id, False, reason, by, None)
+
+    # -- state
+    @property
+    def session_id(self) -> str | None:
+        """The ledger's session id (fixed when the agent is made, before its ledger
+        is created), or None for a session kept in memory only."""
+        return self._session_id
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        """The run configuration recorded with the session (``Agent(metadata=...)``,
+        or the ledger's on resume): a read-only copy; empty when none was given."""
+        return MappingProxyType(msgspec.json.decode(msgspec.json.encode(self._metadata or {})))
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The session transcript: complete messages only."""
+        return self._conversation.snapshot()
+
+    @property
+    def awaiting_reply(self) -> bool:
+        """Whether the model owes an answer: the transcript ends on a user message or
+        a tool result (or calls a cut turn left open, answered as interrupted next
+        turn), as after resuming an interrupted turn. ``prompt()`` then continues."""
+        return owes_reply(self._conversation)
+
+    @property
+    def turns(self) -> int:
+        """Turns started so far."""
+        return self._turns
+
+    @property
+    def requests(self) -> int:
+        """Model requests opened so far; the next is ``request-{requests + 1:03d}``."""
+        return self._conversation.requests
+
+    @property
+    def running(self) -> bool:
+        return self._active is not None
+
+    @property
+    def queued_steering(self) -> tuple[Message, ...]:
+        return tuple(self._inbox.steering)
+
+    @property
+    def queued_follow_ups(self) -> tuple[Message, ...]:
+        return tuple(self._inbox.follow_ups)
+
+    def clear_queued(self) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
+        """Remove and return the queued (steering, follow-up) messages."""
+        inbox = self._inbox
+        return drain(inbox.steering, inbox.reserved), drain(inbox.follow_ups, inbox.reserved)
+
+    # -- input
+    def steer(self, message: str | UserMessage) -> None:
+        """Queue guidance for the current turn, delivered before its next model request.
+
+        The running tool batch still finishes first. With no turn running it
+        waits for the next one. Raises ``TypeError``/``TranscriptError`` for
+        a bad message at once.
+        """
+        self._inbox.steering.append(self._inbox.admit(message, self._conversation))
+
+    def follow_up(self, message: str | UserMessage) -> None:
+        """Queue input delivered when the current turn would otherwise end; it continues it."""
+        self._inbox.follow_ups.append(self._inbox.admit(message, self._conversation))
+
+    # -- turns
+    def turn(
+        self,
+        message: str | UserMessage | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+        settings: ModelSettings | None = None,
+        output_type: Any = None,
+        output_validator: OutputValidator | None = None,
+    ) -> TurnRun:
+        """A turn on ``message`` (if any) plus the queued input; nothing runs until entered.
+
+        With no message and nothing queued the model is called only when it
+        owes an answer (``awaiting_reply``): the turn continues the
+        conversation; otherwise it ends with zero steps. ``cancel_scope``: a
+        ``trio.CancelScope`` not yet entered (``TypeError``/``ValueError``
+        otherwise, as for ``run_agent_loop``), the turn's own from now on: given
+        to another turn it raises ``ValueError`` there; entered before the turn
+        starts, the turn raises ``ValueError`` then, having recorded nothing and
+        let its message's id go. Its deadline or ``run.cancel()`` ends the turn
+        as ``cancelled``, a result, not an error. ``settings``: this turn's
+        ``ModelSettings``, merged field by field over the agent's own
+        (``Agent(settings=)``), checked now (``TypeError``/``ValueError``).
+        ``output_type``: this turn's typed answer, instead of the agent's
+        (``Agent(output_type=)``, with the agent's mode and retries, and this
+        turn's ``output_validator``, if any: the agent's is for its own type);
+        ``str`` asks for plain text. ``TurnResult.output`` holds the answer.
+        """
+        scope = trio.CancelScope() if cancel_scope is None else cancel_scope
+        return self._new_turn(message, cancel_scope, scope, settings, output_type, output_validator)
+
+    def _new_turn(
+        self,
+        message: str | UserMessage | None,
+        given: trio.CancelScope | None,
+        scope: trio.CancelScope | None,
+        settings: ModelSettings | None,
+        output_type: Any = None,
+        output_validator: OutputValidator | None = None,
+    ) -> TurnRun:
+        check_cancel_scope(given)
+        mode, retries, _ = self._output_options  # the agent's validator is for its type
+        output = (
+            self._output
+            if output_type is None
+            else output_spec(output_type, mode, retries, output_validator)
+        )
+        settings = check_settings(settings)  # the turn's, over the agent's (checked whole now)
+        check_run_settings(
+            merge_settings(self._policy.settings, settings),
+            offered(self._tools, output, self._sources),
+        )
+        if self._active is not None or self._closed is not None:
+            raise RuntimeError(self._closed or BUSY)
+        prompt = None if message is None else self._inbox.admit(message, self._conversation)
+        claim_cancel_scope(given)  # the turn's own: no other turn may take it now
+        return TurnRun(self, prompt, scope, settings, output)
+
+    @overload
+    async def prompt(
+        self,
+        message: str | UserMessage | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+        settings: ModelSettings | None = None,
+        output_type: type[T],
+        output_validator: OutputValidator | None = None,
+    ) -> TurnResult[T]: ...
+    @overload
+    async def prompt(
+        self,
+        message: str | UserMessage | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+        settings: ModelSettings | None = None,
+        output_type: Any = None,
+        output_validator: OutputValidator | None = None,
+    ) -> TurnResult[Any]: ...
+    async def prompt(
+        self,
+        message: str | UserMessage | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+        settings: ModelSettings | None = None,
+        output_type: Any = None,
+        output_validator: OutputValidator | None = None,
+    ) -> TurnResult[Any]:
+        """Run one turn and return its result (``TurnResult[T]`` with ``output_type=T``).
+
+        A deadline on the turn: pass ``cancel_scope=trio.CancelScope(deadline=...)``
+        (or ``relative_deadline=``), not yet entered, a fresh one for each turn
+        (as for ``turn()``). When it fires, the turn
+        ends as ``cancelled`` and that result is returned: nothing is raised.
+        Cancellation from outside (an enclosing ``trio.move_on_after``, a
+        cancelled nursery) also ends the turn as ``cancelled`` and records it,
+        then propagates as ``trio.Cancelled``, as trio intends, so no result
+        is returned. Either way the transcript keeps only complete messages
+        and queued input stays queued. ``settings``, ``output_type`` and
+        ``output_validator`` as for ``turn()``.
+        """
+        # With no scope given, nothing but the caller's own scopes can cancel the turn:
+        # it needs no cancel scope (and trio's 500 B per entered scope) of its own.
+        run = self._new_turn(
+            message, cancel_scope, cancel_scope, settings, output_type, output_validator
+        )
+        await inline(run)  # as run.wait(), with one frame less per suspended turn
+        result = run.result
+        assert result is not None  # a turn always finishes with a result
+        return result
+
+    def as_tool(
+        self,
+        name: str,
+        description: str,
+        input_type: Any = str,
+        *,
+        fresh: bool = True,
+        store: SessionStore | None = None,
+        max_seconds: float | None = None,
+    ) -> Tool[..., Any]:
+        """This agent as a ``Tool`` of another: each call runs one turn of it.
+
+        Parameters: ``{"input": "<text>"}`` for ``input_type=str``; for a Struct,
+        dataclass or TypedDict its own schema (validated; the JSON goes in). The
+        result is the turn's ``output`` (with an ``output_type``), else its final
+        text; a turn that does not complete is an error result saying why; its
+        progress is reported as ``tool.updated``. ``fresh=True`` (the default):
+        each call runs on a new copy of this agent (model, tools, options,
+        transcript), so calls run side by side; ``store=`` records each copy's
+        session there. ``fresh=False``: each call is a turn of this agent, calls
+        take turns, and a call while it runs a turn of its own is an error result.
+        A recorded turn's result ends with ``[agent session <id>, turn <n>]``.
+        ``max_seconds``: each call's turn is cancelled past it (an error result).
+
+        Cancellation: cancelling the outer call cancels the turn (recorded as
+        cancelled); ``trio.Cancelled`` propagates and the call gets no result.
+        """
+        return agent_tool(
+            self, name, description, input_type, fresh=fresh, store=store, max_seconds=max_seconds
+        )

@@ -1,0 +1,198 @@
+"""``TurnRun``: one turn of an ``Agent``, from taking its input to recording
+its end (the session's turn as an ``EventRun``)."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, final
+
+import trio
+
+from .._settings import ModelSettings
+from ..engine._approvals import resolve
+from ..engine._emit import Emitter
+from ..engine._hooks import TurnSpec, TurnState
+from ..engine._outcomes import turn_end_of
+from ..engine._run import EventRun, cancelled_from_outside
+from ..engine._turn import TurnOutcome, accept, run_turn
+from ..errors import INTERNAL_ERROR, describe
+from ..events import (
+    SessionEvent,
+    TurnCancelled,
+    TurnEnd,
+    TurnFailed,
+    TurnFinished,
+    TurnResult,
+    TurnStarted,
+)
+from ..messages._ir import Message, ToolResultMessage, UserMessage, text_from_assistant
+from ..model import Usage
+from ..output._spec import OutputSpec
+from ..telemetry._observe import end_turn, leave_turn, start_turn
+from ..telemetry._pricing import priced_turn
+from ._hooks import SessionHooks, ledger_failure, owes_reply
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ["TurnRun"]
+
+_UNSCOPED = nullcontext()  # stands in for the scope of a turn no caller can cancel
+
+
+def _code_of(end: TurnEnd) -> str | None:
+    return end.code if isinstance(end, TurnFailed) else None
+
+
+@final
+class TurnRun(EventRun[SessionEvent, TurnResult]):
+    """One turn of an ``Agent``: enter it once and iterate its events, or ``await wait()``.
+
+    Events: ``turn.started``, the turn's input as ``message.accepted``, the
+    core's step events, ``attempt.failed`` for retried attempts,
+    ``context.compacted``, and last ``turn.finished``. Sequences continue
+    the session's one counter.
+    """
+
+    _task_name = "trio_agent.turn"
+
+    def __init__(
+        self,
+        agent: Agent,
+        prompt: UserMessage | None,
+        scope: trio.CancelScope | None,
+        settings: ModelSettings | None = None,
+        output: OutputSpec | None = None,
+    ) -> None:
+        super().__init__(scope)
+        self._agent = agent
+        self._prompt = prompt
+        self._settings = settings  # the turn's own, over the agent's
+        self._output = output
+        self._spec: TurnSpec | None = None  # the turn's, once it has begun
+
+    def _emitter(self, send: trio.MemorySendChannel[SessionEvent] | None) -> Emitter:
+        agent = self._agent
+        return Emitter(send, start=agent._next_sequence, journal=agent._ledger)
+
+    async def _drive(self, emit: Emitter, host: trio.Nursery | None) -> None:
+        # One frame for the whole turn: a suspended turn's coroutine frames are
+        # most of what it costs in memory.
+        agent = self._agent
+        conversation = agent._conversation
+        policy = agent._policy
+        # the tools as they are now
+        spec = policy.spec(agent._model, agent._tools, self._settings, self._output, agent._sources)
+        state = TurnState()
+        outcome: TurnOutcome | None = None
+        try:
+            agent._claim(self, self._prompt)
+            if agent._pending is not None:  # the session's first use: create its ledger
+                await agent._open(self._prompt)
+                emit.attach(agent._ledger)
+            turn, taken, repairs = agent._begin_turn(self._prompt, self._scope, emit.next)
+            spec = self._spec = start_turn(spec, agent._session_id, turn, agent.name)
+            try:
+                with _UNSCOPED if self._scope is None else self._scope:
+                    approvals = agent._approvals
+                    hooks = SessionHooks(policy, agent._inbox, emit, turn, approvals, agent._ledger)
+                    outcome = await self._open(turn, taken, repairs, spec, hooks, emit, host)
+                    if outcome is None:
+                        outcome = await run_turn(
+                            conversation, spec, state, emit, hooks, agent._host or host
+                        )
+            except Exception as exc:  # a bug, or a group of them: end visibly, raise it
+                broken = ledger_failure(exc)
+                if broken is not None:  # nothing can be recorded now, so nothing is sent
+                    if broken is exc:
+                        raise
+                    raise broken from exc
+                failed = TurnFailed(code=INTERNAL_ERROR, detail=describe(exc))
+                await self._end(turn, failed, state, emit)
+                raise
+            except (trio.Cancelled, BaseExceptionGroup) as exc:
+                if cancelled_from_outside(exc):
+                    await self._end(turn, TurnCancelled(), state, emit)
+                raise
+            end = (
+                TurnCancelled()
+                if outcome is None
+                else turn_end_of(outcome, state, policy.max_steps)
+            )
+            output = None if outcome is None else outcome.output
+            await self._end(turn, end, state, emit, output)
+        finally:
+            leave_turn(spec)
+            agent._end_turn(self, emit.next)
+
+    async def _open(
+        self,
+        turn: int,
+        taken: tuple[Message, ...],
+        repairs: tuple[ToolResultMessage, ...],
+        spec: TurnSpec,
+        hooks: SessionHooks,
+        emit: Emitter,
+        host: trio.Nursery | None,
+    ) -> TurnOutcome | None:
+        """Append the turn's input, after answering the calls the last step held
+        for approval (run if approved, an error result if rejected); the turn's end
+        if it cannot go on (undecided calls: the input waits in the inbox; nothing
+        to do), else None."""
+        agent = self._agent
+        conversation, approvals = agent._conversation, agent._approvals
+        started = [lambda sequence: TurnStarted(sequence=sequence, turn=turn)]
+        if not approvals.held:
+            await accept(conversation, repairs + taken, emit, first=started)
+            if taken or owes_reply(conversation):
+                return None
+            return TurnOutcome("completed", stop_reason=None)  # nothing to do
+        await accept(conversation, repairs, emit, first=started)
+        waiting = hooks.awaiting_approval()
+        if waiting is not None:  # no request while a held call is undecided
+            agent._inbox.requeue(taken)
+            return TurnOutcome("stopped", stop=waiting)
+        await resolve(approvals, conversation, spec, hooks, emit, agent._host or host)
+        await accept(conversation, taken, emit)
+        return None
+
+    async def _end(
+        self, turn: int, end: TurnEnd, state: TurnState, emit: Emitter, output: Any = None
+    ) -> None:
+        """Record ``turn/end`` (as durable as the policy asks), then deliver
+        ``turn.finished``."""
+        agent = self._agent
+        last = state.last_message
+        final_text = "" if last is None else text_from_assistant(last)
+        ledger = agent._ledger
+        if ledger is not None:
+            # the sequence after turn.finished: where the next turn's events start
+            ledger.turn_ended(turn, end, emit.next + emit.owed + 1)
+            with trio.CancelScope(shield=True):
+                await ledger.barrier("turn")
+        usage = await priced_turn(
+            Usage(
+                input_tokens=state.input_tokens,
+                output_tokens=state.output_tokens,
+                cache_read_tokens=state.cache_read_tokens,
+                cache_write_tokens=state.cache_write_tokens,
+            ),
+            agent._model,
+            agent._policy.prices,
+        )
+        if self._spec is not None:
+            end_turn(
+                self._spec, agent._session_id, turn, end.reason, state.steps, usage, _code_of(end)
+            )
+        result = TurnResult(
+            turn=turn,
+            end=end,
+            steps=state.steps,
+            final_text=final_text,
+            usage=usage,
+            messages=agent._conversation.snapshot(),
+            output=output,
+        )
+        await self._finish(
+            result, lambda sequence: TurnFinished(sequence=sequence, turn=turn, result=result), emit
+        )

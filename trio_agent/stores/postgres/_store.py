@@ -1,0 +1,575 @@
+"""Sessions as rows of a PostgreSQL database, one writer per session by a fenced lease.
+
+``psycopg`` 3 (the ``[postgres]`` extra) is synchronous here: its async API
+is asyncio's, so every statement runs in a trio worker thread, through a
+``psycopg_pool`` connection pool, at most ``max_connections`` at a time.
+
+A writer holds the session's **lease**: a row (holder, epoch, expiry).
+Taking a session (``create``, ``reopen``) increments its epoch, and only a
+lease that is free or expired can be taken. Every flush checks, in its own
+transaction and under a row lock on the lease, that the epoch is still the
+writer's, and renews the expiry: a writer whose lease was taken over (it
+was paused past the expiry, its worker lost the network) gets
+``LeaseLostError`` and writes nothing, so two holders never interleave
+records. Every ``psycopg`` failure reaches the caller as a ``LedgerError``.
+
+Records are rows ``(session_id, seq, body)`` with ``(session_id, seq)``
+unique; a flush is one transaction, committed with ``synchronous_commit``
+off unless durability is asked for (then the commit waits for the WAL on
+disk).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import select
+import socket
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeVar, final
+
+import trio
+
+from ...ledger._ledger import SessionWriter
+from ...ledger._records import (
+    LeaseLostError,
+    LedgerError,
+    SessionChangedError,
+    SessionLockedError,
+    session_exists,
+)
+from .._base import LoadedSession, RowWriter, WriterState, check_session_id, parse_jsonl
+from ._claims import Claims, Leased
+from ._commit import Flush, GroupCommit, insert_flushes
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg_pool import ConnectionPool
+
+__all__ = ["PostgresStore"]
+
+T = TypeVar("T")
+
+SCHEMA_VERSION: Final = 1
+_SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
+
+
+def _schema_sql(schema: str) -> list[str]:
+    """The schema's DDL (run only when its ``meta`` table is missing: an application
+    role needs no CREATE privilege on a schema a migration role made)."""
+    return [
+        f'CREATE SCHEMA IF NOT EXISTS "{schema}"',
+        f"""CREATE TABLE IF NOT EXISTS "{schema}".records (
+            session_id text NOT NULL,
+            seq bigint NOT NULL,
+            body bytea NOT NULL,
+            PRIMARY KEY (session_id, seq))""",
+        f"""CREATE TABLE IF NOT EXISTS "{schema}".leases (
+            session_id text PRIMARY KEY,
+            holder text NOT NULL,
+            epoch bigint NOT NULL,
+            expires timestamptz NOT NULL)""",
+        f"""CREATE TABLE IF NOT EXISTS "{schema}".inbox (
+            id bigserial PRIMARY KEY,
+            session_id text NOT NULL,
+            content bytea NOT NULL,
+            create_session boolean NOT NULL,
+            submitted timestamptz NOT NULL DEFAULT now(),
+            done timestamptz,
+            result bytea,
+            error text)""",
+        f"""CREATE INDEX IF NOT EXISTS inbox_waiting ON "{schema}".inbox (session_id, id)
+            WHERE done IS NULL""",
+        f"""CREATE TABLE IF NOT EXISTS "{schema}".meta (
+            key text PRIMARY KEY,
+            value text NOT NULL)""",
+        f"""INSERT INTO "{schema}".meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}')
+            ON CONFLICT (key) DO NOTHING""",
+    ]
+
+
+@final
+class _Lease:
+    """The writer's hold on its session: the epoch its writes are fenced by.
+
+    While it is held the store's heartbeat renews it; ``release()``
+    (``WriterState`` calls it when the writer fails or closes) hands it back
+    to be freed by the heartbeat's thread (never a database call on the trio
+    thread). ``lost`` is set when the heartbeat finds it taken over."""
+
+    __slots__ = ("epoch", "held", "lost", "session_id", "store")
+
+    def __init__(self, store: PostgresStore, session_id: str, epoch: int) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.epoch = epoch
+        self.held = True
+        self.lost = False
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.store.heartbeat.let_go(self)
+
+
+@final
+class _PostgresWriter(RowWriter):
+    """Buffers records; ``flush`` stores them in one fenced transaction.
+
+    A flush is a round trip to the server, so the ledger does not flush before
+    every event (``flush_per_event``): records are stored per step, and before
+    the model is asked or a tool is dispatched, as the ledger's rule wants."""
+
+    flush_per_event = False
+
+    def __init__(self, store: PostgresStore, session_id: str, next_seq: int, lease: _Lease) -> None:
+        super().__init__(session_id, next_seq, WriterState(session_id, lease))
+        self._store = store
+        self._lease = lease
+
+    def _check_lease(self) -> None:
+        if self._lease.lost:  # found taken over by the heartbeat: fail without a round trip
+            error = self._store.lease_lost(self._session_id, self._lease.epoch)
+            raise self._state.fail(error)
+
+    def commit(self) -> None:
+        """Store what was appended now, in the calling thread (a worker thread:
+        the ``Agent`` creates sessions there)."""
+        self._state.check()
+        if self._pending:
+            batch = list(self._pending)
+            request = Flush(self._lease, batch, False)
+            try:
+                (error,) = self._store.call("write records", insert_flushes, self._store, [request])
+                if error is not None:
+                    raise error
+            except LedgerError as exc:
+                raise self._state.fail(exc) from exc.__cause__
+            del self._pending[: len(batch)]
+
+    async def flush(self, durable: bool) -> None:
+        if not self._state.usable:
+            self._state.check()
+        if not self._pending:
+            return
+        self._check_lease()
+        batch = list(self._pending)
+        try:
+            await self._store.commits.flush(Flush(self._lease, batch, durable))
+        except LedgerError as exc:
+            raise self._state.fail(exc) from exc.__cause__
+        del self._pending[: len(batch)]  # only once stored: a cancelled flush keeps them
+
+    async def _after_close(self) -> None:
+        """Free the lease before ``aclose`` returns (shielded: a cancelled close
+        still lets the session go; an unfreed lease would only expire), so a
+        resume right after finds the session free."""
+        with trio.CancelScope(shield=True):
+            try:
+                await self._store.run("free the lease", self._store.free, [self._lease])
+            except LedgerError:
+                pass  # the heartbeat's thread tries too; else it expires
+
+
+@final
+class _Heartbeat:
+    """Renews the leases of a store's open writers from a thread of its own, every
+    third of ``lease_seconds``, in one statement; marks a lease taken over as
+    ``lost``; frees the leases let go. Runs while a lease is held or waits to be
+    freed, and ends by itself after (a daemon thread: it never keeps a process
+    alive). Its statements are short and bounded by the connection's timeouts."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._held: set[_Lease] = set()
+        self._freed: list[Leased] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, lease: _Lease) -> None:
+        with self._lock:
+            self._held.add(lease)
+            self._start()
+
+    def let_go(self, lease: Leased) -> None:
+        with self._lock:
+            self._held.discard(lease)
+            self._freed.append(lease)
+            self._start()
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Renew and free nothing more (the store is closed: its leases expire)."""
+        with self._lock:
+            self._held.clear()
+            self._freed.clear()
+        self._wake.set()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="trio-agent postgres heartbeat", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        interval = self._store.lease_seconds / 3
+        while True:
+            with self._lock:
+                held, freed, self._freed = list(self._held), self._freed, []
+                if not held and not freed:
+                    self._thread = None
+                    return
+            try:
+                if freed:
+                    self._store.call("free leases", self._store.free, freed)
+                if held:
+                    kept = self._store.call("renew leases", self._store.renew, held)
+                    for lease in held:
+                        if lease.epoch not in kept.get(lease.session_id, ()):
+                            lease.lost = True
+            except LedgerError:
+                pass  # the next flush says what is wrong; the lease may still be renewed
+            self._wake.wait(interval)
+            self._wake.clear()
+
+
+@final
+class PostgresStore:
+    """Session ledgers in PostgreSQL (``dsn``: a libpq connection string or URL),
+    under ``schema`` (created with its tables on first use, when it is missing;
+    ``create_schema=False``: a missing schema is a ``LedgerError``, for readers
+    that must not make one by a typo).
+
+    ``lease_seconds``: how long a writer's hold on its session lasts unless
+    renewed; while a writer is open, a heartbeat thread renews it every third
+    of that, so only a writer that stops (its process paused, killed or cut
+    off) loses it, and another may then take the session over (``reopen``);
+    the old writer's next write raises ``LeaseLostError``. ``holder`` names
+    this process in the lease (default: host and pid). The connection pool
+    needs no closing (``close()``/``aclose()`` close it now; a collected store
+    closes it too). Needs the ``[postgres]`` extra.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "trio_agent",
+        lease_seconds: float = 30.0,
+        holder: str | None = None,
+        max_connections: int = 8,
+        create_schema: bool = True,
+    ) -> None:
+        if importlib.util.find_spec("psycopg") is None:
+            raise ModuleNotFoundError(
+                "PostgresStore needs psycopg 3 and its pool: pip install 'trio-agent[postgres]'"
+            )
+        from psycopg.conninfo import conninfo_to_dict
+
+        if type(dsn) is not str or not dsn:
+            raise ValueError("dsn must be a PostgreSQL connection string or URL")
+        try:
+            self._conninfo = conninfo_to_dict(dsn)
+        except Exception:
+            raise ValueError("dsn is not a valid PostgreSQL connection string or URL") from None
+        if type(schema) is not str or not _SCHEMA_NAME.match(schema):
+            raise ValueError(f"schema must be a lower-case SQL name, got {schema!r}")
+        if not (isinstance(lease_seconds, int | float) and 0 < lease_seconds < 86400):
+            raise ValueError(f"lease_seconds must be a number of seconds, got {lease_seconds!r}")
+        if type(max_connections) is not int or max_connections < 1:
+            raise ValueError(f"max_connections must be an int >= 1, got {max_connections!r}")
+        self.schema = schema
+        self.lease_seconds = float(lease_seconds)
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
+        self._dsn = dsn
+        self._secret = str(self._conninfo.get("password") or "")
+        self._max = max_connections
+        self._create_schema = bool(create_schema)
+        self.limiter = trio.CapacityLimiter(max_connections)
+        self._pool: list[ConnectionPool] = []  # the open pool, shared with the finalizer
+        self._pool_lock = threading.Lock()
+        self.heartbeat = _Heartbeat(self)
+        self.commits = GroupCommit(self)
+        self.claims = Claims(self)  # the fleet's claimed sessions no writer took yet
+        weakref.finalize(self, _close_pool, self._pool)
+
+    def __repr__(self) -> str:
+        info = self._conninfo
+        where = " ".join(
+            f"{key}={info[key]}" for key in ("host", "port", "dbname", "user") if info.get(key)
+        )
+        return f"PostgresStore({where!r}, schema={self.schema!r})"
+
+    def _said(self, exc: BaseException) -> str:
+        """``exc``'s text without the password (a driver may quote the DSN)."""
+        text = str(exc)
+        return text.replace(self._secret, "***") if self._secret else text
+
+    # -- running work
+    def call(self, what: str, function: Callable[..., T], *args: Any) -> T:
+        """``function(connection, *args)`` in the calling thread with a pooled
+        connection; every ``psycopg`` failure a ``LedgerError`` saying ``what``."""
+        with self.failures(what), self._connections().connection() as connection:
+            return function(connection, *args)
+
+    @contextlib.contextmanager
+    def failures(self, what: str) -> Iterator[None]:
+        """Every ``psycopg`` failure inside becomes a ``LedgerError`` saying ``what``
+        (without the password, and without the driver's exception chained)."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        try:
+            yield
+        except (psycopg.Error, PoolTimeout, OSError) as exc:
+            raise LedgerError(f"{self!r}: cannot {what}: {self._said(exc)}") from None
+
+    def connect(self) -> Connection[Any]:
+        """A connection of its own, outside the pool (to ``LISTEN`` on), with the
+        pool's settings; the schema is checked first. Call it in a worker thread,
+        inside ``failures``; the caller closes it."""
+        import psycopg
+
+        self._connections()
+        return psycopg.connect(self._dsn, **_CONNECTION)
+
+    async def run(self, what: str, function: Callable[..., T], *args: Any) -> T:
+        """``call`` in a worker thread. Cancellation waits for it (a statement under
+        way is not left half done; the connection's timeouts bound it)."""
+        return await trio.to_thread.run_sync(self.call, what, function, *args, limiter=self.limiter)
+
+    def _connections(self) -> ConnectionPool:
+        """The pool, opened on first use: first one connection of our own (a server
+        that cannot be reached fails at once, not after the pool's retries) checks
+        the schema (and makes it if missing), then the pool, whose connections are
+        checked before use (a server restart leaves none dead in it)."""
+        with self._pool_lock:
+            if not self._pool:
+                import psycopg
+                from psycopg_pool import ConnectionPool
+
+                with psycopg.connect(self._dsn, **_CONNECTION) as first:
+                    self._check_schema(first)
+                pool = ConnectionPool(
+                    self._dsn,
+                    min_size=0,
+                    max_size=self._max,
+                    open=False,
+                    timeout=30.0,
+                    check=_check_connection,
+                    kwargs=_CONNECTION,
+                )
+                pool.open(wait=False)
+                self._pool.append(pool)
+            return self._pool[0]
+
+    def _check_schema(self, connection: Connection[Any]) -> None:
+        """The schema's version, read first; the schema made only when missing."""
+        s = self.schema
+        (exists,) = connection.execute(
+            "SELECT to_regclass(%s) IS NOT NULL", (f'"{s}".meta',)
+        ).fetchone() or (False,)
+        if not exists and not self._create_schema:
+            raise LedgerError(f"{self!r}: there is no trio-agent schema {s!r} in this database")
+        if not exists:
+            with connection.transaction():
+                connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (s,))
+                for statement in _schema_sql(s):
+                    connection.execute(statement)
+        row = connection.execute(
+            f"""SELECT value FROM "{s}".meta WHERE key = 'schema_version'"""
+        ).fetchone()
+        if row is None or row[0] != str(SCHEMA_VERSION):
+            raise LedgerError(
+                f"{self!r}: schema {s!r} is at version {row and row[0]}, this "
+                f"trio-agent reads version {SCHEMA_VERSION}"
+            )
+
+    def close(self) -> None:
+        """Close the connection pool (a later use opens it again). Open writers' leases
+        are renewed no more: they expire (a closed store's heartbeat would open the
+        pool again)."""
+        self.heartbeat.stop()
+        _close_pool(self._pool)
+
+    async def aclose(self) -> None:
+        """``close`` in a worker thread (shielded: it is short)."""
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(self.close)
+
+    # -- the work (run through ``call``/``run``)
+    def take(self, connection: Connection[Any], session_id: str, new: bool, known: int) -> int:
+        """Take the session's lease (free or expired; or the one ``claim`` took for
+        it), checking that the session does not exist (``new``) or still ends after
+        ``known`` records; its epoch."""
+        claimed = self.claims.pop(session_id)
+        taken = False
+        try:
+            epoch = self._take(connection, session_id, new, known, claimed)
+            taken = True
+            return epoch
+        finally:
+            if claimed is not None and not taken:  # rolled back: still claimed, to let go
+                self.claims.put_back(session_id, claimed)
+
+    def _take(
+        self,
+        connection: Connection[Any],
+        session_id: str,
+        new: bool,
+        known: int,
+        claimed: int | None,
+    ) -> int:
+        s = self.schema
+        with connection.transaction():  # a failure below rolls the lease back too
+            if claimed is not None:  # taken by ``claim``: still ours if its epoch is
+                statement = f"""UPDATE "{s}".leases SET expires = now() + make_interval(secs => %s)
+                    WHERE session_id = %s AND epoch = %s RETURNING epoch"""
+                values: tuple[Any, ...] = (self.lease_seconds, session_id, claimed)
+            else:
+                statement = f"""INSERT INTO "{s}".leases AS lease
+                    (session_id, holder, epoch, expires)
+                    VALUES (%s, %s, 1, now() + make_interval(secs => %s))
+                    ON CONFLICT (session_id) DO UPDATE
+                        SET holder = excluded.holder, epoch = lease.epoch + 1,
+                            expires = excluded.expires
+                        WHERE lease.expires < now()
+                    RETURNING epoch"""
+                values = (session_id, self.holder, self.lease_seconds)
+            row = connection.execute(statement, values).fetchone()
+            if row is None:
+                raise self._locked(connection, session_id)
+            (last,) = connection.execute(
+                f'SELECT max(seq) FROM "{s}".records WHERE session_id = %s', (session_id,)
+            ).fetchone() or (None,)
+            if new and last is not None:
+                raise session_exists(session_id, repr(self))
+            if not new and (-1 if last is None else last) != known - 1:
+                raise SessionChangedError(
+                    f"session {session_id!r} in {self!r} ends at record {last}, but it was "
+                    f"loaded with {known} records: another writer wrote; load it again"
+                )
+            epoch: int = row[0]
+            return epoch
+
+    def _locked(self, connection: Connection[Any], session_id: str) -> SessionLockedError:
+        row = connection.execute(
+            f"""SELECT holder, ceil(extract(epoch FROM expires - now()))
+                FROM "{self.schema}".leases WHERE session_id = %s""",
+            (session_id,),
+        ).fetchone()
+        holder, left = row if row is not None else ("?", "?")
+        who = "this process" if holder == self.holder else repr(holder)
+        return SessionLockedError(
+            f"session {session_id!r} already has a writer: {who} holds the lease on "
+            f"{session_id!r} in {self!r} for {left} s more, renewed while it runs (a "
+            "holder that crashed lets it go then)"
+        )
+
+    def lease_lost(self, session_id: str, epoch: int) -> LeaseLostError:
+        return LeaseLostError(
+            f"session {session_id!r}: this writer's lease (epoch {epoch}) in "
+            f"{self!r} was taken over by another writer; it writes nothing more"
+        )
+
+    def renew(self, connection: Connection[Any], leases: list[_Lease]) -> dict[str, set[int]]:
+        """Renew the held ``leases`` in one statement; the epochs still held, by session."""
+        rows = connection.execute(
+            f"""UPDATE "{self.schema}".leases AS lease
+                SET expires = now() + make_interval(secs => %s)
+                FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
+                WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch
+                RETURNING lease.session_id, lease.epoch""",
+            (self.lease_seconds, [x.session_id for x in leases], [x.epoch for x in leases]),
+        ).fetchall()
+        kept: dict[str, set[int]] = {}
+        for session_id, epoch in rows:
+            kept.setdefault(session_id, set()).add(epoch)
+        return kept
+
+    def free(self, connection: Connection[Any], leases: Sequence[Leased]) -> None:
+        """Let the sessions go now (their epochs stay: the next holder counts on)."""
+        connection.execute(
+            f"""UPDATE "{self.schema}".leases AS lease SET expires = now() - interval '1 second'
+                FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
+                WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch""",
+            ([x.session_id for x in leases], [x.epoch for x in leases]),
+        )
+
+    def lease_holder(self, connection: Connection[Any], session_id: str) -> str | None:
+        """Who holds the session's lease now (None: nobody), for ``trio-agent show``."""
+        row = connection.execute(
+            f"""SELECT holder FROM "{self.schema}".leases
+                WHERE session_id = %s AND expires >= now()""",
+            (session_id,),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def select(self, connection: Connection[Any], session_id: str) -> list[bytes]:
+        rows = connection.execute(
+            f'SELECT body FROM "{self.schema}".records WHERE session_id = %s ORDER BY seq',
+            (session_id,),
+        ).fetchall()
+        return [bytes(row[0]) for row in rows]
+
+    # -- the store
+    def _writer(self, session_id: str, next_seq: int, epoch: int) -> SessionWriter:
+        lease = _Lease(self, session_id, epoch)
+        self.heartbeat.hold(lease)
+        return _PostgresWriter(self, session_id, next_seq, lease)
+
+    def create(self, session_id: str) -> SessionWriter:
+        check_session_id(session_id)
+        epoch = self.call("take the new session", self.take, session_id, True, 0)
+        return self._writer(session_id, 0, epoch)
+
+    def reopen(self, loaded: LoadedSession) -> SessionWriter:
+        known = len(loaded.records)
+        epoch = self.call("take the session", self.take, loaded.session_id, False, known)
+        return self._writer(loaded.session_id, known, epoch)
+
+    async def load(self, session_id: str) -> LoadedSession:
+        check_session_id(session_id)
+        bodies = await self.run(f"load session {session_id!r}", self.select, session_id)
+        if not bodies:
+            raise LedgerError(f"no session {session_id!r} in {self!r}")
+        return parse_jsonl(session_id, b"\n".join(bodies) + b"\n")
+
+
+_CONNECTION: Final[dict[str, Any]] = {
+    "autocommit": True,
+    "connect_timeout": 10,
+    # a statement or a lock wait that hangs ends (the writer fails, a resume goes on);
+    # keepalives find a peer gone without a word
+    "options": "-c statement_timeout=60000 -c lock_timeout=30000",
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
+
+
+def _check_connection(connection: Connection[Any]) -> None:
+    """Before a pooled connection is used: an idle connection has nothing to read, so
+    one whose socket is readable heard from the server while idle (it was ended:
+    a restart, ``pg_terminate_backend``) and is tested with an empty query, which
+    raises when it is dead (the pool then uses another). No round trip otherwise."""
+    try:
+        readable = bool(select.select([connection.fileno()], [], [], 0)[0])
+    except (OSError, ValueError):
+        readable = True
+    if readable:
+        from psycopg_pool import ConnectionPool
+
+        ConnectionPool.check_connection(connection)
+
+
+def _close_pool(pools: list[Any]) -> None:
+    while pools:
+        pools.pop().close()

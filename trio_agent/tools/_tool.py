@@ -1,0 +1,621 @@
+"""Tools: the ``Tool`` value, the ``@tool`` decorator, ``ToolRegistry`` and
+``execute_tool_call``, which turns every recoverable failure into an error
+result the model can read and act on.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import threading
+import typing
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, final, overload, runtime_checkable
+
+import attrs
+import msgspec
+import trio
+
+from ..engine._transcript import INPUT_BLOCKS, BlockError, check_content
+from ..errors import describe, first_leaf, message_of
+from ..limits import REJECTED_ARGUMENTS as REJECTED_ARGUMENTS
+from ..limits import cut_text
+from ..messages._ir import InputBlock, ToolCall, ToolResultMessage, tool_result
+from ..model import ToolSpec
+from ._context import MAX_PROGRESS_TEXT as MAX_PROGRESS_TEXT
+from ._context import PROGRESS_INTERVAL as PROGRESS_INTERVAL
+from ._context import ToolContext as ToolContext
+from ._context import tool_context as tool_context
+from ._frozen import frozen_json, is_json_object
+from ._schema import inline_schema
+
+__all__ = [
+    "REJECTED_ARGUMENTS",
+    "FatalToolError",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolContext",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSource",
+    "execute_tool_call",
+    "tool",
+    "tool_context",
+]
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+
+_REJECTED_REASON_CHARS: Final = 512
+
+if TYPE_CHECKING:  # defaults (PEP 696) let a hand-built ``Tool(...)`` be ``Tool[..., Any]``
+    from typing_extensions import ParamSpec, TypeVar
+
+    P = ParamSpec("P", default=...)
+    R = TypeVar("R", default=Any)
+else:
+    from typing import ParamSpec, TypeVar
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
+
+
+class ToolResult(msgspec.Struct, frozen=True, gc=False):
+    """What a tool may return to say exactly what the model sees: text, or text,
+    image and document blocks, and whether it reports an error.
+
+    ``return ToolResult((TextBlock("the chart:"), ImageBlock("image/png", data=png)))``.
+    (A tool may also return one block, or a list of blocks, for ``is_error=False``.)
+    """
+
+    content: str | tuple[InputBlock, ...]
+    is_error: bool = False
+
+
+class ToolError(Exception):
+    """Raise from a tool for a failure the model should see and may recover from."""
+
+
+class ToolArgumentsError(ToolError):
+    """Arguments that do not fit the tool's parameters; the message carries the JSON path."""
+
+
+class FatalToolError(Exception):
+    """Raise from a tool to end the whole run as failed (``TOOL_FATAL``)."""
+
+
+def _check_name(_: object, __: object, name: Any) -> None:
+    if type(name) is not str or not _NAME.match(name):
+        raise ValueError(f"tool name must be 1 to 64 letters, digits, '_' or '-', got {name!r}")
+
+
+def _check_parameters(_: object, __: object, parameters: Any) -> None:
+    if not is_json_object(parameters):  # a spec's read-only schema too: tools can be rebuilt
+        raise TypeError(f"tool parameters must be a JSON Schema dict, got {parameters!r}")
+    try:
+        msgspec.json.encode(parameters)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"tool parameters must be JSON-encodable: {exc}") from None
+
+
+ApprovalRule = bool | Callable[[Mapping[str, Any]], bool]
+"""``requires_approval``: every call (True), none (False), or those for whose
+arguments the function returns True."""
+
+
+def _check_approval_rule(_: object, __: object, rule: Any) -> None:
+    if type(rule) is not bool and not callable(rule):
+        raise TypeError(
+            f"requires_approval must be a bool or a function of the arguments, got {rule!r}"
+        )
+
+
+def _check_execute(_: object, __: object, execute: Any) -> None:
+    if not (
+        inspect.iscoroutinefunction(execute)
+        or inspect.iscoroutinefunction(getattr(execute, "__call__", None))  # noqa: B004
+    ):
+        raise TypeError(f"tool execute must be an async function, got {execute!r}")
+
+
+@final
+@attrs.frozen
+class Tool(Generic[P, R]):
+    """A tool the model can call.
+
+    ``execute`` is an async callable taking the call's arguments (a private
+    plain-JSON dict) and returning a ``str`` (the result text) or any value
+    msgspec can JSON-encode. It raises ``ToolError`` for an error the model
+    should see, or ``FatalToolError`` to end the run. A ``Tool`` built by
+    hand gets no argument validation beyond plain JSON; ``@tool`` validates
+    against the function's signature.
+
+    A tool made by ``@tool`` is generic in the decorated function's
+    parameters and return type, and calling it calls that function
+    (``await add(1, 2)``), so type checkers and tests see the function as
+    written; ``function`` is that function (None for a tool built by hand).
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    description: str = attrs.field(validator=attrs.validators.instance_of(str))
+    parameters: dict[str, Any] = attrs.field(validator=_check_parameters)
+    execute: Callable[[dict[str, Any]], Awaitable[Any]] = attrs.field(
+        validator=_check_execute, repr=False
+    )
+    exclusive: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """Runs alone in a parallel batch: calls before it finish first, calls after it wait."""
+    progress: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """Reports progress through ``tool_context().report(...)`` (``tool.updated`` events)."""
+    requires_approval: ApprovalRule = attrs.field(default=False, validator=_check_approval_rule)
+    """An ``Agent`` holds each call until a person approves it (``agent.approve``):
+    True for every call, or a function of the call's arguments saying which."""
+    function: Callable[P, R] | None = attrs.field(default=None, eq=False, repr=False)
+    """The function ``@tool`` built this tool from; None for a tool built by hand."""
+
+    _spec: ToolSpec = attrs.field(init=False, eq=False, repr=False)
+    _arguments_type: type[msgspec.Struct] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False
+    )
+
+    def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether a call with ``arguments`` waits for a person's approval
+        (``requires_approval``); ``TypeError`` if its function answers not a bool."""
+        rule = self.requires_approval
+        if type(rule) is bool:
+            return rule
+        assert callable(rule)
+        answer = rule(arguments)
+        if type(answer) is not bool:
+            raise TypeError(f"requires_approval of {self.name!r} returned {answer!r}, not a bool")
+        return answer
+
+    def __attrs_post_init__(self) -> None:
+        # A tool is a value fixed when it is built: later changes to the schema
+        # dict it was given reach neither ``parameters`` nor the spec.
+        object.__setattr__(self, "parameters", _copy_json(self.parameters))
+        spec = ToolSpec(self.name, self.description, frozen_json(self.parameters))
+        object.__setattr__(self, "_spec", spec)
+
+    def check_arguments(self, arguments: dict[str, Any]) -> None:
+        """``ToolArgumentsError`` (with the JSON path) if ``arguments`` do not fit a
+        ``@tool``'s parameters, as its call would find; a tool built by hand checks
+        its own arguments when it runs, so nothing is checked here for it."""
+        if self._arguments_type is not None:
+            try:
+                msgspec.convert(arguments, self._arguments_type, str_keys=True)
+            except msgspec.ValidationError as exc:
+                raise ToolArgumentsError(str(exc)) from None
+
+    def spec(self) -> ToolSpec:
+        """The ``ToolSpec`` the model sees. Built once per tool and shared by every
+        request of every run (none holds a copy of its own), so its schema is
+        read-only: a change in place raises ``TypeError``."""
+        return self._spec
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call the decorated function directly (no validation, no events): for tests
+        and for code that wants the plain function back."""
+        if self.function is None:
+            raise TypeError(
+                f"tool {self.name!r} was built by hand: run it with "
+                "execute_tool_call() or await tool.execute(arguments)"
+            )
+        return self.function(*args, **kwargs)
+
+
+def _copy_json(value: Any) -> Any:
+    return msgspec.json.decode(msgspec.json.encode(value))
+
+
+_TOOL_THREADS = trio.CapacityLimiter(40)
+"""The worker threads of plain ``def`` tools: a limiter of their own, so tools that
+block never starve the library's own thread work (creating and loading ledgers)."""
+
+
+def _kind_of(function: object) -> str:
+    """``"async"`` or ``"sync"``: how a tool function runs; ``TypeError`` for what cannot.
+
+    A plain ``def`` that wraps an async function (a decorator with
+    ``functools.wraps``) returns a coroutine: it is awaited, not put in a thread."""
+    inner = inspect.unwrap(function) if callable(function) else function
+    if any(
+        inspect.isasyncgenfunction(f) or inspect.isgeneratorfunction(f) for f in (function, inner)
+    ):
+        raise TypeError(f"@tool needs a function that returns its result, got {function!r}")
+    if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(inner):
+        return "async"
+    if inspect.isclass(function) or not callable(function):
+        raise TypeError(f"@tool needs a function (async def or def), got {function!r}")
+    return "sync"
+
+
+def _arguments_fields(
+    function: Callable[..., Any], tool_name: str
+) -> tuple[list[tuple[Any, ...]], list[str], str | None]:
+    """The fields of the Struct the model's arguments are validated against, their
+    names, and the parameter that receives the ``ToolContext`` (if any)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"@tool: cannot read the signature of {function!r}: {exc}") from None
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except NameError as exc:
+        raise TypeError(
+            f"@tool: cannot resolve the annotations of {function.__qualname__}: {exc} "
+            "(types named in string annotations must be importable from its module)"
+        ) from None
+    fields: list[tuple[Any, ...]] = []
+    context_name: str | None = None
+    for parameter in signature.parameters.values():
+        if hints.get(parameter.name) is ToolContext:
+            context_name = parameter.name  # injected, not an argument the model sees
+            continue
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(f"@tool: {function.__qualname__} cannot take *args or **kwargs")
+        if parameter.kind is parameter.POSITIONAL_ONLY:
+            raise TypeError(
+                f"@tool: parameter {parameter.name!r} of {function.__qualname__} is "
+                "positional-only; tool arguments are passed by name"
+            )
+        annotation = hints.get(parameter.name, Any)
+        if annotation is object:
+            annotation = Any
+        if parameter.default is parameter.empty:
+            fields.append((parameter.name, annotation))
+        else:
+            fields.append((parameter.name, annotation, parameter.default))
+    return fields, [field[0] for field in fields], context_name
+
+
+_DEFINITIONS: dict[Hashable, tuple[type[msgspec.Struct], dict[str, Any]]] = {}
+_DEFINITIONS_KEPT = 256
+_DEFINITIONS_LOCK = threading.Lock()
+"""Arguments Structs and schemas already built, by tool name and fields: a tool
+defined in a function (a factory, a test's scenario) is built again at every
+call, and msgspec's Struct and schema are most of what that costs. Bounded."""
+
+
+def _definition_key(tool_name: str, fields: list[tuple[Any, ...]]) -> Hashable | None:
+    """What decides the Struct and schema: names, annotations, and defaults by
+    their JSON (so ``1``, ``1.0`` and ``True`` differ); None when some part
+    cannot be a key."""
+    try:
+        key = (
+            tool_name,
+            tuple((field[0], field[1], *map(msgspec.json.encode, field[2:])) for field in fields),
+        )
+        hash(key)
+    except (TypeError, msgspec.EncodeError):
+        return None
+    return key
+
+
+def _definition(
+    function: Callable[..., Any], tool_name: str, fields: list[tuple[Any, ...]]
+) -> tuple[type[msgspec.Struct], dict[str, Any]]:
+    """The Struct the arguments are validated against and its JSON Schema."""
+    key = _definition_key(tool_name, fields)
+    known = _DEFINITIONS.get(key) if key is not None else None
+    if known is not None:
+        return known
+    arguments_type = msgspec.defstruct(
+        f"{tool_name}_arguments", fields, kw_only=True, forbid_unknown_fields=True
+    )
+    try:
+        parameters = inline_schema(arguments_type)
+    except TypeError as exc:
+        raise TypeError(f"@tool: cannot describe {function.__qualname__}: {exc}") from None
+    if key is not None:
+        with _DEFINITIONS_LOCK:  # tools may be built in several threads at once
+            if len(_DEFINITIONS) >= _DEFINITIONS_KEPT:
+                del _DEFINITIONS[next(iter(_DEFINITIONS))]
+            _DEFINITIONS[key] = (arguments_type, parameters)
+    return arguments_type, parameters
+
+
+def _build_tool(
+    function: Callable[P, R],
+    name: str | None,
+    description: str | None,
+    exclusive: bool,
+    requires_approval: ApprovalRule = False,
+) -> Tool[P, R]:
+    kind = _kind_of(function)
+    tool_name = getattr(function, "__name__", "") if name is None else name
+    _check_name(None, None, tool_name)  # before the name is used to build a Struct
+    fields, names, context_name = _arguments_fields(function, tool_name)
+    arguments_type, parameters = _definition(function, tool_name, fields)
+    call: Callable[..., Any] = function
+
+    async def execute(arguments: dict[str, Any]) -> Any:
+        try:
+            values = msgspec.convert(arguments, arguments_type, str_keys=True)
+        except msgspec.ValidationError as exc:
+            raise ToolArgumentsError(str(exc)) from None
+        kwargs = {n: getattr(values, n) for n in names}
+        if context_name is not None:
+            kwargs[context_name] = tool_context()
+        if kind == "async":
+            return await call(**kwargs)
+        # a thread cannot be interrupted: cancellation waits for it (trio refuses,
+        # with a TypeError the model sees, a plain def that returns a coroutine)
+        return await trio.to_thread.run_sync(
+            functools.partial(call, **kwargs), limiter=_TOOL_THREADS
+        )
+
+    doc = inspect.getdoc(function) or ""
+    built = Tool(
+        name=tool_name,
+        description=doc if description is None else description,
+        parameters=parameters,
+        execute=execute,
+        exclusive=exclusive,
+        progress=context_name is not None,
+        function=function,
+        requires_approval=requires_approval,
+    )
+    object.__setattr__(built, "_arguments_type", arguments_type)
+    return built
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Where tools come from besides a registry (an MCP server): ``tools()`` gives
+    the current list, read again before every step (never during a batch)."""
+
+    def tools(self) -> Sequence[Tool[..., Any]]: ...
+
+
+class _ToolDecorator(Protocol):
+    def __call__(self, function: Callable[P, R], /) -> Tool[P, R]: ...
+
+
+@overload
+def tool(function: Callable[P, R], /) -> Tool[P, R]: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    exclusive: bool = False,
+    requires_approval: ApprovalRule = False,
+) -> _ToolDecorator: ...
+def tool(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    exclusive: bool = False,
+    requires_approval: ApprovalRule = False,
+) -> Tool[..., Any] | _ToolDecorator:
+    """Build a ``Tool`` from a function: ``async def``, or a plain ``def``.
+
+    The name is the function's, the description its docstring, the
+    parameters a JSON Schema built by msgspec from the signature (``Any``
+    and ``object`` accept any JSON value; ``Annotated[..., msgspec.Meta(...)]``
+    adds constraints and descriptions). Arguments are validated with msgspec
+    before the call; a mismatch is a ``ToolArgumentsError`` whose message has
+    the JSON path (``Expected `int`, got `str` - at `$.left```).
+    A parameter annotated ``ToolContext`` is not an argument: it receives the
+    call's context (``ctx.report(...)`` for progress). ``exclusive=True``
+    makes the tool run alone in a parallel batch; ``requires_approval=True``
+    makes an ``Agent`` hold each call until a person approves it (a function of
+    the arguments instead holds the calls it returns True for). Use as
+    ``@tool`` or ``@tool(name=..., description=..., exclusive=...)``. The result is a
+    ``Tool`` that keeps the function's signature for type checkers, and
+    calling it calls the function.
+
+    A plain ``def`` runs in a worker thread (``trio.to_thread.run_sync``), so
+    it never blocks the event loop. Cancellation: Python cannot interrupt a
+    thread, so a cancelled call runs to its end; like any tool that finished,
+    its result is recorded, and then the run ends as cancelled. Where calls
+    run as tasks (``tool_execution="parallel"``, or a tool that takes a
+    ``ToolContext``) the batch waits for it at most ``tool_grace_period``,
+    then leaves it to finish in the background with its outcome unknown.
+    Blocking work that must stop on cancellation belongs in an ``async def``.
+    """
+    _check_approval_rule(None, None, requires_approval)
+    if function is not None:
+        return _build_tool(function, name, description, exclusive, requires_approval)
+
+    def decorate(f: Callable[..., Any], /) -> Tool[..., Any]:
+        return _build_tool(f, name, description, exclusive, requires_approval)
+
+    return typing.cast(_ToolDecorator, decorate)
+
+
+@final
+class ToolRegistry:
+    """Tools by name. A run snapshots the registry when it starts."""
+
+    # Copy on write: ``copy()`` (a run's snapshot, once per turn) shares the dict
+    # until either side registers; the specs tuple is built once per change.
+    __slots__ = ("_shared", "_specs", "_tools")
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._shared = False
+        self._specs: tuple[ToolSpec, ...] | None = None
+        for item in tools:
+            self.register(item)
+
+    def register(self, tool: Tool) -> None:
+        """Add ``tool``: ``ValueError`` if the name is taken, ``TypeError`` if not a ``Tool``."""
+        if type(tool) is not Tool:
+            raise TypeError(f"register() takes a Tool, got {type(tool).__name__}")
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        if self._shared:
+            self._tools = dict(self._tools)
+            self._shared = False
+        self._tools[tool.name] = tool
+        self._specs = None
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        return self._tools.get(name)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The specs of all tools, in registration order."""
+        if self._specs is None:
+            self._specs = tuple(t.spec() for t in self._tools.values())
+        return self._specs
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(tuple(self._tools.values()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({list(self._tools)!r})"
+
+    def copy(self) -> ToolRegistry:
+        """A registry with the same tools that later ``register`` calls on either do not affect."""
+        twin = ToolRegistry()
+        twin._tools, twin._specs = self._tools, self._specs
+        twin._shared = self._shared = True
+        return twin
+
+
+async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMessage:
+    """Run one call and return its result message (id ``tool-result-{call.id}``).
+
+    A ``str`` return is the content; a ``ToolResult``, one ``TextBlock``,
+    ``ImageBlock`` or ``DocumentBlock``, or a list of them is content blocks
+    (checked like a message's: media type, size; a list that mixes blocks and
+    other values is an error result saying so); any other return is
+    JSON-encoded compactly. An unknown tool, arguments that fail validation, a
+    ``ToolError`` or any other ``Exception``, or a return value that cannot be
+    encoded (a reference cycle, a deep nest, an unsupported type) gives
+    ``is_error=True`` with a message that names the tool and says why.
+    ``FatalToolError`` (also inside an ``ExceptionGroup`` from the tool's own
+    nursery) propagates: the run fails.
+    A call whose arguments the adapter refused (they hold the
+    ``REJECTED_ARGUMENTS`` key) gets ``is_error=True`` saying the tool was not
+    run, why, and to call it again with arguments that fit; the tool is not
+    looked up or run.
+    Cancellation: ``trio.Cancelled`` and other ``BaseException``s propagate
+    untouched, and so does cancellation the tool turned into an exception:
+    no result is made for an interrupted call. A tool that swallows
+    ``Cancelled`` and returns has finished: its return value is its result.
+    Lone surrogates in the content are replaced by U+FFFD so the result can
+    be encoded for any provider.
+    """
+    arguments = call.arguments
+    if type(arguments) is dict and REJECTED_ARGUMENTS in arguments:
+        return _rejected(call, arguments[REJECTED_ARGUMENTS])
+    found = tools.get(call.name)
+    if found is None:
+        available = ", ".join(tools.names()) or "none"
+        return tool_result(call, f'Unknown tool "{call.name}". Available tools: {available}.', True)
+    try:
+        value = await found.execute(_copy_json(call.arguments))
+    except Exception as exc:
+        # A tool that turned our cancellation into its own error (fatal or not)
+        # was still interrupted: no result is made for it.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if isinstance(exc, FatalToolError):
+            raise
+        if isinstance(exc, ExceptionGroup):
+            fatal, _ = exc.split(FatalToolError)
+            if fatal is not None:  # raised inside the tool's own nursery
+                raise first_leaf(fatal) from exc
+        if isinstance(exc, ToolArgumentsError):
+            return tool_result(
+                call, f'Invalid arguments for tool "{call.name}": {message_of(exc)}', True
+            )
+        if isinstance(exc, ToolError):
+            return tool_result(call, f'Tool "{call.name}" failed: {message_of(exc)}', True)
+        return tool_result(call, f'Tool "{call.name}" raised {describe(exc)}', True)
+    if type(value) is str:
+        return tool_result(call, value, False)
+    if type(value) in _MAYBE_CONTENT and _is_content(value):  # one test for a dict
+        return _content_result(call, value)
+    # Only the encoding is guarded (the tool has returned), so nothing the tool
+    # raised is taken for an encoding failure; inline: one call less per result.
+    try:
+        encoded = msgspec.json.encode(value)
+    except Exception as exc:
+        return _unencodable(call, value, exc)
+    return tool_result(call, encoded.decode(), False)
+
+
+def _rejected(call: ToolCall, reason: object) -> ToolResultMessage:
+    """The error result of a call whose arguments the adapter could not take: the
+    tool was not run (whether or not it exists), and the model may try again."""
+    text = reason if type(reason) is str else msgspec.json.encode(reason).decode()
+    text = cut_text(text.strip().rstrip("."), _REJECTED_REASON_CHARS)
+    return tool_result(
+        call,
+        f'Tool "{call.name}" was not run: {text}. Call it again with arguments that fit: '
+        "one JSON object within the limits (a long text can go in smaller pieces, over "
+        "several calls).",
+        True,
+    )
+
+
+_MAYBE_CONTENT = frozenset({ToolResult, list, tuple, *INPUT_BLOCKS})
+
+
+def _is_content(value: object) -> bool:
+    kind = type(value)
+    if kind is ToolResult or kind in INPUT_BLOCKS:
+        return True
+    # a list holding any block is content (and a clear error if not all are blocks),
+    # never JSON text that would carry an image past the media limits
+    return (kind is list or kind is tuple) and any(type(v) in INPUT_BLOCKS for v in value)  # type: ignore[attr-defined]
+
+
+def _content_result(call: ToolCall, value: Any) -> ToolResultMessage:
+    """The result for content a tool returned as blocks, or an error result
+    saying which block cannot be sent and why."""
+    if type(value) is ToolResult:
+        content, is_error = value.content, value.is_error
+        if type(is_error) is not bool:
+            return tool_result(
+                call,
+                f'Tool "{call.name}" returned a ToolResult whose is_error is a '
+                f"{type(is_error).__name__}, not a bool",
+                True,
+            )
+    else:
+        content, is_error = ((value,) if type(value) in INPUT_BLOCKS else value), False
+    try:
+        checked = check_content(content)
+    except BlockError as exc:
+        return tool_result(
+            call, f'Tool "{call.name}" returned content that cannot be sent: {exc}', True
+        )
+    return tool_result(call, checked, is_error)
+
+
+def _unencodable(call: ToolCall, value: object, exc: Exception) -> ToolResultMessage:
+    """The error result for a return value that cannot be encoded, saying why.
+
+    Encoding fails with ``RecursionError`` on a reference cycle or a deep
+    nest, ``TypeError`` or ``ValueError`` on unsupported types, keys or lone
+    surrogates, and with whatever code it runs raises (a ``tzinfo.utcoffset``,
+    say).
+    """
+    if isinstance(exc, RecursionError):
+        reason = "it contains a reference cycle or is nested too deeply"
+    elif isinstance(exc, TypeError | ValueError | OverflowError):  # msgspec's own, readable
+        reason = message_of(exc)
+    else:  # raised by code the encoding ran
+        reason = describe(exc)
+    return tool_result(
+        call,
+        f'Tool "{call.name}" returned a {type(value).__name__} that cannot be '
+        f"encoded as JSON: {reason}",
+        True,
+    )
