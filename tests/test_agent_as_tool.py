@@ -111,7 +111,7 @@ async def test_the_result_is_the_inner_final_text() -> None:
     [result] = results(turn)
     assert result.content == "Trio was released in 2017." and not result.is_error
     assert linked_session(result) is None  # no ledger: nothing to link
-    [request] = inner._model.requests  # type: ignore[attr-defined]
+    [request] = inner._state.model.requests  # type: ignore[attr-defined]
     assert prompt_of(request) == "When was trio released?"
     assert request.system == "You research."
     assert inner.messages == () and inner.turns == 0  # fresh: the template never runs
@@ -136,7 +136,7 @@ async def test_fresh_calls_do_not_share_a_conversation() -> None:
     turn = await outer.prompt("go")
 
     assert [r.content for r in results(turn)] == ["one", "two"]
-    first, second = inner._model.requests  # type: ignore[attr-defined]
+    first, second = inner._state.model.requests  # type: ignore[attr-defined]
     assert [prompt_of(first), prompt_of(second)] == ["first", "second"]
     assert len(second.messages) == 1  # nothing of the first call
     assert inner.messages == ()
@@ -152,7 +152,7 @@ async def test_fresh_calls_start_from_the_template_transcript() -> None:
     turn = await outer.prompt("go")
 
     assert results(turn)[0].content == "forked"
-    request = inner._model.requests[-1]  # type: ignore[attr-defined]
+    request = inner._state.model.requests[-1]  # type: ignore[attr-defined]
     assert request.messages[: len(before)] == before
     assert inner.messages == before  # the template is unchanged
 
@@ -169,7 +169,7 @@ async def test_kept_conversation_across_calls() -> None:
     assert [r.content for r in results(turn)] == ["one", "two"]
     assert inner.turns == 2
     validate_transcript(inner.messages)
-    second = inner._model.requests[1]  # type: ignore[attr-defined]
+    second = inner._state.model.requests[1]  # type: ignore[attr-defined]
     assert [content_text(m.content) for m in second.messages if isinstance(m, UserMessage)] == [
         "first",
         "second",
@@ -328,7 +328,7 @@ async def test_a_structured_input_is_given_as_json() -> None:
     [result] = results(await outer.prompt("go"))
 
     assert result.content == "three papers"
-    [request] = inner._model.requests  # type: ignore[attr-defined]
+    [request] = inner._state.model.requests  # type: ignore[attr-defined]
     assert prompt_of(request) == '{"topic":"trio","limit":3}'
 
 
@@ -349,7 +349,7 @@ async def test_a_structured_input_error_has_the_json_path() -> None:
     assert result.content == (
         'Invalid arguments for tool "research": Expected `int`, got `str` - at `$.limit`'
     )
-    assert inner._model.call_count == 0  # type: ignore[attr-defined]
+    assert inner._state.model.call_count == 0  # type: ignore[attr-defined]
 
 
 async def test_an_empty_text_input_is_refused_with_its_path() -> None:

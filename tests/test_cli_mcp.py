@@ -186,8 +186,8 @@ async def test_bad_mcp_flags_are_usage_errors(loopback, tmp_path, flags, says):
 
 
 def test_a_tool_name_taken_by_the_workspace_is_a_usage_error():
+    from trio_agent.cli._errors import UsageError
     from trio_agent.cli._mcp import all_tools
-    from trio_agent.cli._parser import UsageError
 
     async def execute(arguments: dict) -> str:
         return ""

@@ -16,8 +16,8 @@ from loopback import Reply
 from test_cli import RecordLine, call_stream, cli, command, event_lines, text_stream
 
 from trio_agent import OUTPUT_TOOL_NAME
+from trio_agent.cli._errors import UsageError
 from trio_agent.cli._output_schema import OutputSchema, read_output_schema
-from trio_agent.cli._parser import UsageError
 from trio_agent.ledger import derive
 from trio_agent.stores import parse_jsonl
 

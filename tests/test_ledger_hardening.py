@@ -208,7 +208,7 @@ async def test_a_short_write_leaves_no_half_line_and_the_session_loads(tmp_path,
 async def test_a_write_that_makes_no_progress_is_a_full_disk_not_a_hang(tmp_path, monkeypatch):
     store = JsonlStore(tmp_path)
     agent = agent_on(store, sums())
-    await agent._open()  # its ledger, created now rather than by the turn below
+    await agent._state.open()  # its ledger, created now rather than by the turn below
     calls = []
 
     def no_progress(fd, data):

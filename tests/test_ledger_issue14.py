@@ -274,7 +274,7 @@ async def test_metadata_and_each_turns_model_are_recorded(tmp_path):
     agent = Agent(model=ok_model("r1"), store=store, session_id="s1", metadata=config)
     config["model"] = "changed later"  # the agent keeps its own copy
     await agent.prompt("one")
-    agent._model = ProviderLike()  # another model for the next turn
+    agent._state.model = ProviderLike()  # another model for the next turn
     await agent.prompt("two")
     await agent.aclose()
     records = (await store.load("s1")).records

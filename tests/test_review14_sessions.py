@@ -21,6 +21,7 @@ import trio
 
 from trio_agent import Agent, SqliteStore, UserMessage
 from trio_agent.ledger import Ledger
+from trio_agent.session._state import SessionState
 from trio_agent.stores import JsonlStore
 from trio_agent.testing import ScriptedModel, scripted_response
 
@@ -303,14 +304,14 @@ async def test_a_scope_entered_while_the_session_is_created_refuses_the_turn_bef
 ):
     agent = Agent(model=model(), store=JsonlStore(tmp_path), session_id="s")
     scope = trio.CancelScope()
-    opened = Agent._open
+    opened = SessionState.open
 
     async def open_and_enter(self, prompt=None):
         await opened(self, prompt)
         with scope:  # someone enters it while the ledger is made
             pass
 
-    monkeypatch.setattr(Agent, "_open", open_and_enter)
+    monkeypatch.setattr(SessionState, "open", open_and_enter)
     with pytest.raises(ValueError, match="already been entered"):
         await agent.turn(UserMessage("u1", "one"), cancel_scope=scope).wait()
     monkeypatch.undo()

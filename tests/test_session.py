@@ -587,4 +587,7 @@ def test_agents_with_the_same_options_share_one_policy():
     first = Agent(model=ScriptedModel([]), max_steps=7)
     second = Agent(model=ScriptedModel([]), max_steps=7)
     other = Agent(model=ScriptedModel([]), max_steps=8)
-    assert first._policy is second._policy and first._policy is not other._policy
+    assert (
+        first._state.policy is second._state.policy
+        and first._state.policy is not other._state.policy
+    )

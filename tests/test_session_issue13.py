@@ -129,4 +129,4 @@ def test_regression_an_unusable_seed_is_refused_at_once():
 
 def test_regression_agents_seeded_1_and_1_0_shared_one_seed():
     one, other = Agent(model=ScriptedModel([]), seed=1), Agent(model=ScriptedModel([]), seed=1.0)
-    assert one._policy is not other._policy and type(other._policy.seed) is float
+    assert one._state.policy is not other._state.policy and type(other._state.policy.seed) is float

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 import trio_agent.session._agent as session_module
-import trio_agent.session._hooks as session_hooks
+import trio_agent.session._options as session_options
 from trio_agent import (
     MAX_AGENT_STEPS,
     Agent,
@@ -161,7 +161,7 @@ def test_resume_spells_out_every_option_that_makes_sense_on_resume():
             assert parameter.default == made[name].default, name
         if name != "system":
             assert parameter.annotation == made[name].annotation, name
-    assert session_hooks.RESUMED_OPTIONS == tuple(
+    assert session_options.RESUMED_OPTIONS == tuple(
         name for name in resume if name not in ("store", "session_id", "model", "system", "fsync")
     )
 
@@ -184,7 +184,7 @@ async def test_resume_takes_its_options_and_keeps_the_recorded_system(tmp_path):
     assert seen == ["s-c1"] and model.requests[0].system == "be brief"
     await resumed.aclose()
     other = await Agent.resume(store, first.session_id, model=ScriptedModel([]), system="new")
-    assert other._policy.system == "new"
+    assert other._state.policy.system == "new"
     await other.aclose()
 
 
@@ -201,8 +201,8 @@ async def test_tools_may_be_any_iterable_of_tool(make):
 
 def test_a_registry_given_is_kept_and_one_is_built_for_anything_else():
     registry = ToolRegistry([add])
-    assert Agent(model=ScriptedModel([]), tools=registry)._tools is registry
-    built = Agent(model=ScriptedModel([]), tools=[add])._tools
+    assert Agent(model=ScriptedModel([]), tools=registry)._state.tools is registry
+    built = Agent(model=ScriptedModel([]), tools=[add])._state.tools
     assert type(built) is ToolRegistry and [s.name for s in built.specs()] == ["add"]
 
 

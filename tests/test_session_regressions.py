@@ -232,7 +232,7 @@ async def test_regression_delivered_input_ids_are_not_kept_reserved_forever():
     agent.follow_up(UserMessage("f1", "later"))
     for i in range(3):
         await agent.prompt(UserMessage(f"u{i}", "go"))
-    assert agent._inbox.reserved == {}
+    assert agent._state.inbox.reserved == {}
     with pytest.raises(TranscriptError, match="u1"):
         agent.steer(UserMessage("u1", "again"))
 

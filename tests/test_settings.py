@@ -169,7 +169,7 @@ def test_agents_with_equal_settings_holding_dicts_are_made_and_share_a_policy():
     settings = ModelSettings(extra_body={"a": [1]}, extra_headers={"x-a": "1"})
     first = Agent(model=ScriptedModel([]), tools=ToolRegistry([]), settings=settings)
     second = Agent(model=ScriptedModel([]), tools=ToolRegistry([]), settings=settings)
-    assert first._policy is second._policy
+    assert first._state.policy is second._state.policy
 
 
 def test_the_repr_of_settings_shows_extra_headers_by_name_only():

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from ._drive import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from ._parser import Parsers, UsageError, build_parser
+from ._errors import UsageError
+from ._parser import Parsers, build_parser
 
 __all__ = ["main"]
 

@@ -36,10 +36,11 @@ from ._drive import (
     approval_mode,
     approval_policy,
 )
+from ._errors import UsageError
 from ._mcp import all_tools, open_servers
 from ._output import Output, Printer, describe_end
 from ._output_schema import read_output_schema
-from ._parser import DEFAULT_SYSTEM, UsageError
+from ._parser import DEFAULT_SYSTEM
 
 if TYPE_CHECKING:
     from ..providers.anthropic import AnthropicModel

@@ -16,13 +16,13 @@ from msgspec import Meta, Struct
 from .._settings import ModelSettings, check_run_settings
 from ..limits import MAX_AGENT_STEPS
 from ..session._retry import RetryPolicy
+from ._errors import UsageError
 from ._mcp import MCPServerSpec, numbered
 from ._parser import (
     ANTHROPIC_MAX_TOKENS,
     DEFAULT_MAX_STEPS,
     DEFAULT_RETRIES,
     KEY_VARIABLES,
-    UsageError,
 )
 
 if TYPE_CHECKING:

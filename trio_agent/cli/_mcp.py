@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 from msgspec import Struct
 
 from ..tools._tool import Tool
-from ._parser import UsageError
+from ._errors import UsageError
 
 __all__ = [
     "MCPServerSpec",

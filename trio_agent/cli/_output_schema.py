@@ -22,7 +22,7 @@ from typing import Annotated, Any, Final, final
 import msgspec
 
 from ..output._spec import OutputError
-from ._parser import UsageError
+from ._errors import UsageError
 
 __all__ = ["OutputSchema", "read_output_schema"]
 

@@ -24,7 +24,6 @@ __all__ = [
     "GUARDED_TOOLS",
     "KEY_VARIABLES",
     "Parsers",
-    "UsageError",
     "build_parser",
 ]
 
@@ -39,10 +38,6 @@ DEFAULT_RETRIES: Final = 4  # five attempts in all, as RetryPolicy() makes
 ANTHROPIC_MAX_TOKENS: Final = 4096
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-class UsageError(Exception):
-    """A command line that cannot be run as given; the text says what to change (exit 2)."""
 
 
 def base_url(text: str) -> str:

@@ -29,11 +29,12 @@ from ..messages._ir import (
     TranscriptError,
     tool_result,
 )
+from ..messages._rules import checked_message
 from ..tools._context import CURRENT, ToolContext
 from ..tools._tool import FatalToolError, Tool, execute_tool_call
 from ._emit import Emitter, Journal
 from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, call_hook
-from ._transcript import Conversation, checked_message
+from ._transcript import Conversation
 
 __all__ = ["ToolBatch", "run_tool_batch"]
 

@@ -28,8 +28,8 @@ from ..messages._ir import (
     ThinkingBlock,
     ToolCall,
 )
+from ..messages._rules import BLOCK_CHECKS, BlockError, check_text_field
 from ..model import Chunk, ModelResponse, TextDelta, ThinkingDelta, Usage
-from ._transcript import BLOCK_CHECKS, BlockError, check_text_field
 
 __all__ = ["StepCheck"]
 

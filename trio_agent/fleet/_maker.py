@@ -19,51 +19,36 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..ledger._ledger import FsyncPolicy
-from ..model import Model
 from ..session._agent import Agent
-from ..session._hooks import RESUMED_OPTIONS
+from ..session._options import AGENT_OPTIONS, AgentOptions
 from ..stores.postgres._store import PostgresStore
-from ._inbox import submit as submit
-from ._inbox import wait_for_turn as wait_for_turn
-from ._worker import MakeAgent as MakeAgent
-from ._worker import Worker as Worker
+from ._worker import MakeAgent
 
-__all__ = ["MakeAgent", "Worker", "agent_maker", "submit", "wait_for_turn"]
+__all__ = ["agent_maker"]
 
 
-def agent_maker(
-    *,
-    model: Model,
-    system: str = "",
-    metadata: Mapping[str, Any] | None = None,
-    fsync: FsyncPolicy = "step",
-    **options: Any,
-) -> MakeAgent:
-    """A ``make_agent`` for ``Worker``: a new session is ``Agent(model=model,
-    system=system, metadata=metadata, fsync=fsync, store=store,
-    session_id=session_id, **options)``, a recorded one ``Agent.resume(store,
-    session_id, model=model, fsync=fsync, **options)`` (its recorded system
-    prompt kept). ``options``: those ``Agent.resume`` also takes (``tools``,
-    ``max_steps``, ``tool_execution``, ...); any other is a ``TypeError`` here."""
-    unknown = sorted(set(options) - set(RESUMED_OPTIONS))
+def agent_maker(*, metadata: Mapping[str, Any] | None = None, **options: Any) -> MakeAgent:
+    """A ``make_agent`` for ``Worker``: a new session is ``Agent(**options,
+    metadata=metadata, store=store, session_id=session_id)``, a recorded one
+    ``Agent.resume(store, session_id, **options)`` (its recorded system prompt
+    kept). ``options``: those of ``AgentOptions``, as ``Agent()`` takes them
+    (``model`` at least; ``system``, ``tools``, ``max_steps``, ``fsync``, ...);
+    any other is a ``TypeError`` here."""
+    if "model" not in options:
+        raise TypeError("agent_maker needs model=")
+    unknown = sorted(set(options) - set(AGENT_OPTIONS))
     if unknown:
         raise TypeError(
-            f"agent_maker takes model, system, metadata, fsync and the options Agent.resume "
-            f"takes; not {', '.join(unknown)}"
+            "agent_maker takes metadata and the options of Agent() that Agent.resume also "
+            f"takes (AgentOptions); not {', '.join(unknown)}"
         )
+    given = AgentOptions(**options)
 
     async def make_agent(store: PostgresStore, session_id: str, new: bool) -> Agent:
         if new:
             return Agent(
-                model=model,
-                system=system,
-                metadata=metadata,
-                fsync=fsync,
-                store=store,
-                session_id=session_id,
-                **options,
+                **given.as_keywords(), metadata=metadata, store=store, session_id=session_id
             )
-        return await Agent.resume(store, session_id, model=model, fsync=fsync, **options)
+        return await Agent.resume(store, session_id, **given.resume_keywords())
 
     return make_agent

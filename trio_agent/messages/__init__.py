@@ -25,9 +25,9 @@ from ._ir import ToolResultMessage as ToolResultMessage
 from ._ir import TranscriptError as TranscriptError
 from ._ir import UserMessage as UserMessage
 from ._ir import content_text as content_text
-from ._ir import repair_transcript as repair_transcript
 from ._ir import text_from_assistant as text_from_assistant
-from ._ir import validate_transcript as validate_transcript
+from ._rules import repair_transcript as repair_transcript
+from ._rules import validate_transcript as validate_transcript
 
 __all__ = [
     "AssistantMessage",

@@ -11,7 +11,6 @@ calls that a cancellation left dangling, explicitly and never silently.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Annotated, Any, ClassVar, Literal
 
 from msgspec import Meta, Struct
@@ -33,9 +32,7 @@ __all__ = [
     "ToolResultMessage",
     "TranscriptError",
     "UserMessage",
-    "repair_transcript",
     "text_from_assistant",
-    "validate_transcript",
 ]
 
 
@@ -279,33 +276,3 @@ def tool_result(
         content=content,
         is_error=is_error,
     )
-
-
-def validate_transcript(messages: Iterable[Message]) -> None:
-    """Raise ``TranscriptError`` unless ``messages`` is a transcript a provider accepts.
-
-    Checks: every item is a message with fields of the right types; strings
-    are valid Unicode; tool arguments are plain JSON within the limits;
-    message ids and tool call ids are unique; every tool result answers an
-    unanswered call of the assistant message it follows, with the same tool
-    name; every call has exactly one result, placed after its assistant
-    message and before any other user or assistant message.
-    """
-    from ..engine._transcript import validate  # the checks need the classes above: no cycle
-
-    validate(messages)
-
-
-def repair_transcript(messages: Iterable[Message]) -> tuple[Message, ...]:
-    """Answer every unanswered tool call with an explicit error result.
-
-    For a transcript cut by cancellation: each call left without a result
-    gets ``ToolResultMessage(id=f"tool-result-{call.id}", ...,
-    content="interrupted: no result was recorded", is_error=True)``, placed
-    right after that assistant message's existing results. Nothing else is
-    changed; any other defect still raises ``TranscriptError``. The result
-    passes ``validate_transcript``.
-    """
-    from ..engine._transcript import repair
-
-    return repair(messages)

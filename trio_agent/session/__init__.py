@@ -14,8 +14,8 @@ from __future__ import annotations
 from ..engine._approvals import ApprovalDecision as ApprovalDecision
 from ..errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
 from ._agent import Agent as Agent
-from ._hooks import ToolBlocked as ToolBlocked
-from ._hooks import block as block
+from ._policy import ToolBlocked as ToolBlocked
+from ._policy import block as block
 from ._retry import RetryPolicy as RetryPolicy
 from ._retry import estimate_tokens as estimate_tokens
 from ._retry import truncate_text as truncate_text

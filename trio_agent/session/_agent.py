@@ -15,74 +15,40 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar, final, overload
 
+import attrs
 import msgspec
 import trio
 
 from .._settings import ModelSettings, check_run_settings, check_settings, merge_settings
-from ..engine._approvals import ApprovalPolicy, Approvals, decide
-from ..engine._options import (
-    check_agent_name,
-    check_cancel_scope,
-    check_fsync,
-    check_int,
-    check_messages_and_model,
-    check_metadata,
-    check_scope_unused,
-    check_store,
-    check_tool_sources,
-    claim_cancel_scope,
-    registry_of,
-)
+from ..engine._approvals import ApprovalPolicy, decide
+from ..engine._options import check_cancel_scope, check_fsync, claim_cancel_scope
 from ..engine._run import exit_nursery, inline
-from ..engine._transcript import Conversation
-from ..errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
 from ..events import TurnResult
-from ..ledger._ledger import FsyncPolicy, Ledger, PendingLedger, model_label
-from ..ledger._records import LedgerError
+from ..ledger._ledger import FsyncPolicy
 from ..messages._ir import Message, ToolCall, ToolResultMessage, UserMessage
 from ..model import Model
 from ..output._spec import OutputValidator, offered, output_spec
-from ..stores._base import SessionStore, check_session_id
+from ..stores._base import SessionStore
 from ..telemetry._pricing import Price
 from ..tools._tool import Tool, ToolRegistry, ToolSource
-from ._agent_tool import agent_tool
-from ._hooks import (
-    BUSY,
-    POLICY_OPTIONS,
-    RESUMED_OPTIONS,
+from ._agent_tool import agent_tool, settled
+from ._hooks import closed_message
+from ._inbox import drain, owes_reply
+from ._options import AGENT_OPTIONS, RESUMED_OPTIONS, SESSION_OPTIONS, AgentOptions
+from ._policy import (
     AfterToolCall,
     BeforeToolCall,
     Compact,
     CountTokens,
-    Inbox,
-    SessionPolicy,
     ShouldStopTurn,
     TransformContext,
-    closed_message,
-    drain,
-    interrupted_results,
-    new_id,
-    owes_reply,
 )
-from ._hooks import RESERVED_PREFIXES as RESERVED_PREFIXES
-from ._hooks import ToolBlocked as ToolBlocked
-from ._hooks import block as block
-from ._resume import resume_agent
-from ._retry import RetryPolicy as RetryPolicy
-from ._retry import estimate_tokens as estimate_tokens
-from ._retry import truncate_text as truncate_text
-from ._turn_run import TurnRun as TurnRun
+from ._resume import log_resume, resume_session
+from ._retry import RetryPolicy, estimate_tokens
+from ._state import SessionState
+from ._turn_run import TurnRun
 
-__all__ = [
-    "CONTEXT_OVERFLOW",
-    "Agent",
-    "RetryPolicy",
-    "ToolBlocked",
-    "TurnRun",
-    "block",
-    "estimate_tokens",
-    "truncate_text",
-]
+__all__ = ["Agent"]
 
 T = TypeVar("T")
 
@@ -131,30 +97,7 @@ class Agent:
     """
 
     # No per-instance dict: 1.2 KB less per concurrent run (benchmarks W3).
-    __slots__ = (
-        "_active",
-        "_approvals",
-        "_closed",
-        "_conversation",
-        "_host",
-        "_host_manager",
-        "_inbox",
-        "_ledger",
-        "_metadata",
-        "_model",
-        "_next_sequence",
-        "_output",
-        "_output_options",
-        "_pending",
-        "_policy",
-        "_session_id",
-        "_sources",
-        "_tools",
-        "_turns",
-        "closed_on_resume",
-        "name",
-        "resume_warnings",
-    )
+    __slots__ = ("_host_manager", "_state", "closed_on_resume", "resume_warnings")
 
     def __init__(
         self,
@@ -196,108 +139,22 @@ class Agent:
         prices: Mapping[str, Price] | None = None,
         name: str | None = None,
     ) -> None:
-        check_messages_and_model(messages, model)
-        self.name = check_agent_name(name)
-        self._sources = check_tool_sources(tool_sources)
-        self._approvals = Approvals()
-        self._output_options = (output_mode, output_retries, output_validator)
-        self._output = output_spec(output_type, *self._output_options)
-        self._model = model
-        self._tools = registry_of(tools)
-        given = locals()  # the options, by name, as SessionPolicy takes them
-        self._policy = SessionPolicy.build(**{name: given[name] for name in POLICY_OPTIONS})
-        check_int("request_sequence_start", request_sequence_start, 1)
-        check_int("sequence_start", sequence_start, 0)
-        self._metadata = check_metadata(metadata)
-        # raises TranscriptError
-        self._conversation = Conversation.from_messages(messages, request_sequence_start - 1)
-        check_store(store, session_id, fsync)
-        self._pending: PendingLedger | None = None
-        if store is not None:  # the id is fixed now; the ledger is made on first use
-            session_id = new_id("session") if session_id is None else check_session_id(session_id)
-            self._pending = PendingLedger(store.create, session_id, fsync)
-        self._session_id = session_id
-        self._inbox = Inbox()
-        self._ledger: Ledger | None = None
+        given = locals()  # the options by name: AgentOptions is their one declaration
+        options = AgentOptions(**{key: given[key] for key in AGENT_OPTIONS})
+        self._state = SessionState.new(options, **{key: given[key] for key in SESSION_OPTIONS})
         self.resume_warnings: tuple[str, ...] = ()
         self.closed_on_resume: tuple[tuple[ToolResultMessage, str], ...] = ()
-        self._turns = 0
-        self._next_sequence = sequence_start
-        self._active: TurnRun | None = None
-        self._closed: str | None = None  # why turns are refused once aclose() closed the session
-        self._host: trio.Nursery | None = None
         self._host_manager: Any = None
 
-    # -- the ledger, created on first use
-    async def _open(self, prompt: UserMessage | None = None) -> None:
-        """Create the session's ledger if it is still to be made (``PendingLedger``):
-        attached as soon as it is made (no checkpoint between), so it is either
-        whole and in use or not made at all; after a failure it is still to be
-        made (the next use tries again), and the turn's ``prompt`` is not kept."""
-        while (pending := self._pending) is not None:
-            conversation, created = self._conversation, False
-            try:
-                made = await pending.create(
-                    system=self._policy.system,
-                    first_request=conversation.requests + 1,
-                    first_sequence=self._next_sequence,
-                    metadata=self._metadata,
-                    messages=conversation.messages,
-                )
-                created = True
-            finally:
-                if not created:
-                    self._inbox.release(prompt)
-            if made is not None:  # else another task's attempt ended: look again
-                self._pending = None
-                self._attach(made)
-
-    def _attach(self, ledger: Ledger) -> None:
-        self._ledger = ledger
-        self._conversation.journal = ledger
-
-    # -- turns, as TurnRun drives them
-    def _claim(self, run: TurnRun, prompt: UserMessage | None) -> None:
-        """Make ``run`` the running turn: ``RuntimeError`` if one runs or the session is
-        closed, ``ValueError`` if its scope was entered, with ``prompt``'s id let go."""
-        try:
-            if self._active is not None or self._closed is not None:
-                raise RuntimeError(self._closed or BUSY)
-            check_scope_unused(run._scope)
-        except (RuntimeError, ValueError):
-            self._inbox.release(prompt)
-            raise
-        self._active = run
-
-    @trio.lowlevel.enable_ki_protection  # taken from the inbox and owned by a turn, or neither
-    def _begin_turn(
-        self, prompt: UserMessage | None, scope: trio.CancelScope | None, sequence: int
-    ) -> tuple[int, tuple[Message, ...], tuple[ToolResultMessage, ...]]:
-        """The claimed turn's number, its input (taken from the inbox), and results
-        for calls a cut turn left open. Everything taken is appended before the
-        turn's first await, so a cancellation cannot lose it. ``ValueError`` if
-        ``scope`` was entered meanwhile (no checkpoint from here to the turn's own
-        ``with scope``), before anything is recorded or taken."""
-        turn = self._turns + 1
-        try:
-            check_scope_unused(scope)
-            if self._ledger is not None:
-                self._ledger.turn_started(turn, sequence, model_label(self._model))
-        except (ValueError, LedgerError):  # nothing was taken; the prompt is not kept either
-            self._inbox.release(prompt)
-            raise
-        self._turns = turn
-        held = self._approvals.held  # answered by the turn, once decided
-        repairs = tuple(
-            r for r in interrupted_results(self._conversation) if r.tool_call_id not in held
-        )
-        return turn, self._inbox.take_for_turn(prompt), repairs
-
-    def _end_turn(self, run: TurnRun, sequence: int) -> None:
-        """``run`` is over: the agent is free, and its events continue at ``sequence``."""
-        if self._active is run:
-            self._active = None
-            self._next_sequence = sequence
+    @classmethod
+    def _of(cls, state: SessionState) -> Agent:
+        """An agent over ``state`` (one that ``Agent.resume`` rebuilt)."""
+        self = cls.__new__(cls)
+        self._state = state
+        self.resume_warnings = ()
+        self.closed_on_resume = ()
+        self._host_manager = None
+        return self
 
     @classmethod
     async def resume(
@@ -359,9 +216,15 @@ class Agent:
         """
         check_fsync(fsync)  # before anything is opened
         given = locals()
-        options = {name: given[name] for name in RESUMED_OPTIONS}
-        options["model"] = model
-        return await resume_agent(cls, store, session_id, fsync, system, options)
+        options = AgentOptions(
+            model=model, fsync=fsync, **{key: given[key] for key in RESUMED_OPTIONS}
+        )
+        resumed = await resume_session(store, session_id, options, system)
+        agent = cls._of(resumed.state)
+        agent.closed_on_resume = resumed.closed
+        agent.resume_warnings = resumed.warnings
+        log_resume(resumed)
+        return agent
 
     async def __aenter__(self) -> Agent:
         """Create the session's ledger if it is not made yet (``SessionExistsError``,
@@ -371,19 +234,20 @@ class Agent:
         (``tool_grace_period``), so no turn waits for it. Leaving the block waits
         for such calls, then closes the ledger. Cancellation: the ledger is
         either made whole (the worker thread is waited for) or not at all."""
-        if self._host_manager is not None or self._closed is not None:
-            raise RuntimeError(self._closed or "an Agent can be entered only once")
-        await self._open()
+        state = self._state
+        if self._host_manager is not None or state.closed is not None:
+            raise RuntimeError(state.closed or "an Agent can be entered only once")
+        await state.open()
         self._host_manager = trio.open_nursery()
-        self._host = await self._host_manager.__aenter__()
+        state.host = await self._host_manager.__aenter__()
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         try:
             await exit_nursery(self._host_manager, exc)
         finally:
-            self._host = None
-            if self._active is None:
+            self._state.host = None
+            if self._state.active is None:
                 await self.aclose()
 
     async def aclose(self) -> None:
@@ -393,16 +257,16 @@ class Agent:
         so what was recorded is made durable. With a store, the agent takes no
         turn afterwards (``RuntimeError``: go on with ``Agent.resume(store, id)``);
         one without a store has nothing to close and goes on."""
-        if self._active is not None:
+        state = self._state
+        if state.active is not None:
             raise RuntimeError("cannot close the ledger while a turn runs; cancel it first")
-        if self._session_id is not None:  # a session with a store: no turn records in it now
-            self._closed = closed_message(self._session_id, self._pending is None)
-        ledger, self._ledger = self._ledger, None
-        self._conversation.journal = None
+        if state.session_id is not None:  # a session with a store: no turn records in it now
+            state.closed = closed_message(state.session_id, state.pending is None)
+        ledger = state.detach()
         if ledger is not None:
             with trio.CancelScope(shield=True):
                 try:
-                    ledger.session_closed(self._next_sequence)  # a clean close, not a crash
+                    ledger.session_closed(state.next_sequence)  # a clean close, not a crash
                 finally:
                     await ledger.aclose()
 
@@ -412,7 +276,7 @@ class Agent:
         """Calls held for a person's approval (``@tool(requires_approval=True)`` or
         ``Agent(approval=)``), decided or not, until the next turn runs or answers
         them; in call order, with the arguments the model gave."""
-        return self._approvals.pending()
+        return self._state.approvals.pending()
 
     async def approve(
         self, call_id: str, *, arguments: dict[str, Any] | None = None, by: str = ""
@@ -422,67 +286,76 @@ class Agent:
         ledger, durably, before this returns; ``ValueError`` for an unknown call or
         one already decided; ``RuntimeError`` while a turn runs. Cancellation: the
         record is made at once and flushed shielded."""
-        busy = self._active is not None
-        approvals, ledger, tools = self._approvals, self._ledger, self._tools
+        state = self._state
+        busy = state.active is not None
+        approvals, ledger, tools = state.approvals, state.ledger, state.tools
         await decide(approvals, ledger, tools, busy, call_id, True, "", by, arguments)
 
     async def reject(self, call_id: str, reason: str = "", *, by: str = "") -> None:
         """Reject a held call, once: the next turn answers it with an error result
         carrying ``reason`` (the model reads it). As ``approve`` otherwise."""
-        busy = self._active is not None
-        approvals, ledger, tools = self._approvals, self._ledger, self._tools
+        state = self._state
+        busy = state.active is not None
+        approvals, ledger, tools = state.approvals, state.ledger, state.tools
         await decide(approvals, ledger, tools, busy, call_id, False, reason, by, None)
 
     # -- state
     @property
+    def name(self) -> str | None:
+        """The agent's name in traces (``invoke_agent {name}``), or None."""
+        return self._state.name
+
+    @property
     def session_id(self) -> str | None:
         """The ledger's session id (fixed when the agent is made, before its ledger
         is created), or None for a session kept in memory only."""
-        return self._session_id
+        return self._state.session_id
 
     @property
     def metadata(self) -> Mapping[str, Any]:
         """The run configuration recorded with the session (``Agent(metadata=...)``,
         or the ledger's on resume): a read-only copy; empty when none was given."""
-        return MappingProxyType(msgspec.json.decode(msgspec.json.encode(self._metadata or {})))
+        return MappingProxyType(
+            msgspec.json.decode(msgspec.json.encode(self._state.metadata or {}))
+        )
 
     @property
     def messages(self) -> tuple[Message, ...]:
         """The session transcript: complete messages only."""
-        return self._conversation.snapshot()
+        return self._state.conversation.snapshot()
 
     @property
     def awaiting_reply(self) -> bool:
         """Whether the model owes an answer: the transcript ends on a user message or
         a tool result (or calls a cut turn left open, answered as interrupted next
         turn), as after resuming an interrupted turn. ``prompt()`` then continues."""
-        return owes_reply(self._conversation)
+        return owes_reply(self._state.conversation)
 
     @property
     def turns(self) -> int:
         """Turns started so far."""
-        return self._turns
+        return self._state.turns
 
     @property
     def requests(self) -> int:
         """Model requests opened so far; the next is ``request-{requests + 1:03d}``."""
-        return self._conversation.requests
+        return self._state.conversation.requests
 
     @property
     def running(self) -> bool:
-        return self._active is not None
+        return self._state.active is not None
 
     @property
     def queued_steering(self) -> tuple[Message, ...]:
-        return tuple(self._inbox.steering)
+        return tuple(self._state.inbox.steering)
 
     @property
     def queued_follow_ups(self) -> tuple[Message, ...]:
-        return tuple(self._inbox.follow_ups)
+        return tuple(self._state.inbox.follow_ups)
 
     def clear_queued(self) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
         """Remove and return the queued (steering, follow-up) messages."""
-        inbox = self._inbox
+        inbox = self._state.inbox
         return drain(inbox.steering, inbox.reserved), drain(inbox.follow_ups, inbox.reserved)
 
     # -- input
@@ -493,11 +366,13 @@ class Agent:
         waits for the next one. Raises ``TypeError``/``TranscriptError`` for
         a bad message at once.
         """
-        self._inbox.steering.append(self._inbox.admit(message, self._conversation))
+        state = self._state
+        state.inbox.steering.append(state.inbox.admit(message, state.conversation))
 
     def follow_up(self, message: str | UserMessage) -> None:
         """Queue input delivered when the current turn would otherwise end; it continues it."""
-        self._inbox.follow_ups.append(self._inbox.admit(message, self._conversation))
+        state = self._state
+        state.inbox.follow_ups.append(state.inbox.admit(message, state.conversation))
 
     # -- turns
     def turn(
@@ -540,22 +415,21 @@ class Agent:
         output_validator: OutputValidator | None = None,
     ) -> TurnRun:
         check_cancel_scope(given)
-        mode, retries, _ = self._output_options  # the agent's validator is for its type
-        output = (
-            self._output
+        state = self._state
+        output = (  # the agent's validator is for its own type
+            state.output
             if output_type is None
-            else output_spec(output_type, mode, retries, output_validator)
+            else output_spec(output_type, state.output_mode, state.output_retries, output_validator)
         )
         settings = check_settings(settings)  # the turn's, over the agent's (checked whole now)
         check_run_settings(
-            merge_settings(self._policy.settings, settings),
-            offered(self._tools, output, self._sources),
+            merge_settings(state.policy.settings, settings),
+            offered(state.tools, output, state.sources),
         )
-        if self._active is not None or self._closed is not None:
-            raise RuntimeError(self._closed or BUSY)
-        prompt = None if message is None else self._inbox.admit(message, self._conversation)
+        state.check_free()
+        prompt = None if message is None else state.inbox.admit(message, state.conversation)
         claim_cancel_scope(given)  # the turn's own: no other turn may take it now
-        return TurnRun(self, prompt, scope, settings, output)
+        return TurnRun(state, prompt, scope, settings, output)
 
     @overload
     async def prompt(
@@ -636,6 +510,31 @@ class Agent:
         Cancellation: cancelling the outer call cancels the turn (recorded as
         cancelled); ``trio.Cancelled`` propagates and the call gets no result.
         """
+        typed = self._state.output is not None
         return agent_tool(
-            self, name, description, input_type, fresh=fresh, store=store, max_seconds=max_seconds
+            self,
+            self._copy,
+            typed,
+            name,
+            description,
+            input_type,
+            fresh=fresh,
+            store=store,
+            max_seconds=max_seconds,
+        )
+
+    def _copy(self, store: SessionStore | None, metadata: dict[str, Any], name: str) -> Agent:
+        """A new agent with this one's model, tools, options and transcript (as it
+        is now), recording in ``store`` (if any) under a new session id, with
+        ``metadata`` over this one's; named as this one is, else ``name``."""
+        state = self._state
+        options = attrs.evolve(state.options(), name=state.name or name)
+        if store is None:
+            options = attrs.evolve(options, fsync="step")
+        return Agent(
+            **options.as_keywords(),
+            messages=settled(self.messages),
+            request_sequence_start=self.requests + 1,
+            store=store,
+            metadata={**(state.metadata or {}), **metadata},
         )

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Annotated, Any, Final, final
+from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, final
 
 import msgspec
 import trio
@@ -71,13 +72,29 @@ from ..stores._base import SessionStore
 from ..tools._context import PROGRESS_INTERVAL, ToolContext, tool_context
 from ..tools._schema import inline_schema
 from ..tools._tool import Tool, ToolArgumentsError, ToolError, ToolResult
-from ._hooks import POLICY_OPTIONS
 
 if TYPE_CHECKING:
-    from ._agent import Agent
     from ._turn_run import TurnRun
 
-__all__ = ["agent_tool", "linked_session"]
+
+class _Agent(Protocol):
+    """What an agent tool runs: an ``Agent``, as far as this module uses one."""
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    def turn(
+        self, message: str | None = None, *, cancel_scope: trio.CancelScope | None = None
+    ) -> TurnRun: ...
+
+    async def aclose(self) -> None: ...
+
+
+Copy = Callable[[SessionStore | None, dict[str, Any], str], _Agent]
+"""Makes a fresh copy of the agent (recording in the store given, if any, with
+the metadata given over its own, named as it is or else as the tool)."""
+
+__all__ = ["agent_tool", "linked_session", "settled"]
 
 _TEXT_TAIL: Final = 120
 """Characters of the inner answer's latest text a progress report shows."""
@@ -296,7 +313,7 @@ def _answer(result: TurnResult, typed: bool, link: str | None, max_seconds: floa
 # ---------------------------------------------------------------- runners
 
 
-def _settled(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+def settled(messages: tuple[Message, ...]) -> tuple[Message, ...]:
     """``messages`` without a step still running at the end (an assistant message
     whose calls are not all answered yet, and the results it has so far): what a
     fresh copy of an agent that is calling its own tool can start from."""
@@ -309,32 +326,6 @@ def _settled(messages: tuple[Message, ...]) -> tuple[Message, ...]:
             }
             return messages if calls <= answered else messages[:index]
     return messages
-
-
-def _fork(
-    template: Agent, store: SessionStore | None, metadata: dict[str, Any], name: str
-) -> Agent:
-    """A new agent with ``template``'s model, tools, options and transcript (as it
-    is now), recording in ``store`` (if any) under a new session id; named as
-    ``template`` is, else ``name`` (the tool's)."""
-    policy = template._policy
-    options = {name: getattr(policy, name) for name in POLICY_OPTIONS}
-    mode, retries, validator = template._output_options
-    output = template._output
-    return type(template)(
-        model=template._model,
-        tools=template._tools,
-        messages=_settled(template.messages),
-        request_sequence_start=template.requests + 1,
-        store=store,
-        metadata={**(template._metadata or {}), **metadata},
-        output_type=None if output is None else output.type,
-        output_mode=mode,
-        output_retries=retries,
-        output_validator=validator,
-        name=template.name or name,
-        **options,
-    )
 
 
 def _scope(max_seconds: float | None) -> trio.CancelScope | None:
@@ -352,17 +343,19 @@ class _Runner:
     """Runs one call's turn: on a fork (``fresh``) or on the agent itself, one
     call at a time."""
 
-    __slots__ = ("_agent", "_fresh", "_lock", "_max_seconds", "_name", "_store")
+    __slots__ = ("_agent", "_copy", "_fresh", "_lock", "_max_seconds", "_name", "_store")
 
     def __init__(
         self,
-        agent: Agent,
+        agent: _Agent,
+        copy: Copy,
         name: str,
         fresh: bool,
         store: SessionStore | None,
         max_seconds: float | None,
     ) -> None:
         self._agent = agent
+        self._copy = copy
         self._name = name
         self._fresh = fresh
         self._store = store
@@ -403,7 +396,7 @@ class _Runner:
 
     async def _run_fresh(self, text: str, context: ToolContext) -> tuple[TurnResult, str | None]:
         parent = {"agent_tool": {"name": self._name, "call_id": context.call.id}}
-        agent = _fork(self._agent, self._store, parent, self._name)
+        agent = self._copy(self._store, parent, self._name)
         try:
             run = agent.turn(text, cancel_scope=_scope(self._max_seconds))
             result = await _watch(run, _Progress(context))
@@ -425,7 +418,7 @@ def _held_above(lock: trio.Lock) -> bool:
     return False
 
 
-def _check_options(agent: Agent, fresh: object, store: object, max_seconds: object) -> None:
+def _check_options(agent: _Agent, fresh: object, store: object, max_seconds: object) -> None:
     if type(fresh) is not bool:
         raise TypeError(f"as_tool: fresh must be a bool, got {fresh!r}")
     if max_seconds is not None and (
@@ -451,7 +444,9 @@ def _check_options(agent: Agent, fresh: object, store: object, max_seconds: obje
 
 
 def agent_tool(
-    agent: Agent,
+    agent: _Agent,
+    copy: Copy,
+    typed: bool,
     name: str,
     description: str,
     input_type: Any = str,
@@ -460,12 +455,13 @@ def agent_tool(
     store: SessionStore | None = None,
     max_seconds: float | None = None,
 ) -> Tool[..., Any]:
-    """The ``Tool`` behind ``Agent.as_tool`` (see there). ``TypeError`` /
-    ``ValueError`` at once for options that cannot work."""
+    """The ``Tool`` behind ``Agent.as_tool`` (see there): ``copy`` makes the fresh
+    agent of a call, ``typed`` says whether the agent answers with an
+    ``output_type``. ``TypeError`` / ``ValueError`` at once for options that
+    cannot work."""
     _check_options(agent, fresh, store, max_seconds)
     given = _Input(input_type)
-    runner = _Runner(agent, name, fresh, store, max_seconds)
-    typed = agent._output is not None
+    runner = _Runner(agent, copy, name, fresh, store, max_seconds)
 
     async def execute(arguments: dict[str, Any]) -> Any:
         text = given.prompt(arguments)

@@ -30,10 +30,11 @@ from ..model import Usage
 from ..output._spec import OutputSpec
 from ..telemetry._observe import end_turn, leave_turn, start_turn
 from ..telemetry._pricing import priced_turn
-from ._hooks import SessionHooks, ledger_failure, owes_reply
+from ._hooks import SessionHooks, ledger_failure
+from ._inbox import owes_reply
 
 if TYPE_CHECKING:
-    from ._agent import Agent
+    from ._state import SessionState
 
 __all__ = ["TurnRun"]
 
@@ -58,48 +59,49 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
 
     def __init__(
         self,
-        agent: Agent,
+        state: SessionState,
         prompt: UserMessage | None,
         scope: trio.CancelScope | None,
         settings: ModelSettings | None = None,
         output: OutputSpec | None = None,
     ) -> None:
         super().__init__(scope)
-        self._agent = agent
+        self._state = state
         self._prompt = prompt
         self._settings = settings  # the turn's own, over the agent's
         self._output = output
         self._spec: TurnSpec | None = None  # the turn's, once it has begun
 
     def _emitter(self, send: trio.MemorySendChannel[SessionEvent] | None) -> Emitter:
-        agent = self._agent
-        return Emitter(send, start=agent._next_sequence, journal=agent._ledger)
+        state = self._state
+        return Emitter(send, start=state.next_sequence, journal=state.ledger)
 
     async def _drive(self, emit: Emitter, host: trio.Nursery | None) -> None:
         # One frame for the whole turn: a suspended turn's coroutine frames are
         # most of what it costs in memory.
-        agent = self._agent
-        conversation = agent._conversation
-        policy = agent._policy
-        # the tools as they are now
-        spec = policy.spec(agent._model, agent._tools, self._settings, self._output, agent._sources)
-        state = TurnState()
+        session = self._state
+        conversation = session.conversation
+        policy = session.policy
+        spec = session.spec(self._settings, self._output)  # the tools as they are now
+        turn_state = TurnState()
         outcome: TurnOutcome | None = None
         try:
-            agent._claim(self, self._prompt)
-            if agent._pending is not None:  # the session's first use: create its ledger
-                await agent._open(self._prompt)
-                emit.attach(agent._ledger)
-            turn, taken, repairs = agent._begin_turn(self._prompt, self._scope, emit.next)
-            spec = self._spec = start_turn(spec, agent._session_id, turn, agent.name)
+            session.claim(self, self._scope, self._prompt)
+            if session.pending is not None:  # the session's first use: create its ledger
+                await session.open(self._prompt)
+                emit.attach(session.ledger)
+            turn, taken, repairs = session.begin_turn(self._prompt, self._scope, emit.next)
+            spec = self._spec = start_turn(spec, session.session_id, turn, session.name)
             try:
                 with _UNSCOPED if self._scope is None else self._scope:
-                    approvals = agent._approvals
-                    hooks = SessionHooks(policy, agent._inbox, emit, turn, approvals, agent._ledger)
+                    approvals = session.approvals
+                    hooks = SessionHooks(
+                        policy, session.inbox, emit, turn, approvals, session.ledger
+                    )
                     outcome = await self._open(turn, taken, repairs, spec, hooks, emit, host)
                     if outcome is None:
                         outcome = await run_turn(
-                            conversation, spec, state, emit, hooks, agent._host or host
+                            conversation, spec, turn_state, emit, hooks, session.host or host
                         )
             except Exception as exc:  # a bug, or a group of them: end visibly, raise it
                 broken = ledger_failure(exc)
@@ -108,22 +110,22 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                         raise
                     raise broken from exc
                 failed = TurnFailed(code=INTERNAL_ERROR, detail=describe(exc))
-                await self._end(turn, failed, state, emit)
+                await self._end(turn, failed, turn_state, emit)
                 raise
             except (trio.Cancelled, BaseExceptionGroup) as exc:
                 if cancelled_from_outside(exc):
-                    await self._end(turn, TurnCancelled(), state, emit)
+                    await self._end(turn, TurnCancelled(), turn_state, emit)
                 raise
             end = (
                 TurnCancelled()
                 if outcome is None
-                else turn_end_of(outcome, state, policy.max_steps)
+                else turn_end_of(outcome, turn_state, policy.max_steps)
             )
             output = None if outcome is None else outcome.output
-            await self._end(turn, end, state, emit, output)
+            await self._end(turn, end, turn_state, emit, output)
         finally:
             leave_turn(spec)
-            agent._end_turn(self, emit.next)
+            session.end_turn(self, emit.next)
 
     async def _open(
         self,
@@ -139,8 +141,8 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         for approval (run if approved, an error result if rejected); the turn's end
         if it cannot go on (undecided calls: the input waits in the inbox; nothing
         to do), else None."""
-        agent = self._agent
-        conversation, approvals = agent._conversation, agent._approvals
+        state = self._state
+        conversation, approvals = state.conversation, state.approvals
         started = [lambda sequence: TurnStarted(sequence=sequence, turn=turn)]
         if not approvals.held:
             await accept(conversation, repairs + taken, emit, first=started)
@@ -150,9 +152,9 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         await accept(conversation, repairs, emit, first=started)
         waiting = hooks.awaiting_approval()
         if waiting is not None:  # no request while a held call is undecided
-            agent._inbox.requeue(taken)
+            state.inbox.requeue(taken)
             return TurnOutcome("stopped", stop=waiting)
-        await resolve(approvals, conversation, spec, hooks, emit, agent._host or host)
+        await resolve(approvals, conversation, spec, hooks, emit, state.host or host)
         await accept(conversation, taken, emit)
         return None
 
@@ -161,10 +163,10 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
     ) -> None:
         """Record ``turn/end`` (as durable as the policy asks), then deliver
         ``turn.finished``."""
-        agent = self._agent
+        session = self._state
         last = state.last_message
         final_text = "" if last is None else text_from_assistant(last)
-        ledger = agent._ledger
+        ledger = session.ledger
         if ledger is not None:
             # the sequence after turn.finished: where the next turn's events start
             ledger.turn_ended(turn, end, emit.next + emit.owed + 1)
@@ -177,12 +179,12 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                 cache_read_tokens=state.cache_read_tokens,
                 cache_write_tokens=state.cache_write_tokens,
             ),
-            agent._model,
-            agent._policy.prices,
+            session.model,
+            session.policy.prices,
         )
         if self._spec is not None:
             end_turn(
-                self._spec, agent._session_id, turn, end.reason, state.steps, usage, _code_of(end)
+                self._spec, session.session_id, turn, end.reason, state.steps, usage, _code_of(end)
             )
         result = TurnResult(
             turn=turn,
@@ -190,7 +192,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
             steps=state.steps,
             final_text=final_text,
             usage=usage,
-            messages=agent._conversation.snapshot(),
+            messages=session.conversation.snapshot(),
             output=output,
         )
         await self._finish(

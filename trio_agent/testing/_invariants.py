@@ -26,9 +26,8 @@ from ..messages._ir import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
-    repair_transcript,
-    validate_transcript,
 )
+from ..messages._rules import repair_transcript, validate_transcript
 from ..model import ThinkingDelta
 from ._explorer import outcome_of
 

@@ -17,11 +17,11 @@ import attrs
 import msgspec
 import trio
 
-from ..engine._transcript import INPUT_BLOCKS, BlockError, check_content
 from ..errors import describe, first_leaf, message_of
 from ..limits import REJECTED_ARGUMENTS as REJECTED_ARGUMENTS
 from ..limits import cut_text
 from ..messages._ir import InputBlock, ToolCall, ToolResultMessage, tool_result
+from ..messages._rules import INPUT_BLOCKS, BlockError, check_content
 from ..model import ToolSpec
 from ._context import MAX_PROGRESS_TEXT as MAX_PROGRESS_TEXT
 from ._context import PROGRESS_INTERVAL as PROGRESS_INTERVAL

@@ -1,0 +1,130 @@
+"""Input queued for a session (``Inbox``: steering, follow-ups, reserved ids) and
+what a session reads off its transcript between turns (``owes_reply``, the
+results of calls a cut turn left open)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import final
+
+from ..engine._transcript import Conversation
+from ..messages._ir import (
+    INTERRUPTED_RESULT_TEXT,
+    AssistantMessage,
+    Message,
+    ToolResultMessage,
+    TranscriptError,
+    UserMessage,
+    tool_result,
+)
+
+__all__ = [
+    "RESERVED_PREFIXES",
+    "Inbox",
+    "drain",
+    "interrupted_results",
+    "new_id",
+    "owes_reply",
+]
+
+RESERVED_PREFIXES = ("message-", "tool-result-", "output-retry-")
+"""Id prefixes of the messages the loop makes; input messages may not use them."""
+
+
+def drain(queue: list[Message], reserved: dict[str, None]) -> tuple[Message, ...]:
+    """Take everything queued; the ids are no longer reserved (once in the
+    transcript, it refuses them). A tuple: an empty one costs nothing."""
+    taken = tuple(queue)
+    queue.clear()
+    for message in taken:
+        reserved.pop(message.id, None)
+    return taken
+
+
+def owes_reply(conversation: Conversation) -> bool:
+    """Whether the model owes an answer: the transcript ends on a user message or a
+    tool result, or on an assistant message whose calls are not all answered."""
+    messages = conversation.messages
+    if not messages:
+        return False
+    return type(messages[-1]) is not AssistantMessage or bool(conversation.linker.open_calls)
+
+
+def interrupted_results(conversation: Conversation) -> tuple[ToolResultMessage, ...]:
+    """Results for the calls a cut turn left open: interrupted, as errors."""
+    return tuple(
+        tool_result(call, INTERRUPTED_RESULT_TEXT, True) for call in conversation.unanswered_calls()
+    )
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id such as ``user-0123456789ab``."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@final
+class Inbox:
+    """Input queued for the session: steering (delivered before the next request
+    of the current turn), follow-ups (when it would end), and the ids of those
+    and of pending prompts, reserved so nothing can clash with them later."""
+
+    # lists, not deques: only appended, drained whole and cleared; an empty deque is
+    # 600 B. ``reserved`` is a dict: an empty set is 216 B.
+    __slots__ = ("follow_ups", "reserved", "steering")
+
+    def __init__(self) -> None:
+        self.steering: list[Message] = []
+        self.follow_ups: list[Message] = []
+        self.reserved: dict[str, None] = {}
+
+    def admit(self, message: str | UserMessage, conversation: Conversation) -> UserMessage:
+        """Check an input message (``TypeError``/``TranscriptError`` at once) and
+        reserve its id, so nothing can clash with it later."""
+        if type(message) is str:
+            user = UserMessage(new_id("user"), message)
+        elif type(message) is UserMessage:
+            user = message
+        else:
+            raise TypeError(f"expected a str or UserMessage, got {type(message).__name__}")
+        conversation.check_new(user)
+        if user.id.startswith(RESERVED_PREFIXES):
+            raise TranscriptError(
+                "RESERVED_ID",
+                f"message id {user.id!r} uses a prefix the loop keeps for its own messages "
+                f"({', '.join(RESERVED_PREFIXES)})",
+            )
+        if user.id in self.reserved:
+            raise TranscriptError("DUPLICATE_MESSAGE_ID", f"message id {user.id!r} is queued")
+        self.reserved[user.id] = None
+        return user
+
+    def release(self, prompt: Message | None) -> None:
+        """Let ``prompt``'s id go: its turn did not start, so it took nothing."""
+        if prompt is not None:
+            self.reserved.pop(prompt.id, None)
+
+    def take_input(self, stop_reason: str) -> tuple[Message, ...]:
+        """What continues the turn after a step: steering first, then (when the model
+        stopped) the follow-ups."""
+        if self.steering:
+            return drain(self.steering, self.reserved)
+        if stop_reason != "tool_call":
+            return drain(self.follow_ups, self.reserved)
+        return ()
+
+    def requeue(self, taken: Sequence[Message]) -> None:
+        """Put a turn's input back, first in line (its turn could not take it)."""
+        self.follow_ups[:0] = taken
+        self.reserved.update(dict.fromkeys(message.id for message in taken))
+
+    def take_for_turn(self, prompt: Message | None) -> tuple[Message, ...]:
+        """A new turn's input: its prompt with the queued steering, or else the
+        follow-ups."""
+        taken = drain(self.steering, self.reserved)
+        if prompt is not None:
+            self.reserved.pop(prompt.id, None)
+            taken = (prompt, *taken)
+        if not taken:
+            taken = drain(self.follow_ups, self.reserved)
+        return taken

@@ -1,0 +1,216 @@
+"""How an ``Agent`` runs its turns, as one frozen value: ``SessionPolicy`` (the step
+budget, retries, budgets, the context guard, the hooks, the tool-batch
+options), checked once and shared by agents built alike; and what its hooks
+are (``block`` stops a call)."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, final
+
+import attrs
+import msgspec
+
+from .._settings import ModelSettings, check_run_settings, check_settings, merge_settings
+from ..engine._approvals import ApprovalPolicy
+from ..engine._hooks import TurnSpec, TurnState, build_spec
+from ..engine._options import (
+    check_int,
+    check_max_steps,
+    check_optional_hook,
+    check_system,
+    check_tool_execution,
+)
+from ..messages._ir import (
+    Message,
+    ToolCall,
+    ToolResultMessage,
+)
+from ..model import Model, ModelRequest
+from ..output._spec import OutputSpec, offered
+from ..telemetry._pricing import Price, check_prices
+from ..tools._tool import ToolRegistry, ToolSource
+from ._retry import DEFAULT_RETRY, RetryPolicy, estimate_tokens
+
+__all__ = [
+    "POLICY_OPTIONS",
+    "AfterToolCall",
+    "BeforeToolCall",
+    "Compact",
+    "CountTokens",
+    "SessionPolicy",
+    "ShouldStopTurn",
+    "ToolBlocked",
+    "TransformContext",
+    "block",
+]
+
+
+TransformContext = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
+BeforeToolCall = Callable[[ToolCall], Awaitable["ToolBlocked | None"]]
+AfterToolCall = Callable[[ToolCall, ToolResultMessage], Awaitable[ToolResultMessage]]
+ShouldStopTurn = Callable[[TurnState], Awaitable[bool]]
+Compact = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
+CountTokens = Callable[[ModelRequest], int]
+
+
+@final
+@attrs.frozen
+class ToolBlocked:
+    """What ``before_tool_call`` returns to stop a call; build it with ``block(reason)``."""
+
+    reason: str
+
+
+def block(reason: str) -> ToolBlocked:
+    """Block a tool call: it does not run, and the model sees ``reason`` as an error result."""
+    if type(reason) is not str:
+        raise TypeError(f"block() takes a str reason, got {reason!r}")
+    return ToolBlocked(reason)
+
+
+@final
+@attrs.frozen
+class SessionPolicy:
+    """How an ``Agent`` runs its turns, checked once (``build``) and then fixed: the
+    step budget, retries, budgets, the context guard, the hooks and the
+    tool-batch options. (The model and the tools are the Agent's own.)
+
+    A value: agents built with the same options share one policy object
+    (``build`` interns it), so a thousand agents cost one, not a thousand.
+    """
+
+    system: str
+    max_steps: int
+    retry: RetryPolicy
+    seed: int | None
+    max_turn_tokens: int | None
+    max_repeated_failures: int | None
+    context_window: int | None
+    reserve_output_tokens: int
+    count_tokens: CountTokens
+    max_tool_result_chars: int | None
+    transform_context: TransformContext | None
+    before_tool_call: BeforeToolCall | None
+    after_tool_call: AfterToolCall | None
+    should_stop_turn: ShouldStopTurn | None
+    compact: Compact | None
+    approval: ApprovalPolicy | None
+    tool_execution: Literal["sequential", "parallel"]
+    max_parallel_tools: int
+    tool_grace_period: float
+    settings: ModelSettings | None
+    prices: Mapping[str, Price] | None
+
+    @classmethod
+    def build(cls, **options: Any) -> SessionPolicy:
+        """Check every option (``TypeError``/``ValueError`` naming it), then fix them."""
+        check_system(options["system"])
+        check_tool_execution(
+            options["tool_execution"], options["max_parallel_tools"], options["tool_grace_period"]
+        )
+        # as the loop's: per turn here, while request numbers run on across turns
+        check_max_steps(options["max_steps"])
+        check_int("reserve_output_tokens", options["reserve_output_tokens"], 0)
+        for name in ("max_turn_tokens", "max_repeated_failures", "context_window"):
+            check_int(name, options[name], 1, optional=True)
+        limit = options["max_tool_result_chars"]
+        if limit is not None and (type(limit) is not int or limit < 200):
+            raise ValueError(
+                "max_tool_result_chars must be None or an int >= 200 (room for the cut marker), "
+                f"got {limit!r}"
+            )
+        seed = options["seed"]
+        if seed is not None and type(seed) not in (int, float, str, bytes):
+            raise TypeError(f"seed must be None, an int, a float, a str or bytes, got {seed!r}")
+        retry = options["retry"]
+        if retry is not None and type(retry) is not RetryPolicy:
+            raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
+        if not callable(options["count_tokens"]):
+            raise TypeError(f"count_tokens must be callable, got {options['count_tokens']!r}")
+        for name in (
+            "transform_context",
+            "before_tool_call",
+            "after_tool_call",
+            "should_stop_turn",
+            "compact",
+            "approval",
+        ):
+            check_optional_hook(name, options[name])
+        policy = cls(
+            **{
+                **options,
+                "retry": DEFAULT_RETRY if retry is None else retry,
+                "tool_grace_period": float(options["tool_grace_period"]),
+                "settings": check_settings(options["settings"]),
+                "prices": check_prices(options["prices"]),
+            }
+        )
+        key = _sharing_key(policy)
+        if key is None:
+            return policy
+        return _POLICIES.setdefault(key, policy)
+
+    def spec(
+        self,
+        model: Model,
+        tools: ToolRegistry,
+        settings: ModelSettings | None = None,
+        output: OutputSpec | None = None,
+        sources: tuple[ToolSource, ...] = (),
+    ) -> TurnSpec:
+        """A turn's spec: ``tools`` as registered now, and the agent's settings with
+        the turn's ``settings`` over them (``ValueError`` if a ``tool_choice``
+        names a tool it does not have)."""
+        return build_spec(
+            model,
+            tools,
+            self.system,
+            self.max_steps,
+            self.tool_execution,
+            self.max_parallel_tools,
+            self.tool_grace_period,
+            check_run_settings(
+                merge_settings(self.settings, settings), offered(tools, output, sources)
+            ),
+            output,
+            sources,
+        )
+
+
+POLICY_OPTIONS = tuple(field.name for field in attrs.fields(SessionPolicy))
+"""The ``Agent()`` options that make its ``SessionPolicy``, by name."""
+
+_POLICIES: weakref.WeakValueDictionary[tuple[Any, ...], SessionPolicy] = (
+    weakref.WeakValueDictionary()
+)
+"""Policies of live agents that can be shared, by their plain values; an entry goes
+with the last agent holding its policy."""
+
+
+def _sharing_key(policy: SessionPolicy) -> tuple[Any, ...] | None:
+    """A key by which agents may share ``policy``: only one made of plain values
+    (no hook, the default retries and token count), each with its type, so that
+    ``1``, ``1.0`` and ``True`` never stand for one another. None: not shared."""
+    hooks = (
+        policy.transform_context,
+        policy.before_tool_call,
+        policy.after_tool_call,
+        policy.should_stop_turn,
+        policy.compact,
+    )
+    if any(hook is not None for hook in hooks) or policy.retry is not DEFAULT_RETRY:
+        return None
+    if policy.prices is not None:  # a dict: not a key
+        return None
+    if policy.count_tokens is not estimate_tokens:
+        return None
+    values = attrs.astuple(policy, recurse=False)
+    # settings may hold dicts: their canonical JSON stands for them
+    return tuple(
+        (type(value), msgspec.json.encode(value, order="sorted"))
+        if type(value) is ModelSettings
+        else (type(value), value)
+        for value in values
+    )

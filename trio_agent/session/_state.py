@@ -1,0 +1,243 @@
+"""``SessionState``: what an ``Agent`` and its turns share, held in one explicit
+object instead of being read off each other.
+
+The ``Agent`` is a thin shell over it (its public methods and properties); a
+``TurnRun`` is handed the same state and claims it for the length of one turn
+(``claim`` / ``begin_turn`` / ``end_turn``); ``Agent.resume`` builds one from a
+ledger. Every field is the session's own: the frozen policy, the model and
+tools, the transcript, the inbox, the approvals, the ledger (once made) and
+the counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+import attrs
+import trio
+
+from ..engine._approvals import Approvals
+from ..engine._options import (
+    check_agent_name,
+    check_int,
+    check_messages_and_model,
+    check_metadata,
+    check_scope_unused,
+    check_store,
+    check_tool_sources,
+    registry_of,
+)
+from ..engine._transcript import Conversation
+from ..ledger._ledger import FsyncPolicy, Ledger, LedgerError, PendingLedger, model_label
+from ..messages._ir import Message, ToolResultMessage, UserMessage
+from ..model import Model, ModelSettings
+from ..output._spec import OutputSpec, OutputValidator, output_spec
+from ..stores._base import SessionStore, check_session_id
+from ..tools._tool import ToolRegistry, ToolSource
+from ._hooks import BUSY
+from ._inbox import Inbox, interrupted_results, new_id
+from ._options import AgentOptions
+from ._policy import POLICY_OPTIONS, SessionPolicy
+
+if TYPE_CHECKING:
+    from ..engine._hooks import TurnSpec
+
+__all__ = ["SessionState"]
+
+
+@final
+@attrs.define(eq=False, kw_only=True)
+class SessionState:
+    """The session an ``Agent`` keeps and its turns work on (one turn at a time:
+    ``active``). Built by ``SessionState.new`` from the options; cancellation
+    never leaves it half changed (each change is made between two checkpoints)."""
+
+    policy: SessionPolicy
+    model: Model
+    tools: ToolRegistry
+    sources: tuple[ToolSource, ...]
+    output: OutputSpec | None
+    output_mode: Any
+    output_retries: int
+    output_validator: OutputValidator | None
+    fsync: FsyncPolicy
+    name: str | None
+    conversation: Conversation
+    metadata: dict[str, Any] | None
+    session_id: str | None
+    pending: PendingLedger | None
+    inbox: Inbox = attrs.field(factory=Inbox)
+    approvals: Approvals = attrs.field(factory=Approvals)
+    ledger: Ledger | None = None
+    turns: int = 0
+    next_sequence: int = 0
+    active: object | None = None
+    """The turn running now (a ``TurnRun``), if one is."""
+    closed: str | None = None
+    """Why turns are refused once ``aclose()`` closed the session (None: open)."""
+    host: trio.Nursery | None = None
+    """The agent's own nursery while it is entered (``async with agent``)."""
+
+    @classmethod
+    def new(
+        cls,
+        options: AgentOptions,
+        *,
+        messages: Sequence[Message] = (),
+        request_sequence_start: int = 1,
+        sequence_start: int = 0,
+        store: SessionStore | None = None,
+        session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> SessionState:
+        """The state of a new agent: every option checked (``TypeError`` /
+        ``ValueError`` naming it), ``messages`` checked as a transcript
+        (``TranscriptError``). With a ``store`` the session id is fixed now and
+        the ledger is made on first use."""
+        model = options.model
+        check_messages_and_model(messages, model)
+        name = check_agent_name(options.name)
+        sources = check_tool_sources(options.tool_sources)
+        mode, retries, validator = (
+            options.output_mode,
+            options.output_retries,
+            options.output_validator,
+        )
+        output = output_spec(options.output_type, mode, retries, validator)
+        tools = registry_of(options.tools)
+        policy = SessionPolicy.build(**{key: getattr(options, key) for key in POLICY_OPTIONS})
+        check_int("request_sequence_start", request_sequence_start, 1)
+        check_int("sequence_start", sequence_start, 0)
+        checked_metadata = check_metadata(metadata)
+        # raises TranscriptError
+        conversation = Conversation.from_messages(messages, request_sequence_start - 1)
+        check_store(store, session_id, options.fsync)
+        pending: PendingLedger | None = None
+        if store is not None:  # the id is fixed now; the ledger is made on first use
+            session_id = new_id("session") if session_id is None else check_session_id(session_id)
+            pending = PendingLedger(store.create, session_id, options.fsync)
+        return cls(
+            policy=policy,
+            model=model,
+            tools=tools,
+            sources=sources,
+            output=output,
+            output_mode=mode,
+            output_retries=retries,
+            output_validator=validator,
+            fsync=options.fsync,
+            name=name,
+            conversation=conversation,
+            metadata=checked_metadata,
+            session_id=session_id,
+            pending=pending,
+            next_sequence=sequence_start,
+        )
+
+    def options(self) -> AgentOptions:
+        """The options this state was built with (as checked), to build another
+        agent alike."""
+        output = self.output
+        return AgentOptions(
+            model=self.model,
+            tools=self.tools,
+            output_type=None if output is None else output.type,
+            output_mode=self.output_mode,
+            output_retries=self.output_retries,
+            output_validator=self.output_validator,
+            tool_sources=self.sources,
+            fsync=self.fsync,
+            name=self.name,
+            **{key: getattr(self.policy, key) for key in POLICY_OPTIONS},
+        )
+
+    def spec(self, settings: ModelSettings | None, output: OutputSpec | None) -> TurnSpec:
+        """A turn's spec: the tools as registered now, the turn's settings over the
+        agent's."""
+        return self.policy.spec(self.model, self.tools, settings, output, self.sources)
+
+    # -- the ledger, created on first use
+    async def open(self, prompt: UserMessage | None = None) -> None:
+        """Create the session's ledger if it is still to be made (``PendingLedger``):
+        attached as soon as it is made (no checkpoint between), so it is either
+        whole and in use or not made at all; after a failure it is still to be
+        made (the next use tries again), and the turn's ``prompt`` is not kept."""
+        while (pending := self.pending) is not None:
+            conversation, created = self.conversation, False
+            try:
+                made = await pending.create(
+                    system=self.policy.system,
+                    first_request=conversation.requests + 1,
+                    first_sequence=self.next_sequence,
+                    metadata=self.metadata,
+                    messages=conversation.messages,
+                )
+                created = True
+            finally:
+                if not created:
+                    self.inbox.release(prompt)
+            if made is not None:  # else another task's attempt ended: look again
+                self.pending = None
+                self.attach(made)
+
+    def attach(self, ledger: Ledger) -> None:
+        """Record the session in ``ledger`` from now on."""
+        self.ledger = ledger
+        self.conversation.journal = ledger
+
+    def detach(self) -> Ledger | None:
+        """Stop recording; the ledger (to close), if there was one."""
+        ledger, self.ledger = self.ledger, None
+        self.conversation.journal = None
+        return ledger
+
+    # -- turns
+    def check_free(self) -> None:
+        """``RuntimeError`` if a turn runs or the session is closed."""
+        if self.active is not None or self.closed is not None:
+            raise RuntimeError(self.closed or BUSY)
+
+    def claim(
+        self, run: object, scope: trio.CancelScope | None, prompt: UserMessage | None
+    ) -> None:
+        """Make ``run`` the running turn: ``RuntimeError`` if one runs or the session is
+        closed, ``ValueError`` if its ``scope`` was entered, with ``prompt``'s id
+        let go."""
+        try:
+            self.check_free()
+            check_scope_unused(scope)
+        except (RuntimeError, ValueError):
+            self.inbox.release(prompt)
+            raise
+        self.active = run
+
+    @trio.lowlevel.enable_ki_protection  # taken from the inbox and owned by a turn, or neither
+    def begin_turn(
+        self, prompt: UserMessage | None, scope: trio.CancelScope | None, sequence: int
+    ) -> tuple[int, tuple[Message, ...], tuple[ToolResultMessage, ...]]:
+        """The claimed turn's number, its input (taken from the inbox), and results
+        for calls a cut turn left open. Everything taken is appended before the
+        turn's first await, so a cancellation cannot lose it. ``ValueError`` if
+        ``scope`` was entered meanwhile (no checkpoint from here to the turn's own
+        ``with scope``), before anything is recorded or taken."""
+        turn = self.turns + 1
+        try:
+            check_scope_unused(scope)
+            if self.ledger is not None:
+                self.ledger.turn_started(turn, sequence, model_label(self.model))
+        except (ValueError, LedgerError):  # nothing was taken; the prompt is not kept either
+            self.inbox.release(prompt)
+            raise
+        self.turns = turn
+        held = self.approvals.held  # answered by the turn, once decided
+        repairs = tuple(
+            r for r in interrupted_results(self.conversation) if r.tool_call_id not in held
+        )
+        return turn, self.inbox.take_for_turn(prompt), repairs
+
+    def end_turn(self, run: object, sequence: int) -> None:
+        """``run`` is over: the session is free, and its events continue at ``sequence``."""
+        if self.active is run:
+            self.active = None
+            self.next_sequence = sequence
