@@ -104,7 +104,12 @@ class EventRun(Generic[E, R]):
         except trio.EndOfChannel:
             raise StopAsyncIteration from None
 
-    def _inline(self) -> Coroutine[Any, Any, None]:
+    def drive_inline(self) -> Coroutine[Any, Any, None]:
+        """The whole run in the awaiting task, with no event channel:
+        ``await run.drive_inline()``, then ``run.result``. A plain method returning
+        the run's own coroutine, so the caller awaits it with no frame between
+        (``Agent.prompt`` keeps one frame per suspended turn). For a run not yet
+        entered; ``wait()`` is the way for everyone else."""
         self._phase = _INLINE
         return self._drive(self._emitter(None), None)
 
@@ -116,20 +121,13 @@ class EventRun(Generic[E, R]):
         fastest way to get a result). Cancellation of the caller cancels the run.
         """
         if self._phase == _NEW:
-            await self._inline()
+            await self.drive_inline()
         elif self._phase == _OPEN:
             async for _ in self:
                 pass
         if self._result is None:
             raise RuntimeError("the run is already being awaited elsewhere")
         return self._result
-
-
-def inline(run: EventRun[Any, Any]) -> Coroutine[Any, Any, None]:
-    """The whole run in the awaiting task, no channel: ``await inline(run)``, then
-    ``run.result`` (a plain function, so the caller awaits the run's own frame
-    with no frame between: ``Agent.prompt`` keeps one frame per suspended turn)."""
-    return run._inline()
 
 
 def cancelled_from_outside(exc: BaseException) -> bool:

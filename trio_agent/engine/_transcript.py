@@ -57,9 +57,10 @@ class Conversation:
     def from_messages(cls, messages: Sequence[object], requests: int = 0) -> Conversation:
         """Check and copy ``messages``; raises ``TranscriptError``."""
         checked, linker = snapshot(messages)
-        conversation = cls(list(checked), linker, requests)
-        conversation._find_batch()
-        return conversation
+        return cls(list(checked), linker, requests)
+
+    def __attrs_post_init__(self) -> None:
+        self._find_batch()
 
     def _find_batch(self) -> None:
         messages = self.messages

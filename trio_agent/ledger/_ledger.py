@@ -246,6 +246,7 @@ class Ledger:
         next_seq: int,
         fsync: FsyncPolicy = "step",
         reserved: int = 0,
+        closed: bool = False,
     ) -> None:
         check_fsync(fsync)
         self._writer = writer
@@ -257,7 +258,8 @@ class Ledger:
         self._event_flush = getattr(writer, "flush_per_event", True) or self._event_durable
         self._reserved = reserved  # event sequences below this may be sent
         self._open_turn: int | None = None
-        self._closed_seq = -1  # ``_seq`` right after a ``session/closed`` record
+        # ``_seq`` right after a ``session/closed`` record (``closed``: the last one)
+        self._closed_seq = next_seq if closed else -1
 
     @classmethod
     def create(
@@ -297,9 +299,10 @@ class Ledger:
         approval and not dispatched stays open, in ``derived.pending_approvals``)
         and an open turn ended as ``interrupted``, durably. Cancellation or a failure: the writer
         is closed (its lock let go) before the error propagates."""
-        ledger = cls(writer, derived.next_seq, fsync, reserved=derived.reserved)
-        if derived.closed:  # closing it again, with nothing written since, writes nothing
-            ledger._closed_seq = derived.next_seq
+        # closing a closed session again, with nothing written since, writes nothing
+        ledger = cls(
+            writer, derived.next_seq, fsync, reserved=derived.reserved, closed=derived.closed
+        )
         done = False
         try:
             closing = derived.closing_results()

@@ -22,7 +22,7 @@ import trio
 from .._settings import ModelSettings, check_run_settings, check_settings, merge_settings
 from ..engine._approvals import ApprovalPolicy, decide
 from ..engine._options import check_cancel_scope, check_fsync, claim_cancel_scope
-from ..engine._run import exit_nursery, inline
+from ..engine._run import exit_nursery
 from ..events import TurnResult
 from ..ledger._ledger import FsyncPolicy
 from ..messages._ir import Message, ToolCall, ToolResultMessage, UserMessage
@@ -478,7 +478,7 @@ class Agent:
         run = self._new_turn(
             message, cancel_scope, cancel_scope, settings, output_type, output_validator
         )
-        await inline(run)  # as run.wait(), with one frame less per suspended turn
+        await run.drive_inline()  # as run.wait(), with one frame less per suspended turn
         result = run.result
         assert result is not None  # a turn always finishes with a result
         return result

@@ -116,7 +116,8 @@ class ExplorationFailure(AssertionError):
             )
         return text
 
-    def _of_many(self, failures: Sequence[int | None], runs: int) -> ExplorationFailure:
+    def of_many(self, failures: Sequence[int | None], runs: int) -> ExplorationFailure:
+        """This failure, standing for ``failures`` (their checkpoints) of ``runs`` runs."""
         self.failures, self.runs = tuple(failures), runs
         self.args = (self._text(),)
         return self
@@ -423,7 +424,7 @@ class _Exploration:
     def raise_failures(self, runs: int) -> None:
         if self.failures:
             first = self.failures[0]
-            raise first._of_many([f.checkpoint for f in self.failures], runs) from first.error
+            raise first.of_many([f.checkpoint for f in self.failures], runs) from first.error
 
 
 async def explore_cancellation(

@@ -187,7 +187,7 @@ class ReplayModel:
             raise ReplayDivergenceError(
                 f"{request.id}: the recording has only {len(self._steps)} requests"
             )
-        return _ReplayStream(self, request, self._steps[self._index])
+        return _ReplayStream(self._check, self._next, request, self._steps[self._index])
 
     async def _check(self, request: ModelRequest, step: _Step) -> None:
         def diverged(problem: str) -> ReplayDivergenceError:
@@ -219,8 +219,15 @@ class ReplayModel:
 
 @final
 class _ReplayStream:
-    def __init__(self, model: ReplayModel, request: ModelRequest, step: _Step) -> None:
-        self._model = model
+    def __init__(
+        self,
+        check: Callable[[ModelRequest, _Step], Awaitable[None]],
+        next_response: Callable[[_Step], ModelResponse],
+        request: ModelRequest,
+        step: _Step,
+    ) -> None:
+        self._check = check
+        self._next = next_response
         self._request = request
         self._step = step
         self._chunks: list[Any] = []
@@ -228,8 +235,8 @@ class _ReplayStream:
 
     async def __aenter__(self) -> _ReplayStream:
         await trio.lowlevel.checkpoint()
-        await self._model._check(self._request, self._step)
-        self._response = self._model._next(self._step)
+        await self._check(self._request, self._step)
+        self._response = self._next(self._step)
         self._chunks = chunks_of(self._response.content)
         return self
 

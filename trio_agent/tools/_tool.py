@@ -481,10 +481,18 @@ class ToolRegistry:
 
     def copy(self) -> ToolRegistry:
         """A registry with the same tools that later ``register`` calls on either do not affect."""
-        twin = ToolRegistry()
-        twin._tools, twin._specs = self._tools, self._specs
-        twin._shared = self._shared = True
-        return twin
+        self._shared = True
+        cls = type(self)
+        return cls._sharing(self._tools, self._specs)
+
+    @classmethod
+    def _sharing(cls, tools: dict[str, Tool], specs: tuple[ToolSpec, ...] | None) -> ToolRegistry:
+        """A registry over ``tools`` (and their ``specs``) that copies them before it
+        changes them (copy on write)."""
+        self = cls()
+        self._tools, self._specs = tools, specs
+        self._shared = True
+        return self
 
 
 async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMessage:
