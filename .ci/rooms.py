@@ -152,22 +152,28 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def house(root: Path, architecture: str) -> list[str]:
     """The house's breaches: import cycles, too many root modules, modules
-    ARCHITECTURE.md does not name (by path, or by file name)."""
+    ARCHITECTURE.md does not name (by their path in the package, or by file
+    name on a line that names their folder, as a table row does)."""
     found = [f"import cycle: {' -> '.join(group)}" for group in cycles(import_graph(root))]
     flat = [
         p.name for p in sorted(root.glob("*.py")) if p.name not in ("__init__.py", "__main__.py")
     ]
     if len(flat) > MAX_ROOT:
         found.append(f"{len(flat)} modules flat in {root.name}/ (at most {MAX_ROOT}): {flat}")
+    lines = architecture.splitlines()
     for path in _modules(root).values():
         if path.name == "__init__.py":
             continue
-        relative = path.relative_to(root.parent).as_posix()
-        named = relative in architecture or re.search(
-            rf"(?<![\w/]){re.escape(path.relative_to(root).as_posix())}(?![\w])", architecture
+        inside = path.relative_to(root)
+        folder = f"{inside.parent.as_posix()}/"
+        word = re.compile(rf"(?<![\w/]){re.escape(path.name)}(?![\w])")
+        named = inside.as_posix() in architecture or any(
+            word.search(line) and (folder == "./" or folder in line) for line in lines
         )
         if not named:
-            found.append(f"{relative} is not named in ARCHITECTURE.md")
+            found.append(
+                f"{path.relative_to(root.parent).as_posix()} is not named in ARCHITECTURE.md"
+            )
     return found
 
 

@@ -1,5 +1,5 @@
 """``approve`` and ``reject``: decide a call a recorded session holds for approval,
-from any shell (issue 19, DESIGN 11.5).
+from any shell (DESIGN 11.5).
 
 The session is opened as its one writer (``Agent.resume``: a session has one
 writer at a time), the decision recorded (``approval/decided``, durably, with

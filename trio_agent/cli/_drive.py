@@ -1,6 +1,6 @@
 """Driving a session from the command line (``demo``, ``run``, ``resume``): a turn
 at a time, its events printed through the one ``Printer``; when a turn ends
-waiting for approval (issue 19, DESIGN 11.5), the held calls are decided as
+waiting for approval (DESIGN 11.5), the held calls are decided as
 ``--approve`` says and the session goes on with the next turn, until a turn
 ends any other way.
 

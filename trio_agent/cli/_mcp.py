@@ -1,4 +1,4 @@
-"""MCP servers as tool sources on the command line (issue 20): ``--mcp 'COMMAND
+"""MCP servers as tool sources on the command line: ``--mcp 'COMMAND
 ARGS...'`` (a stdio server, split as a shell would, run without one),
 ``--mcp-http URL`` (streamable HTTP), both repeatable and numbered together in
 the order given; ``--mcp-env NAME`` passes a variable of our environment to

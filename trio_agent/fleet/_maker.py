@@ -1,18 +1,5 @@
-"""Many worker processes, on any machines, sharing sessions through PostgreSQL.
-
-- ``await submit(store, session_id, message)``: queue input for a session,
-  from any process (a web handler), and wake the workers;
-- ``Worker(store, make_agent, concurrency=N)``: lease sessions with queued
-  input, answer it, let them go; a dead worker's sessions are taken over once
-  their leases expire, with the resume rules (nothing dispatched twice);
-- ``await wait_for_turn(store, session_id, number)``: the result of the turn
-  that answered a submitted input;
-- ``agent_maker(**options)``: a ``make_agent`` that starts or resumes each
-  session with the same options.
-
-The store is a ``PostgresStore`` (the ``[postgres]`` extra); its schema holds
-the inbox next to the sessions' records and leases.
-"""
+"""``agent_maker``: the ``make_agent`` of a fleet's workers, from ``AgentOptions``:
+the same options start a new session or resume a recorded one."""
 
 from __future__ import annotations
 

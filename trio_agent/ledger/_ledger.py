@@ -1,4 +1,4 @@
-"""The session ledger: append-only records, and the state derived from them.
+"""``Ledger``: the one writer of a session's append-only records.
 
 A session is written as records with a contiguous ``seq`` as it happens.
 The transcript is never stored on its own: it is derived from the records

@@ -1,4 +1,4 @@
-"""MCP servers as tool sources, over stdio and streamable HTTP (the ``[mcp]`` extra).
+"""``MCPServerStdio`` and ``MCPServerHTTP``: MCP servers as tool sources (the ``[mcp]`` extra).
 
 ::
 

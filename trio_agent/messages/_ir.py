@@ -1,4 +1,5 @@
-"""The message IR, and transcript validation and repair.
+"""The message IR: blocks, messages, and the helpers that build them (the rules
+that check a whole transcript are ``_rules``'s).
 
 Messages are frozen msgspec Structs tagged by ``role``; their content is
 blocks tagged by ``type``: text, images and documents from the user or a

@@ -18,7 +18,7 @@ it answers a new partial value whenever the text so far can be read as one.
 ``partial_output`` wraps it around an async iterable of events (an ``AgentRun``
 or ``TurnRun`` inside ``async with``) as an async iterator of partial values.
 
-How a prefix is read: see ``_partial_scan``. The JSON text of the current
+How a prefix is read: see ``_scan``. The JSON text of the current
 attempt goes through an incremental scanner that looks at each character once
 and keeps the value read so far; a reading of the prefix is, from the richest
 to the poorest, the value with the string being written as far as it is whole,
@@ -44,7 +44,7 @@ the final strings, lists prefixes of the final lists, objects hold a subset of
 the final keys (a Struct field not sent yet holds its default).
 
 Cost. The scan is linear in the answer, and each completed member is decoded
-and converted once (see ``_partial_scan.PrefixScanner``). A delta that changes
+and converted once (see ``_scan.PrefixScanner``). A delta that changes
 the reading costs a shallow copy of the open containers and one
 ``msgspec.convert`` of them, which passes the converted members through (C,
 about 20 ns a member on this project's machines); a delta that changes nothing

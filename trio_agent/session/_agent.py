@@ -1,7 +1,7 @@
-"""Sessions: an ``Agent`` keeps a conversation across turns.
+"""``Agent``: a conversation across turns, a thin shell over its ``SessionState``.
 
 A turn is ``trio_agent.engine.run_turn`` with session hooks
-(``_session_hooks.SessionHooks``): an inbox (steering before the next
+(``SessionHooks``): an inbox (steering before the next
 request, follow-ups when the turn would end), user hooks, retries of
 transient model failures inside a step, budgets that end a turn with their
 own reason, and a context-window guard. One event counter runs across all

@@ -1,4 +1,4 @@
-"""Tools: the ``Tool`` value, the ``@tool`` decorator, ``ToolRegistry`` and
+"""The ``Tool`` value, the ``@tool`` decorator, ``ToolRegistry`` and
 ``execute_tool_call``, which turns every recoverable failure into an error
 result the model can read and act on.
 """
