@@ -23,9 +23,10 @@ before the mount; a symlink swapped in for the last component after the
 check makes bubblewrap refuse (it compares the mount with the descriptor).
 The limit: a command running at that very moment (two ``Workspace.run``
 calls at once, or another workspace's command that can write a directory on
-the way) could turn an inner component into a symlink between the check and
-the mount; the checked directory is then bound where the link leads, inside
-that sandbox.
+the way) could move an inner directory or swap it for a symlink between the
+check and the mount; the checked directory is then bound where the path now
+leads, inside that sandbox, and a read-only one moved within a writable one
+is writable where it went, for that command.
 """
 
 from __future__ import annotations

@@ -70,7 +70,9 @@ class Workspace:
     such a call waits for a person's approval in an ``Agent``; ``run_agent_loop``
     has no approvals and would run it: use ``"ask"`` with an ``Agent`` only),
     ``ro_paths``/``rw_paths`` bound as asked (checked:
-    absolute, existing, never ``/`` nor a system directory writable), at most
+    absolute, existing, never ``/`` nor a system directory writable; these and
+    the root checked again before every command and bound by descriptor, see
+    ``_binds``), at most
     ``max_memory_bytes`` of address space and ``max_processes`` processes,
     and nothing left running afterwards (see ``_sandbox``). ``sandbox`` says
     the mode in force.
