@@ -11,6 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 from helpers import call, user
@@ -268,3 +269,40 @@ async def test_a_bound_path_is_pinned_by_type_and_a_file_in_its_place_is_refused
     (tmp_path / "real").write_text("now a file")
     with pytest.raises(WorkspaceError, match="is a regular file, not a directory"):
         await box.run("true")
+
+
+async def test_without_bind_fd_the_paths_are_still_checked_then_bound_by_path(tmp_path, outside):
+    """A bubblewrap older than ``--bind-fd`` must not bring the escape back, nor
+    make every command fail on an unknown option: the paths are checked before
+    every command as with it, then bound by path, and no descriptor is passed
+    on (an inherited one would lead out of the sandbox)."""
+    root = tmp_path / "ws"
+    cache = root / "sub" / "cache"
+    cache.mkdir(parents=True)
+    box = Workspace(root, sandbox="bwrap", rw_paths=[cache])
+    older = attrs.evolve(box.confinement.sandbox, bind_fds=False)
+    box.confinement = attrs.evolve(box.confinement, sandbox=older)
+    result = await box.run("echo x > sub/cache/new.txt && ls /proc/self/fd")
+    assert result == "[exit code 0]\n0\n1\n2\n3\n", result
+    assert (cache / "new.txt").read_text() == "x\n"
+    link = up_to_root(cache.parent) + str(tmp_path.relative_to("/"))
+    assert ok(await box.run(f"mv sub sub.old && mkdir sub && ln -s {link} sub/cache"))
+    with pytest.raises(WorkspaceError, match=r"rw_paths .*cache'.* is a symlink"):
+        await box.run("echo overwritten > sub/cache/outside.txt")
+    assert outside.read_text() == "outside secret"
+
+
+def test_a_bubblewrap_without_bind_fd_is_noticed_with_a_warning(tmp_path, caplog):
+    """Which binding the sandbox uses is probed once per bubblewrap: ``--bind-fd``
+    when its help lists it (0.10, or an older one patched for CVE-2024-42472)."""
+    old = tmp_path / "bwrap"
+    old.write_text(
+        "#!/bin/sh\necho 'usage: bwrap [OPTIONS...] [--] COMMAND'\necho '  --bind SRC DEST'\n"
+    )
+    old.chmod(0o755)
+    with caplog.at_level("WARNING", logger="trio_agent.tools"):
+        assert _sandbox._binds_fds(str(old)) is False
+    assert "cannot bind descriptors (--bind-fd" in caplog.text
+    installed = shutil.which("bwrap")
+    assert installed is not None and _sandbox._binds_fds(installed) is True
+    assert Workspace(tmp_path, sandbox="bwrap").confinement.sandbox.bind_fds

@@ -98,18 +98,27 @@ def pin_binds(
 
 @final
 class HeldBinds:
-    """The binds' descriptors, opened and checked for one command: ``fds`` to pass
-    to bubblewrap, ``argv`` its options binding them, ``close()`` once it has
-    started (closing twice is a no-op: a descriptor number is never closed
-    after it may have been reused)."""
+    """The binds of one command, opened and checked: ``argv`` bubblewrap's options
+    binding them, ``fds`` the descriptors those name (to pass to it), ``close()``
+    once it has started (closing twice is a no-op: a descriptor number is
+    never closed after it may have been reused). Without ``by_fd`` (a
+    bubblewrap without ``--bind-fd``) the checked paths are bound by path and
+    no descriptor is kept: one the command inherited would lead out."""
 
-    def __init__(self, opened: Sequence[tuple[Bind, int]]) -> None:
+    def __init__(self, opened: Sequence[tuple[Bind, int]], *, by_fd: bool = True) -> None:
         self.fds = tuple(fd for _, fd in opened)
         self.argv: list[str] = []
         for bind, fd in opened:
-            how = "--bind-fd" if bind.writable else "--ro-bind-fd"
-            self.argv += [how, str(fd), str(bind.path)]
+            if by_fd:
+                how = "--bind-fd" if bind.writable else "--ro-bind-fd"
+                self.argv += [how, str(fd), str(bind.path)]
+            else:
+                how = "--bind" if bind.writable else "--ro-bind"
+                self.argv += [how, str(bind.path), str(bind.path)]
         self._open = True
+        if not by_fd:
+            self.close()
+            self.fds = ()
 
     def close(self) -> None:
         if self._open:
@@ -118,10 +127,11 @@ class HeldBinds:
                 os.close(fd)
 
 
-def open_binds(binds: Sequence[Bind]) -> HeldBinds:
+def open_binds(binds: Sequence[Bind], *, by_fd: bool = True) -> HeldBinds:
     """Each bind opened from ``/`` without following a symlink and checked against
-    its pin; ``WorkspaceError`` (nothing left open) naming the first that is no
-    longer what it was. Blocking: a few system calls per path component."""
+    its pin (bound by descriptor, or with ``by_fd=False`` by path); ``WorkspaceError``
+    (nothing left open) naming the first that is no longer what it was.
+    Blocking: a few system calls per path component."""
     opened: list[tuple[Bind, int]] = []
     done = False
     try:
@@ -141,8 +151,9 @@ def open_binds(binds: Sequence[Bind]) -> HeldBinds:
                     f"{bind.option} {str(bind.path)!r} cannot be checked ({exc}); "
                     "the command was not run"
                 ) from None
+        held = HeldBinds(opened, by_fd=by_fd)
         done = True
-        return HeldBinds(opened)
+        return held
     finally:
         if not done:
             for _, fd in opened:

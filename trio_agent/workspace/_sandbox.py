@@ -106,11 +106,12 @@ class Limits:
 class Sandbox:
     """The sandbox in force: ``mode`` is ``"bwrap"`` or ``"none"``; ``note`` says
     why ``auto`` fell back to ``none`` ("" otherwise); ``bwrap`` is the
-    program's path."""
+    program's path; ``bind_fds`` whether it binds descriptors (``--bind-fd``)."""
 
     mode: Literal["bwrap", "none"]
     note: str = ""
     bwrap: str = ""
+    bind_fds: bool = True
 
 
 def choose_sandbox(requested: object) -> Sandbox:
@@ -125,7 +126,7 @@ def choose_sandbox(requested: object) -> Sandbox:
     program, why = _probe()
     if why is None:
         _identity_files()  # made now, with the probe: never file work in a command's path
-        return Sandbox("bwrap", bwrap=program)
+        return Sandbox("bwrap", bwrap=program, bind_fds=_binds_fds(program))
     if requested == "bwrap":
         raise WorkspaceError(f"sandbox='bwrap': {why}")
     note = f"{why}; commands run unconfined"
@@ -157,6 +158,26 @@ def _probe() -> tuple[str, str | None]:
         said = done.stderr.decode("utf-8", "replace").strip()[:300]
         return program, f"bubblewrap does not work here (user namespaces refused?): {said}"
     return program, None
+
+
+@functools.cache
+def _binds_fds(program: str) -> bool:
+    """Whether bubblewrap binds descriptors (``--bind-fd``: 0.10, and older ones
+    patched for CVE-2024-42472); when not, a warning (once per process): the
+    paths are still checked before every command, then bound by path."""
+    try:
+        said = subprocess.run([program, "--help"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        said = None
+    if said is not None and b"--ro-bind-fd" in said.stdout + said.stderr:
+        return True
+    TOOLS.warning(
+        "workspace: this bubblewrap cannot bind descriptors (--bind-fd; 0.10 or a "
+        "distribution's fix of CVE-2024-42472 can): the bound paths are checked before "
+        "every command, then bound by path, which a command running at the same moment "
+        "could redirect"
+    )
+    return False
 
 
 def _system_binds() -> list[str]:
@@ -430,7 +451,7 @@ class Confinement:
         """For one sandboxed command: its binds opened and checked (``open_binds``:
         ``WorkspaceError`` if one is no longer what it was, then nothing is made),
         and its cgroups (``make_cgroups``). Blocking: run it in a thread."""
-        held = open_binds(self.binds)
+        held = open_binds(self.binds, by_fd=self.sandbox.bind_fds)
         done = False
         try:
             cgroups = make_cgroups(self.limits)
