@@ -306,3 +306,49 @@ def test_a_bubblewrap_without_bind_fd_is_noticed_with_a_warning(tmp_path, caplog
     installed = shutil.which("bwrap")
     assert installed is not None and _sandbox._binds_fds(installed) is True
     assert Workspace(tmp_path, sandbox="bwrap").confinement.sandbox.bind_fds
+
+
+class _CancelAfter(trio.abc.Instrument):
+    """Cancel ``scope`` once the task named ``name`` has taken ``k`` steps."""
+
+    def __init__(self, scope: trio.CancelScope, name: str, k: int) -> None:
+        self.scope, self.name, self.k, self.steps = scope, name, k, 0
+
+    def after_task_step(self, task) -> None:
+        if task.name == self.name:
+            self.steps += 1
+            if self.steps == self.k:
+                self.scope.cancel()
+
+
+async def test_the_bound_descriptors_are_closed_wherever_a_cancellation_lands(tmp_path):
+    """The binds' descriptors are opened for each command and handed to bubblewrap:
+    a cancellation at any checkpoint of ``run`` (the check's thread, the start,
+    the command) must leave none of them open in the agent."""
+    root = tmp_path / "ws"
+    cache = root / "sub" / "cache"
+    cache.mkdir(parents=True)
+    box = Workspace(root, sandbox="bwrap", rw_paths=[cache], grace_seconds=0.2)
+    await box.run("true")  # warm: the thread cache, the probes
+    before = sorted(os.listdir("/proc/self/fd"))
+    k, finished = 1, False
+    while not finished:
+        scope = trio.CancelScope()
+        instrument = _CancelAfter(scope, "swept-run", k)
+
+        async def swept(scope: trio.CancelScope) -> None:
+            nonlocal finished
+            with scope:
+                await box.run("true")
+                finished = True
+
+        trio.lowlevel.add_instrument(instrument)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(swept, scope, name="swept-run")
+        finally:
+            trio.lowlevel.remove_instrument(instrument)
+        assert sorted(os.listdir("/proc/self/fd")) == before, f"cancelled after {k} steps"
+        k += 1
+        assert k < 2000
+    assert k > 3  # the sweep walked through the run

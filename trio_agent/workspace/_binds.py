@@ -11,8 +11,9 @@ then binds that descriptor (``--bind-fd``, ``--ro-bind-fd``), so nothing can
 change between the check and the mount. A path that is no longer what it was
 (a component now a symlink or not a directory, the path gone, of another
 type, another file where the file is pinned) fails closed: ``WorkspaceError``
-names the path and why, and the command is not run. A plain directory made
-again at the same path (``rm -rf``, ``mkdir``) is the same path: still bound.
+names the path and why, and the command is not run. Where the very file is
+not pinned, a plain directory made again at the same path (``rm -rf``,
+``mkdir``) is the same path: still bound.
 
 The destination (the same path) is resolved by bubblewrap inside the new
 mount namespace, following symlinks: a bind can only land inside the new
