@@ -326,7 +326,7 @@ def _new_group(controller: str, limit_file: str, value: str) -> Path | None:
     base = _own_cgroup(controller)
     if base is None:
         return None
-    group = base / f"trio-agent-{uuid.uuid4().hex[:12]}"
+    group = base / f"trio-agent-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     try:
         group.mkdir()
     except OSError:
@@ -372,17 +372,37 @@ def _own_cgroup(controller: str) -> Path | None:
 
 
 def _sweep_cgroups() -> None:
-    """Remove the empty cgroups commands of agents killed earlier left (once per
-    process; one still in use is not empty and stays)."""
+    """Remove the empty cgroups that commands of agents killed earlier left (once
+    per process). A group is named after the process that made it, and only a
+    dead process's are removed: a live agent's group is empty for a moment
+    between being made and its command joining it (removing it then failed that
+    command with exit 125). A group in use is not empty and stays anyway."""
     for controller in ("pids", "memory"):
         base = _own_cgroup(controller)
         if base is None:
             continue
         for group in base.glob("trio-agent-*"):
+            if _maker_alive(group.name):
+                continue
             try:
                 group.rmdir()
             except OSError:
                 pass
+
+
+def _maker_alive(name: str) -> bool:
+    """Whether the process that made the group ``trio-agent-{pid}-{hex}`` lives (a
+    reused pid keeps a group a while longer: harmless)."""
+    parts = name.split("-")
+    if len(parts) != 4 or not parts[2].isdigit():
+        return False  # an older name, without its maker: swept as before
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def checked_paths(paths: object, name: str, *, writable: bool) -> tuple[Path, ...]:
