@@ -31,7 +31,7 @@ from ._fleet_listen import Listener, channel
 from ._log import FLEET
 from .events import TurnResult
 from .ledger import LeaseLostError, LedgerCorruptError, LedgerError, SessionLockedError
-from .messages import UserMessage
+from .messages import TranscriptError, UserMessage
 from .session import Agent
 from .stores import PostgresStore
 
@@ -61,7 +61,13 @@ class Worker:
     result for ``wait_for_turn``, and closes the session when its inbox is
     empty. An input a dead worker had recorded is not recorded twice: if the
     model still owes its answer the turn continues, else its recorded result
-    is the answer. Wakes on ``NOTIFY``, and polls every ``poll_seconds``.
+    is the answer. Input that cannot be run is answered with the reason
+    (``wait_for_turn`` raises it) and the session goes on to its next input:
+    input its agent refuses as input (a ``TranscriptError`` as its turn
+    starts, such as too many blocks) or whose content is no message. A
+    failure that may pass (the database away, ``make_agent`` raising) leaves
+    the session for ``BACKOFF_SECONDS`` and tries it again, its input kept.
+    Wakes on ``NOTIFY``, and polls every ``poll_seconds``.
 
     ``drain()``: take no more sessions and start no more turns; turns under way
     finish, for ``drain_seconds`` at most, then are cancelled (recorded as
@@ -230,14 +236,25 @@ class Worker:
                 for row in rows:
                     if self._draining:
                         return
-                    result = await self._answer(agent, row, first)
+                    answer = await self._answer(agent, row, first)
                     first = False
-                    await store.run("store the answer", answered, store, row.id, result)
+                    if isinstance(answer, str):  # refused: its reason is the answer
+                        FLEET.warning(
+                            "session %s: input %d refused: %s", session_id, row.id, answer
+                        )
+                        await store.run("refuse input", refuse, store, [row.id], answer)
+                        continue
+                    await store.run("store the answer", answered, store, row.id, answer)
                     self.turns += 1
                 rows = await store.run("read the inbox", pending, store, session_id)
 
-    async def _answer(self, agent: Agent, row: Input, taken_over: bool) -> TurnResult[Any]:
-        """One turn for ``row``, unless a worker before had recorded its message."""
+    async def _answer(self, agent: Agent, row: Input, taken_over: bool) -> TurnResult[Any] | str:
+        """One turn for ``row``, unless a worker before had recorded its message; or
+        why it cannot run: its content is no message, or the agent refuses it as
+        input (``TranscriptError`` before the turn starts: nothing is recorded, and
+        it would be refused again each time; not a failure to retry)."""
+        if row.refused is not None:
+            return row.refused
         mid = message_id(row.id)
         if taken_over and any(message.id == mid for message in agent.messages):
             if agent.awaiting_reply:
@@ -245,4 +262,8 @@ class Worker:
             session_id = agent.session_id
             assert session_id is not None
             return recorded_result((await self.store.load(session_id)).records)
-        return await agent.prompt(UserMessage(id=mid, content=row.content))
+        try:
+            run = agent.turn(UserMessage(id=mid, content=row.content))
+        except TranscriptError as exc:
+            return f"the agent refuses it as input: {exc}"
+        return await run.wait()
