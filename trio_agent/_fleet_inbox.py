@@ -129,25 +129,25 @@ def _insert(
     connection: Connection[Any], store: PostgresStore, session_id: str, body: bytes, create: bool
 ) -> int:
     s = store.schema
-    with connection.transaction():
-        if not create:
-            (known,) = connection.execute(
-                f"""SELECT EXISTS (SELECT 1 FROM "{s}".records WHERE session_id = %s)
-                    OR EXISTS (SELECT 1 FROM "{s}".inbox
-                               WHERE session_id = %s AND create_session AND done IS NULL)""",
-                (session_id, session_id),
-            ).fetchone() or (False,)
-            if not known:
-                raise LedgerError(
-                    f"no session {session_id!r} in {store!r}: submit(..., create=True) starts one"
-                )
-        row = connection.execute(
-            f"""INSERT INTO "{s}".inbox (session_id, content, create_session)
-                VALUES (%s, %s, %s) RETURNING id""",
-            (session_id, body, create),
-        ).fetchone()
-        assert row is not None
-        connection.execute("SELECT pg_notify(%s, %s)", (channel(store, "inbox"), session_id))
+    # in the store's transaction: every call of ``store.run`` is one
+    if not create:
+        (known,) = connection.execute(
+            f"""SELECT EXISTS (SELECT 1 FROM "{s}".records WHERE session_id = %s)
+                OR EXISTS (SELECT 1 FROM "{s}".inbox
+                           WHERE session_id = %s AND create_session AND done IS NULL)""",
+            (session_id, session_id),
+        ).fetchone() or (False,)
+        if not known:
+            raise LedgerError(
+                f"no session {session_id!r} in {store!r}: submit(..., create=True) starts one"
+            )
+    row = connection.execute(
+        f"""INSERT INTO "{s}".inbox (session_id, content, create_session)
+            VALUES (%s, %s, %s) RETURNING id""",
+        (session_id, body, create),
+    ).fetchone()
+    assert row is not None
+    connection.execute("SELECT pg_notify(%s, %s)", (channel(store, "inbox"), session_id))
     number: int = row[0]
     return number
 
@@ -191,14 +191,14 @@ def _finish(
     body: bytes | None,
     error: str | None,
 ) -> None:
-    with connection.transaction():
-        connection.execute(
-            f"""UPDATE "{store.schema}".inbox SET done = now(), result = %s, error = %s
-                WHERE id = ANY(%s::bigint[]) AND done IS NULL""",
-            (body, error, ids),
-        )
-        for input_id in ids:
-            connection.execute("SELECT pg_notify(%s, %s)", (channel(store, "done"), str(input_id)))
+    # in the store's transaction: every call of ``store.run`` is one
+    connection.execute(
+        f"""UPDATE "{store.schema}".inbox SET done = now(), result = %s, error = %s
+            WHERE id = ANY(%s::bigint[]) AND done IS NULL""",
+        (body, error, ids),
+    )
+    for input_id in ids:
+        connection.execute("SELECT pg_notify(%s, %s)", (channel(store, "done"), str(input_id)))
 
 
 def _outcome(
