@@ -34,6 +34,7 @@ from .ledger import LeaseLostError, LedgerCorruptError, LedgerError, SessionLock
 from .messages import TranscriptError, UserMessage
 from .session import Agent
 from .stores import PostgresStore
+from .stores._base import CloseBudget
 
 __all__ = ["MakeAgent", "Worker"]
 
@@ -44,6 +45,7 @@ session_id=session_id, ...)``); else resume it (``await Agent.resume(store,
 session_id, ...)``). ``fleet.agent_maker(**options)`` makes one."""
 
 BACKOFF_SECONDS = 30.0  # a session whose agent could not be made is left this long
+CLOSE_SECONDS = 5.0  # a stopping worker's sessions close within this, the database there or not
 
 
 @final
@@ -73,6 +75,10 @@ class Worker:
     finish, for ``drain_seconds`` at most, then are cancelled (recorded as
     such: the input stays queued, the next worker continues it); every lease
     is let go and ``run`` returns. Cancelling ``run`` does the same at once.
+    Either way the sessions close together, within ``CLOSE_SECONDS`` (after
+    ``drain_seconds``) even when the database does not answer: what they could
+    not write then is not written, their leases expire, and the next worker
+    resumes them from what was stored.
     """
 
     def __init__(
@@ -102,6 +108,7 @@ class Worker:
         self._wake = trio.Event()
         self._draining = False
         self._started = False
+        self._budget = CloseBudget()  # bounds the sessions' store work once stopping
 
     @property
     def sessions(self) -> frozenset[str]:
@@ -123,13 +130,20 @@ class Worker:
         """Work until ``drain()``; ``task_status.started()`` once listening (for
         ``nursery.start``). ``LedgerError`` when the database cannot be reached at
         start. Cancellation: the turns under way end as cancelled, recorded, and
-        the leases are let go (shielded) before it propagates."""
+        the leases are let go (shielded, ``CLOSE_SECONDS`` at most) before it
+        propagates."""
         if self._started:
             raise RuntimeError("a Worker runs once; make another")
         self._started = True
+        with self._budget.applied():  # every session's store work, from here on
+            await self._run(task_status)
+        FLEET.info("worker %s: drained", self.store.holder)
+
+    async def _run(self, task_status: Any) -> None:
         listener = Listener(self.store, channel(self.store, "inbox"))
         await listener.open()  # the database is reached, or this raises
         async with trio.open_nursery() as outer:
+            outer.start_soon(self._bound_on_cancel)
             outer.start_soon(self._listen, listener)
             task_status.started()
             FLEET.info("worker %s: taking sessions", self.store.holder)
@@ -138,9 +152,18 @@ class Worker:
                     await self._claim(sessions)
                     await self._idle()
                 FLEET.info("worker %s: draining %d sessions", self.store.holder, len(self._held))
-                sessions.cancel_scope.deadline = trio.current_time() + self.drain_seconds
+                deadline = trio.current_time() + self.drain_seconds
+                sessions.cancel_scope.deadline = deadline
+                self._budget.stop(deadline + CLOSE_SECONDS)
             outer.cancel_scope.cancel()
-        FLEET.info("worker %s: drained", self.store.holder)
+
+    async def _bound_on_cancel(self) -> None:
+        """Once the worker is cancelled (it is cancelled with its sessions), their
+        close work, shielded, has ``CLOSE_SECONDS`` all together."""
+        try:
+            await trio.sleep_forever()
+        finally:
+            self._budget.stop(trio.current_time() + CLOSE_SECONDS)
 
     async def _idle(self) -> None:
         with trio.move_on_after(self.poll_seconds):
@@ -192,9 +215,12 @@ class Worker:
         except LedgerCorruptError as exc:
             FLEET.error("session %s: ledger damaged, its input refused: %s", session_id, exc)
             await self._refuse_all(session_id, f"the session's ledger is damaged: {exc}")
-        except Exception:
-            FLEET.exception("session %s: failed; left for %s s", session_id, BACKOFF_SECONDS)
-            self._back_off(session_id)
+        except Exception as exc:
+            if self._budget.stopped and isinstance(exc, LedgerError):
+                FLEET.warning("session %s: let go as the worker stops: %s", session_id, exc)
+            else:
+                FLEET.exception("session %s: failed; left for %s s", session_id, BACKOFF_SECONDS)
+                self._back_off(session_id)
         finally:
             await self.store.claims.release(session_id)  # if no writer took it
             self._held.discard(session_id)

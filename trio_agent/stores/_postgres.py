@@ -46,7 +46,14 @@ from ..ledger import (
     SessionWriter,
     session_exists,
 )
-from ._base import LoadedSession, RowWriter, WriterState, check_session_id, parse_jsonl
+from ._base import (
+    LoadedSession,
+    RowWriter,
+    WriterState,
+    bounded,
+    check_session_id,
+    parse_jsonl,
+)
 from ._postgres_claims import Claims, Leased
 from ._postgres_commit import Flush, GroupCommit, insert_flushes
 from ._postgres_connect import (
@@ -399,8 +406,20 @@ class PostgresStore:
 
     async def run(self, what: str, function: Callable[..., T], *args: Any) -> T:
         """``call`` in a worker thread. Cancellation waits for it (a statement under
-        way is not left half done; the connection's timeouts bound it)."""
-        return await trio.to_thread.run_sync(self.call, what, function, *args, limiter=self.limiter)
+        way is not left half done; the connection's timeouts bound it), except
+        under a ``CloseBudget`` (a stopping fleet worker): its deadline, and any
+        cancellation, leave the thread to end alone (its transaction commits whole
+        or not at all); the deadline raises ``LedgerError``."""
+        with bounded() as bound:
+            return await trio.to_thread.run_sync(
+                self.call,
+                what,
+                function,
+                *args,
+                limiter=self.limiter,
+                abandon_on_cancel=bound is not None,
+            )
+        raise LedgerError(f"{self!r}: cannot {what}: stopping, and the database did not answer")
 
     def _connections(self) -> ConnectionPool:
         """The pool, opened on first use: first one connection of our own (a server

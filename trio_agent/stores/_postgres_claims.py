@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, final
 import trio
 
 from ..ledger import LedgerError
+from ._base import bounded
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -102,13 +103,14 @@ class Claims:
     async def release(self, session_id: str) -> None:
         """Let a claimed session go that no writer took, now: its lease freed before
         this returns, or (the database away for ``RELEASE_SECONDS``) by the
-        heartbeat's thread. Shielded; nothing happens for a session not claimed."""
+        heartbeat's thread; sooner by a ``CloseBudget``'s deadline. Shielded; nothing
+        happens for a session not claimed."""
         epoch = self.pop(session_id)
         if epoch is None:
             return
         held = Held(session_id, epoch)
         store = self._store
-        with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_SECONDS):
+        with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_SECONDS), bounded():
             try:
                 await trio.to_thread.run_sync(
                     store.call, "free the lease", store.free, [held], abandon_on_cancel=True
