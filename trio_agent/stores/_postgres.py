@@ -58,7 +58,7 @@ from ._postgres_claims import Claims, Leased
 from ._postgres_commit import Flush, GroupCommit, insert_flushes
 from ._postgres_connect import (
     CONNECTION,
-    LISTENING,
+    POOLED,
     behind_pooler,
     check_connection,
     transaction,
@@ -275,7 +275,8 @@ class PostgresStore:
 
     ``dsn`` may reach PostgreSQL through a pooler such as PgBouncer, in
     transaction or session mode: each call is one transaction with its
-    timeouts ``SET LOCAL``, and no server-side prepared statements.
+    timeouts ``SET LOCAL``, and, behind a pooler, no server-side prepared
+    statements.
     ``listen_dsn``: a connection to the same database for the fleet's
     ``LISTEN`` (workers and ``wait_for_turn`` are woken by ``NOTIFY``),
     which needs a session of its own: direct, or through a session pooler.
@@ -389,7 +390,7 @@ class PostgresStore:
 
         self._connections()
         if self._listen_dsn is not None:
-            return psycopg.connect(self._listen_dsn, **LISTENING)
+            return psycopg.connect(self._listen_dsn, **CONNECTION)
         if self.pooled:
             with self._pool_lock:
                 said, self._said_polling = self._said_polling, True
@@ -402,7 +403,7 @@ class PostgresStore:
                     self,
                 )
             return None
-        return psycopg.connect(self._dsn, **LISTENING)
+        return psycopg.connect(self._dsn, **CONNECTION)
 
     async def run(self, what: str, function: Callable[..., T], *args: Any) -> T:
         """``call`` in a worker thread. Cancellation waits for it (a statement under
@@ -431,7 +432,7 @@ class PostgresStore:
                 import psycopg
                 from psycopg_pool import ConnectionPool
 
-                with psycopg.connect(self._dsn, **CONNECTION) as first, transaction(first):
+                with psycopg.connect(self._dsn, **POOLED) as first, transaction(first):
                     self._check_schema(first)
                     self.pooled = behind_pooler(first)
                 pool = ConnectionPool(
@@ -441,7 +442,7 @@ class PostgresStore:
                     open=False,
                     timeout=30.0,
                     check=check_connection,
-                    kwargs=CONNECTION,
+                    kwargs=POOLED if self.pooled else CONNECTION,
                 )
                 pool.open(wait=False)
                 self._pool.append(pool)
