@@ -94,11 +94,31 @@ async def test_input_its_agent_refuses_is_answered_with_the_reason_and_the_sessi
     assert worker.turns == 2 and len(dispatched) == 2
 
 
-async def test_a_refused_first_input_creates_nothing_and_the_next_one_creates_the_session(
-    pg_store,
-):
+async def test_a_refused_input_that_would_create_its_session_creates_nothing(pg_store):
     """The refusal leaves the session as it was: a refused input that would have
-    created it creates nothing, and the input after it does."""
+    created it creates nothing (the worker entered the new agent, which records
+    the session, before its first turn was refused), and a later one creates it."""
+    store = pg_store()
+    poison = await _queue_raw(store, "new", msgspec.json.encode(TOO_MANY))
+    worker = _worker(store)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(worker.run)
+        with trio.fail_after(20):
+            with pytest.raises(LedgerError, match=r"was not run: .*more than 256"):
+                await wait_for_turn(store, "new", poison)
+            with pytest.raises(LedgerError, match="no session 'new'"):
+                await store.load("new")
+            with pytest.raises(LedgerError, match="no session 'new'"):
+                await submit(store, "new", "hello")  # not queued to be created either
+            number = await submit(store, "new", "hello", create=True)
+            result = await wait_for_turn(store, "new", number)
+        worker.drain()
+    assert (result.turn, result.final_text) == (1, "answered hello")
+
+
+async def test_a_refused_first_input_lets_the_next_one_create_the_session(pg_store):
+    """Input queued behind a refused one that was to create the session still
+    creates it: the session was queued to be created when it was submitted."""
     store = pg_store()
     poison = await _queue_raw(store, "new", msgspec.json.encode(TOO_MANY))
     after = await submit(store, "new", "hello")  # queued to be created: accepted

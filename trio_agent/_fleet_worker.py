@@ -12,6 +12,7 @@ writes nothing more. Workers wake on ``NOTIFY`` and poll as a fallback.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any, final
@@ -256,13 +257,26 @@ class Worker:
                 f"store, got {agent!r}"
             )
         FLEET.debug("session %s: taken, %d inputs waiting", session_id, len(rows))
-        async with agent:
+        async with contextlib.AsyncExitStack() as stack:
+            # a recorded session is entered at once (it holds the session's writer, closed
+            # whatever happens); a new one at the first input its agent takes, so input
+            # it refuses creates nothing
+            entered = exists
+            if exists:
+                await stack.enter_async_context(agent)
+
+            async def enter() -> None:
+                nonlocal entered
+                if not entered:
+                    await stack.enter_async_context(agent)
+                    entered = True
+
             first = exists
             while rows and not self._draining:
                 for row in rows:
                     if self._draining:
                         return
-                    answer = await self._answer(agent, row, first)
+                    answer = await self._answer(agent, row, first, enter)
                     first = False
                     if isinstance(answer, str):  # refused: its reason is the answer
                         FLEET.warning(
@@ -274,11 +288,18 @@ class Worker:
                     self.turns += 1
                 rows = await store.run("read the inbox", pending, store, session_id)
 
-    async def _answer(self, agent: Agent, row: Input, taken_over: bool) -> TurnResult[Any] | str:
-        """One turn for ``row``, unless a worker before had recorded its message; or
-        why it cannot run: its content is no message, or the agent refuses it as
-        input (``TranscriptError`` before the turn starts: nothing is recorded, and
-        it would be refused again each time; not a failure to retry)."""
+    async def _answer(
+        self,
+        agent: Agent,
+        row: Input,
+        taken_over: bool,
+        enter: Callable[[], Awaitable[None]],
+    ) -> TurnResult[Any] | str:
+        """One turn for ``row`` (the agent entered first, by ``enter``), unless a
+        worker before had recorded its message; or why it cannot run: its content is
+        no message, or the agent refuses it as input (``TranscriptError`` before the
+        turn starts: nothing is recorded, and it would be refused again each time;
+        not a failure to retry)."""
         if row.refused is not None:
             return row.refused
         mid = message_id(row.id)
@@ -292,4 +313,5 @@ class Worker:
             run = agent.turn(UserMessage(id=mid, content=row.content))
         except TranscriptError as exc:
             return f"the agent refuses it as input: {exc}"
+        await enter()
         return await run.wait()
