@@ -104,3 +104,37 @@ async def test_behind_a_session_pooler_the_fleet_listens_on_a_listen_dsn_through
     finally:
         store.close()
         bouncer.stop()
+
+
+async def test_the_command_line_fleet_runs_through_a_transaction_pooler_with_listen_dsn(
+    loopback, pg_bouncer, pg_cluster, tmp_path
+):
+    """``trio-agent worker`` and ``submit`` had no way to name a direct connection
+    for LISTEN: behind a transaction pooler they could only poll."""
+    import signal
+    import uuid
+
+    from loopback import Reply
+    from test_cli import ENV, TRIO_AGENT, cli, command, text_stream
+
+    schema = f"cli_{uuid.uuid4().hex[:12]}"
+    loopback.replies += [Reply(body=text_stream("hello to you"))]
+    database = ("--dsn", pg_bouncer.dsn, "--listen-dsn", pg_cluster.dsn, "--schema", schema)
+    worker = _cli_worker(command(loopback, tmp_path, "worker", *database), ENV)
+    try:
+        line = await trio.to_thread.run_sync(worker.stderr.readline)
+        assert b"sessions at a time" in line, line
+        done = await cli([*TRIO_AGENT, "submit", *database, "--create", "--wait", "s1", "hello"])
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.decode().splitlines()[1] == "hello to you"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = await trio.to_thread.run_sync(worker.communicate)
+    assert worker.returncode == 0, stderr
+    assert POLLING.encode() not in stderr
+
+
+def _cli_worker(argv, env):
+    import subprocess
+
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
