@@ -7,6 +7,7 @@ server connections shared by every client (tests/pg_cluster.py)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -237,7 +238,7 @@ def test_a_pgbouncer_of_the_tests_dies_with_the_process_that_started_it(pg_clust
         child.stdout.close()
         if _alive(int(pid)):
             os.kill(int(pid), signal.SIGKILL)
-        subprocess.run(["rm", "-rf", base], check=False)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
