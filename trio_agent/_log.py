@@ -14,7 +14,17 @@ from __future__ import annotations
 import logging
 import urllib.parse
 
-__all__ = ["FLEET", "LEDGER", "LOOP", "MCP", "PROVIDERS", "SESSION", "TOOLS", "safe_url"]
+__all__ = [
+    "FLEET",
+    "LEDGER",
+    "LOOP",
+    "MCP",
+    "PROVIDERS",
+    "SESSION",
+    "TOOLS",
+    "quiet_dependency",
+    "safe_url",
+]
 
 logging.getLogger("trio_agent").addHandler(logging.NullHandler())
 
@@ -25,6 +35,16 @@ PROVIDERS = logging.getLogger("trio_agent.providers")
 TOOLS = logging.getLogger("trio_agent.tools")
 MCP = logging.getLogger("trio_agent.mcp")
 FLEET = logging.getLogger("trio_agent.fleet")
+
+
+def quiet_dependency(name: str) -> None:
+    """Make a dependency's logger ``name`` as silent as ours unless the application
+    configures logging: a ``NullHandler`` on it, so that logging's last resort
+    never prints its records (a traceback on stderr); an application's handlers
+    still get them by propagation. Idempotent."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(handler, logging.NullHandler) for handler in logger.handlers):
+        logger.addHandler(logging.NullHandler())
 
 
 def safe_url(url: str) -> str:
