@@ -7,6 +7,8 @@ nothing reaches the terminal through logging's last resort): ``.loop``
 ``.providers`` (HTTP requests), ``.tools``, ``.mcp``, ``.fleet`` (sessions a
 worker takes, lets go or cannot run). What they never carry:
 a key, or the content of a message or of a tool's arguments or result.
+A dependency whose loggers would print through the last resort is made as
+silent with ``quiet_dependency`` (the MCP SDK's, by ``trio_agent.mcp``).
 """
 
 from __future__ import annotations
