@@ -34,9 +34,28 @@ def pg_cluster():
         cluster.stop()
 
 
-@pytest.fixture
-def pg_store(pg_cluster):
-    """A ``PostgresStore`` of its own for one test: a fresh schema in the cluster."""
+@pytest.fixture(scope="session")
+def pg_bouncer(pg_cluster):
+    """PgBouncer in transaction pooling mode in front of the cluster, with 2 server
+    connections for all its clients (tests/pg_cluster.py), for the whole run."""
+    from pg_cluster import Bouncer
+
+    bouncer = Bouncer(pg_cluster, pool_mode="transaction", pool_size=2).start()
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()
+
+
+def pytest_unconfigure(config):
+    """No PgBouncer outlives the run, however it ended (the fixture stops its own;
+    one killed with the run dies by its parent-death signal)."""
+    started = sys.modules.get("pg_cluster")
+    if started is not None:
+        started.stop_all()
+
+
+def _store_maker(dsn):
     import uuid
 
     from trio_agent.stores import PostgresStore
@@ -45,23 +64,42 @@ def pg_store(pg_cluster):
 
     def make(**options):
         options.setdefault("schema", f"t_{uuid.uuid4().hex[:16]}")
-        made.append(PostgresStore(pg_cluster.dsn, **options))
+        made.append(PostgresStore(dsn, **options))
         return made[-1]
 
+    return make, made
+
+
+@pytest.fixture
+def pg_store(pg_cluster):
+    """A ``PostgresStore`` of its own for one test: a fresh schema in the cluster."""
+    make, made = _store_maker(pg_cluster.dsn)
     yield make
     for store in made:
         store.close()
 
 
-@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
+@pytest.fixture
+def pooled_store(pg_bouncer):
+    """``pg_store``, through PgBouncer in transaction mode (``pg_bouncer``)."""
+    make, made = _store_maker(pg_bouncer.dsn)
+    yield make
+    for store in made:
+        store.close()
+
+
+@pytest.fixture(params=["jsonl", "sqlite", "postgres", "pgbouncer"])
 def ledger_store(request, tmp_path):
-    """Each session store in turn, empty: the conformance tests run on all three."""
+    """Each session store in turn, empty: the conformance tests run on all three
+    (PostgreSQL directly and through PgBouncer in transaction mode)."""
     from trio_agent.stores import JsonlStore, SqliteStore
 
     if request.param == "jsonl":
         return JsonlStore(tmp_path)
     if request.param == "sqlite":
         return SqliteStore(tmp_path / "sessions.db")
+    if request.param == "pgbouncer":
+        return request.getfixturevalue("pooled_store")()
     return request.getfixturevalue("pg_store")()
 
 

@@ -3,6 +3,7 @@ loopback port, for the tests that need one (the SDK's client and our CLI)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -22,13 +23,17 @@ def free_port() -> int:
         return port
 
 
-async def start_demo_http(port: int, wait: float = 60.0) -> trio.Process:
-    """Start the demo server over HTTP on ``port``; return once it accepts
+async def start_demo_http(
+    port: int, wait: float = 60.0, script: Path = DEMO, env: dict[str, str] | None = None
+) -> trio.Process:
+    """Start the demo server (or ``script``, taking ``--http PORT`` as it does, with
+    ``env`` added to ours) over HTTP on ``port``; return once it accepts
     connections (the caller ends the process)."""
     process = await trio.lowlevel.open_process(
-        [sys.executable, str(DEMO), "--http", str(port)],
+        [sys.executable, str(script), "--http", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=None if env is None else {**os.environ, **env},
     )
     ready = False
     try:
@@ -50,11 +55,17 @@ async def start_demo_http(port: int, wait: float = 60.0) -> trio.Process:
 
 
 @asynccontextmanager
-async def demo_over_http(wait: float = 60.0, port: int | None = None) -> AsyncIterator[str]:
-    """Serve the demo server over HTTP (on ``port``, else a free one); yield its URL
-    once it accepts connections; end the process afterwards (shielded)."""
+async def demo_over_http(
+    wait: float = 60.0,
+    port: int | None = None,
+    script: Path = DEMO,
+    env: dict[str, str] | None = None,
+) -> AsyncIterator[str]:
+    """Serve the demo server (or ``script``, with ``env``) over HTTP (on ``port``,
+    else a free one); yield its URL once it accepts connections; end the process
+    afterwards (shielded)."""
     port = free_port() if port is None else port
-    process = await start_demo_http(port, wait)
+    process = await start_demo_http(port, wait, script, env)
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
+import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,15 +44,17 @@ def test_the_quick_check_agrees_with_json_schema(schema, arguments):
     check = validator(schema)
     assert check is not None
     valid = jsonschema.Draft202012Validator(schema).is_valid(arguments)
+    pending = check(arguments)  # None: passed by the quick test
     try:
-        check(arguments)
+        if pending is not None:
+            trio.run(lambda: pending)
     except ToolArgumentsError:
         assert not valid
     else:
         assert valid
 
 
-def test_refused_arguments_name_the_json_path():
+async def test_refused_arguments_name_the_json_path():
     check = validator(
         {
             "type": "object",
@@ -60,9 +63,9 @@ def test_refused_arguments_name_the_json_path():
         }
     )
     with pytest.raises(ToolArgumentsError, match=r"'x' is not of type 'integer' - at `\$.a`"):
-        check_call({"a": "x", "b": 1}, check)
+        await check_call({"a": "x", "b": 1}, check)
     with pytest.raises(ToolArgumentsError, match="'b' is a required property"):
-        check_call({"a": 1}, check)
+        await check_call({"a": 1}, check)
     with pytest.raises(ToolArgumentsError, match=r"True is not of type 'integer'"):
-        check_call({"a": True, "b": 1}, check)
-    assert check_call({"a": 1.0, "b": 2}, check) == {"a": 1.0, "b": 2}  # 1.0 is an integer
+        await check_call({"a": True, "b": 1}, check)
+    assert await check_call({"a": 1.0, "b": 2}, check) == {"a": 1.0, "b": 2}  # 1.0 is an integer

@@ -73,6 +73,36 @@ def test_the_commands_cgroups_are_made_below_the_agents_own():
     assert all(not group.exists() for group in made.groups)
 
 
+def test_the_sweep_leaves_a_live_agents_empty_cgroup_and_removes_a_dead_ones():
+    """An agent starting up swept every empty ``trio-agent-*`` cgroup, among them
+    one another live agent had just made for a command not yet in it: that
+    command failed with exit 125 (``cgroup.procs: Directory nonexistent``), about
+    3 commands in 300 while agents started beside each other, and the sandbox
+    tests failed now and then on a loaded machine. Only a dead maker's groups go."""
+    live = _sandbox.make_cgroups(_sandbox.Limits(64 * 1024**2, 32))
+    assert live is not None  # CI runs as root: cgroups can be made
+    dead_pid = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    orphans = []
+    for group in live.groups:
+        orphan = group.parent / f"trio-agent-{dead_pid}-{'0' * 12}"
+        orphan.mkdir()
+        orphans.append(orphan)
+    try:
+        _sandbox._sweep_cgroups()
+        assert all(group.exists() for group in live.groups)
+        assert not any(orphan.exists() for orphan in orphans)
+    finally:
+        _sandbox.remove_cgroups(live)
+        for orphan in orphans:
+            if orphan.exists():
+                orphan.rmdir()
+
+
 def test_a_forked_child_that_exits_leaves_the_identity_files(root):
     script = (
         "import os, sys, trio\n"

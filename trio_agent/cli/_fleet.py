@@ -52,7 +52,7 @@ def submit_command(args: argparse.Namespace) -> int:
     """Queue the message; print its input number (and with ``--wait`` the answer)."""
 
     async def body() -> int:
-        store = _store(args.dsn, args.schema, create_schema=False)
+        store = _store(args.dsn, args.schema, create_schema=False, listen_dsn=args.listen_dsn)
         try:
             number = await submit(store, args.session, args.message, create=args.create)
             print(number, flush=True)
@@ -114,7 +114,9 @@ def worker(args: argparse.Namespace) -> int:
     workspace = workspace_for(root, args)
     names = list(workspace.tools().names())
     early = None if config.mcp else config.settings(names)  # a usage error before trio
-    store = _store(args.dsn, args.schema, lease_seconds=args.lease_seconds)
+    store = _store(
+        args.dsn, args.schema, lease_seconds=args.lease_seconds, listen_dsn=args.listen_dsn
+    )
 
     async def body() -> int:
         try:

@@ -442,6 +442,13 @@ def _database_options(sub: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="the schema holding the sessions, leases and inbox (default: trio_agent)",
     )
+    sub.add_argument(
+        "--listen-dsn",
+        metavar="DSN",
+        help="the same database reached directly, to LISTEN for notifications when --dsn "
+        "goes through a transaction pooler such as PgBouncer (default: --dsn, or polling "
+        "when it is behind a pooler)",
+    )
 
 
 def _fleet_commands(command: Callable[..., argparse.ArgumentParser]) -> None:

@@ -17,12 +17,19 @@ import msgspec
 import trio
 
 from ..events import TurnResult
+from ..ledger import LedgerError, Record, StepStartRecord, TurnEndRecord, TurnStartRecord
 from ..ledger._derive import add_usage
-from ..ledger._records import LedgerError, Record, StepStartRecord, TurnEndRecord, TurnStartRecord
-from ..messages._ir import AssistantMessage, InputBlock, UserMessage, text_from_assistant
+from ..messages import (
+    AssistantMessage,
+    InputBlock,
+    TranscriptError,
+    UserMessage,
+    text_from_assistant,
+)
+from ..messages._rules import BlockError, check_content
 from ..model import Usage
+from ..stores import PostgresStore
 from ..stores._base import check_session_id
-from ..stores.postgres._store import PostgresStore
 from ._listen import Listener, channel
 
 if TYPE_CHECKING:
@@ -45,11 +52,13 @@ _result_decoder: Final = msgspec.json.Decoder(TurnResult[Any])
 
 
 class Input(NamedTuple):
-    """A queued row: its id, its message's content, whether it may create the session."""
+    """A queued row: its id, its message's content, whether it may create the session;
+    ``refused``: why it cannot be run (its content is no message), else None."""
 
     id: int
     content: str | tuple[InputBlock, ...]
     create: bool
+    refused: str | None = None
 
 
 def message_id(input_id: int) -> str:
@@ -79,8 +88,12 @@ async def submit(
     that is neither recorded nor queued to be created is a ``LedgerError``.
     A ``UserMessage``'s content is queued; its id is the fleet's
     (``fleet-{number}``), so a worker that takes the session over never
-    records it twice. Cancellation: the statement runs to its end in a worker
-    thread; cancelled meanwhile, the input may be queued (no number returned).
+    records it twice. Content the agent would refuse (more than
+    ``MAX_CONTENT_BLOCKS`` blocks, a lone surrogate, media past its limits:
+    the checks an ``Agent`` makes on a user message) is a ``TranscriptError``
+    here, and nothing is queued. Cancellation: the statement runs to its end
+    in a worker thread; cancelled meanwhile, the input may be queued (no
+    number returned).
     """
     store = postgres_store(store, "submit")
     check_session_id(session_id)
@@ -94,47 +107,67 @@ async def submit(
         raise ValueError("message must not be empty")
     if type(create) is not bool:
         raise TypeError(f"create must be a bool, got {create!r}")
-    body = msgspec.json.encode(content)
+    body = msgspec.json.encode(checked_content(content, session_id))
     return await store.run(
         f"queue input for session {session_id!r}", _insert, store, session_id, body, create
     )
+
+
+def checked_content(content: object, session_id: str) -> str | tuple[InputBlock, ...]:
+    """``content`` as the agent checks a user message's (``check_content``, which
+    its ``checked_message`` runs), else ``TranscriptError`` with the agent's code
+    and reason, saying it was not queued."""
+    try:
+        return check_content(content)
+    except BlockError as exc:
+        raise TranscriptError(
+            exc.code, f"the message cannot be queued for session {session_id!r}: {exc}"
+        ) from None
 
 
 def _insert(
     connection: Connection[Any], store: PostgresStore, session_id: str, body: bytes, create: bool
 ) -> int:
     s = store.schema
-    with connection.transaction():
-        if not create:
-            (known,) = connection.execute(
-                f"""SELECT EXISTS (SELECT 1 FROM "{s}".records WHERE session_id = %s)
-                    OR EXISTS (SELECT 1 FROM "{s}".inbox
-                               WHERE session_id = %s AND create_session AND done IS NULL)""",
-                (session_id, session_id),
-            ).fetchone() or (False,)
-            if not known:
-                raise LedgerError(
-                    f"no session {session_id!r} in {store!r}: submit(..., create=True) starts one"
-                )
-        row = connection.execute(
-            f"""INSERT INTO "{s}".inbox (session_id, content, create_session)
-                VALUES (%s, %s, %s) RETURNING id""",
-            (session_id, body, create),
-        ).fetchone()
-        assert row is not None
-        connection.execute("SELECT pg_notify(%s, %s)", (channel(store, "inbox"), session_id))
+    # in the store's transaction: every call of ``store.run`` is one
+    if not create:
+        (known,) = connection.execute(
+            f"""SELECT EXISTS (SELECT 1 FROM "{s}".records WHERE session_id = %s)
+                OR EXISTS (SELECT 1 FROM "{s}".inbox
+                           WHERE session_id = %s AND create_session AND done IS NULL)""",
+            (session_id, session_id),
+        ).fetchone() or (False,)
+        if not known:
+            raise LedgerError(
+                f"no session {session_id!r} in {store!r}: submit(..., create=True) starts one"
+            )
+    row = connection.execute(
+        f"""INSERT INTO "{s}".inbox (session_id, content, create_session)
+            VALUES (%s, %s, %s) RETURNING id""",
+        (session_id, body, create),
+    ).fetchone()
+    assert row is not None
+    connection.execute("SELECT pg_notify(%s, %s)", (channel(store, "inbox"), session_id))
     number: int = row[0]
     return number
 
 
 def pending(connection: Connection[Any], store: PostgresStore, session_id: str) -> list[Input]:
-    """The session's unanswered input, oldest first."""
+    """The session's unanswered input, oldest first (a row whose content is no
+    message, which ``submit`` never queues, says so in ``refused``)."""
     rows = connection.execute(
         f"""SELECT id, content, create_session FROM "{store.schema}".inbox
             WHERE session_id = %s AND done IS NULL ORDER BY id""",
         (session_id,),
     ).fetchall()
-    return [Input(id, _content_decoder.decode(bytes(body)), create) for id, body, create in rows]
+    return [_input(id, bytes(body), create) for id, body, create in rows]
+
+
+def _input(input_id: int, body: bytes, create: bool) -> Input:
+    try:
+        return Input(input_id, _content_decoder.decode(body), create)
+    except msgspec.DecodeError as exc:  # a ValidationError too
+        return Input(input_id, "", create, f"its content is not a message: {exc}")
 
 
 def answered(
@@ -158,14 +191,14 @@ def _finish(
     body: bytes | None,
     error: str | None,
 ) -> None:
-    with connection.transaction():
-        connection.execute(
-            f"""UPDATE "{store.schema}".inbox SET done = now(), result = %s, error = %s
-                WHERE id = ANY(%s::bigint[]) AND done IS NULL""",
-            (body, error, ids),
-        )
-        for input_id in ids:
-            connection.execute("SELECT pg_notify(%s, %s)", (channel(store, "done"), str(input_id)))
+    # in the store's transaction: every call of ``store.run`` is one
+    connection.execute(
+        f"""UPDATE "{store.schema}".inbox SET done = now(), result = %s, error = %s
+            WHERE id = ANY(%s::bigint[]) AND done IS NULL""",
+        (body, error, ids),
+    )
+    for input_id in ids:
+        connection.execute("SELECT pg_notify(%s, %s)", (channel(store, "done"), str(input_id)))
 
 
 def _outcome(

@@ -5,6 +5,10 @@ wait runs in a worker thread for at most the seconds asked. A wait that is
 cancelled is abandoned (the caller goes on at once); its thread ends by
 itself within those seconds, and closes the connection when the listener was
 closed meanwhile, so a cancelled waiter never waits for the database.
+
+A store behind a pooler with no ``listen_dsn`` has no connection to listen
+on (``PostgresStore.listen_connection``): the listener then only waits, and
+its callers poll.
 """
 
 from __future__ import annotations
@@ -38,9 +42,18 @@ def channel(store: PostgresStore, name: str) -> str:
 class Listener:
     """``async with Listener(store, channel)``: ``LISTEN`` from entry, so nothing
     notified after entry is missed; ``await wait(seconds)`` gives the payloads
-    of the notifications that arrived (``[]`` after that long)."""
+    of the notifications that arrived (``[]`` after that long; always, when the
+    store has no connection to listen on: ``polling``)."""
 
-    __slots__ = ("_busy", "_channel", "_closing", "_connection", "_limiter", "_store")
+    __slots__ = (
+        "_busy",
+        "_channel",
+        "_closing",
+        "_connection",
+        "_limiter",
+        "_store",
+        "polling",
+    )
 
     def __init__(self, store: PostgresStore, channel: str) -> None:
         self._store = store
@@ -48,6 +61,7 @@ class Listener:
         self._connection: Connection[Any] | None = None
         self._busy = threading.Lock()  # held by the thread using the connection
         self._closing = False
+        self.polling = False
         # its own thread token: a waiting (or abandoned) listener never holds one of
         # trio's default limiter, which every other thread hop of the process shares
         self._limiter = trio.CapacityLimiter(1)
@@ -71,7 +85,10 @@ class Listener:
 
     def _open(self) -> None:
         with self._store.failures(f"listen on {self._channel!r}"):
-            connection = self._store.connect()
+            connection = self._store.listen_connection()
+            if connection is None:
+                self.polling = True
+                return
             listening = False
             try:
                 connection.execute(f'LISTEN "{self._channel}"')
@@ -84,6 +101,9 @@ class Listener:
     async def wait(self, seconds: float) -> list[str]:
         """The payloads notified since the last wait, waiting up to ``seconds``
         for one. Cancellation: returns at once (the thread is abandoned)."""
+        if self.polling:
+            await trio.sleep(seconds)
+            return []
         return await trio.to_thread.run_sync(
             self._wait, seconds, abandon_on_cancel=True, limiter=self._limiter
         )

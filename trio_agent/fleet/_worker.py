@@ -12,6 +12,7 @@ writes nothing more. Workers wake on ``NOTIFY`` and poll as a fallback.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any, final
@@ -20,11 +21,20 @@ import trio
 
 from .._log import FLEET
 from ..events import TurnResult
-from ..ledger._records import LeaseLostError, LedgerCorruptError, LedgerError, SessionLockedError
-from ..messages._ir import UserMessage
-from ..session._agent import Agent
-from ..stores.postgres._store import PostgresStore
-from ._inbox import Input, answered, message_id, pending, postgres_store, recorded_result, refuse
+from ..ledger import LeaseLostError, LedgerCorruptError, LedgerError, SessionLockedError
+from ..messages import TranscriptError, UserMessage
+from ..session import Agent
+from ..stores import PostgresStore
+from ..stores._base import CloseBudget
+from ._inbox import (
+    Input,
+    answered,
+    message_id,
+    pending,
+    postgres_store,
+    recorded_result,
+    refuse,
+)
 from ._listen import Listener, channel
 
 __all__ = ["MakeAgent", "Worker"]
@@ -36,6 +46,7 @@ session_id=session_id, ...)``); else resume it (``await Agent.resume(store,
 session_id, ...)``). ``fleet.agent_maker(**options)`` makes one."""
 
 BACKOFF_SECONDS = 30.0  # a session whose agent could not be made is left this long
+CLOSE_SECONDS = 5.0  # a stopping worker's sessions close within this, the database there or not
 
 
 @final
@@ -53,12 +64,22 @@ class Worker:
     result for ``wait_for_turn``, and closes the session when its inbox is
     empty. An input a dead worker had recorded is not recorded twice: if the
     model still owes its answer the turn continues, else its recorded result
-    is the answer. Wakes on ``NOTIFY``, and polls every ``poll_seconds``.
+    is the answer. Input that cannot be run is answered with the reason
+    (``wait_for_turn`` raises it) and the session goes on to its next input:
+    input its agent refuses as input (a ``TranscriptError`` as its turn
+    starts, such as too many blocks) or whose content is no message. A
+    failure that may pass (the database away, ``make_agent`` raising) leaves
+    the session for ``BACKOFF_SECONDS`` and tries it again, its input kept.
+    Wakes on ``NOTIFY``, and polls every ``poll_seconds``.
 
     ``drain()``: take no more sessions and start no more turns; turns under way
     finish, for ``drain_seconds`` at most, then are cancelled (recorded as
     such: the input stays queued, the next worker continues it); every lease
     is let go and ``run`` returns. Cancelling ``run`` does the same at once.
+    Either way the sessions close together, within ``CLOSE_SECONDS`` (after
+    ``drain_seconds``) even when the database does not answer: what they could
+    not write then is not written, their leases expire, and the next worker
+    resumes them from what was stored.
     """
 
     def __init__(
@@ -88,6 +109,7 @@ class Worker:
         self._wake = trio.Event()
         self._draining = False
         self._started = False
+        self._budget = CloseBudget()  # bounds the sessions' store work once stopping
 
     @property
     def sessions(self) -> frozenset[str]:
@@ -109,13 +131,20 @@ class Worker:
         """Work until ``drain()``; ``task_status.started()`` once listening (for
         ``nursery.start``). ``LedgerError`` when the database cannot be reached at
         start. Cancellation: the turns under way end as cancelled, recorded, and
-        the leases are let go (shielded) before it propagates."""
+        the leases are let go (shielded, ``CLOSE_SECONDS`` at most) before it
+        propagates."""
         if self._started:
             raise RuntimeError("a Worker runs once; make another")
         self._started = True
+        with self._budget.applied():  # every session's store work, from here on
+            await self._run(task_status)
+        FLEET.info("worker %s: drained", self.store.holder)
+
+    async def _run(self, task_status: Any) -> None:
         listener = Listener(self.store, channel(self.store, "inbox"))
         await listener.open()  # the database is reached, or this raises
         async with trio.open_nursery() as outer:
+            outer.start_soon(self._bound_on_cancel)
             outer.start_soon(self._listen, listener)
             task_status.started()
             FLEET.info("worker %s: taking sessions", self.store.holder)
@@ -124,9 +153,18 @@ class Worker:
                     await self._claim(sessions)
                     await self._idle()
                 FLEET.info("worker %s: draining %d sessions", self.store.holder, len(self._held))
-                sessions.cancel_scope.deadline = trio.current_time() + self.drain_seconds
+                deadline = trio.current_time() + self.drain_seconds
+                sessions.cancel_scope.deadline = deadline
+                self._budget.stop(deadline + CLOSE_SECONDS)
             outer.cancel_scope.cancel()
-        FLEET.info("worker %s: drained", self.store.holder)
+
+    async def _bound_on_cancel(self) -> None:
+        """Once the worker is cancelled (it is cancelled with its sessions), their
+        close work, shielded, has ``CLOSE_SECONDS`` all together."""
+        try:
+            await trio.sleep_forever()
+        finally:
+            self._budget.stop(trio.current_time() + CLOSE_SECONDS)
 
     async def _idle(self) -> None:
         with trio.move_on_after(self.poll_seconds):
@@ -178,9 +216,12 @@ class Worker:
         except LedgerCorruptError as exc:
             FLEET.error("session %s: ledger damaged, its input refused: %s", session_id, exc)
             await self._refuse_all(session_id, f"the session's ledger is damaged: {exc}")
-        except Exception:
-            FLEET.exception("session %s: failed; left for %s s", session_id, BACKOFF_SECONDS)
-            self._back_off(session_id)
+        except Exception as exc:
+            if self._budget.stopped and isinstance(exc, LedgerError):
+                FLEET.warning("session %s: let go as the worker stops: %s", session_id, exc)
+            else:
+                FLEET.exception("session %s: failed; left for %s s", session_id, BACKOFF_SECONDS)
+                self._back_off(session_id)
         finally:
             await self.store.claims.release(session_id)  # if no writer took it
             self._held.discard(session_id)
@@ -216,20 +257,51 @@ class Worker:
                 f"store, got {agent!r}"
             )
         FLEET.debug("session %s: taken, %d inputs waiting", session_id, len(rows))
-        async with agent:
+        async with contextlib.AsyncExitStack() as stack:
+            # a recorded session is entered at once (it holds the session's writer, closed
+            # whatever happens); a new one at the first input its agent takes, so input
+            # it refuses creates nothing
+            entered = exists
+            if exists:
+                await stack.enter_async_context(agent)
+
+            async def enter() -> None:
+                nonlocal entered
+                if not entered:
+                    await stack.enter_async_context(agent)
+                    entered = True
+
             first = exists
             while rows and not self._draining:
                 for row in rows:
                     if self._draining:
                         return
-                    result = await self._answer(agent, row, first)
+                    answer = await self._answer(agent, row, first, enter)
                     first = False
-                    await store.run("store the answer", answered, store, row.id, result)
+                    if isinstance(answer, str):  # refused: its reason is the answer
+                        FLEET.warning(
+                            "session %s: input %d refused: %s", session_id, row.id, answer
+                        )
+                        await store.run("refuse input", refuse, store, [row.id], answer)
+                        continue
+                    await store.run("store the answer", answered, store, row.id, answer)
                     self.turns += 1
                 rows = await store.run("read the inbox", pending, store, session_id)
 
-    async def _answer(self, agent: Agent, row: Input, taken_over: bool) -> TurnResult[Any]:
-        """One turn for ``row``, unless a worker before had recorded its message."""
+    async def _answer(
+        self,
+        agent: Agent,
+        row: Input,
+        taken_over: bool,
+        enter: Callable[[], Awaitable[None]],
+    ) -> TurnResult[Any] | str:
+        """One turn for ``row`` (the agent entered first, by ``enter``), unless a
+        worker before had recorded its message; or why it cannot run: its content is
+        no message, or the agent refuses it as input (``TranscriptError`` before the
+        turn starts: nothing is recorded, and it would be refused again each time;
+        not a failure to retry)."""
+        if row.refused is not None:
+            return row.refused
         mid = message_id(row.id)
         if taken_over and any(message.id == mid for message in agent.messages):
             if agent.awaiting_reply:
@@ -237,4 +309,9 @@ class Worker:
             session_id = agent.session_id
             assert session_id is not None
             return recorded_result((await self.store.load(session_id)).records)
-        return await agent.prompt(UserMessage(id=mid, content=row.content))
+        try:
+            run = agent.turn(UserMessage(id=mid, content=row.content))
+        except TranscriptError as exc:
+            return f"the agent refuses it as input: {exc}"
+        await enter()
+        return await run.wait()

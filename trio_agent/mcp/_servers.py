@@ -38,11 +38,17 @@ import trio
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from .._log import safe_url
-from ._session import MCPServerBase, MCPServerError
-from ._stdio import EXIT_DRAIN, StdioProcess, Streams
+from .._log import quiet_dependency, safe_url
+from ._session import MCPServerBase, MCPServerError, Streams
+from ._stdio import EXIT_DRAIN, StdioProcess
 
 __all__ = ["INIT_SECONDS", "MCPServerBase", "MCPServerError", "MCPServerHTTP", "MCPServerStdio"]
+
+# The SDK's loggers ("mcp.*", and its ClientSession's, named "client") are silent
+# unless the application configures logging, as ours are: without this, a server
+# that answers HTTP with what is not JSON prints the SDK's traceback on stderr.
+quiet_dependency("mcp")
+quiet_dependency("client")
 
 INIT_SECONDS: Final = 30.0
 """Default bound on the server's answer to ``initialize`` (and, over HTTP,

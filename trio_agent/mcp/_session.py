@@ -38,6 +38,7 @@ from ._tools import (
     describe_error,
     parameters_of,
     result_value,
+    too_deep,
     tool_names,
     validator,
 )
@@ -339,9 +340,19 @@ class MCPServerBase:
                 if cursor is None:
                     break
         except Exception as exc:
-            raise MCPServerError(f"{self.label}: tools/list failed: {describe_error(exc)}") from exc
-        names = tool_names(listed, self.prefix, self._allow, self._deny, self.label)
-        self._tools = tuple(self._tool(name, listed_tool) for name, listed_tool in names)
+            why = describe_error(exc)
+            if too_deep(why):  # the SDK could not parse the listing: no tool can be had
+                why = "the server sent a tool schema nested too deeply to read"
+            raise MCPServerError(f"{self.label}: tools/list failed: {why}") from exc
+        tools: list[Tool] = []
+        for name, listed_tool in tool_names(
+            listed, self.prefix, self._allow, self._deny, self.label
+        ):
+            try:
+                tools.append(self._tool(name, listed_tool))
+            except (ValueError, TypeError) as exc:  # a schema we cannot take: the others stay
+                logger.warning("%s: tool %r left out: %s", self.label, listed_tool.name, exc)
+        self._tools = tuple(tools)
         return self._tools
 
     def _require_session(self) -> ClientSession:
@@ -374,7 +385,7 @@ class MCPServerBase:
         result mapped (``result_value``); any failure of the server or the protocol
         is a ``ToolError``. Cancellation: the SDK sends ``notifications/cancelled``
         for the request, then ``trio.Cancelled`` propagates at once."""
-        checked = check_call(arguments, check)
+        checked = await check_call(arguments, check)
         context = tool_context()
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:

@@ -32,6 +32,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from .._log import MCP as logger
+from ._tools import NESTED_TOO_DEEPLY, too_deep
 
 __all__ = ["EXIT_DRAIN", "StdioProcess", "Streams"]
 
@@ -255,9 +256,11 @@ def _parse(line: bytes, label: str) -> SessionMessage | Exception:
         answered = _ANSWER_ID.match(line)
         if answered is None:
             return exc
+        why = (
+            NESTED_TOO_DEEPLY if too_deep(str(exc)) else f"could not be read ({type(exc).__name__})"
+        )
         error = mcp_types.ErrorData(
-            code=mcp_types.PARSE_ERROR,
-            message=f"the server's answer could not be read ({type(exc).__name__})",
+            code=mcp_types.PARSE_ERROR, message=f"the server's answer {why}"
         )
         request_id: int | str = msgspec.json.decode(answered.group(1))
         return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))

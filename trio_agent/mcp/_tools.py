@@ -1,8 +1,10 @@
 """MCP tool listings and results in our terms: names, specs, filters, content.
 
-Pure functions, no I/O: ``tool_names`` picks and names the tools of a
-listing, ``check_call`` checks a call's arguments before they are sent,
-``result_value`` maps a ``CallToolResult`` to what a ``Tool`` returns.
+Pure functions, no I/O but one: ``tool_names`` picks and names the tools of
+a listing, ``check_call`` checks a call's arguments before they are sent
+(the schema's patterns, if it has any, matched in a child process:
+``_mcp_patterns``), ``result_value`` maps a ``CallToolResult`` to what a
+``Tool`` returns.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any, Final
 
 import jsonschema  # type: ignore[import-untyped]  # no stubs; a dependency of mcp
@@ -20,18 +22,44 @@ import referencing
 
 from .._log import MCP as logger
 from ..limits import IMAGE_MEDIA_TYPES, ArgumentsError, check_arguments
-from ..messages._ir import ImageBlock, InputBlock, TextBlock
-from ..tools._tool import ToolArgumentsError, ToolError, ToolResult
+from ..messages import ImageBlock, InputBlock, TextBlock
+from ..tools import ToolArgumentsError, ToolError, ToolResult
+from ._patterns import (
+    Answers,
+    Undecided,
+    checking_class,
+    errors_of,
+    match_patterns,
+    patterns_in,
+    texts_in,
+)
 
-__all__ = ["Validator", "check_call", "describe_error", "result_value", "tool_names", "validator"]
+__all__ = [
+    "NESTED_TOO_DEEPLY",
+    "Validator",
+    "check_call",
+    "describe_error",
+    "parameters_of",
+    "result_value",
+    "too_deep",
+    "tool_names",
+    "validator",
+]
 
 _NOT_NAME: Final = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_NAME: Final = 64
 _MAX_ERRORS_SHOWN: Final = 3
+_MAX_SCHEMA_DEPTH: Final = 256
+"""Containers an ``inputSchema`` may nest (the SDK reads less: JSON 200 deep);
+a deeper one would reach Python's recursion limit in the copies made of it."""
+NESTED_TOO_DEEPLY: Final = "is nested too deeply to read"
+"""How an answer the SDK's JSON parser refused as too deep is described."""
 _NO_RETRIEVAL: Final = referencing.Registry()
 """What a ``$ref`` may resolve to beyond the schema itself: nothing."""
 
-Validator = Callable[[dict[str, Any]], None]
+Validator = Callable[[dict[str, Any]], Awaitable[None] | None]
+"""A check of a call's arguments: None when they passed at once, else the rest
+of the check to await (``ToolArgumentsError`` if they do not fit)."""
 
 
 def tool_names(
@@ -64,12 +92,47 @@ def tool_names(
 
 
 def parameters_of(listed_tool: mcp_types.Tool) -> dict[str, Any]:
-    """The tool's ``inputSchema`` as plain JSON (an object schema at least)."""
+    """The tool's ``inputSchema`` as plain JSON (an object schema at least);
+    ``ValueError`` saying why for one nested too deeply to take."""
+    if _nesting(listed_tool.input_schema, _MAX_SCHEMA_DEPTH) > _MAX_SCHEMA_DEPTH:
+        raise ValueError(f"its inputSchema is nested more than {_MAX_SCHEMA_DEPTH} levels deep")
     schema = msgspec.json.decode(msgspec.json.encode(listed_tool.input_schema))
     if not isinstance(schema, dict):
         return {"type": "object"}
     schema.setdefault("type", "object")
     return schema
+
+
+def _nesting(value: object, limit: int) -> int:
+    """How deep ``value``'s dicts and lists nest (the root container is 1); once
+    past ``limit``, ``limit + 1``. Not recursive: any depth."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > limit:
+                return depth
+            deepest = max(deepest, depth)
+            stack.extend(
+                (item, depth + 1) for item in (node.values() if isinstance(node, dict) else node)
+            )
+    return deepest
+
+
+def _full_check(schema: dict[str, Any]) -> list[Any]:
+    """The full validator of ``schema`` and what it holds that matches regexes;
+    ``[None]`` when it holds ``unevaluatedProperties`` beside
+    ``patternProperties`` (``jsonschema`` matches those with ``re`` itself)."""
+    scan = patterns_in(schema)
+    if scan.pattern_properties and scan.unevaluated:
+        logger.info(
+            "an inputSchema that cannot be used to check arguments: "
+            "unevaluatedProperties beside patternProperties"
+        )
+        return [None]
+    cls = checking_class(jsonschema.validators.validator_for(schema))
+    return [cls(schema, registry=_NO_RETRIEVAL), scan]
 
 
 def validator(schema: dict[str, Any]) -> Validator:
@@ -78,21 +141,36 @@ def validator(schema: dict[str, Any]) -> Validator:
     passes the common schemas' valid arguments; the full validator is built at
     the first call that needs it. A ``$ref`` is resolved inside the schema only
     (never fetched from a URL or read from a file: a server must not make us
-    read anything); a schema that cannot be used (invalid, or a ``$ref`` to
-    nowhere) leaves the arguments to the server."""
+    read anything); a schema that cannot be used (invalid, a ``$ref`` to
+    nowhere, a pattern that does not compile) leaves the arguments to the
+    server. The schema's patterns are matched in a child process
+    (``_mcp_patterns``), never here: a match not decided within
+    ``PATTERN_SECONDS`` refuses the call, naming where. Cancellation: a child
+    matching patterns is killed, then ``Cancelled`` propagates."""
     quick = _quick_check(schema)
-    full: list[Any] = []  # the validator, once built; [None] if the schema is unusable
+    full: list[Any] = []  # (validator, its Scan) once built; [None]: unusable
 
-    def check(arguments: dict[str, Any]) -> None:
+    def check(arguments: dict[str, Any]) -> Awaitable[None] | None:
         if quick is not None and quick(arguments):
-            return
+            return None  # the common case: decided here, nothing to await
+        return full_check(arguments)
+
+    async def full_check(arguments: dict[str, Any]) -> None:
         try:
             if not full:
-                cls = jsonschema.validators.validator_for(schema)
-                full.append(cls(schema, registry=_NO_RETRIEVAL))
+                full[:] = _full_check(schema)
             if full[0] is None:
                 return
-            errors = sorted(full[0].iter_errors(arguments), key=lambda e: list(e.absolute_path))
+            checker, scan = full
+            texts = texts_in(arguments) if scan.patterns else []
+            answers = (
+                await match_patterns(scan.patterns, texts, scan.pattern_properties)
+                if texts
+                else Answers({}, {}, scan.pattern_properties)
+            )
+            errors = errors_of(checker, arguments, answers)
+        except Undecided as undecided:
+            raise ToolArgumentsError(undecided.describe(arguments)) from None
         except Exception as exc:  # not a usable schema: the server judges the arguments
             logger.info(
                 "an inputSchema that cannot be used to check arguments: %s", type(exc).__name__
@@ -163,15 +241,16 @@ def _quick_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | N
     return quick
 
 
-def check_call(arguments: dict[str, Any], check: Validator | None) -> dict[str, Any]:
+async def check_call(arguments: dict[str, Any], check: Validator | None) -> dict[str, Any]:
     """A private copy of ``arguments`` once they are plain JSON within our limits
     and fit the tool's schema; ``ToolArgumentsError`` saying where if not."""
     try:
         checked = check_arguments(arguments)
     except ArgumentsError as exc:
         raise ToolArgumentsError(str(exc)) from None
-    if check is not None:
-        check(checked)
+    pending = None if check is None else check(checked)
+    if pending is not None:
+        await pending
     return checked
 
 
@@ -215,12 +294,21 @@ def _blocks(item: mcp_types.ContentBlock) -> list[InputBlock]:
     return [TextBlock(f"[{type(item).__name__} content the model cannot receive]")]
 
 
+def too_deep(text: str) -> bool:
+    """Whether ``text``, a failure to read an answer, says it is nested too deeply
+    (the SDK's JSON parser stops at 200 levels: "recursion limit exceeded")."""
+    return "recursion limit exceeded" in text or NESTED_TOO_DEEPLY in text
+
+
 def describe_error(exc: Exception) -> str:
     """A readable line for a failed request: the MCP error's code and message,
-    or the exception's type and text."""
+    or the exception's type and text (for an answer nested too deeply to read,
+    that, not the parser's report)."""
     code = getattr(exc, "code", None)
     message = getattr(getattr(exc, "error", None), "message", None)
     if isinstance(code, int) and isinstance(message, str):
+        if too_deep(message):
+            message = f"the server's answer {NESTED_TOO_DEEPLY}"
         return f"MCP error {code}: {message}"
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,25 +1,33 @@
 """What every store shares: the store protocol, a loaded session, JSONL record
-parsing, session ids, and the state of a writer (open, broken, closed)."""
+parsing, session ids, the state of a writer (open, broken, closed), and the
+deadline of a stopping task tree's store work (``CloseBudget``)."""
 
 from __future__ import annotations
 
+import contextlib
+import math
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Protocol, final
 
 import attrs
 import msgspec
+import trio
 
 from ..ledger._ledger import SessionWriter
 from ..ledger._records import LedgerCorruptError, LedgerError, Record, record_decoder
 from ._lock import WriterLock
 
 __all__ = [
+    "CloseBudget",
     "Hold",
     "LoadedSession",
     "Row",
     "RowWriter",
     "SessionStore",
     "WriterState",
+    "bounded",
     "check_session_id",
     "parse_jsonl",
 ]
@@ -205,3 +213,76 @@ class RowWriter:
         finally:
             self._state.close()
             await self._after_close()
+
+
+@final
+class CloseBudget:
+    """One deadline for the store work of a task and of the tasks it starts, once
+    it stops: a fleet worker's sessions, whose close steps (the ``turn/end``
+    flush, ``Ledger.aclose``, letting the lease go) are shielded from
+    cancellation and would each wait for a database that is gone.
+
+    ``with budget.applied():`` makes it the budget of the store work started in
+    the block (a context variable: tasks started inside inherit it). Until
+    ``stop`` it bounds nothing; ``stop(deadline)`` bounds all of it by
+    ``deadline`` (trio time), the waits under way included, shielded or not, so
+    the tree's close work ends together. A store's wait cut short
+    (``bounded``) raises its ``LedgerError``; a statement it left running in a
+    thread commits whole or not at all, and a writer that failed writes nothing
+    more, so what was stored stays as it is and the session is resumed from it.
+    """
+
+    __slots__ = ("_scopes", "deadline")
+
+    def __init__(self) -> None:
+        self.deadline = math.inf
+        self._scopes: set[trio.CancelScope] = set()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether a deadline was set."""
+        return self.deadline < math.inf
+
+    def stop(self, deadline: float) -> None:
+        """Bound the store work by ``deadline``, from now on and under way (an
+        earlier deadline set before stays)."""
+        if deadline < self.deadline:
+            self.deadline = deadline
+            for scope in self._scopes:
+                scope.deadline = deadline
+
+    @contextlib.contextmanager
+    def applied(self) -> Iterator[None]:
+        token = _budget.set(self)
+        try:
+            yield
+        finally:
+            _budget.reset(token)
+
+    @contextlib.contextmanager
+    def bound(self) -> Iterator[trio.CancelScope]:
+        """A cancel scope bounded by the budget's deadline, now and when it is set."""
+        scope = trio.CancelScope(deadline=self.deadline)
+        self._scopes.add(scope)
+        try:
+            with scope:
+                yield scope
+        finally:
+            self._scopes.discard(scope)
+
+
+_budget: ContextVar[CloseBudget | None] = ContextVar("trio_agent_close_budget", default=None)
+
+
+@contextlib.contextmanager
+def bounded() -> Iterator[trio.CancelScope | None]:
+    """A cancel scope for one store wait, bounded by the current ``CloseBudget``
+    (None with none: the wait is not bounded). A wait it cuts short leaves the
+    block with ``scope.cancelled_caught`` set; a store waits on its thread with
+    ``abandon_on_cancel`` when it has a scope, then raises its ``LedgerError``."""
+    budget = _budget.get()
+    if budget is None:
+        yield None
+        return
+    with budget.bound() as scope:
+        yield scope

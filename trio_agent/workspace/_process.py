@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import final
 
@@ -74,6 +74,8 @@ async def run_command(
     max_output_chars: int,
     progress: ToolContext,
     cgroups: Cgroups | None = None,
+    pass_fds: Sequence[int] = (),
+    started: Callable[[], None] | None = None,
 ) -> str:
     """Run ``argv`` (a command with ``sh -c``, sandboxed or not) in ``cwd``; the exit
     code and output (stdout and stderr together, cut to ``max_output_chars``,
@@ -81,7 +83,9 @@ async def run_command(
     they come (``OutputLines``). The whole process group is ended when it
     finishes, runs past ``limit`` seconds, or is cancelled (then ``Cancelled``
     propagates once it is reaped). ``cgroups``: those its processes are born
-    in; the result says what their limits did (forks refused, processes ended)."""
+    in; the result says what their limits did (forks refused, processes ended).
+    ``pass_fds`` are inherited by the command (the sandbox's binds); ``started()``
+    is called once its process exists (to close them here)."""
     # A marker every descendant inherits, even one that leaves the process
     # group (setsid, double fork): cleanup finds those by it.
     marker = f"{_MARKER}={uuid.uuid4().hex}"
@@ -93,7 +97,10 @@ async def run_command(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        pass_fds=pass_fds,
     )
+    if started is not None:
+        started()
     output = _Output(max_output_chars * 4)
     ended = False
     try:

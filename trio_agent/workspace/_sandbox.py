@@ -17,6 +17,11 @@ other than root, the processes (``RLIMIT_NPROC``); where a ``pids`` cgroup
 can be made (cgroup v1 or v2, writable: root, or a delegated subtree) the
 command's processes are capped there too, which holds for root as well.
 
+The workspace and the extra paths are checked before every command and
+bound by descriptor (``_binds``): a path that a command turned into a
+symlink, or otherwise changed, refuses the next command instead of binding
+something else.
+
 What it does not do: stop a kernel exploit; hide what the bound paths
 (``ro_paths``, ``rw_paths``, the system directories) hold.
 """
@@ -38,6 +43,7 @@ from typing import Final, Literal, final
 import attrs
 
 from .._log import TOOLS
+from ._binds import Bind, HeldBinds, open_binds
 from ._errors import WorkspaceError
 
 __all__ = [
@@ -100,11 +106,12 @@ class Limits:
 class Sandbox:
     """The sandbox in force: ``mode`` is ``"bwrap"`` or ``"none"``; ``note`` says
     why ``auto`` fell back to ``none`` ("" otherwise); ``bwrap`` is the
-    program's path."""
+    program's path; ``bind_fds`` whether it binds descriptors (``--bind-fd``)."""
 
     mode: Literal["bwrap", "none"]
     note: str = ""
     bwrap: str = ""
+    bind_fds: bool = True
 
 
 def choose_sandbox(requested: object) -> Sandbox:
@@ -119,7 +126,7 @@ def choose_sandbox(requested: object) -> Sandbox:
     program, why = _probe()
     if why is None:
         _identity_files()  # made now, with the probe: never file work in a command's path
-        return Sandbox("bwrap", bwrap=program)
+        return Sandbox("bwrap", bwrap=program, bind_fds=_binds_fds(program))
     if requested == "bwrap":
         raise WorkspaceError(f"sandbox='bwrap': {why}")
     note = f"{why}; commands run unconfined"
@@ -151,6 +158,26 @@ def _probe() -> tuple[str, str | None]:
         said = done.stderr.decode("utf-8", "replace").strip()[:300]
         return program, f"bubblewrap does not work here (user namespaces refused?): {said}"
     return program, None
+
+
+@functools.cache
+def _binds_fds(program: str) -> bool:
+    """Whether bubblewrap binds descriptors (``--bind-fd``: 0.10, and older ones
+    patched for CVE-2024-42472); when not, a warning (once per process): the
+    paths are still checked before every command, then bound by path."""
+    try:
+        said = subprocess.run([program, "--help"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        said = None
+    if said is not None and b"--ro-bind-fd" in said.stdout + said.stderr:
+        return True
+    TOOLS.warning(
+        "workspace: this bubblewrap cannot bind descriptors (--bind-fd; 0.10 or a "
+        "distribution's fix of CVE-2024-42472 can): the bound paths are checked before "
+        "every command, then bound by path, which a command running at the same moment "
+        "could redirect"
+    )
+    return False
 
 
 def _system_binds() -> list[str]:
@@ -194,12 +221,12 @@ def bwrap_argv(
     root: Path,
     *,
     network: bool,
-    ro_paths: Sequence[Path] = (),
-    rw_paths: Sequence[Path] = (),
+    binds: Sequence[str] = (),
     limits: Limits | None = None,
 ) -> list[str]:
-    """The argv that runs a command (appended after it) in the sandbox, the
-    workspace ``root`` read-write at its own path and its working directory."""
+    """The argv that runs a command (appended after it) in the sandbox, ``root``
+    its working directory; ``binds`` bind the workspace and the extra paths
+    (``HeldBinds.argv``: by descriptor, parents before children)."""
     argv = [sandbox.bwrap, *_START]
     if network:
         argv.append("--share-net")
@@ -212,13 +239,7 @@ def bwrap_argv(
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for path in _PROC_READ_ONLY:  # root inside could write the kernel's settings
         argv += ["--ro-bind-try", path, path]
-    # the workspace, then the extra paths, parents before children: a path bound
-    # inside another keeps its own mode
-    binds = [("--bind", root)]
-    binds += [("--ro-bind", extra) for extra in ro_paths]
-    binds += [("--bind", extra) for extra in rw_paths]
-    for how, bound in sorted(binds, key=lambda bind: len(bind[1].parts)):
-        argv += [how, str(bound), str(bound)]
+    argv += binds
     argv += ["--chdir", str(root), "--"]
     if limits is not None:
         argv += [
@@ -305,7 +326,7 @@ def _new_group(controller: str, limit_file: str, value: str) -> Path | None:
     base = _own_cgroup(controller)
     if base is None:
         return None
-    group = base / f"trio-agent-{uuid.uuid4().hex[:12]}"
+    group = base / f"trio-agent-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     try:
         group.mkdir()
     except OSError:
@@ -351,17 +372,37 @@ def _own_cgroup(controller: str) -> Path | None:
 
 
 def _sweep_cgroups() -> None:
-    """Remove the empty cgroups commands of agents killed earlier left (once per
-    process; one still in use is not empty and stays)."""
+    """Remove the empty cgroups that commands of agents killed earlier left (once
+    per process). A group is named after the process that made it, and only a
+    dead process's are removed: a live agent's group is empty for a moment
+    between being made and its command joining it (removing it then failed that
+    command with exit 125). A group in use is not empty and stays anyway."""
     for controller in ("pids", "memory"):
         base = _own_cgroup(controller)
         if base is None:
             continue
         for group in base.glob("trio-agent-*"):
+            if _maker_alive(group.name):
+                continue
             try:
                 group.rmdir()
             except OSError:
                 pass
+
+
+def _maker_alive(name: str) -> bool:
+    """Whether the process that made the group ``trio-agent-{pid}-{hex}`` lives (a
+    reused pid keeps a group a while longer: harmless)."""
+    parts = name.split("-")
+    if len(parts) != 4 or not parts[2].isdigit():
+        return False  # an older name, without its maker: swept as before
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def checked_paths(paths: object, name: str, *, writable: bool) -> tuple[Path, ...]:
@@ -412,12 +453,12 @@ def _check_writable(name: str, given: Path, resolved: Path) -> None:
 @attrs.frozen
 class Confinement:
     """How the workspace's commands run: the sandbox in force, whether they have the
-    network, the extra binds, and their limits."""
+    network, the paths bound (the workspace root and the extra paths, pinned
+    by ``pin_binds``), and their limits."""
 
     sandbox: Sandbox
     network: bool | Literal["ask"]
-    ro_paths: tuple[Path, ...] = ()
-    rw_paths: tuple[Path, ...] = ()
+    binds: tuple[Bind, ...] = ()
     limits: Limits = Limits(memory_bytes=2 * 1024**3, processes=256)
 
     @property
@@ -426,21 +467,43 @@ class Confinement:
         waits for a person's approval (an ``Agent``'s approvals) first."""
         return self.sandbox.mode == "bwrap" and self.network == "ask"
 
+    def prepare(self) -> tuple[HeldBinds, Cgroups | None]:
+        """For one sandboxed command: its binds opened and checked (``open_binds``:
+        ``WorkspaceError`` if one is no longer what it was, then nothing is made),
+        and its cgroups (``make_cgroups``). Blocking: run it in a thread."""
+        held = open_binds(self.binds, by_fd=self.sandbox.bind_fds)
+        done = False
+        try:
+            cgroups = make_cgroups(self.limits)
+            done = True
+        finally:
+            if not done:
+                held.close()
+        return held, cgroups
+
     def argv(
-        self, root: Path, command: str, cgroups: Cgroups | None, *, network: bool = False
+        self,
+        root: Path,
+        command: str,
+        cgroups: Cgroups | None,
+        *,
+        network: bool = False,
+        held: HeldBinds | None = None,
     ) -> list[str]:
         """The argv that runs ``command`` with ``sh -c`` in ``root``: inside the sandbox
-        (joining ``cgroup`` first, when there is one; with the network when the
-        workspace has it or ``network`` asks), or as it is."""
+        (binding ``held``, which ``prepare`` opened; joining ``cgroup`` first, when
+        there is one; with the network when the workspace has it or ``network``
+        asks), or as it is."""
         shell = ["/bin/sh", "-c", command]
         if self.sandbox.mode == "none":
             return shell
+        if held is None:
+            raise ValueError("a sandboxed command needs its binds, opened by prepare()")
         inner = bwrap_argv(
             self.sandbox,
             root,
             network=self.network is True or network,
-            ro_paths=self.ro_paths,
-            rw_paths=self.rw_paths,
+            binds=held.argv,
             limits=self.limits,
         )
         if cgroups is None:

@@ -20,9 +20,9 @@ from typing import Literal, final
 import trio
 
 from ..limits import MAX_MEDIA_BYTES, cut_text, without_lone_surrogates
-from ..messages._ir import ImageBlock, TextBlock
-from ..tools._context import ToolContext, tool_context
-from ..tools._tool import Tool, ToolRegistry, ToolResult, tool
+from ..messages import ImageBlock, TextBlock
+from ..tools import Tool, ToolContext, ToolRegistry, ToolResult, tool, tool_context
+from ._binds import pin_binds
 from ._errors import WorkspaceError
 from ._glob import Glob
 from ._grep import grep_opened
@@ -35,7 +35,6 @@ from ._sandbox import (
     SandboxMode,
     checked_paths,
     choose_sandbox,
-    make_cgroups,
     remove_cgroups,
 )
 from ._walk import Check, abandonable, list_entries, walk
@@ -71,7 +70,9 @@ class Workspace:
     such a call waits for a person's approval in an ``Agent``; ``run_agent_loop``
     has no approvals and would run it: use ``"ask"`` with an ``Agent`` only),
     ``ro_paths``/``rw_paths`` bound as asked (checked:
-    absolute, existing, never ``/`` nor a system directory writable), at most
+    absolute, existing, never ``/`` nor a system directory writable; these and
+    the root checked again before every command and bound by descriptor, see
+    ``_binds``), at most
     ``max_memory_bytes`` of address space and ``max_processes`` processes,
     and nothing left running afterwards (see ``_sandbox``). ``sandbox`` says
     the mode in force.
@@ -115,18 +116,18 @@ class Workspace:
         ):
             if type(value) is not int or value < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
-        self.confinement = Confinement(
-            choose_sandbox(sandbox),  # probed once per process (a few ms)
-            network,
-            checked_paths(ro_paths, "ro_paths", writable=False),
-            checked_paths(rw_paths, "rw_paths", writable=True),
-            Limits(max_memory_bytes, max_processes),
-        )
+        chosen = choose_sandbox(sandbox)  # probed once per process (a few ms)
+        ro = checked_paths(ro_paths, "ro_paths", writable=False)
+        rw = checked_paths(rw_paths, "rw_paths", writable=True)
         self.root = root_path
         # Opened once: every path is resolved from this descriptor, so renaming or
         # replacing the root directory (a command can) never redirects the tools.
         self._root_fd = os.open(root_path, os.O_RDONLY | os.O_DIRECTORY)
         weakref.finalize(self, os.close, self._root_fd)  # closed with the workspace
+        own = os.fstat(self._root_fd)  # the sandbox binds this very directory, or refuses
+        binds = pin_binds(root_path, (own.st_dev, own.st_ino), ro, rw)
+        limits = Limits(max_memory_bytes, max_processes)
+        self.confinement = Confinement(chosen, network, binds, limits)
         self.max_path_chars = max_path_chars
         self.max_read_bytes = max_read_bytes
         if type(max_image_bytes) is not int or not 1 <= max_image_bytes <= MAX_MEDIA_BYTES:
@@ -451,7 +452,9 @@ class Workspace:
         (stdout and stderr together, head and tail kept). Its output lines go to
         ``progress`` as they come (see ``OutputLines``). The whole process group
         is ended when it finishes or fails its time limit; on cancellation too,
-        and ``Cancelled`` propagates once the group is reaped."""
+        and ``Cancelled`` propagates once the group is reaped. Sandboxed, a bound path
+        (the root, ``ro_paths``, ``rw_paths``) that is no longer what it was
+        refuses the command: ``WorkspaceError`` saying which and why."""
         if type(command) is not str or not command.strip():
             raise WorkspaceError("command must be a non-empty string")
         if len(command) > 16_384:
@@ -464,12 +467,12 @@ class Workspace:
             raise WorkspaceError(f"network must be true or false, got {network!r}")
         if network and confinement.network is False and confinement.sandbox.mode == "bwrap":
             raise WorkspaceError("this workspace's commands have no network (network=False)")
-        cgroups = None
+        held = cgroups = None
         if confinement.sandbox.mode == "bwrap":
-            cgroups = await trio.to_thread.run_sync(make_cgroups, confinement.limits)
+            held, cgroups = await trio.to_thread.run_sync(confinement.prepare)
         try:
             return await run_command(
-                confinement.argv(self.root, command, cgroups, network=network),
+                confinement.argv(self.root, command, cgroups, network=network, held=held),
                 cwd=self.root,
                 env=self.env,
                 limit=limit,
@@ -477,8 +480,12 @@ class Workspace:
                 max_output_chars=self.max_output_chars,
                 progress=tool_context() if progress is None else progress,
                 cgroups=cgroups,
+                pass_fds=() if held is None else held.fds,
+                started=None if held is None else held.close,
             )
         finally:
+            if held is not None:
+                held.close()  # when the command did not start
             if cgroups is not None:
                 with trio.CancelScope(shield=True):
                     await trio.to_thread.run_sync(remove_cgroups, cgroups)

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, final
 
 import trio
 
-from ...ledger._records import LedgerError
+from ...ledger import LedgerError
+from .._base import bounded
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -74,7 +75,11 @@ class Claims:
         guard = threading.Lock()
 
         def work() -> list[tuple[str, bool]]:
-            claimed = store.call("claim sessions", self.take, limit, list(skip))
+            taken = store.call("claim sessions", self.take, limit, list(skip))
+            with self._lock:  # committed: the leases are this store's
+                for session_id, epoch, _ in taken:
+                    self._epochs[session_id] = epoch
+            claimed = [(session_id, exists) for session_id, _, exists in taken]
             with guard:
                 if not state["cancelled"]:
                     state["claimed"] = claimed
@@ -98,13 +103,14 @@ class Claims:
     async def release(self, session_id: str) -> None:
         """Let a claimed session go that no writer took, now: its lease freed before
         this returns, or (the database away for ``RELEASE_SECONDS``) by the
-        heartbeat's thread. Shielded; nothing happens for a session not claimed."""
+        heartbeat's thread; sooner by a ``CloseBudget``'s deadline. Shielded; nothing
+        happens for a session not claimed."""
         epoch = self.pop(session_id)
         if epoch is None:
             return
         held = Held(session_id, epoch)
         store = self._store
-        with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_SECONDS):
+        with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_SECONDS), bounded():
             try:
                 await trio.to_thread.run_sync(
                     store.call, "free the lease", store.free, [held], abandon_on_cancel=True
@@ -121,37 +127,34 @@ class Claims:
 
     def take(
         self, connection: Connection[Any], limit: int, skip: Sequence[str]
-    ) -> list[tuple[str, bool]]:
-        """The claim's transaction (in a worker thread): the oldest waiting input's
-        sessions with no live lease, their leases taken as ``take`` would."""
+    ) -> list[tuple[str, int, bool]]:
+        """The claim's statements, in the caller's transaction (in a worker thread):
+        the oldest waiting input's sessions with no live lease, their leases taken
+        as ``take`` would; each with its epoch and whether it has records."""
         s = self._store.schema
-        with connection.transaction():
-            rows = connection.execute(
-                f"""SELECT input.session_id FROM "{s}".inbox AS input
-                    WHERE input.done IS NULL AND input.session_id <> ALL(%s::text[])
-                      AND NOT EXISTS (SELECT 1 FROM "{s}".leases AS lease
-                          WHERE lease.session_id = input.session_id AND lease.expires >= now())
-                    ORDER BY input.id LIMIT %s
-                    FOR UPDATE OF input SKIP LOCKED""",
-                (list(skip), limit * 8),
-            ).fetchall()
-            wanted = list(dict.fromkeys(row[0] for row in rows))[:limit]
-            if not wanted:
-                return []
-            taken = connection.execute(
-                f"""INSERT INTO "{s}".leases AS lease (session_id, holder, epoch, expires)
-                    SELECT wanted, %s, 1, now() + make_interval(secs => %s)
-                    FROM unnest(%s::text[]) AS wanted
-                    ON CONFLICT (session_id) DO UPDATE
-                        SET holder = excluded.holder, epoch = lease.epoch + 1,
-                            expires = excluded.expires
-                        WHERE lease.expires < now()
-                    RETURNING session_id, epoch,
-                        EXISTS (SELECT 1 FROM "{s}".records AS record
-                                WHERE record.session_id = lease.session_id)""",
-                (self._store.holder, self._store.lease_seconds, wanted),
-            ).fetchall()
-        with self._lock:
-            for session_id, epoch, _ in taken:
-                self._epochs[session_id] = epoch
-        return [(session_id, exists) for session_id, _, exists in taken]
+        rows = connection.execute(
+            f"""SELECT input.session_id FROM "{s}".inbox AS input
+                WHERE input.done IS NULL AND input.session_id <> ALL(%s::text[])
+                  AND NOT EXISTS (SELECT 1 FROM "{s}".leases AS lease
+                      WHERE lease.session_id = input.session_id AND lease.expires >= now())
+                ORDER BY input.id LIMIT %s
+                FOR UPDATE OF input SKIP LOCKED""",
+            (list(skip), limit * 8),
+        ).fetchall()
+        wanted = list(dict.fromkeys(row[0] for row in rows))[:limit]
+        if not wanted:
+            return []
+        taken = connection.execute(
+            f"""INSERT INTO "{s}".leases AS lease (session_id, holder, epoch, expires)
+                SELECT wanted, %s, 1, now() + make_interval(secs => %s)
+                FROM unnest(%s::text[]) AS wanted
+                ON CONFLICT (session_id) DO UPDATE
+                    SET holder = excluded.holder, epoch = lease.epoch + 1,
+                        expires = excluded.expires
+                    WHERE lease.expires < now()
+                RETURNING session_id, epoch,
+                    EXISTS (SELECT 1 FROM "{s}".records AS record
+                            WHERE record.session_id = lease.session_id)""",
+            (self._store.holder, self._store.lease_seconds, wanted),
+        ).fetchall()
+        return [(session_id, epoch, bool(exists)) for session_id, epoch, exists in taken]

@@ -147,12 +147,9 @@ def insert_flushes(
     ``LeaseLostError``. Durable (the commit waits for the WAL on disk) when any
     flush of the batch asks for it."""
     statement, values = _one(store, batch[0]) if len(batch) == 1 else _many(store, batch)
-    if any(f.durable for f in batch):
-        with connection.transaction():
-            connection.execute("SET LOCAL synchronous_commit = on")
-            cursor = connection.execute(statement, values)
-    else:  # one statement, its own transaction
-        cursor = connection.execute(statement, values)
+    if any(f.durable for f in batch):  # in the caller's transaction, as every call is
+        connection.execute("SET LOCAL synchronous_commit = on")
+    cursor = connection.execute(statement, values)
     if len(batch) == 1:
         stored = Counter({batch[0].lease.session_id: cursor.rowcount})
     else:

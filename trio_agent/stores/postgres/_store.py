@@ -17,6 +17,10 @@ Records are rows ``(session_id, seq, body)`` with ``(session_id, seq)``
 unique; a flush is one transaction, committed with ``synchronous_commit``
 off unless durability is asked for (then the commit waits for the WAL on
 disk).
+
+Every call runs in one transaction that keeps no state in the server's
+session (``_postgres_connect``), so the store works through a pooler in
+transaction mode (PgBouncer's); ``LISTEN`` goes to ``listen_dsn``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ import contextlib
 import importlib.util
 import os
 import re
-import select
 import socket
 import threading
 import weakref
@@ -34,17 +37,32 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
 import trio
 
-from ...ledger._ledger import SessionWriter
-from ...ledger._records import (
+from ..._log import FLEET
+from ...ledger import (
     LeaseLostError,
     LedgerError,
     SessionChangedError,
     SessionLockedError,
+    SessionWriter,
     session_exists,
 )
-from .._base import LoadedSession, RowWriter, WriterState, check_session_id, parse_jsonl
+from .._base import (
+    LoadedSession,
+    RowWriter,
+    WriterState,
+    bounded,
+    check_session_id,
+    parse_jsonl,
+)
 from ._claims import Claims, Leased
 from ._commit import Flush, GroupCommit, insert_flushes
+from ._connect import (
+    CONNECTION,
+    POOLED,
+    behind_pooler,
+    check_connection,
+    transaction,
+)
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -254,6 +272,17 @@ class PostgresStore:
     this process in the lease (default: host and pid). The connection pool
     needs no closing (``close()``/``aclose()`` close it now; a collected store
     closes it too). Needs the ``[postgres]`` extra.
+
+    ``dsn`` may reach PostgreSQL through a pooler such as PgBouncer, in
+    transaction or session mode: each call is one transaction with its
+    timeouts ``SET LOCAL``, and, behind a pooler, no server-side prepared
+    statements.
+    ``listen_dsn``: a connection to the same database for the fleet's
+    ``LISTEN`` (workers and ``wait_for_turn`` are woken by ``NOTIFY``),
+    which needs a session of its own: direct, or through a session pooler.
+    Without it, ``dsn`` is listened on, unless it is behind a pooler (found at
+    the first connection: ``pooled``); then the fleet polls, and says so once
+    (a warning on the ``trio_agent.fleet`` logger).
     """
 
     def __init__(
@@ -265,6 +294,7 @@ class PostgresStore:
         holder: str | None = None,
         max_connections: int = 8,
         create_schema: bool = True,
+        listen_dsn: str | None = None,
     ) -> None:
         if importlib.util.find_spec("psycopg") is None:
             raise ModuleNotFoundError(
@@ -278,6 +308,16 @@ class PostgresStore:
             self._conninfo = conninfo_to_dict(dsn)
         except Exception:
             raise ValueError("dsn is not a valid PostgreSQL connection string or URL") from None
+        secrets = [str(self._conninfo.get("password") or "")]
+        if listen_dsn is not None:
+            if type(listen_dsn) is not str or not listen_dsn:
+                raise ValueError("listen_dsn must be a PostgreSQL connection string or URL")
+            try:
+                secrets.append(str(conninfo_to_dict(listen_dsn).get("password") or ""))
+            except Exception:
+                raise ValueError(
+                    "listen_dsn is not a valid PostgreSQL connection string or URL"
+                ) from None
         if type(schema) is not str or not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema must be a lower-case SQL name, got {schema!r}")
         if not (isinstance(lease_seconds, int | float) and 0 < lease_seconds < 86400):
@@ -288,7 +328,10 @@ class PostgresStore:
         self.lease_seconds = float(lease_seconds)
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
         self._dsn = dsn
-        self._secret = str(self._conninfo.get("password") or "")
+        self._listen_dsn = listen_dsn
+        self._secrets = [secret for secret in secrets if secret]
+        self.pooled: bool | None = None  # known at the first connection
+        self._said_polling = False
         self._max = max_connections
         self._create_schema = bool(create_schema)
         self.limiter = trio.CapacityLimiter(max_connections)
@@ -307,15 +350,23 @@ class PostgresStore:
         return f"PostgresStore({where!r}, schema={self.schema!r})"
 
     def _said(self, exc: BaseException) -> str:
-        """``exc``'s text without the password (a driver may quote the DSN)."""
+        """``exc``'s text without the passwords (a driver may quote the DSN)."""
         text = str(exc)
-        return text.replace(self._secret, "***") if self._secret else text
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     # -- running work
     def call(self, what: str, function: Callable[..., T], *args: Any) -> T:
         """``function(connection, *args)`` in the calling thread with a pooled
-        connection; every ``psycopg`` failure a ``LedgerError`` saying ``what``."""
-        with self.failures(what), self._connections().connection() as connection:
+        connection, in one transaction (committed when it returns, rolled back
+        when it raises: ``function`` neither commits nor opens one); every
+        ``psycopg`` failure a ``LedgerError`` saying ``what``."""
+        with (
+            self.failures(what),
+            self._connections().connection() as connection,
+            transaction(connection),
+        ):
             return function(connection, *args)
 
     @contextlib.contextmanager
@@ -330,19 +381,46 @@ class PostgresStore:
         except (psycopg.Error, PoolTimeout, OSError) as exc:
             raise LedgerError(f"{self!r}: cannot {what}: {self._said(exc)}") from None
 
-    def connect(self) -> Connection[Any]:
-        """A connection of its own, outside the pool (to ``LISTEN`` on), with the
-        pool's settings; the schema is checked first. Call it in a worker thread,
-        inside ``failures``; the caller closes it."""
+    def listen_connection(self) -> Connection[Any] | None:
+        """A connection of its own, outside the pool, to ``LISTEN`` on: to
+        ``listen_dsn``, else to ``dsn`` unless it is behind a pooler (None then:
+        the caller polls; said once in the log). The schema is checked first.
+        Call it in a worker thread, inside ``failures``; the caller closes it."""
         import psycopg
 
         self._connections()
-        return psycopg.connect(self._dsn, **_CONNECTION)
+        if self._listen_dsn is not None:
+            return psycopg.connect(self._listen_dsn, **CONNECTION)
+        if self.pooled:
+            with self._pool_lock:
+                said, self._said_polling = self._said_polling, True
+            if not said:
+                FLEET.warning(
+                    "%r is behind a connection pooler and has no listen_dsn: the fleet "
+                    "cannot LISTEN there, so it polls (workers every poll_seconds, "
+                    "wait_for_turn every second); give PostgresStore a listen_dsn that "
+                    "reaches PostgreSQL directly to be woken by NOTIFY at once",
+                    self,
+                )
+            return None
+        return psycopg.connect(self._dsn, **CONNECTION)
 
     async def run(self, what: str, function: Callable[..., T], *args: Any) -> T:
         """``call`` in a worker thread. Cancellation waits for it (a statement under
-        way is not left half done; the connection's timeouts bound it)."""
-        return await trio.to_thread.run_sync(self.call, what, function, *args, limiter=self.limiter)
+        way is not left half done; the connection's timeouts bound it), except
+        under a ``CloseBudget`` (a stopping fleet worker): its deadline, and any
+        cancellation, leave the thread to end alone (its transaction commits whole
+        or not at all); the deadline raises ``LedgerError``."""
+        with bounded() as bound:
+            return await trio.to_thread.run_sync(
+                self.call,
+                what,
+                function,
+                *args,
+                limiter=self.limiter,
+                abandon_on_cancel=bound is not None,
+            )
+        raise LedgerError(f"{self!r}: cannot {what}: stopping, and the database did not answer")
 
     def _connections(self) -> ConnectionPool:
         """The pool, opened on first use: first one connection of our own (a server
@@ -354,16 +432,17 @@ class PostgresStore:
                 import psycopg
                 from psycopg_pool import ConnectionPool
 
-                with psycopg.connect(self._dsn, **_CONNECTION) as first:
+                with psycopg.connect(self._dsn, **POOLED) as first, transaction(first):
                     self._check_schema(first)
+                    self.pooled = behind_pooler(first)
                 pool = ConnectionPool(
                     self._dsn,
                     min_size=0,
                     max_size=self._max,
                     open=False,
                     timeout=30.0,
-                    check=_check_connection,
-                    kwargs=_CONNECTION,
+                    check=check_connection,
+                    kwargs=POOLED if self.pooled else CONNECTION,
                 )
                 pool.open(wait=False)
                 self._pool.append(pool)
@@ -377,11 +456,10 @@ class PostgresStore:
         ).fetchone() or (False,)
         if not exists and not self._create_schema:
             raise LedgerError(f"{self!r}: there is no trio-agent schema {s!r} in this database")
-        if not exists:
-            with connection.transaction():
-                connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (s,))
-                for statement in _schema_sql(s):
-                    connection.execute(statement)
+        if not exists:  # in the caller's transaction
+            connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (s,))
+            for statement in _schema_sql(s):
+                connection.execute(statement)
         row = connection.execute(
             f"""SELECT value FROM "{s}".meta WHERE key = 'schema_version'"""
         ).fetchone()
@@ -427,36 +505,36 @@ class PostgresStore:
         claimed: int | None,
     ) -> int:
         s = self.schema
-        with connection.transaction():  # a failure below rolls the lease back too
-            if claimed is not None:  # taken by ``claim``: still ours if its epoch is
-                statement = f"""UPDATE "{s}".leases SET expires = now() + make_interval(secs => %s)
-                    WHERE session_id = %s AND epoch = %s RETURNING epoch"""
-                values: tuple[Any, ...] = (self.lease_seconds, session_id, claimed)
-            else:
-                statement = f"""INSERT INTO "{s}".leases AS lease
-                    (session_id, holder, epoch, expires)
-                    VALUES (%s, %s, 1, now() + make_interval(secs => %s))
-                    ON CONFLICT (session_id) DO UPDATE
-                        SET holder = excluded.holder, epoch = lease.epoch + 1,
-                            expires = excluded.expires
-                        WHERE lease.expires < now()
-                    RETURNING epoch"""
-                values = (session_id, self.holder, self.lease_seconds)
-            row = connection.execute(statement, values).fetchone()
-            if row is None:
-                raise self._locked(connection, session_id)
-            (last,) = connection.execute(
-                f'SELECT max(seq) FROM "{s}".records WHERE session_id = %s', (session_id,)
-            ).fetchone() or (None,)
-            if new and last is not None:
-                raise session_exists(session_id, repr(self))
-            if not new and (-1 if last is None else last) != known - 1:
-                raise SessionChangedError(
-                    f"session {session_id!r} in {self!r} ends at record {last}, but it was "
-                    f"loaded with {known} records: another writer wrote; load it again"
-                )
-            epoch: int = row[0]
-            return epoch
+        # in the caller's transaction: a failure below rolls the lease back too
+        if claimed is not None:  # taken by ``claim``: still ours if its epoch is
+            statement = f"""UPDATE "{s}".leases SET expires = now() + make_interval(secs => %s)
+                WHERE session_id = %s AND epoch = %s RETURNING epoch"""
+            values: tuple[Any, ...] = (self.lease_seconds, session_id, claimed)
+        else:
+            statement = f"""INSERT INTO "{s}".leases AS lease
+                (session_id, holder, epoch, expires)
+                VALUES (%s, %s, 1, now() + make_interval(secs => %s))
+                ON CONFLICT (session_id) DO UPDATE
+                    SET holder = excluded.holder, epoch = lease.epoch + 1,
+                        expires = excluded.expires
+                    WHERE lease.expires < now()
+                RETURNING epoch"""
+            values = (session_id, self.holder, self.lease_seconds)
+        row = connection.execute(statement, values).fetchone()
+        if row is None:
+            raise self._locked(connection, session_id)
+        (last,) = connection.execute(
+            f'SELECT max(seq) FROM "{s}".records WHERE session_id = %s', (session_id,)
+        ).fetchone() or (None,)
+        if new and last is not None:
+            raise session_exists(session_id, repr(self))
+        if not new and (-1 if last is None else last) != known - 1:
+            raise SessionChangedError(
+                f"session {session_id!r} in {self!r} ends at record {last}, but it was "
+                f"loaded with {known} records: another writer wrote; load it again"
+            )
+        epoch: int = row[0]
+        return epoch
 
     def _locked(self, connection: Connection[Any], session_id: str) -> SessionLockedError:
         row = connection.execute(
@@ -540,34 +618,6 @@ class PostgresStore:
         if not bodies:
             raise LedgerError(f"no session {session_id!r} in {self!r}")
         return parse_jsonl(session_id, b"\n".join(bodies) + b"\n")
-
-
-_CONNECTION: Final[dict[str, Any]] = {
-    "autocommit": True,
-    "connect_timeout": 10,
-    # a statement or a lock wait that hangs ends (the writer fails, a resume goes on);
-    # keepalives find a peer gone without a word
-    "options": "-c statement_timeout=60000 -c lock_timeout=30000",
-    "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
-    "keepalives_count": 3,
-}
-
-
-def _check_connection(connection: Connection[Any]) -> None:
-    """Before a pooled connection is used: an idle connection has nothing to read, so
-    one whose socket is readable heard from the server while idle (it was ended:
-    a restart, ``pg_terminate_backend``) and is tested with an empty query, which
-    raises when it is dead (the pool then uses another). No round trip otherwise."""
-    try:
-        readable = bool(select.select([connection.fileno()], [], [], 0)[0])
-    except (OSError, ValueError):
-        readable = True
-    if readable:
-        from psycopg_pool import ConnectionPool
-
-        ConnectionPool.check_connection(connection)
 
 
 def _close_pool(pools: list[Any]) -> None:
