@@ -14,6 +14,7 @@ from test_postgres_commit import Gate, _a_and_b_behind_c, _ledger
 
 from trio_agent import Agent, LedgerError
 from trio_agent.fleet import Worker, agent_maker, submit, wait_for_turn
+from trio_agent.fleet._claims import Claims
 from trio_agent.testing import CallableModel
 
 pytest.importorskip("psycopg")
@@ -113,14 +114,14 @@ async def test_cancelling_a_worker_during_a_slow_claim_returns_at_once_and_lets_
     store = pg_store(lease_seconds=30)
     number = await submit(store, "s", "hello", create=True)
     entered = threading.Event()
-    real = store.claims.take
+    real = Claims.take
 
-    def slow_take(*args):
+    def slow_take(self, *args):
         entered.set()
         time.sleep(1.0)  # the database is slow to answer
-        return real(*args)
+        return real(self, *args)
 
-    monkeypatch.setattr(store.claims, "take", slow_take)
+    monkeypatch.setattr(Claims, "take", slow_take)
     worker = _worker(store)
     with trio.move_on_after(5) as waited:
         async with trio.open_nursery() as nursery:

@@ -21,8 +21,8 @@ pytest.importorskip("mcp")
 import mcp.types as mcp_types
 from mcp_http_server import demo_over_http
 
-from trio_agent.mcp import _tools as _mcp_tools
 from trio_agent.mcp import MCPServerBase, MCPServerError, MCPServerHTTP, MCPServerStdio
+from trio_agent.mcp import _tools as _mcp_tools
 
 RAW = Path(__file__).parent / "mcp_servers" / "review" / "raw_server.py"
 pytestmark = pytest.mark.filterwarnings(

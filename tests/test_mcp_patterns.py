@@ -17,8 +17,8 @@ import trio
 
 pytest.importorskip("mcp")
 
-from trio_agent.mcp import _patterns as _mcp_patterns
 from trio_agent.mcp import MCPServerStdio
+from trio_agent.mcp import _patterns as _mcp_patterns
 from trio_agent.tools import ToolArgumentsError
 
 SERVER = str(Path(__file__).parent / "mcp_servers" / "review" / "pattern_server.py")

@@ -11,6 +11,7 @@ session knows whether the worker before it had already recorded it.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, final
 
 import msgspec
@@ -66,6 +67,50 @@ def message_id(input_id: int) -> str:
     return f"fleet-{input_id}"
 
 
+def inbox_sql(schema: str) -> list[str]:
+    """The inbox's DDL: one row per submitted input, its outcome once answered."""
+    return [
+        f"""CREATE TABLE IF NOT EXISTS "{schema}".inbox (
+            id bigserial PRIMARY KEY,
+            session_id text NOT NULL,
+            content bytea NOT NULL,
+            create_session boolean NOT NULL,
+            submitted timestamptz NOT NULL DEFAULT now(),
+            done timestamptz,
+            result bytea,
+            error text)""",
+        f"""CREATE INDEX IF NOT EXISTS inbox_waiting ON "{schema}".inbox (session_id, id)
+            WHERE done IS NULL""",
+    ]
+
+
+_READY: weakref.WeakSet[PostgresStore] = weakref.WeakSet()
+"""The stores whose schema has the inbox (looked at once per store)."""
+
+
+async def inbox_ready(store: PostgresStore) -> None:
+    """Make the inbox in the store's schema if it is missing (unless the store may
+    not create: ``LedgerError`` then), once per store. The fleet owns this table;
+    the store knows nothing of it."""
+    if store not in _READY:
+        await store.run("make the fleet's inbox", _make_inbox, store)
+        _READY.add(store)
+
+
+def _make_inbox(connection: Connection[Any], store: PostgresStore) -> None:
+    s = store.schema
+    (exists,) = connection.execute(
+        "SELECT to_regclass(%s) IS NOT NULL", (f'"{s}".inbox',)
+    ).fetchone() or (False,)
+    if exists:
+        return
+    if not store.create_schema:
+        raise LedgerError(f"{store!r}: schema {s!r} has no fleet inbox, and may not make one")
+    connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{s}.inbox",))
+    for statement in inbox_sql(s):
+        connection.execute(statement)
+
+
 def postgres_store(store: object, what: str) -> PostgresStore:
     if not isinstance(store, PostgresStore):
         raise TypeError(f"{what} needs a PostgresStore, got {type(store).__name__}")
@@ -108,6 +153,7 @@ async def submit(
     if type(create) is not bool:
         raise TypeError(f"create must be a bool, got {create!r}")
     body = msgspec.json.encode(checked_content(content, session_id))
+    await inbox_ready(store)
     return await store.run(
         f"queue input for session {session_id!r}", _insert, store, session_id, body, create
     )
@@ -232,6 +278,7 @@ async def wait_for_turn(store: PostgresStore, session_id: str, turn: int) -> Tur
     check_session_id(session_id)
     if type(turn) is not int or turn < 1:
         raise ValueError(f"turn must be a number submit returned, got {turn!r}")
+    await inbox_ready(store)
     waiter = _Waiter(store, session_id, turn)
     listener = Listener(store, channel(store, "done"))
     await listener.open()  # before the first look: no notification is missed

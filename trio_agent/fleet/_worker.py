@@ -26,9 +26,11 @@ from ..messages import TranscriptError, UserMessage
 from ..session import Agent
 from ..stores import PostgresStore
 from ..stores._base import CloseBudget
+from ._claims import Claims
 from ._inbox import (
     Input,
     answered,
+    inbox_ready,
     message_id,
     pending,
     postgres_store,
@@ -110,6 +112,7 @@ class Worker:
         self._draining = False
         self._started = False
         self._budget = CloseBudget()  # bounds the sessions' store work once stopping
+        self._claims = Claims(self.store)
 
     @property
     def sessions(self) -> frozenset[str]:
@@ -141,8 +144,9 @@ class Worker:
         FLEET.info("worker %s: drained", self.store.holder)
 
     async def _run(self, task_status: Any) -> None:
+        await inbox_ready(self.store)  # the database is reached, or this raises
         listener = Listener(self.store, channel(self.store, "inbox"))
-        await listener.open()  # the database is reached, or this raises
+        await listener.open()
         async with trio.open_nursery() as outer:
             outer.start_soon(self._bound_on_cancel)
             outer.start_soon(self._listen, listener)
@@ -200,7 +204,7 @@ class Worker:
         self._backoff = {s: until for s, until in self._backoff.items() if until > now}
         skip = [*self._held, *self._backoff]
         try:  # cancelled, what it claims is let go
-            claimed = await self.store.claims.claim(free, skip)
+            claimed = await self._claims.claim(free, skip)
         except LedgerError as exc:
             FLEET.warning("worker %s: cannot claim sessions: %s", self.store.holder, exc)
             return
@@ -223,7 +227,7 @@ class Worker:
                 FLEET.exception("session %s: failed; left for %s s", session_id, BACKOFF_SECONDS)
                 self._back_off(session_id)
         finally:
-            await self.store.claims.release(session_id)  # if no writer took it
+            await self._claims.release(session_id)  # if no writer took it
             self._held.discard(session_id)
             self._wake.set()  # a slot is free; input queued meanwhile is claimed again
 

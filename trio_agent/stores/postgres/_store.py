@@ -42,7 +42,6 @@ from ...ledger import (
     LeaseLostError,
     LedgerError,
     SessionChangedError,
-    SessionLockedError,
     SessionWriter,
     session_exists,
 )
@@ -54,7 +53,6 @@ from .._base import (
     check_session_id,
     parse_jsonl,
 )
-from ._claims import Claims, Leased
 from ._commit import Flush, GroupCommit, insert_flushes
 from ._connect import (
     CONNECTION,
@@ -63,6 +61,7 @@ from ._connect import (
     check_connection,
     transaction,
 )
+from ._leases import Handoff, Heartbeat, Held, Lease, Leased, LeaseTable
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -91,47 +90,12 @@ def _schema_sql(schema: str) -> list[str]:
             holder text NOT NULL,
             epoch bigint NOT NULL,
             expires timestamptz NOT NULL)""",
-        f"""CREATE TABLE IF NOT EXISTS "{schema}".inbox (
-            id bigserial PRIMARY KEY,
-            session_id text NOT NULL,
-            content bytea NOT NULL,
-            create_session boolean NOT NULL,
-            submitted timestamptz NOT NULL DEFAULT now(),
-            done timestamptz,
-            result bytea,
-            error text)""",
-        f"""CREATE INDEX IF NOT EXISTS inbox_waiting ON "{schema}".inbox (session_id, id)
-            WHERE done IS NULL""",
         f"""CREATE TABLE IF NOT EXISTS "{schema}".meta (
             key text PRIMARY KEY,
             value text NOT NULL)""",
         f"""INSERT INTO "{schema}".meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}')
             ON CONFLICT (key) DO NOTHING""",
     ]
-
-
-@final
-class _Lease:
-    """The writer's hold on its session: the epoch its writes are fenced by.
-
-    While it is held the store's heartbeat renews it; ``release()``
-    (``WriterState`` calls it when the writer fails or closes) hands it back
-    to be freed by the heartbeat's thread (never a database call on the trio
-    thread). ``lost`` is set when the heartbeat finds it taken over."""
-
-    __slots__ = ("epoch", "held", "lost", "session_id", "store")
-
-    def __init__(self, store: PostgresStore, session_id: str, epoch: int) -> None:
-        self.store = store
-        self.session_id = session_id
-        self.epoch = epoch
-        self.held = True
-        self.lost = False
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self.store.heartbeat.let_go(self)
 
 
 @final
@@ -144,7 +108,7 @@ class _PostgresWriter(RowWriter):
 
     flush_per_event = False
 
-    def __init__(self, store: PostgresStore, session_id: str, next_seq: int, lease: _Lease) -> None:
+    def __init__(self, store: PostgresStore, session_id: str, next_seq: int, lease: Lease) -> None:
         super().__init__(session_id, next_seq, WriterState(session_id, lease))
         self._store = store
         self._lease = lease
@@ -191,70 +155,6 @@ class _PostgresWriter(RowWriter):
                 await self._store.run("free the lease", self._store.free, [self._lease])
             except LedgerError:
                 pass  # the heartbeat's thread tries too; else it expires
-
-
-@final
-class _Heartbeat:
-    """Renews the leases of a store's open writers from a thread of its own, every
-    third of ``lease_seconds``, in one statement; marks a lease taken over as
-    ``lost``; frees the leases let go. Runs while a lease is held or waits to be
-    freed, and ends by itself after (a daemon thread: it never keeps a process
-    alive). Its statements are short and bounded by the connection's timeouts."""
-
-    def __init__(self, store: PostgresStore) -> None:
-        self._store = store
-        self._held: set[_Lease] = set()
-        self._freed: list[Leased] = []
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def hold(self, lease: _Lease) -> None:
-        with self._lock:
-            self._held.add(lease)
-            self._start()
-
-    def let_go(self, lease: Leased) -> None:
-        with self._lock:
-            self._held.discard(lease)
-            self._freed.append(lease)
-            self._start()
-        self._wake.set()
-
-    def stop(self) -> None:
-        """Renew and free nothing more (the store is closed: its leases expire)."""
-        with self._lock:
-            self._held.clear()
-            self._freed.clear()
-        self._wake.set()
-
-    def _start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._run, name="trio-agent postgres heartbeat", daemon=True
-            )
-            self._thread.start()
-
-    def _run(self) -> None:
-        interval = self._store.lease_seconds / 3
-        while True:
-            with self._lock:
-                held, freed, self._freed = list(self._held), self._freed, []
-                if not held and not freed:
-                    self._thread = None
-                    return
-            try:
-                if freed:
-                    self._store.call("free leases", self._store.free, freed)
-                if held:
-                    kept = self._store.call("renew leases", self._store.renew, held)
-                    for lease in held:
-                        if lease.epoch not in kept.get(lease.session_id, ()):
-                            lease.lost = True
-            except LedgerError:
-                pass  # the next flush says what is wrong; the lease may still be renewed
-            self._wake.wait(interval)
-            self._wake.clear()
 
 
 @final
@@ -333,13 +233,14 @@ class PostgresStore:
         self.pooled: bool | None = None  # known at the first connection
         self._said_polling = False
         self._max = max_connections
-        self._create_schema = bool(create_schema)
+        self.create_schema = bool(create_schema)
         self.limiter = trio.CapacityLimiter(max_connections)
         self._pool: list[ConnectionPool] = []  # the open pool, shared with the finalizer
         self._pool_lock = threading.Lock()
-        self.heartbeat = _Heartbeat(self)
+        self.leases = LeaseTable(self.schema, self.holder, self.lease_seconds, repr(self))
+        self.heartbeat = Heartbeat(self.call, self.leases)
+        self.handoff = Handoff()  # leases taken for a writer still to come
         self.commits = GroupCommit(self)
-        self.claims = Claims(self)  # the fleet's claimed sessions no writer took yet
         weakref.finalize(self, _close_pool, self._pool)
 
     def __repr__(self) -> str:
@@ -454,7 +355,7 @@ class PostgresStore:
         (exists,) = connection.execute(
             "SELECT to_regclass(%s) IS NOT NULL", (f'"{s}".meta',)
         ).fetchone() or (False,)
-        if not exists and not self._create_schema:
+        if not exists and not self.create_schema:
             raise LedgerError(f"{self!r}: there is no trio-agent schema {s!r} in this database")
         if not exists:  # in the caller's transaction
             connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (s,))
@@ -483,111 +384,61 @@ class PostgresStore:
 
     # -- the work (run through ``call``/``run``)
     def take(self, connection: Connection[Any], session_id: str, new: bool, known: int) -> int:
-        """Take the session's lease (free or expired; or the one ``claim`` took for
+        """Take the session's lease (free or expired; or the one handed over for
         it), checking that the session does not exist (``new``) or still ends after
-        ``known`` records; its epoch."""
-        claimed = self.claims.pop(session_id)
+        ``known`` records; its epoch. In the caller's transaction: a failure rolls
+        the lease back too (a handed one is given back, to be let go)."""
+        handed = self.handoff.take(session_id)
         taken = False
         try:
-            epoch = self._take(connection, session_id, new, known, claimed)
+            epoch = self.leases.take(connection, session_id, handed)
+            (last,) = connection.execute(
+                f'SELECT max(seq) FROM "{self.schema}".records WHERE session_id = %s',
+                (session_id,),
+            ).fetchone() or (None,)
+            if new and last is not None:
+                raise session_exists(session_id, repr(self))
+            if not new and (-1 if last is None else last) != known - 1:
+                raise SessionChangedError(
+                    f"session {session_id!r} in {self!r} ends at record {last}, but it was "
+                    f"loaded with {known} records: another writer wrote; load it again"
+                )
             taken = True
             return epoch
         finally:
-            if claimed is not None and not taken:  # rolled back: still claimed, to let go
-                self.claims.put_back(session_id, claimed)
+            if handed is not None and not taken:
+                self.handoff.put_back(session_id, handed)
 
-    def _take(
-        self,
-        connection: Connection[Any],
-        session_id: str,
-        new: bool,
-        known: int,
-        claimed: int | None,
-    ) -> int:
-        s = self.schema
-        # in the caller's transaction: a failure below rolls the lease back too
-        if claimed is not None:  # taken by ``claim``: still ours if its epoch is
-            statement = f"""UPDATE "{s}".leases SET expires = now() + make_interval(secs => %s)
-                WHERE session_id = %s AND epoch = %s RETURNING epoch"""
-            values: tuple[Any, ...] = (self.lease_seconds, session_id, claimed)
-        else:
-            statement = f"""INSERT INTO "{s}".leases AS lease
-                (session_id, holder, epoch, expires)
-                VALUES (%s, %s, 1, now() + make_interval(secs => %s))
-                ON CONFLICT (session_id) DO UPDATE
-                    SET holder = excluded.holder, epoch = lease.epoch + 1,
-                        expires = excluded.expires
-                    WHERE lease.expires < now()
-                RETURNING epoch"""
-            values = (session_id, self.holder, self.lease_seconds)
-        row = connection.execute(statement, values).fetchone()
-        if row is None:
-            raise self._locked(connection, session_id)
-        (last,) = connection.execute(
-            f'SELECT max(seq) FROM "{s}".records WHERE session_id = %s', (session_id,)
-        ).fetchone() or (None,)
-        if new and last is not None:
-            raise session_exists(session_id, repr(self))
-        if not new and (-1 if last is None else last) != known - 1:
-            raise SessionChangedError(
-                f"session {session_id!r} in {self!r} ends at record {last}, but it was "
-                f"loaded with {known} records: another writer wrote; load it again"
-            )
-        epoch: int = row[0]
-        return epoch
+    # -- leases, for the store's writers and for callers that pick sessions (the fleet)
+    def lease_sessions(
+        self, connection: Connection[Any], session_ids: Sequence[str]
+    ) -> list[tuple[str, int, bool]]:
+        """Take the leases of those of ``session_ids`` that are free or expired, in the
+        caller's transaction; each taken with its epoch and whether it has records.
+        Hand each to its writer with ``hand_over`` once the transaction committed."""
+        return self.leases.take_many(connection, session_ids)
 
-    def _locked(self, connection: Connection[Any], session_id: str) -> SessionLockedError:
-        row = connection.execute(
-            f"""SELECT holder, ceil(extract(epoch FROM expires - now()))
-                FROM "{self.schema}".leases WHERE session_id = %s""",
-            (session_id,),
-        ).fetchone()
-        holder, left = row if row is not None else ("?", "?")
-        who = "this process" if holder == self.holder else repr(holder)
-        return SessionLockedError(
-            f"session {session_id!r} already has a writer: {who} holds the lease on "
-            f"{session_id!r} in {self!r} for {left} s more, renewed while it runs (a "
-            "holder that crashed lets it go then)"
-        )
+    def hand_over(self, session_id: str, epoch: int) -> None:
+        """A lease taken by ``lease_sessions`` waits for the session's writer
+        (``create`` or ``reopen`` take it over, without bumping its epoch)."""
+        self.handoff.hand_over(session_id, epoch)
+
+    def take_back(self, session_id: str) -> Held | None:
+        """A lease handed over and not taken by a writer, now the caller's to let go
+        (None: no such lease)."""
+        epoch = self.handoff.take(session_id)
+        return None if epoch is None else Held(session_id, epoch)
 
     def lease_lost(self, session_id: str, epoch: int) -> LeaseLostError:
-        return LeaseLostError(
-            f"session {session_id!r}: this writer's lease (epoch {epoch}) in "
-            f"{self!r} was taken over by another writer; it writes nothing more"
-        )
-
-    def renew(self, connection: Connection[Any], leases: list[_Lease]) -> dict[str, set[int]]:
-        """Renew the held ``leases`` in one statement; the epochs still held, by session."""
-        rows = connection.execute(
-            f"""UPDATE "{self.schema}".leases AS lease
-                SET expires = now() + make_interval(secs => %s)
-                FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
-                WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch
-                RETURNING lease.session_id, lease.epoch""",
-            (self.lease_seconds, [x.session_id for x in leases], [x.epoch for x in leases]),
-        ).fetchall()
-        kept: dict[str, set[int]] = {}
-        for session_id, epoch in rows:
-            kept.setdefault(session_id, set()).add(epoch)
-        return kept
+        return self.leases.lost(session_id, epoch)
 
     def free(self, connection: Connection[Any], leases: Sequence[Leased]) -> None:
         """Let the sessions go now (their epochs stay: the next holder counts on)."""
-        connection.execute(
-            f"""UPDATE "{self.schema}".leases AS lease SET expires = now() - interval '1 second'
-                FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
-                WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch""",
-            ([x.session_id for x in leases], [x.epoch for x in leases]),
-        )
+        self.leases.free(connection, leases)
 
     def lease_holder(self, connection: Connection[Any], session_id: str) -> str | None:
         """Who holds the session's lease now (None: nobody), for ``trio-agent show``."""
-        row = connection.execute(
-            f"""SELECT holder FROM "{self.schema}".leases
-                WHERE session_id = %s AND expires >= now()""",
-            (session_id,),
-        ).fetchone()
-        return None if row is None else str(row[0])
+        return self.leases.holder_of(connection, session_id)
 
     def select(self, connection: Connection[Any], session_id: str) -> list[bytes]:
         rows = connection.execute(
@@ -598,8 +449,7 @@ class PostgresStore:
 
     # -- the store
     def _writer(self, session_id: str, next_seq: int, epoch: int) -> SessionWriter:
-        lease = _Lease(self, session_id, epoch)
-        self.heartbeat.hold(lease)
+        lease = Lease(self.heartbeat, session_id, epoch)  # held (renewed) from now on
         return _PostgresWriter(self, session_id, next_seq, lease)
 
     def create(self, session_id: str) -> SessionWriter:

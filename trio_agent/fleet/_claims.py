@@ -1,70 +1,43 @@
-"""The sessions a fleet worker claimed from a ``PostgresStore`` and no writer took yet.
+"""The sessions a fleet worker claimed and no writer took yet.
 
 A claim (``Claims.claim``) is one transaction that locks the oldest waiting
-input rows of the fleet's inbox (``FOR UPDATE SKIP LOCKED``: workers claiming
-at the same time pass each other by) and takes the leases of their sessions.
-The store's ``take`` then hands a claimed lease to the session's writer
-(``pop``); one that no writer takes is let go (``release``).
+input rows of the inbox (``FOR UPDATE SKIP LOCKED``: workers claiming at the
+same time pass each other by) and takes the leases of their sessions through
+the store (``lease_sessions``). Once it committed, each lease is handed to the
+session's writer to come (``hand_over``: the store's ``create`` or ``reopen``
+takes it over); one that no writer takes is let go (``release``).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, final
+from typing import TYPE_CHECKING, Any, final
 
 import trio
 
-from ...ledger import LedgerError
-from .._base import bounded
+from ..ledger import LedgerError
+from ..stores._base import bounded
 
 if TYPE_CHECKING:
     from psycopg import Connection
 
-    from ._store import PostgresStore
+    from ..stores.postgres import PostgresStore
 
-__all__ = ["Claims", "Held", "Leased"]
+__all__ = ["Claims"]
 
 RELEASE_SECONDS = 5.0
 """How long letting a claim go waits for the database, before leaving it to the
 heartbeat's thread (a database that is away must not hold a shutdown)."""
 
 
-class Leased(Protocol):
-    """A lease as freeing or renewing it needs it: its session and epoch."""
-
-    @property
-    def session_id(self) -> str: ...
-
-    @property
-    def epoch(self) -> int: ...
-
-
-class Held(NamedTuple):
-    """A lease by its session and epoch (what freeing it needs)."""
-
-    session_id: str
-    epoch: int
-
-
 @final
 class Claims:
-    """Claimed sessions' epochs, until a writer takes them (``pop``) or they are let go."""
+    """A worker's claims on ``store``: sessions with waiting input, leased for their
+    writers (which the store hands the leases to) until taken or let go."""
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
-        self._epochs: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def pop(self, session_id: str) -> int | None:
-        """The claimed epoch of ``session_id`` for its writer (None: not claimed)."""
-        with self._lock:
-            return self._epochs.pop(session_id, None)
-
-    def put_back(self, session_id: str, epoch: int) -> None:
-        """A writer that failed to take a claimed lease hands it back (to be let go)."""
-        with self._lock:
-            self._epochs.setdefault(session_id, epoch)
 
     async def claim(self, limit: int, skip: Sequence[str]) -> list[tuple[str, bool]]:
         """Claim up to ``limit`` sessions with waiting input, not in ``skip``; each
@@ -76,9 +49,8 @@ class Claims:
 
         def work() -> list[tuple[str, bool]]:
             taken = store.call("claim sessions", self.take, limit, list(skip))
-            with self._lock:  # committed: the leases are this store's
-                for session_id, epoch, _ in taken:
-                    self._epochs[session_id] = epoch
+            for session_id, epoch, _ in taken:  # committed: the leases are ours
+                store.hand_over(session_id, epoch)
             claimed = [(session_id, exists) for session_id, _, exists in taken]
             with guard:
                 if not state["cancelled"]:
@@ -105,11 +77,10 @@ class Claims:
         this returns, or (the database away for ``RELEASE_SECONDS``) by the
         heartbeat's thread; sooner by a ``CloseBudget``'s deadline. Shielded; nothing
         happens for a session not claimed."""
-        epoch = self.pop(session_id)
-        if epoch is None:
-            return
-        held = Held(session_id, epoch)
         store = self._store
+        held = store.take_back(session_id)
+        if held is None:
+            return
         with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_SECONDS), bounded():
             try:
                 await trio.to_thread.run_sync(
@@ -121,16 +92,16 @@ class Claims:
         store.heartbeat.let_go(held)  # away or failing: the heartbeat's thread tries again
 
     def _let_go_later(self, session_id: str) -> None:
-        epoch = self.pop(session_id)
-        if epoch is not None:
-            self._store.heartbeat.let_go(Held(session_id, epoch))
+        held = self._store.take_back(session_id)
+        if held is not None:
+            self._store.heartbeat.let_go(held)
 
     def take(
         self, connection: Connection[Any], limit: int, skip: Sequence[str]
     ) -> list[tuple[str, int, bool]]:
         """The claim's statements, in the caller's transaction (in a worker thread):
         the oldest waiting input's sessions with no live lease, their leases taken
-        as ``take`` would; each with its epoch and whether it has records."""
+        (``lease_sessions``); each with its epoch and whether it has records."""
         s = self._store.schema
         rows = connection.execute(
             f"""SELECT input.session_id FROM "{s}".inbox AS input
@@ -144,17 +115,4 @@ class Claims:
         wanted = list(dict.fromkeys(row[0] for row in rows))[:limit]
         if not wanted:
             return []
-        taken = connection.execute(
-            f"""INSERT INTO "{s}".leases AS lease (session_id, holder, epoch, expires)
-                SELECT wanted, %s, 1, now() + make_interval(secs => %s)
-                FROM unnest(%s::text[]) AS wanted
-                ON CONFLICT (session_id) DO UPDATE
-                    SET holder = excluded.holder, epoch = lease.epoch + 1,
-                        expires = excluded.expires
-                    WHERE lease.expires < now()
-                RETURNING session_id, epoch,
-                    EXISTS (SELECT 1 FROM "{s}".records AS record
-                            WHERE record.session_id = lease.session_id)""",
-            (self._store.holder, self._store.lease_seconds, wanted),
-        ).fetchall()
-        return [(session_id, epoch, bool(exists)) for session_id, epoch, exists in taken]
+        return self._store.lease_sessions(connection, wanted)

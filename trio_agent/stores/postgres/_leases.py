@@ -1,0 +1,277 @@
+"""Leases: one writer per session, fenced by an epoch.
+
+A lease is a row ``(session_id, holder, epoch, expires)`` of the schema's
+``leases`` table. Taking a session increments its epoch, and only a lease
+that is free or expired can be taken (``LeaseTable.take``); many at once with
+``take_many``, for a caller that picks the sessions (the fleet's claims).
+A lease taken so, for a writer still to come, waits in the ``Handoff`` until
+the session's writer takes it over without bumping its epoch again. The
+``Heartbeat`` renews the leases of open writers from a thread of its own and
+frees those let go. The statements run in the caller's transaction (the
+store's ``call``); nothing here knows what the sessions are for.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, final
+
+import attrs
+
+from ...ledger import LeaseLostError, LedgerError, SessionLockedError
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+
+__all__ = ["Handoff", "Heartbeat", "Held", "Lease", "LeaseTable", "Leased"]
+
+Call = Callable[..., Any]
+"""The store's ``call``: ``call(what, function, *args)`` runs ``function(connection,
+*args)`` in one transaction, in the calling thread."""
+
+
+class Leased(Protocol):
+    """A lease as freeing or renewing it needs it: its session and epoch."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+
+class Held(NamedTuple):
+    """A lease by its session and epoch (what freeing it needs)."""
+
+    session_id: str
+    epoch: int
+
+
+@final
+@attrs.frozen
+class LeaseTable:
+    """The lease statements of one schema, for one holder (``label`` names the
+    store in errors)."""
+
+    schema: str
+    holder: str
+    seconds: float
+    label: str
+
+    def take(self, connection: Connection[Any], session_id: str, handed: int | None) -> int:
+        """Take ``session_id``'s lease (free or expired; or the one handed over at
+        epoch ``handed``, still ours if its epoch is): its epoch, or
+        ``SessionLockedError`` naming the holder."""
+        s = self.schema
+        if handed is not None:
+            statement = f"""UPDATE "{s}".leases SET expires = now() + make_interval(secs => %s)
+                WHERE session_id = %s AND epoch = %s RETURNING epoch"""
+            values: tuple[Any, ...] = (self.seconds, session_id, handed)
+        else:
+            statement = f"""INSERT INTO "{s}".leases AS lease
+                (session_id, holder, epoch, expires)
+                VALUES (%s, %s, 1, now() + make_interval(secs => %s))
+                ON CONFLICT (session_id) DO UPDATE
+                    SET holder = excluded.holder, epoch = lease.epoch + 1,
+                        expires = excluded.expires
+                    WHERE lease.expires < now()
+                RETURNING epoch"""
+            values = (session_id, self.holder, self.seconds)
+        row = connection.execute(statement, values).fetchone()
+        if row is None:
+            raise self.locked(connection, session_id)
+        epoch: int = row[0]
+        return epoch
+
+    def take_many(
+        self, connection: Connection[Any], session_ids: Sequence[str]
+    ) -> list[tuple[str, int, bool]]:
+        """Take the leases of those of ``session_ids`` that are free or expired, in
+        one statement; each taken with its epoch and whether it has records."""
+        s = self.schema
+        taken = connection.execute(
+            f"""INSERT INTO "{s}".leases AS lease (session_id, holder, epoch, expires)
+                SELECT wanted, %s, 1, now() + make_interval(secs => %s)
+                FROM unnest(%s::text[]) AS wanted
+                ON CONFLICT (session_id) DO UPDATE
+                    SET holder = excluded.holder, epoch = lease.epoch + 1,
+                        expires = excluded.expires
+                    WHERE lease.expires < now()
+                RETURNING session_id, epoch,
+                    EXISTS (SELECT 1 FROM "{s}".records AS record
+                            WHERE record.session_id = lease.session_id)""",
+            (self.holder, self.seconds, list(session_ids)),
+        ).fetchall()
+        return [(session_id, epoch, bool(exists)) for session_id, epoch, exists in taken]
+
+    def locked(self, connection: Connection[Any], session_id: str) -> SessionLockedError:
+        """The error for a session another writer holds, naming it."""
+        row = connection.execute(
+            f"""SELECT holder, ceil(extract(epoch FROM expires - now()))
+                FROM "{self.schema}".leases WHERE session_id = %s""",
+            (session_id,),
+        ).fetchone()
+        holder, left = row if row is not None else ("?", "?")
+        who = "this process" if holder == self.holder else repr(holder)
+        return SessionLockedError(
+            f"session {session_id!r} already has a writer: {who} holds the lease on "
+            f"{session_id!r} in {self.label} for {left} s more, renewed while it runs (a "
+            "holder that crashed lets it go then)"
+        )
+
+    def lost(self, session_id: str, epoch: int) -> LeaseLostError:
+        """The error of a writer whose lease was taken over."""
+        return LeaseLostError(
+            f"session {session_id!r}: this writer's lease (epoch {epoch}) in "
+            f"{self.label} was taken over by another writer; it writes nothing more"
+        )
+
+    def renew(self, connection: Connection[Any], leases: Sequence[Leased]) -> dict[str, set[int]]:
+        """Renew the held ``leases`` in one statement; the epochs still held, by session."""
+        rows = connection.execute(
+            f"""UPDATE "{self.schema}".leases AS lease
+                SET expires = now() + make_interval(secs => %s)
+                FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
+                WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch
+                RETURNING lease.session_id, lease.epoch""",
+            (self.seconds, [x.session_id for x in leases], [x.epoch for x in leases]),
+        ).fetchall()
+        kept: dict[str, set[int]] = {}
+        for session_id, epoch in rows:
+            kept.setdefault(session_id, set()).add(epoch)
+        return kept
+
+    def free(self, connection: Connection[Any], leases: Sequence[Leased]) -> None:
+        """Let the sessions go now (their epochs stay: the next holder counts on)."""
+        connection.execute(
+            f"""UPDATE "{self.schema}".leases AS lease SET expires = now() - interval '1 second'
+                FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
+                WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch""",
+            ([x.session_id for x in leases], [x.epoch for x in leases]),
+        )
+
+    def holder_of(self, connection: Connection[Any], session_id: str) -> str | None:
+        """Who holds the session's lease now (None: nobody)."""
+        row = connection.execute(
+            f"""SELECT holder FROM "{self.schema}".leases
+                WHERE session_id = %s AND expires >= now()""",
+            (session_id,),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+
+@final
+class Handoff:
+    """Leases taken for sessions whose writer is still to come, by session: their
+    epochs, until the writer takes one over (``take``) or it is let go."""
+
+    def __init__(self) -> None:
+        self._epochs: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def hand_over(self, session_id: str, epoch: int) -> None:
+        """The lease of ``session_id`` at ``epoch`` waits for the session's writer."""
+        with self._lock:
+            self._epochs[session_id] = epoch
+
+    def take(self, session_id: str) -> int | None:
+        """The epoch handed over for ``session_id``, now taken (None: none was)."""
+        with self._lock:
+            return self._epochs.pop(session_id, None)
+
+    def put_back(self, session_id: str, epoch: int) -> None:
+        """A writer that failed to take a handed lease gives it back (to be let go)."""
+        with self._lock:
+            self._epochs.setdefault(session_id, epoch)
+
+
+@final
+class Lease:
+    """A writer's hold on its session: the epoch its writes are fenced by.
+
+    While it is held the heartbeat renews it; ``release()`` (``WriterState``
+    calls it when the writer fails or closes) hands it back to be freed by the
+    heartbeat's thread (never a database call on the trio thread). ``lost`` is
+    set when the heartbeat finds it taken over."""
+
+    __slots__ = ("epoch", "heartbeat", "held", "lost", "session_id")
+
+    def __init__(self, heartbeat: Heartbeat, session_id: str, epoch: int) -> None:
+        self.heartbeat = heartbeat
+        self.session_id = session_id
+        self.epoch = epoch
+        self.held = True
+        self.lost = False
+        heartbeat.hold(self)
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.heartbeat.let_go(self)
+
+
+@final
+class Heartbeat:
+    """Renews the held leases from a thread of its own, every third of the lease's
+    length, in one statement; marks a lease taken over as ``lost``; frees the
+    leases let go. Runs while a lease is held or waits to be freed, and ends by
+    itself after (a daemon thread: it never keeps a process alive). Its
+    statements are short and bounded by the connection's timeouts."""
+
+    def __init__(self, call: Call, table: LeaseTable) -> None:
+        self._call = call
+        self._table = table
+        self._held: set[Lease] = set()
+        self._freed: list[Leased] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, lease: Lease) -> None:
+        with self._lock:
+            self._held.add(lease)
+            self._start()
+
+    def let_go(self, lease: Leased) -> None:
+        with self._lock:
+            self._held.discard(lease)
+            self._freed.append(lease)
+            self._start()
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Renew and free nothing more (the store is closed: its leases expire)."""
+        with self._lock:
+            self._held.clear()
+            self._freed.clear()
+        self._wake.set()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="trio-agent postgres heartbeat", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        table = self._table
+        interval = table.seconds / 3
+        while True:
+            with self._lock:
+                held, freed, self._freed = list(self._held), self._freed, []
+                if not held and not freed:
+                    self._thread = None
+                    return
+            try:
+                if freed:
+                    self._call("free leases", table.free, freed)
+                if held:
+                    kept = self._call("renew leases", table.renew, held)
+                    for lease in held:
+                        if lease.epoch not in kept.get(lease.session_id, ()):
+                            lease.lost = True
+            except LedgerError:
+                pass  # the next flush says what is wrong; the lease may still be renewed
+            self._wake.wait(interval)
+            self._wake.clear()
