@@ -314,3 +314,27 @@ async def test_two_workers_share_many_sessions_each_input_answered_once(pg_store
             worker.drain()
     assert sum(w.turns for w in workers) == 36 and len(dispatched) == 36
     assert all(w.turns > 0 for w in workers)
+
+
+async def _tables(store) -> set[str]:
+    sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
+    rows = await store.run("list tables", lambda c: c.execute(sql, (store.schema,)).fetchall())
+    return {row[0] for row in rows}
+
+
+async def test_the_fleet_makes_its_inbox_and_the_store_knows_none(pg_store):
+    """The house issue (33): the store's schema held the fleet's inbox table, and
+    the fleet's claims were consulted by the store's take. The store now makes
+    only its own tables; the fleet makes the inbox at its first use; a store that
+    may not create anything gets a clear error, not a missing relation."""
+    store = pg_store()
+    session = Agent(model=CallableModel(lambda request: scripted_response("hi")), store=store)
+    await session.prompt("hello")
+    await session.aclose()
+    assert await _tables(store) == {"records", "leases", "meta"}
+    reader = pg_store(schema=store.schema, create_schema=False)
+    with pytest.raises(LedgerError, match="has no fleet inbox, and may not make one"):
+        await submit(reader, session.session_id, "hi")
+    number = await submit(store, session.session_id, "more")
+    assert "inbox" in await _tables(store) and number >= 1
+    assert await submit(reader, session.session_id, "and more") == number + 1

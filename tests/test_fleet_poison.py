@@ -11,6 +11,7 @@ from test_fleet import _answers, add, dispatched
 
 from trio_agent import LedgerError, TextBlock, TranscriptError, UserMessage
 from trio_agent.fleet import Worker, agent_maker, submit, wait_for_turn
+from trio_agent.fleet._inbox import inbox_ready
 from trio_agent.limits import MAX_CONTENT_BLOCKS
 from trio_agent.testing import CallableModel
 
@@ -38,6 +39,7 @@ async def _queue_raw(store, session_id: str, body: bytes, create: bool = True) -
     """A row as an older client (or a hand) could have queued it, past ``submit``'s checks."""
     sql = f"""INSERT INTO "{store.schema}".inbox (session_id, content, create_session)
               VALUES (%s, %s, %s) RETURNING id"""
+    await inbox_ready(store)  # the fleet's table (submit and the workers make it)
     return await store.run(
         "queue raw input",
         lambda c: c.execute(sql, (session_id, body, create)).fetchone()[0],

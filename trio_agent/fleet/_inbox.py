@@ -152,8 +152,8 @@ async def submit(
         raise ValueError("message must not be empty")
     if type(create) is not bool:
         raise TypeError(f"create must be a bool, got {create!r}")
+    await inbox_ready(store)  # the fleet's table, made where missing (the store may)
     body = msgspec.json.encode(checked_content(content, session_id))
-    await inbox_ready(store)
     return await store.run(
         f"queue input for session {session_id!r}", _insert, store, session_id, body, create
     )

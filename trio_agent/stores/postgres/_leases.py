@@ -24,11 +24,23 @@ from ...ledger import LeaseLostError, LedgerError, SessionLockedError
 if TYPE_CHECKING:
     from psycopg import Connection
 
-__all__ = ["Handoff", "Heartbeat", "Held", "Lease", "LeaseTable", "Leased"]
+__all__ = ["Handoff", "Heartbeat", "Held", "Lease", "LeaseTable", "Leased", "Owner"]
 
-Call = Callable[..., Any]
-"""The store's ``call``: ``call(what, function, *args)`` runs ``function(connection,
-*args)`` in one transaction, in the calling thread."""
+
+class Owner(Protocol):
+    """What the heartbeat works through: the store's ``call`` (``call(what,
+    function, *args)`` runs ``function(connection, *args)`` in one transaction,
+    in the calling thread), its lease statements and the lease's length."""
+
+    lease_seconds: float
+
+    def call(self, what: str, function: Callable[..., Any], *args: Any) -> Any: ...
+
+    def renew(
+        self, connection: Connection[Any], leases: Sequence[Leased]
+    ) -> dict[str, set[int]]: ...
+
+    def free(self, connection: Connection[Any], leases: Sequence[Leased]) -> None: ...
 
 
 class Leased(Protocol):
@@ -219,9 +231,8 @@ class Heartbeat:
     itself after (a daemon thread: it never keeps a process alive). Its
     statements are short and bounded by the connection's timeouts."""
 
-    def __init__(self, call: Call, table: LeaseTable) -> None:
-        self._call = call
-        self._table = table
+    def __init__(self, owner: Owner) -> None:
+        self._owner = owner
         self._held: set[Lease] = set()
         self._freed: list[Leased] = []
         self._lock = threading.Lock()
@@ -255,8 +266,8 @@ class Heartbeat:
             self._thread.start()
 
     def _run(self) -> None:
-        table = self._table
-        interval = table.seconds / 3
+        owner = self._owner
+        interval = owner.lease_seconds / 3
         while True:
             with self._lock:
                 held, freed, self._freed = list(self._held), self._freed, []
@@ -265,9 +276,9 @@ class Heartbeat:
                     return
             try:
                 if freed:
-                    self._call("free leases", table.free, freed)
+                    owner.call("free leases", owner.free, freed)
                 if held:
-                    kept = self._call("renew leases", table.renew, held)
+                    kept = owner.call("renew leases", owner.renew, held)
                     for lease in held:
                         if lease.epoch not in kept.get(lease.session_id, ()):
                             lease.lost = True

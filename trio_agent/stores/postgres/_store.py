@@ -238,7 +238,7 @@ class PostgresStore:
         self._pool: list[ConnectionPool] = []  # the open pool, shared with the finalizer
         self._pool_lock = threading.Lock()
         self.leases = LeaseTable(self.schema, self.holder, self.lease_seconds, repr(self))
-        self.heartbeat = Heartbeat(self.call, self.leases)
+        self.heartbeat = Heartbeat(self)
         self.handoff = Handoff()  # leases taken for a writer still to come
         self.commits = GroupCommit(self)
         weakref.finalize(self, _close_pool, self._pool)
@@ -431,6 +431,10 @@ class PostgresStore:
 
     def lease_lost(self, session_id: str, epoch: int) -> LeaseLostError:
         return self.leases.lost(session_id, epoch)
+
+    def renew(self, connection: Connection[Any], leases: Sequence[Leased]) -> dict[str, set[int]]:
+        """Renew the held ``leases`` in one statement; the epochs still held, by session."""
+        return self.leases.renew(connection, leases)
 
     def free(self, connection: Connection[Any], leases: Sequence[Leased]) -> None:
         """Let the sessions go now (their epochs stay: the next holder counts on)."""
