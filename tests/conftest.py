@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 import trio
 
-sys.path.insert(0, str(Path(__file__).parent))
+# The shared helpers (tests/support/) import by their plain names from any folder.
+sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 pytest_plugins = ["proxyserver"]  # a real proxy server (proxy.py) for the proxy tests
 
@@ -24,7 +25,7 @@ async def loopback():
 @pytest.fixture(scope="session")
 def pg_cluster():
     """A throwaway PostgreSQL cluster for the whole run (unix socket only),
-    started on first use and removed at the end (tests/pg_cluster.py)."""
+    started on first use and removed at the end (tests/support/pg_cluster.py)."""
     from pg_cluster import Cluster
 
     cluster = Cluster().start()

@@ -1,18 +1,18 @@
 """The Anthropic adapter and richer content (issue 15): images and documents in
 requests, thinking streamed, kept and sent back with its signature, redacted
 thinking, refusals. Against the real loopback server, with the recorded wire
-fixtures of tests/fixtures/wire/ (see SOURCES.md there)."""
+fixtures of tests/support/fixtures/wire/ (see SOURCES.md there)."""
 
 from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import settle
 from loopback import Reply
+from recorded_wire import served, wire
 
 from trio_agent import (
     Agent,
@@ -42,21 +42,8 @@ from trio_agent.limits import MAX_STEP_CHUNKS
 from trio_agent.providers import AnthropicModel
 
 KEY = "sk-test-SECRET-0123456789"
-WIRE = Path(__file__).parent / "fixtures" / "wire"
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01"
 PDF = b"%PDF-1.4\n1 0 obj << >> endobj\n%%EOF\n"
-
-
-def wire(name: str) -> bytes:
-    """A recorded stream of tests/fixtures/wire/, its bytes unchanged."""
-    return (WIRE / name).read_bytes()
-
-
-def served(name: str) -> bytes:
-    """A recorded stream as a server sends it: some recordings lost the blank line
-    after their last event (SOURCES.md), which the API sends; it is put back."""
-    body = wire(name)
-    return body if body.endswith(b"\n\n") else body + b"\n\n"
 
 
 def wire_events(name: str) -> list[dict[str, Any]]:

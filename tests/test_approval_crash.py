@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import trio
 from approval_child import SESSION, make_tools, model, open_store
+from paths import SUPPORT
 
 from trio_agent import TOOL_OUTCOME_UNKNOWN, Agent, ToolResultMessage, validate_transcript
 
-CHILD = Path(__file__).parent / "approval_child.py"
+CHILD = SUPPORT / "approval_child.py"
 MARKS = {"hold": b"held", "decide": b"decided", "dispatch": b"dispatched", "answer": b"answered"}
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from paths import LEDGERS
 
 from trio_agent import (
     AssistantMessage,
@@ -595,7 +596,7 @@ def test_a_decision_that_does_not_say_approved_is_a_rejection():
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
 async def test_old_ledgers_load_with_nothing_pending(tmp_path, kind):
-    old = Path(__file__).parent / "fixtures" / "ledgers"
+    old = LEDGERS
     name = "pre15.jsonl" if kind == "jsonl" else "pre15.db"
     shutil.copy(old / name, tmp_path / name)
     store = JsonlStore(tmp_path) if kind == "jsonl" else SqliteStore(tmp_path / name)

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from cli_runner import ENV, TRIO_AGENT, cli, command, text_stream
 from loopback import Reply
 from make_fixtures import USAGE, openai_chunk
-from test_cli import ENV, TRIO_AGENT, cli, command, text_stream
 
 from trio_agent import Agent, JsonlStore
 from trio_agent.testing import ScriptedModel

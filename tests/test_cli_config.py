@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import trio
+from cli_runner import BASE_ENV, ENV, TRIO_AGENT, call_stream, cli, command, text_stream
 from loopback import Reply, fixture
-from test_cli import BASE_ENV, ENV, TRIO_AGENT, call_stream, cli, command, text_stream
 
 import trio_agent
 from trio_agent.ledger import derive

@@ -7,9 +7,9 @@ from __future__ import annotations
 import base64
 import sys
 
+from cli_runner import call_stream, cli, command
 from loopback import Reply
 from make_fixtures import openai_chunk
-from test_cli import call_stream, cli, command
 
 from trio_agent import (
     Agent,

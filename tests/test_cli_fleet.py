@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 import trio
+from cli_runner import ENV, TRIO_AGENT, call_stream, cli, command, text_stream
 from loopback import Reply
-from test_cli import ENV, TRIO_AGENT, call_stream, cli, command, text_stream
 
 pytest.importorskip("psycopg")
 

@@ -1,5 +1,5 @@
 """``trio-agent run --mcp/--mcp-http`` (issue 20): MCP servers as tool sources on
-the command line, each a real server (tests/mcp_servers/demo.py) used by a real
+the command line, each a real server (tests/support/mcp_servers/demo.py) used by a real
 CLI subprocess against the loopback provider."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 import trio
+from cli_runner import ENV, TRIO_AGENT, call_stream, cli, command, text_stream
 from loopback import Reply
 from mcp_http_server import demo_over_http
-from test_cli import ENV, TRIO_AGENT, call_stream, cli, command, text_stream
+from paths import MCP_SERVERS
 
 pytest.importorskip("mcp")
 
@@ -22,7 +23,7 @@ from trio_agent.stores import parse_jsonl
 from trio_agent.tools import Tool
 
 WAIT = 60
-SERVERS = Path(__file__).parent / "mcp_servers"
+SERVERS = MCP_SERVERS
 DEMO = shlex.join([sys.executable, str(SERVERS / "demo.py")])
 
 

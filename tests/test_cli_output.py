@@ -10,8 +10,8 @@ import re
 import subprocess
 
 import trio
+from cli_runner import ENV, call_stream, cli, command, text_stream
 from loopback import Reply
-from test_cli import ENV, call_stream, cli, command, text_stream
 
 CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")  # anything but \t and \n
 

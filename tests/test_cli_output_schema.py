@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from cli_runner import RecordLine, call_stream, cli, command, event_lines, text_stream
 from loopback import Reply
-from test_cli import RecordLine, call_stream, cli, command, event_lines, text_stream
 
 from trio_agent import OUTPUT_TOOL_NAME
 from trio_agent.cli._errors import UsageError

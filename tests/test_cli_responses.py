@@ -3,15 +3,12 @@ loopback server answering with recorded Responses streams."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from cli_runner import BASE_ENV, ENV, TRIO_AGENT, cli
 from loopback import Reply
-from test_cli import BASE_ENV, ENV, TRIO_AGENT, cli
+from paths import WIRE
 
 from trio_agent.ledger import derive
 from trio_agent.stores import parse_jsonl
-
-WIRE = Path(__file__).parent / "fixtures" / "wire"
 
 
 def wire(name: str) -> bytes:

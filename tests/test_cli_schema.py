@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import typing
 
+from cli_runner import TRIO_AGENT, call_stream, cli, command, text_stream
 from loopback import Reply
-from test_cli import TRIO_AGENT, call_stream, cli, command, text_stream
 
 from trio_agent.events import Event, RunResult, SessionEvent, TurnEnd, TurnResult
 from trio_agent.ledger import Record

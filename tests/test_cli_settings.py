@@ -4,8 +4,8 @@ them; a bad one is a usage error before anything runs."""
 
 from __future__ import annotations
 
+from cli_runner import TRIO_AGENT, cli, command, text_stream
 from loopback import Reply
-from test_cli import TRIO_AGENT, cli, command, text_stream
 
 from trio_agent.ledger import derive
 from trio_agent.stores import parse_jsonl

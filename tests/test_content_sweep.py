@@ -6,7 +6,7 @@ resume can go on with it."""
 
 from __future__ import annotations
 
-from test_anthropic_content import KEY, served
+from recorded_wire import served
 
 from trio_agent import (
     Agent,
@@ -23,6 +23,7 @@ from trio_agent.ledger import derive
 from trio_agent.providers import AnthropicModel
 from trio_agent.testing import ScriptedModel, assert_run_invariants, explore_cancellation
 
+KEY = "sk-test-SECRET-0123456789"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(24)
 
 

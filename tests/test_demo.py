@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import msgspec
-from test_cli import EventLine
+from cli_runner import EventLine
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,17 +10,17 @@ import signal
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
 import trio
+from paths import SUPPORT
 
 from trio_agent.fleet import submit, wait_for_turn
 from trio_agent.ledger import MessageRecord
 
 pytest.importorskip("psycopg")
 
-CHILD = Path(__file__).with_name("fleet_child.py")
+CHILD = SUPPORT / "fleet_child.py"
 SESSIONS = 200
 TURNS = 3
 WORKERS = 4
@@ -32,7 +32,7 @@ def _start(dsn: str, schema: str) -> subprocess.Popen[bytes]:
         [sys.executable, str(CHILD), dsn, schema],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        cwd=Path(__file__).parent,
+        cwd=SUPPORT,
     )
     return child
 

@@ -203,7 +203,7 @@ async def test_a_refused_creation_does_not_count_as_a_session_to_come(pg_store):
 
 
 async def test_show_with_a_mistyped_schema_makes_nothing(pg_cluster):
-    from test_cli import TRIO_AGENT, cli
+    from cli_runner import TRIO_AGENT, cli
 
     shown = await cli([*TRIO_AGENT, "show", "--dsn", pg_cluster.dsn, "--schema", "typo_x", "s"])
     assert shown.returncode == 1 and b"no trio-agent schema 'typo_x'" in shown.stderr

@@ -15,8 +15,7 @@ import pytest
 import trio
 from helpers import tls_contexts
 from loopback import Loopback, Reply
-from test_http_probes import anthropic_hello
-from test_provider_regressions import DONE, choice, read, sse
+from sse_bodies import DONE, anthropic_hello, choice, read, sse
 
 from trio_agent import (
     ModelRequest,

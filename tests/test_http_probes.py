@@ -14,7 +14,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loopback import Reply, fixture
-from test_provider_regressions import DONE, choice, read, sse
+from sse_bodies import DONE, anthropic_hello, choice, read, sse
 
 from trio_agent import (
     Agent,
@@ -50,21 +50,6 @@ def responses(loopback):
 MAKERS = pytest.mark.parametrize("make", [openai, anthropic, responses])
 
 HELLO = sse(choice({"content": "Hello"}), choice({"content": " world"}), choice({}, "stop")) + DONE
-
-
-def anthropic_hello() -> bytes:
-    events = [
-        {"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 3}}},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}},
-        {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}},
-        {"type": "message_stop"},
-    ]
-    return b"".join(
-        b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n"
-        for e in events
-    )
 
 
 def parse(pieces: list[bytes]) -> list[bytes]:

@@ -1,5 +1,5 @@
 """Models behind a proxy (issue 16 item 2, DESIGN 11.3), through a real one
-(proxy.py, tests/proxyserver.py): the environment's proxy variables (as curl
+(proxy.py, tests/support/proxyserver.py): the environment's proxy variables (as curl
 reads them, and HTTP_PROXY as urllib does), ``proxy=`` over them and
 ``proxy=None`` without, https through a CONNECT tunnel with TLS inside it,
 plain http in absolute form, credentials from the URL sent and kept out of
@@ -17,8 +17,7 @@ import trustme
 from loopback import Loopback, Reply
 from proxyserver import PROXY_PASSWORD, PROXY_USER
 from rawserver import Raw
-from test_http_probes import anthropic_hello
-from test_provider_regressions import DONE, choice, read, sse
+from sse_bodies import DONE, anthropic_hello, choice, read, sse
 
 from trio_agent import (
     ModelAuthenticationError,

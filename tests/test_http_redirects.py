@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 import trio
 from loopback import Loopback, Reply
-from test_http_probes import anthropic_hello
-from test_provider_regressions import DONE, choice, read, sse
+from sse_bodies import DONE, anthropic_hello, choice, read, sse
 
 from trio_agent import ModelRequest, ModelRequestError, TextDelta, UserMessage
 from trio_agent.providers import AnthropicModel, OpenAIChatModel

@@ -2,7 +2,7 @@
 pinned: the sans-IO wire layer's strictness (h11's rules), bytes after a body
 over TLS, bodiless statuses, an answer sent before the request was all taken,
 and a redirect through a forwarding proxy. The socket tests use a scripted raw
-server (tests/rawserver.py)."""
+server (tests/support/rawserver.py)."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 from crash_child import SESSION, STEPS, StepwiseModel, make_tools, open_store
+from paths import SUPPORT
 
 from trio_agent import (
     TOOL_OUTCOME_UNKNOWN,
@@ -23,8 +24,8 @@ from trio_agent import (
 )
 from trio_agent.ledger import SessionLockedError, derive
 
-CHILD = Path(__file__).parent / "crash_child.py"
-RACER = Path(__file__).parent / "race_child.py"
+CHILD = SUPPORT / "crash_child.py"
+RACER = SUPPORT / "race_child.py"
 TRIALS = {"jsonl": 100, "sqlite": 40, "postgres": 20}
 RACES = 8
 SEED = 20261129

@@ -19,6 +19,7 @@ import msgspec
 import pytest
 import trio
 from helpers import add, call
+from paths import SUPPORT
 
 from trio_agent import (
     MAX_ARGUMENT_ENTRIES,
@@ -228,7 +229,7 @@ async def test_a_real_full_disk_loses_no_session_and_both_stores_work_once_space
 ):
     # A tmpfs of 2 MiB per store, filled mid-session, in a mount namespace of the
     # child's own: as root, or as a user where user namespaces are allowed.
-    child = Path(__file__).parent / "full_disk_child.py"
+    child = SUPPORT / "full_disk_child.py"
     as_root = [] if os.geteuid() == 0 else ["--map-root-user"]
     done = await trio.run_process(
         ["unshare", "--mount", *as_root, sys.executable, str(child), str(tmp_path)],
@@ -965,7 +966,7 @@ async def test_sqlite_creating_a_session_never_waits_on_a_busy_database(tmp_path
 
 @pytest.mark.parametrize("mode", ["fsync", "lock"])
 async def test_a_process_that_forks_keeps_fsyncing_and_lets_its_locks_go(tmp_path, mode):
-    child = Path(__file__).parent / "fork_child.py"
+    child = SUPPORT / "fork_child.py"
     with trio.fail_after(30):
         done = await trio.run_process(
             [sys.executable, str(child), str(tmp_path), mode], capture_stdout=True, check=False

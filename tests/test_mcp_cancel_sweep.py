@@ -6,12 +6,12 @@ keeps serving; a cancelled call is cancelled on the server too."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 from helpers import call
+from paths import DEMO_SERVER
 
 pytest.importorskip("mcp")
 
@@ -31,7 +31,7 @@ from trio_agent.testing import (
     scripted_response,
 )
 
-DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+DEMO = str(DEMO_SERVER)
 
 
 @pytest.mark.parametrize("execution", ["sequential", "parallel"])

@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from pathlib import Path
 
 import pytest
 import trio
 from helpers import call
+from paths import MCP_SERVERS
 
 pytest.importorskip("mcp")
 
@@ -20,7 +20,7 @@ from trio_agent import ToolRegistry, execute_tool_call
 from trio_agent.mcp import MCPServerError, MCPServerStdio
 
 WAIT = 20
-SERVERS = Path(__file__).parent / "mcp_servers"
+SERVERS = MCP_SERVERS
 DEMO = str(SERVERS / "demo.py")
 
 

@@ -5,12 +5,12 @@ progress, and a server that is down."""
 from __future__ import annotations
 
 import gc
-from pathlib import Path
 
 import pytest
 import trio
 from helpers import call
 from mcp_http_server import demo_over_http, free_port
+from paths import DEMO_SERVER
 
 pytest.importorskip("mcp")
 
@@ -24,7 +24,7 @@ from trio_agent.tools import ToolContext
 pytestmark = pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
 
 WAIT = 20
-DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+DEMO = str(DEMO_SERVER)
 
 
 @pytest.fixture

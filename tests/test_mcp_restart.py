@@ -9,12 +9,12 @@ from __future__ import annotations
 import gc
 import logging
 import sys
-from pathlib import Path
 
 import pytest
 import trio
 from helpers import call
 from mcp_http_server import demo_over_http, free_port
+from paths import DEMO_SERVER
 
 pytest.importorskip("mcp")
 
@@ -25,7 +25,7 @@ from trio_agent.mcp import MCPServerError, MCPServerHTTP, MCPServerStdio
 pytestmark = pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
 
 WAIT = 30
-DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+DEMO = str(DEMO_SERVER)
 
 
 async def run_call(tools: ToolRegistry, name: str, arguments: dict, id: str = "c1"):

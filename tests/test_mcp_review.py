@@ -3,8 +3,8 @@ named after what went wrong: a ``$ref`` fetched or read, a call held by list
 changes, a crash hidden by a child holding stdout, a redeployed HTTP server,
 a failed restart retried by every waiting call, a listing that stalled the
 loop, secrets in error results, a response too deep to parse, a line over the
-limit, leaving the block during a restart. Servers: tests/mcp_servers/review/
-(written with the SDK's ``MCPServer``) and tests/mcp_servers/demo.py."""
+limit, leaving the block during a restart. Servers: tests/support/mcp_servers/edge/
+(written with the SDK's ``MCPServer``) and tests/support/mcp_servers/demo.py."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import http.server
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import trio
+from paths import DEMO_SERVER, EDGE_SERVERS
 
 pytest.importorskip("mcp")
 
@@ -23,8 +23,8 @@ from trio_agent import ToolCall
 from trio_agent.mcp import MCPServerError, MCPServerHTTP, MCPServerStdio
 from trio_agent.tools import ToolError, ToolRegistry, execute_tool_call
 
-HERE = Path(__file__).parent / "mcp_servers" / "review"
-DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+HERE = EDGE_SERVERS
+DEMO = str(DEMO_SERVER)
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Async generator 'http(x|core)2\\.:ResourceWarning"  # README: the SDK's, over HTTP
 )

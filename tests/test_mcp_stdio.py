@@ -1,6 +1,6 @@
 """MCP servers over stdio as tool sources (issue 20): listing, calls, results,
 cancellation, progress, list_changed, and tools used by an ``Agent``; against
-a real server written with the SDK's ``MCPServer`` (tests/mcp_servers/demo.py)."""
+a real server written with the SDK's ``MCPServer`` (tests/support/mcp_servers/demo.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 from helpers import call, user
+from paths import DEMO_SERVER
 
 pytest.importorskip("mcp")
 
@@ -20,7 +21,7 @@ from trio_agent.messages import ImageBlock, TextBlock
 from trio_agent.testing import ScriptedModel, scripted_response
 
 WAIT = 20  # seconds a test waits for what must happen long before
-DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+DEMO = str(DEMO_SERVER)
 
 
 def demo(**options) -> MCPServerStdio:

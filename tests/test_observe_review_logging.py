@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 
 import trio
 from helpers import call
+from paths import DEMO_SERVER
 
 from trio_agent import Agent
 from trio_agent.mcp import MCPServerStdio
 from trio_agent.testing import ScriptedModel, scripted_response
 
 SECRET = "the launch code is 0451"
-DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+DEMO = str(DEMO_SERVER)
 
 
 async def test_mcp_tool_arguments_reach_the_info_log(caplog):

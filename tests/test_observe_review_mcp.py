@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 
 from helpers import call
 from opentelemetry import trace
 from otel_helpers import otel_sdk
+from paths import DEMO_SERVER
 
 from trio_agent import Agent
 from trio_agent.mcp import MCPServerStdio
 from trio_agent.testing import ScriptedModel, scripted_response
 
-DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+DEMO = str(DEMO_SERVER)
 
 
 def script(n):

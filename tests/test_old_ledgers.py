@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from paths import LEDGERS
 
 from trio_agent import (
     Agent,
@@ -26,7 +27,7 @@ from trio_agent.ledger import TurnEndRecord, derive
 from trio_agent.stores import SqliteStore
 from trio_agent.testing import ScriptedModel, scripted_response
 
-OLD = Path(__file__).parent / "fixtures" / "ledgers"
+OLD = LEDGERS
 EXPECTED = [
     UserMessage("user-1", "What is 20 + 22?"),
     AssistantMessage("message-r1", (ToolCall("call-1", "add", {"left": 20, "right": 22}),)),

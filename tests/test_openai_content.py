@@ -1,16 +1,16 @@
 """OpenAIChatModel and richer content (issue 15): images and documents in the
 documented request forms, reasoning from compatible servers, and the refusal and
 content_filter stop reasons; over the real loopback server with the recorded
-streams in tests/fixtures/wire/ (see SOURCES.md there)."""
+streams in tests/support/fixtures/wire/ (see SOURCES.md there)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from loopback import Reply
+from paths import WIRE
 
 from trio_agent import (
     AssistantMessage,
@@ -32,7 +32,6 @@ from trio_agent import (
 from trio_agent.providers import OpenAIChatModel
 
 KEY = "sk-test-SECRET-0123456789"
-WIRE = Path(__file__).parent / "fixtures" / "wire"
 PNG = b"\x89PNG\r\n\x1a\n"
 PNG_URL = "data:image/png;base64,iVBORw0KGgo="  # base64 of PNG, worked out by hand
 PDF = b"%PDF-1.4\n"
@@ -40,7 +39,7 @@ PDF_URL = "data:application/pdf;base64,JVBERi0xLjQK"
 
 
 def wire(name: str) -> bytes:
-    """A recorded stream of tests/fixtures/wire/, as the server sent it."""
+    """A recorded stream of tests/support/fixtures/wire/, as the server sent it."""
     return (WIRE / name).read_bytes()
 
 

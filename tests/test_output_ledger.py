@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from paths import LEDGERS
 
 from trio_agent import (
     OUTPUT_INVALID,
@@ -216,7 +216,7 @@ async def test_resume_gives_the_same_transcript_and_knows_the_last_output(store)
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
 async def test_an_old_ledger_without_the_record_loads_and_then_records_one(tmp_path, kind):
-    old = Path(__file__).parent / "fixtures" / "ledgers"
+    old = LEDGERS
     if kind == "jsonl":
         shutil.copy(old / "pre15.jsonl", tmp_path / "pre15.jsonl")
         store: Any = JsonlStore(tmp_path)

@@ -73,8 +73,8 @@ async def test_the_cli_summary_and_show_print_the_cost(loopback, tmp_path):
     import re
     import sys
 
+    from cli_runner import cli, command
     from loopback import Reply, fixture
-    from test_cli import cli, command
 
     ledger = tmp_path / "s.jsonl"
     loopback.replies.append(Reply(body=fixture("openai_text.sse")))

@@ -9,6 +9,7 @@ import json
 
 from loopback import Reply
 from make_fixtures import openai_chunk
+from paths import WIRE
 
 from trio_agent import (
     MAX_STEP_CHUNKS,
@@ -123,12 +124,11 @@ async def test_long_thinking_one_delta_per_read_stays_within_the_chunk_budget(lo
 
 
 async def test_a_long_responses_answer_one_delta_per_read_stays_within_the_budget(loopback):
-    from pathlib import Path
 
     from trio_agent.providers import OpenAIResponsesModel
 
     # the recorded answer, with its seven text deltas replaced by DELTAS of our own
-    recorded = (Path(__file__).parent / "fixtures" / "wire" / "responses_text.sse").read_text()
+    recorded = (WIRE / "responses_text.sse").read_text()
     events = [e + "\n\n" for e in recorded.strip().split("\n\n")]
     first = next(i for i, e in enumerate(events) if "response.output_text.delta" in e)
     template = events[first]

@@ -8,6 +8,7 @@ import msgspec
 import pytest
 import trio
 from loopback import Reply, fixture
+from sse_bodies import DONE, choice, read, sse
 
 from trio_agent import (
     Agent,
@@ -39,25 +40,6 @@ def openai(loopback, **options):
 
 def anthropic(loopback, **options):
     return AnthropicModel("m", api_key=KEY, base_url=loopback.url, **options)
-
-
-async def read(model, request=REQUEST):
-    async with model.stream(request) as stream:
-        chunks = [c async for c in stream]
-        return chunks, await stream.response()
-
-
-def sse(*bodies) -> bytes:
-    return b"".join(
-        b"data: " + json.dumps(b, separators=(",", ":")).encode() + b"\n\n" for b in bodies
-    )
-
-
-def choice(delta, finish=None, index=0):
-    return {"id": "c", "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
-
-
-DONE = b"data: [DONE]\n\n"
 
 
 async def test_an_in_stream_error_is_typed_redacted_and_not_retried(loopback, tmp_path):

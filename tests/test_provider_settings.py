@@ -8,12 +8,12 @@ real loopback server, answered with real recorded streams."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from key_forms import assert_scrubbed, every_form
 from loopback import Reply, fixture
-from test_provider_secrets import assert_scrubbed, every_form
+from paths import WIRE
 
 from trio_agent import (
     ModelAuthenticationError,
@@ -26,7 +26,6 @@ from trio_agent import (
 )
 from trio_agent.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 
-WIRE = Path(__file__).parent / "fixtures" / "wire"
 KEY = "sk-test-SECRET-0123456789"
 ADD = ToolSpec("add", "Add two integers.", {"type": "object", "properties": {}})
 MUL = ToolSpec("mul", "Multiply two integers.", {"type": "object", "properties": {}})

@@ -1,5 +1,5 @@
 """The CONNECT tunnel (``open_tunnel``) through a real proxy (proxy.py, see
-tests/proxyserver.py) to a TLS server on loopback, TLS inside the tunnel; and
+tests/support/proxyserver.py) to a TLS server on loopback, TLS inside the tunnel; and
 against a scripted proxy on memory streams, for the answers a real one does not
 give on demand (garbage, a slow or silent proxy, extra bytes). ``refused``, what
 a proxy's refusal stands for, of a tunnel or of a forwarded request, the same

@@ -1,15 +1,15 @@
 """The OpenAI Responses adapter against a real loopback HTTP server, on recorded
-streams (tests/fixtures/wire, see SOURCES.md) and, where no recording exists,
+streams (tests/support/fixtures/wire, see SOURCES.md) and, where no recording exists,
 streams built from the event shapes FORMATS.md section c documents."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import msgspec
 import pytest
 from loopback import Reply
+from paths import WIRE
 
 from trio_agent import (
     REJECTED_ARGUMENTS,
@@ -37,7 +37,6 @@ from trio_agent import (
 from trio_agent.engine._step import StepCheck
 from trio_agent.providers import OpenAIResponsesModel
 
-WIRE = Path(__file__).parent / "fixtures" / "wire"
 KEY = "sk-test-SECRET-0123456789"
 SPEC = ToolSpec("get_capital", "The capital of a country.", {"type": "object", "properties": {}})
 PNG = b"\x89PNG\r\n\x1a\nfake"

@@ -18,14 +18,13 @@ from pathlib import Path
 
 import pytest
 import trio
+from paths import ROOT
 
 from trio_agent import Agent, SqliteStore, UserMessage
 from trio_agent.ledger import Ledger
 from trio_agent.session._state import SessionState
 from trio_agent.stores import JsonlStore
 from trio_agent.testing import ScriptedModel, scripted_response
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def model(n: int = 4) -> ScriptedModel:

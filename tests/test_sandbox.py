@@ -188,8 +188,8 @@ def test_auto_falls_back_with_a_warning_and_bwrap_refuses(tmp_path, monkeypatch,
 
 
 async def test_the_cli_says_which_sandbox_is_in_force_and_refuses_a_missing_one(loopback, tmp_path):
+    from cli_runner import ENV, cli, command, text_stream
     from loopback import Reply
-    from test_cli import ENV, cli, command, text_stream
 
     loopback.replies.append(Reply(body=text_stream("ok")))
     done = await cli(command(loopback, tmp_path, "run", "--allow-network", "hi"))

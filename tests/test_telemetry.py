@@ -5,12 +5,12 @@ parallel batches, retries, content off and on, and no secret anywhere."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 from helpers import add, call
+from paths import WIRE
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -401,12 +401,11 @@ async def test_tracing_that_cannot_start_never_fails_a_turn(sdk, monkeypatch, ca
     assert len(warned) == 1 and "TypeError" in warned[0].getMessage()
 
 
-WIRE = Path(__file__).parent / "fixtures" / "wire"
 KEY = "sk-otel-test-0123456789"
 
 
 def recorded(name: str) -> Reply:
-    """A recorded stream of tests/fixtures/wire/ (see SOURCES.md there) as a
+    """A recorded stream of tests/support/fixtures/wire/ (see SOURCES.md there) as a
     server sends it: the blank line some recordings lost after their last event
     put back."""
     body = (WIRE / name).read_bytes()

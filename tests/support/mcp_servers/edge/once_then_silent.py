@@ -1,5 +1,5 @@
 """Start the demo MCP server the first time; afterwards (marker file present) start
-a server that never answers initialize (tests/mcp_servers/silent.py): a restart
+a server that never answers initialize (tests/support/mcp_servers/silent.py): a restart
 that hangs, as a server whose backend is down might."""
 
 import os
