@@ -21,7 +21,8 @@ from trio_agent.testing import NetworkBlockedError, _guard, block_network
 
 pytest_plugins = ["pytester"]
 
-HERE = "tests/test_testing_guard.py"
+
+HERE = "tests/testing/test_guard.py"
 KEY = "sk-test-0123456789"  # a one-letter key would be scrubbed out of every message
 PROVIDERS = {
     "openai": lambda url: OpenAIChatModel(

@@ -1,4 +1,7 @@
-"""``scripted_runs(tools=...)``: scripts whose calls carry arguments valid for each tool."""
+"""The hypothesis strategies of ``trio_agent.testing.strategies`` (issue 7): any
+scripted run keeps the invariants, with or without a cancel; arguments at a limit
+pass and just outside it are protocol errors; ``scripted_runs(tools=...)`` gives
+scripts whose calls carry arguments valid for each tool."""
 
 from __future__ import annotations
 
@@ -9,12 +12,99 @@ from typing import Annotated, Any, Literal, Optional
 import msgspec
 import pytest
 import trio
+import trio.lowlevel
+from helpers import add, user
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from trio_agent import Agent, ToolCall, ToolRegistry, UserMessage, tool
-from trio_agent.testing import ScriptedModel
-from trio_agent.testing.strategies import scripted_runs
+from trio_agent import (
+    Agent,
+    ToolCall,
+    ToolRegistry,
+    UserMessage,
+    check_arguments,
+    run_agent_loop,
+    tool,
+)
+from trio_agent.testing import (
+    ScriptedModel,
+    assert_run_invariants,
+    explore_cancellation,
+    scripted_response,
+)
+from trio_agent.testing.strategies import (
+    arguments_at_limits,
+    arguments_outside_limits,
+    scripted_runs,
+)
+
+
+@tool
+async def echo(text: str) -> str:
+    """Echo."""
+    return text
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(scripted_runs(["echo", "add"]), st.none() | st.integers(0, 60))
+def test_any_scripted_run_keeps_the_invariants_with_or_without_a_cancel(script, cancel_at):
+    async def main():
+        def scenario():
+            return run_agent_loop(
+                messages=[user()],
+                model=ScriptedModel(script),
+                tools=ToolRegistry([echo, add]),
+                max_steps=4,
+            )
+
+        # only=k: cancel after checkpoint k (a k past the end cancels nothing)
+        report = await explore_cancellation(
+            scenario, assert_run_invariants, only=10**9 if cancel_at is None else cancel_at
+        )
+        if cancel_at is None:
+            assert report.outcomes[0] in ("completed", "max_steps")
+
+    trio.run(main)
+
+
+@settings(max_examples=30, deadline=None)
+@given(arguments_outside_limits())
+def test_arguments_just_outside_a_limit_are_protocol_errors(arguments):
+    from trio_agent import ToolCall
+
+    async def main():
+        script = [scripted_response("r1", [ToolCall("c1", "echo", arguments)])]
+        result = await run_agent_loop(
+            messages=[user()], model=ScriptedModel(script), tools=ToolRegistry([echo]), max_steps=1
+        ).wait()
+        assert result.code == "MODEL_PROTOCOL_ERROR"
+
+    trio.run(main)
+
+
+@settings(max_examples=20, deadline=None)
+@given(arguments_at_limits())
+def test_arguments_at_a_limit_are_accepted(arguments):
+    assert check_arguments(arguments) == arguments
+
+
+@settings(max_examples=30, deadline=None)
+@given(scripted_runs(["echo", "add"]), st.none() | st.integers(0, 80))
+def test_any_scripted_agent_turn_keeps_the_invariants(script, cancel_at):
+    async def main():
+        def scenario():
+            agent = Agent(model=ScriptedModel(script), tools=ToolRegistry([echo, add]), max_steps=4)
+            agent.steer(UserMessage("s1", "also this"))
+            return agent.turn(UserMessage("u1", "go"))
+
+        await explore_cancellation(
+            scenario, assert_run_invariants, only=10**9 if cancel_at is None else cancel_at
+        )
+
+    trio.run(main)
+
 
 BODIES: list[str] = []
 

@@ -1,4 +1,6 @@
-"""Faults compare and hash by value; which faults use up a script entry (issue 17, item 9)."""
+"""``FaultyModel`` and its faults (issue 7): each fault's effect on the core loop and
+on a session, seeds, misuse; faults compare and hash by value, and which of them use
+up a script entry (issue 17, item 9)."""
 
 from __future__ import annotations
 
@@ -6,8 +8,11 @@ import contextlib
 
 import pytest
 import trio
+import trio.lowlevel
+from helpers import add
+from two_steps import core_run, two_steps
 
-from trio_agent import Agent, RetryPolicy, UserMessage
+from trio_agent import Agent, RetryPolicy, ToolRegistry, UserMessage
 from trio_agent.model import ModelError, ModelRequest, ModelRequestError, TransientModelError
 from trio_agent.testing import (
     CorruptChunk,
@@ -19,6 +24,75 @@ from trio_agent.testing import (
     ScriptedModel,
     scripted_response,
 )
+
+
+@pytest.mark.parametrize(
+    ("fault", "code"),
+    [
+        (RaiseOnCall(call=1), "MODEL_ERROR"),
+        (CutStream(call=2, after=1), "MODEL_ERROR"),
+        (CorruptChunk(call=2, chunk=0), "MODEL_PROTOCOL_ERROR"),
+        (DisagreeingResponse(call=1), "MODEL_PROTOCOL_ERROR"),
+    ],
+)
+async def test_each_fault_has_its_effect_on_the_core_loop(fault, code):
+    model = FaultyModel(ScriptedModel(two_steps()), [fault])
+    result = await core_run(model).wait()
+    assert result.status == "failed" and result.code == code
+    assert model.injected == [fault]
+
+
+async def test_a_hang_is_a_place_to_cancel(autojump_clock):
+    model = FaultyModel(ScriptedModel(two_steps()), [HangAt(call=2, chunk=1)])
+    with trio.move_on_after(10):
+        await core_run(model).wait()
+    assert trio.current_time() == pytest.approx(10)
+
+
+async def test_transient_faults_are_retried_by_a_session(autojump_clock):
+    model = FaultyModel(
+        ScriptedModel([two_steps()[0], two_steps()[0], *two_steps()[1:], two_steps()[1]]),
+        [RaiseOnCall(call=1), CutStream(call=3, after=1)],
+    )
+    agent = Agent(model=model, tools=ToolRegistry([add]), retry=RetryPolicy(jitter=0))
+    result = await agent.prompt(UserMessage("u1", "go"))
+    assert result.end.reason == "completed" and result.final_text == "three, as computed"
+    assert [f.name for f in model.injected] == ["raise", "cut"]
+
+
+async def test_seeded_faults_are_reproducible():
+    async def injected(seed):
+        model = FaultyModel(ScriptedModel(two_steps() * 20), seed=seed, rate=0.5)
+        agent = Agent(model=model, tools=ToolRegistry([add]), retry=RetryPolicy(attempts=1))
+        for n in range(6):
+            await agent.prompt(UserMessage(f"u{n}", "go"))
+        return [repr(f) for f in model.injected]  # exceptions compare by identity
+
+    assert await injected(7) == await injected(7)
+    assert await injected(7) != await injected(8)
+    names = {f.split("(")[0] for seed in range(10) for f in await injected(seed)}
+    assert names == {"RaiseOnCall", "CutStream", "CorruptChunk", "DisagreeingResponse"}
+
+
+def test_fault_misuse_is_refused():
+    with pytest.raises(ValueError, match="need a seed"):
+        FaultyModel(ScriptedModel([]), rate=1.0)
+    with pytest.raises(ValueError, match="two faults"):
+        FaultyModel(ScriptedModel([]), [RaiseOnCall(1), HangAt(1)])
+
+
+async def test_a_fault_past_the_end_of_a_stream_is_not_reported_as_fired():
+    model = FaultyModel(ScriptedModel(two_steps()), [CorruptChunk(call=1, chunk=5)])
+    result = await core_run(model).wait()
+    assert result.status == "completed" and model.injected == []
+
+
+async def test_a_permanent_error_is_not_retried(autojump_clock):
+    model = FaultyModel(ScriptedModel(two_steps()), [RaiseOnCall(1, ValueError("bad key"))])
+    agent = Agent(model=model, tools=ToolRegistry([add]))
+    result = await agent.prompt(UserMessage("u1", "go"))
+    assert result.end.code == "MODEL_ERROR" and model.calls == 1
+
 
 SAME = [
     (RaiseOnCall(3), RaiseOnCall(3)),
