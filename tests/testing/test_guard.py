@@ -155,7 +155,7 @@ SUITE = """
 import os
 
 from trio_agent import Agent, OpenAIChatModel
-from trio_agent.providers import _connection
+from trio_agent.providers.http import _connection
 
 
 async def test_calls_out():
