@@ -1,6 +1,7 @@
-"""Group commit in PostgresStore: flushes of many writers that arrive while a commit
-is under way go together in the next one, each session fenced by its own lease,
-a failure or a cancellation only its own writer's."""
+"""Group commit in PostgresStore (issue 22): flushes of many writers that arrive while
+a commit is under way go together in the next one, each session fenced by its own
+lease, a failure or a cancellation only its own writer's, and a shared commit that
+fails unexpectedly claims nothing stored."""
 
 from __future__ import annotations
 
@@ -194,3 +195,34 @@ async def test_a_cancelled_flush_is_stored_once_whether_it_was_queued_or_sent(
 async def _in_scope(scope, ledger):
     with scope:
         await ledger.barrier("step")
+
+
+async def test_a_shared_commit_that_fails_unexpectedly_reports_no_flush_stored(
+    pg_store, monkeypatch
+):
+    """Issue 22 (review of the group commit): an unexpected error in a shared commit left its
+    writers believing their flushes stored; every writer of the batch fails, and nothing is
+    stored."""
+    from trio_agent.stores.postgres import _commit as _postgres_commit
+
+    store = pg_store()
+    ledgers = {name: _ledger(store, name) for name in ("c", "a", "b")}
+    for ledger in ledgers.values():
+        await ledger.barrier("step")
+    gate = Gate(monkeypatch)
+    held = _postgres_commit.insert_flushes
+
+    def breaks_on_the_shared_batch(connection, store_, batch):
+        if len(batch) > 1:
+            raise RuntimeError("a bug in the driver")
+        return held(connection, store_, batch)
+
+    monkeypatch.setattr(_postgres_commit, "insert_flushes", breaks_on_the_shared_batch)
+    failures = await _a_and_b_behind_c(ledgers, gate)  # the shared batch breaks
+    assert "c" not in failures  # stored alone, before
+    assert sorted(type(failures[name]).__name__ for name in ("a", "b")) == [
+        "LedgerError",
+        "RuntimeError",
+    ]
+    for name in ("a", "b"):  # nothing was stored, and nothing claims it was
+        assert [r.seq for r in (await store.load(name)).records] == [0]

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 import trio
+import trio.testing
 from cli_runner import ENV, TRIO_AGENT, call_stream, cli, command, text_stream
 from loopback import Reply
 
@@ -108,3 +109,19 @@ async def test_fleet_commands_refuse_bad_usage(tmp_path):
         [*TRIO_AGENT, "worker", "--dsn", "x", "--drain-seconds", "-1", "--provider", "openai"]
     )
     assert drain.returncode == 2 and b"number of seconds" in drain.stderr
+
+
+async def test_show_with_a_mistyped_schema_makes_nothing(pg_cluster):
+    """Issue 22 (review of the fleet): ``show --dsn --schema`` with a mistyped schema created that
+    schema; it says there is none and makes nothing."""
+    from cli_runner import TRIO_AGENT, cli
+
+    shown = await cli([*TRIO_AGENT, "show", "--dsn", pg_cluster.dsn, "--schema", "typo_x", "s"])
+    assert shown.returncode == 1 and b"no trio-agent schema 'typo_x'" in shown.stderr
+    import psycopg
+
+    with psycopg.connect(pg_cluster.dsn) as connection:
+        (made,) = connection.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'typo_x'"
+        ).fetchone()
+    assert made == 0

@@ -20,6 +20,7 @@ from trio_agent.ledger import MessageRecord
 
 pytest.importorskip("psycopg")
 
+
 CHILD = SUPPORT / "fleet_child.py"
 SESSIONS = 200
 TURNS = 3

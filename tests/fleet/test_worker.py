@@ -1,14 +1,20 @@
-"""The fleet (trio_agent.fleet) against a real PostgreSQL cluster: submit, Worker,
-wait_for_turn, wake-up by NOTIFY, takeover of a dead worker's session, drain."""
+"""The fleet's ``Worker`` against a real PostgreSQL cluster: submitted input answered
+in order, wake-up by NOTIFY, takeover of a dead or stalled worker's session, drain,
+a session whose agent cannot be made, damaged sessions, and cancellation during a
+slow claim."""
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import pytest
 import trio
+import trio.testing
+from fleet_agents import add, answers, asked, dispatched, fleet_worker
 
-from trio_agent import Agent, LedgerError, ToolCall, ToolResultMessage, UserMessage, tool
+from trio_agent import Agent, LedgerError, ToolResultMessage, UserMessage
 from trio_agent.fleet import Worker, agent_maker, submit, wait_for_turn
 from trio_agent.ledger import MessageRecord
 from trio_agent.stores import JsonlStore
@@ -17,42 +23,13 @@ from trio_agent.testing import CallableModel, scripted_response
 pytest.importorskip("psycopg")
 
 
-def _answers(request):
-    """A tool call for each user message, then an answer naming it."""
-    last = request.messages[-1]
-    if isinstance(last, UserMessage):
-        return scripted_response(
-            f"r-{request.id}", [ToolCall(f"c-{last.id}", "add", {"a": 1, "b": 2})]
-        )
-    return scripted_response(f"r-{request.id}", f"answered {_asked(request.messages)}")
-
-
-def _asked(messages):
-    return [m.content for m in messages if isinstance(m, UserMessage)][-1]
-
-
-dispatched: list[str] = []
-
-
-@tool
-async def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    dispatched.append(f"{a}+{b}")
-    return a + b
-
-
-@pytest.fixture(autouse=True)
-def _clear():
-    dispatched.clear()
-
-
 async def _records(store, session_id):
     return (await store.load(session_id)).records
 
 
 async def test_submitted_input_is_answered_in_order_and_its_result_awaited(pg_store):
     store = pg_store()
-    model = CallableModel(_answers)
+    model = CallableModel(answers)
     worker = Worker(store, agent_maker(model=model, tools=[add]), concurrency=3, poll_seconds=0.2)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
@@ -91,9 +68,9 @@ async def test_submit_refuses_what_it_cannot_queue(pg_store, tmp_path):
     with pytest.raises(LedgerError, match="has no input 999"):
         await wait_for_turn(store, "s", 999)
     with pytest.raises(TypeError, match="not seed_x"):
-        agent_maker(model=CallableModel(_answers), seed_x=1)
+        agent_maker(model=CallableModel(answers), seed_x=1)
     with pytest.raises(ValueError, match="concurrency"):
-        Worker(store, agent_maker(model=CallableModel(_answers)), concurrency=0)
+        Worker(store, agent_maker(model=CallableModel(answers)), concurrency=0)
     # a session queued to be created takes more input before it exists
     await submit(store, "later", "one", create=True)
     await submit(store, "later", "two")
@@ -101,7 +78,7 @@ async def test_submit_refuses_what_it_cannot_queue(pg_store, tmp_path):
 
 async def test_a_notification_wakes_an_idle_worker_long_before_its_poll(pg_store):
     store = pg_store()
-    worker = Worker(store, agent_maker(model=CallableModel(_answers), tools=[add]), poll_seconds=60)
+    worker = Worker(store, agent_maker(model=CallableModel(answers), tools=[add]), poll_seconds=60)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
         await trio.sleep(0.3)  # idle, waiting on its 60 s poll
@@ -115,7 +92,7 @@ async def test_a_notification_wakes_an_idle_worker_long_before_its_poll(pg_store
 async def test_input_a_dead_worker_answered_is_not_answered_again(pg_store):
     # the worker before recorded the turn but died before storing the answer
     store = pg_store()
-    model = CallableModel(_answers)
+    model = CallableModel(answers)
     number = await submit(store, "s", "hello", create=True)
     async with Agent(model=model, tools=[add], store=store, session_id="s") as agent:
         await agent.prompt(UserMessage(id=f"fleet-{number}", content="hello"))
@@ -137,7 +114,7 @@ async def test_input_whose_turn_was_cut_short_is_continued_not_repeated(pg_store
     async def slow_answer(request):
         if isinstance(request.messages[-1], ToolResultMessage) and not gate.is_set():
             await trio.sleep_forever()  # the worker stops here (its turn is cancelled)
-        return _answers(request)
+        return answers(request)
 
     model = CallableModel(slow_answer)
     number = await submit(store, "s", "hello", create=True)
@@ -164,7 +141,7 @@ async def test_drain_finishes_the_turn_under_way_and_starts_no_other(pg_store):
     async def slow(request):
         started.set()
         await trio.sleep(0.5)
-        return scripted_response(f"r-{request.id}", f"answered {_asked(request.messages)}")
+        return scripted_response(f"r-{request.id}", f"answered {asked(request.messages)}")
 
     model = CallableModel(slow)
     first = await submit(store, "s", "one", create=True)
@@ -192,7 +169,7 @@ async def test_drain_cancels_a_turn_that_outlasts_it_and_keeps_its_input(pg_stor
     async def hanging(request):
         if hang:
             await trio.sleep_forever()
-        return scripted_response(f"r-{request.id}", f"answered {_asked(request.messages)}")
+        return scripted_response(f"r-{request.id}", f"answered {asked(request.messages)}")
 
     model = CallableModel(hanging)
     number = await submit(store, "s", "one", create=True)
@@ -223,7 +200,7 @@ async def test_a_stalled_worker_loses_its_session_and_writes_nothing_more(pg_sto
 
     async def a_model(request):
         await resume.wait()
-        return _answers(request)
+        return answers(request)
 
     def frozen(connection, leases):
         raise LedgerError("paused")
@@ -232,7 +209,7 @@ async def test_a_stalled_worker_loses_its_session_and_writes_nothing_more(pg_sto
     number = await submit(store_a, "s", "hello", create=True)
     worker_a = Worker(store_a, agent_maker(model=CallableModel(a_model), tools=[add]))
     worker_b = Worker(
-        store_b, agent_maker(model=CallableModel(_answers), tools=[add]), poll_seconds=0.2
+        store_b, agent_maker(model=CallableModel(answers), tools=[add]), poll_seconds=0.2
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(worker_a.run)
@@ -262,7 +239,7 @@ async def test_a_session_whose_agent_cannot_be_made_is_left_and_the_worker_goes_
     async def make(store, session_id, new):
         if session_id == "bad":
             raise RuntimeError("no config for it")
-        return await agent_maker(model=CallableModel(_answers), tools=[add])(store, session_id, new)
+        return await agent_maker(model=CallableModel(answers), tools=[add])(store, session_id, new)
 
     await submit(store, "bad", "hello", create=True)
     good = await submit(store, "good", "hello", create=True)
@@ -278,12 +255,12 @@ async def test_a_session_whose_agent_cannot_be_made_is_left_and_the_worker_goes_
 async def test_input_of_a_damaged_session_is_refused_with_the_reason(pg_store):
     store = pg_store()
     number = await submit(store, "s", "hello", create=True)
-    async with Agent(model=CallableModel(_answers), store=store, session_id="s") as agent:
+    async with Agent(model=CallableModel(answers), store=store, session_id="s") as agent:
         pass
     await store.run(
         "damage", lambda c: c.execute(f'UPDATE "{store.schema}".records SET body = %s', (b"{",))
     )
-    worker = Worker(store, agent_maker(model=CallableModel(_answers)), poll_seconds=0.2)
+    worker = Worker(store, agent_maker(model=CallableModel(answers)), poll_seconds=0.2)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
         with pytest.raises(LedgerError, match="was not run: the session's ledger is damaged"):
@@ -295,7 +272,7 @@ async def test_input_of_a_damaged_session_is_refused_with_the_reason(pg_store):
 async def test_two_workers_share_many_sessions_each_input_answered_once(pg_store):
     store_a = pg_store()
     store_b = pg_store(schema=store_a.schema)
-    model = CallableModel(_answers)
+    model = CallableModel(answers)
     workers = [
         Worker(store, agent_maker(model=model, tools=[add]), concurrency=4, poll_seconds=0.2)
         for store in (store_a, store_b)
@@ -314,3 +291,69 @@ async def test_two_workers_share_many_sessions_each_input_answered_once(pg_store
             worker.drain()
     assert sum(w.turns for w in workers) == 36 and len(dispatched) == 36
     assert all(w.turns > 0 for w in workers)
+
+
+async def test_refusing_a_damaged_sessions_input_while_the_database_fails_keeps_the_worker(
+    pg_store, monkeypatch
+):
+    """Issue 22 (review of the fleet): a worker that could not refuse a damaged session's input
+    because the database failed ended; it goes on with the other sessions, and the input waits to be
+    refused later."""
+    from trio_agent.fleet import _worker as _fleet_worker
+
+    store = pg_store()
+    bad = await submit(store, "bad", "hello", create=True)
+    async with Agent(model=CallableModel(answers), store=store, session_id="bad"):
+        pass
+    await store.run(
+        "damage", lambda c: c.execute(f'UPDATE "{store.schema}".records SET body = %s', (b"{",))
+    )
+
+    def refuse_fails(*args):
+        raise LedgerError("the connection dropped")
+
+    monkeypatch.setattr(_fleet_worker, "refuse", refuse_fails)
+    good = await submit(store, "good", "hello", create=True)
+    worker = fleet_worker(store)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(worker.run)
+        with trio.fail_after(10):
+            assert (await wait_for_turn(store, "good", good)).final_text == "answered hello"
+        worker.drain()
+    monkeypatch.undo()
+    assert bad  # still queued: refused later, when the database answers
+
+
+async def test_cancelling_a_worker_during_a_slow_claim_returns_at_once_and_lets_it_go(
+    pg_store, monkeypatch
+):
+    """Issue 22 (review of the fleet): cancelling a worker while a slow claim ran in its thread
+    waited for the database, and the claimed lease was held to its end; the cancel returns at once
+    and the abandoned claim lets the lease go."""
+    store = pg_store(lease_seconds=30)
+    number = await submit(store, "s", "hello", create=True)
+    entered = threading.Event()
+    real = store.claims.take
+
+    def slow_take(*args):
+        entered.set()
+        time.sleep(1.0)  # the database is slow to answer
+        return real(*args)
+
+    monkeypatch.setattr(store.claims, "take", slow_take)
+    worker = fleet_worker(store)
+    with trio.move_on_after(5) as waited:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(worker.run)
+            await trio.to_thread.run_sync(entered.wait)
+            started = trio.current_time()
+            nursery.cancel_scope.cancel()
+    assert not waited.cancelled_caught and trio.current_time() - started < 0.5
+    monkeypatch.undo()
+    await trio.sleep(1.5)  # the abandoned claim ends, and lets its lease go
+    other = fleet_worker(pg_store(schema=store.schema))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(other.run)
+        with trio.fail_after(5):  # not 30 s: the lease was let go
+            assert (await wait_for_turn(store, "s", number)).final_text == "answered hello"
+        other.drain()

@@ -11,8 +11,6 @@ import pytest
 import trio
 from helpers import add
 
-pytest.importorskip("psycopg")
-
 from trio_agent import Agent, ToolRegistry, UserMessage
 from trio_agent.ledger import (
     LeaseLostError,
@@ -24,6 +22,8 @@ from trio_agent.ledger import (
 )
 from trio_agent.stores import PostgresStore
 from trio_agent.testing import ScriptedModel, scripted_response
+
+pytest.importorskip("psycopg")
 
 
 def answers(prefix: str, count: int = 3) -> list:
