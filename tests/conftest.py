@@ -64,19 +64,3 @@ def ledger_store(request, tmp_path):
     if request.param == "sqlite":
         return SqliteStore(tmp_path / "sessions.db")
     return request.getfixturevalue("pg_store")()
-
-
-@pytest.fixture(params=["none", "bwrap"])
-def sandbox_mode(request, monkeypatch):
-    """The workspace tool tests run in both modes: every ``Workspace`` made with the
-    default ``sandbox="auto"`` gets this mode instead (bubblewrap is installed in
-    CI, so ``bwrap`` never falls back)."""
-    from trio_agent.workspace import _workspace
-
-    real = _workspace.choose_sandbox
-
-    def chosen(requested):
-        return real(request.param if requested == "auto" else requested)
-
-    monkeypatch.setattr(_workspace, "choose_sandbox", chosen)
-    return request.param

@@ -22,6 +22,7 @@ from trio_agent.workspace import Workspace
 
 pytestmark = pytest.mark.usefixtures("sandbox_mode")  # each test in both modes
 
+
 WAIT = 20  # seconds a test waits for what must happen long before
 
 
@@ -64,9 +65,6 @@ class Recorder:
 
     def report(self, message: object, fraction: float | None = None) -> None:
         self.seen.append((str(message), fraction))
-
-
-# --------------------------------------------------------------------- run
 
 
 async def test_run_reports_each_line_while_the_command_still_runs(workspace):
@@ -164,9 +162,6 @@ async def test_the_run_tool_reports_tool_updated_events_in_an_agent_run(workspac
     first = kinds.index("tool.updated")
     assert kinds.index("tool.started") < first < kinds.index("tool.finished")
     assert run.result.messages[2].content == "[exit code 0]\none\ntwo\n"
-
-
-# -------------------------------------------------- read_file, glob, grep
 
 
 async def test_read_file_reports_the_bytes_read_of_a_large_file(tmp_path):

@@ -202,25 +202,6 @@ async def test_run_gets_an_explicit_environment(workspace, monkeypatch):
     assert "do-not-leak" not in out and f"HOME={workspace.root}" in out
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-async def wait_gone(pids, seconds=5.0):
-    deadline = time.monotonic() + seconds
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:  # noqa: ASYNC110
-        await trio.sleep(0.05)
-    return [p for p in pids if alive(p)]
-
-
 async def test_a_time_limit_ends_the_whole_group_grandchildren_too(workspace):
     script = "sleep 301 & (sh -c 'sleep 301 & wait') & wait"
     result = await workspace.run(script, seconds=1)

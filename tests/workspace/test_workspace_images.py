@@ -13,6 +13,7 @@ from trio_agent.workspace import Workspace, WorkspaceError
 
 pytestmark = pytest.mark.usefixtures("sandbox_mode")  # each test in both modes
 
+
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 SIGNATURES = {
     "image/png": PNG,
