@@ -1,6 +1,8 @@
 """MCP servers over stdio as tool sources (issue 20): listing, calls, results,
-cancellation, progress, list_changed, and tools used by an ``Agent``; against
-a real server written with the SDK's ``MCPServer`` (tests/support/mcp_servers/demo.py)."""
+cancellation, progress, list_changed, and tools used by an ``Agent``; against a real
+server written with the SDK's ``MCPServer`` (tests/support/mcp_servers/demo.py). And
+the transport's edges: a crash while a helper holds the server's stdout, a response
+nested too deep to parse, a message over the line limit."""
 
 from __future__ import annotations
 
@@ -11,14 +13,16 @@ from pathlib import Path
 import pytest
 import trio
 from helpers import call, user
-from paths import DEMO_SERVER
-
-pytest.importorskip("mcp")
+from paths import DEMO_SERVER, EDGE_SERVERS
 
 from trio_agent import Agent, ToolRegistry, UserMessage, execute_tool_call, run_agent_loop
 from trio_agent.mcp import MCPServerError, MCPServerStdio
 from trio_agent.messages import ImageBlock, TextBlock
 from trio_agent.testing import ScriptedModel, scripted_response
+from trio_agent.tools import ToolError
+
+pytest.importorskip("mcp")
+
 
 WAIT = 20  # seconds a test waits for what must happen long before
 DEMO = str(DEMO_SERVER)
@@ -241,3 +245,54 @@ def test_a_stdio_servers_name_in_messages_leaves_its_other_arguments_out(command
     server = MCPServerStdio(command, args)
     assert server.label == f"MCP server {label!r}"
     assert "sekrit" not in server.label
+
+
+HERE = EDGE_SERVERS
+
+
+def edge_server(script: str, **kwargs) -> MCPServerStdio:
+    return MCPServerStdio(sys.executable, [str(HERE / script)], **kwargs)
+
+
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
+async def test_a_crash_is_seen_when_a_helper_still_holds_the_servers_stdout():
+    """Issue 20 (review of the MCP servers): a crash went unseen while a helper process still held
+    the server's stdout: the call hung until the helper exited, and the next call failed with
+    'Connection closed' instead of restarting the server."""
+    wrapper = f"sleep 30 & exec {sys.executable} {DEMO}"
+    with trio.fail_after(60):
+        async with MCPServerStdio("sh", ["-c", wrapper], restart=True) as mcp:
+            tools = {t.name: t for t in mcp.tools()}
+            with trio.fail_after(5):  # observed: hangs until the helper exits
+                with pytest.raises(ToolError, match="exited with status 3"):
+                    await tools["crash"].execute({})
+            with trio.fail_after(10):  # observed: 'MCP error -32000: Connection closed', no restart
+                assert await tools["add"].execute({"a": 1, "b": 2}) == "3"
+
+
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
+async def test_a_response_nested_too_deep_to_parse_is_an_error_result_not_a_hang():
+    """Issue 20 (review of the MCP servers): a response nested too deep to parse hung the call; it
+    is an error result."""
+    with trio.fail_after(30):
+        async with edge_server("deep_server.py") as mcp:
+            tools = {t.name: t for t in mcp.tools()}
+            with trio.fail_after(5):  # observed: never returns
+                with pytest.raises(ToolError):
+                    await tools["tree"].execute({"depth": 220})
+
+
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
+async def test_a_message_over_the_line_limit_is_named_as_such(monkeypatch):
+    """Issue 20 (review of the MCP servers): a message over the line limit was reported as the
+    server closing its stdout, which it had not."""
+    from trio_agent.mcp import _stdio as _mcp_stdio
+
+    monkeypatch.setattr(_mcp_stdio, "_MAX_LINE", 1024 * 1024)
+    with trio.fail_after(30):
+        async with edge_server("big_server.py") as mcp:
+            tools = {t.name: t for t in mcp.tools()}
+            with pytest.raises(ToolError) as caught:
+                await tools["big"].execute({"mb": 2})
+    # observed: "... stopped during the call: it closed its stdout" (it did not)
+    assert "closed its stdout" not in str(caught.value), str(caught.value)

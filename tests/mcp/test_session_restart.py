@@ -1,28 +1,32 @@
-"""MCP servers that go away after entry (issue 20, item 5): an HTTP server that
-goes down gives error results inside the ``async with`` block (the SDK's task
-group used to raise into it); ``restart=True`` starts a crashed stdio server
-again, or reconnects to an HTTP server that is back, on the next call; a
-restart that fails is an error result that says why."""
+"""MCP servers that go away after entry (issue 20, item 5): an HTTP server that goes
+down gives error results inside the ``async with`` block (the SDK's task group used
+to raise into it); ``restart=True`` starts a crashed stdio server again, or
+reconnects to an HTTP server that is back or was redeployed, on the next call; a
+restart that fails is an error result that says why, shared by the calls waiting for
+it; leaving the block does not wait for a restart under way."""
 
 from __future__ import annotations
 
 import gc
 import logging
 import sys
+import time
 
 import pytest
 import trio
 from helpers import call
 from mcp_http_server import demo_over_http, free_port
-from paths import DEMO_SERVER
-
-pytest.importorskip("mcp")
+from paths import DEMO_SERVER, EDGE_SERVERS
 
 from trio_agent import ToolRegistry, execute_tool_call
 from trio_agent.mcp import MCPServerError, MCPServerHTTP, MCPServerStdio
+from trio_agent.tools import ToolError
+
+pytest.importorskip("mcp")
 
 # see tests/test_mcp_http.py: the SDK's HTTP client leaves generators unexhausted
 pytestmark = pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
+
 
 WAIT = 30
 DEMO = str(DEMO_SERVER)
@@ -131,3 +135,98 @@ async def test_an_http_server_that_is_back_is_reconnected_with_restart():
     gc.collect()
     assert down.is_error
     assert (back.content, back.is_error) == ("42", False)
+
+
+HERE = EDGE_SERVERS
+
+
+def edge_server(script: str, **kwargs) -> MCPServerStdio:
+    return MCPServerStdio(sys.executable, [str(HERE / script)], **kwargs)
+
+
+async def _start_http(port: int) -> trio.Process:
+    from mcp_http_server import start_demo_http
+
+    return await start_demo_http(port)
+
+
+async def test_restart_reconnects_when_an_http_server_was_redeployed():
+    """Issue 20 (review of the MCP servers): ``restart=True`` did not reconnect to an HTTP server
+    redeployed at the same URL: every call failed with 'Session not found', for ever."""
+    from mcp_http_server import free_port
+
+    port = free_port()
+    process = await _start_http(port)
+    try:
+        with trio.fail_after(60):
+            async with MCPServerHTTP(f"http://127.0.0.1:{port}/mcp", restart=True) as mcp:
+                tools = {t.name: t for t in mcp.tools()}
+                assert await tools["add"].execute({"a": 1, "b": 2}) == "3"
+                process.kill()
+                await process.wait()
+                process = await _start_http(port)  # the same URL, a new process
+                outcomes = []
+                for _ in range(3):
+                    try:
+                        outcomes.append(await tools["add"].execute({"a": 1, "b": 2}))
+                    except Exception as exc:
+                        outcomes.append(str(exc))
+                # observed: ['MCP error -32600: Session not found'] * 3, for ever
+                assert "3" in outcomes
+    finally:
+        process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+
+
+async def test_parallel_calls_share_one_failed_restart(tmp_path):
+    """Issue 20 (review of the MCP servers): each waiting call retried a failed restart in turn
+    (five attempts, one after another); they share one."""
+    marker = tmp_path / "marker"
+    with trio.fail_after(60):
+        async with edge_server(
+            "once_then_silent.py", env={"MARKER": str(marker)}, restart=True, init_seconds=4
+        ) as mcp:
+            tools = {t.name: t for t in mcp.tools()}
+            with pytest.raises(ToolError, match="status 3"):
+                await tools["crash"].execute({})
+            took = []
+
+            async def one(i):
+                start = time.monotonic()
+                with pytest.raises(ToolError, match="could not be restarted"):
+                    await tools["add"].execute({"a": i, "b": 1})
+                took.append(time.monotonic() - start)
+
+            async with trio.open_nursery() as nursery:
+                for i in range(5):
+                    nursery.start_soon(one, i)
+    assert marker.read_text().count("restart attempt") == 1  # observed: 5
+    assert max(took) < 6  # observed: 4, 8, 12, 16, 20 s (one restart after another)
+
+
+async def test_leaving_the_block_does_not_wait_for_a_restart_under_way(tmp_path):
+    """Issue 20 (review of the MCP servers): leaving the ``async with`` block waited for a restart
+    under way (about ``init_seconds``)."""
+    marker = tmp_path / "marker"
+    mcp = edge_server(
+        "once_then_silent.py", env={"MARKER": str(marker)}, restart=True, init_seconds=8
+    )
+
+    async def one(tool):
+        try:
+            await tool.execute({"a": 1, "b": 2})
+        except Exception:
+            pass
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as outer:
+            async with mcp:
+                tools = {t.name: t for t in mcp.tools()}
+                with pytest.raises(ToolError):
+                    await tools["crash"].execute({})
+                outer.start_soon(one, tools["add"])
+                await trio.sleep(0.3)
+                start = time.monotonic()
+            left = time.monotonic() - start
+    assert left < 3, f"leaving took {left:.1f} s"  # observed: ~7.7 s (init_seconds)

@@ -13,8 +13,6 @@ import trio
 from helpers import call
 from paths import DEMO_SERVER
 
-pytest.importorskip("mcp")
-
 from trio_agent import (
     Agent,
     ToolRegistry,
@@ -30,6 +28,9 @@ from trio_agent.testing import (
     explore_cancellation,
     scripted_response,
 )
+
+pytest.importorskip("mcp")
+
 
 DEMO = str(DEMO_SERVER)
 

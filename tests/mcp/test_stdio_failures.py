@@ -1,7 +1,7 @@
-"""MCP stdio servers that fail (issue 20, item 5): a crash or a kill mid-call is
-an error result and later calls a clear one; a server that never answers
-``initialize`` is bounded; the server's process group ends with the block;
-its stderr goes to ``logging``, never to the terminal."""
+"""MCP stdio servers that fail (issue 20, item 5): a crash or a kill mid-call is an
+error result and later calls a clear one; a server that never answers ``initialize``
+is bounded; the server's process group ends with the block; its stderr goes to
+``logging``, never to the terminal, and an entry error quotes it."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import sys
 import pytest
 import trio
 from helpers import call
-from paths import MCP_SERVERS
-
-pytest.importorskip("mcp")
+from paths import EDGE_SERVERS, MCP_SERVERS
 
 from trio_agent import ToolRegistry, execute_tool_call
 from trio_agent.mcp import MCPServerError, MCPServerStdio
+
+pytest.importorskip("mcp")
+
 
 WAIT = 20
 SERVERS = MCP_SERVERS
@@ -136,3 +137,22 @@ async def test_a_cancelled_entry_ends_the_server_and_stays_a_cancellation():
     with pytest.raises(RuntimeError, match="entered once"):
         async with server:
             pass
+
+
+HERE = EDGE_SERVERS
+
+
+def edge_server(script: str, **kwargs) -> MCPServerStdio:
+    return MCPServerStdio(sys.executable, [str(HERE / script)], **kwargs)
+
+
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
+async def test_an_entry_error_names_the_server_once_and_says_what_it_printed():
+    """Issue 20 (review of the MCP servers): an entry error named the server twice and left out what
+    it printed on stderr."""
+    with trio.fail_after(30), pytest.raises(MCPServerError) as caught:
+        async with edge_server("bad_config_server.py"):
+            pass
+    message = str(caught.value)
+    assert message.count("bad_config_server.py") == 1, message  # observed: twice
+    assert "DATABASE_URL is not set" in message, message  # observed: absent
