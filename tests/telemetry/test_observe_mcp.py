@@ -1,5 +1,5 @@
-"""Regressions from issue 21's review: spans of an agent calling MCP tools (the mcp SDK makes
-its own spans, "MCP send tools/call ..."): where do they land?"""
+"""Spans of an agent calling MCP tools (issue 21): the mcp SDK makes spans of its own
+("MCP send tools/call ..."), which must nest under the call's span."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ def script(n):
 
 
 async def test_mcp_sdk_spans_nest_under_their_execute_tool_span(caplog):
+    """Issue 21 (review of telemetry): the mcp SDK's own spans of a call must nest under the call's
+    ``execute_tool`` span, not under the span current when the server was entered."""
     caplog.set_level(logging.DEBUG, "opentelemetry")
     with otel_sdk() as (exporter, _, opened):
         tracer = trace.get_tracer("app")

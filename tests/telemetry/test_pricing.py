@@ -1,10 +1,14 @@
 """Costs (issue 21, item 5): ``Usage.cost`` from ``prices=`` or the genai-prices
-package; never a guess when the price is unknown; ``show`` and the CLI's
-summary print it."""
+package; never a guess when the price is unknown; prices checked when given;
+``show`` and the CLI's summary print the cost."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from genai_prices import Usage as GUsage
+from genai_prices import calc_price
 
 from trio_agent import Agent, Usage
 from trio_agent.pricing import Price, check_prices, cost_of, priced
@@ -86,3 +90,69 @@ async def test_the_cli_summary_and_show_print_the_cost(loopback, tmp_path):
     )
     shown = await cli([sys.executable, "-m", "trio_agent", "show", str(ledger)])
     assert re.search(r"usage: 82 input / 17 output tokens; cost \$0\.000018", shown.stdout.decode())
+
+
+def test_anthropic_cache_writes_are_priced_at_the_cache_write_price():
+    """Issue 21 (review of pricing): Anthropic cache writes were priced at the input price, not the
+    cache write price genai-prices gives."""
+    # claude-3-5-haiku: input $0.80/MTok, cache write $1.00/MTok, read $0.08, output $4
+    usage = Usage(input_tokens=0, output_tokens=0, cache_write_tokens=1_000_000)
+    ours = cost_of(usage, "claude-3-5-haiku-latest", provider="anthropic")
+    theirs = calc_price(
+        GUsage(input_tokens=1_000_000, cache_write_tokens=1_000_000),
+        "claude-3-5-haiku-latest",
+        provider_id="anthropic",
+    ).total_price
+    assert ours == pytest.approx(float(theirs)), (ours, theirs)  # ours 0.8, theirs 1.0
+
+
+@pytest.mark.parametrize(
+    ("model", "provider"),
+    [("claude-sonnet-4-5", "anthropic"), ("gemini-2.5-pro", "google")],
+)
+def test_tiered_models_get_the_cost_genai_prices_knows(model, provider):
+    """Issue 21 (review of pricing): models with tiered prices got no cost although genai-prices
+    knows them."""
+    usage = Usage(input_tokens=1000, output_tokens=100)
+    assert (
+        float(
+            calc_price(
+                GUsage(input_tokens=1000, output_tokens=100), model, provider_id=provider
+            ).total_price
+        )
+        > 0
+    )
+    assert cost_of(usage, model, provider=provider) is not None
+
+
+def test_negative_prices_are_refused():
+    """Issue 21 (review of pricing): negative prices were accepted."""
+    with pytest.raises((TypeError, ValueError)):
+        check_prices({"m": Price(input=-3e-6, output=-15e-6)})
+
+
+def test_a_nan_cache_price_is_refused():
+    """Issue 21 (review of pricing): a NaN cache price was accepted."""
+    with pytest.raises((TypeError, ValueError)):
+        check_prices({"m": Price(input=3e-6, output=15e-6, cache_read=math.nan)})
+
+
+def test_a_non_number_price_is_refused_by_agent():
+    """Issue 21 (review of pricing): ``Agent(prices=...)`` accepted a price that is not a number."""
+    with pytest.raises((TypeError, ValueError)):
+        Agent(
+            model=__import__("trio_agent.testing", fromlist=["x"]).ScriptedModel([]),
+            prices={"m": Price(input=1e-6, output=1e-6, cache_write="free")},
+        )
+
+
+def test_a_price_that_is_no_number_is_refused_when_the_agent_is_made():
+    """Issue 21 (review of telemetry): a price that is no number was taken when the agent was
+    made."""
+    from trio_agent.pricing import Price
+
+    with pytest.raises(ValueError, match="cache_read"):
+        Agent(
+            model=ScriptedModel([]),
+            prices={"m": Price(input=1e-6, output=1e-6, cache_read="x")},  # type: ignore[arg-type]
+        )

@@ -1,6 +1,7 @@
-"""OpenTelemetry GenAI spans and metrics (issue 21), with the SDK's in-memory
-exporter: names, tree shape, attributes, status on failure and cancellation,
-parallel batches, retries, content off and on, and no secret anywhere."""
+"""OpenTelemetry GenAI spans and metrics (issue 21), with the SDK's in-memory exporter:
+names, tree shape, attributes, status on failure and cancellation, parallel batches,
+retries, approvals, content off and on, and no secret anywhere: neither an error
+message quoting the prompt or the key, nor the arguments a fatal tool error quotes."""
 
 from __future__ import annotations
 
@@ -10,13 +11,11 @@ from typing import Any
 import pytest
 import trio
 from helpers import add, call
-from paths import WIRE
-
-pytest.importorskip("opentelemetry.sdk")
-
 from loopback import Reply
+from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 from otel_helpers import metric_points, otel_sdk, tree
+from paths import WIRE
 
 from trio_agent import (
     Agent,
@@ -32,6 +31,9 @@ from trio_agent import (
 from trio_agent.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 from trio_agent.telemetry import configure
 from trio_agent.testing import ScriptedModel, explore_cancellation, scripted_response
+from trio_agent.tools import FatalToolError
+
+pytest.importorskip("opentelemetry.sdk")
 
 
 @pytest.fixture
@@ -482,3 +484,273 @@ async def test_a_settings_or_extra_body_limit_is_the_one_on_the_span(sdk, loopba
     sent = [request.json()["max_tokens"] for request in loopback.requests]
     spans = by_name(exporter.get_finished_spans())["chat m"]
     assert [s.attributes["gen_ai.request.max_tokens"] for s in spans] == sent == [200, 300]
+
+
+SECRET = "the launch code is 0451"
+
+
+def everything(spans: Any) -> str:
+    return repr(
+        [
+            (
+                s.name,
+                dict(s.attributes),
+                s.status.description,
+                [(e.name, dict(e.attributes)) for e in s.events],
+            )
+            for s in spans
+        ]
+    )
+
+
+# --- 1. error messages (which quote content) reach span status with capture off
+async def test_a_model_error_message_stays_out_of_the_spans(sdk, autojump_clock):
+    """Issue 21 (review of telemetry): a model error's message, which may quote the prompt, reached
+    the chat span's status with content capture off."""
+    exporter, _, _ = sdk
+    flaky = scripted_response(
+        "a1", "x", raise_at=0, error=TransientModelError(f"400: could not parse {SECRET!r}")
+    )
+    agent = Agent(
+        model=ScriptedModel([flaky, scripted_response("ok", "done")]),
+        retry=RetryPolicy(jitter=0),
+    )
+    await agent.prompt("go")
+    spans = exporter.get_finished_spans()
+    assert SECRET not in everything(spans), [s.status.description for s in spans]
+
+
+@tool
+async def fatal(text: str) -> str:
+    """Fails fatally, quoting its argument."""
+    raise FatalToolError(f"cannot handle {text}")
+
+
+async def test_a_fatal_tool_error_message_stays_out_of_the_spans(sdk):
+    """Issue 21 (review of telemetry): a fatal tool error's message, which quotes the arguments,
+    reached the tool span's status with content capture off."""
+    exporter, _, _ = sdk
+    script = [scripted_response("r1", [call("fatal", "c1", {"text": SECRET})])]
+    agent = Agent(model=ScriptedModel(script), tools=[fatal])
+    await agent.prompt("go")
+    spans = exporter.get_finished_spans()
+    assert SECRET not in everything(spans), [s.status.description for s in spans]
+
+
+# --- 3. stop_sequences: an unset stop is an empty attribute, and hides the model's
+class Configured(ScriptedModel):
+    provider = "OpenAI"
+    model = "m"
+    settings = ModelSettings(stop=("END",), temperature=0.5)
+
+
+async def test_stop_sequences_unset_in_the_request_are_the_models(sdk):
+    """Issue 21 (review of telemetry): a request that set no stop sequences put an empty
+    ``gen_ai.request.stop_sequences`` on the span, hiding the model's own."""
+    exporter, _, _ = sdk
+    agent = Agent(
+        model=Configured([scripted_response("r1", "hi")]), settings=ModelSettings(max_tokens=5)
+    )
+    await agent.prompt("go")
+    [chat] = by_name(exporter.get_finished_spans())["chat m"]
+    assert chat.attributes.get("gen_ai.request.stop_sequences") == ("END",), dict(chat.attributes)
+
+
+# --- 5. the current span is the caller's again after the turn, however it ended
+async def test_the_callers_context_is_restored(sdk):
+    """Issue 21 (review of telemetry): after a turn, the current span was not the caller's again."""
+    exporter, _, _ = sdk
+    tracer = trace.get_tracer("app")
+    with tracer.start_as_current_span("request") as outer:
+        await Agent(model=ScriptedModel([scripted_response("r1", "hi")])).prompt("go")
+        assert trace.get_current_span() is outer
+
+
+# --- 1b. the same through a real provider: the server's 400 message quotes the prompt
+async def test_a_provider_400_quoting_the_prompt_stays_out_of_the_spans(sdk, loopback):
+    """Issue 21 (review of telemetry): a provider's 400 message quoting the prompt reached the
+    spans."""
+    from loopback import Reply
+
+    from trio_agent.providers import OpenAIChatModel
+
+    exporter, _, _ = sdk
+    body = json.dumps(
+        {
+            "error": {
+                "message": f"Invalid content: '{SECRET}' violates policy",
+                "type": "invalid_request_error",
+            }
+        }
+    ).encode()
+    loopback.replies.append(Reply(status=400, body=body))
+    model = OpenAIChatModel("gpt-4o-mini", api_key="sk-x-0123456789", base_url=f"{loopback.url}/v1")
+    try:
+        result = await Agent(model=model).prompt(SECRET)
+    finally:
+        await model.aclose()
+    assert result.end.reason == "failed"
+    spans = exporter.get_finished_spans()
+    assert SECRET not in everything(spans), [s.status.description for s in spans]
+
+
+async def test_a_401_quoting_the_key_does_not_reach_the_span(sdk, loopback):
+    """Issue 21 (review of telemetry): a 401 message quoting the API key reached the spans."""
+    from loopback import Reply
+
+    from trio_agent.providers import OpenAIChatModel
+
+    exporter, _, _ = sdk
+    key = "sk-proj-abcdefghijklmnop0123456789"
+    body = json.dumps({"error": {"message": f"Incorrect API key provided: {key}"}}).encode()
+    loopback.replies.append(Reply(status=401, body=body))
+    model = OpenAIChatModel("gpt-4o-mini", api_key=key, base_url=f"{loopback.url}/v1")
+    try:
+        await Agent(model=model).prompt("hi")
+    finally:
+        await model.aclose()
+    spans = exporter.get_finished_spans()
+    assert key not in everything(spans), [s.status.description for s in spans]
+
+
+@tool
+async def sleepy() -> str:
+    """Sleeps."""
+    await trio.sleep(10)
+    return "late"
+
+
+async def test_the_callers_context_is_restored_after_a_cancelled_turn(sdk):
+    """Issue 21 (review of telemetry): after a cancelled turn the caller's span was not current
+    again; the turn's span ends, marked cancelled, under the caller's."""
+    exporter, _, opened = sdk
+    tracer = trace.get_tracer("app")
+    with tracer.start_as_current_span("request") as outer:
+        script = [
+            scripted_response("r1", [call("sleepy", "c1", {})]),
+            scripted_response("r2", "x"),
+        ]
+        agent = Agent(model=ScriptedModel(script), tools=[sleepy])
+        with trio.move_on_after(0.05):
+            await agent.prompt("go")
+        assert trace.get_current_span() is outer
+    assert not opened.open
+    [turn] = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent"]
+    assert turn.attributes["error.type"] == "cancelled"
+    assert turn.parent.span_id == outer.get_span_context().span_id
+
+
+async def test_a_run_of_the_loop_reports_its_tokens_on_its_span(sdk):
+    """Issue 21 (review of telemetry): a ``run_agent_loop`` run left its tokens off its
+    ``invoke_agent`` span."""
+    from trio_agent import ToolRegistry, Usage, run_agent_loop
+
+    exporter, _, _ = sdk
+    run = run_agent_loop(
+        messages=[UserMessage("u1", "hi")],
+        model=ScriptedModel(
+            [scripted_response("r1", "hi", usage=Usage(input_tokens=12, output_tokens=5))]
+        ),
+        tools=ToolRegistry([]),
+        max_steps=3,
+    )
+    await run.wait()
+    [turn] = by_name(exporter.get_finished_spans())["invoke_agent"]
+    [chat] = by_name(exporter.get_finished_spans())["chat"]
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 12
+    assert turn.attributes.get("gen_ai.usage.input_tokens") == 12, dict(turn.attributes)
+
+
+class Exploding:
+    """A model whose stream() raises a bare RuntimeError quoting the prompt."""
+
+    provider = "custom"
+    model = "boom"
+
+    def stream(self, request):
+        raise RuntimeError(f"cannot send {request.messages[-1].content!r}")
+
+
+async def test_a_model_that_raises_leaves_no_span_open_and_no_content_on_one(sdk):
+    """Issue 21 (review of telemetry): a model whose ``stream()`` raises a bare error quoting the
+    prompt must leave no span open and the prompt on none."""
+    exporter, _, opened = sdk
+    try:
+        result = await Agent(model=Exploding()).prompt(SECRET)
+        print("result", result.end)
+    except BaseException as exc:
+        print("raised", type(exc).__name__)
+    spans = exporter.get_finished_spans()
+    print(
+        [
+            (
+                s.name,
+                s.status.status_code.name,
+                s.attributes.get("error.type"),
+                s.status.description,
+            )
+            for s in spans
+        ]
+    )
+    assert not opened.open
+    assert SECRET not in everything(spans)
+
+
+async def test_stop_sequences_on_the_span_are_those_sent(sdk, loopback):
+    """Issue 21 (review of telemetry): the stop sequences on the span were not those the request
+    sent."""
+    from loopback import Reply, fixture
+
+    from trio_agent.providers import OpenAIChatModel
+
+    exporter, _, _ = sdk
+    loopback.replies.append(Reply(body=fixture("openai_text.sse")))
+    model = OpenAIChatModel(
+        "gpt-4o-mini",
+        api_key="sk-x-0123456789",
+        base_url=f"{loopback.url}/v1",
+        settings=ModelSettings(stop=("END",)),
+    )
+    try:
+        await Agent(model=model, settings=ModelSettings(max_tokens=50)).prompt("hi")
+    finally:
+        await model.aclose()
+    sent = (
+        loopback.requests[0].json()["stop"]
+        if hasattr(loopback.requests[0], "json")
+        else json.loads(loopback.requests[0].body)["stop"]
+    )
+    [chat] = by_name(exporter.get_finished_spans())["chat gpt-4o-mini"]
+    assert tuple(sent) == chat.attributes.get("gen_ai.request.stop_sequences"), (
+        sent,
+        chat.attributes.get("gen_ai.request.stop_sequences"),
+    )
+
+
+@tool(requires_approval=True)
+async def guarded(a: int) -> int:
+    """Needs approval."""
+    await trio.sleep(0.01)
+    return a
+
+
+async def test_approved_call_runs_in_an_execute_tool_span(debug_sdk):
+    """Issue 21 (review of telemetry): an approved held call, run at the next turn, runs in an
+    ``execute_tool`` span under that turn's."""
+    exporter, _, opened = debug_sdk
+    script = [
+        scripted_response("r1", [call("guarded", "c1", {"a": 5})]),
+        scripted_response("r2", "five"),
+    ]
+    agent = Agent(model=ScriptedModel(script), tools=[guarded])
+    first = await agent.prompt("go")
+    assert first.end.reason == "awaiting_approval"
+    await agent.approve("c1")
+    second = await agent.prompt("ok")
+    assert second.end.reason == "completed", second.end
+    spans = exporter.get_finished_spans()
+    turns = [s for s in spans if s.name == "invoke_agent"]
+    assert [t.status.status_code for t in turns] == [StatusCode.UNSET, StatusCode.UNSET]
+    [tool_span] = [s for s in spans if s.name == "execute_tool guarded"]
+    assert tool_span.parent.span_id == turns[1].context.span_id
+    assert not opened.open
