@@ -69,9 +69,6 @@ async def streamed_call(loopback: Any, wire: Any, name: str, raw: str, **options
     return call
 
 
-# ---------------------------------------------------------- over the three wires
-
-
 @WIRES
 async def test_a_20000_character_final_result_arrives_whole(loopback, wire):
     raw = arguments_of(20_000)
@@ -137,9 +134,6 @@ async def test_bad_json_in_a_final_result_is_refused_as_for_a_tool(loopback, wir
     call = await streamed_call(loopback, wire, OUTPUT_TOOL_NAME, '{"answer": ')
     reason = call.arguments[REJECTED_ARGUMENTS]
     assert reason.startswith("the arguments are not JSON: ")
-
-
-# ------------------------------------------------------------ the pieces alone
 
 
 def test_take_output_holds_an_answer_to_the_output_limits_not_the_tools():

@@ -52,9 +52,6 @@ REASON = "the arguments were 70,000 bytes"
 WIRES = wires(OpenAIWire, AnthropicWire, ResponsesWire)
 
 
-# ------------------------------------------------------------------ a real tool
-
-
 def note_tool(log: list[str]) -> Any:
     @tool
     async def write_note(path: str, content: str) -> str:
@@ -81,9 +78,6 @@ async def run(model: Any, log: list[str]) -> Any:
     async with loop:
         events = [event async for event in loop]
     return loop.result, events
-
-
-# ------------------------------------------------------------- the regression
 
 
 @WIRES
@@ -250,9 +244,6 @@ def test_a_bad_max_argument_bytes_is_refused_when_the_model_is_made(wire, bad):
     assert wire.model(loopback).max_argument_bytes == MAX_ARGUMENT_BYTES == 65_536
 
 
-# ------------------------------------------------------- every path that runs tools
-
-
 def rejected_call(call_id: str = "call-1", name: str = "write_note") -> ToolCall:
     return ToolCall(call_id, name, {REJECTED_ARGUMENTS: REASON})
 
@@ -364,9 +355,6 @@ async def test_a_resumed_session_shows_the_model_the_refused_call(loopback, tmp_
         list(arguments) == [REJECTED_ARGUMENTS] and "70,000 bytes" in arguments[REJECTED_ARGUMENTS]
     )
     assert "was not run" in sent
-
-
-# ------------------------------------------------------------ take_arguments itself
 
 
 def test_the_cap_is_checked_before_any_decoding():
@@ -508,9 +496,6 @@ async def test_a_refused_call_passes_the_step_check_and_keeps_the_run_going():
     log: list[str] = []
     result, _ = await run(model, log)
     assert type(result) is Completed and log == []
-
-
-# ---------------------------------------------------- CallParts: bounded pieces
 
 
 def test_call_parts_keep_nothing_past_the_cap_and_count_exact_bytes():

@@ -1,22 +1,29 @@
-"""OpenAIChatModel and richer content (issue 15): images and documents in the
-documented request forms, reasoning from compatible servers, and the refusal and
-content_filter stop reasons; over the real loopback server with the recorded
-streams in tests/support/fixtures/wire/ (see SOURCES.md there)."""
+"""``OpenAIChatModel`` (Chat Completions) against a real loopback HTTP server: richer
+content (issue 15): images and documents in the documented request forms, reasoning
+from compatible servers, the refusal and content_filter stop reasons, with the
+recorded streams in tests/support/fixtures/wire/ (see SOURCES.md there); and the
+adapter's regressions, each named after the behaviour it pins."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import msgspec
 import pytest
-from loopback import Reply
+from loopback import Reply, fixture
 from paths import WIRE
+from sse_bodies import DONE, choice, sse
+from sse_bodies import read as read_stream
 
 from trio_agent import (
+    Agent,
     AssistantMessage,
     Completed,
     DocumentBlock,
     ImageBlock,
+    JsonlStore,
+    ModelAuthenticationError,
     ModelRequest,
     TextBlock,
     TextDelta,
@@ -25,6 +32,7 @@ from trio_agent import (
     ToolCall,
     ToolRegistry,
     ToolResultMessage,
+    TransientModelError,
     UserMessage,
     run_agent_loop,
     tool,
@@ -78,9 +86,6 @@ async def read(model: OpenAIChatModel, req: ModelRequest | None = None) -> tuple
 
 def sent(loopback: Any, index: int = 0) -> list[dict[str, Any]]:
     return loopback.requests[index].json()["messages"]
-
-
-# ------------------------------------------------------------ stop reasons
 
 
 async def test_a_refusal_stops_with_refusal_and_keeps_its_text(loopback):
@@ -144,9 +149,6 @@ async def test_content_filter_ends_a_run_as_completed_with_content_filter(loopba
     result = await run.wait()
     assert type(result) is Completed and result.stop_reason == "content_filter"
     assert result.final_text == joined(body, "content")
-
-
-# --------------------------------------------------------------- reasoning
 
 
 async def test_deepseek_reasoning_content_becomes_thinking(loopback):
@@ -271,9 +273,6 @@ def test_send_reasoning_is_checked():
     with pytest.raises(ValueError, match="send_reasoning must be 'tool_calls', 'always'"):
         OpenAIChatModel("m", api_key=KEY, send_reasoning="sometimes")  # type: ignore[arg-type]
     assert OpenAIChatModel("m", api_key=KEY).send_reasoning == "tool_calls"
-
-
-# ------------------------------------------------------ images, documents
 
 
 async def test_user_images_reach_the_body_as_image_url_parts(loopback):
@@ -407,9 +406,6 @@ async def test_a_document_by_url_goes_as_a_note_the_model_reads(loopback):
     ]
 
 
-# ------------------------------------------------------------ review regressions
-
-
 async def test_only_a_compatible_servers_own_reasoning_goes_back(loopback):
     # The review found Claude's signed thinking and a Responses summary sent as
     # reasoning_content, a field strict servers refuse in a message.
@@ -443,3 +439,137 @@ async def test_only_a_compatible_servers_own_reasoning_goes_back(loopback):
         ),
     )
     assert sent(loopback, 2)[1]["reasoning_content"] == "deepseek thought"
+
+
+SECRET_KEY = "sk-test-SECRET-0123456789"
+
+
+def openai_model(loopback, **options):
+    return OpenAIChatModel("m", api_key=SECRET_KEY, base_url=f"{loopback.url}/v1", **options)
+
+
+async def test_an_in_stream_error_is_typed_redacted_and_not_retried(loopback, tmp_path):
+    """An in-stream error event came out untyped, quoted the key and was retried; it is a typed
+    error, redacted everywhere it is recorded, and not retried."""
+    error = {
+        "error": {
+            "message": f"Incorrect API key provided: {SECRET_KEY}",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        }
+    }
+    loopback.replies += [Reply(body=sse(error))] * 3
+    with pytest.raises(ModelAuthenticationError) as info:
+        await read_stream(openai_model(loopback))
+    assert SECRET_KEY not in str(info.value)
+    agent = Agent(model=openai_model(loopback), store=JsonlStore(tmp_path), session_id="s1")
+    events = []
+    async with agent.turn(UserMessage("u1", "hi")) as run:
+        async for event in run:
+            events.append(event)
+    await agent.aclose()
+    assert len(loopback.requests) == 2  # not retried
+    assert SECRET_KEY not in msgspec.json.encode(events).decode()
+    assert SECRET_KEY.encode() not in JsonlStore(tmp_path).path("s1").read_bytes()
+
+
+async def test_tool_calls_finish_without_calls_is_a_plain_stop(loopback):
+    """A ``tool_calls`` finish reason with no call in the stream was taken as a tool-call stop; it
+    is a plain stop."""
+    loopback.replies.append(
+        Reply(body=sse(choice({"content": "hi"}), choice({}, "tool_calls")) + DONE)
+    )
+    _, response = await read_stream(openai_model(loopback))
+    assert response.stop_reason == "stop" and response.content == (TextBlock("hi"),)
+
+
+async def test_a_refusal_is_kept_as_text_and_never_sent_back_as_null(loopback):
+    """A refusal left the answer empty and went back as ``content: null``; it is kept as the
+    assistant's text."""
+    loopback.replies += [
+        Reply(body=sse(choice({"refusal": "I can't help with that."}), choice({}, "stop")) + DONE),
+        Reply(body=fixture("openai_text.sse")),
+    ]
+    agent = Agent(model=openai_model(loopback))
+    first = await agent.prompt(UserMessage("u1", "something bad"))
+    assert first.final_text == "I can't help with that."
+    await agent.prompt(UserMessage("u2", "ok then"))
+    sent = loopback.requests[1].json()["messages"][1]
+    assert sent == {"role": "assistant", "content": "I can't help with that."}
+
+
+async def test_only_the_first_choice_is_the_answer(loopback):
+    """With several choices (``n=2``) the others' deltas were mixed into the answer; only the first
+    choice is the answer."""
+    loopback.replies.append(
+        Reply(
+            body=sse(
+                choice({"content": "Hello"}, index=0),
+                choice({"content": "Bonjour"}, index=1),
+                choice({}, "stop", index=0),
+                choice({}, "length", index=1),
+            )
+            + DONE
+        )
+    )
+    chunks, response = await read_stream(openai_model(loopback, extra_body={"n": 2}))
+    assert chunks == [TextDelta("Hello")] and response.stop_reason == "stop"
+
+
+async def test_tool_call_deltas_without_an_index_are_told_apart_by_id(loopback):
+    """Tool-call deltas without an ``index``, as some compatible servers send them, were merged into
+    one call; they are told apart by their id."""
+    loopback.replies.append(
+        Reply(
+            body=sse(
+                choice(
+                    {"tool_calls": [{"id": "a", "function": {"name": "f", "arguments": '{"x":'}}]}
+                ),
+                choice({"tool_calls": [{"function": {"arguments": "1}"}}]}),
+                choice(
+                    {"tool_calls": [{"id": "b", "function": {"name": "g", "arguments": '{"y":2}'}}]}
+                ),
+                choice({}, "tool_calls"),
+            )
+            + DONE
+        )
+    )
+    _, response = await read_stream(openai_model(loopback))
+    assert response.content == (ToolCall("a", "f", {"x": 1}), ToolCall("b", "g", {"y": 2}))
+
+
+async def test_a_stream_that_ends_cleanly_after_its_finish_reason_without_done_is_whole(
+    loopback,
+):
+    """Issue 16: llama.cpp before PR 9459, TGI before PR 2221, ik_llama.cpp and mistral.rs send no
+    ``[DONE]``; a stream that ended cleanly after its finish reason was retried as transient, then
+    failed."""
+    for chunked in (False, True):
+        body = sse(choice({"content": "hi"}), choice({}, "stop"))
+        loopback.replies.append(Reply(body=body, chunked=chunked, piece=40))
+        chunks, response = await read_stream(openai_model(loopback))
+        assert response.content == (TextBlock("hi"),) and response.stop_reason == "stop"
+
+
+async def test_a_chunked_stream_cut_after_its_finish_reason_is_still_an_error(loopback):
+    """The other side of the rule above: a chunked stream whose connection closes without the last
+    chunk is cut, not ended, even after its finish reason."""
+    body = sse(choice({"content": "hi"}), choice({}, "stop"))
+    loopback.replies.append(Reply(body=body, chunked=True, end_chunked=False, piece=40))
+    with pytest.raises(TransientModelError):
+        await read_stream(openai_model(loopback))
+
+
+async def test_a_stream_that_ends_before_its_finish_reason_is_not_complete(loopback):
+    """A stream that ended before its finish reason was taken as complete; it is transient."""
+    loopback.replies.append(Reply(body=sse(choice({"content": "hi"}))))
+    with pytest.raises(TransientModelError, match="before a finish reason"):
+        await read_stream(openai_model(loopback))
+
+
+async def test_max_completion_tokens_is_sent_for_newer_models(loopback):
+    """``max_completion_tokens``, which newer models take instead of ``max_tokens``, was not
+    sent."""
+    loopback.replies.append(Reply(body=fixture("openai_text.sse")))
+    await read_stream(openai_model(loopback, max_completion_tokens=300))
+    assert loopback.requests[0].json()["max_completion_tokens"] == 300

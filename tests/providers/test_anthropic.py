@@ -1,7 +1,9 @@
-"""The Anthropic adapter and richer content (issue 15): images and documents in
-requests, thinking streamed, kept and sent back with its signature, redacted
-thinking, refusals. Against the real loopback server, with the recorded wire
-fixtures of tests/support/fixtures/wire/ (see SOURCES.md there)."""
+"""``AnthropicModel`` against a real loopback HTTP server: richer content (issue 15):
+images and documents in requests, thinking streamed, kept and sent back with its
+signature, redacted thinking, refusals, with the recorded wire fixtures of
+tests/support/fixtures/wire/ (see SOURCES.md there); and the adapter's regressions
+(its two block-delta decoders, in-stream errors, usage), each named after the
+behaviour it pins."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from typing import Any
 
 import pytest
 from helpers import settle
-from loopback import Reply
+from loopback import Reply, fixture
 from recorded_wire import served, wire
+from sse_bodies import read as read_stream
 
 from trio_agent import (
     Agent,
@@ -21,6 +24,7 @@ from trio_agent import (
     DocumentBlock,
     ImageBlock,
     JsonlStore,
+    ModelAuthenticationError,
     ModelChunk,
     ModelRequest,
     ModelResponseError,
@@ -33,6 +37,7 @@ from trio_agent import (
     ToolRegistry,
     ToolResult,
     ToolResultMessage,
+    Usage,
     UserMessage,
     run_agent_loop,
     tool,
@@ -96,9 +101,6 @@ def sent_messages(loopback, number: int = 0) -> list[dict[str, Any]]:
 async def get_weather(location: str) -> str:
     """The weather at a place."""
     return f"18 C in {location}"
-
-
-# ------------------------------------------------------------------ thinking
 
 
 @pytest.mark.parametrize("piece", [0, 61])
@@ -185,9 +187,6 @@ async def test_a_delta_of_the_wrong_block_type_is_a_response_error(loopback):
         await read(model(loopback))
 
 
-# ------------------------------------------------------------------- refusal
-
-
 async def test_a_refusal_is_the_refusal_stop_reason(loopback):
     loopback.replies.append(Reply(body=served("anthropic_refusal.sse")))
     chunks, response = await read(model(loopback))
@@ -229,9 +228,6 @@ async def test_a_run_ends_completed_with_the_refusal_stop_reason(loopback):
     _, result = await settle(run)
     assert type(result) is Completed
     assert result.stop_reason == "refusal" and result.final_text == "Hi"
-
-
-# --------------------------------------------------- thinking sent back (done)
 
 
 async def test_a_tool_run_sends_the_thinking_back_with_its_exact_signature(loopback):
@@ -310,9 +306,6 @@ async def test_thinking_goes_back_in_order_and_foreign_reasoning_does_not(loopba
             {"type": "text", "text": "Hello."},
         ],
     }
-
-
-# ------------------------------------------------------- images, documents
 
 
 async def test_user_images_as_bytes_and_by_url_in_the_documented_form(loopback):
@@ -514,9 +507,6 @@ async def test_the_thinking_survives_the_session_ledger_and_goes_back_after_resu
     assert assistant["content"][1]["type"] == "tool_use"
 
 
-# ------------------------------------------------------------ review regressions
-
-
 def _event(body: dict[str, Any]) -> str:
     return f"event: {body['type']}\ndata: {json.dumps(body)}\n\n"
 
@@ -619,3 +609,134 @@ async def test_a_message_cut_by_the_context_window_is_a_length_stop(loopback):
     chunks, response = await read(model(loopback))
     assert response.stop_reason == "length"
     assert not any(type(c) is ToolCall for c in response.content)
+
+
+SECRET_KEY = "sk-test-SECRET-0123456789"
+
+
+def anthropic_model(loopback, **options):
+    return AnthropicModel("m", api_key=SECRET_KEY, base_url=loopback.url, **options)
+
+
+async def test_an_anthropic_in_stream_error_is_redacted(loopback):
+    """An Anthropic in-stream error quoted the key; it is redacted."""
+    body = (
+        b'event: error\ndata: {"type":"error","error":{"type":"authentication_error",'
+        b'"message":"bad key ' + SECRET_KEY.encode() + b'"}}\n\n'
+    )
+    loopback.replies.append(Reply(body=body))
+    with pytest.raises(ModelAuthenticationError) as info:
+        await read_stream(anthropic_model(loopback))
+    assert SECRET_KEY not in str(info.value)
+
+
+async def test_a_tool_use_block_that_never_ends_is_a_response_error(loopback):
+    """A tool_use block that never ended was taken as a call with what arguments it had; it is a
+    response error."""
+    body = fixture("anthropic_tools.sse")
+    last_stop = body.rindex(b"event: content_block_stop")
+    body = body[:last_stop] + body[body.index(b"event: message_delta", last_stop) :]
+    loopback.replies.append(Reply(body=body))
+    with pytest.raises(ModelResponseError, match="never ended"):
+        await read_stream(anthropic_model(loopback))
+
+
+async def test_anthropic_message_delta_usage_counts(loopback):
+    """The input and cache tokens that ``message_delta`` may carry were not counted."""
+    body = fixture("anthropic_text.sse").replace(
+        b'"usage":{"output_tokens":89}',
+        b'"usage":{"input_tokens":500,"output_tokens":89,"cache_read_input_tokens":7}',
+    )
+    loopback.replies.append(Reply(body=body))
+    _, response = await read_stream(anthropic_model(loopback))
+    assert response.usage == Usage(input_tokens=500, output_tokens=89, cache_read_tokens=7)
+
+
+async def test_anthropic_skips_empty_user_text(loopback):
+    """An empty user text went out as an empty text block, which the API refuses; it is left out."""
+    loopback.replies.append(Reply(body=fixture("anthropic_text.sse")))
+    request = ModelRequest(
+        id="request-001", messages=(UserMessage("u0", ""), UserMessage("u1", "hi")), tools=()
+    )
+    await read_stream(anthropic_model(loopback), request)
+    assert loopback.requests[0].json()["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    ]
+
+
+def _anthropic_sse(*events: dict) -> bytes:
+    return b"".join(
+        b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n"
+        for e in events
+    )
+
+
+_START = (
+    {"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 3}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking"}},
+    {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+)
+_END = (
+    {"type": "content_block_stop", "index": 0},
+    {"type": "content_block_stop", "index": 1},
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}},
+    {"type": "message_stop"},
+)
+
+
+async def test_anthropic_deltas_the_fast_decoder_refuses_are_taken_as_before(loopback):
+    """A delta the fast block decoder refuses falls back to the full decoder and is skipped there,
+    and what is around it still streams in order."""
+    # Block deltas go through a decoder that knows text, thinking, signature and
+    # JSON deltas; any other delta (a null text) falls back to the full decoder and
+    # is skipped there, and what is around it still streams in order. (Before issue
+    # 15 thinking was skipped too; now it streams as ThinkingDelta, a read's
+    # pieces merged, so the pieces are compared joined.)
+    body = _anthropic_sse(
+        *_START,
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "hm"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "signature_delta", "signature": "s"},
+        },
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "He"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": None}},
+        {"type": "ping"},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "llo"}},
+        *_END,
+    )
+    loopback.replies.append(Reply(body=body, piece=40))
+    chunks, response = await read_stream(anthropic_model(loopback))
+    thinking = [c for c in chunks if type(c) is ThinkingDelta]
+    assert "".join(c.thinking for c in thinking) == "hm"
+    assert "".join(c.signature for c in thinking) == "s"
+    assert [c for c in chunks if type(c) is TextDelta] == [TextDelta("He"), TextDelta("llo")]
+    assert response.content == (ThinkingBlock("hm", "s"), TextBlock("Hello"))
+    assert response.stop_reason == "stop"
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [
+        {"type": "content_block_delta", "index": 7, "delta": {"type": "text_delta", "text": "x"}},
+        {"type": "content_block_delta", "index": 7, "delta": {"type": "thinking_delta"}},
+    ],
+)
+async def test_anthropic_a_delta_for_an_unknown_block_is_refused_on_both_paths(loopback, delta):
+    """A delta for a block never started was taken on one decoding path; both paths refuse it."""
+    loopback.replies.append(Reply(body=_anthropic_sse(*_START, delta, *_END)))
+    with pytest.raises(ModelResponseError, match="unknown block 7"):
+        await read_stream(anthropic_model(loopback))
+
+
+async def test_anthropic_a_text_delta_of_the_wrong_type_does_not_decode(loopback):
+    """A text delta whose text is not a string passed the fast decoder; it does not decode."""
+    bad = {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": 5}}
+    loopback.replies.append(Reply(body=_anthropic_sse(*_START, bad, *_END)))
+    with pytest.raises(ModelResponseError, match="does not decode"):
+        await read_stream(anthropic_model(loopback))

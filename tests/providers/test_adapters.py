@@ -1,5 +1,7 @@
-"""Provider adapters against a real loopback HTTP server speaking the documented
-SSE wire formats (issue 6)."""
+"""The provider adapters against a real loopback HTTP server speaking the documented
+SSE wire formats (issue 6): text and tool calls, the transcript mapped, typed
+errors, cancellation, the key, a full agent run and retries through each adapter,
+and a tool result's text blocks on every wire (issue 32)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from trio_agent import (
     ModelAuthenticationError,
     ModelRequest,
     ModelRequestError,
+    RetryPolicy,
     TextBlock,
     TextDelta,
     ToolCall,
@@ -59,9 +62,6 @@ async def read(model, req=None):
     async with model.stream(req or request()) as stream:
         chunks = [chunk async for chunk in stream]
         return chunks, await stream.response()
-
-
-# ------------------------------------------------------------------ OpenAI
 
 
 async def test_openai_streams_text_with_usage(loopback):
@@ -145,9 +145,6 @@ async def test_openai_a_stream_cut_before_its_end_is_transient(loopback):
         await read(openai(loopback))
 
 
-# --------------------------------------------------------------- Anthropic
-
-
 async def test_anthropic_streams_text_and_tool_calls_with_usage(loopback):
     loopback.replies.append(Reply(body=fixture("anthropic_tools.sse"), piece=64))
     chunks, response = await read(anthropic(loopback))
@@ -213,9 +210,6 @@ async def test_anthropic_an_overloaded_error_in_the_stream_is_transient(loopback
     loopback.replies.append(Reply(body=fixture("anthropic_overloaded.sse")))
     with pytest.raises(TransientModelError, match="overloaded_error"):
         await read(anthropic(loopback))
-
-
-# ------------------------------------------------------------------ errors
 
 
 @pytest.mark.parametrize("make", [openai, anthropic])
@@ -296,9 +290,6 @@ async def test_bad_argument_json_and_oversized_arguments_become_refused_calls(lo
         assert response.stop_reason == "tool_call"
 
 
-# ----------------------------------------------------- cancellation, secrets
-
-
 @pytest.mark.parametrize("make", [openai, anthropic])
 async def test_cancellation_mid_stream_closes_the_connection(loopback, make):
     name = "openai_text.sse" if make is openai else "anthropic_text.sse"
@@ -342,9 +333,6 @@ def test_a_missing_key_is_a_clear_error(monkeypatch):
         AnthropicModel("claude-sonnet-4-5")
 
 
-# -------------------------------------------------------- full agent runs
-
-
 @pytest.mark.parametrize("make", [openai, anthropic])
 async def test_a_full_agent_run_through_each_adapter(loopback, make):
     if make is openai:
@@ -373,7 +361,6 @@ async def test_a_full_agent_run_through_each_adapter(loopback, make):
 
 
 PNG = b"\x89PNG\r\n\x1a\n"
-PNG_URL = "data:image/png;base64,iVBORw0KGgo="
 
 
 @wires()
@@ -426,3 +413,19 @@ async def test_a_tool_results_text_blocks_stay_apart_on_every_wire(loopback, wir
             ("image", None),
             ("text", "The image above shows the page."),
         ]
+
+
+SECRET_KEY = "sk-test-SECRET-0123456789"
+
+
+def openai_model(loopback, **options):
+    return OpenAIChatModel("m", api_key=SECRET_KEY, base_url=f"{loopback.url}/v1", **options)
+
+
+async def test_retries_work_through_an_adapter(loopback, autojump_clock):
+    """A session's retry of a 503 goes through a real adapter: the request is sent again and
+    answered."""
+    loopback.replies += [Reply(status=503, body=b"{}"), Reply(body=fixture("openai_text.sse"))]
+    agent = Agent(model=openai_model(loopback), retry=RetryPolicy(jitter=0))
+    result = await agent.prompt(UserMessage("u1", "hi"))
+    assert result.final_text == "The sum is 42." and len(loopback.requests) == 2

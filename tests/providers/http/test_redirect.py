@@ -1,9 +1,12 @@
-"""Redirects in the HTTP client (issue 16 item 3, DESIGN 11.3): a 307 or 308 within
-the same origin is followed with the same request, at most 3 in a row; another
-origin is refused before anything is sent there; a 301, 302 or 303 stays an error
-that names its Location. Each over a real loopback socket."""
+"""Redirects in the HTTP client (issue 16 item 3, DESIGN 11.3): a 307 or 308 within the
+same origin is followed with the same request, at most 3 in a row; another origin is
+refused before anything is sent there; a 301, 302 or 303 stays an error that names
+its Location; a target stays quoted through a forwarding proxy. Each over a real
+loopback socket."""
 
 from __future__ import annotations
+
+import urllib.parse
 
 import pytest
 import trio
@@ -12,6 +15,8 @@ from sse_bodies import DONE, anthropic_hello, choice, read, sse
 
 from trio_agent import ModelRequest, ModelRequestError, TextDelta, UserMessage
 from trio_agent.providers import AnthropicModel, OpenAIChatModel
+from trio_agent.providers.http._proxy import absolute_target
+from trio_agent.providers.http._redirect import Redirects
 
 KEY = "sk-redirect/KEY+0123456789=abcdef"
 REQUEST = ModelRequest(id="request-001", messages=(UserMessage("u1", "hi"),), tools=())
@@ -177,3 +182,15 @@ async def test_cancelled_during_the_redirected_request_closes_its_connection(loo
     with trio.fail_after(5):
         await loopback.client_closed.wait()
     assert [seen.path for seen in loopback.requests] == [PATH, "/next"]
+
+
+def test_a_redirect_through_a_forwarding_proxy_keeps_the_target_quoted():
+    """Issue 16 (review of the transport): a redirect target sent through a forwarding proxy lost
+    its quoting."""
+    redirects = Redirects("http://h:8/v1/chat/completions", "P")
+    target = redirects.follow(307, {"location": "/v2/chat completions"})
+    assert target == "/v2/chat%20completions"
+    # what HTTPStream sends through a forwarding proxy
+    assert absolute_target(urllib.parse.urljoin(redirects.url, target)) == (
+        "http://h:8/v2/chat%20completions"
+    )

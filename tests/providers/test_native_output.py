@@ -45,9 +45,6 @@ async def read(model: Any, req: ModelRequest) -> tuple[list[Any], Any]:
         return chunks, await stream.response()
 
 
-# ------------------------------------------------------------------ the tests
-
-
 @WIRES
 async def test_the_request_carries_the_native_format_and_the_answer_streams_as_text(loopback, wire):
     text = json.dumps(ANSWER)

@@ -60,8 +60,6 @@ def test_an_unfinished_event_waits_for_its_end():
     assert parser.feed(b"\n") == [b'{"a": 1}']
 
 
-# ------------------------------------------------- data: [DONE] ends every stream
-
 REQUEST = ModelRequest(id="request-001", messages=(UserMessage("u1", "hi"),), tools=())
 DONE = b"data: [DONE]\n\n"
 

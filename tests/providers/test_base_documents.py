@@ -66,8 +66,6 @@ async def read(model: Any, request: ModelRequest = REQUEST) -> tuple[list[Any], 
         return chunks, await stream.response()
 
 
-# ------------------------------------------------------------------ documents
-
 # test_openai/test_openai_tool_output.yaml, first response
 CHAT_CALL: dict[str, Any] = {
     "choices": [
@@ -275,9 +273,6 @@ def reasoning_block(item: dict[str, Any]) -> RedactedThinkingBlock:
     return RedactedThinkingBlock(json.dumps({k: item[k] for k in keys}, separators=(",", ":")))
 
 
-# ------------------------------------------------------------ OpenAI chat
-
-
 async def test_openai_chat_completion_text_is_one_delta(loopback):
     loopback.replies.append(document(CHAT_TEXT))
     chunks, response = await read(openai(loopback))
@@ -342,9 +337,6 @@ async def test_openai_chat_completion_with_bad_arguments_is_a_refused_call(loopb
     assert response.content == (call,) and response.stop_reason == "tool_call"
 
 
-# ------------------------------------------------------------ Anthropic
-
-
 async def test_anthropic_message_thinking_text_and_tool_use(loopback):
     loopback.replies.append(document(MESSAGE_CALL))
     chunks, response = await read(anthropic(loopback))
@@ -387,9 +379,6 @@ async def test_anthropic_message_cut_or_refused_drops_its_call(loopback, stop, e
     assert chunks == [ThinkingDelta(THOUGHT, SIGNATURE), TextDelta(text)]
     assert response.content == (ThinkingBlock(THOUGHT, SIGNATURE), TextBlock(text))
     assert response.stop_reason == expected
-
-
-# ------------------------------------------------------------ Responses
 
 
 async def test_responses_reasoning_item_and_text(loopback):
@@ -438,9 +427,6 @@ async def test_responses_incomplete_drops_its_cut_call(loopback):
     reasoning = reasoning_block(RESPONSE_CALL["output"][0])
     assert chunks == [reasoning]
     assert response.content == (reasoning,) and response.stop_reason == "length"
-
-
-# ------------------------------------------------------------ every adapter
 
 
 @pytest.mark.parametrize(

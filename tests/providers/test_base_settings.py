@@ -104,9 +104,6 @@ async def fields(loopback: Any, make: Any, req: ModelRequest | None = None, **op
     return {k: v for k, v in body.items() if k not in BASE[make] or k == "max_tokens"}
 
 
-# ------------------------------------------------------------------ the full mapping
-
-
 async def test_openai_sends_every_setting_it_has_under_its_names(loopback):
     assert await fields(loopback, openai, request(FULL)) == {
         "max_completion_tokens": 300,
@@ -222,9 +219,6 @@ async def test_anthropic_thinking_budget_below_max_tokens_goes(loopback):
     assert got == {"max_tokens": 4096, "thinking": {"type": "enabled", "budget_tokens": 4095}}
 
 
-# ------------------------------------------------------------------ precedence
-
-
 @ALL
 async def test_the_requests_settings_win_over_the_models_field_by_field(loopback, make):
     mine = ModelSettings(temperature=0.1, top_p=0.5, max_tokens=50)
@@ -280,8 +274,6 @@ async def test_extra_body_goes_last_over_everything(loopback, make):
     assert body["temperature"] == 1.0 and body["top_p"] == 0.1
     assert (body["a"], body["b"], body["c"], body["model"]) == (1, 2, 3, "x")
 
-
-# ------------------------------------------------------------------ headers
 
 OWN_HEADER = {openai: "authorization", anthropic: "anthropic-version", responses: "authorization"}
 
@@ -352,9 +344,6 @@ async def test_bad_extra_headers_in_a_request_are_refused_before_sending(loopbac
     with pytest.raises(ModelRequestError, match="extra_headers"):
         await sent(loopback, make, request(ModelSettings(extra_headers=extra)))
     assert loopback.requests == []
-
-
-# ------------------------------------------------------------------ construction
 
 
 class NOWHERE:  # a base URL for models never asked to send

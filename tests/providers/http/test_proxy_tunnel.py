@@ -36,9 +36,6 @@ from trio_agent.providers.http._wire import parse_head
 BODY = b'{"object": "list", "data": []}'
 
 
-# ------------------------------------------------------------- real proxy
-
-
 @pytest.fixture
 async def tls_server(proxy_ca: trustme.CA) -> AsyncIterator[Loopback]:
     """A TLS server on 127.0.0.1 (its certificate from ``proxy_ca``)."""
@@ -226,8 +223,6 @@ async def test_a_real_proxys_407_to_a_forwarded_request(auth_proxy_server, plain
     assert "/v1/chat" not in message and "wrong-password" not in message
     assert plain_server.requests == []
 
-
-# --------------------------------------------------------- scripted proxy
 
 PROXY = parse_proxy("http://agent:s3cret@proxy.test:3128", "proxy=")
 ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"

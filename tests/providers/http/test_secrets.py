@@ -1,7 +1,7 @@
-"""The API key never leaves an adapter in an error, in any form a server may echo
-it in (issue 12, item 12), and no error carries more than a capped amount of
-server text. Each test plants the key, in every form at once, into the bytes one
-error constructor quotes, and is named after the leak it pins."""
+"""The API key never leaves an adapter in an error, in any form a server may echo it in
+(issue 12, item 12), and no error carries more than a capped amount of server text.
+Each test plants the key, in every form at once, into the bytes one error
+constructor quotes, and is named after the leak it pins."""
 
 from __future__ import annotations
 
@@ -9,14 +9,10 @@ import json
 
 import msgspec
 import pytest
-from key_forms import (
-    assert_scrubbed,
-    every_form,
-    find_key,
-    unicode_escaped,
-)
+from key_forms import assert_scrubbed, every_form, find_key, unicode_escaped
 from loopback import Reply
 from sse_bodies import DONE, choice, read, sse
+from sse_bodies import read as read_stream
 
 from trio_agent import (
     REJECTED_ARGUMENTS,
@@ -52,9 +48,6 @@ async def failure(model, kind: type[ModelError] = ModelError) -> ModelError:
     with pytest.raises(kind) as caught:
         await read(model)
     return caught.value
-
-
-# ------------------------------------------------------------- the HTTP client
 
 
 @KEYS
@@ -115,9 +108,6 @@ async def test_a_huge_error_body_is_capped_and_a_key_at_the_cut_goes_whole(loopb
     error = await failure(openai(loopback, key), ModelAuthenticationError)
     assert len(str(error)) <= MAX_ERROR_TEXT
     assert_scrubbed(error, key)
-
-
-# ---------------------------------------------------------------- the adapters
 
 
 def openai_error(key: str) -> bytes:
@@ -228,9 +218,6 @@ async def test_a_key_in_bad_tool_call_arguments_is_not_quoted_in_the_reason(
     assert not find_key(reason, key), reason
 
 
-# ------------------------------------------------------------------ end to end
-
-
 @KEYS
 async def test_a_key_in_a_bad_content_length_reaches_no_ledger_record_or_event(
     loopback, tmp_path, key
@@ -254,3 +241,19 @@ async def test_a_key_in_a_bad_content_length_reaches_no_ledger_record_or_event(
     assert any("[redacted]" in text for text in texts[:2])
     for text in texts:
         assert not find_key(text, key), find_key(text, key)
+
+
+SECRET_KEY = "sk-test-SECRET-0123456789"
+
+
+def openai_model(loopback, **options):
+    return OpenAIChatModel("m", api_key=SECRET_KEY, base_url=f"{loopback.url}/v1", **options)
+
+
+async def test_a_key_straddling_the_error_body_cut_is_redacted_whole(loopback):
+    """A key straddling the cut of a long error body was quoted in part; it is redacted whole."""
+    padding = b"x" * (2000 - 10)
+    loopback.replies.append(Reply(status=401, body=padding + SECRET_KEY.encode() + b" tail"))
+    with pytest.raises(ModelAuthenticationError) as info:
+        await read_stream(openai_model(loopback))
+    assert SECRET_KEY[:5] not in str(info.value).replace("[redacted]", "")

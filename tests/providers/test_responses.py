@@ -94,9 +94,6 @@ def item_done(name: str, kind: str) -> dict:
     )
 
 
-# ------------------------------------------------------------------ text, calls
-
-
 async def test_text_streams_and_the_request_is_the_documented_shape(loopback):
     chunks, response = await read(loopback, wire("responses_text.sse"), piece=61)
     assert "".join(c.text for c in chunks) == "The capital of France is Paris."
@@ -189,9 +186,6 @@ async def test_bad_argument_json_is_a_refused_call(loopback):
     assert list(call.arguments) == [REJECTED_ARGUMENTS]
     assert call.arguments[REJECTED_ARGUMENTS].startswith("the arguments are not JSON: ")
     assert response.content == (call,) and response.stop_reason == "tool_call"
-
-
-# ------------------------------------------------------------------ reasoning
 
 
 async def test_summary_deltas_stream_as_thinking_and_the_item_as_redacted(loopback):
@@ -290,8 +284,6 @@ async def test_usage_reports_cached_and_reasoning_tokens(loopback):
     assert response.usage == Usage(input_tokens=278, output_tokens=9, cache_read_tokens=40)
 
 
-# ------------------------------------------------------- refusal, incomplete
-
 # No recording has a refusal or an incomplete response (SOURCES.md): these
 # streams are built from the event shapes FORMATS.md section c takes from the
 # openai-python types.
@@ -375,9 +367,6 @@ async def test_an_incomplete_response_stops_and_drops_its_calls(loopback, reason
     assert response.usage == Usage(input_tokens=10, output_tokens=5)
 
 
-# ------------------------------------------------------------------ errors
-
-
 async def test_the_recorded_error_and_failed_events_raise_the_chat_adapters_error(loopback):
     with pytest.raises(ModelError, match="insufficient_quota") as info:
         await read(loopback, wire("responses_error_failed.sse"))
@@ -432,9 +421,6 @@ async def test_unknown_events_are_ignored_and_a_malformed_known_one_is_not(loopb
     bad = sse({"type": "response.output_text.delta", "delta": 42})
     with pytest.raises(ModelResponseError, match=r"malformed response\.output_text\.delta"):
         await read(loopback, bad + body)
-
-
-# ------------------------------------------------------------------ media
 
 
 async def test_images_and_documents_reach_the_body_in_the_documented_form(loopback):

@@ -1,6 +1,9 @@
-"""The probe rows of issue 16 (item 6) that live in the HTTP client, each over a
-real loopback socket: bare CR line ends, content codings, a JSON or HTML 200, an
-error that is a bare string, and a request upload the server does not read."""
+"""The HTTP client (``HTTPStream``), each over a real loopback socket: the probe rows
+of issue 16 (item 6) that live in it (bare CR line ends, content codings, a JSON or
+HTML 200, an error that is a bare string, a request upload the server does not
+read); and what the review of issue 16's transport found (a bodiless status on a
+kept connection, an answer sent before the request was all taken, a 401 cut short),
+an interim 103 and an IPv6 host."""
 
 from __future__ import annotations
 
@@ -8,19 +11,25 @@ import gzip
 import json
 import zlib
 from functools import partial
+from typing import Any
 
 import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loopback import Reply, fixture
+from rawserver import Raw, hello_body, sized
 from sse_bodies import DONE, anthropic_hello, choice, read, sse
+from sse_bodies import read as read_stream
 
 from trio_agent import (
     Agent,
+    ContextOverflowError,
     JsonlStore,
+    ModelAuthenticationError,
     ModelError,
     ModelRequest,
+    ModelRequestError,
     ModelResponseError,
     TextBlock,
     TextDelta,
@@ -58,9 +67,6 @@ def parse(pieces: list[bytes]) -> list[bytes]:
     for piece in pieces:
         out += parser.feed(piece)
     return out
-
-
-# ------------------------------------------------- 1. bare CR line ends (legal SSE)
 
 
 def test_bare_cr_line_ends_give_every_event_including_the_last():
@@ -117,9 +123,6 @@ async def test_a_bare_cr_stream_is_read_whole_by_the_adapters(loopback, piece):
     loopback.replies.append(Reply(body=anthropic_hello().replace(b"\n", b"\r"), piece=piece))
     _, response = await read(anthropic(loopback))
     assert response.content == (TextBlock("Hi"),) and response.stop_reason == "stop"
-
-
-# ------------------------------------------------------------- 2. content codings
 
 
 async def test_every_request_asks_for_no_content_coding(loopback):
@@ -210,9 +213,6 @@ async def test_a_compressed_body_cut_off_is_transient(loopback):
     loopback.replies.append(Reply(body=body, headers={"content-encoding": "gzip"}))
     with pytest.raises(TransientModelError, match="cut off"):
         await read(openai(loopback))
-
-
-# ------------------------------------------------------ 3. a JSON or HTML 200
 
 
 JSON = {"content-type": "application/json"}
@@ -315,9 +315,6 @@ async def test_a_key_the_html_preview_cut_crosses_goes_whole(loopback):
         assert not any(KEY[:n] in str(caught.value) for n in range(6, len(KEY) + 1))
 
 
-# --------------------------------------------- 4. an error that is a bare string
-
-
 @MAKERS
 async def test_an_in_stream_error_that_is_a_string_keeps_its_text(loopback, make):
     loopback.replies.append(Reply(body=sse({"error": "upstream connect error"})))
@@ -343,9 +340,6 @@ async def test_an_event_without_an_error_that_does_not_decode_is_still_a_decode_
     loopback.replies.append(Reply(body=sse({"type": 5, "choices": "x", "error": None})))
     with pytest.raises(ModelResponseError, match="does not decode"):
         await read(make(loopback))
-
-
-# ------------------------------------------------------ 5. a slow request upload
 
 
 async def test_a_request_the_server_does_not_read_is_a_write_timeout():
@@ -379,3 +373,113 @@ async def test_a_compressed_error_body_that_does_not_decode_keeps_the_status_mea
     with pytest.raises(TransientModelError, match=r"HTTP 429.*does not decode") as caught:
         await read(openai(loopback))
     assert caught.value.retry_after == 2
+
+
+HI_REQUEST = ModelRequest(id="r1", messages=(UserMessage("u1", "hi"),), tools=())
+
+
+async def streamed_text(model: OpenAIChatModel, request: ModelRequest = HI_REQUEST) -> str:
+    async with model.stream(request) as stream:
+        return "".join(c.text for c in [c async for c in stream] if isinstance(c, TextDelta))
+
+
+@pytest.mark.parametrize("status", ["204 No Content", "304 Not Modified"])
+async def test_a_bodyless_status_on_a_kept_connection_does_not_wait_for_the_read_timeout(status):
+    """Issue 16 (review of the transport): a 204 or 304 on a kept connection waited for the read
+    timeout."""
+
+    async def handler(raw: Raw, stream: Any, index: int) -> None:
+        await raw.read_request(stream)
+        await stream.send_all(f"HTTP/1.1 {status}\r\nserver: x\r\n\r\n".encode())
+        await trio.sleep(30)  # keep-alive: the connection stays open
+
+    raw = Raw(handler)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(raw.serve)
+        async with OpenAIChatModel("m", api_key="k", base_url=f"{raw.url}/v1", read_seconds=3) as m:
+            start = trio.current_time()
+            with pytest.raises(ModelRequestError, match=status[:3]):
+                await streamed_text(m)
+            assert trio.current_time() - start < 1
+        nursery.cancel_scope.cancel()
+
+
+BIG = ModelRequest(id="r1", messages=(UserMessage("u1", "x" * 8_000_000),), tools=())
+
+
+@pytest.mark.parametrize("pooled_first", [False, True])
+async def test_an_early_413_while_the_body_is_still_being_sent_is_the_answer(pooled_first):
+    """Issue 16 (review of the transport): a 413 sent while the body was still going out (as nginx
+    does) was lost in a send error, and the request retried; the 413 is the answer."""
+
+    async def handler(raw: Raw, stream: Any, index: int) -> None:
+        buf = b""
+        if pooled_first and index == 0:
+            got = await raw.read_request(stream)
+            assert got
+            await stream.send_all(sized(hello_body("ok")))
+            buf = got[1]
+        while b"\r\n\r\n" not in buf:
+            buf += await stream.receive_some(65536)
+        raw.requests.append(buf.partition(b"\r\n\r\n")[0])
+        body = b'{"error":{"message":"request body too large","type":"invalid_request_error"}}'
+        head = "connection: close\r\n"
+        await stream.send_all(sized(body, head, "413 Payload Too Large", "application/json"))
+        await trio.sleep(0.05)  # then close without reading the rest (as nginx does)
+
+    raw = Raw(handler)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(raw.serve)
+        async with OpenAIChatModel("m", api_key="k", base_url=f"{raw.url}/v1") as model:
+            if pooled_first:
+                assert await streamed_text(model) == "ok"
+            with pytest.raises(ModelError) as caught:
+                await streamed_text(model, BIG)
+            assert isinstance(caught.value, ContextOverflowError | ModelRequestError)
+            assert "413" in str(caught.value)
+        nursery.cancel_scope.cancel()
+    assert len(raw.requests) == 1 + pooled_first  # the big request went once
+
+
+async def test_a_401_whose_body_is_cut_short_is_still_an_authentication_error():
+    """Issue 16 (review of the transport): a 401 whose body was cut short became a transient
+    error."""
+
+    async def handler(raw: Raw, stream: Any, index: int) -> None:
+        await raw.read_request(stream)
+        await stream.send_all(
+            b"HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\n"
+            b'content-length: 200\r\n\r\n{"error":{"message":"Incorrect API key"'
+        )
+
+    raw = Raw(handler)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(raw.serve)
+        async with OpenAIChatModel("m", api_key="k", base_url=f"{raw.url}/v1") as model:
+            with pytest.raises(ModelAuthenticationError, match="401"):
+                await streamed_text(model)
+        nursery.cancel_scope.cancel()
+
+
+SECRET_KEY = "sk-test-SECRET-0123456789"
+
+
+def openai_model(loopback, **options):
+    return OpenAIChatModel("m", api_key=SECRET_KEY, base_url=f"{loopback.url}/v1", **options)
+
+
+async def test_an_interim_103_response_is_skipped(loopback):
+    """An interim 103 Early Hints response was taken for the answer; it is skipped."""
+    head = (
+        b"HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+    )
+    loopback.replies.append(Reply(body=fixture("openai_text.sse"), head=head))
+    _, response = await read_stream(openai_model(loopback))
+    assert response.content == (TextBlock("The sum is 42."),)
+
+
+def test_an_ipv6_host_header_keeps_its_brackets():
+    """An IPv6 host lost its brackets in the Host header."""
+    stream = HTTPStream("http://[::1]:8080/v1/x", {}, b"", "P", None, 1.0, 1.0)
+    assert b"host: [::1]:8080\r\n" in stream._head

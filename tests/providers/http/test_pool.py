@@ -1,8 +1,9 @@
-"""Keep-alive connections (issue 16 item 1, DESIGN 11.3): a model's requests reuse
-one connection; the pool is bounded, expires idle connections, replaces a stale
-one once (never after a response byte), takes a connection back only when its
-response was read to the end, and closes it on cancellation. Over real loopback
-sockets, against a keep-alive server."""
+"""Keep-alive connections (issue 16 item 1, DESIGN 11.3): a model's requests reuse one
+connection; the pool is bounded, expires idle connections, replaces a stale one once
+(never after a response byte), takes a connection back only when its response was
+read to the end, and closes it on cancellation; bytes after a body over TLS and a
+connection that answered early are never taken for the next request. Over real
+loopback sockets, against a keep-alive server."""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ import gc
 import io
 import threading
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import trio
 from helpers import tls_contexts
 from loopback import Loopback, Reply
+from rawserver import Raw, hello_body, sized
 from sse_bodies import DONE, anthropic_hello, choice, read, sse
 
 from trio_agent import (
+    ModelError,
     ModelRequest,
     ModelRequestError,
     TextDelta,
@@ -515,3 +519,108 @@ def test_closing_a_pool_from_another_run_wakes_every_waiter_of_this_one():
 
     trio.run(main)
     assert outcomes == ["closed", "closed"]
+
+
+HI_REQUEST = ModelRequest(id="r1", messages=(UserMessage("u1", "hi"),), tools=())
+
+
+async def streamed_text(model: OpenAIChatModel, request: ModelRequest = HI_REQUEST) -> str:
+    async with model.stream(request) as stream:
+        return "".join(c.text for c in [c async for c in stream] if isinstance(c, TextDelta))
+
+
+class Holding(trio.abc.Stream):
+    """A transport whose sends can be held, then flushed in one socket write."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.hold, self.buf = inner, False, b""
+
+    async def send_all(self, data: Any) -> None:
+        if self.hold:
+            self.buf += bytes(data)
+        else:
+            await self.inner.send_all(data)
+
+    async def flush(self) -> None:
+        self.hold, data, self.buf = False, self.buf, b""
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> Any:
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.parametrize(
+    "extra", [sized(hello_body("EVIL")), b"\r\n"], ids=["a whole response", "a stray CRLF"]
+)
+async def test_a_tls_record_after_a_body_is_not_read_by_the_next_request(extra):
+    """Issue 16 (review of the transport): bytes after a body, in a second TLS record of the same
+    write, were read as the next request's answer."""
+    server_context, client_context = tls_contexts()
+    holders = {}
+
+    async def wrap(tcp: Any) -> Any:
+        holding = Holding(tcp)
+        tls = trio.SSLStream(holding, server_context, server_side=True, https_compatible=True)
+        await tls.do_handshake()
+        holders[id(tls)] = holding
+        return tls
+
+    async def handler(raw: Raw, stream: Any, index: int) -> None:
+        got = await raw.read_request(stream)
+        assert got
+        if index > 0:  # a new connection: the second answer
+            await stream.send_all(sized(hello_body("second")))
+            await trio.sleep(1)
+            return
+        holding = holders[id(stream)]
+        holding.hold = True
+        await stream.send_all(sized(hello_body("first")))  # TLS record 1
+        await stream.send_all(extra)  # record 2, in the same TCP write
+        await holding.flush()
+        got = await raw.read_request(stream, got[1])
+        if got:
+            await stream.send_all(sized(hello_body("second")))
+            await trio.sleep(1)
+
+    raw = Raw(handler, wrap=wrap)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(raw.serve)
+        url = f"https://localhost:{raw.port}/v1"
+        async with OpenAIChatModel("m", api_key="k", base_url=url, ssl_context=client_context) as m:
+            assert await streamed_text(m) == "first"
+            await trio.sleep(0.05)
+            assert await streamed_text(m) == "second"
+        nursery.cancel_scope.cancel()
+    assert raw.connections == 2
+
+
+BIG = ModelRequest(id="r1", messages=(UserMessage("u1", "x" * 8_000_000),), tools=())
+
+
+async def test_a_connection_that_answered_early_is_never_reused():
+    """Issue 16 (review of the transport): a connection that answered before the request was all
+    sent went back to the pool."""
+
+    async def handler(raw: Raw, stream: Any, index: int) -> None:
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += await stream.receive_some(65536)
+        raw.requests.append(buf.partition(b"\r\n\r\n")[0])
+        body = b'{"error":{"message":"too large"}}'
+        await stream.send_all(sized(body, "", "413 Payload Too Large", "application/json"))
+        await trio.sleep(0.05)  # keep-alive says the answer, but the request was cut
+
+    raw = Raw(handler)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(raw.serve)
+        async with OpenAIChatModel("m", api_key="k", base_url=f"{raw.url}/v1") as model:
+            with pytest.raises(ModelError, match="413"):
+                await streamed_text(model, BIG)
+            assert model.pool.idle == 0 and model.pool.connections == 0
+        nursery.cancel_scope.cancel()

@@ -26,11 +26,6 @@ from trio_agent.providers.http._proxy import (
 from trio_agent.providers.http._redirect import request_target
 from trio_agent.providers.http._secrets import MAX_ERROR_TEXT, Redactor, scrub_text
 
-# ------------------------------------------------- curl's vectors, verbatim
-#
-# From curl's tests/unit/unit1614.c (curl/curl at 5c61e168698a, August 2026), which
-# tests proxy_check_noproxy, cidr4_match and cidr6_match of lib/proxy.c.
-
 _CIDR4 = [
     ("192.160.0.1", "192.160.0.1", 33, False),
     ("192.160.0.1", "192.160.0.1", 32, True),
@@ -178,8 +173,6 @@ def test_no_proxy_rules_beyond_the_vectors(host, no_proxy, match):
     assert no_proxy_matches(host, no_proxy) is match
 
 
-# ------------------------------------------------------------- environment
-
 _PROXY = "http://proxy.example:3128"
 
 
@@ -321,9 +314,6 @@ def test_a_url_that_is_not_http_is_refused():
         proxy_for("ftp://files.example", "environment", {"all_proxy": _PROXY})
 
 
-# ------------------------------------------------------------------- parsing
-
-
 @pytest.mark.parametrize(
     ("url", "proxy"),
     [
@@ -461,9 +451,6 @@ def test_credentials_of_three_bytes_or_fewer_leave_no_secret(url, raw):
     assert longer.secrets == (_basic(b"a:bc").split()[1],)
 
 
-# --------------------------------------------------------- absolute target
-
-
 @pytest.mark.parametrize(
     ("url", "target"),
     [
@@ -484,8 +471,6 @@ def test_absolute_target_needs_an_http_url():
     with pytest.raises(ValueError):
         absolute_target("ftp://files.example/x")
 
-
-# ---------------------------------------------------------------- redactor
 
 KEY = "sk-live-0123456789"
 
