@@ -25,8 +25,6 @@ from trio_agent.output import _scan as _partial_scan
 from trio_agent.output._partial import PartialOutput, is_wrapped, partial_output
 from trio_agent.testing import ScriptedModel, scripted_response
 
-# ------------------------------------------------------------------ helpers
-
 
 def deltas(
     pieces: list[str], request_id: str = "request-001", attempt: int = 1
@@ -82,9 +80,6 @@ class Movie(TypedDict):
 class Point:
     x: int
     y: int
-
-
-# ------------------------------------------------------ sequences by shape
 
 
 def test_struct_sequence_for_a_chunked_answer() -> None:
@@ -202,9 +197,6 @@ def test_list_of_structs_leaves_the_half_written_last_element_out() -> None:
     assert got == [[Item(f"n{i}", i) for i in range(k)] for k in range(6)]
 
 
-# ------------------------------------------------------------ escapes, text
-
-
 def test_unicode_escape_cut_in_the_middle() -> None:
     text = '{"response": "caf\\u00e9!"}'
     at = text.index("\\u00") + 4  # "\u00" | "e9"
@@ -268,9 +260,6 @@ def test_other_events_and_chunks_are_ignored() -> None:
     assert state.feed(deltas(['{"response": [1]}'])[0]) == [1]
 
 
-# ----------------------------------------------------------------- restarts
-
-
 def test_restart_on_a_new_attempt_and_a_new_request() -> None:
     state = PartialOutput(list[int])
     first = deltas(['{"response": [1, 2, ', "3"], attempt=1)
@@ -283,9 +272,6 @@ def test_restart_on_a_new_attempt_and_a_new_request() -> None:
     third = deltas(['{"response": [9]}'], request_id="request-002")
     assert [state.feed(event) for event in third] == [[9]]  # equal, but a new answer
     assert (state.request_id, state.attempt) == ("request-002", 1)
-
-
-# ---------------------------------------------------------------- tool mode
 
 
 def test_tool_mode_call_yields_the_value_at_once() -> None:
@@ -328,9 +314,6 @@ def test_tool_mode_keeps_the_first_call_that_fits_as_the_loop_does() -> None:
     assert state.json == [1]
 
 
-# --------------------------------------------------------------- the wrap rule
-
-
 def test_wrap_rule_matches_the_output_spec() -> None:
     output = pytest.importorskip("trio_agent.output._spec")
 
@@ -358,9 +341,6 @@ def test_wrap_rule_matches_the_output_spec() -> None:
     for kind in kinds:
         spec = output.output_spec(kind)
         assert is_wrapped(kind) == (spec.wrapper is not None), kind
-
-
-# ------------------------------------------------------------------ property
 
 
 class Pin(msgspec.Struct, omit_defaults=True):
@@ -439,9 +419,6 @@ def test_every_partial_value_grows_into_the_final_one(case: Any, data: st.DataOb
         assert consistent(msgspec.to_builtins(partial), final_plain), (partial, value)
 
 
-# --------------------------------------------------------- cost (not timed)
-
-
 def test_a_long_answer_is_scanned_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Not a timing: the reader never scans a character twice (an escape cut by a
     delta's end is read again, at most 11 characters), so the whole of a
@@ -463,9 +440,6 @@ def test_a_long_answer_is_scanned_once(monkeypatch: pytest.MonkeyPatch) -> None:
     got = values(list[Item], deltas(cut(text, 60)))
     assert got[-1] == items
     assert len(text) <= scanned <= len(text) + 11 * (len(text) // 60 + 1)
-
-
-# ------------------------------------------------------------ the iterator
 
 
 class Source:
@@ -549,9 +523,6 @@ async def test_with_the_loop_tool_mode() -> None:
         got = [value async for value in partial_output(run, Order)]
     assert got == [Order("T", [])]
     assert run.result is not None and run.result.status == "completed"
-
-
-# ------------------------------------------------------- more properties
 
 
 _json = st.recursive(

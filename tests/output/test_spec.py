@@ -64,9 +64,6 @@ async def record(run: Any) -> tuple[list[Any], Any]:
     return events, run.result
 
 
-# ------------------------------------------------------------------ tool mode
-
-
 async def test_a_valid_answer_is_the_output_and_the_transcript_stays_valid():
     events, result = await record(loop([answer("r1", "c1", {"name": "Ann", "age": 3})]))
     assert result.status == "completed" and result.stop_reason == "stop"
@@ -217,9 +214,6 @@ async def test_a_second_output_call_in_the_same_answer_changes_nothing():
     assert "changes nothing" in result.messages[-1].content
 
 
-# ------------------------------------------------------------ the output types
-
-
 @dataclasses.dataclass
 class Point:
     x: int
@@ -298,9 +292,6 @@ def test_bad_output_options_are_refused_before_the_run(options, error):
         )
 
 
-# ------------------------------------------------------------------ validators
-
-
 async def test_a_validator_refusal_goes_back_to_the_model_and_its_return_replaces_the_value():
     async def adult(person: Person) -> Person:
         if person.age < 18:
@@ -330,9 +321,6 @@ async def test_a_validator_that_breaks_ends_the_run_with_hook_error(mode):
     assert result.status == "failed" and result.code == "HOOK_ERROR"
     assert "output_validator raised KeyError" in result.detail
     validate_transcript(result.messages)
-
-
-# ------------------------------------------------------------------ native mode
 
 
 async def test_native_mode_reads_the_final_text_as_json_and_sends_the_schema():
@@ -425,9 +413,6 @@ def test_json_depth_skips_strings_and_counts_the_root():
     assert json_depth('"[[["') == 3
 
 
-# ------------------------------------------------------------------ str outputs
-
-
 async def test_str_output_is_the_final_text_and_a_validator_may_refuse_it():
     async def short(text: str) -> None:
         if len(text) > 5:
@@ -455,9 +440,6 @@ async def test_a_refusal_ends_the_run_as_refused_with_no_output():
     assert result.output is None
 
 
-# ------------------------------------------------------------------ cancellation
-
-
 async def test_cancelled_at_every_checkpoint_of_an_output_retry_the_transcript_stays_valid(
     autojump_clock,
 ):
@@ -478,9 +460,6 @@ async def test_cancelled_at_every_checkpoint_of_an_output_retry_the_transcript_s
     report = await explore_cancellation(scenario, check)
     assert report.checkpoints > 10 and report.outcomes[-1] == "completed"
     assert set(report.outcomes) == {"cancelled", "completed"}
-
-
-# ------------------------------------------------------------------ sessions
 
 
 async def test_an_agent_gives_typed_turns_and_a_turn_may_ask_for_another_type():

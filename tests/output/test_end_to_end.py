@@ -147,9 +147,6 @@ def server(loopback: Any) -> Any:
     return loopback
 
 
-# ------------------------------------------------------------ valid first time
-
-
 @EVERY_WIRE_AND_MODE
 async def test_a_valid_answer_first_time_is_the_output(server, wire, mode):
     server.replies.append(answer(wire, mode, GOOD))
@@ -244,9 +241,6 @@ async def test_a_list_of_strict_structs_travels_wrapped_and_comes_back_unwrapped
         assert '"strict": true' in json.dumps(sent)
 
 
-# ------------------------------------------------------------ invalid, then fixed
-
-
 @EVERY_WIRE_AND_MODE
 async def test_an_invalid_answer_goes_back_with_its_json_path_and_the_fix_is_taken(
     server, wire, mode
@@ -285,9 +279,6 @@ async def test_a_validator_refusal_goes_back_over_the_wire(server, wire, mode):
     assert "age must be at least 18 - at `$.age`" in told(wire, mode, server.requests[1].json())
 
 
-# ------------------------------------------------------------ past the retries
-
-
 @EVERY_WIRE_AND_MODE
 async def test_invalid_past_the_retries_fails_with_output_invalid(server, wire, mode):
     server.replies += [answer(wire, mode, BAD_AGE, f"call_{i}") for i in range(1, 4)]
@@ -307,9 +298,6 @@ async def test_no_retries_fails_at_the_first_invalid_answer(server, wire, mode):
     _, result = await record(loop(wire, server, mode, output_retries=0))
     assert type(result) is Failed and result.code == OUTPUT_INVALID
     assert len(server.requests) == 1 and "(1 attempt)" in result.detail
-
-
-# ------------------------------------------------------------ text instead
 
 
 @EVERY_WIRE_IN_TOOL_MODE
@@ -348,9 +336,6 @@ async def test_prose_instead_of_json_is_asked_again_then_taken(server, wire, mod
     # each request asked for the schema again
     for seen in server.requests:
         assert wire.field in seen.json()
-
-
-# ------------------------------------------------------------ big answers
 
 
 BODY = ("é" + "\U0001f600" + "x" * 8) * 1_000  # 10,000 code points, 14,000 bytes as UTF-8
@@ -400,9 +385,6 @@ async def test_an_ordinary_tool_call_that_size_is_still_refused(server, wire, mo
     refused = result.messages[1].content[0]
     assert list(refused.arguments) == [REJECTED_ARGUMENTS]
     assert "$.body" in refused.arguments[REJECTED_ARGUMENTS]
-
-
-# ------------------------------------------------------------ cancellation
 
 
 def held(wire: Any, mode: str) -> Reply:
@@ -494,9 +476,6 @@ async def test_cancelled_while_the_retrys_answer_streams_no_part_of_it_is_kept(s
     validate_transcript(result.messages)
 
 
-# ------------------------------------------------------------ Agent, end to end
-
-
 @EVERY_WIRE_AND_MODE
 async def test_an_agent_turn_is_typed_over_the_wire_and_the_next_turn_asks_again(
     server, wire, mode
@@ -560,9 +539,6 @@ async def test_an_agent_turn_cancelled_during_an_output_retry_can_be_continued(
     assert AGE_PATH in told(wire, mode, server.requests[2].json())
     validate_transcript(agent.messages)
     await agent.aclose()
-
-
-# ------------------------------------------------- a nested agent, cancelled mid-turn
 
 
 @pytest.mark.parametrize("wire", ALL_WIRES, ids=[wire.name for wire in ALL_WIRES])
