@@ -56,9 +56,6 @@ def typed_run(loopback, tmp_path, *extra: str) -> list[str]:
     )
 
 
-# ------------------------------------------------------------------ runs
-
-
 async def test_the_answer_is_printed_last_as_one_json_line(loopback, tmp_path):
     value = {"name": "Ann", "age": 3, "tags": ["a"]}
     loopback.replies.append(answer(value))
@@ -158,9 +155,6 @@ async def test_with_a_ledger_show_prints_the_output_and_the_record_is_there(loop
     assert kinds[-3:] == ["turn/output", "turn/end", "session/closed"]
 
 
-# ------------------------------------------------------------------ bad schemas
-
-
 @pytest.mark.parametrize(
     ("content", "says"),
     [
@@ -210,9 +204,6 @@ async def test_a_missing_schema_file_is_a_usage_error(loopback, tmp_path):
     done = await cli(command(loopback, tmp_path, "run", "--output-schema", missing, "x"))
     assert done.returncode == 2
     assert f"--output-schema {missing}: cannot read it" in done.stderr.decode()
-
-
-# ------------------------------------------------------------------ the check, in process
 
 
 def checked(schema: dict[str, Any]) -> OutputSchema:

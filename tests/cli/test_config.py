@@ -24,9 +24,6 @@ def turn_starts(ledger) -> int:
     return sum(r.kind == "turn/start" for r in records(ledger))
 
 
-# ------------------------------------------------------------- 12: actionable errors
-
-
 async def test_no_key_names_the_variable_it_read_and_the_flag(loopback, tmp_path):
     for provider, read, other in (
         ("openai", "OPENAI_API_KEY", "ANTHROPIC_"),
@@ -138,9 +135,6 @@ async def test_a_base_url_the_providers_refuse_is_a_usage_error_at_parse_time(ur
     assert not ledger.exists()
 
 
-# ------------------------------------------------------------------ 13: options
-
-
 async def test_version_prints_the_package_version():
     done = await cli([*TRIO_AGENT, "--version"])
     assert done.returncode == 0
@@ -229,9 +223,6 @@ async def test_retries_is_the_number_of_retries_of_a_transient_error(loopback, t
     for bad in ("-1", "two"):
         refused = await cli(command(loopback, tmp_path, "run", "--retries", bad, "x"))
         assert refused.returncode == 2 and b"argument --retries" in refused.stderr
-
-
-# ----------------------------------------------- 14: the recorded configuration
 
 
 async def test_run_records_its_configuration_and_resume_needs_no_flags(loopback, tmp_path):
@@ -382,9 +373,6 @@ async def test_switching_provider_on_resume_drops_the_recorded_provider_settings
     )
     assert switched.returncode == 2
     assert "pass --model" in switched.stderr.decode()
-
-
-# --------------------------------------------- 15: resume without --message
 
 
 async def test_resume_without_a_message_refuses_when_no_turn_was_cut(loopback, tmp_path):

@@ -16,11 +16,12 @@ from loopback import Reply
 from mcp_http_server import demo_over_http
 from paths import MCP_SERVERS
 
-pytest.importorskip("mcp")
-
 from trio_agent.ledger import derive
 from trio_agent.stores import parse_jsonl
 from trio_agent.tools import Tool
+
+pytest.importorskip("mcp")
+
 
 WAIT = 60
 SERVERS = MCP_SERVERS

@@ -78,9 +78,6 @@ def tool_results(request_body: dict) -> dict[str, str]:
     }
 
 
-# ------------------------------------------------------------------------- ask
-
-
 class Reader:
     """What a stream showed (``text``), read on demand until a pattern comes, each
     search starting where the last match ended."""
@@ -235,9 +232,6 @@ async def test_ask_when_stdin_ends_leaves_the_calls_held(loopback, tmp_path):
     assert not (tmp_path / "a.txt").exists() and decisions(ledger) == {}
 
 
-# ------------------------------------------------------------------------ deny
-
-
 async def test_deny_is_the_default_off_a_terminal(loopback, tmp_path):
     """stdin is no terminal: every call that writes or runs is rejected, the model
     is told why, and the turn goes on; a call that only reads runs."""
@@ -301,9 +295,6 @@ async def test_wait_and_defer_need_a_ledger(loopback, tmp_path):
         assert done.returncode == 2
         assert f"--approve {mode} needs --ledger" in done.stderr.decode()
     assert loopback.requests == []
-
-
-# ---------------------------------------------------------- defer, approve, reject
 
 
 async def test_defer_then_approve_and_reject_from_the_shell_then_resume(loopback, tmp_path):
@@ -402,9 +393,6 @@ async def test_defer_then_approve_and_reject_from_the_shell_then_resume(loopback
     late = await decide("reject", str(ledger), "call_3")
     assert late.returncode == 2
     assert "call 'call_3' of session deferred is not waiting for approval" in (late.stderr.decode())
-
-
-# ------------------------------------------------------------------------ wait
 
 
 async def test_wait_lets_the_session_go_and_goes_on_once_another_process_decides(

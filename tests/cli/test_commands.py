@@ -11,15 +11,7 @@ import sys
 
 import msgspec
 import trio
-from cli_runner import (
-    ENV,
-    RecordLine,
-    call_stream,
-    cli,
-    command,
-    event_lines,
-    text_stream,
-)
+from cli_runner import ENV, RecordLine, call_stream, cli, command, event_lines, text_stream
 from loopback import Reply
 
 from trio_agent.ledger import derive
