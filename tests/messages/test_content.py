@@ -58,9 +58,6 @@ def image_prompt(id: str = "u1") -> UserMessage:
     return UserMessage(id, (TextBlock("What is in this picture?"), IMAGE))
 
 
-# ------------------------------------------------------------ the IR's checks
-
-
 def test_a_user_message_with_an_image_and_a_document_is_a_valid_transcript():
     validate_transcript([UserMessage("u1", (TextBlock("look"), IMAGE, PDF))])
     validate_transcript([UserMessage("u1", (ImageBlock("image/jpeg", url="https://x.io/a.jpg"),))])
@@ -162,9 +159,6 @@ def test_media_bytes_are_base64_in_json_and_round_trip():
     )
 
 
-# ------------------------------------------------------------ the core loop
-
-
 async def test_an_image_from_the_user_reaches_the_model_and_the_run_completes():
     # the bug: the run failed INVALID_TRANSCRIPT "content must be a str, got list"
     run, model = start([scripted_response("r1", "A cat.")], messages=[image_prompt()])
@@ -258,9 +252,6 @@ async def test_a_refusal_or_filter_with_tool_calls_is_a_protocol_error(stop):
     )
 
 
-# ------------------------------------------------------------ session turns
-
-
 @pytest.mark.parametrize(
     ("stop", "end"), [("refusal", TurnRefusal()), ("content_filter", TurnContentFilter())]
 )
@@ -294,9 +285,6 @@ async def test_a_refusal_outranks_an_earlier_length_stop():
     agent.follow_up(UserMessage("f1", "go on"))
     assert (await agent.prompt(UserMessage("u1", "hi"))).end == TurnRefusal()
     assert TurnLength() != TurnRefusal()
-
-
-# ------------------------------------------------------------ tools
 
 
 @tool
@@ -371,9 +359,6 @@ async def test_max_tool_result_chars_cuts_the_text_blocks_and_keeps_the_image():
     assert "characters cut" in content[0].text
 
 
-# ------------------------------------------------------------ ledger and resume
-
-
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
 async def test_media_and_thinking_survive_the_ledger_and_a_resume(tmp_path, kind):
     store = JsonlStore(tmp_path) if kind == "jsonl" else SqliteStore(tmp_path / "s.db")
@@ -419,9 +404,6 @@ def test_the_token_estimate_counts_an_image_not_its_base64():
     big = ModelRequest("request-001", (UserMessage("u1", (TextBlock("hi"), big_image)),), ())
     assert estimate_tokens(big) == estimate_tokens(small)  # an image is an image
     assert 1600 <= estimate_tokens(small) < 1700
-
-
-# ------------------------------------------------------------ review regressions
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,6 @@
-"""@tool, ToolRegistry and execute_tool_call (DESIGN 6)."""
+"""``@tool``, ``Tool``, ``ToolRegistry`` and ``execute_tool_call`` (DESIGN 6), and the
+regressions a review of the core loop found in them, each named after the behaviour
+it pins."""
 
 from __future__ import annotations
 
@@ -7,11 +9,13 @@ from typing import Annotated, Any
 import msgspec
 import pytest
 import trio
-from helpers import add, call
+from helpers import add, call, start
 
 from trio_agent import (
+    Cancelled,
     FatalToolError,
     Tool,
+    ToolArgumentsError,
     ToolError,
     ToolRegistry,
     ToolResultMessage,
@@ -19,6 +23,7 @@ from trio_agent import (
     execute_tool_call,
     tool,
 )
+from trio_agent.testing import scripted_response
 
 
 def test_tool_takes_name_docstring_and_signature():
@@ -342,3 +347,115 @@ def test_regression_a_shared_schema_cannot_be_reinitialised_in_place():
     with pytest.raises(TypeError, match="read-only"):
         parameters["required"].__init__(["zzz"])
     assert "injected" not in parameters and parameters["required"] == ["left", "right"]
+
+
+async def test_fatal_error_raised_on_cancellation_is_cancellation_not_tool_fatal():
+    """A FatalToolError raised while the tool was being cancelled turned the cancellation into
+    TOOL_FATAL; the run is cancelled."""
+
+    @tool
+    async def converts() -> str:
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            raise FatalToolError("cleanup failed") from None
+        return "never"
+
+    run, _ = start(
+        [scripted_response("r1", [call("converts", "c1")])], tools=ToolRegistry([converts])
+    )
+    async with run:
+        async for event in run:
+            if event.type == "tool.started":
+                run.cancel()
+    assert isinstance(run.result, Cancelled)
+
+
+async def test_fatal_error_inside_a_tool_nursery_fails_the_run_with_its_message():
+    """A FatalToolError raised in a tool's nursery came out in an exception group and was taken for
+    a plain error; it fails the run with its message."""
+
+    @tool
+    async def grouped() -> str:
+        async def boom() -> None:
+            raise FatalToolError("quota exhausted")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(boom)
+        return "never"
+
+    run, model = start(
+        [scripted_response("r1", [call("grouped", "c1")]), scripted_response("r2", "no")],
+        tools=ToolRegistry([grouped]),
+    )
+    result = await run.wait()
+    assert result.code == "TOOL_FATAL" and "quota exhausted" in result.detail
+    assert model.call_count == 1
+
+
+async def test_plain_error_groups_from_a_tool_name_their_leaves():
+    """A plain exception group from a tool told the model only its own message; the result names its
+    leaves."""
+
+    @tool
+    async def several() -> str:
+        raise ExceptionGroup("batch", [ValueError("bad row"), KeyError("id")])
+
+    run, _ = start(
+        [scripted_response("r1", [call("several", "c1")]), scripted_response("r2", "ok")],
+        tools=ToolRegistry([several]),
+    )
+    result = await run.wait()
+    assert result.messages[2].content == (
+        "Tool \"several\" raised ExceptionGroup (ValueError: bad row; KeyError: 'id')"
+    )
+
+
+def test_tool_with_unencodable_parameters_is_refused_at_construction():
+    """A ``Tool`` whose parameters cannot be JSON-encoded was made, and failed only when its spec
+    was sent; it is refused when made."""
+
+    async def execute(arguments: dict[str, Any]) -> str:
+        return ""
+
+    with pytest.raises(TypeError, match="JSON-encodable"):
+        Tool(name="t", description="", parameters={"x": object()}, execute=execute)
+
+
+def test_tool_with_a_sync_execute_is_refused_at_construction():
+    """A ``Tool`` with a sync ``execute`` was made, and failed when called; it is refused when
+    made."""
+    with pytest.raises(TypeError, match="async function"):
+        Tool(name="t", description="", parameters={}, execute=lambda arguments: "sync")
+
+
+async def test_tool_execute_may_be_an_async_callable_object():
+    """An ``execute`` that is an object with an async ``__call__`` was refused as not an async
+    function; it is taken."""
+
+    class Execute:
+        async def __call__(self, arguments: dict[str, Any]) -> str:
+            return "called"
+
+    registry = ToolRegistry([Tool(name="obj", description="", parameters={}, execute=Execute())])
+    run, _ = start(
+        [scripted_response("r1", [call("obj", "c1")]), scripted_response("r2", "ok")],
+        tools=registry,
+    )
+    assert (await run.wait()).messages[2].content == "called"
+
+
+async def test_a_dict_with_int_keys_is_filled_from_json_object_keys():
+    """A ``dict[int, ...]`` parameter refused its JSON object's keys, which are strings: "1" must
+    read as the int key 1, as msgspec's JSON decoder would (before: "Expected `int`, got `str` - at
+    `key` in `$.scores`")."""
+
+    @tool
+    async def total(scores: dict[int, float]) -> float:
+        """Adds the scores by player number."""
+        assert all(type(key) is int for key in scores)
+        return sum(scores.values())
+
+    assert await total.execute({"scores": {"1": 2.5, "7": 1.0}}) == 3.5
+    with pytest.raises(ToolArgumentsError, match="key"):
+        await total.execute({"scores": {"one": 2.5}})
