@@ -316,9 +316,6 @@ async def test_cancelled_at_every_checkpoint_of_a_turn_that_resumes_approvals(au
     assert report.checkpoints > 5 and report.outcomes[-1] == "completed"
 
 
-# ------------------------------------------------------- regressions from the review
-
-
 async def test_changing_what_pending_approvals_shows_changes_nothing_that_runs():
     desk = Desk()
     agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools)

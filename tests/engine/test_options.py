@@ -124,3 +124,12 @@ def test_system_must_be_a_str(system):
 def test_options_are_keyword_only():
     with pytest.raises(TypeError):
         run_agent_loop([user()], ScriptedModel([]), ToolRegistry(), 1)  # type: ignore[misc]
+
+
+def test_system_with_a_lone_surrogate_is_refused():
+    """A system prompt with a lone surrogate was taken and failed later, when encoded; it is refused
+    at once."""
+    with pytest.raises(ValueError, match="system is not valid Unicode"):
+        run_agent_loop(
+            messages=[], model=ScriptedModel([]), tools=ToolRegistry(), max_steps=1, system="\ud800"
+        )

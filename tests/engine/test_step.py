@@ -1,5 +1,6 @@
-"""Every step check, on both sides of every limit: a failure is
-MODEL_PROTOCOL_ERROR, no tool runs and no assistant message is appended (DESIGN 4, 7)."""
+"""Every step check, on both sides of every limit: a failure is MODEL_PROTOCOL_ERROR,
+no tool runs and no assistant message is appended (DESIGN 4, 7); and a
+``model.chunk`` event carries the checked copy."""
 
 from __future__ import annotations
 
@@ -85,9 +86,6 @@ def spy_call(arguments: Any, id: str = "c1"):
     return scripted_response("r1", [ToolCall(id, "spy", arguments)])
 
 
-# ---------------------------------------------------------------- chunk limits
-
-
 async def test_1024_chunks_are_accepted():
     text = "é" * MAX_STEP_CHUNKS
     events, _ = await assert_accepted(scripted_response("r1", text, text_chunks=MAX_STEP_CHUNKS))
@@ -137,9 +135,6 @@ async def test_1025_response_blocks_fail_even_if_they_merge_into_one():
         scripted_response("r1", blocks, chunks=[TextDelta("a" * (MAX_ASSISTANT_BLOCKS + 1))]),
         "more than 1024",
     )
-
-
-# ------------------------------------------------------------ argument limits
 
 
 def test_nested_builds_the_depth_it_names():
@@ -212,9 +207,6 @@ async def test_argument_errors_name_the_json_path():
     _, result = await assert_protocol_error(
         spy_call({"items": [{"ok": 1}, {"bad": math.nan}]}), "at `$.items[1].bad`"
     )
-
-
-# ----------------------------------------------------- response vs request/stream
 
 
 async def test_request_id_mismatch_fails():
@@ -390,3 +382,25 @@ async def test_empty_deltas_are_valid_and_emitted():
     events, result = await assert_accepted(entry)
     assert [e.chunk for e in events if isinstance(e, ModelChunk)][:2] == [TextDelta("")] * 2
     assert result.messages[1] == AssistantMessage("message-r1", (TextBlock(""),))
+
+
+async def test_model_chunk_carries_the_checked_copy_not_the_models_object():
+    """A ``model.chunk`` event carried the model's own object, which the model could still change;
+    it carries the checked copy."""
+    streamed = {"left": 1, "right": 2}  # the chunk's dict, which the model changes later
+    entry = scripted_response(
+        "r1",
+        [call("add", "c1", {"left": 1, "right": 2})],
+        chunks=[call("add", "c1", streamed)],
+    )
+    run, _ = start([entry], max_steps=1)
+    events = []
+    async with run:
+        async for event in run:
+            if isinstance(event, ModelChunk):
+                streamed["left"] = float("nan")
+            events.append(event)
+    chunk = next(e.chunk for e in events if isinstance(e, ModelChunk))
+    assert chunk.arguments == {"left": 1, "right": 2}
+    assert chunk == run.result.messages[1].content[0]
+    assert_stream_shape(events, run.result)
