@@ -8,10 +8,11 @@ import gc
 
 import pytest
 import trio
+from edge_servers import call_tool
 from helpers import call
 from mcp_http_server import demo_over_http, free_port
 
-from trio_agent import ToolCall, ToolRegistry, execute_tool_call
+from trio_agent import ToolRegistry, execute_tool_call
 from trio_agent.mcp import MCPServerError, MCPServerHTTP
 from trio_agent.tools import ToolContext
 
@@ -89,10 +90,6 @@ async def test_a_server_that_is_down_is_a_clear_error_at_entry():
 def test_only_http_urls():
     with pytest.raises(ValueError, match="http"):
         MCPServerHTTP("ftp://example.com/mcp")
-
-
-async def call_tool(tool_registry: ToolRegistry, name: str, arguments: dict):
-    return await execute_tool_call(tool_registry, ToolCall("c1", name, arguments))
 
 
 async def _start_http(port: int) -> trio.Process:

@@ -5,25 +5,15 @@ tests/support/mcp_servers/edge/."""
 
 from __future__ import annotations
 
-import sys
 import time
 
 import pytest
 import trio
-from paths import EDGE_SERVERS
-
-from trio_agent.mcp import MCPServerStdio
+from edge_servers import edge_server
 
 pytest.importorskip("mcp")
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
-
-
-HERE = EDGE_SERVERS
-
-
-def edge_server(script: str, **kwargs) -> MCPServerStdio:
-    return MCPServerStdio(sys.executable, [str(HERE / script)], **kwargs)
 
 
 async def test_a_call_returns_while_the_server_keeps_announcing_list_changes():

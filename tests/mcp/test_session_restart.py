@@ -14,9 +14,10 @@ import time
 
 import pytest
 import trio
+from edge_servers import edge_server
 from helpers import call
 from mcp_http_server import demo_over_http, free_port
-from paths import DEMO_SERVER, EDGE_SERVERS
+from paths import DEMO_SERVER
 
 from trio_agent import ToolRegistry, execute_tool_call
 from trio_agent.mcp import MCPServerError, MCPServerHTTP, MCPServerStdio
@@ -135,13 +136,6 @@ async def test_an_http_server_that_is_back_is_reconnected_with_restart():
     gc.collect()
     assert down.is_error
     assert (back.content, back.is_error) == ("42", False)
-
-
-HERE = EDGE_SERVERS
-
-
-def edge_server(script: str, **kwargs) -> MCPServerStdio:
-    return MCPServerStdio(sys.executable, [str(HERE / script)], **kwargs)
 
 
 async def _start_http(port: int) -> trio.Process:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 import trio
+from edge_servers import edge_server
 from helpers import call, user
-from paths import DEMO_SERVER, EDGE_SERVERS
+from paths import DEMO_SERVER
 
 from trio_agent import Agent, ToolRegistry, UserMessage, execute_tool_call, run_agent_loop
 from trio_agent.mcp import MCPServerError, MCPServerStdio
@@ -245,13 +246,6 @@ def test_a_stdio_servers_name_in_messages_leaves_its_other_arguments_out(command
     server = MCPServerStdio(command, args)
     assert server.label == f"MCP server {label!r}"
     assert "sekrit" not in server.label
-
-
-HERE = EDGE_SERVERS
-
-
-def edge_server(script: str, **kwargs) -> MCPServerStdio:
-    return MCPServerStdio(sys.executable, [str(HERE / script)], **kwargs)
 
 
 @pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 import trio
+from edge_servers import edge_server
 from helpers import call
-from paths import EDGE_SERVERS, MCP_SERVERS
+from paths import MCP_SERVERS
 
 from trio_agent import ToolRegistry, execute_tool_call
 from trio_agent.mcp import MCPServerError, MCPServerStdio
@@ -137,13 +138,6 @@ async def test_a_cancelled_entry_ends_the_server_and_stays_a_cancellation():
     with pytest.raises(RuntimeError, match="entered once"):
         async with server:
             pass
-
-
-HERE = EDGE_SERVERS
-
-
-def edge_server(script: str, **kwargs) -> MCPServerStdio:
-    return MCPServerStdio(sys.executable, [str(HERE / script)], **kwargs)
 
 
 @pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")

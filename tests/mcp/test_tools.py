@@ -6,20 +6,17 @@ refuses and refused arguments get the validator's message with the JSON path; an
 from __future__ import annotations
 
 import http.server
-import sys
 import threading
 
 import jsonschema
 import pytest
 import trio
+from edge_servers import call_tool, edge_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import EDGE_SERVERS
 
-from trio_agent import ToolCall
-from trio_agent.mcp import MCPServerStdio
 from trio_agent.mcp._tools import check_call, validator
-from trio_agent.tools import ToolArgumentsError, ToolRegistry, execute_tool_call
+from trio_agent.tools import ToolArgumentsError, ToolRegistry
 
 pytest.importorskip("mcp")
 
@@ -76,17 +73,6 @@ def test_refused_arguments_name_the_json_path():
     with pytest.raises(ToolArgumentsError, match=r"True is not of type 'integer'"):
         check_call({"a": True, "b": 1}, check)
     assert check_call({"a": 1.0, "b": 2}, check) == {"a": 1.0, "b": 2}  # 1.0 is an integer
-
-
-HERE = EDGE_SERVERS
-
-
-def edge_server(script: str, **kwargs) -> MCPServerStdio:
-    return MCPServerStdio(sys.executable, [str(HERE / script)], **kwargs)
-
-
-async def call_tool(tool_registry: ToolRegistry, name: str, arguments: dict):
-    return await execute_tool_call(tool_registry, ToolCall("c1", name, arguments))
 
 
 def _json_server(hits: list) -> tuple[http.server.ThreadingHTTPServer, str]:

@@ -12,6 +12,7 @@ import pytest
 import trio
 from helpers import add
 from loopback import Reply, fixture
+from sse_bodies import openai_model
 from wire_builders import ChatWire, ResponsesWire, wires
 
 from trio_agent import (
@@ -413,13 +414,6 @@ async def test_a_tool_results_text_blocks_stay_apart_on_every_wire(loopback, wir
             ("image", None),
             ("text", "The image above shows the page."),
         ]
-
-
-SECRET_KEY = "sk-test-SECRET-0123456789"
-
-
-def openai_model(loopback, **options):
-    return OpenAIChatModel("m", api_key=SECRET_KEY, base_url=f"{loopback.url}/v1", **options)
 
 
 async def test_retries_work_through_an_adapter(loopback, autojump_clock):

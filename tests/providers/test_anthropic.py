@@ -15,6 +15,7 @@ import pytest
 from helpers import settle
 from loopback import Reply, fixture
 from recorded_wire import served, wire
+from sse_bodies import SECRET_KEY
 from sse_bodies import read as read_stream
 
 from trio_agent import (
@@ -609,9 +610,6 @@ async def test_a_message_cut_by_the_context_window_is_a_length_stop(loopback):
     chunks, response = await read(model(loopback))
     assert response.stop_reason == "length"
     assert not any(type(c) is ToolCall for c in response.content)
-
-
-SECRET_KEY = "sk-test-SECRET-0123456789"
 
 
 def anthropic_model(loopback, **options):

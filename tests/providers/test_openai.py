@@ -13,7 +13,7 @@ import msgspec
 import pytest
 from loopback import Reply, fixture
 from paths import WIRE
-from sse_bodies import DONE, choice, sse
+from sse_bodies import DONE, SECRET_KEY, choice, openai_model, sse
 from sse_bodies import read as read_stream
 
 from trio_agent import (
@@ -439,13 +439,6 @@ async def test_only_a_compatible_servers_own_reasoning_goes_back(loopback):
         ),
     )
     assert sent(loopback, 2)[1]["reasoning_content"] == "deepseek thought"
-
-
-SECRET_KEY = "sk-test-SECRET-0123456789"
-
-
-def openai_model(loopback, **options):
-    return OpenAIChatModel("m", api_key=SECRET_KEY, base_url=f"{loopback.url}/v1", **options)
 
 
 async def test_an_in_stream_error_is_typed_redacted_and_not_retried(loopback, tmp_path):

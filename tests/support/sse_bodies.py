@@ -1,12 +1,14 @@
 """Provider streams built by hand for the HTTP and adapter tests: SSE bodies of
-Chat Completions chunks (``sse``, ``choice``, ``DONE``), an Anthropic hello, and
-``read``, which takes one stream whole."""
+Chat Completions chunks (``sse``, ``choice``, ``DONE``), an Anthropic hello,
+``read``, which takes one stream whole, and ``openai_model``, an adapter on the
+loopback server with a key (``SECRET_KEY``) that must never leak."""
 
 from __future__ import annotations
 
 import json
 
 from trio_agent import ModelRequest, UserMessage
+from trio_agent.providers import OpenAIChatModel
 
 REQUEST = ModelRequest(id="request-001", messages=(UserMessage("u1", "hi"),), tools=())
 
@@ -43,3 +45,10 @@ def anthropic_hello() -> bytes:
         b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n"
         for e in events
     )
+
+
+SECRET_KEY = "sk-test-SECRET-0123456789"
+
+
+def openai_model(loopback, **options):
+    return OpenAIChatModel("m", api_key=SECRET_KEY, base_url=f"{loopback.url}/v1", **options)

@@ -10,13 +10,6 @@ from trio_agent.workspace import Workspace
 pytestmark = pytest.mark.usefixtures("sandbox_mode")  # each test in both modes
 
 
-@pytest.fixture
-def workspace(tmp_path):
-    root = tmp_path / "ws"
-    root.mkdir()
-    return Workspace(root, run_seconds=10, grace_seconds=0.5)
-
-
 async def test_regression_a_regex_grep_never_imports_modules_written_in_the_workspace(tmp_path):
     """Issue 12: the grep child ran ``python -c`` in the workspace root: a json.py there ran inside
     it."""

@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 import trio
 from loopback import Reply, fixture
+from sse_bodies import SECRET_KEY
 from sse_bodies import read as read_stream
 
 from trio_agent import ModelError, TextBlock, TransientModelError
 from trio_agent.providers import AnthropicModel
-
-SECRET_KEY = "sk-test-SECRET-0123456789"
 
 
 async def test_https_to_a_private_ca_with_its_context_and_one_shared_default_context():

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from loopback import Reply, fixture
 from rawserver import Raw, hello_body, sized
-from sse_bodies import DONE, anthropic_hello, choice, read, sse
+from sse_bodies import DONE, anthropic_hello, choice, openai_model, read, sse
 from sse_bodies import read as read_stream
 
 from trio_agent import (
@@ -459,13 +459,6 @@ async def test_a_401_whose_body_is_cut_short_is_still_an_authentication_error():
             with pytest.raises(ModelAuthenticationError, match="401"):
                 await streamed_text(model)
         nursery.cancel_scope.cancel()
-
-
-SECRET_KEY = "sk-test-SECRET-0123456789"
-
-
-def openai_model(loopback, **options):
-    return OpenAIChatModel("m", api_key=SECRET_KEY, base_url=f"{loopback.url}/v1", **options)
 
 
 async def test_an_interim_103_response_is_skipped(loopback):

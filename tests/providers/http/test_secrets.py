@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from key_forms import assert_scrubbed, every_form, find_key, unicode_escaped
 from loopback import Reply
-from sse_bodies import DONE, choice, read, sse
+from sse_bodies import DONE, SECRET_KEY, choice, openai_model, read, sse
 from sse_bodies import read as read_stream
 
 from trio_agent import (
@@ -241,13 +241,6 @@ async def test_a_key_in_a_bad_content_length_reaches_no_ledger_record_or_event(
     assert any("[redacted]" in text for text in texts[:2])
     for text in texts:
         assert not find_key(text, key), find_key(text, key)
-
-
-SECRET_KEY = "sk-test-SECRET-0123456789"
-
-
-def openai_model(loopback, **options):
-    return OpenAIChatModel("m", api_key=SECRET_KEY, base_url=f"{loopback.url}/v1", **options)
 
 
 async def test_a_key_straddling_the_error_body_cut_is_redacted_whole(loopback):

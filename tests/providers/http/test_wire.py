@@ -17,10 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from loopback import Reply, fixture
 from paths import SUPPORT
+from sse_bodies import openai_model
 from sse_bodies import read as read_stream
 
 from trio_agent import ModelRequest, ModelResponseError, TransientModelError, UserMessage
-from trio_agent.providers import AnthropicModel, OpenAIChatModel
+from trio_agent.providers import AnthropicModel
 from trio_agent.providers.http._wire import ChunkedReader, body_reader, keep_alive, parse_head
 
 
@@ -341,13 +342,6 @@ def test_a_complete_size_line_with_a_huge_extension_is_refused():
     line bound."""
     with pytest.raises(ModelResponseError, match="size line too long"):
         dechunked(b"3\r\nabc\r\n5;" + b"x" * 5000 + b"\r\nhello\r\n0\r\n\r\n")
-
-
-SECRET_KEY = "sk-test-SECRET-0123456789"
-
-
-def openai_model(loopback, **options):
-    return OpenAIChatModel("m", api_key=SECRET_KEY, base_url=f"{loopback.url}/v1", **options)
 
 
 @pytest.mark.parametrize("piece", [37, 200, 100000])
