@@ -64,3 +64,9 @@ def ledger_store(request, tmp_path):
     if request.param == "sqlite":
         return SqliteStore(tmp_path / "sessions.db")
     return request.getfixturevalue("pg_store")()
+
+
+@pytest.fixture
+def store(ledger_store):
+    """The store a ledger or store test records in: each of the three in turn."""
+    return ledger_store

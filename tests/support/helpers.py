@@ -10,6 +10,7 @@ import msgspec
 import trustme
 
 from trio_agent import (
+    Agent,
     AgentRun,
     Event,
     RunFinished,
@@ -35,6 +36,14 @@ def call(name: str, id: str, arguments: dict[str, Any] | None = None) -> ToolCal
 async def add(left: int, right: int) -> dict[str, int]:
     """Add two integers."""
     return {"sum": left + right}
+
+
+def agent_with(script: list[Any], **options: Any) -> tuple[Agent, ScriptedModel]:
+    """An ``Agent`` on a ``ScriptedModel`` of ``script`` (with ``add`` unless ``tools=``
+    is given), and the model."""
+    model = ScriptedModel(script)
+    options.setdefault("tools", ToolRegistry([add]))
+    return Agent(model=model, **options), model
 
 
 def make_echo(log: list[str]):

@@ -93,9 +93,6 @@ def written(write: Callable[[Ledger], Any]) -> list[Record]:
     return records_of(memory.lines)
 
 
-# ------------------------------------------------------------------ the story
-
-
 def asking_step(ledger: Ledger) -> None:
     """Turn 1 up to the assistant message that makes calls A and B."""
     ledger.session_started("s1", 0.0, "")
@@ -165,9 +162,6 @@ def open_calls(messages: list) -> set[str]:
     return calls - {m.tool_call_id for m in messages if hasattr(m, "tool_call_id")}
 
 
-# --------------------------------------------------- 1. the whole story derives
-
-
 @pytest.mark.parametrize("decision", [APPROVE, EDIT, REJECT], ids=["approve", "edit", "reject"])
 def test_request_decide_and_resolve_across_turns(decision):
     records, marks = story(decision)
@@ -234,9 +228,6 @@ def test_held_calls_are_pending_in_request_order_with_their_decisions():
     validate_transcript(conversation.messages)
 
 
-# ------------------------------------------ 2. every prefix: what a crash leaves
-
-
 def expected_at(n: int, marks: dict[str, int], decision: ApprovalDecision):
     """What ``records[:n]`` says of A: pending, its decision, its closing code."""
     until = marks["dispatched"] if decision.approved else marks["result"]
@@ -293,9 +284,6 @@ async def resume_and_finish(
     validate_transcript(done.messages)  # every call answered
     answers = [m for m in done.messages if getattr(m, "tool_call_id", None) == A.id]
     assert len(answers) == (1 if ASKING in done.messages else 0)  # once, whatever happened
-
-
-# -------------------------------------------- 3. how a crash leaves held calls
 
 
 def held_then(write_more: Callable[[Ledger], None]) -> DerivedSession:
@@ -380,9 +368,6 @@ def test_compaction_forgets_held_calls():
         ledger.compacted((USER, DONE))
 
     assert held_then(write).pending_approvals == ()
-
-
-# ------------------------------------------------------ 4. what derive refuses
 
 
 def corrupt_cases() -> dict[str, tuple[Callable[[Ledger], Any], str]]:
@@ -526,9 +511,6 @@ def test_the_ledger_refuses_to_write_a_request_outside_a_turn():
     assert ledger.next_seq == 1 and len(memory.lines) == 1
 
 
-# ------------------------------------------------ 5. stores, bytes, old ledgers
-
-
 def make_store(kind: str, where: Path):
     return JsonlStore(where) if kind == "jsonl" else SqliteStore(where / "sessions.db")
 
@@ -607,9 +589,6 @@ async def test_old_ledgers_load_with_nothing_pending(tmp_path, kind):
             await store.aclose()
     assert derived.pending_approvals == () and derived.decisions == {}
     assert derived.closing_results() == []
-
-
-# ------------------------------------------------------------------- 6. show
 
 
 async def show_of(tmp_path: Path, records: list[Record], capsys, as_json: bool = False) -> str:

@@ -1,10 +1,12 @@
-"""Retries of transient model failures inside a step, on trio's clock (issue 3)."""
+"""Retries of transient model failures inside a step, on trio's clock (issue 3),
+grouped errors included."""
 
 from __future__ import annotations
 
 import pytest
 import trio
-from helpers import add, call
+from helpers import add, agent_with, call
+from sessions import u
 
 from trio_agent import (
     Agent,
@@ -18,6 +20,7 @@ from trio_agent import (
     TurnCompleted,
     TurnFailed,
     UserMessage,
+    tool,
     validate_transcript,
 )
 from trio_agent.testing import ScriptedModel, scripted_response
@@ -148,7 +151,6 @@ async def test_run_cancel_during_backoff_gives_a_cancelled_turn(autojump_clock):
 
 async def test_tools_are_never_retried(autojump_clock):
     runs = []
-    from trio_agent import tool
 
     @tool
     async def send_email(to: str) -> str:
@@ -180,3 +182,15 @@ async def test_tools_are_never_retried(autojump_clock):
 def test_bad_retry_policies_raise(kwargs):
     with pytest.raises(ValueError):
         RetryPolicy(**kwargs)
+
+
+async def test_grouped_transient_errors_are_retried(autojump_clock):
+    """A transient error inside an exception group (from a nursery) was not retried."""
+    group = ExceptionGroup("from a nursery", [TransientModelError("429", retry_after=2.0)])
+    agent, model = agent_with([group, scripted_response("ok", "x")], retry=RetryPolicy(jitter=0))
+    events = []
+    async with agent.turn(u("u1")) as run:
+        async for event in run:
+            events.append(event)
+    assert run.result.end == TurnCompleted()
+    assert [e.retry_in for e in events if isinstance(e, AttemptFailed)] == [2.0]

@@ -97,9 +97,6 @@ async def collect(agent: Agent, text: str) -> tuple[list[Any], TurnResult]:
     return events, run.result
 
 
-# ------------------------------------------------------------------ results
-
-
 async def test_the_result_is_the_inner_final_text() -> None:
     inner = inner_agent([scripted_response("i1", "Trio was released in 2017.")])
     research = inner.as_tool("research", "Research a question.")
@@ -196,9 +193,6 @@ async def test_a_str_output_type_is_the_text() -> None:
     assert results(await outer.prompt("go"))[0].content == "plain"
 
 
-# ------------------------------------------------------------------ failures
-
-
 async def test_an_inner_failure_is_an_error_result() -> None:
     inner = inner_agent([ModelRequestError("400 bad request")])
     outer = outer_agent([asks("research", "c1", "x"), "sorry"], inner.as_tool("research", "R."))
@@ -269,9 +263,6 @@ async def test_a_max_seconds_cancels_the_inner_turn(autojump_clock: Any) -> None
     validate_transcript(repair_transcript(inner.messages))
 
 
-# ------------------------------------------------------------------ progress
-
-
 async def test_progress_is_reported_as_tool_updated(autojump_clock: Any) -> None:
     @tool
     async def search(query: str) -> str:
@@ -311,9 +302,6 @@ async def test_text_deltas_are_summarized() -> None:
     assert 1 <= len(updates) <= 3
     assert updates[0].message.startswith("step 1: writing: word")
     assert all(len(u.message) < 160 for u in updates)
-
-
-# ------------------------------------------------------------------ input
 
 
 async def test_a_structured_input_is_given_as_json() -> None:
@@ -398,9 +386,6 @@ def test_options_are_checked(tmp_path: Any) -> None:
         inner_agent([]).as_tool("bad name", "T.")
 
 
-# ------------------------------------------------------------------ ledger
-
-
 async def test_a_fresh_call_records_a_linked_session(tmp_path: Any) -> None:
     store = JsonlStore(tmp_path)
     inner = inner_agent([scripted_response("i1", "recorded")])
@@ -440,9 +425,6 @@ async def test_a_kept_conversation_links_its_own_session(tmp_path: Any) -> None:
         f"[agent session {inner.session_id}, turn 2]"
     )
     await inner.aclose()
-
-
-# ------------------------------------------------------------------ parallel
 
 
 def _slow_inner(log: list[str], **options: Any) -> tuple[Agent, Any]:
@@ -510,9 +492,6 @@ async def test_parallel_calls_of_a_kept_conversation_wait_their_turn(autojump_cl
     assert sorted(log) == ["start a (1 running)", "start b (1 running)"]  # one at a time
     assert inner.turns == 2
     validate_transcript(inner.messages)
-
-
-# ------------------------------------------------------------------ cancellation
 
 
 def _nested_scenario(fresh: bool, store: Any = None) -> tuple[Agent, Agent]:

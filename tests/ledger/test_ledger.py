@@ -1,14 +1,19 @@
-"""The session ledger: records, ordering, durability policies, loading and resume (issue 4)."""
+"""The session ledger (``Ledger``): records, ordering, durability policies, loading and
+resume (issue 4), in every store; a clean close told from a crash, event numbers
+across a resume, KeyboardInterrupt (issue 12); the run configuration it records
+(issue 14); and its regressions, each named after the behaviour it pins."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 
 import msgspec
 import pytest
 import trio
 from helpers import add, call
+from ledger_scenario import agent_on, ok_model, records_of, script, sums
 
 from trio_agent import (
     TOOL_NOT_STARTED,
@@ -18,14 +23,20 @@ from trio_agent import (
     JsonlStore,
     LedgerCorruptError,
     LedgerError,
+    TextBlock,
     ToolRegistry,
+    TurnCancelled,
     TurnCompleted,
     TurnInterrupted,
+    Usage,
     UserMessage,
     tool,
     validate_transcript,
 )
 from trio_agent.ledger import (
+    SEQUENCE_BLOCK,
+    TOOL_FATAL,
+    Ledger,
     MessageRecord,
     SessionStartRecord,
     StepStartRecord,
@@ -34,10 +45,11 @@ from trio_agent.ledger import (
     TurnEndRecord,
     TurnStartRecord,
     derive,
+    model_label,
     record_decoder,
 )
 from trio_agent.stores import parse_jsonl
-from trio_agent.testing import ScriptedModel, scripted_response
+from trio_agent.testing import ScriptedModel, explore_cancellation, scripted_response
 
 
 def two_step_script(prefix: str = "r"):
@@ -51,11 +63,6 @@ def two_step_script(prefix: str = "r"):
         ),
         scripted_response(f"{prefix}2", "3 and 7"),
     ]
-
-
-@pytest.fixture
-def store(ledger_store):
-    return ledger_store
 
 
 def recording_agent(store, fsync: str = "step") -> Agent:
@@ -235,9 +242,6 @@ async def test_finished_results_are_recorded_when_a_turn_is_cancelled_mid_batch(
     assert [r.call_id for r in records if r.kind == "tool/cancelled"] == ["c2"]
 
 
-# -------------------------------------------------------------------- resume
-
-
 async def crashed_session(store, cut_after: str):
     """A session recorded up to (and including) the first record of kind ``cut_after``
     whose call is ``c2``, as if the process died there."""
@@ -357,9 +361,6 @@ async def test_a_resume_of_a_session_that_did_not_close_records_its_close(tmp_pa
         pass
     after = (await store.load("s1")).records
     assert after[:-1] == tuple(records) and after[-1].kind == "session/closed"
-
-
-# --------------------------------------------------------------------- loading
 
 
 async def test_a_torn_last_line_is_ignored_said_and_cut_before_appending(tmp_path):
@@ -492,3 +493,414 @@ async def test_a_tool_call_is_stored_before_the_tool_runs_in_every_store(store):
         await agent.aclose()
         results = [m.content for m in result.messages if m.role == "tool_result"]
         assert results == ["stored", "stored"], execution
+
+
+async def test_a_turn_cancelled_at_any_checkpoint_leaves_a_ledger_that_derives_and_resumes(
+    store,
+):
+    """SQLite once dropped a batch whose flush was cancelled before the worker ran it,
+    leaving a seq gap; every cancel point must leave a loadable, faithful ledger."""
+    state = {"n": 0}
+
+    def scenario():
+        state["n"] += 1
+        state["id"] = f"k{state['n']}"
+        state["agent"] = Agent(
+            model=ScriptedModel(script()),
+            tools=ToolRegistry([add]),
+            store=store,
+            session_id=state["id"],
+        )
+        return state["agent"].turn(UserMessage("u1", "go"))
+
+    async def check(events, result):
+        agent, session_id = state["agent"], state["id"]
+        await agent.aclose()
+        derived = derive((await store.load(session_id)).records)
+        assert tuple(derived.messages) == agent.messages
+        resumed = await Agent.resume(
+            store, session_id, model=ScriptedModel(script()[2:]), tools=ToolRegistry([add])
+        )
+        validate_transcript(resumed.messages)
+        await resumed.aclose()
+
+    report = await explore_cancellation(scenario, check)
+    assert report.checkpoints > 10 and report.outcomes[-1] == "completed"
+
+
+async def test_a_result_is_kept_when_cancellation_lands_in_after_tool_call(store):
+    """A result was lost (and the call later called outcome unknown) when cancellation landed in
+    ``after_tool_call``; the tool ran, so its result is kept and recorded."""
+    sent = []
+
+    @tool
+    async def send_email(to: str) -> str:
+        sent.append(to)
+        return "sent"
+
+    entered = trio.Event()
+
+    async def slow_audit(call, result):
+        entered.set()
+        await trio.sleep_forever()
+
+    agent = Agent(
+        model=ScriptedModel([scripted_response("r1", [call("send_email", "c1", {"to": "a@b"})])]),
+        tools=ToolRegistry([send_email]),
+        after_tool_call=slow_audit,
+        store=store,
+        session_id="s1",
+    )
+    events = []
+    async with agent.turn(UserMessage("u1", "mail")) as run:
+        async for event in run:
+            events.append(event)
+            if event.type == "tool.started":
+                await entered.wait()
+                run.cancel()
+    assert sent == ["a@b"] and run.result.end == TurnCancelled()
+    assert agent.messages[-1].content == "sent"
+    assert [e.type for e in events][-2:] == ["tool.finished", "turn.finished"]
+    await agent.aclose()
+    records = (await store.load("s1")).records
+    assert [r.result.content for r in records if isinstance(r, ToolResultRecord)] == ["sent"]
+
+
+async def test_a_call_blocked_by_a_failing_hook_is_not_recorded_as_dispatched(store):
+    """A call a failing ``before_tool_call`` blocked was recorded as dispatched; it is not
+    started."""
+
+    async def broken(call):
+        raise ValueError("policy service down")
+
+    agent = Agent(
+        model=ScriptedModel(script()),
+        tools=ToolRegistry([add]),
+        before_tool_call=broken,
+        store=store,
+        session_id="s1",
+    )
+    result = await agent.prompt(UserMessage("u1", "go"))
+    assert result.end.code == "HOOK_ERROR"
+    await agent.aclose()
+    records = (await store.load("s1")).records
+    assert not any(isinstance(r, ToolCallRecord) for r in records)
+    resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([add]))
+    assert {code for _, code in resumed.closed_on_resume} == {TOOL_NOT_STARTED}
+    await resumed.aclose()
+
+
+async def test_closing_the_ledger_while_a_turn_runs_is_refused(tmp_path):
+    """Closing the agent (and its ledger) while a turn ran was taken, cutting the turn's records."""
+    agent = Agent(
+        model=ScriptedModel([scripted_response("r1", "x", hang_at=0)]),
+        store=JsonlStore(tmp_path),
+        session_id="s1",
+    )
+    async with agent.turn(UserMessage("u1", "go")) as run:
+        await run.__anext__()
+        with pytest.raises(RuntimeError, match="while a turn runs"):
+            await agent.aclose()
+        run.cancel()
+    await agent.aclose()
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"fsync": "sometimes"}, ValueError, "fsync"),
+        ({"session_id": ""}, ValueError, "session id"),
+        ({"session_id": "../escape"}, ValueError, "session id"),
+    ],
+)
+def test_bad_ledger_options_are_refused_before_anything_is_created(tmp_path, options, error, match):
+    """Bad ledger options (fsync, session id) were refused only after the session's file was
+    created."""
+    with pytest.raises(error, match=match):
+        Agent(model=ScriptedModel([]), store=JsonlStore(tmp_path), **options)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_store_that_is_not_a_store_is_refused():
+    """A store that is not a ``SessionStore`` (a path) was taken, and failed at first use."""
+    with pytest.raises(TypeError, match="SessionStore"):
+        Agent(model=ScriptedModel([]), store="sessions/")
+
+
+async def test_a_clean_close_can_be_told_from_a_crash(tmp_path):
+    """Issue 12: a clean close could not be told from a crash; session/closed tells them apart."""
+    store = JsonlStore(tmp_path)
+    agent = agent_on(store, sums())
+    await agent.prompt(UserMessage("u1", "go"))
+    crashed = JsonlStore(tmp_path / "crashed")
+    crashed.directory.mkdir()
+    shutil.copy(store.path("s1"), crashed.path("s1"))  # the file as a kill -9 leaves it
+    await agent.aclose()
+    assert (await records_of(store))[-1].kind == "session/closed"
+    clean = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([add]))
+    assert clean.resume_warnings == ()
+    died = await Agent.resume(crashed, "s1", model=ScriptedModel([]), tools=ToolRegistry([add]))
+    assert any("did not close the session" in w for w in died.resume_warnings)
+    await clean.aclose()
+    await died.aclose()
+
+
+async def test_event_numbers_never_repeat_after_a_crash_resume(tmp_path):
+    """Issue 12: event numbers repeated after a crash and resume; the writer reserves blocks ahead,
+    so none repeats and the gap is bounded."""
+    store = JsonlStore(tmp_path)
+    crashed = JsonlStore(tmp_path / "crashed")
+    crashed.directory.mkdir()
+    chunks = 800  # three steps of 800 chunks: the writer renews its reservation twice
+    script = [
+        scripted_response(
+            f"r{i}",
+            [TextBlock("x" * chunks), call("add", f"c{i}", {"left": i, "right": 1})],
+            text_chunks=chunks,
+        )
+        for i in range(3)
+    ]
+    script.append(scripted_response("r3", "the end", hang_at=0))
+    agent = agent_on(store, script)
+    seen = []
+    async with agent.turn(UserMessage("u1", "go")) as run:
+        async for event in run:
+            seen.append(event.sequence)
+            if event.type == "tool.finished" and event.call.id == "c2":
+                await trio.sleep(0.01)  # the last stream hangs: the process "dies" now
+                shutil.copy(store.path("s1"), crashed.path("s1"))
+                run.cancel()
+    await agent.aclose()
+    assert max(seen) > 2 * SEQUENCE_BLOCK
+    resumed = await Agent.resume(
+        crashed,
+        "s1",
+        model=ScriptedModel([scripted_response("n", "on")]),
+        tools=ToolRegistry([add]),
+    )
+    later = []
+    async with resumed.turn(UserMessage("u2", "again")) as run:
+        async for event in run:
+            later.append(event.sequence)
+    await resumed.aclose()
+    assert min(later) > max(seen)  # a consumer of both processes sees no number twice
+    assert min(later) <= max(seen) + SEQUENCE_BLOCK + 1  # and the gap is bounded
+    assert later == list(range(later[0], later[0] + len(later)))
+
+
+async def test_event_numbers_continue_exactly_after_a_clean_close(store):
+    """Issue 12: after a clean close, event numbers continue exactly."""
+    agent = agent_on(store, sums("a"))
+    first = []
+    async with agent.turn(UserMessage("u1", "go")) as run:
+        first = [event.sequence async for event in run]
+    await agent.aclose()
+    resumed = await Agent.resume(
+        store, "s1", model=ScriptedModel(sums("b")), tools=ToolRegistry([add])
+    )
+    async with resumed.turn(UserMessage("u2", "again")) as run:
+        second = [event.sequence async for event in run]
+    await resumed.aclose()
+    assert second[0] == first[-1] + 1
+
+
+async def test_a_turn_cut_short_by_keyboard_interrupt_still_closes_to_a_loadable_ledger(store):
+    """Issue 12: KeyboardInterrupt is neither an Exception nor cancellation: the turn got no
+    turn/end of its own, and session/closed inside an open turn would be damage."""
+
+    class Interrupting(ScriptedModel):
+        def stream(self, request):
+            raise KeyboardInterrupt
+
+    agent = Agent(model=Interrupting([]), store=store, session_id="s1")
+    with pytest.raises(KeyboardInterrupt):
+        await agent.prompt(UserMessage("u1", "go"))
+    await agent.aclose()
+    records = await records_of(store)
+    assert [r.kind for r in records][-2:] == ["turn/end", "session/closed"]
+    assert records[-2].end.reason == "interrupted"
+    assert derive(records).closed
+
+
+async def test_a_turn_after_a_caught_keyboard_interrupt_keeps_the_ledger_loadable(store):
+    """Issue 12 (review): A REPL catches Ctrl-C and goes on: the cut turn had no turn/end, and the
+    next turn/start inside it made the whole session unloadable."""
+
+    class InterruptingOnce(ScriptedModel):
+        calls = 0
+
+        def stream(self, request):
+            InterruptingOnce.calls += 1
+            if InterruptingOnce.calls == 1:
+                raise KeyboardInterrupt
+            return super().stream(request)
+
+    agent = Agent(
+        model=InterruptingOnce([scripted_response("r1", "fine")]), store=store, session_id="s1"
+    )
+    with pytest.raises(KeyboardInterrupt):
+        await agent.prompt(UserMessage("u1", "go"))
+    assert (await agent.prompt(UserMessage("u2", "again"))).final_text == "fine"
+    await agent.aclose()
+    records = await records_of(store)
+    ends = [r.end.reason for r in records if r.kind == "turn/end"]
+    assert ends == ["interrupted", "completed"] and derive(records).closed
+
+
+async def test_every_ledger_write_is_protected_from_keyboard_interrupt(tmp_path):
+    """Issue 12 (review): trio delivers Ctrl-C at any bytecode of unprotected code: between a
+    record's write and its seq being counted, the next record repeated the seq."""
+    seen = []
+
+    class Watching:
+        def append(self, line):
+            seen.append(trio.lowlevel.currently_ki_protected())
+
+        def commit(self): ...
+        async def flush(self, durable): ...
+        async def aclose(self): ...
+
+    ledger = Ledger(Watching(), 0)
+    ledger.session_started("s", 0.0, "")
+    ledger.turn_started(1, 0)
+    ledger.message(UserMessage("u1", "hi"), usage=Usage(1, 1))
+    ledger.step_started("request-001")
+    await ledger.before_event(0)
+    ledger.turn_ended(1, derive_end(), 2)
+    ledger.session_closed(2)
+    assert seen and all(seen), seen
+
+    class Journal:
+        def message(self, message, code=None, usage=None):
+            seen.append(trio.lowlevel.currently_ki_protected())
+
+    from trio_agent.engine import Conversation
+
+    conversation = Conversation.from_messages(())
+    conversation.journal = Journal()
+    seen.clear()
+    conversation.append(UserMessage("u2", "in the transcript and the journal, or neither"))
+    assert seen == [True]
+
+
+def derive_end():
+    from trio_agent import TurnCompleted
+
+    return TurnCompleted()
+
+
+async def test_a_fatal_tool_error_naming_a_file_that_is_not_utf8_is_recorded(store):
+    """Issue 12 (review): a fatal tool error naming a file that is not UTF-8 (a lone surrogate)
+    could not be recorded."""
+
+    @tool
+    async def read(path: str) -> str:
+        name = b"caf\xe9.txt".decode("utf-8", "surrogateescape")  # as os.listdir gives it
+        raise FatalToolError(f"cannot read {name}: disk gone")
+
+    agent = agent_on(
+        store,
+        [scripted_response("r1", [call("read", "c1", {"path": "x"})])],
+        tools=ToolRegistry([read]),
+    )
+    result = await agent.prompt(UserMessage("u1", "go"))
+    await agent.aclose()
+    assert result.end.code == TOOL_FATAL and "caf\ufffd.txt" in result.end.detail
+    resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([read]))
+    assert [code for _, code in resumed.closed_on_resume] == [TOOL_FATAL]
+    await resumed.aclose()
+
+
+async def test_results_kept_after_a_fatal_call_survive_a_cancel_in_after_tool_call(store):
+    """Issue 12 (review): results kept after a fatal call were lost, and called outcome unknown,
+    when a cancel landed in ``after_tool_call``."""
+
+    @tool
+    async def boom() -> str:
+        await trio.sleep(0.01)
+        raise FatalToolError("boom")
+
+    @tool
+    async def quick(n: int) -> str:
+        with trio.CancelScope(shield=True):
+            await trio.sleep(0.02)
+        return f"quick {n}"
+
+    in_hook = trio.Event()
+
+    async def audit(c, result):
+        in_hook.set()
+        await trio.sleep_forever()
+
+    calls = [call("boom", "c1"), call("quick", "c2", {"n": 2}), call("quick", "c3", {"n": 3})]
+    agent = agent_on(
+        store,
+        [scripted_response("r1", calls)],
+        tools=ToolRegistry([boom, quick]),
+        after_tool_call=audit,
+        tool_execution="parallel",
+        tool_grace_period=1.0,
+    )
+    async with agent.turn(UserMessage("u1", "go")) as run, trio.open_nursery() as nursery:
+
+        async def cancel_in_hook():
+            await in_hook.wait()
+            run.cancel()
+
+        nursery.start_soon(cancel_in_hook)
+        async for _ in run:
+            pass
+    await agent.aclose()
+    # c2 and c3 both ran to the end: both results are kept, none is "outcome unknown"
+    assert {m.content for m in agent.messages if m.id.startswith("tool-result-")} == {
+        "quick 2",
+        "quick 3",
+    }
+    resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([boom]))
+    assert [code for _, code in resumed.closed_on_resume] == [TOOL_FATAL]
+    await resumed.aclose()
+
+
+class ProviderLike:
+    """A model with str ``provider`` and ``model`` attributes, as the adapters have."""
+
+    provider = "OpenAI"
+
+    def __init__(self) -> None:
+        self.model = "gpt-test"
+        self.inner = ok_model("p1")
+
+    def stream(self, request):
+        return self.inner.stream(request)
+
+
+def test_a_model_label_is_provider_and_model_or_the_class_name():
+    """Issue 14: a model's label in the ledger is provider:model, or the class name."""
+    assert model_label(ProviderLike()) == "OpenAI:gpt-test"
+    assert model_label(ok_model()) == "ScriptedModel"
+    odd = ProviderLike()
+    odd.model = 3  # not a str: the class name
+    assert model_label(odd) == "ProviderLike"
+
+
+async def test_metadata_and_each_turns_model_are_recorded(tmp_path):
+    """Issue 14: the metadata and each turn's model are recorded, and read back before resuming."""
+    store = JsonlStore(tmp_path)
+    config = {"provider": "openai", "model": "gpt-test", "max_steps": 8, "env": ["KEY_NAME"]}
+    agent = Agent(model=ok_model("r1"), store=store, session_id="s1", metadata=config)
+    config["model"] = "changed later"  # the agent keeps its own copy
+    await agent.prompt("one")
+    agent._state.model = ProviderLike()  # another model for the next turn
+    await agent.prompt("two")
+    await agent.aclose()
+    records = (await store.load("s1")).records
+    start = records[0]
+    assert type(start) is SessionStartRecord
+    assert start.metadata == {**config, "model": "gpt-test"}
+    turns = [r for r in records if type(r) is TurnStartRecord]
+    assert [t.model for t in turns] == ["ScriptedModel", "OpenAI:gpt-test"]
+    # the public way to read it before resuming
+    assert derive((await store.load("s1")).records).metadata == start.metadata
+    resumed = await Agent.resume(store, "s1", model=ok_model())
+    assert dict(resumed.metadata) == start.metadata
+    await resumed.aclose()

@@ -1,15 +1,22 @@
-"""Agent sessions: turns, inbox, hooks, budgets, sticky length and events (issue 3)."""
+"""Agent sessions (issue 3): turns, inbox, hooks, budgets, sticky length and events; a
+session's counters and metadata (issue 14); and an agent after ``aclose()`` (review
+14: a prompt after it ran and recorded nothing)."""
 
 from __future__ import annotations
+
+from types import MappingProxyType
 
 import msgspec
 import pytest
 import trio
-from helpers import add, call
+from helpers import add, agent_with, call
+from sessions import add_text, adding, kinds, model, u, user_texts
 
 from trio_agent import (
+    MAX_AGENT_STEPS,
     Agent,
     AssistantMessage,
+    JsonlStore,
     MessageAccepted,
     ModelChunk,
     SessionEvent,
@@ -37,12 +44,6 @@ from trio_agent import (
 from trio_agent.testing import ScriptedModel, scripted_response
 
 
-def agent_with(script, **options) -> tuple[Agent, ScriptedModel]:
-    model = ScriptedModel(script)
-    options.setdefault("tools", ToolRegistry([add]))
-    return Agent(model=model, **options), model
-
-
 async def run_turn(agent: Agent, message=None):
     events = []
     async with agent.turn(message) as run:
@@ -51,18 +52,11 @@ async def run_turn(agent: Agent, message=None):
     return events, run.result
 
 
-def u(id: str, text: str = "hi") -> UserMessage:
-    return UserMessage(id, text)
-
-
 def assert_session_stream(events, start: int = 0) -> None:
     assert [e.sequence for e in events] == list(range(start, start + len(events)))
     assert isinstance(events[0], TurnStarted) and isinstance(events[-1], TurnFinished)
     for event in events:
         assert msgspec.json.decode(msgspec.json.encode(event), type=SessionEvent) == event
-
-
-# ------------------------------------------------------------ across turns
 
 
 async def test_the_transcript_and_request_ids_carry_over_across_turns():
@@ -134,9 +128,6 @@ async def test_one_turn_at_a_time():
             agent.turn("second")
         run.cancel()
     assert not agent.running
-
-
-# ------------------------------------------------------------------- inbox
 
 
 def gated_tool(entered: trio.Event, release: trio.Event, log: list[str]):
@@ -317,9 +308,6 @@ async def test_duplicate_ids_are_refused_at_once():
         agent.follow_up(u("s1"))
 
 
-# ------------------------------------------------------------------- hooks
-
-
 async def test_transform_context_changes_the_request_not_the_transcript():
     seen = []
 
@@ -457,9 +445,6 @@ async def test_a_hook_returning_the_wrong_thing_fails_the_turn(hook, returned):
     assert hook in result.end.detail
 
 
-# ---------------------------------------------------------------- budgets
-
-
 async def test_per_turn_step_budget():
     script = [
         scripted_response(f"r{i}", [call("add", f"c{i}", {"left": i, "right": 0})])
@@ -535,9 +520,6 @@ async def test_length_alone_ends_the_turn_as_length():
     assert (await agent.prompt(u("u1"))).end == TurnLength()
 
 
-# ------------------------------------------------------------ construction
-
-
 @pytest.mark.parametrize(
     ("options", "error"),
     [
@@ -591,3 +573,106 @@ def test_agents_with_the_same_options_share_one_policy():
         first._state.policy is second._state.policy
         and first._state.policy is not other._state.policy
     )
+
+
+async def test_an_agent_can_continue_request_and_event_numbering():
+    """An agent could not continue a request and event numbering it was given."""
+    agent, model = agent_with(
+        [scripted_response("r1", "x")], request_sequence_start=40, sequence_start=500
+    )
+    events = []
+    async with agent.turn(u("u1")) as run:
+        async for event in run:
+            events.append(event)
+    assert model.requests[0].id == "request-040"
+    assert events[0].sequence == 500
+
+
+async def test_a_turns_budget_is_per_turn_and_request_numbers_run_on():
+    """Issue 14: a step budget is per turn, and request numbers run on past it across turns."""
+    agent = Agent(
+        model=ScriptedModel([*adding("a"), *adding("b")]),
+        tools=[add_text],
+        max_steps=MAX_AGENT_STEPS,
+        request_sequence_start=MAX_AGENT_STEPS - 1,
+    )
+    await agent.prompt("one")
+    await agent.prompt("two")  # past request-064: a session has many turns
+    assert agent.requests == MAX_AGENT_STEPS + 2
+
+
+def test_metadata_is_a_read_only_copy():
+    """Issue 14: an agent's metadata is a read-only copy of what it was given."""
+    given = {"provider": "openai", "settings": {"max_tokens": 100}}
+    agent = Agent(model=ScriptedModel([]), metadata=given)
+    given["settings"]["max_tokens"] = 1
+    seen = agent.metadata
+    assert isinstance(seen, MappingProxyType) and seen == {
+        "provider": "openai",
+        "settings": {"max_tokens": 100},
+    }
+    with pytest.raises(TypeError):
+        seen["provider"] = "x"  # type: ignore[index]
+    seen["settings"]["max_tokens"] = 2  # a copy: the agent's own is unchanged
+    assert agent.metadata["settings"] == {"max_tokens": 100}
+    assert Agent(model=ScriptedModel([])).metadata == {}
+
+
+async def test_regression_prompt_after_aclose_is_refused_saying_to_resume(tmp_path):
+    """Review 14 (sessions and stores): a prompt after ``aclose()`` ran and completed, and nothing
+    of it reached the ledger; it is refused, saying to resume the session."""
+    store = JsonlStore(tmp_path)
+    agent = Agent(model=model(), store=store, session_id="s")
+    await agent.prompt("one")
+    early = agent.turn(UserMessage("u9", "made before the close"))
+    await agent.aclose()
+    recorded = (tmp_path / "s.jsonl").read_bytes()
+    # HEAD: the turn ran, completed, and nothing of it reached the ledger.
+    with pytest.raises(RuntimeError, match=r"session 's' is closed; resume it with Agent\.resume"):
+        await agent.prompt("two")
+    with pytest.raises(RuntimeError, match="is closed"):
+        agent.turn("two")
+    with pytest.raises(RuntimeError, match="is closed"):
+        await early.wait()
+    assert (tmp_path / "s.jsonl").read_bytes() == recorded
+    assert (agent.turns, user_texts(agent)) == (1, ["one"])
+    await agent.aclose()  # closing again is harmless
+    resumed = await Agent.resume(store, "s", model=model())
+    await resumed.prompt(UserMessage("u9", "two"))
+    await resumed.aclose()
+    assert kinds(tmp_path / "s.jsonl").count("turn/start") == 2
+
+
+async def test_an_agent_left_async_with_takes_no_more_turns(tmp_path):
+    """Review 14 (sessions and stores): an agent whose ``async with`` block was left takes no more
+    turns."""
+    agent = Agent(model=model(), store=JsonlStore(tmp_path), session_id="s")
+    async with agent:
+        await agent.prompt("one")
+    with pytest.raises(RuntimeError, match="is closed"):
+        await agent.prompt("two")
+
+
+async def test_an_agent_closed_before_its_session_was_made_creates_nothing_later(tmp_path):
+    """Review 14 (sessions and stores): an agent closed before its session was made creates nothing
+    later."""
+    agent = Agent(model=model(), store=JsonlStore(tmp_path), session_id="s")
+    await agent.aclose()
+    with pytest.raises(RuntimeError, match="closed before its session 's' was created"):
+        await agent.prompt("one")
+    with pytest.raises(RuntimeError, match="closed before its session 's' was created"):
+        async with agent:
+            pass
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_an_agent_without_a_store_goes_on_after_aclose():
+    """Review 14 (sessions and stores): an agent without a store goes on after ``aclose()``: there
+    is nothing to resume."""
+    agent = Agent(model=model())
+    await agent.prompt("one")
+    await agent.aclose()
+    assert (await agent.prompt("two")).end.reason == "completed"
+    async with agent:
+        await agent.prompt("three")
+    assert user_texts(agent) == ["one", "two", "three"]

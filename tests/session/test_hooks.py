@@ -1,9 +1,12 @@
-"""The context-window guard, compaction and tool-result size cap (issue 3)."""
+"""The session's side of a turn (``SessionHooks``): the context-window guard,
+compaction and the tool-result size cap (issue 3), and their regressions, each named
+after the behaviour it pins."""
 
 from __future__ import annotations
 
 import pytest
-from helpers import call
+from helpers import agent_with, call
+from sessions import u
 
 from trio_agent import (
     Agent,
@@ -150,3 +153,66 @@ def test_truncate_text():
     cut = truncate_text("a" * 50 + "b" * 50, 60)
     assert len(cut) <= 60 and cut.startswith("a") and cut.endswith("b")
     assert "[... 40 characters cut" in cut
+
+
+async def test_final_text_survives_compaction_of_the_transcript():
+    """A turn's final text was lost when compaction replaced the transcript it was read from."""
+
+    async def summarize(messages):
+        return (u("summary", "earlier"), messages[-1])
+
+    history = []
+    for i in range(3):
+        history += [u(f"u{i}"), AssistantMessage(f"a{i}", (TextBlock("old"),))]
+    agent, _ = agent_with(
+        [scripted_response("r1", "fresh answer")],
+        messages=history,
+        context_window=1000,
+        reserve_output_tokens=400,
+        count_tokens=lambda request: 100 * len(request.messages),
+        compact=summarize,
+    )
+    result = await agent.prompt(u("u9"))
+    assert result.end == TurnCompleted() and result.final_text == "fresh answer"
+
+
+async def test_the_result_cap_applies_when_after_tool_call_raises():
+    """A tool result kept when ``after_tool_call`` raised escaped ``max_tool_result_chars``."""
+
+    @tool
+    async def dump() -> str:
+        return "x" * 50_000
+
+    async def broken(call, result):
+        raise ValueError("hook bug")
+
+    agent, _ = agent_with(
+        [scripted_response("r1", [call("dump", "c1")])],
+        tools=ToolRegistry([dump]),
+        after_tool_call=broken,
+        max_tool_result_chars=1000,
+    )
+    result = await agent.prompt(u("u1"))
+    assert result.end.code == "HOOK_ERROR"
+    assert len(result.messages[-1].content) <= 1000
+
+
+async def test_grouped_context_overflow_is_reported_as_such():
+    """A context overflow inside an exception group was reported as a model error, not
+    CONTEXT_OVERFLOW."""
+    group = ExceptionGroup("from a nursery", [ContextOverflowError("too long")])
+    agent, model = agent_with([group, scripted_response("ok", "x")])
+    result = await agent.prompt(u("u1"))
+    assert result.end.code == "CONTEXT_OVERFLOW" and model.call_count == 1
+
+
+async def test_count_tokens_that_raises_is_a_hook_error():
+    """A ``count_tokens`` that raises failed the turn as an internal error; it is a HOOK_ERROR
+    naming it."""
+
+    def broken(request):
+        raise ValueError("no tokenizer")
+
+    agent, _ = agent_with([], context_window=1000, count_tokens=broken)
+    result = await agent.prompt(u("u1"))
+    assert result.end.code == "HOOK_ERROR" and "count_tokens" in result.end.detail

@@ -50,11 +50,6 @@ def answer(rid: str, cid: str, arguments: dict[str, Any]) -> Any:
     return scripted_response(rid, [ToolCall(cid, OUTPUT_TOOL_NAME, arguments)])
 
 
-@pytest.fixture
-def store(ledger_store):
-    return ledger_store
-
-
 def typed_agent(store, script: list[Any], **options: Any) -> Agent:
     options.setdefault("output_type", Person)
     return Agent(
@@ -68,9 +63,6 @@ async def records_of(store, session_id: str = "s1") -> list[Any]:
 
 def outputs_in(records: list[Any]) -> list[OutputRecord]:
     return [r for r in records if type(r) is OutputRecord]
-
-
-# ------------------------------------------------------------------ recorded
 
 
 @pytest.mark.parametrize(
@@ -161,9 +153,6 @@ async def test_an_output_with_no_json_form_is_recorded_as_null_with_the_reason(s
     assert derive(await records_of(store)).outputs == {1: None}
 
 
-# ------------------------------------------------------------------ not recorded
-
-
 async def test_a_turn_that_failed_output_invalid_records_no_output(store):
     agent = typed_agent(
         store, [scripted_response(f"r{i}", "no") for i in range(1, 3)], output_retries=1
@@ -189,9 +178,6 @@ async def test_a_turn_without_output_type_records_none(store):
     await agent.prompt("hello")
     await agent.aclose()
     assert outputs_in(await records_of(store)) == []
-
-
-# ------------------------------------------------------------------ resume
 
 
 async def test_resume_gives_the_same_transcript_and_knows_the_last_output(store):
@@ -230,9 +216,6 @@ async def test_an_old_ledger_without_the_record_loads_and_then_records_one(tmp_p
     async with agent:
         assert (await agent.prompt("who?")).output == Person("Ann", 3)
     assert derive(await records_of(store, "pre15")).outputs == {3: {"name": "Ann", "age": 3}}
-
-
-# ------------------------------------------------------------------ where it may be
 
 
 def ledger_with(*middle: Any) -> list[Any]:
@@ -290,9 +273,6 @@ def test_an_unknown_record_kind_is_still_refused():
         parse_jsonl("s", data)
 
 
-# ------------------------------------------------------------------ durability
-
-
 @pytest.mark.parametrize("policy", ["always", "step"])
 async def test_the_record_is_durable_before_turn_finished_is_observed(
     tmp_path, monkeypatch, policy
@@ -345,9 +325,6 @@ async def test_the_record_is_in_the_database_before_turn_finished_is_observed(tm
     assert seen
 
 
-# ------------------------------------------------------------------ show
-
-
 def test_show_prints_each_turns_output_as_compact_json(tmp_path, capsys):
     records = ledger_with(step_end(), output(), turn_end())
     records[5] = msgspec.structs.replace(
@@ -370,9 +347,6 @@ def test_show_says_when_an_output_had_no_json_form(tmp_path, capsys):
     assert "output (from request-001): not recorded: Opaque has no JSON form" in (
         capsys.readouterr().out
     )
-
-
-# ------------------------------------------------------------------ cancellation
 
 
 async def test_cancelled_anywhere_in_a_typed_turn_the_ledger_has_the_output_iff_accepted(
