@@ -1,5 +1,5 @@
 """The trio-agent command line, run as a real subprocess against a loopback
-provider server (issue 8). The helpers here serve the other test_cli_* modules."""
+provider server (issue 8); the runner is tests/support/cli_runner.py."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from trio_agent.tools import ToolError
 
 pytest.importorskip("mcp")
 
-# see tests/test_mcp_http.py: the SDK's HTTP client leaves generators unexhausted
+# see tests/mcp/test_http.py: the SDK's HTTP client leaves generators unexhausted
 pytestmark = pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
 
 

@@ -1,4 +1,4 @@
-"""A fleet worker process for the fleet crash test (tests/test_fleet_crash.py).
+"""A fleet worker process for the fleet crash test (tests/fleet/test_crash.py).
 
 Usage: fleet_child.py DSN SCHEMA. Prints "ready" once listening, then works until
 killed. Each input is "SESSION INPUT" and is answered with one turn: two parallel

@@ -1,6 +1,6 @@
 """The PostgreSQL store (issue 22, first part): one writer per session by a
 fenced lease, errors as ``LedgerError``, and what the other stores share
-(tests/test_ledger*.py run on all three). Against a throwaway cluster the
+(tests/ledger/ and tests/stores/ run on all three). Against a throwaway cluster the
 suite starts (tests/support/pg_cluster.py)."""
 
 from __future__ import annotations
