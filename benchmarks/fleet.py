@@ -3,7 +3,7 @@ one PostgreSQL, the model I/O-bound (a scripted model that takes 50 ms a
 request, as a real one waits on the network).
 
 Run: ``python benchmarks/fleet.py`` (starts a throwaway local cluster,
-tests/pg_cluster.py). Each run: the workers start and listen, then
+tests/support/pg_cluster.py). Each run: the workers start and listen, then
 ``SESSIONS`` sessions get ``TURNS`` inputs each, all at once (``submit``);
 the clock runs from the first submit until every input is answered. A turn
 is two requests (a tool call, then the answer): 100 ms of model time. Each
@@ -26,7 +26,7 @@ from pathlib import Path
 import trio
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 
 SESSIONS = 64
 TURNS = 3

@@ -3,7 +3,7 @@ the time it adds per step of a session, against the same session kept in memory.
 
 Run: ``python benchmarks/ledger.py`` (writes to a temporary directory);
 ``--postgres`` also measures ``PostgresStore`` on a throwaway local cluster
-(tests/pg_cluster.py: unix socket, fsync off, so the figures are the store's
+(tests/support/pg_cluster.py: unix socket, fsync off, so the figures are the store's
 and the round trips', not a disk's).
 """
 
@@ -205,7 +205,7 @@ if __name__ == "__main__":
     else:
         import sys
 
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
         from pg_cluster import Cluster
 
         cluster = Cluster().start()

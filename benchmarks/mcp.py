@@ -1,5 +1,5 @@
 """MCP tool calls (issue 20): the per-call cost of our wrapper over the SDK's own
-``ClientSession.call_tool``, on one stdio server (tests/mcp_servers/demo.py, its
+``ClientSession.call_tool``, on one stdio server (tests/support/mcp_servers/demo.py, its
 trivial ``add`` tool), in one run.
 
 Three ways to make the same call, interleaved (each round makes ``--calls`` calls
@@ -37,7 +37,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 if sys.path and Path(sys.path[0] or ".").resolve() == HERE:
     del sys.path[0]  # this file is mcp.py: the SDK's package ``mcp`` must not be it
-DEMO = HERE.parent / "tests" / "mcp_servers" / "demo.py"
+DEMO = HERE.parent / "tests" / "support" / "mcp_servers" / "demo.py"
 ARGS = {"a": 20, "b": 22}
 
 Call = Callable[[], Awaitable[Any]]

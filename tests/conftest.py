@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 import trio
 
-sys.path.insert(0, str(Path(__file__).parent))
+# The shared helpers (tests/support/) import by their plain names from any folder.
+sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 pytest_plugins = ["proxyserver"]  # a real proxy server (proxy.py) for the proxy tests
 
@@ -24,7 +25,7 @@ async def loopback():
 @pytest.fixture(scope="session")
 def pg_cluster():
     """A throwaway PostgreSQL cluster for the whole run (unix socket only),
-    started on first use and removed at the end (tests/pg_cluster.py)."""
+    started on first use and removed at the end (tests/support/pg_cluster.py)."""
     from pg_cluster import Cluster
 
     cluster = Cluster().start()
@@ -103,17 +104,7 @@ def ledger_store(request, tmp_path):
     return request.getfixturevalue("pg_store")()
 
 
-@pytest.fixture(params=["none", "bwrap"])
-def sandbox_mode(request, monkeypatch):
-    """The workspace tool tests run in both modes: every ``Workspace`` made with the
-    default ``sandbox="auto"`` gets this mode instead (bubblewrap is installed in
-    CI, so ``bwrap`` never falls back)."""
-    from trio_agent.workspace import _workspace
-
-    real = _workspace.choose_sandbox
-
-    def chosen(requested):
-        return real(request.param if requested == "auto" else requested)
-
-    monkeypatch.setattr(_workspace, "choose_sandbox", chosen)
-    return request.param
+@pytest.fixture
+def store(ledger_store):
+    """The store a ledger or store test records in: each of the three in turn."""
+    return ledger_store

@@ -1,6 +1,7 @@
 """Logging (issue 21): standard loggers under ``trio_agent``, silent unless the
 application configures logging; INFO for turns, retries and resumes, DEBUG for
-requests, steps and tool calls; never a key, never message content."""
+requests, steps and tool calls; never a key, never message content, not even what an
+MCP server prints; the command line's ``-v``."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import subprocess
 import sys
 
 import pytest
+import trio
 from helpers import call
 from loopback import Reply, fixture
+from paths import DEMO_SERVER
 
 from trio_agent import Agent, RetryPolicy, TransientModelError, tool
+from trio_agent.mcp import MCPServerStdio
 from trio_agent.providers import OpenAIChatModel
 from trio_agent.stores import JsonlStore
 from trio_agent.testing import ScriptedModel, scripted_response
@@ -163,3 +167,55 @@ def test_the_cli_logs_to_stderr_with_v(flags, info, debug):
     assert ("trio_agent.loop INFO: turn 1 started" in done.stderr) is info
     assert ("trio_agent.loop DEBUG: tool multiply call" in done.stderr) is debug
     assert "trio_agent" not in done.stdout
+
+
+SECRET = "the launch code is 0451"
+DEMO = str(DEMO_SERVER)
+
+
+async def test_what_an_mcp_server_prints_about_its_arguments_stays_out_of_the_info_log(caplog):
+    """Issue 21 (review of logging): an MCP server's stderr, quoting a tool's arguments, reached the
+    INFO log (what ``-v`` turns on)."""
+    # what -v turns on: an MCP server's stderr (here it quotes the tool's arguments)
+    caplog.set_level(logging.INFO, "trio_agent")
+    script = [
+        scripted_response("r1", [call("echo", "c1", {"text": SECRET})]),
+        scripted_response("r2", "done"),
+    ]
+    async with MCPServerStdio(sys.executable, [DEMO]) as server:
+        agent = Agent(model=ScriptedModel(script), tool_sources=[server])
+        result = await agent.prompt("go")
+        await trio.sleep(0.5)  # let the stderr line arrive
+    assert result.end.reason == "completed"
+    assert SECRET not in caplog.text, [
+        r.getMessage() for r in caplog.records if SECRET in r.getMessage()
+    ]
+
+
+def test_v_before_the_command_is_accepted():
+    """Issue 21 (review of logging): ``trio-agent -v demo`` (the flag before the command) was
+    refused."""
+    from trio_agent.cli import main
+
+    try:
+        code = main(["-v", "demo"])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 0
+
+
+def test_verbose_twice_adds_one_handler():
+    """Issue 21 (review of logging): each ``-v`` setup (``main`` run twice in one process) added
+    another handler, so every line was logged twice."""
+    from trio_agent.cli import _verbose
+
+    root = logging.getLogger("trio_agent")
+    before = list(root.handlers)
+    try:
+        _verbose(1)
+        _verbose(1)
+        added = [h for h in root.handlers if h not in before]
+        assert len(added) <= 1, added
+    finally:
+        root.handlers[:] = before
+        root.setLevel(logging.NOTSET)

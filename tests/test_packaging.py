@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 import trove_classifiers
-from test_readme import readme_repo_paths
+from paths import ROOT
+from readme import readme_repo_paths
 
 import trio_agent
 
-ROOT = Path(__file__).resolve().parent.parent
 REPO_URL = "https://github.com/trio-agent/trio-agent"
 
 # What never belongs in an sdist: environments, caches, build output.
@@ -112,15 +112,17 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
 
 def test_the_sdist_holds_every_file_of_the_repository(dists):
     wanted = repository_files()
-    assert {"tests/conftest.py", "tests/helpers.py", "tests/loopback.py"} <= set(wanted)
-    assert any(name.startswith("tests/fixtures/") for name in wanted)
+    assert {"tests/conftest.py", "tests/support/helpers.py", "tests/support/loopback.py"} <= set(
+        wanted
+    )
+    assert any(name.startswith("tests/support/fixtures/") for name in wanted)
     missing = [name for name in wanted if name not in dists.sdist_files]
     assert missing == [], "add them to MANIFEST.in"
     for needed in ("README.md", "LICENSE", "ARCHITECTURE.md", "pyproject.toml", ".ci/rooms.py"):
         assert needed in dists.sdist_files
     assert {name for name in dists.sdist_files if name.startswith("tests/")} >= {
-        "tests/make_fixtures.py",
-        *(f"tests/{path.name}" for path in (ROOT / "tests").glob("*_child.py")),
+        "tests/support/make_fixtures.py",
+        *(f"tests/support/{path.name}" for path in (ROOT / "tests" / "support").glob("*_child.py")),
     }
 
 

@@ -4,9 +4,8 @@ module over 650, no underscore name imported across modules."""
 from __future__ import annotations
 
 import runpy
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import ROOT
 
 
 def test_every_module_function_and_import_is_in_bounds():

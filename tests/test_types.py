@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from paths import ROOT
+
 import trio_agent as ta
 from trio_agent import ToolCall
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_mypy_strict_passes_on_the_package_the_example_and_the_type_checks():

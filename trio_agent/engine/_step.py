@@ -7,7 +7,7 @@ signatures joined); a tool call or redacted thinking is a group of its own
 and ends any open one; empty pieces are dropped. The stream must equal the
 response after merging. The rule is written twice, both on the hot path:
 ``StepCheck`` merges the stream as it comes, ``_response_blocks`` the
-response on locals; ``tests/test_step_merge_properties.py`` holds both to
+response on locals; ``tests/engine/test_step_merge_properties.py`` holds both to
 one reference.
 """
 

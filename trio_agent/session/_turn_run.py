@@ -72,6 +72,12 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         self._output = output
         self._spec: TurnSpec | None = None  # the turn's, once it has begun
 
+    @property
+    def owner(self) -> object:
+        """What this turn belongs to: its agent's session (an opaque value; turns of
+        one agent have the same owner)."""
+        return self._state
+
     def _emitter(self, send: trio.MemorySendChannel[SessionEvent] | None) -> Emitter:
         state = self._state
         return Emitter(send, start=state.next_sequence, journal=state.ledger)

@@ -361,7 +361,7 @@ class _Exploration:
                 "(run_agent_loop(...) or agent.turn(...)) or a tuple (run, state, ...), "
                 f"got {_described(made)}"
             )
-        agent = getattr(run, "_agent", None)
+        agent = getattr(run, "owner", None)  # a turn's agent (its state); None for a loop run
         if agent is not None:
             if any(agent is other for other in self.seen):
                 raise TypeError("the scenario must build a new Agent for every run")

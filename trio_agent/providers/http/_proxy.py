@@ -223,7 +223,7 @@ def _variable(environ: Mapping[str, str], names: tuple[str, ...]) -> tuple[str, 
 # ----------------------------------------------------------------- NO_PROXY
 #
 # A port of curl's proxy_check_noproxy, cidr4_match and cidr6_match (lib/proxy.c,
-# formerly lib/noproxy.c), byte for byte: tests/test_proxy_env.py runs the
+# formerly lib/noproxy.c), byte for byte: tests/providers/http/test_proxy_env.py runs the
 # vectors of curl's tests/unit/unit1614.c against it.
 
 

@@ -1,0 +1,75 @@
+"""The fleet's inbox (``submit``, ``wait_for_turn``) against a real PostgreSQL cluster:
+what a wait costs while it waits, and input for a session whose creation was
+refused."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import trio
+import trio.testing
+
+from trio_agent import Agent, LedgerError
+from trio_agent.fleet import submit, wait_for_turn
+from trio_agent.testing import CallableModel, scripted_response
+
+pytest.importorskip("psycopg")
+
+
+async def test_waiting_for_turns_takes_no_thread_of_the_default_limiter(pg_store):
+    """Issue 22 (review of the fleet): each ``wait_for_turn`` held a thread of trio's default
+    limiter while it waited, so many waits starved every other ``trio.to_thread`` call."""
+    store = pg_store()
+    numbers = [await submit(store, f"s{i}", "hello", create=True) for i in range(30)]
+    limiter = trio.to_thread.current_default_thread_limiter()
+    async with trio.open_nursery() as nursery:
+        for i, number in enumerate(numbers):
+            nursery.start_soon(wait_for_turn, store, f"s{i}", number)
+        await trio.sleep(0.5)  # all of them waiting (nobody answers: no worker runs)
+        assert limiter.borrowed_tokens == 0
+        started = time.monotonic()
+        await trio.to_thread.run_sync(lambda: None)
+        assert time.monotonic() - started < 0.5
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_refused_creation_does_not_count_as_a_session_to_come(pg_store):
+    """Issue 22 (review of the fleet): input queued to create a session counted as a session to come
+    after its creation was refused, so ``submit`` without ``create=True`` took more input for it."""
+    store = pg_store()
+
+    async def no_agent(store, session_id, new):
+        raise AssertionError("not asked")
+
+    await submit(store, "s", "hello", create=True)
+    await store.run(
+        "refuse it",
+        lambda c: c.execute(f"""UPDATE "{store.schema}".inbox SET done = now(), error = 'no'"""),
+    )
+    with pytest.raises(LedgerError, match="no session 's'"):
+        await submit(store, "s", "again")
+
+
+async def _tables(store) -> set[str]:
+    sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
+    rows = await store.run("list tables", lambda c: c.execute(sql, (store.schema,)).fetchall())
+    return {row[0] for row in rows}
+
+
+async def test_the_fleet_makes_its_inbox_and_the_store_knows_none(pg_store):
+    """The house issue (33): the store's schema held the fleet's inbox table, and
+    the fleet's claims were consulted by the store's take. The store now makes
+    only its own tables; the fleet makes the inbox at its first use; a store that
+    may not create anything gets a clear error, not a missing relation."""
+    store = pg_store()
+    session = Agent(model=CallableModel(lambda request: scripted_response("hi")), store=store)
+    await session.prompt("hello")
+    await session.aclose()
+    assert await _tables(store) == {"records", "leases", "meta"}
+    reader = pg_store(schema=store.schema, create_schema=False)
+    with pytest.raises(LedgerError, match="has no fleet inbox, and may not make one"):
+        await submit(reader, session.session_id, "hi")
+    number = await submit(store, session.session_id, "more")
+    assert "inbox" in await _tables(store) and number >= 1
+    assert await submit(reader, session.session_id, "and more") == number + 1

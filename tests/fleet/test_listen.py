@@ -1,0 +1,80 @@
+"""LISTEN/NOTIFY in the fleet (``Listener``) against a real PostgreSQL cluster: a
+schema name as long as PostgreSQL allows, a wait whose listening connection the
+server ends, and a worker's listening connection ending with it."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+from fleet_agents import fleet_worker
+
+from trio_agent.fleet import submit, wait_for_turn
+
+pytest.importorskip("psycopg")
+
+
+async def test_a_schema_name_of_63_characters_carries_notifications(pg_store):
+    """Issue 22 (review of the fleet): a schema name of 63 characters, PostgreSQL's longest, gave a
+    notification channel past the identifier limit, so only a poll woke the worker."""
+    store = pg_store(schema="s" * 63)
+    number = await submit(store, "s1", "hello", create=True)
+    worker = fleet_worker(store, poll_seconds=60)  # only a notification wakes it soon
+    async with trio.open_nursery() as nursery:
+        await nursery.start(worker.run)
+        number = await submit(store, "s2", "hello", create=True)
+        with trio.fail_after(10):
+            assert (await wait_for_turn(store, "s2", number)).final_text == "answered hello"
+        worker.drain()
+
+
+def _listeners_of(store) -> str:
+    return (
+        f"FROM pg_stat_activity WHERE query LIKE 'LISTEN \"{store.schema}.%%'"
+        " AND pid <> pg_backend_pid()"
+    )
+
+
+async def _listening(store) -> int:
+    sql = f"SELECT count(*) {_listeners_of(store)}"
+    return await store.run("count listeners", lambda c: c.execute(sql).fetchone()[0])
+
+
+async def test_a_wait_goes_on_when_its_listening_connection_is_ended(pg_store):
+    """Issue 22 (review of the fleet): a ``wait_for_turn`` whose listening connection the server
+    ended never heard the answer; it listens again and gets it."""
+    store = pg_store()
+    number = await submit(store, "s", "hello", create=True)
+    async with trio.open_nursery() as nursery:
+        result = []
+
+        async def wait():
+            result.append(await wait_for_turn(store, "s", number))
+
+        nursery.start_soon(wait)
+        with trio.fail_after(5):
+            while not await _listening(store):  # noqa: ASYNC110 (the database has it)
+                await trio.sleep(0.05)
+        sql = f"SELECT pg_terminate_backend(pid) {_listeners_of(store)}"
+        await store.run("end the listener", lambda c: c.execute(sql))
+        worker = fleet_worker(pg_store(schema=store.schema))
+        await nursery.start(worker.run)
+        with trio.fail_after(10):
+            while not result:  # noqa: ASYNC110 (the waiting task's list)
+                await trio.sleep(0.05)
+        worker.drain()
+    assert result[0].final_text == "answered hello"
+
+
+async def test_a_workers_listening_connection_ends_with_it(pg_store):
+    """Issue 22 (review of the fleet): a worker left its listening connection open after it
+    drained."""
+    store = pg_store()
+    worker = fleet_worker(store, poll_seconds=30)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(worker.run)
+        assert await _listening(store) == 1
+        worker.drain()
+    with trio.fail_after(3):  # its thread waits a second at most
+        while await _listening(store):  # noqa: ASYNC110 (the database has it)
+            await trio.sleep(0.1)

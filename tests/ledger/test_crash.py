@@ -1,0 +1,217 @@
+"""Crash tests with real processes: SIGKILL a durable session at random moments
+(seeded), then load, check and resume every ledger (issue 4), in every store; and
+two processes racing to resume one session, the winner killed (issue 12)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import trio
+from crash_child import SESSION, STEPS, StepwiseModel, make_tools, open_store
+from paths import SUPPORT
+
+from trio_agent import (
+    TOOL_OUTCOME_UNKNOWN,
+    Agent,
+    TurnCompleted,
+    repair_transcript,
+    validate_transcript,
+)
+from trio_agent.ledger import SessionLockedError, derive
+
+CHILD = SUPPORT / "crash_child.py"
+RACER = SUPPORT / "race_child.py"
+TRIALS = {"jsonl": 100, "sqlite": 40, "postgres": 20}
+RACES = 8
+SEED = 20261129
+
+
+@pytest.fixture
+def kind(request, monkeypatch):
+    """The store a crash test runs on; for PostgreSQL, this process and the
+    children reach the suite's cluster through ``TRIO_AGENT_TEST_PG_DSN``."""
+    if request.param == "postgres":
+        dsn = request.getfixturevalue("pg_cluster").dsn
+        monkeypatch.setenv("TRIO_AGENT_TEST_PG_DSN", dsn)
+    return request.param
+
+
+async def resume_when_free(store, kind: str, **options):
+    """``Agent.resume``; a killed PostgreSQL holder's lease is waited out (0.5 s
+    in the children): the one store where a crash leaves the session held."""
+    with trio.fail_after(10):
+        while True:
+            try:
+                return await Agent.resume(store, SESSION, **options)
+            except SessionLockedError:
+                if kind != "postgres":
+                    raise
+                await trio.sleep(0.1)
+
+
+def dispatched(directory: Path) -> list[str]:
+    path = directory / "dispatched.log"
+    return path.read_text().split() if path.exists() else []
+
+
+def call_id(key: str) -> str:
+    return f"call-{key[:-1]}-{key[-1]}"
+
+
+async def crash_once(directory: Path, delay: float, kind: str = "jsonl") -> bool:
+    """Run the child until it is ready, let it work ``delay`` seconds, SIGKILL it.
+    Returns whether it had already finished."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, str(CHILD), str(directory), kind], stdout=subprocess.PIPE
+    )
+    output = b""
+    assert process.stdout is not None
+    try:
+        while b"ready\n" not in output:
+            chunk = await process.stdout.receive_some()
+            assert chunk, f"child exited early: {output!r}"
+            output += chunk
+        await trio.sleep(delay)
+    finally:
+        process.kill()
+        await process.wait()
+    rest = await process.stdout.receive_some()
+    while rest:
+        output += rest
+        rest = await process.stdout.receive_some()
+    await process.stdout.aclose()
+    return b"finished" in output
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"], indirect=True)
+async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path, kind):
+    # SQLite: the session must exist from "ready" on (its Agent exists), and a
+    # step/start must be stored before its request is opened.
+    rng = random.Random(SEED)
+    seen: Counter[str] = Counter()
+    for trial in range(TRIALS[kind]):
+        directory = tmp_path / f"trial-{trial}"
+        directory.mkdir()
+        finished = await crash_once(directory, rng.uniform(0.0, 0.08), kind)
+        seen["finished" if finished else "killed"] += 1
+        store = open_store(directory, kind)
+
+        # load succeeds (a torn last line is ignored), seq contiguous
+        loaded = await store.load(SESSION)
+        seen["torn"] += bool(loaded.warnings)
+        assert [r.seq for r in loaded.records] == list(range(len(loaded.records)))
+        derived = derive(loaded.records)
+        validate_transcript(repair_transcript(derived.messages))
+        # every dispatch was recorded as tool/call before it happened
+        before = dispatched(directory)
+        recorded = {r.call_id for r in loaded.records if r.kind == "tool/call"}
+        assert {call_id(k) for k in before} <= recorded, trial
+
+        # resume: open calls are closed explicitly, nothing is run again
+        agent = await resume_when_free(
+            store,
+            kind,
+            model=StepwiseModel(directory),
+            tools=make_tools(directory),
+            max_steps=STEPS + 1,
+        )
+        for _, code in agent.closed_on_resume:
+            seen[code] += 1
+        assert dispatched(directory) == before
+        validate_transcript(agent.messages)
+
+        # resuming to completion works, and no call id is ever dispatched twice
+        result = await agent.prompt("continue")
+        await agent.aclose()
+        assert result.end == TurnCompleted(), (trial, result.end)
+        # a request id is never sent twice: its step/start was stored before it was sent
+        sent = (directory / "requests.log").read_text().split()
+        assert len(sent) == len(set(sent)), f"trial {trial}: a request id was sent twice: {sent}"
+        assert result.final_text == "all done"
+        after = dispatched(directory)
+        assert len(after) == len(set(after)), f"trial {trial}: a call ran twice: {after}"
+        again = await store.load(SESSION)
+        assert again.warnings == ()
+        assert list(derive(again.records).messages) == list(result.messages)
+    # the seeded kills landed at many different moments
+    assert seen["killed"] >= TRIALS[kind] * 0.6, seen
+    assert seen[TOOL_OUTCOME_UNKNOWN] >= TRIALS[kind] // 10, seen
+
+
+async def first_line(process: trio.Process) -> bytes:
+    assert process.stdout is not None
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = await process.stdout.receive_some(1)
+        assert chunk, f"the child exited early: {line!r}"
+        line += chunk
+    return line
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"], indirect=True)
+async def test_two_processes_racing_to_resume_one_session_exactly_one_wins(tmp_path, kind):
+    rng = random.Random(SEED + 1)
+    for trial in range(RACES):
+        directory = tmp_path / f"race-{trial}"
+        directory.mkdir()
+        await crash_once(directory, rng.uniform(0.0, 0.05), kind)  # left by a kill -9
+        if kind == "postgres":
+            await trio.sleep(0.6)  # the killed holder's lease (0.5 s) ends: both may race
+        before = dispatched(directory)
+        racers = [
+            await trio.lowlevel.open_process(
+                [sys.executable, str(RACER), str(directory), kind],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            for _ in range(2)
+        ]
+        try:
+            with trio.fail_after(30):
+                lines = [await first_line(racer) for racer in racers]
+                [winner] = [r for r, line in zip(racers, lines, strict=True) if line[:3] == b"won"]
+                [(loser, lost)] = [
+                    (r, line) for r, line in zip(racers, lines, strict=True) if r is not winner
+                ]
+                # the loser was refused at once, told which process holds the session
+                assert lost.startswith(b"locked: "), lost
+                if kind == "postgres":  # the lease's holder: host and pid
+                    assert f":{winner.pid}' holds the lease".encode() in lost, lost
+                else:
+                    assert f"process {winner.pid} on ".encode() in lost, lost
+                assert await loser.wait() == 3
+                # the winner goes on, and is killed at a random moment
+                assert winner.stdin is not None
+                await winner.stdin.send_all(b"go\n")
+                await trio.sleep(rng.uniform(0.0, 0.06))
+        finally:
+            for racer in racers:
+                racer.kill()
+                await racer.wait()
+                await racer.stdout.aclose()
+                await racer.stdin.aclose()
+        # the kernel let the dead winner's lock go (its lease ends): the session
+        # loads and resumes here
+        store = open_store(directory, kind)
+        loaded = await store.load(SESSION)
+        derive(loaded.records)
+        agent = await resume_when_free(
+            store,
+            kind,
+            model=StepwiseModel(directory),
+            tools=make_tools(directory),
+            max_steps=STEPS + 1,
+        )
+        result = await agent.prompt("continue")
+        await agent.aclose()
+        assert result.end == TurnCompleted(), (trial, result.end)
+        after = dispatched(directory)
+        assert after[: len(before)] == before
+        assert len(after) == len(set(after)), f"race {trial}: a call ran twice: {after}"
+        sent = (directory / "requests.log").read_text().split()
+        assert len(sent) == len(set(sent)), f"race {trial}: a request id was sent twice: {sent}"

@@ -1,0 +1,152 @@
+"""MCP stdio servers that fail (issue 20, item 5): a crash or a kill mid-call is an
+error result and later calls a clear one; a server that never answers ``initialize``
+is bounded; the server's process group ends with the block; its stderr goes to
+``logging``, never to the terminal, and an entry error quotes it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import pytest
+import trio
+from edge_servers import edge_server
+from helpers import call
+from paths import MCP_SERVERS
+
+from trio_agent import ToolRegistry, execute_tool_call
+from trio_agent.mcp import MCPServerError, MCPServerStdio
+
+pytest.importorskip("mcp")
+
+
+WAIT = 20
+SERVERS = MCP_SERVERS
+DEMO = str(SERVERS / "demo.py")
+
+
+async def run_call(server: MCPServerStdio, name: str, arguments: dict, id: str = "c1"):
+    return await execute_tool_call(ToolRegistry(server.tools()), call(name, id, arguments))
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_a_server_that_crashes_mid_call_gives_error_results():
+    with trio.fail_after(WAIT):
+        async with MCPServerStdio(sys.executable, [DEMO]) as server:
+            crashed = await run_call(server, "crash", {})
+            later = await run_call(server, "add", {"a": 1, "b": 2}, "c2")
+    assert (
+        crashed.is_error and "stopped during the call: it exited with status 3" in crashed.content
+    )
+    assert later.is_error and "is not running: it exited with status 3" in later.content
+
+
+async def test_a_server_killed_mid_call_gives_error_results():
+    with trio.fail_after(WAIT):
+        async with MCPServerStdio(sys.executable, [DEMO]) as server:
+            async with trio.open_nursery() as nursery:
+                results = []
+
+                async def slow() -> None:
+                    results.append(await run_call(server, "slow", {"seconds": 30}))
+
+                nursery.start_soon(slow)
+                await trio.sleep(0.3)
+                assert server.pid is not None
+                os.kill(server.pid, signal.SIGKILL)
+            later = await run_call(server, "add", {"a": 1, "b": 2}, "c2")
+    [killed] = results
+    assert killed.is_error and "killed by signal 9" in killed.content
+    assert later.is_error and "is not running" in later.content
+
+
+async def test_a_server_that_never_answers_initialize_is_bounded():
+    silent = MCPServerStdio(sys.executable, [str(SERVERS / "silent.py")], init_seconds=0.5)
+    started = trio.current_time()
+    with trio.fail_after(WAIT), pytest.raises(MCPServerError, match="did not answer initialize"):
+        async with silent:
+            pass
+    assert trio.current_time() - started < 5
+    with pytest.raises(RuntimeError, match="once"):
+        async with silent:
+            pass
+
+
+async def test_a_server_that_exits_at_once_is_a_clear_error():
+    quits = MCPServerStdio(sys.executable, ["-c", "raise SystemExit(7)"])
+    with trio.fail_after(WAIT), pytest.raises(MCPServerError, match="exited with status 7"):
+        async with quits:
+            pass
+
+
+async def test_a_command_that_cannot_start_is_a_clear_error(tmp_path):
+    missing = MCPServerStdio(str(tmp_path / "no-such-server"))
+    with trio.fail_after(WAIT), pytest.raises(MCPServerError, match="could not start"):
+        async with missing:
+            pass
+
+
+async def test_the_servers_process_group_ends_with_the_block():
+    with trio.fail_after(WAIT):
+        async with MCPServerStdio(sys.executable, [DEMO]) as server:
+            spawned = await run_call(server, "spawn", {})
+            child = int(spawned.content)
+            leader = server.pid
+            assert alive(child)
+        assert leader is not None and not alive(leader)
+        while alive(child):  # noqa: ASYNC110 - killed; init may take a moment to reap it
+            await trio.sleep(0.01)
+
+
+async def test_leaving_the_block_while_cancelled_still_ends_the_server():
+    with trio.fail_after(WAIT):
+        with trio.CancelScope() as scope:
+            async with MCPServerStdio(sys.executable, [DEMO]) as server:
+                leader = server.pid
+                scope.cancel()
+                await trio.sleep(1)
+        assert scope.cancelled_caught
+        assert leader is not None and not alive(leader)
+
+
+async def test_stderr_goes_to_logging_not_the_terminal(capfd, caplog):
+    caplog.set_level("DEBUG", "trio_agent.mcp")
+    with trio.fail_after(WAIT):
+        async with MCPServerStdio(sys.executable, [DEMO]) as server:
+            await run_call(server, "echo", {"text": "to stderr"})
+    assert "echo called" not in capfd.readouterr().err
+    assert any("echo called with 'to stderr'" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_cancelled_entry_ends_the_server_and_stays_a_cancellation():
+    server = MCPServerStdio(sys.executable, [str(SERVERS / "silent.py")], init_seconds=30)
+    with trio.fail_after(WAIT):
+        with trio.move_on_after(0.5) as scope:  # cancelled while waiting for initialize
+            async with server:
+                pytest.fail("entered a server that never answers")
+    assert scope.cancelled_caught  # the cancellation came out as itself, not an error
+    assert server.pid is not None and not alive(server.pid)
+    with pytest.raises(RuntimeError, match="entered once"):
+        async with server:
+            pass
+
+
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
+async def test_an_entry_error_names_the_server_once_and_says_what_it_printed():
+    """Issue 20 (review of the MCP servers): an entry error named the server twice and left out what
+    it printed on stderr."""
+    with trio.fail_after(30), pytest.raises(MCPServerError) as caught:
+        async with edge_server("bad_config_server.py"):
+            pass
+    message = str(caught.value)
+    assert message.count("bad_config_server.py") == 1, message  # observed: twice
+    assert "DATABASE_URL is not set" in message, message  # observed: absent

@@ -1,0 +1,158 @@
+"""``Agent.resume``: a recorded session taken over with the options given and its
+recorded system (issue 14), continued after a crash mid-stream or mid-call, a resume
+that loses the race to a closing writer (issue 12), a bad option refused before
+anything is opened."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from helpers import add
+from ledger_scenario import agent_on, records_of, sums
+from sessions import add_text, adding, wait
+
+from trio_agent import (
+    Agent,
+    JsonlStore,
+    ToolCall,
+    ToolRegistry,
+    ToolResultMessage,
+    UserMessage,
+)
+from trio_agent.ledger import TOOL_OUTCOME_UNKNOWN, derive
+from trio_agent.testing import ScriptedModel, scripted_response
+
+
+async def test_resume_takes_its_options_and_keeps_the_recorded_system(tmp_path):
+    """Issue 14: a resume takes the options given and keeps the recorded system unless given
+    another."""
+    store = JsonlStore(tmp_path)
+    first = Agent(model=ScriptedModel(adding()), tools=[add_text], store=store, system="be brief")
+    await first.prompt("1+2")
+    await first.aclose()
+    model = ScriptedModel(adding("s"))
+    seen = []
+
+    async def before(call):
+        seen.append(call.id)
+
+    resumed = await Agent.resume(
+        store,
+        first.session_id,
+        model=model,
+        tools=(add_text,),
+        before_tool_call=before,
+        max_steps=2,
+    )
+    assert (await resumed.prompt("again")).final_text == "3"
+    assert seen == ["s-c1"] and model.requests[0].system == "be brief"
+    await resumed.aclose()
+    other = await Agent.resume(store, first.session_id, model=ScriptedModel([]), system="new")
+    assert other._state.policy.system == "new"
+    await other.aclose()
+
+
+async def crash_copy(tmp_path, script, tools, until):
+    """Run a turn until ``until(event)``, copy its ledger as a kill -9 would leave
+    it, and return the store holding the copy (the original is then closed)."""
+    store = JsonlStore(tmp_path / "live")
+    agent = Agent(model=ScriptedModel(script), tools=tools, store=store, session_id="s1")
+    crashed = JsonlStore(tmp_path / "crashed")
+    async with agent.turn(UserMessage("u1", "go")) as run:
+        async for event in run:
+            if until(event):
+                crashed.directory.mkdir()
+                shutil.copy(store.path("s1"), crashed.path("s1"))
+                run.cancel()
+    await agent.aclose()
+    return crashed
+
+
+async def test_after_a_crash_mid_stream_a_resumed_session_continues_the_turn(tmp_path):
+    """Issue 14: after a crash mid-stream, a resumed session continues the turn with the next
+    request number."""
+    script = [scripted_response("r1", "lost", text_chunks=2, hang_at=1)]
+    crashed = await crash_copy(tmp_path, script, [], lambda e: e.type == "model.chunk")
+    model = ScriptedModel([scripted_response("r2", "continued")])
+    agent = await Agent.resume(crashed, "s1", model=model)
+    assert agent.resume_warnings and agent.awaiting_reply
+    result = await agent.prompt()  # no new input: the model owes the answer
+    assert result.final_text == "continued" and result.steps == 1
+    assert model.requests[0].messages == (UserMessage("u1", "go"),)
+    assert model.requests[0].id == "request-002"  # request-001 is never sent again
+    await agent.aclose()
+    derived = derive((await crashed.load("s1")).records)
+    assert derived.turns == 2 and derived.closed
+
+
+async def test_after_a_crash_mid_call_the_closed_call_is_answered_by_the_model(tmp_path):
+    """Issue 14: after a crash mid-call, the call closed as outcome unknown is answered by the
+    model."""
+    script = [scripted_response("r1", [ToolCall("c1", "wait", {})])]
+    crashed = await crash_copy(tmp_path, script, [wait], lambda e: e.type == "tool.started")
+    model = ScriptedModel([scripted_response("r2", "I will not wait again")])
+    agent = await Agent.resume(crashed, "s1", model=model, tools=[wait])
+    assert [code for _, code in agent.closed_on_resume] == [TOOL_OUTCOME_UNKNOWN]
+    assert agent.awaiting_reply
+    result = await agent.prompt()
+    assert result.final_text == "I will not wait again"
+    last = model.requests[0].messages[-1]
+    assert type(last) is ToolResultMessage and TOOL_OUTCOME_UNKNOWN in last.content
+    await agent.aclose()
+
+
+async def test_a_resumed_session_that_owes_nothing_runs_no_model(tmp_path):
+    """Issue 14: a resumed session that owes nothing runs no model on a turn with no input."""
+    store = JsonlStore(tmp_path)
+    async with Agent(model=ScriptedModel(adding()), tools=[add_text], store=store) as first:
+        await first.prompt("1+2")
+    model = ScriptedModel([])
+    agent = await Agent.resume(store, first.session_id, model=model, tools=[add_text])
+    assert not agent.awaiting_reply
+    assert (await agent.prompt()).steps == 0 and model.call_count == 0
+    await agent.aclose()
+
+
+async def test_regression_resume_refuses_a_bad_fsync_before_opening_anything(tmp_path):
+    """Resume opened (and could truncate) the ledger file before the policy was checked, leaking the
+    descriptor."""
+
+    from trio_agent import JsonlStore
+    from trio_agent.testing import scripted_response
+
+    store = JsonlStore(tmp_path)
+    agent = Agent(model=ScriptedModel([scripted_response("r1", "ok")]), store=store, session_id="s")
+    await agent.prompt("go")
+    await agent.aclose()
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(ValueError, match="fsync"):
+        await Agent.resume(store, "s", model=ScriptedModel([]), fsync="sometimes")
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+async def test_a_resume_that_loses_the_race_to_a_closing_writer_loads_again(store, monkeypatch):
+    """Issue 12: a resume that lost the race to a closing writer failed; it loads again."""
+    async with agent_on(store, sums("a")):
+        pass
+    real_load = type(store).load
+    loads = []
+
+    async def load_then_someone_writes(self, session_id):
+        loaded = await real_load(self, session_id)
+        loads.append(len(loaded.records))
+        if len(loads) == 1:  # between this load and the reopen, another writer works
+            other = await Agent.resume(
+                store, "s1", model=ScriptedModel(sums("b")), tools=ToolRegistry([add])
+            )
+            await other.prompt(UserMessage("u1", "go"))
+            await other.aclose()
+        return loaded
+
+    monkeypatch.setattr(type(store), "load", load_then_someone_writes)
+    resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([add]))
+    monkeypatch.undo()
+    assert loads[0] < loads[-1] and len(resumed.messages) == 5
+    await resumed.aclose()
+    assert derive(await records_of(store)).turns == 1

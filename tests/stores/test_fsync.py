@@ -1,0 +1,134 @@
+"""Group-commit fsyncs (``stores/_fsync.py``): a few threads shared by many open
+ledgers, a closed file's waiter woken, a process that forks (issue 12), and an fsync
+error that fails visibly."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import pytest
+import trio
+from helpers import add
+from ledger_scenario import script
+from paths import SUPPORT
+
+from trio_agent import Agent, JsonlStore, LedgerError, ToolRegistry, UserMessage
+from trio_agent.ledger import Ledger
+from trio_agent.stores._fsync import MAX_FSYNC_THREADS
+from trio_agent.testing import ScriptedModel
+
+
+def fsync_threads() -> int:
+    return sum(t.name == "trio-agent-fsync" for t in threading.enumerate())
+
+
+async def test_many_open_ledgers_share_a_few_fsync_threads(tmp_path):
+    """Issue 12: each open ledger had an fsync thread of its own (200 threads for 200 ledgers); they
+    share a few."""
+    store = JsonlStore(tmp_path)
+    ledgers = [Ledger(store.create(f"s{i}"), 0, "step") for i in range(200)]
+    most = 0
+
+    async def one(ledger):
+        nonlocal most
+        ledger.session_started("s", 0.0, "")
+        for i in range(4):
+            ledger.step_started(f"request-{i:03d}")
+            await ledger.barrier("step")
+            most = max(most, fsync_threads())
+
+    async with trio.open_nursery() as nursery:
+        for ledger in ledgers:
+            nursery.start_soon(one, ledger)
+    for ledger in ledgers:
+        await ledger.aclose()
+    assert 1 <= most <= MAX_FSYNC_THREADS  # one thread per ledger was 200
+    for i in range(200):
+        assert len((await store.load(f"s{i}")).records) == 5
+
+
+async def test_closing_a_file_whose_fsync_waits_in_the_queue_wakes_its_waiter(
+    tmp_path, monkeypatch
+):
+    """Issue 12 (review): closing a file whose fsync waited in the queue left its waiter waiting for
+    ever; it is told the file closed."""
+    from trio_agent.stores import _fsync
+
+    real = os.fsync
+
+    def slow(fd):
+        import time
+
+        time.sleep(0.2)
+        real(fd)
+
+    monkeypatch.setattr(_fsync.os, "fsync", slow)
+    files = [
+        _fsync.SyncedFile(os.open(tmp_path / f"f{i}", os.O_WRONLY | os.O_CREAT))
+        for i in range(MAX_FSYNC_THREADS + 2)
+    ]
+    *busy, target = files
+    outcome = []
+    told = trio.Event()
+
+    async def waiter():
+        try:
+            await target.sync()
+            outcome.append("returned")
+        except _fsync.FsyncClosedError:
+            outcome.append("closed")
+        told.set()
+
+    async with trio.open_nursery() as nursery:
+        for file in busy:  # every pool thread busy, one more file queued
+            file.written += 1
+            nursery.start_soon(file.sync)
+        await trio.sleep(0.02)
+        target.written += 1
+        nursery.start_soon(waiter)
+        await trio.sleep(0.01)
+        await trio.to_thread.run_sync(target.close)
+        with trio.fail_after(3):
+            await told.wait()
+    assert outcome == ["closed"]  # told, not left waiting forever
+    for file in files:
+        os.close(file.fd)
+
+
+@pytest.mark.parametrize("mode", ["fsync", "lock"])
+async def test_a_process_that_forks_keeps_fsyncing_and_lets_its_locks_go(tmp_path, mode):
+    """Issue 12 (review): a forked child's fsync pool had no thread, so its fsync never ran; and a
+    forked child kept the SQLite lock file open, and the lock with it."""
+    child = SUPPORT / "fork_child.py"
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [sys.executable, str(child), str(tmp_path), mode], capture_stdout=True, check=False
+        )
+    lines = done.stdout.decode().splitlines()
+    if mode == "fsync":  # the child's pool had no thread: its fsync never ran
+        assert lines == ["parent completed", "child completed"], lines
+    else:  # a forked child kept the SQLite lock file open, and the lock with it
+        assert lines == ["resumed after aclose"], lines
+
+
+async def test_an_fsync_error_fails_visibly_and_closing_does_not_hang(tmp_path, monkeypatch):
+    """An fsync error hung the turn and the close; it fails both visibly."""
+
+    def failing_fsync(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    agent = Agent(
+        model=ScriptedModel(script()),
+        tools=ToolRegistry([add]),
+        store=JsonlStore(tmp_path),
+        session_id="s1",
+        fsync="always",
+    )
+    with trio.fail_after(5):
+        with pytest.raises(LedgerError, match="fsync failed"):
+            await agent.prompt(UserMessage("u1", "go"))
+        with pytest.raises(LedgerError, match="fsync failed"):
+            await agent.aclose()
