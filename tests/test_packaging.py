@@ -203,7 +203,10 @@ def test_the_project_urls_point_at_the_repository(dists):
 
 def test_the_long_description_is_the_readme_and_what_it_links_to_ships(dists):
     assert dists.metadata["Description-Content-Type"] == "text/markdown"
-    assert dists.metadata.get_payload() == (ROOT / "README.md").read_text()
+    # the body as bytes, decoded as the UTF-8 it is (get_payload() alone reads
+    # non-ASCII text, such as the README's ellipses, as surrogates)
+    body = dists.metadata.get_payload(decode=True).decode("utf-8")
+    assert body == (ROOT / "README.md").read_text(encoding="utf-8")
     linked = readme_repo_paths()
     assert "ARCHITECTURE.md" in linked
     assert [path for path in linked if path not in dists.sdist_files] == []
