@@ -7,6 +7,12 @@ import trio
 # The shared helpers (tests/support/) import by their plain names from any folder.
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 
+import reaper
+
+# Every process this run starts carries its mark, and a watchdog ends them all
+# once the run ends, however it ends (kill -9 included): nothing outlives it.
+reaper.start()
+
 pytest_plugins = ["proxyserver"]  # a real proxy server (proxy.py) for the proxy tests
 
 

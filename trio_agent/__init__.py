@@ -22,10 +22,10 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .errors import INVALID_TRANSCRIPT as INVALID_TRANSCRIPT
     from .errors import MODEL_ERROR as MODEL_ERROR
     from .errors import MODEL_PROTOCOL_ERROR as MODEL_PROTOCOL_ERROR
-    from .errors import OUTPUT_INVALID as OUTPUT_INVALID
-    from .errors import TOOL_FATAL as TOOL_FATAL
     from .errors import ModelProtocolError as ModelProtocolError
+    from .errors import OUTPUT_INVALID as OUTPUT_INVALID
     from .errors import StepError as StepError
+    from .errors import TOOL_FATAL as TOOL_FATAL
     from .events import ApprovalDecided as ApprovalDecided
     from .events import ApprovalRequested as ApprovalRequested
     from .events import AttemptFailed as AttemptFailed
@@ -60,9 +60,6 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .events import TurnResult as TurnResult
     from .events import TurnStarted as TurnStarted
     from .events import TurnTokenBudget as TurnTokenBudget
-    from .ledger import TOOL_CANCELLED as TOOL_CANCELLED
-    from .ledger import TOOL_NOT_STARTED as TOOL_NOT_STARTED
-    from .ledger import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
     from .ledger import LeaseLostError as LeaseLostError
     from .ledger import Ledger as Ledger
     from .ledger import LedgerCorruptError as LedgerCorruptError
@@ -70,6 +67,10 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .ledger import SessionChangedError as SessionChangedError
     from .ledger import SessionExistsError as SessionExistsError
     from .ledger import SessionLockedError as SessionLockedError
+    from .ledger import TOOL_CANCELLED as TOOL_CANCELLED
+    from .ledger import TOOL_NOT_STARTED as TOOL_NOT_STARTED
+    from .ledger import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
+    from .limits import ArgumentsError as ArgumentsError
     from .limits import DOCUMENT_MEDIA_TYPES as DOCUMENT_MEDIA_TYPES
     from .limits import IMAGE_MEDIA_TYPES as IMAGE_MEDIA_TYPES
     from .limits import MAX_AGENT_STEPS as MAX_AGENT_STEPS
@@ -87,7 +88,6 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .limits import MAX_STEP_TEXT as MAX_STEP_TEXT
     from .limits import MAX_STEP_THINKING as MAX_STEP_THINKING
     from .limits import OUTPUT_TOOL_NAME as OUTPUT_TOOL_NAME
-    from .limits import ArgumentsError as ArgumentsError
     from .limits import check_arguments as check_arguments
     from .loop import AgentRun as AgentRun
     from .loop import run_agent_loop as run_agent_loop
@@ -145,8 +145,8 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .stores import PostgresStore as PostgresStore
     from .stores import SessionStore as SessionStore
     from .stores import SqliteStore as SqliteStore
-    from .tools import REJECTED_ARGUMENTS as REJECTED_ARGUMENTS
     from .tools import FatalToolError as FatalToolError
+    from .tools import REJECTED_ARGUMENTS as REJECTED_ARGUMENTS
     from .tools import Tool as Tool
     from .tools import ToolArgumentsError as ToolArgumentsError
     from .tools import ToolContext as ToolContext

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 
+import attrs
 import pytest
 
 import trio_agent.session._options as session_options
@@ -45,3 +46,37 @@ def test_resume_spells_out_every_option_that_makes_sense_on_resume():
     assert session_options.RESUMED_OPTIONS == tuple(
         name for name in resume if name not in ("store", "session_id", "model", "system", "fsync")
     )
+
+
+def test_agent_takes_exactly_the_declared_options_with_their_defaults():
+    """Issue 33 (the house): the options of an Agent were written in five places
+    (``Agent()``, ``Agent.resume``, ``RESUMED_OPTIONS``, ``SessionPolicy``,
+    ``agent_maker``); ``AgentOptions`` is now their one declaration, and
+    ``Agent()``'s keywords are held to it, name by name and default by default."""
+    made = inspect.signature(Agent.__init__).parameters
+    declared = attrs.fields(session_options.AgentOptions)
+    assert set(made) - {"self"} == {
+        *session_options.AGENT_OPTIONS,
+        *session_options.SESSION_OPTIONS,
+    }
+    for field in declared:
+        parameter = made[field.name]
+        assert parameter.kind is parameter.KEYWORD_ONLY, field.name
+        if field.default is attrs.NOTHING:
+            assert parameter.default is parameter.empty, field.name
+        else:
+            assert parameter.default == field.default, field.name
+        assert parameter.annotation == field.type, field.name
+
+
+def test_an_agent_made_from_its_options_runs_as_one_made_by_hand():
+    """``AgentOptions`` builds the agents the fleet and ``as_tool`` make: the same
+    options give the same agent (a copy of an agent's options makes an agent with
+    the same policy)."""
+    options = session_options.AgentOptions(model=ScriptedModel([]), max_steps=7, system="be brief")
+    by_hand = Agent(model=options.model, max_steps=7, system="be brief")
+    made = Agent(**options.as_keywords())
+    assert made._state.policy is by_hand._state.policy  # shared: the same plain options
+    assert made._state.options().max_steps == 7 and made._state.options().system == "be brief"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_step'"):
+        session_options.AgentOptions(model=ScriptedModel([]), max_step=3)  # type: ignore[call-arg]
