@@ -11,7 +11,6 @@ process never carries the marker; the watchdog takes it off itself.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import uuid
 
@@ -60,12 +59,13 @@ def start() -> str:
     entry = f"{RUN_MARKER}={value}"
     watchdog_env = {k: v for k, v in os.environ.items() if k != RUN_MARKER}
     read, write = os.pipe()
-    subprocess.Popen(
+    # spawned, not a Popen: nothing waits for it, and it outlives this process
+    os.posix_spawn(
+        sys.executable,
         [sys.executable, "-I", "-S", "-c", _WATCHDOG, entry],
-        stdin=read,
-        env=watchdog_env,
-        start_new_session=True,  # a signal to the run's group does not reach it
-        close_fds=True,
+        watchdog_env,
+        file_actions=[(os.POSIX_SPAWN_DUP2, read, 0), (os.POSIX_SPAWN_CLOSE, write)],
+        setsid=True,  # a signal to the run's group does not reach it
     )
     os.close(read)
     os.set_inheritable(write, False)  # only this process holds the pipe: its end is ours
