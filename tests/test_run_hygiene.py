@@ -12,6 +12,7 @@ import sys
 import textwrap
 import time
 
+from helpers import alive
 from paths import SUPPORT
 
 _CONFTEST = """
@@ -33,14 +34,6 @@ def test_leaves_children():
         f.write(str(alone.pid))
     time.sleep(600)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 def _written(pids) -> list[int] | None:
@@ -82,10 +75,10 @@ def test_a_run_killed_outright_leaves_no_process_behind(tmp_path):
     while (children := _written(pids)) is None:
         assert run.poll() is None and time.monotonic() < deadline, "the inner run did not start"
         time.sleep(0.05)
-    assert all(_alive(pid) for pid in children)
+    assert all(alive(pid) for pid in children)
     os.kill(run.pid, signal.SIGKILL)
     run.wait()
     deadline = time.monotonic() + 60
-    while any(_alive(pid) for pid in children):
+    while any(alive(pid) for pid in children):
         assert time.monotonic() < deadline, f"left running: {children}"
         time.sleep(0.05)

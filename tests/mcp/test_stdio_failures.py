@@ -12,7 +12,7 @@ import sys
 import pytest
 import trio
 from edge_servers import edge_server
-from helpers import call
+from helpers import alive, call
 from paths import MCP_SERVERS
 
 from trio_agent import ToolRegistry, execute_tool_call
@@ -28,15 +28,6 @@ DEMO = str(SERVERS / "demo.py")
 
 async def run_call(server: MCPServerStdio, name: str, arguments: dict, id: str = "c1"):
     return await execute_tool_call(ToolRegistry(server.tools()), call(name, id, arguments))
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting for its reaper does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
 
 
 async def test_a_server_that_crashes_mid_call_gives_error_results():

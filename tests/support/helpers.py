@@ -132,3 +132,12 @@ async def wait_unmarked(marker: str, seconds: float = 5.0) -> list[int]:
     while marked_processes(marker) and time.monotonic() < deadline:  # noqa: ASYNC110
         await trio.sleep(0.05)
     return marked_processes(marker)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False

@@ -1,15 +1,7 @@
-"""``Ledger``: the one writer of a session's append-only records.
-
-A session is written as records with a contiguous ``seq`` as it happens.
-The transcript is never stored on its own: it is derived from the records
-(``derive``), so what a resumed session sees is exactly what was recorded.
-Each message is recorded once, when it joins the transcript (``message``
-for user and assistant messages, ``tool/result`` for tool results);
-``tool/call`` is recorded just before a call is dispatched, and a call that
-ends without a result says how (``tool/cancelled``, ``tool/failed``), so a
-resume can tell a call that never started, one that was cancelled or failed,
-and one whose outcome is unknown because the process died during it.
-"""
+"""``Ledger``: the one writer of a session's append-only records, each written and
+flushed (as durable as the fsync policy asks) before its event is observed;
+``PendingLedger``, a new session's ledger made on first use. The record kinds are
+``_records``'s, the replay ``_derive``'s; the package page says what is recorded when."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""The message IR: blocks, messages, and the helpers that build them (the rules
-that check a whole transcript are ``_rules``'s).
-
-Messages are frozen msgspec Structs tagged by ``role``; their content is
-blocks tagged by ``type``: text, images and documents from the user or a
-tool; text, thinking and tool calls from the assistant. A transcript is a
-sequence of them that a provider would accept: unique ids, and every tool
-call of an assistant message answered by exactly one result placed right
-after it. ``validate_transcript`` checks that; ``repair_transcript`` answers
-calls that a cancellation left dangling, explicitly and never silently.
-"""
+"""The message IR: blocks, messages, ``TranscriptError``, and the helpers that build
+them (``tool_result``, ``text_from_assistant``, ``content_text``). The rules that
+check a whole transcript are ``_rules``'s; the package page says what a transcript is."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""``Agent``: a conversation across turns, a thin shell over its ``SessionState``.
-
-A turn is ``trio_agent.engine.run_turn`` with session hooks
-(``SessionHooks``): an inbox (steering before the next
-request, follow-ups when the turn would end), user hooks, retries of
-transient model failures inside a step, budgets that end a turn with their
-own reason, and a context-window guard. One event counter runs across all
-turns of a session. The ``Agent`` is a thin shell: a frozen
-``SessionPolicy``, an ``Inbox``, the transcript, and the ledger.
-"""
+"""``Agent``: a conversation across turns, a thin shell over its ``SessionState``
+(what it and its turns share); its turns are ``TurnRun``s. The package page
+says what a session is."""
 
 from __future__ import annotations
 

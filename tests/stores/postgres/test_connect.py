@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 import trio
@@ -21,6 +20,7 @@ import trio
 pytest.importorskip("psycopg")
 
 import psycopg
+from helpers import alive
 from paths import SUPPORT
 
 from trio_agent import Agent, UserMessage
@@ -226,24 +226,15 @@ def test_a_pgbouncer_of_the_tests_dies_with_the_process_that_started_it(pg_clust
     assert child.stdout is not None
     pid, base = child.stdout.readline().split()
     try:
-        assert _alive(int(pid))
+        assert alive(int(pid))
         child.send_signal(signal.SIGKILL)
         child.wait()
         deadline = time.monotonic() + 60  # a bound that holds on a loaded machine
-        while _alive(int(pid)):
+        while alive(int(pid)):
             assert time.monotonic() < deadline, "pgbouncer outlived the process that started it"
             time.sleep(0.05)
     finally:
         child.stdout.close()
-        if _alive(int(pid)):
+        if alive(int(pid)):
             os.kill(int(pid), signal.SIGKILL)
         shutil.rmtree(base, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie that nobody reaped has ended)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
