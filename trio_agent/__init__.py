@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .errors import StepError as StepError
     from .errors import TOOL_FATAL as TOOL_FATAL
     from .events import ApprovalDecided as ApprovalDecided
+    from .events import ApprovalDecision as ApprovalDecision
     from .events import ApprovalRequested as ApprovalRequested
     from .events import AttemptFailed as AttemptFailed
     from .events import Cancelled as Cancelled
@@ -133,7 +134,6 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .providers import OpenAIChatModel as OpenAIChatModel
     from .providers import OpenAIResponsesModel as OpenAIResponsesModel
     from .session import Agent as Agent
-    from .session import ApprovalDecision as ApprovalDecision
     from .session import RetryPolicy as RetryPolicy
     from .session import ToolBlocked as ToolBlocked
     from .session import TurnRun as TurnRun
@@ -174,7 +174,7 @@ _EXPORTS: dict[str, str] = {
     "StepError": "errors",
     "TOOL_FATAL": "errors",
     "StepFailure": "engine",
-    "ApprovalDecision": "session",
+    "ApprovalDecision": "events",
     "ApprovalDecided": "events",
     "ApprovalRequested": "events",
     "AttemptFailed": "events",

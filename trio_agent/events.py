@@ -22,6 +22,7 @@ from .messages._ir import Message, ToolCall, ToolResultMessage
 from .model import Chunk, Usage
 
 __all__ = [
+    "ApprovalDecision",
     "ApprovalDecided",
     "ApprovalRequested",
     "AttemptFailed",
@@ -461,6 +462,20 @@ class ApprovalRequested(_Event, frozen=True, tag="approval.requested"):
 
     type: ClassVar[Literal["approval.requested"]] = "approval.requested"
     call: Annotated[ToolCall, _CALL]
+
+
+class ApprovalDecision(Struct, frozen=True, kw_only=True, gc=False):
+    """A person's decision on a held call, as the ledger records it."""
+
+    call_id: Annotated[str, Meta(description="The held call's id.")]
+    approved: Annotated[bool, Meta(description="True: run it; False: answer it as rejected.")]
+    reason: Annotated[str, Meta(description="Why (a rejection's reason goes to the model).")] = ""
+    by: Annotated[str, Meta(description="Who decided, as the application names them.")] = ""
+    at: Annotated[float, Meta(description="When, in seconds since the epoch (UTC).")] = 0.0
+    arguments: Annotated[
+        dict[str, Any] | None,
+        Meta(description="Arguments the approver set in place of the model's; null: as asked."),
+    ] = None
 
 
 class ApprovalDecided(_Event, frozen=True, tag="approval.decided"):

@@ -16,6 +16,7 @@ import trio
 from ._settings import ModelSettings, check_run_settings
 from .engine._emit import Emitter
 from .engine._hooks import TurnSpec, TurnState, build_spec
+from .engine._lifecycle import end_turn, leave_turn, start_turn
 from .engine._options import check_loop_options, check_tool_execution, check_tool_sources
 from .engine._outcomes import result_of
 from .engine._run import EventRun, cancelled_from_outside
@@ -37,7 +38,6 @@ from .limits import MAX_INITIAL_MESSAGES
 from .messages._ir import Message, TranscriptError
 from .model import Model, Usage
 from .output._spec import offered, output_spec
-from .telemetry._observe import end_turn, leave_turn, start_turn
 from .tools._tool import ToolRegistry, ToolSource
 
 __all__ = ["AgentRun", "run_agent_loop"]

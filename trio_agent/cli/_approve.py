@@ -22,7 +22,7 @@ from typing import final
 
 import trio
 
-from ..engine._approvals import ApprovalDecision
+from ..events import ApprovalDecision
 from ..ledger._derive import DerivedSession, derive
 from ..ledger._records import SessionLockedError
 from ..messages._ir import AssistantMessage, ToolCall

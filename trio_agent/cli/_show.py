@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from ..engine._approvals import ApprovalDecision
+from ..events import ApprovalDecision
 from ..ledger._derive import DerivedSession, derive
 from ..ledger._records import (
     ApprovalDecidedRecord,

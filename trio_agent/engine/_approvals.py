@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, final
+from typing import final
 
 import attrs
 import trio
-from msgspec import Meta, Struct
 
 from ..errors import HOOK_ERROR, StepError
-from ..events import ApprovalDecided, ApprovalRequested
+from ..events import ApprovalDecided, ApprovalDecision, ApprovalRequested
 from ..limits import OUTPUT_TOOL_NAME, ArgumentsError, check_arguments, is_valid_unicode
 from ..messages._ir import AssistantMessage, ToolCall
 from ..tools._tool import ToolArgumentsError, ToolRegistry
@@ -38,20 +37,6 @@ __all__ = [
     "rejection",
     "resolve",
 ]
-
-
-class ApprovalDecision(Struct, frozen=True, kw_only=True, gc=False):
-    """A person's decision on a held call, as the ledger records it."""
-
-    call_id: Annotated[str, Meta(description="The held call's id.")]
-    approved: Annotated[bool, Meta(description="True: run it; False: answer it as rejected.")]
-    reason: Annotated[str, Meta(description="Why (a rejection's reason goes to the model).")] = ""
-    by: Annotated[str, Meta(description="Who decided, as the application names them.")] = ""
-    at: Annotated[float, Meta(description="When, in seconds since the epoch (UTC).")] = 0.0
-    arguments: Annotated[
-        dict[str, Any] | None,
-        Meta(description="Arguments the approver set in place of the model's; null: as asked."),
-    ] = None
 
 
 def private_copy(call: ToolCall) -> ToolCall:

@@ -19,7 +19,7 @@ from ..messages._ir import Message, ToolCall
 from ..model import Usage
 
 if TYPE_CHECKING:
-    from ._approvals import ApprovalDecision
+    from ..events import ApprovalDecision
 
 __all__ = ["Emitter", "Journal"]
 

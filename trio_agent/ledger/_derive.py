@@ -13,9 +13,9 @@ from typing import Any, Final, final
 
 import attrs
 
-from ..engine._approvals import ApprovalDecision
 from ..engine._transcript import Conversation
 from ..errors import TOOL_FATAL
+from ..events import ApprovalDecision
 from ..limits import ArgumentsError, check_arguments, cut_text
 from ..messages._ir import AssistantMessage, Message, ToolCall, ToolResultMessage, TranscriptError
 from ..messages._ir import tool_result as make_tool_result

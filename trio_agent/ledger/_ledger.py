@@ -15,10 +15,9 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from .._settings import ModelSettings, for_the_record
-from ..engine._approvals import ApprovalDecision
 from ..engine._options import check_fsync as check_fsync
 from ..errors import TOOL_FATAL as TOOL_FATAL
-from ..events import TurnEnd, TurnInterrupted
+from ..events import ApprovalDecision, TurnEnd, TurnInterrupted
 from ..messages._ir import Message, ToolCall, ToolResultMessage
 from ..model import Usage
 from ._derive import TOOL_CANCELLED as TOOL_CANCELLED

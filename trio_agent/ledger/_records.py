@@ -13,8 +13,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from .._settings import ModelSettings
-from ..engine._approvals import ApprovalDecision
-from ..events import TurnEnd
+from ..events import ApprovalDecision, TurnEnd
 from ..messages._ir import Message, ToolCall, ToolResultMessage
 from ..model import Usage
 

@@ -11,8 +11,8 @@ turns of a session. The ``Agent`` is a thin shell: a frozen
 
 from __future__ import annotations
 
-from ..engine._approvals import ApprovalDecision as ApprovalDecision
 from ..errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
+from ..events import ApprovalDecision as ApprovalDecision
 from ._agent import Agent as Agent
 from ._policy import ToolBlocked as ToolBlocked
 from ._policy import block as block

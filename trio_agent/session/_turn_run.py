@@ -12,6 +12,7 @@ from .._settings import ModelSettings
 from ..engine._approvals import resolve
 from ..engine._emit import Emitter
 from ..engine._hooks import TurnSpec, TurnState
+from ..engine._lifecycle import end_turn, leave_turn, start_turn
 from ..engine._outcomes import turn_end_of
 from ..engine._run import EventRun, cancelled_from_outside
 from ..engine._turn import TurnOutcome, accept, run_turn
@@ -28,7 +29,6 @@ from ..events import (
 from ..messages._ir import Message, ToolResultMessage, UserMessage, text_from_assistant
 from ..model import Usage
 from ..output._spec import OutputSpec
-from ..telemetry._observe import end_turn, leave_turn, start_turn
 from ..telemetry._pricing import priced_turn
 from ._hooks import SessionHooks, ledger_failure
 from ._inbox import owes_reply

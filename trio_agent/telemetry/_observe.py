@@ -25,7 +25,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, final
 
-import attrs
 import trio
 
 from .._log import LOOP
@@ -34,10 +33,9 @@ from ..model import Model, ModelRequest, Usage
 from ._content import capturing, record_answer, record_request, record_tool
 
 if TYPE_CHECKING:
-    from ..engine._hooks import TurnSpec
     from ..tools._tool import ToolRegistry
 
-__all__ = ["Observer", "SpanHandle", "end_turn", "leave_turn", "observer", "start_turn"]
+__all__ = ["Observer", "SpanHandle", "observer"]
 
 _TOKEN_BUCKETS: Final = [4.0**n for n in range(14)]  # 1 .. 67108864, as the conventions advise
 _SECONDS_BUCKETS: Final = [0.01 * 2.0**n for n in range(14)]  # 0.01 .. 81.92 s
@@ -475,55 +473,3 @@ def _settings_attributes(model: Model, request: ModelRequest) -> dict[str, Any]:
         if type(limit) is int:
             out["gen_ai.request.max_tokens"] = limit
     return out
-
-
-def start_turn(
-    spec: TurnSpec, session_id: str | None, turn: int | None, name: str | None = None
-) -> TurnSpec:
-    """Log the turn's (or the run's) start; with an observer, start its span, make
-    it current in this task, and return ``spec`` carrying the observer."""
-    if LOOP.isEnabledFor(logging.INFO):
-        LOOP.info("%s started", _what(session_id, turn))
-    watching = observer(spec.model, session_id, turn, name)
-    if watching is None:
-        return spec
-    watching.turn_span.enter()
-    return attrs.evolve(spec, observer=watching)
-
-
-def end_turn(
-    spec: TurnSpec,
-    session_id: str | None,
-    turn: int | None,
-    reason: str,
-    steps: int,
-    usage: Usage | None,
-    code: str | None = None,
-) -> None:
-    """Log the end and end the span (an error status when it failed or was
-    cancelled); in the task that started it."""
-    if LOOP.isEnabledFor(logging.INFO):
-        LOOP.info(
-            "%s ended: %s after %d step%s%s",
-            _what(session_id, turn),
-            reason,
-            steps,
-            "" if steps == 1 else "s",
-            f" ({code})" if code else "",
-        )
-    if spec.observer is not None:
-        error = code or ("cancelled" if reason == "cancelled" else None)
-        spec.observer.end_turn(reason, steps, usage, error)
-
-
-def leave_turn(spec: TurnSpec) -> None:
-    """In the turn's ``finally``: end a span that ``end_turn`` did not (the turn
-    left by an exception before its end could be recorded)."""
-    if spec.observer is not None:
-        spec.observer.turn_span.end(sys.exc_info()[1] or "error")
-
-
-def _what(session_id: str | None, turn: int | None) -> str:
-    if turn is None:
-        return "run"
-    return f"turn {turn}" + ("" if session_id is None else f" of session {session_id}")

@@ -16,20 +16,32 @@ the batch is tried alone, so one writer's failure is not another's.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, final
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final
 
 import trio
 
-from ...ledger._records import LedgerError
+from ...ledger._records import LeaseLostError, LedgerError
 from .._base import Row
 
 if TYPE_CHECKING:
     from psycopg import Connection
 
-    from ._store import PostgresStore
+__all__ = ["Committing", "Fenced", "Flush", "GroupCommit", "insert_flushes"]
 
-__all__ = ["Fenced", "Flush", "GroupCommit", "insert_flushes"]
+T = TypeVar("T")
+
+
+class Committing(Protocol):
+    """What group commit works through: the store's schema and lease length, its
+    ``run`` (one transaction in a worker thread) and its lost-lease error."""
+
+    schema: str
+    lease_seconds: float
+
+    async def run(self, what: str, function: Callable[..., T], *args: Any) -> T: ...
+
+    def lease_lost(self, session_id: str, epoch: int) -> LeaseLostError: ...
 
 
 class Fenced(Protocol):
@@ -61,7 +73,7 @@ class GroupCommit:
 
     __slots__ = ("_busy", "_queue", "_store")
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: Committing) -> None:
         self._store = store
         self._queue: list[Flush] = []
         self._busy = False
@@ -140,7 +152,7 @@ class GroupCommit:
 
 
 def insert_flushes(
-    connection: Connection[Any], store: PostgresStore, batch: Sequence[Flush]
+    connection: Connection[Any], store: Committing, batch: Sequence[Flush]
 ) -> list[LedgerError | None]:
     """Store the rows of ``batch`` in one statement, each session's only if its
     lease's epoch still holds (renewing it); per flush, None or its
@@ -164,7 +176,7 @@ def insert_flushes(
     return errors
 
 
-def _one(store: PostgresStore, flush: Flush) -> tuple[str, tuple[Any, ...]]:
+def _one(store: Committing, flush: Flush) -> tuple[str, tuple[Any, ...]]:
     """One session's rows (the common case with few sessions: the lighter statement)."""
     s = store.schema
     session_id = flush.lease.session_id
@@ -186,7 +198,7 @@ def _one(store: PostgresStore, flush: Flush) -> tuple[str, tuple[Any, ...]]:
     return statement, values
 
 
-def _many(store: PostgresStore, batch: Sequence[Flush]) -> tuple[str, tuple[Any, ...]]:
+def _many(store: Committing, batch: Sequence[Flush]) -> tuple[str, tuple[Any, ...]]:
     """Many sessions' rows, each session fenced by its own lease; returns the
     session of each row stored."""
     s = store.schema
