@@ -262,9 +262,8 @@ async def test_a_crash_is_seen_when_a_helper_still_holds_the_servers_stdout():
             with trio.fail_after(WAIT):  # observed: hangs until the helper exits (10 minutes)
                 with pytest.raises(ToolError, match="exited with status 3"):
                     await tools["crash"].execute({})
-            with trio.fail_after(
-                WAIT
-            ):  # observed: 'MCP error -32000: Connection closed', no restart
+            # observed: 'MCP error -32000: Connection closed', no restart
+            with trio.fail_after(WAIT):
                 assert await tools["add"].execute({"a": 1, "b": 2}) == "3"
 
 
