@@ -46,7 +46,9 @@ async def cancelled_once_blocked() -> AsyncIterator[trio.CancelScope]:
     """``async with cancelled_once_blocked() as scope:`` runs its body until every
     other task is blocked (the code under test went as far as it can: it hangs
     where the test made it hang), then cancels it. Unlike ``move_on_after(0.05)``,
-    the cancel never lands earlier because the machine is slow."""
+    the cancel never lands earlier because the machine is slow. Not where the code
+    waits on a worker thread (a store's): a task in ``trio.to_thread`` counts as
+    blocked, so there the code under test sets an event where it hangs."""
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
 
