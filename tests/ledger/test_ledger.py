@@ -816,15 +816,24 @@ async def test_results_kept_after_a_fatal_call_survive_a_cancel_in_after_tool_ca
     """Issue 12 (review): results kept after a fatal call were lost, and called outcome unknown,
     when a cancel landed in ``after_tool_call``."""
 
+    # the order is made by events, not by 10 ms against 20 ms: both quick calls run
+    # (shielded) when boom fails, and finish only after its failure was reported
+    running, failed = [], trio.Event()
+    both_running = trio.Event()
+
     @tool
     async def boom() -> str:
-        await trio.sleep(0.01)
+        await both_running.wait()
+        failed.set()
         raise FatalToolError("boom")
 
     @tool
     async def quick(n: int) -> str:
         with trio.CancelScope(shield=True):
-            await trio.sleep(0.02)
+            running.append(n)
+            if len(running) == 2:
+                both_running.set()
+            await failed.wait()
         return f"quick {n}"
 
     in_hook = trio.Event()
