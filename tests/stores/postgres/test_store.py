@@ -9,7 +9,7 @@ import pytest
 import trio
 from helpers import add
 from leases import lease_ended, lease_expiry
-from waiting import wait_until, wait_until_async
+from waiting import WAIT, wait_until, wait_until_async
 
 from trio_agent import Agent, ToolRegistry, UserMessage
 from trio_agent.ledger import (
@@ -248,7 +248,7 @@ async def test_a_failed_writer_lets_its_lease_go(pg_store, monkeypatch):
     with pytest.raises(LedgerError):
         await agent.prompt("two")
     monkeypatch.undo()
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while True:  # the heartbeat's thread frees it (a moment)
             try:
                 resumed = await Agent.resume(store, "s1", model=ScriptedModel([]))
