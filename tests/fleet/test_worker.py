@@ -325,7 +325,7 @@ async def test_refusing_a_damaged_sessions_input_while_the_database_fails_keeps_
     worker = fleet_worker(store)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             assert (await wait_for_turn(store, "good", good)).final_text == "answered hello"
         worker.drain()
     monkeypatch.undo()
