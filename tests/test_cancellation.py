@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 from helpers import add, assert_stream_shape, call, settle, start, user
+from waiting import WAIT, cancelled_once_blocked, wait_until
 
 from trio_agent import (
     AssistantMessage,
@@ -102,7 +104,7 @@ async def test_cancel_while_streaming_keeps_no_partial_message():
 async def test_cancel_while_awaiting_the_response():
     entry = scripted_response("r1", "answer", text_chunks=2, hang_at=2)
     run, model = start([entry])
-    with trio.move_on_after(5):
+    with trio.fail_after(WAIT):  # a hang guard
         events = await consume_then_cancel(run, lambda e: e.sequence == 2)
     assert run.result == Cancelled(messages=(user(),), steps=1)
     assert_cancelled(events, run.result, [user()])
@@ -120,7 +122,7 @@ async def test_cancel_while_a_tool_runs_invents_no_result():
         async for event in run:
             events.append(event)
             if event.type == "tool.started":
-                await trio.sleep(0.01)  # let the tool start
+                await trio.testing.wait_all_tasks_blocked()  # the tool started, and hangs
                 run.cancel()
     result = run.result
     assert log == ["start one", "cancelled one"]
@@ -137,8 +139,14 @@ async def test_a_deadline_on_cancel_scope_cancels_the_run():
         tools=ToolRegistry([hanging_tool(log)]),
         cancel_scope=scope,
     )
-    scope.deadline = trio.current_time() + 0.05
-    events, result = await settle(run)
+
+    async def deadline_once_the_tool_runs() -> None:
+        await wait_until(lambda: log == ["start x"])
+        scope.deadline = trio.current_time() + 0.05
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(deadline_once_the_tool_runs)
+        events, result = await settle(run)
     assert isinstance(result, Cancelled)
     assert log == ["start x", "cancelled x"]
     assert scope.cancelled_caught
@@ -165,7 +173,7 @@ async def test_leaving_async_with_early_cancels_the_run():
     async with run:
         async for event in run:
             if event.type == "tool.started":
-                await trio.sleep(0.01)
+                await trio.testing.wait_all_tasks_blocked()  # the tool started, and hangs
                 break
     assert log == ["start x", "cancelled x"]
     assert isinstance(run.result, Cancelled)
@@ -184,7 +192,7 @@ async def test_leaving_async_with_without_iterating_cancels_the_run():
 
 async def test_outer_cancellation_of_the_consumer_propagates_and_sets_the_result():
     run, _ = start([scripted_response("r1", "x", text_chunks=1, hang_at=0)])
-    with trio.move_on_after(0.02) as outer:
+    async with cancelled_once_blocked() as outer:
         async with run:
             async for _ in run:
                 pass
@@ -195,7 +203,7 @@ async def test_outer_cancellation_of_the_consumer_propagates_and_sets_the_result
 
 async def test_outer_cancellation_of_wait_propagates_and_sets_the_result():
     run, _ = start([scripted_response("r1", "x", hang_at=0)])
-    with trio.move_on_after(0.02) as outer:
+    async with cancelled_once_blocked() as outer:
         await run.wait()
         pytest.fail("wait() was not cancelled")
     assert outer.cancelled_caught
@@ -218,7 +226,7 @@ async def test_finished_tool_results_survive_a_cancel_in_the_same_batch():
         async for event in run:
             events.append(event)
             if event.type == "tool.started" and event.call.id == "c2":
-                await trio.sleep(0.01)
+                await trio.testing.wait_all_tasks_blocked()  # c2 started, and hangs
                 run.cancel()
     result = run.result
     assert [m.id for m in result.messages] == ["user-001", "message-r1", "tool-result-c1"]
@@ -243,12 +251,12 @@ async def test_a_consumer_that_cancels_and_then_stops_reading_does_not_hang():
             scripted_response("r2", "x", hang_at=0),
         ]
     )
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):  # a hang guard
         async with run:
             async for event in run:
                 if event.type == "tool.started":
                     run.cancel()
-                    await trio.sleep(0.05)  # the run finishes while we are not reading
+                    await trio.testing.wait_all_tasks_blocked()  # the run finishes meanwhile
                     break
     assert isinstance(run.result, Cancelled)
     assert [m.id for m in run.result.messages][-1] == "tool-result-c1"

@@ -25,7 +25,7 @@ from trio_agent import Agent, JsonlStore
 from trio_agent.testing import ScriptedModel
 
 USER = getpass.getuser()
-WAIT = 20  # seconds: only a failing test waits this long
+WAIT = 120  # seconds: only a failing test waits this long (each CLI process takes seconds, loaded)
 PROMPT = b"approve? [y]es, [n]o, [e]dit the arguments: "
 
 

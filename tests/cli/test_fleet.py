@@ -12,6 +12,7 @@ import trio
 import trio.testing
 from cli_runner import ENV, TRIO_AGENT, call_stream, cli, command, text_stream
 from loopback import Reply
+from waiting import wait_until
 
 pytest.importorskip("psycopg")
 
@@ -27,7 +28,7 @@ def _worker(loopback, pg_cluster, workspace, schema, *extra):
 
 
 async def _stopped(process) -> tuple[int, str]:
-    with trio.fail_after(30):
+    with trio.fail_after(120):  # a hang guard: a draining worker process ends in seconds
         while process.poll() is None:  # noqa: ASYNC110 (a subprocess.Popen)
             await trio.sleep(0.05)
     return process.returncode, process.stderr.read().decode()
@@ -81,9 +82,7 @@ async def test_sigterm_lets_the_turn_under_way_finish(loopback, pg_cluster, tmp_
         base = [*TRIO_AGENT, "submit", "--dsn", pg_cluster.dsn, "--schema", schema]
         done = await cli([*base, "--create", "s1", "hello"])
         assert done.returncode == 0, done.stderr
-        with trio.fail_after(10):
-            while not loopback.requests:  # noqa: ASYNC110 (the loopback has no event)
-                await trio.sleep(0.02)
+        await wait_until(lambda: loopback.requests)
         worker.send_signal(signal.SIGTERM)  # mid-answer
         code, stderr = await _stopped(worker)
         worker.stdout.close()

@@ -13,7 +13,7 @@ import trio
 from loopback import Reply
 from make_fixtures import USAGE, openai_chunk
 
-WAIT = 30  # seconds: only a failing test waits this long
+WAIT = 120  # seconds: only a failing test waits this long (each CLI process takes seconds, loaded)
 
 ENV = {**os.environ, "OPENAI_API_KEY": "sk-test-cli-progress"}
 

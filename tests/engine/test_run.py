@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import trio
 from helpers import add, call, start, user
+from waiting import cancelled_once_blocked
 
 from trio_agent import Cancelled, ToolRegistry, UserMessage, run_agent_loop, tool
 from trio_agent.testing import ScriptedModel, scripted_response
@@ -35,7 +36,7 @@ async def test_outer_cancel_grouped_by_a_tool_nursery_still_ends_with_run_finish
         [scripted_response("r1", [call("fan_out", "c1")])], tools=ToolRegistry([nursery_tool(log)])
     )
     events = []
-    with trio.move_on_after(0.05) as outer:
+    async with cancelled_once_blocked() as outer:  # the tool's children hang
         if observed:
             async with run:
                 async for event in run:
@@ -69,7 +70,7 @@ async def test_outer_cancel_grouped_by_a_model_nursery_still_sets_the_result():
             return CM()
 
     run = run_agent_loop(messages=[user()], model=NurseryModel(), tools=ToolRegistry(), max_steps=1)
-    with trio.move_on_after(0.05) as outer:
+    async with cancelled_once_blocked() as outer:  # the model's stream hangs
         await run.wait()
     assert outer.cancelled_caught
     assert run.result == Cancelled(messages=(user(),), steps=1)

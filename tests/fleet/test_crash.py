@@ -67,7 +67,7 @@ async def test_killed_workers_lose_nothing_and_dispatch_nothing_twice(pg_store, 
     workers = [_start(pg_cluster.dsn, store.schema) for _ in range(WORKERS)]
     kills = 0
     try:
-        with trio.fail_after(240):
+        with trio.fail_after(900):  # a hang guard: 600 inputs and some 50 restarts, loaded
             # a kill per EVERY inputs answered, not per wall-clock interval: a fast
             # machine finishes the queue before a timed kill count is reached
             waiting = await _waiting(store)

@@ -4,33 +4,41 @@ refused."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import trio
 import trio.testing
+from waiting import wait_until
 
 from trio_agent import Agent, LedgerError
 from trio_agent.fleet import submit, wait_for_turn
+from trio_agent.fleet._listen import Listener
 from trio_agent.testing import CallableModel, scripted_response
 
 pytest.importorskip("psycopg")
 
 
-async def test_waiting_for_turns_takes_no_thread_of_the_default_limiter(pg_store):
+async def test_waiting_for_turns_takes_no_thread_of_the_default_limiter(pg_store, monkeypatch):
     """Issue 22 (review of the fleet): each ``wait_for_turn`` held a thread of trio's default
-    limiter while it waited, so many waits starved every other ``trio.to_thread`` call."""
+    limiter while it waited, so many waits starved every other ``trio.to_thread`` call.
+
+    Once every wait has entered its listener's wait (counted, not guessed with a sleep), none
+    of them holds a token of the default limiter."""
     store = pg_store()
     numbers = [await submit(store, f"s{i}", "hello", create=True) for i in range(30)]
     limiter = trio.to_thread.current_default_thread_limiter()
+    waiting = set()
+    real = Listener.wait
+
+    async def counted(self, seconds):
+        waiting.add(self)
+        return await real(self, seconds)
+
+    monkeypatch.setattr(Listener, "wait", counted)
     async with trio.open_nursery() as nursery:
         for i, number in enumerate(numbers):
             nursery.start_soon(wait_for_turn, store, f"s{i}", number)
-        await trio.sleep(0.5)  # all of them waiting (nobody answers: no worker runs)
-        assert limiter.borrowed_tokens == 0
-        started = time.monotonic()
-        await trio.to_thread.run_sync(lambda: None)
-        assert time.monotonic() - started < 0.5
+        await wait_until(lambda: len(waiting) == len(numbers))  # nobody answers: no worker runs
+        assert limiter.borrowed_tokens == 0  # every token free for other thread hops
         nursery.cancel_scope.cancel()
 
 

@@ -7,23 +7,28 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
-from fleet_agents import fleet_worker
+from fleet_agents import count_claims, fleet_worker
+from waiting import WAIT, wait_until, wait_until_async
 
 from trio_agent.fleet import submit, wait_for_turn
 
 pytest.importorskip("psycopg")
 
 
-async def test_a_schema_name_of_63_characters_carries_notifications(pg_store):
+async def test_a_schema_name_of_63_characters_carries_notifications(pg_store, monkeypatch):
     """Issue 22 (review of the fleet): a schema name of 63 characters, PostgreSQL's longest, gave a
     notification channel past the identifier limit, so only a poll woke the worker."""
     store = pg_store(schema="s" * 63)
     number = await submit(store, "s1", "hello", create=True)
-    worker = fleet_worker(store, poll_seconds=60)  # only a notification wakes it soon
+    claims = count_claims(monkeypatch)
+    worker = fleet_worker(store, poll_seconds=3600)  # only a notification wakes it soon
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
+        await wait_for_turn(store, "s1", number)
+        # s1 let go, and the claim that follows found nothing: the worker is idle
+        await wait_until(lambda: not worker.sessions and len(claims) >= 2)
         number = await submit(store, "s2", "hello", create=True)
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             assert (await wait_for_turn(store, "s2", number)).final_text == "answered hello"
         worker.drain()
 
@@ -52,16 +57,12 @@ async def test_a_wait_goes_on_when_its_listening_connection_is_ended(pg_store):
             result.append(await wait_for_turn(store, "s", number))
 
         nursery.start_soon(wait)
-        with trio.fail_after(5):
-            while not await _listening(store):  # noqa: ASYNC110 (the database has it)
-                await trio.sleep(0.05)
+        await wait_until_async(lambda: _listening(store))
         sql = f"SELECT pg_terminate_backend(pid) {_listeners_of(store)}"
         await store.run("end the listener", lambda c: c.execute(sql))
         worker = fleet_worker(pg_store(schema=store.schema))
         await nursery.start(worker.run)
-        with trio.fail_after(10):
-            while not result:  # noqa: ASYNC110 (the waiting task's list)
-                await trio.sleep(0.05)
+        await wait_until(lambda: result)
         worker.drain()
     assert result[0].final_text == "answered hello"
 
@@ -75,6 +76,9 @@ async def test_a_workers_listening_connection_ends_with_it(pg_store):
         await nursery.start(worker.run)
         assert await _listening(store) == 1
         worker.drain()
-    with trio.fail_after(3):  # its thread waits a second at most
-        while await _listening(store):  # noqa: ASYNC110 (the database has it)
-            await trio.sleep(0.1)
+    # its thread waits a second at most, then closes it
+    await wait_until_async(lambda: _no_listener(store))
+
+
+async def _no_listener(store) -> bool:
+    return await _listening(store) == 0

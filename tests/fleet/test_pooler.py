@@ -9,8 +9,9 @@ import logging
 
 import pytest
 import trio
-from fleet_agents import add
+from fleet_agents import add, count_claims
 from fleet_agents import answers as _answers
+from waiting import WAIT, wait_until
 
 from trio_agent.fleet import Worker, agent_maker, submit, wait_for_turn
 from trio_agent.testing import CallableModel
@@ -40,17 +41,18 @@ async def _listening(store) -> int:
 
 
 async def test_behind_a_transaction_pooler_a_worker_with_listen_dsn_is_woken_by_notify(
-    pooled_store, pg_cluster, caplog
+    pooled_store, pg_cluster, caplog, monkeypatch
 ):
     """Through PgBouncer in transaction mode LISTEN was sent through the pooler:
     it stayed on a server connection that other clients then got, and the
     notifications were lost without a word (each wait 1-2 s, by polling)."""
     store = pooled_store(listen_dsn=pg_cluster.dsn)
-    worker = _worker(store, poll_seconds=60)
+    claims = count_claims(monkeypatch)
+    worker = _worker(store, poll_seconds=3600)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
-        await trio.sleep(0.3)  # idle, waiting on its 60 s poll
-        with trio.fail_after(30):  # only NOTIFY can wake it this soon
+        await wait_until(lambda: claims)  # its first claim found nothing: idle, for an hour
+        with trio.fail_after(WAIT):  # only NOTIFY can wake it this soon
             number = await submit(store, "woken", "hello", create=True)
             result = await wait_for_turn(store, "woken", number)
         assert result.final_text == "answered hello"
@@ -80,7 +82,9 @@ async def test_behind_a_transaction_pooler_without_listen_dsn_the_fleet_polls_an
     assert "polls" in warning.getMessage()
 
 
-async def test_behind_a_session_pooler_the_fleet_listens_on_a_listen_dsn_through_it(pg_cluster):
+async def test_behind_a_session_pooler_the_fleet_listens_on_a_listen_dsn_through_it(
+    pg_cluster, monkeypatch
+):
     """Session pooling works as before: a session of the pooler is a server
     session of its own, so ``listen_dsn`` may name the pooler too."""
     import uuid
@@ -92,11 +96,12 @@ async def test_behind_a_session_pooler_the_fleet_listens_on_a_listen_dsn_through
     bouncer = Bouncer(pg_cluster, pool_mode="session", pool_size=20).start()
     store = PostgresStore(bouncer.dsn, schema=f"t_{uuid.uuid4().hex[:16]}", listen_dsn=bouncer.dsn)
     try:
-        worker = _worker(store, poll_seconds=60)
+        claims = count_claims(monkeypatch)
+        worker = _worker(store, poll_seconds=3600)
         async with trio.open_nursery() as nursery:
             await nursery.start(worker.run)
-            await trio.sleep(0.3)  # idle, waiting on its 60 s poll
-            with trio.fail_after(30):  # only NOTIFY can wake it this soon
+            await wait_until(lambda: claims)  # its first claim found nothing: idle, for an hour
+            with trio.fail_after(WAIT):  # only NOTIFY can wake it this soon
                 number = await submit(store, "s", "hello", create=True)
                 result = await wait_for_turn(store, "s", number)
             assert result.final_text == "answered hello"

@@ -9,6 +9,7 @@ import pytest
 import trio
 from fleet_agents import add, dispatched
 from fleet_agents import answers as _answers
+from waiting import WAIT, wait_until
 
 from trio_agent import LedgerError, TextBlock, TranscriptError, UserMessage
 from trio_agent.fleet import Worker, agent_maker, submit, wait_for_turn
@@ -24,6 +25,15 @@ TOO_MANY = tuple(TextBlock(f"part {i}") for i in range(MAX_CONTENT_BLOCKS + 44))
 @pytest.fixture(autouse=True)
 def _clear():
     dispatched.clear()
+
+
+@pytest.fixture(autouse=True)
+def _long_backoff(monkeypatch):
+    """A session a worker backs off from is left ten minutes: input taken for a failure to
+    retry would then be answered only long after any bound of these tests."""
+    from trio_agent.fleet import _worker
+
+    monkeypatch.setattr(_worker, "BACKOFF_SECONDS", 600.0)
 
 
 def _worker(store, **options):
@@ -88,7 +98,7 @@ async def test_input_its_agent_refuses_is_answered_with_the_reason_and_the_sessi
     worker = _worker(store)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
-        with trio.fail_after(20):  # far below the 30 s back-off
+        with trio.fail_after(WAIT):  # far below the back-off
             assert (await wait_for_turn(store, "s", first)).final_text == "answered hello"
             with pytest.raises(LedgerError, match=r"was not run: .*300 blocks, more than 256"):
                 await wait_for_turn(store, "s", poison)
@@ -106,7 +116,7 @@ async def test_a_refused_input_that_would_create_its_session_creates_nothing(pg_
     worker = _worker(store)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
-        with trio.fail_after(20):
+        with trio.fail_after(WAIT):
             with pytest.raises(LedgerError, match=r"was not run: .*more than 256"):
                 await wait_for_turn(store, "new", poison)
             with pytest.raises(LedgerError, match="no session 'new'"):
@@ -128,7 +138,7 @@ async def test_a_refused_first_input_lets_the_next_one_create_the_session(pg_sto
     worker = _worker(store)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
-        with trio.fail_after(20):
+        with trio.fail_after(WAIT):
             with pytest.raises(LedgerError, match=r"was not run: .*more than 256"):
                 await wait_for_turn(store, "new", poison)
             result = await wait_for_turn(store, "new", after)
@@ -146,7 +156,7 @@ async def test_input_whose_row_does_not_decode_is_refused_not_retried(pg_store):
     worker = _worker(store)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
-        with trio.fail_after(20):
+        with trio.fail_after(WAIT):
             with pytest.raises(LedgerError, match="was not run: its content is not a message"):
                 await wait_for_turn(store, "s", broken)
             assert (await wait_for_turn(store, "s", after)).final_text == "answered hello"
@@ -172,9 +182,10 @@ async def test_a_failing_agent_factory_is_retried_and_its_input_kept(pg_store):
     worker = Worker(store, make, poll_seconds=0.2)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             await made.wait()
-        await trio.sleep(0.5)  # had it been refused, it would be answered by now
+        # the worker is done with the session: it backed off (or refused the input)
+        await wait_until(lambda: not worker.sessions)
         done = await store.run(
             "read the input",
             lambda c: c.execute(
@@ -187,6 +198,6 @@ async def test_a_failing_agent_factory_is_retried_and_its_input_kept(pg_store):
     other = _worker(pg_store(schema=store.schema))
     async with trio.open_nursery() as nursery:
         await nursery.start(other.run)
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             assert (await wait_for_turn(store, "s", number)).final_text == "answered hello"
         other.drain()

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import pytest
 import trio
 import trio.testing
-from fleet_agents import add, answers, asked, dispatched, fleet_worker
+from fleet_agents import add, answers, asked, count_claims, dispatched, fleet_worker
+from waiting import WAIT, wait_until
 
 from trio_agent import Agent, LedgerError, ToolResultMessage, UserMessage
 from trio_agent.fleet import Worker, agent_maker, submit, wait_for_turn
@@ -77,13 +77,16 @@ async def test_submit_refuses_what_it_cannot_queue(pg_store, tmp_path):
     await submit(store, "later", "two")
 
 
-async def test_a_notification_wakes_an_idle_worker_long_before_its_poll(pg_store):
+async def test_a_notification_wakes_an_idle_worker_long_before_its_poll(pg_store, monkeypatch):
     store = pg_store()
-    worker = Worker(store, agent_maker(model=CallableModel(answers), tools=[add]), poll_seconds=60)
+    claims = count_claims(monkeypatch)
+    worker = Worker(
+        store, agent_maker(model=CallableModel(answers), tools=[add]), poll_seconds=3600
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
-        await trio.sleep(0.3)  # idle, waiting on its 60 s poll
-        with trio.fail_after(10):  # only NOTIFY can wake it this soon
+        await wait_until(lambda: claims)  # its first claim found nothing: idle, for an hour
+        with trio.fail_after(WAIT):  # only NOTIFY can wake it this soon
             number = await submit(store, "woken", "hello", create=True)
             result = await wait_for_turn(store, "woken", number)
         assert result.final_text == "answered hello"
@@ -110,18 +113,21 @@ async def test_input_a_dead_worker_answered_is_not_answered_again(pg_store):
 
 async def test_input_whose_turn_was_cut_short_is_continued_not_repeated(pg_store):
     store = pg_store()
-    gate = trio.Event()
+    gate, hanging = trio.Event(), trio.Event()
 
     async def slow_answer(request):
         if isinstance(request.messages[-1], ToolResultMessage) and not gate.is_set():
+            hanging.set()
             await trio.sleep_forever()  # the worker stops here (its turn is cancelled)
         return answers(request)
 
     model = CallableModel(slow_answer)
     number = await submit(store, "s", "hello", create=True)
-    with trio.move_on_after(1):
+    async with trio.open_nursery() as nursery:
         worker = Worker(store, agent_maker(model=model, tools=[add]), poll_seconds=0.2)
-        await worker.run()
+        nursery.start_soon(worker.run)
+        await hanging.wait()
+        nursery.cancel_scope.cancel()
     assert len(dispatched) == 1  # the tool ran; the model's answer never came
     gate.set()
     worker = Worker(store, agent_maker(model=model, tools=[add]), poll_seconds=0.2)
@@ -136,7 +142,7 @@ async def test_input_whose_turn_was_cut_short_is_continued_not_repeated(pg_store
 
 
 async def test_drain_finishes_the_turn_under_way_and_starts_no_other(pg_store):
-    store = pg_store()
+    store = pg_store(lease_seconds=600)
     started = trio.Event()
 
     async def slow(request):
@@ -154,21 +160,24 @@ async def test_drain_finishes_the_turn_under_way_and_starts_no_other(pg_store):
         worker.drain()
     assert worker.turns == 1 and worker.sessions == frozenset()
     assert (await wait_for_turn(store, "s", first)).final_text == "answered one"
-    # the lease was let go: another worker takes the session at once, and answers "two"
+    # the lease was let go: another worker takes the session at once (not after the
+    # lease's ten minutes), and answers "two"
     other = Worker(store, agent_maker(model=model), poll_seconds=0.2)
     async with trio.open_nursery() as nursery:
         await nursery.start(other.run)
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             assert (await wait_for_turn(store, "s", second)).final_text == "answered two"
         other.drain()
 
 
 async def test_drain_cancels_a_turn_that_outlasts_it_and_keeps_its_input(pg_store):
-    store = pg_store()
+    store = pg_store(lease_seconds=600)
     hang = True
+    asked_once = trio.Event()
 
     async def hanging(request):
         if hang:
+            asked_once.set()
             await trio.sleep_forever()
         return scripted_response(f"r-{request.id}", f"answered {asked(request.messages)}")
 
@@ -177,14 +186,14 @@ async def test_drain_cancels_a_turn_that_outlasts_it_and_keeps_its_input(pg_stor
     worker = Worker(store, agent_maker(model=model), poll_seconds=0.2, drain_seconds=0.3)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
-        await trio.sleep(0.3)
+        await asked_once.wait()  # the turn is under way
         worker.drain()
     assert worker.turns == 0
     hang = False
     other = Worker(store, agent_maker(model=model), poll_seconds=0.2)
     async with trio.open_nursery() as nursery:
         await nursery.start(other.run)
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):  # the lease was let go: not its ten minutes
             result = await wait_for_turn(store, "s", number)
         other.drain()
     assert result.final_text == "answered one"
@@ -195,8 +204,9 @@ async def test_drain_cancels_a_turn_that_outlasts_it_and_keeps_its_input(pg_stor
 async def test_a_stalled_worker_loses_its_session_and_writes_nothing_more(pg_store):
     # worker A's heartbeat stops (a paused process): its lease expires, worker B
     # takes the session over and answers; A's late write is fenced off
+    # (only A's lease is short: B's heartbeat must not lose B's lease on a loaded machine)
     store_a = pg_store(lease_seconds=0.6)
-    store_b = pg_store(schema=store_a.schema, lease_seconds=0.6)
+    store_b = pg_store(schema=store_a.schema)
     resume = trio.Event()
 
     async def a_model(request):
@@ -214,16 +224,13 @@ async def test_a_stalled_worker_loses_its_session_and_writes_nothing_more(pg_sto
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(worker_a.run)
-        await trio.sleep(0.2)
-        assert worker_a.sessions == {"s"}
+        await wait_until(lambda: worker_a.sessions == {"s"})
         await nursery.start(worker_b.run)
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             result = await wait_for_turn(store_b, "s", number)
         assert result.final_text == "answered hello"
         resume.set()  # A wakes up and tries to go on
-        with trio.fail_after(10):  # A's turn fails on its fenced write; it lets go
-            while worker_a.sessions:  # noqa: ASYNC110 (a worker has no event for it)
-                await trio.sleep(0.05)
+        await wait_until(lambda: not worker_a.sessions)  # its fenced write fails; it lets go
         worker_a.drain()
         worker_b.drain()
     assert worker_a.turns == 0 and worker_b.turns == 1
@@ -318,7 +325,7 @@ async def test_refusing_a_damaged_sessions_input_while_the_database_fails_keeps_
     worker = fleet_worker(store)
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             assert (await wait_for_turn(store, "good", good)).final_text == "answered hello"
         worker.drain()
     monkeypatch.undo()
@@ -331,30 +338,33 @@ async def test_cancelling_a_worker_during_a_slow_claim_returns_at_once_and_lets_
     """Issue 22 (review of the fleet): cancelling a worker while a slow claim ran in its thread
     waited for the database, and the claimed lease was held to its end; the cancel returns at once
     and the abandoned claim lets the lease go."""
-    store = pg_store(lease_seconds=30)
+    store = pg_store(lease_seconds=600)
     number = await submit(store, "s", "hello", create=True)
-    entered = threading.Event()
+    entered, answer, ended = threading.Event(), threading.Event(), threading.Event()
     real = Claims.take
 
     def slow_take(self, *args):
         entered.set()
-        time.sleep(1.0)  # the database is slow to answer
-        return real(self, *args)
+        answer.wait(WAIT)  # the database is slow to answer: until the test lets it
+        try:
+            return real(self, *args)
+        finally:
+            ended.set()
 
     monkeypatch.setattr(Claims, "take", slow_take)
     worker = fleet_worker(store)
-    with trio.move_on_after(5) as waited:
+    with trio.fail_after(WAIT):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(worker.run)
-            await trio.to_thread.run_sync(entered.wait)
-            started = trio.current_time()
+            await wait_until(entered.is_set)
             nursery.cancel_scope.cancel()
-    assert not waited.cancelled_caught and trio.current_time() - started < 0.5
+    assert not ended.is_set()  # the cancel returned while the claim still waited
     monkeypatch.undo()
-    await trio.sleep(1.5)  # the abandoned claim ends, and lets its lease go
+    answer.set()  # the abandoned claim takes the lease now, and lets it go
+    await wait_until(ended.is_set)
     other = fleet_worker(pg_store(schema=store.schema))
     async with trio.open_nursery() as nursery:
         await nursery.start(other.run)
-        with trio.fail_after(5):  # not 30 s: the lease was let go
+        with trio.fail_after(WAIT):  # not the lease's ten minutes: it was let go
             assert (await wait_for_turn(store, "s", number)).final_text == "answered hello"
         other.drain()

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 import trio
 from crash_child import SESSION, STEPS, StepwiseModel, make_tools, open_store
+from leases import lease_ended
 from paths import SUPPORT
+from waiting import WAIT, wait_until_async
 
 from trio_agent import (
     TOOL_OUTCOME_UNKNOWN,
@@ -44,7 +46,7 @@ def kind(request, monkeypatch):
 async def resume_when_free(store, kind: str, **options):
     """``Agent.resume``; a killed PostgreSQL holder's lease is waited out (0.5 s
     in the children): the one store where a crash leaves the session held."""
-    with trio.fail_after(10):
+    with trio.fail_after(WAIT):
         while True:
             try:
                 return await Agent.resume(store, SESSION, **options)
@@ -160,8 +162,10 @@ async def test_two_processes_racing_to_resume_one_session_exactly_one_wins(tmp_p
         directory = tmp_path / f"race-{trial}"
         directory.mkdir()
         await crash_once(directory, rng.uniform(0.0, 0.05), kind)  # left by a kill -9
-        if kind == "postgres":
-            await trio.sleep(0.6)  # the killed holder's lease (0.5 s) ends: both may race
+        if kind == "postgres":  # the killed holder's lease (0.5 s) ends: both may race
+            held = open_store(directory, kind)
+            await wait_until_async(lambda: lease_ended(held, SESSION))  # noqa: B023 (awaited here)
+            await held.aclose()
         before = dispatched(directory)
         racers = [
             await trio.lowlevel.open_process(
@@ -172,7 +176,7 @@ async def test_two_processes_racing_to_resume_one_session_exactly_one_wins(tmp_p
             for _ in range(2)
         ]
         try:
-            with trio.fail_after(30):
+            with trio.fail_after(WAIT):  # two processes start and race: seconds each, loaded
                 lines = [await first_line(racer) for racer in racers]
                 [winner] = [r for r, line in zip(racers, lines, strict=True) if line[:3] == b"won"]
                 [(loser, lost)] = [

@@ -10,6 +10,7 @@ import shutil
 import msgspec
 import pytest
 import trio
+import trio.testing
 from helpers import add, call
 from ledger_scenario import agent_on, records_of, script, sums
 
@@ -183,8 +184,11 @@ async def test_a_cancelled_call_is_not_later_called_outcome_unknown(store):
     """Issue 12: a call cancelled in a process that knew it was called outcome unknown on resume; it
     is TOOL_CANCELLED."""
 
+    running = trio.Event()
+
     @tool
     async def slow() -> str:
+        running.set()
         await trio.sleep_forever()
         return "never"
 
@@ -194,8 +198,8 @@ async def test_a_cancelled_call_is_not_later_called_outcome_unknown(store):
     async with agent.turn(UserMessage("u1", "go")) as run:
         async for event in run:
             if event.type == "tool.started":
-                await trio.sleep(0.01)  # the call runs, then is cancelled
-                run.cancel()
+                await running.wait()  # the call runs...
+                run.cancel()  # ... then is cancelled
     await agent.aclose()
     resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([slow]))
     [(closing, code)] = resumed.closed_on_resume
@@ -209,17 +213,22 @@ async def test_a_call_running_when_the_process_died_is_still_outcome_unknown(tmp
     crashed = JsonlStore(tmp_path / "crashed")
     crashed.directory.mkdir()
 
+    copied = trio.Event()
+
     @tool
     async def slow() -> str:
         shutil.copy(store.path("s1"), crashed.path("s1"))  # killed while it runs
+        copied.set()
         await trio.sleep_forever()
         return "never"
 
     agent = agent_on(
         store, [scripted_response("r1", [call("slow", "c1")])], tools=ToolRegistry([slow])
     )
-    with trio.move_on_after(0.05):
-        await agent.prompt(UserMessage("u1", "go"))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(agent.prompt, UserMessage("u1", "go"))
+        await copied.wait()
+        nursery.cancel_scope.cancel()
     await agent.aclose()
     resumed = await Agent.resume(crashed, "s1", model=ScriptedModel([]), tools=ToolRegistry([slow]))
     assert [code for _, code in resumed.closed_on_resume] == [TOOL_OUTCOME_UNKNOWN]

@@ -12,6 +12,7 @@ import threading
 import msgspec
 import pytest
 import trio
+import trio.testing
 from helpers import add, call
 from ledger_scenario import agent_on, ok_model, records_of, script, sums
 
@@ -667,7 +668,7 @@ async def test_event_numbers_never_repeat_after_a_crash_resume(tmp_path):
         async for event in run:
             seen.append(event.sequence)
             if event.type == "tool.finished" and event.call.id == "c2":
-                await trio.sleep(0.01)  # the last stream hangs: the process "dies" now
+                await trio.testing.wait_all_tasks_blocked()  # the last stream hangs: it "dies" now
                 shutil.copy(store.path("s1"), crashed.path("s1"))
                 run.cancel()
     await agent.aclose()
@@ -815,15 +816,24 @@ async def test_results_kept_after_a_fatal_call_survive_a_cancel_in_after_tool_ca
     """Issue 12 (review): results kept after a fatal call were lost, and called outcome unknown,
     when a cancel landed in ``after_tool_call``."""
 
+    # the order is made by events, not by 10 ms against 20 ms: both quick calls run
+    # (shielded) when boom fails, and finish only after its failure was reported
+    running, failed = [], trio.Event()
+    both_running = trio.Event()
+
     @tool
     async def boom() -> str:
-        await trio.sleep(0.01)
+        await both_running.wait()
+        failed.set()
         raise FatalToolError("boom")
 
     @tool
     async def quick(n: int) -> str:
         with trio.CancelScope(shield=True):
-            await trio.sleep(0.02)
+            running.append(n)
+            if len(running) == 2:
+                both_running.set()
+            await failed.wait()
         return f"quick {n}"
 
     in_hook = trio.Event()
@@ -839,7 +849,7 @@ async def test_results_kept_after_a_fatal_call_survive_a_cancel_in_after_tool_ca
         tools=ToolRegistry([boom, quick]),
         after_tool_call=audit,
         tool_execution="parallel",
-        tool_grace_period=1.0,
+        tool_grace_period=60.0,  # ends once both finish: a bound only a failing test reaches
     )
     async with agent.turn(UserMessage("u1", "go")) as run, trio.open_nursery() as nursery:
 

@@ -25,7 +25,7 @@ from trio_agent.tools import ToolError
 pytest.importorskip("mcp")
 
 
-WAIT = 20  # seconds a test waits for what must happen long before
+WAIT = 120  # seconds: only a failing test waits this long (a server starts in seconds, loaded)
 DEMO = str(DEMO_SERVER)
 
 
@@ -117,7 +117,7 @@ async def test_a_cancelled_call_is_cancelled_on_the_server_which_keeps_serving(
             async with trio.open_nursery() as nursery:
 
                 async def slow() -> None:
-                    await run_call(server, "slow", {"seconds": 30})
+                    await run_call(server, "slow", {"seconds": 3600})
                     raise AssertionError("the call was not cancelled")
 
                 nursery.start_soon(slow)
@@ -125,7 +125,8 @@ async def test_a_cancelled_call_is_cancelled_on_the_server_which_keeps_serving(
                     await trio.sleep(0.01)
                 cancelled_at = trio.current_time()
                 nursery.cancel_scope.cancel()
-            assert trio.current_time() - cancelled_at < 1.0  # returns at once
+            # returns at once: not when the server's hour is up (nor WAIT, which is a hang)
+            assert trio.current_time() - cancelled_at < WAIT / 3
             while "slow cancelled" not in record.read_text():  # noqa: ASYNC110
                 await trio.sleep(0.01)
             after = await run_call(server, "add", {"a": 3, "b": 4})
@@ -189,11 +190,12 @@ async def test_a_tool_a_call_added_is_offered_at_the_next_step():
 async def test_a_server_that_never_lists_its_tools_is_refused_within_init_seconds():
     # answers initialize, then never tools/list: entry is bounded as initialize is
     with trio.fail_after(WAIT):
-        with pytest.raises(MCPServerError, match=r"did not list its tools within 0\.5 s"):
+        # (5 s: a Python process must start and answer initialize within them, loaded)
+        with pytest.raises(MCPServerError, match=r"did not list its tools within 5 s"):
             async with MCPServerStdio(
                 sys.executable,
                 [str(Path(DEMO).parent / "silent.py"), "--answer-initialize"],
-                init_seconds=0.5,
+                init_seconds=5,
             ):
                 pass
 
@@ -253,14 +255,15 @@ async def test_a_crash_is_seen_when_a_helper_still_holds_the_servers_stdout():
     """Issue 20 (review of the MCP servers): a crash went unseen while a helper process still held
     the server's stdout: the call hung until the helper exited, and the next call failed with
     'Connection closed' instead of restarting the server."""
-    wrapper = f"sleep 30 & exec {sys.executable} {DEMO}"
-    with trio.fail_after(60):
+    wrapper = f"sleep 600 & exec {sys.executable} {DEMO}"
+    with trio.fail_after(3 * WAIT):
         async with MCPServerStdio("sh", ["-c", wrapper], restart=True) as mcp:
             tools = {t.name: t for t in mcp.tools()}
-            with trio.fail_after(5):  # observed: hangs until the helper exits
+            with trio.fail_after(WAIT):  # observed: hangs until the helper exits (10 minutes)
                 with pytest.raises(ToolError, match="exited with status 3"):
                     await tools["crash"].execute({})
-            with trio.fail_after(10):  # observed: 'MCP error -32000: Connection closed', no restart
+            # observed: 'MCP error -32000: Connection closed', no restart
+            with trio.fail_after(WAIT):
                 assert await tools["add"].execute({"a": 1, "b": 2}) == "3"
 
 
@@ -268,10 +271,10 @@ async def test_a_crash_is_seen_when_a_helper_still_holds_the_servers_stdout():
 async def test_a_response_nested_too_deep_to_parse_is_an_error_result_not_a_hang():
     """Issue 20 (review of the MCP servers): a response nested too deep to parse hung the call; it
     is an error result."""
-    with trio.fail_after(30):
+    with trio.fail_after(2 * WAIT):
         async with edge_server("deep_server.py") as mcp:
             tools = {t.name: t for t in mcp.tools()}
-            with trio.fail_after(5):  # observed: never returns
+            with trio.fail_after(WAIT):  # observed: never returns
                 with pytest.raises(ToolError):
                     await tools["tree"].execute({"depth": 220})
 
@@ -283,7 +286,7 @@ async def test_a_message_over_the_line_limit_is_named_as_such(monkeypatch):
     from trio_agent.mcp import _stdio as _mcp_stdio
 
     monkeypatch.setattr(_mcp_stdio, "_MAX_LINE", 1024 * 1024)
-    with trio.fail_after(30):
+    with trio.fail_after(WAIT):
         async with edge_server("big_server.py") as mcp:
             tools = {t.name: t for t in mcp.tools()}
             with pytest.raises(ToolError) as caught:

@@ -14,6 +14,7 @@ import trio
 from edge_servers import edge_server
 from helpers import alive, call
 from paths import MCP_SERVERS
+from waiting import wait_until
 
 from trio_agent import ToolRegistry, execute_tool_call
 from trio_agent.mcp import MCPServerError, MCPServerStdio
@@ -21,7 +22,7 @@ from trio_agent.mcp import MCPServerError, MCPServerStdio
 pytest.importorskip("mcp")
 
 
-WAIT = 20
+WAIT = 120  # seconds: only a failing test waits this long (a server starts in seconds, loaded)
 SERVERS = MCP_SERVERS
 DEMO = str(SERVERS / "demo.py")
 
@@ -41,17 +42,19 @@ async def test_a_server_that_crashes_mid_call_gives_error_results():
     assert later.is_error and "is not running: it exited with status 3" in later.content
 
 
-async def test_a_server_killed_mid_call_gives_error_results():
+async def test_a_server_killed_mid_call_gives_error_results(tmp_path):
+    record = tmp_path / "record"
     with trio.fail_after(WAIT):
-        async with MCPServerStdio(sys.executable, [DEMO]) as server:
+        env = {"MCP_DEMO_RECORD": str(record)}
+        async with MCPServerStdio(sys.executable, [DEMO], env=env) as server:
             async with trio.open_nursery() as nursery:
                 results = []
 
                 async def slow() -> None:
-                    results.append(await run_call(server, "slow", {"seconds": 30}))
+                    results.append(await run_call(server, "slow", {"seconds": 3600}))
 
                 nursery.start_soon(slow)
-                await trio.sleep(0.3)
+                await wait_until(lambda: record.exists() and "slow started" in record.read_text())
                 assert server.pid is not None
                 os.kill(server.pid, signal.SIGKILL)
             later = await run_call(server, "add", {"a": 1, "b": 2}, "c2")
@@ -66,7 +69,7 @@ async def test_a_server_that_never_answers_initialize_is_bounded():
     with trio.fail_after(WAIT), pytest.raises(MCPServerError, match="did not answer initialize"):
         async with silent:
             pass
-    assert trio.current_time() - started < 5
+    assert trio.current_time() - started < WAIT / 3  # unbounded, it would wait for ever
     with pytest.raises(RuntimeError, match="once"):
         async with silent:
             pass
@@ -119,11 +122,18 @@ async def test_stderr_goes_to_logging_not_the_terminal(capfd, caplog):
 
 
 async def test_a_cancelled_entry_ends_the_server_and_stays_a_cancellation():
-    server = MCPServerStdio(sys.executable, [str(SERVERS / "silent.py")], init_seconds=30)
+    server = MCPServerStdio(sys.executable, [str(SERVERS / "silent.py")], init_seconds=3600)
     with trio.fail_after(WAIT):
-        with trio.move_on_after(0.5) as scope:  # cancelled while waiting for initialize
-            async with server:
-                pytest.fail("entered a server that never answers")
+        with trio.CancelScope() as scope:  # cancelled while waiting for initialize
+            async with trio.open_nursery() as nursery:
+
+                async def enter() -> None:
+                    async with server:
+                        pytest.fail("entered a server that never answers")
+
+                nursery.start_soon(enter)
+                await wait_until(lambda: server.pid is not None)  # started: initialize sent
+                scope.cancel()
     assert scope.cancelled_caught  # the cancellation came out as itself, not an error
     assert server.pid is not None and not alive(server.pid)
     with pytest.raises(RuntimeError, match="entered once"):

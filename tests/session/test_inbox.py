@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 from helpers import agent_with, call
 from sessions import u, wait
 
@@ -45,7 +46,7 @@ async def test_follow_up_from_another_task_continues_the_turn():
     )
 
     async def follow_up_then_release():
-        await trio.sleep(0.01)
+        await trio.testing.wait_all_tasks_blocked()  # the tool waits for the release
         agent.follow_up(u("f1", "more"))
         release.set()
 
@@ -88,7 +89,7 @@ async def test_clearing_the_queue_while_a_hook_awaits_cannot_make_two_answers_in
     agent.follow_up(u("f0", "queued"))  # makes the turn 'go on' after r1
 
     async def clear_soon():
-        await trio.sleep(0.01)
+        await trio.testing.wait_all_tasks_blocked()  # the hook waits for the clearing
         agent.clear_queued()
         cleared.set()
 

@@ -122,7 +122,7 @@ async def test_cancelled_while_the_session_is_created_leaves_it_whole_or_not_mad
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(cut_turn)
-        await trio.to_thread.run_sync(entered.wait, 5)
+        await trio.to_thread.run_sync(entered.wait, 60)
         scope.cancel()  # cancelled while the thread works: it is waited for
         await trio.sleep(0.02)
         assert agent.turns == 0 and agent.running

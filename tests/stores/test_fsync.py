@@ -13,6 +13,7 @@ import trio
 from helpers import add
 from ledger_scenario import script
 from paths import SUPPORT
+from waiting import WAIT, wait_until
 
 from trio_agent import Agent, JsonlStore, LedgerError, ToolRegistry, UserMessage
 from trio_agent.ledger import Ledger
@@ -57,14 +58,14 @@ async def test_closing_a_file_whose_fsync_waits_in_the_queue_wakes_its_waiter(
     from trio_agent.stores import _fsync
 
     real = os.fsync
+    busy_fsyncs, release = [], threading.Event()
 
-    def slow(fd):
-        import time
-
-        time.sleep(0.2)
+    def held(fd):  # a slow disk: each fsync waits until the test lets it go
+        busy_fsyncs.append(fd)
+        release.wait(WAIT)
         real(fd)
 
-    monkeypatch.setattr(_fsync.os, "fsync", slow)
+    monkeypatch.setattr(_fsync.os, "fsync", held)
     files = [
         _fsync.SyncedFile(os.open(tmp_path / f"f{i}", os.O_WRONLY | os.O_CREAT))
         for i in range(MAX_FSYNC_THREADS + 2)
@@ -85,12 +86,13 @@ async def test_closing_a_file_whose_fsync_waits_in_the_queue_wakes_its_waiter(
         for file in busy:  # every pool thread busy, one more file queued
             file.written += 1
             nursery.start_soon(file.sync)
-        await trio.sleep(0.02)
+        await wait_until(lambda: len(busy_fsyncs) == MAX_FSYNC_THREADS)
         target.written += 1
         nursery.start_soon(waiter)
-        await trio.sleep(0.01)
+        await wait_until(lambda: target.queued)  # queued behind the busy ones
         await trio.to_thread.run_sync(target.close)
-        with trio.fail_after(3):
+        release.set()  # the pool's threads go on, and come to the closed file
+        with trio.fail_after(WAIT):
             await told.wait()
     assert outcome == ["closed"]  # told, not left waiting forever
     for file in files:
@@ -102,7 +104,7 @@ async def test_a_process_that_forks_keeps_fsyncing_and_lets_its_locks_go(tmp_pat
     """Issue 12 (review): a forked child's fsync pool had no thread, so its fsync never ran; and a
     forked child kept the SQLite lock file open, and the lock with it."""
     child = SUPPORT / "fork_child.py"
-    with trio.fail_after(30):
+    with trio.fail_after(180):  # a hang guard: the child's own turns allow a minute each
         done = await trio.run_process(
             [sys.executable, str(child), str(tmp_path), mode], capture_stdout=True, check=False
         )
@@ -127,7 +129,7 @@ async def test_an_fsync_error_fails_visibly_and_closing_does_not_hang(tmp_path, 
         session_id="s1",
         fsync="always",
     )
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):  # a hang guard
         with pytest.raises(LedgerError, match="fsync failed"):
             await agent.prompt(UserMessage("u1", "go"))
         with pytest.raises(LedgerError, match="fsync failed"):

@@ -26,7 +26,7 @@ async def one_turn(store, session_id: str) -> str:
     agent = Agent(
         model=ScriptedModel([scripted_response("r", "hi")]), store=store, session_id=session_id
     )
-    with trio.fail_after(5):
+    with trio.fail_after(60):  # a hang guard: a wait for a thread it does not have is for ever
         result = await agent.prompt(UserMessage("u", "go"))
         await agent.aclose()
     return result.end.reason
@@ -48,7 +48,7 @@ def fork_a_sleeper() -> int:
     """A child that lives on, holding copies of every open file of this process."""
     pid = os.fork()
     if pid == 0:
-        time.sleep(3)
+        time.sleep(600)  # ended by the parent once it has looked
         os._exit(0)
     return pid
 

@@ -122,8 +122,19 @@ def marked_processes(marker: str) -> list[int]:
     ]
 
 
-async def wait_unmarked(marker: str, seconds: float = 5.0) -> list[int]:
-    """The processes still marked with ``marker`` after waiting up to ``seconds``."""
+def sleeping(seconds: str) -> list[int]:
+    """Live processes of this machine whose whole command line is ``sleep SECONDS``
+    (the sleeps themselves, not the shells or scripts that name them)."""
+    from trio_agent.workspace._process import live_processes
+
+    wanted = f"sleep\0{seconds}\0".encode()
+    return live_processes("cmdline", lambda data: data == wanted)
+
+
+async def wait_unmarked(marker: str, seconds: float = 60.0) -> list[int]:
+    """The processes still marked with ``marker`` after waiting up to ``seconds``
+    for them to end (a bound that holds on a loaded machine: only a failing test
+    waits this long)."""
     import time
 
     import trio

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 import trio
 from helpers import add, call, start
+from waiting import cancelled_once_blocked
 
 from trio_agent import (
     Cancelled,
@@ -268,7 +269,7 @@ async def test_cancellation_is_never_turned_into_a_result():
 
     registry = ToolRegistry([slow, converts_cancel])
     for name in ("slow", "converts_cancel"):
-        with trio.move_on_after(0.01) as scope:
+        async with cancelled_once_blocked() as scope:  # the tool runs, and waits
             await execute_tool_call(registry, call(name, "c1"))
             pytest.fail("a result was made for a cancelled call")
         assert scope.cancelled_caught

@@ -23,7 +23,7 @@ from trio_agent.workspace import Workspace
 pytestmark = pytest.mark.usefixtures("sandbox_mode")  # each test in both modes
 
 
-WAIT = 20  # seconds a test waits for what must happen long before
+WAIT = 60  # seconds a test waits for what must happen long before (holds on a loaded machine)
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 import trio
-from helpers import wait_unmarked
+from helpers import sleeping, wait_unmarked
+from waiting import WAIT, wait_until
 
 from trio_agent.workspace import Workspace, WorkspaceError, _sandbox
 
@@ -107,17 +108,17 @@ async def test_the_network_is_off_unless_asked(tmp_path):
 async def test_a_scrubbed_daemon_does_not_survive_the_command(box):
     result = await box.run("setsid env -i sh -c 'sleep 1311 &'; sleep 0.2; echo started")
     assert "started" in result
-    assert await wait_unmarked("sleep 1311", seconds=3) == []
+    assert await wait_unmarked("sleep 1311") == []
 
 
 async def test_a_fork_bomb_ends_with_a_clear_result_and_the_agent_goes_on(tmp_path):
     root = tmp_path / "ws"
     root.mkdir()
     box = Workspace(root, sandbox="bwrap", run_seconds=3, grace_seconds=0.2, max_processes=64)
-    with trio.fail_after(30):
+    with trio.fail_after(WAIT):
         result = await box.run("b() { b | b & }; b; sleep 1312")
     assert "process limit refused" in result, result[:300]
-    assert await wait_unmarked("sleep 1312", seconds=3) == []
+    assert await wait_unmarked("sleep 1312") == []
     assert (await box.run("echo still here")).startswith("[exit code 0]\nstill here")
 
 
@@ -138,14 +139,11 @@ async def test_killing_the_agent_leaves_no_sandboxed_process(tmp_path):
     )
     agent = subprocess.Popen([sys.executable, "-c", script])  # noqa: ASYNC220 (killed below)
     try:
-        with trio.fail_after(20):
-            while not (root / "started").exists():  # noqa: ASYNC110 (a file)
-                await trio.sleep(0.05)
-        assert len(await wait_unmarked("sleep 1313", seconds=0.5)) >= 2
+        await wait_until(lambda: len(sleeping("1313")) >= 2)  # both run, sandboxed
     finally:
         agent.send_signal(signal.SIGKILL)
         agent.wait()
-    assert await wait_unmarked("sleep 1313", seconds=5) == []  # --die-with-parent
+    assert await wait_unmarked("sleep 1313") == []  # --die-with-parent
 
 
 async def test_extra_paths_are_bound_read_only_or_read_write(tmp_path):
@@ -325,8 +323,10 @@ def test_no_system_tree_is_made_writable(root, path):
 async def test_the_memory_limit_covers_tmp_and_the_whole_command(root):
     """Issue 23 (review of the sandbox): the memory limit did not cover the sandbox's /tmp and the
     whole command: a big file written there went past it."""
-    box = Workspace(root, sandbox="bwrap", max_memory_bytes=64 * 1024**2, run_seconds=20)
-    result = await box.run("head -c 300000000 /dev/zero > /tmp/big; echo wrote")
+    # "wrote" only if the 300 MB reached /tmp whole. (Not "; echo wrote": which process the
+    # kernel's OOM killer ends is its choice; a shell left alive echoes, as one did under load.)
+    box = Workspace(root, sandbox="bwrap", max_memory_bytes=64 * 1024**2, run_seconds=60)
+    result = await box.run("head -c 300000000 /dev/zero > /tmp/big && echo wrote")
     assert "memory limit ended" in result and "wrote" not in result
     assert (await box.run("echo still here")).startswith("[exit code 0]\nstill here")
 
@@ -397,7 +397,7 @@ async def test_regression_a_command_whose_namespace_is_being_ended_costs_no_grac
     """Issue 23 (review of the sandbox): the marker scan found a sandboxed process that its pid
     namespace was still ending, signalled it, then slept the whole grace period: about one command
     in 20 with a background child took 60 s (``grace_seconds=60``)."""
-    box = Workspace(root, sandbox="bwrap", grace_seconds=60)
-    with trio.fail_after(30):  # 40 commands: each well under a second
-        for _ in range(40):
+    box = Workspace(root, sandbox="bwrap", grace_seconds=300)
+    for _ in range(40):
+        with trio.fail_after(WAIT):  # each well under a second; a fifth of the grace
             assert await box.run("sleep 1314 & echo done") == "[exit code 0]\ndone\n"

@@ -5,11 +5,13 @@ inside one big directory."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
 import trio
 from helpers import call, user
+from waiting import WAIT, wait_until
 
 import trio_agent.workspace._walk as workspace_module  # where walks and listings stat entries
 from trio_agent import run_agent_loop
@@ -24,6 +26,28 @@ def workspace(tmp_path):
     root = tmp_path / "ws"
     root.mkdir()
     return Workspace(root, run_seconds=10, grace_seconds=0.5)
+
+
+class HeldEntry:
+    """The per-entry step of walks and listings, held at entry number ``at`` until
+    ``released`` (a stat on a hung file system: at most ``WAIT`` seconds); the
+    entries before and after it are quick. ``calls`` counts the entries stepped."""
+
+    def __init__(self, monkeypatch, at: int) -> None:
+        self.at, self.calls = at, 0
+        self.entered, self.released, self.left = (threading.Event() for _ in range(3))
+        self.held_out = False  # the release never came: the test waited on the thread
+        real = workspace_module._mode
+
+        def step(name: str, dir_fd: int) -> int | None:
+            self.calls += 1
+            if self.calls == self.at:
+                self.entered.set()
+                self.held_out = not self.released.wait(WAIT)
+                self.left.set()
+            return real(name, dir_fd)
+
+        monkeypatch.setattr(workspace_module, "_mode", step)
 
 
 def slow_entries(monkeypatch, seconds: float) -> list[float]:
@@ -52,13 +76,25 @@ def open_fds(workspace) -> int:
     return count
 
 
-async def wait_until_quiet(workspace, calls: list[float], fds: int) -> None:
-    """Wait (at most 5 s) for the abandoned thread to stop and close its descriptors."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if open_fds(workspace) == fds and time.monotonic() - calls[-1] > 0.2:
-            return
-        await trio.sleep(0.02)
+async def cancel_while_held(held: HeldEntry, wait) -> None:
+    """Run ``wait()`` and cancel it once its thread is held in an entry; return once
+    the cancelled call returned, asserting that it did not wait for the thread (the
+    entry is still held: released only after this returns)."""
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait)
+            await wait_until(held.entered.is_set)
+            scope.cancel()
+    assert scope.cancelled_caught
+    assert not held.left.is_set() and not held.held_out  # returned while the thread was held
+
+
+async def release_and_wait_until_quiet(workspace, held: HeldEntry, fds: int) -> None:
+    """Release the held entry; wait until the abandoned thread has stopped (it closes
+    what it opened on its way out: the walk's descriptors are the sign)."""
+    held.released.set()
+    await wait_until(held.left.is_set)
+    await wait_until(lambda: open_fds(workspace) == fds)
 
 
 def many_files(workspace, count: int = 300) -> None:
@@ -80,19 +116,19 @@ async def test_regression_cancelling_a_slow_walk_returns_at_once_and_the_thread_
     workspace, monkeypatch, operation
 ):
     """Issue 12 item 14: the walk ran in ``trio.to_thread.run_sync``, which cancellation cannot
-    interrupt: a cancelled turn waited for the whole walk (here 300 entries x 20 ms). The thread is
-    abandoned; it stops at its next entry and closes what it opened."""
+    interrupt: a cancelled turn waited for the whole walk. The thread is abandoned; it stops at its
+    next entry and closes what it opened.
+
+    The walk's fifth entry is held until the test lets it go: the cancel must return while it is
+    still held (waiting for the walk would wait for ever), and once let go the thread must stop at
+    its next entry, not step through the 295 quick ones left."""
     many_files(workspace)
+    workspace.run_seconds = 3600  # only the cancellation may stop this walk
     fds = open_fds(workspace)
-    calls = slow_entries(monkeypatch, 0.02)
-    started = time.monotonic()
-    with trio.move_on_after(0.2) as scope:
-        await operation(workspace)
-    elapsed = time.monotonic() - started
-    assert scope.cancelled_caught and elapsed < 2  # not the 6 s of the whole walk
-    at_cancel = len(calls)
-    await wait_until_quiet(workspace, calls, fds)
-    assert len(calls) <= at_cancel + 2  # the abandoned thread stopped at its next entry
+    held = HeldEntry(monkeypatch, at=5)
+    await cancel_while_held(held, lambda: operation(workspace))
+    await release_and_wait_until_quiet(workspace, held, fds)
+    assert held.calls <= held.at + 1  # the abandoned thread stopped at its next entry
     assert open_fds(workspace) == fds  # ... and closed what it had opened
 
 
@@ -103,26 +139,26 @@ async def test_regression_cancelling_during_one_slow_entry_returns_at_once(
     workspace, monkeypatch, operation
 ):
     """Issue 12 item 14: a per-entry check alone would still wait for the step in progress (a stat
-    on a hung file system): the thread is abandoned instead, and stops after it."""
+    on a hung file system): the thread is abandoned instead, and stops after it. The first entry is
+    held until the test lets it go, after the cancel returned."""
     many_files(workspace, 3)
+    workspace.run_seconds = 3600  # only the cancellation may stop this walk
     fds = open_fds(workspace)
-    calls = slow_entries(monkeypatch, 1.5)
-    started = time.monotonic()
-    with trio.move_on_after(0.2) as scope:
-        await operation(workspace)
-    assert scope.cancelled_caught and time.monotonic() - started < 1.0
-    await wait_until_quiet(workspace, calls, fds)
-    assert len(calls) == 1 and open_fds(workspace) == fds
+    held = HeldEntry(monkeypatch, at=1)
+    await cancel_while_held(held, lambda: operation(workspace))
+    await release_and_wait_until_quiet(workspace, held, fds)
+    assert held.calls == 1 and open_fds(workspace) == fds
 
 
 async def test_regression_cancelling_a_turn_during_a_slow_glob_returns_at_once(
     workspace, monkeypatch
 ):
     """Issue 12 item 14: a turn cancelled during a slow glob waited for the whole walk; it returns
-    at once, and the walk's thread lets its descriptors go."""
+    at once (its glob's entry still held), and the walk's thread lets its descriptors go."""
     many_files(workspace)
+    workspace.run_seconds = 3600  # only the cancellation may stop this walk
     fds = open_fds(workspace)
-    calls = slow_entries(monkeypatch, 0.02)
+    held = HeldEntry(monkeypatch, at=5)
     model = ScriptedModel(
         [
             scripted_response("r1", [call("glob", "c1", {"pattern": "**/*.txt"})]),
@@ -130,13 +166,10 @@ async def test_regression_cancelling_a_turn_during_a_slow_glob_returns_at_once(
         ]
     )
     run = run_agent_loop(messages=[user()], model=model, tools=workspace.tools(), max_steps=4)
-    started = time.monotonic()
-    with trio.move_on_after(0.3):
-        await run.wait()
-    assert time.monotonic() - started < 2
+    await cancel_while_held(held, run.wait)
     assert model.call_count == 1
-    await wait_until_quiet(workspace, calls, fds)
-    assert open_fds(workspace) == fds
+    await release_and_wait_until_quiet(workspace, held, fds)
+    assert held.calls <= held.at + 1 and open_fds(workspace) == fds
 
 
 async def test_regression_the_walk_time_limit_holds_inside_one_big_directory(
@@ -144,11 +177,18 @@ async def test_regression_the_walk_time_limit_holds_inside_one_big_directory(
 ):
     """Issue 12 item 14: the time limit was checked once per directory: one directory of slow
     entries ran on past it."""
+    # Each entry takes 50 ms at least (more on a loaded machine, never less): a limit checked
+    # per entry stops the walk after 0.3 / 0.05 = 6 entries, plus the one that crossed it;
+    # checked per directory, all 300 entries (15 s and more) are stepped.
     many_files(workspace)
     workspace.run_seconds = 0.3
-    slow_entries(monkeypatch, 0.02)
-    with trio.fail_after(5):
+    calls = slow_entries(monkeypatch, 0.05)
+    with trio.fail_after(WAIT):
         with pytest.raises(WorkspaceError, match=r"the walk took longer than 0.3 s"):
             await workspace.glob("**")
+    assert len(calls) <= 7, len(calls)
+    calls.clear()
+    with trio.fail_after(WAIT):
         with pytest.raises(WorkspaceError, match=r"listing 'many' took longer than 0.3 s"):
             await workspace.list_dir("many")
+    assert len(calls) <= 7, len(calls)

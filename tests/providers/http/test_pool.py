@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from helpers import tls_contexts
 from loopback import Loopback, Reply
 from rawserver import Raw, hello_body, sized
 from sse_bodies import DONE, anthropic_hello, choice, read, sse
+from waiting import WAIT, wait_until
 
 from trio_agent import (
     ModelError,
@@ -61,12 +63,6 @@ def text_of(chunks: list[object]) -> str:
     return "".join(c.text for c in chunks if isinstance(c, TextDelta))
 
 
-async def settle() -> None:
-    """Let the server notice what the client did (a close) before looking at it."""
-    for _ in range(20):
-        await trio.sleep(0.005)
-
-
 async def test_three_requests_to_a_keep_alive_server_use_one_connection(server):
     server.replies = [hello(), hello(piece=7), hello()]
     async with openai(server) as model:
@@ -76,8 +72,7 @@ async def test_three_requests_to_a_keep_alive_server_use_one_connection(server):
         assert model.pool.connections == 1 and model.pool.idle == 1
     assert server.connections == 1 and len(server.requests) == 3
     assert "connection" not in server.requests[0].headers  # no connection: close sent
-    await settle()
-    assert server.open == 0  # aclose closed the idle connection
+    await wait_until(lambda: server.open == 0)  # aclose closed the idle connection
 
 
 async def test_sized_bodies_are_reused_too_and_a_server_saying_close_is_not(server):
@@ -112,11 +107,13 @@ async def test_a_response_not_read_to_the_end_closes_its_connection(server):
 async def test_a_cancelled_request_returns_its_connection_to_nobody(server):
     server.replies = [hello(piece=5, pause=0.05), hello()]
     async with openai(server) as model:
-        with trio.move_on_after(0.02):
-            await read(model, REQUEST)
+        with trio.CancelScope() as scope:  # cancelled mid-body: at its first chunk
+            async with model.stream(REQUEST) as stream:
+                async for _ in stream:
+                    scope.cancel()
+        assert scope.cancelled_caught
         assert model.pool.connections == 0 and model.pool.idle == 0
-        await settle()
-        assert server.open == 0  # closed at once
+        await wait_until(lambda: server.open == 0)  # closed, not kept
         await read(model, REQUEST)
         assert server.connections == 2
 
@@ -153,7 +150,7 @@ async def test_a_connection_the_server_closed_while_idle_is_not_used(server):
     server.replies = [hello(close=True), hello()]
     async with openai(server) as model:
         await read(model, REQUEST)
-        await settle()  # the close reaches the client's socket
+        await wait_until(lambda: server.open == 0)  # closed: the client's socket has the EOF
         await read(model, REQUEST)
     assert server.connections == 2 and len(server.requests) == 2  # nothing sent to the dead one
 
@@ -236,7 +233,7 @@ async def test_requests_over_the_limit_wait_their_turn(server):
 
         for n in range(6):
             nursery.start_soon(one, n)
-            await trio.sleep(0.001)  # they arrive in this order
+            await trio.testing.wait_all_tasks_blocked()  # it waits its turn: they arrive in order
     assert order == list(range(6)) and server.connections == 1
 
 
@@ -270,8 +267,7 @@ async def test_a_pool_dropped_unclosed_closes_its_sockets(server):
     assert model.pool.idle == 1
     del model
     gc.collect()  # the finalizer closes the idle socket: no ResourceWarning under -W error
-    await settle()
-    assert server.open == 0
+    await wait_until(lambda: server.open == 0)
 
 
 def test_a_pool_used_from_a_second_run_drops_the_first_runs_connections():
@@ -340,8 +336,7 @@ async def test_cancelled_at_every_checkpoint_a_pooled_run_leaks_no_connection(se
 
     async def check(events, result):  # type: ignore[no-untyped-def]
         assert pool.connections == pool.idle <= 1  # nothing busy is left behind
-        await settle()
-        assert server.open == pool.idle  # what the pool does not hold is closed
+        await wait_until(lambda: server.open == pool.idle)  # what the pool does not hold is closed
 
     report = await explore_cancellation(scenario, check)
     assert report.checkpoints > 5 and "completed" in report.outcomes
@@ -440,12 +435,12 @@ def test_a_pool_used_by_two_trio_runs_at_once_serves_both():
 
     def first_run() -> None:
         async def main() -> None:
-            with trio.move_on_after(10) as scope:
+            with trio.move_on_after(WAIT) as scope:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(one)  # holds the run's one connection ~1 s
-                    await trio.sleep(0.05)
+                    await trio.testing.wait_all_tasks_blocked()
                     nursery.start_soon(one)  # waits for it
-                    await trio.sleep(0.05)
+                    await trio.testing.wait_all_tasks_blocked()
                     parked.set()
             outcome["first"] = "hung" if scope.cancelled_caught else "ok"
 
@@ -510,9 +505,9 @@ def test_closing_a_pool_from_another_run_wakes_every_waiter_of_this_one():
         async with trio.open_nursery() as nursery:
             nursery.start_soon(waiter)
             nursery.start_soon(waiter)
-            await trio.sleep(0.05)
+            await trio.testing.wait_all_tasks_blocked()  # both parked
             await trio.to_thread.run_sync(trio.run, pool.aclose)  # closed by another run
-            with trio.move_on_after(5):
+            with trio.move_on_after(WAIT):
                 await both.wait()
             nursery.cancel_scope.cancel()
         held.close_now()

@@ -12,6 +12,7 @@ import pytest
 import trio
 from loopback import Loopback, Reply
 from sse_bodies import DONE, anthropic_hello, choice, read, sse
+from waiting import WAIT, wait_until
 
 from trio_agent import ModelRequest, ModelRequestError, TextDelta, UserMessage
 from trio_agent.providers import AnthropicModel, OpenAIChatModel
@@ -175,11 +176,18 @@ async def test_cancelled_during_the_redirected_request_closes_its_connection(loo
         Reply(307, headers={"location": "/next"}),
         Reply(head=b"HTTP/1.1 200 X\r\n", hang_after=0),  # a head that never ends
     ]
-    with trio.move_on_after(0.5) as scope:
-        async with openai(loopback).stream(REQUEST):
-            pytest.fail("the second response never opens")
+    with trio.CancelScope() as scope:  # cancelled once the redirected request was sent
+        async with trio.open_nursery() as nursery:
+
+            async def stream() -> None:
+                async with openai(loopback).stream(REQUEST):
+                    pytest.fail("the second response never opens")
+
+            nursery.start_soon(stream)
+            await wait_until(lambda: len(loopback.requests) == 2)
+            scope.cancel()
     assert scope.cancelled_caught
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         await loopback.client_closed.wait()
     assert [seen.path for seen in loopback.requests] == [PATH, "/next"]
 

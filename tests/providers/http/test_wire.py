@@ -291,17 +291,17 @@ CHILD = textwrap.dedent(
         await stream.send_all(b"HTTP/1.1 200 OK\\r\\ncontent-type: text/event-stream\\r\\n"
                               b"transfer-encoding: chunked\\r\\n\\r\\n"
                               b"3\\r\\nabc\\r\\n-5\\r\\nhello\\r\\n0\\r\\n\\r\\n")
-        await trio.sleep(30)
+        await trio.sleep_forever()
 
     async def main():
         raw = Raw(handler)
         async with trio.open_nursery() as nursery:
             await nursery.start(raw.serve)
             model = OpenAIChatModel(
-                "m", api_key="sk-test", base_url=f"{raw.url}/v1", read_seconds=1
+                "m", api_key="sk-test", base_url=f"{raw.url}/v1", read_seconds=30
             )
             request = ModelRequest(id="r", messages=(UserMessage("u", "hi"),), tools=())
-            with trio.move_on_after(2):
+            with trio.move_on_after(60):
                 try:
                     async with model.stream(request) as s:
                         async for _ in s:
@@ -320,10 +320,10 @@ def test_a_negative_chunk_size_is_an_error_not_a_frozen_process():
     busy loop no cancellation could reach."""
     try:
         child = subprocess.run(
-            [sys.executable, "-c", CHILD, str(SUPPORT)], capture_output=True, text=True, timeout=20
+            [sys.executable, "-c", CHILD, str(SUPPORT)], capture_output=True, text=True, timeout=300
         )
     except subprocess.TimeoutExpired:
-        raise AssertionError("the process froze: trio.move_on_after(2) never fired") from None
+        raise AssertionError("the process froze: trio.move_on_after(60) never fired") from None
     assert child.returncode == 0, child.stderr[-2000:]
     assert "bad chunk size" in child.stdout
 

@@ -21,7 +21,9 @@ pytest.importorskip("psycopg")
 
 import psycopg
 from helpers import alive
+from leases import lease_ended
 from paths import SUPPORT
+from waiting import wait_until_async
 
 from trio_agent import Agent, UserMessage
 from trio_agent.ledger import LeaseLostError, Ledger, LedgerError, SessionLockedError, derive
@@ -66,7 +68,8 @@ async def test_a_store_behind_a_transaction_pooler_has_its_timeouts_in_every_tra
 async def test_a_lease_is_taken_over_through_a_transaction_pooler(pooled_store):
     """Taking a session over and fencing the old writer off work when each
     transaction may run on another server connection."""
-    first_store = pooled_store(lease_seconds=0.5, holder="worker-a")
+    # a lease of 3 s: its heartbeat (every second) keeps it on a loaded machine, until cut off
+    first_store = pooled_store(lease_seconds=3, holder="worker-a")
     second_store = pooled_store(schema=first_store.schema, holder="worker-b")
     first = Agent(model=ScriptedModel(_answers("a")), store=first_store, session_id="s1")
     await first.prompt(UserMessage("u1", "one"))
@@ -77,7 +80,7 @@ async def test_a_lease_is_taken_over_through_a_transaction_pooler(pooled_store):
         raise LedgerError("the network is down")
 
     first_store.renew = unreachable  # its heartbeat is cut off
-    time.sleep(0.6)  # noqa: ASYNC251  # paused past its lease
+    await wait_until_async(lambda: lease_ended(second_store, "s1"))  # paused past its lease
     second = await Agent.resume(second_store, "s1", model=ScriptedModel(_answers("b")))
     await second.prompt(UserMessage("u2", "two"))
     with pytest.raises(LeaseLostError, match="taken over"):

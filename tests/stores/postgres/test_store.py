@@ -5,11 +5,11 @@ suite starts (tests/support/pg_cluster.py)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import trio
 from helpers import add
+from leases import lease_ended, lease_expiry
+from waiting import WAIT, wait_until, wait_until_async
 
 from trio_agent import Agent, ToolRegistry, UserMessage
 from trio_agent.ledger import (
@@ -31,7 +31,8 @@ def answers(prefix: str, count: int = 3) -> list:
 
 
 async def test_a_writer_paused_past_its_lease_loses_it_and_writes_nothing(pg_store):
-    first_store = pg_store(lease_seconds=0.5, holder="worker-a")
+    # a lease of 3 s: its heartbeat (every second) keeps it on a loaded machine, until cut off
+    first_store = pg_store(lease_seconds=3, holder="worker-a")
     second_store = PostgresStore(first_store._dsn, schema=first_store.schema, holder="worker-b")
     try:
         first = Agent(model=ScriptedModel(answers("a")), store=first_store, session_id="s1")
@@ -44,7 +45,7 @@ async def test_a_writer_paused_past_its_lease_loses_it_and_writes_nothing(pg_sto
             raise LedgerError("the network is down")
 
         first_store.renew = unreachable
-        time.sleep(0.6)  # noqa: ASYNC251  # past its lease
+        await wait_until_async(lambda: lease_ended(second_store, "s1"))  # paused past its lease
         second = await Agent.resume(second_store, "s1", model=ScriptedModel(answers("b")))
         await second.prompt(UserMessage("u2", "two"))
         with pytest.raises(LeaseLostError, match="taken over"):
@@ -63,15 +64,22 @@ async def test_a_writer_paused_past_its_lease_loses_it_and_writes_nothing(pg_sto
 
 
 async def test_a_writer_that_flushes_keeps_its_lease(pg_store):
-    store = pg_store(lease_seconds=0.5, holder="worker-a")
+    store = pg_store(holder="worker-a")
     other = PostgresStore(store._dsn, schema=store.schema, holder="worker-b")
+
+    def unreachable(*args):
+        raise LedgerError("the network is down")
+
+    store.renew = unreachable  # its heartbeat is cut off: the flushes alone renew the lease
     try:
         agent = Agent(model=ScriptedModel(answers("a", 4)), store=store, session_id="s1")
+        expiries = []
         for n in range(4):
             await agent.prompt(f"turn {n}")  # each turn's flushes renew the lease
-            await trio.sleep(0.3)
+            expiries.append(await lease_expiry(store, "s1"))
             with pytest.raises(SessionLockedError):
                 await Agent.resume(other, "s1", model=ScriptedModel([]))
+        assert expiries == sorted(set(expiries))  # later after each turn: renewed
         await agent.aclose()
         resumed = await Agent.resume(other, "s1", model=ScriptedModel([]))  # freed at close
         await resumed.aclose()
@@ -144,18 +152,22 @@ async def test_the_tools_and_turns_of_a_session_round_trip(pg_store):
 
 
 async def flushes_of_a_turn(store, monkeypatch) -> int:
-    """How many transactions a turn of 6 tool calls and its close take."""
+    """How many flushes a turn of 6 tool calls and its close ask of the store. (Flushes,
+    not transactions: the group commit joins flushes that come together, and how many do
+    depends on the machine's speed.)"""
     from helpers import call
 
+    from trio_agent.stores.postgres._commit import GroupCommit
+
     flushes = []
-    real = store.call
+    real = GroupCommit.flush
 
-    def counted(what, *args):
-        if what == "write records":
+    async def counted(self, request):
+        if self is store.commits:
             flushes.append(1)
-        return real(what, *args)
+        return await real(self, request)
 
-    monkeypatch.setattr(store, "call", counted)
+    monkeypatch.setattr(GroupCommit, "flush", counted)
     calls = [call("add", f"c{n}", {"left": n, "right": 1}) for n in range(6)]
     script = [scripted_response("r1", calls), scripted_response("r2", "done")]
     agent = Agent(
@@ -175,8 +187,8 @@ async def test_records_are_stored_per_step_not_per_event(pg_store, monkeypatch):
     batched = await flushes_of_a_turn(pg_store(), monkeypatch)
     monkeypatch.setattr(_postgres._PostgresWriter, "flush_per_event", True)
     per_event = await flushes_of_a_turn(pg_store(), monkeypatch)
-    # per event: each tool's result is a transaction of its own; per step, they
-    # go together at the step's end (the calls are still stored before they run)
+    # per event: each tool's result is a flush of its own; per step, they go
+    # together at the step's end (the calls are still stored before they run)
     assert batched <= per_event - 5, (batched, per_event)
 
 
@@ -186,15 +198,18 @@ async def test_a_busy_writer_keeps_its_lease_by_its_heartbeat(pg_store):
 
     from trio_agent import tool
 
-    store = pg_store(lease_seconds=0.6, holder="worker-a")
+    # a lease of 6 s, renewed every 2 s: the tool waits for two renewals (a running tool
+    # flushes nothing: only the heartbeat renews), each followed by a refused take-over
+    store = pg_store(lease_seconds=6, holder="worker-a")
     other = PostgresStore(store._dsn, schema=store.schema, holder="worker-b")
     refused = []
 
     @tool
     async def slow() -> str:
         """Takes a while, and looks whether another worker can take the session."""
-        for _ in range(4):
-            await trio.sleep(0.4)
+        for _ in range(2):
+            before = await lease_expiry(store, "s1")
+            await wait_until_async(lambda before=before: _later(store, before))
             try:
                 await Agent.resume(other, "s1", model=ScriptedModel([]))
             except SessionLockedError:
@@ -210,7 +225,11 @@ async def test_a_busy_writer_keeps_its_lease_by_its_heartbeat(pg_store):
         await agent.aclose()
     finally:
         other.close()
-    assert result.end.reason == "completed" and len(refused) == 4
+    assert result.end.reason == "completed" and len(refused) == 2
+
+
+async def _later(store, before) -> bool:
+    return await lease_expiry(store, "s1") > before
 
 
 async def test_a_failed_writer_lets_its_lease_go(pg_store, monkeypatch):
@@ -229,7 +248,7 @@ async def test_a_failed_writer_lets_its_lease_go(pg_store, monkeypatch):
     with pytest.raises(LedgerError):
         await agent.prompt("two")
     monkeypatch.undo()
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while True:  # the heartbeat's thread frees it (a moment)
             try:
                 resumed = await Agent.resume(store, "s1", model=ScriptedModel([]))
@@ -286,15 +305,18 @@ async def test_a_pooled_connection_the_server_ended_is_not_used(pg_store):
     async with trio.open_nursery() as nursery:  # several connections in the pool
         for i in range(4):
             nursery.start_soon(_create_and_close, store, f"s{i}")
-    await store.run(
+    ended = await store.run(
         "end the other backends",
         lambda c: c.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' "
             "AND datname = current_database() AND application_name = ''"
-        ),
+        ).fetchall(),
     )
-    await trio.sleep(0.2)
+    assert ended
+
+    # the backends have exited (their sockets closed with them): the pool's are readable
+    await wait_until(lambda: not any(_runs(pid) for pid, _ in ended))
     for i in range(4):
         assert len((await store.load(f"s{i}")).records) == 1
     await _create_and_close(store, "after")
@@ -309,6 +331,15 @@ async def test_a_pooled_connection_the_server_ended_is_not_used(pg_store):
     finally:
         ConnectionPool.check_connection = staticmethod(original)
     assert checks == []  # healthy idle connections: no extra round trip
+
+
+def _runs(pid: int) -> bool:
+    """Whether process ``pid`` of this machine runs (a zombie has closed its files)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
 
 
 async def _create_and_close(store, session_id):

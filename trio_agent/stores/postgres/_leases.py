@@ -140,14 +140,22 @@ class LeaseTable:
         )
 
     def renew(self, connection: Connection[Any], leases: Sequence[Leased]) -> dict[str, set[int]]:
-        """Renew the held ``leases`` in one statement; the epochs still held, by session."""
+        """Renew the held ``leases`` in one statement; the epochs still held, by session.
+        A lease freed meanwhile is not renewed: ``free`` clears its holder, so a renewal
+        begun before the writer closed, and committed after, takes nothing back."""
         rows = connection.execute(
             f"""UPDATE "{self.schema}".leases AS lease
                 SET expires = now() + make_interval(secs => %s)
                 FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
                 WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch
+                  AND lease.holder = %s
                 RETURNING lease.session_id, lease.epoch""",
-            (self.seconds, [x.session_id for x in leases], [x.epoch for x in leases]),
+            (
+                self.seconds,
+                [x.session_id for x in leases],
+                [x.epoch for x in leases],
+                self.holder,
+            ),
         ).fetchall()
         kept: dict[str, set[int]] = {}
         for session_id, epoch in rows:
@@ -155,9 +163,11 @@ class LeaseTable:
         return kept
 
     def free(self, connection: Connection[Any], leases: Sequence[Leased]) -> None:
-        """Let the sessions go now (their epochs stay: the next holder counts on)."""
+        """Let the sessions go now (their epochs stay: the next holder counts on; the
+        holder is cleared, so no renewal under way renews them)."""
         connection.execute(
-            f"""UPDATE "{self.schema}".leases AS lease SET expires = now() - interval '1 second'
+            f"""UPDATE "{self.schema}".leases AS lease
+                SET expires = now() - interval '1 second', holder = ''
                 FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
                 WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch""",
             ([x.session_id for x in leases], [x.epoch for x in leases]),
