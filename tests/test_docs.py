@@ -196,7 +196,7 @@ def test_the_reference_lists_every_name_of_trio_agent_where_it_is_documented(sit
 def test_a_docstring_example_in_rest_style_renders_as_python(site):
     """The docstrings introduce examples reST's way (``text::`` and an indented
     block); Markdown showed a stray ``::`` and an unhighlighted block, until
-    docs/hooks/rest_literals.py fenced them."""
+    docs/hooks/docstrings.py fenced them."""
     out, _ = site
     mcp = (out / "reference" / "mcp" / "index.html").read_text()
     output = (out / "reference" / "output" / "index.html").read_text()
