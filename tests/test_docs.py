@@ -205,6 +205,19 @@ def test_a_docstring_example_in_rest_style_renders_as_python(site):
     assert '<span class="n">partial_output</span>' in output
 
 
+def test_a_struct_field_shows_its_description_and_its_plain_type(site):
+    """A msgspec field documents itself in ``Annotated[T, Meta(description=...)]``;
+    the reference showed that whole annotation and no docstring, until
+    docs/hooks/docstrings.py made the description the field's docstring."""
+    out, _ = site
+    session = (out / "reference" / "session" / "index.html").read_text()
+    events = (out / "reference" / "events" / "index.html").read_text()
+    assert "Who decided, as the application names them." in session  # ApprovalDecision.by
+    assert "as in the assistant message that asked for it" in events  # via a Meta constant
+    pages = (out / "reference").glob("*/index.html")
+    assert not any("Meta(description" in page.read_text() for page in pages)
+
+
 # --- the checks themselves catch what they are for -----------------------------------------
 
 
