@@ -258,6 +258,19 @@ def test_the_parser_reads_setups_expected_output_and_commands():
     ]
 
 
+def test_expected_output_survives_ruff_format():
+    """``ruff format`` (CI's format step covers the pages' blocks) splits a long
+    ``print(...)  # expected`` over lines, the comment after the closing
+    parenthesis; a line-based reading lost that check without a word."""
+    code = (
+        "for n in range(2):\n    print(n)  # 0\n"
+        "print(\n    [[spec.name for spec in request.tools] for request in model.requests]\n"
+        ")  # [['now'], ['now', 'today']]\n"
+        "print('# not a comment')\nvalue = print(5)  # not a print statement\n"
+    )
+    assert expected_output(code) == ["0", "[['now'], ['now', 'today']]"]
+
+
 def test_shown_output_matches_in_order_with_elisions():
     printed = ["sandbox: none", "Hello there", "   [ok] 3 lines", "done in 0.2 s"]
     assert shown_matches(("Hello there", "done in ... s"), printed) is None

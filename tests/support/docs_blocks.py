@@ -12,8 +12,11 @@ setup on the wrong kind of block, or a marker that is not just above a fence.
 
 from __future__ import annotations
 
+import ast
+import io
 import re
 import shlex
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,8 +138,26 @@ def blocks(text: str, page: str = "README.md") -> list[Block]:
 
 
 def expected_output(code: str) -> list[str]:
-    """What a Python block says it prints: the comments after its print(...) calls."""
-    return EXPECTED.findall(code)
+    """What a Python block says it prints: the comment right after each of its
+    ``print(...)`` calls (``print(x)  # what it prints``), in the order of the
+    source. A call that spans lines (as ruff format writes a long one) has its
+    comment after its closing parenthesis."""
+    try:
+        tree = ast.parse(code)
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (SyntaxError, tokenize.TokenError):
+        return EXPECTED.findall(code)  # it cannot run either: the run says why
+    comments = {token.start: token.string for token in tokens if token.type == tokenize.COMMENT}
+    found = []
+    for node in ast.walk(tree):
+        call = node.value if isinstance(node, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and ast.unparse(call.func) == "print"):
+            continue
+        end = (call.end_lineno or call.lineno, (call.end_col_offset or 0) + 2)
+        comment = comments.get(end, "")
+        if comment.startswith("# "):
+            found.append((call.lineno, call.col_offset, comment[2:]))
+    return [text for _, _, text in sorted(found)]
 
 
 def _words(command: str) -> list[str]:
