@@ -20,8 +20,6 @@ import importlib
 import os
 import pkgutil
 import re
-import subprocess
-import sys
 
 import pytest
 import trio
@@ -38,9 +36,8 @@ from docs_blocks import (
 from docs_reference import PAGE as EXPORTS_PAGE
 from docs_reference import PAGES as REFERENCE_PAGES
 from docs_reference import current, table
-from docs_run import KEYS, describe, fresh_database, run_cli, run_python
+from docs_run import KEYS, build_site, describe, fresh_database, run_cli, run_python
 from docs_server import HELLO, DocsServer
-from paths import ROOT
 
 import trio_agent
 
@@ -148,18 +145,10 @@ PUBLIC = sorted(
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """The site, built once with --strict (any warning fails the build)."""
-    out = tmp_path_factory.mktemp("site")
-    done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-    )
-    return out, done
+    """The site, built with --strict (any warning fails the build) once per run,
+    whichever worker asks first."""
+    base = tmp_path_factory.getbasetemp()
+    return build_site(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
 
 
 def test_the_site_builds_with_no_warning(site):

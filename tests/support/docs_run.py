@@ -6,6 +6,8 @@ cleared of anything that would change what they do (keys, base URLs, a DSN).
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import trio
 from docs_blocks import Block
+from paths import ROOT
 
 SECONDS = 180  # a bound that holds on a loaded machine: a block takes a second or two
 CLEARED = ("_API_KEY", "_BASE_URL", "TRIO_AGENT_DSN")
@@ -79,3 +82,25 @@ def describe(block: Block, done: subprocess.CompletedProcess[str]) -> str:
         f"{block.page}:{block.line} (setup {block.setup}) exited {done.returncode}\n"
         f"--- stdout\n{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-4000:]}"
     )
+
+
+def build_site(shared: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``mkdocs build --strict`` into ``shared``/site, once for all the test
+    processes that share ``shared`` (the first builds under a lock, the others
+    read what it found); the site and the build's outcome."""
+    out, outcome = shared / "site", shared / "site.json"
+    with open(shared / "site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not outcome.exists():
+            done = subprocess.run(
+                [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+                env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+            )
+            outcome.write_text(json.dumps([done.returncode, done.stdout, done.stderr]))
+    code, stdout, stderr = json.loads(outcome.read_text())
+    return out, subprocess.CompletedProcess(["mkdocs", "build"], code, stdout, stderr)
