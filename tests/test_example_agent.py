@@ -1,8 +1,9 @@
 """An example of testing your own agent with trio-agent's toolkit.
 
-This file is what the README's "Testing your agent" section shows; it runs in
-our suite as written. It uses the pytest plugin's fixtures (``scripted_model``,
-``event_recorder``, ``explore``), which are there once trio-agent is installed.
+This file is what the site's "Testing your agent" page (docs/concepts/testing.md)
+shows; it runs in our suite as written. It uses the pytest plugin's fixtures
+(``scripted_model``, ``event_recorder``, ``explore``), which are there once
+trio-agent is installed.
 """
 
 import trio

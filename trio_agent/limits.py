@@ -199,7 +199,7 @@ def check_arguments(arguments: object, *, output: bool = False) -> dict[str, Any
     (the output's limits when ``output``: the arguments of ``OUTPUT_TOOL_NAME``).
 
     Plain JSON: the root is a ``dict``; values are ``dict`` with ``str`` keys,
-    ``list``, ``str``, ``int`` (from -2**63 to 2**64 - 1), finite ``float``,
+    ``list``, ``str``, ``int`` (from ``-2**63`` to ``2**64 - 1``), finite ``float``,
     ``bool`` or ``None``, of
     exactly those types (no tuples, subclasses or other objects). Raises
     ``ArgumentsError`` naming the first offending value by its JSON path.

@@ -1,77 +1,15 @@
-"""Reading the README: its ```python blocks with their ``readme-test`` markers,
-and its links (which must work on PyPI, away from the repository)."""
+"""Reading the README's links, which must work on PyPI, away from the repository
+(its code blocks are read with the site's pages: docs_blocks.py)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from paths import ROOT
 
 README = ROOT / "README.md"
 REPO_URL = "https://github.com/trio-agent/trio-agent"
-
-
-@dataclass(frozen=True)
-class Block:
-    line: int  # of the opening fence, 1-based
-    setup: str | None  # the first word of its readme-test marker
-    argument: str  # the marker's second word, if any
-    code: str
-
-
-FENCE = re.compile(r"^(`{3,}|~{3,})\s*(\S*)")
-
-
-MARKER = re.compile(r"^<!-- readme-test: (\S+)(?: (\S+))?[^>]*-->$")
-
-
-PYTHONISH = {"py", "py3", "python3", "pycon", "pyi", "ipython"}
-
-
-class ReadmeError(AssertionError):
-    pass
-
-
-def python_blocks(text: str) -> list[Block]:
-    """The README's ```python blocks and their markers; ReadmeError for a block
-    that could escape the tests (fenced as ```py, indented, never closed) or a
-    marker that is not just above a Python block."""
-    lines = text.splitlines()
-    blocks: list[Block] = []
-    markers_used: set[int] = set()
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        if re.match(r"^\s+(`{3}|~{3})", line):
-            raise ReadmeError(f"line {index + 1}: an indented fence (write fences at column 0)")
-        opened = FENCE.match(line)
-        if not opened:
-            index += 1
-            continue
-        fence, info = opened.groups()
-        end = index + 1
-        while end < len(lines) and not lines[end].startswith(fence):
-            end += 1
-        if end == len(lines):
-            raise ReadmeError(f"line {index + 1}: a code block that is never closed")
-        if info.lower() in PYTHONISH:
-            raise ReadmeError(f"line {index + 1}: fence Python as ```python, not ```{info}")
-        if info == "python":
-            setup, argument = None, ""
-            above = index - 1
-            marker = MARKER.match(lines[above]) if above >= 0 else None
-            if marker:
-                setup, argument = marker.group(1), marker.group(2) or ""
-                markers_used.add(above)
-            code = "\n".join(lines[index + 1 : end]) + "\n"
-            blocks.append(Block(index + 1, setup, argument, code))
-        index = end + 1
-    for number, line in enumerate(lines):
-        if "readme-test" in line and number not in markers_used:
-            raise ReadmeError(f"line {number + 1}: a readme-test marker not just above ```python")
-    return blocks
 
 
 def without_code(text: str) -> str:
