@@ -17,7 +17,12 @@ from pathlib import Path
 
 MAX_FUNCTION_LINES = 100
 MAX_MODULE_LINES = 650
-WHOLE: dict[str, str] = {}
+WHOLE: dict[str, str] = {
+    "session/_agent.py": "the Agent's public face: each option spelled out once per typed "
+    "signature (the overloads that make Agent(output_type=T, deps_type=D) an Agent[T, D] "
+    "for type checkers, of __init__, resume, turn and prompt), its behaviour in the modules "
+    "it is a shell over",
+}
 """Modules allowed past ``MAX_MODULE_LINES``, each with why cutting it would be
 arbitrary (a path relative to trio_agent/, and the reason)."""
 OWN = frozenset({"self", "cls"})

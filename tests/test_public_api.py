@@ -492,3 +492,125 @@ def test_importing_the_package_is_cheap():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['trio_agent']"
+
+
+def _public_modules() -> list[str]:
+    import pkgutil
+
+    import trio_agent
+
+    found = ["trio_agent"]
+    for info in pkgutil.walk_packages(trio_agent.__path__, "trio_agent."):
+        if not any(part.startswith("_") for part in info.name.split(".")[1:]):
+            found.append(info.name)
+    return found
+
+
+def test_every_public_class_and_function_names_a_public_module_that_exports_it():
+    """Issue 35: tracebacks and reprs named private modules
+    (``trio_agent.mcp._session.MCPServerError``), which a user never imports from.
+    Each class and function a public module exports says, in ``__module__``, a
+    public module that exports it under its ``__qualname__`` (as trio does), so
+    that is what tracebacks, reprs and pickles name."""
+    import inspect
+    import sys
+
+    wrong = []
+    for name in _public_modules():
+        module = importlib.import_module(name)
+        assert hasattr(module, "__all__"), f"{name} does not say what it exports"
+        for exported in module.__all__:
+            value = getattr(module, exported)
+            if not (inspect.isclass(value) or inspect.isfunction(value)):
+                continue
+            home = value.__module__
+            if not home.startswith("trio_agent"):
+                continue  # another library's, passed on
+            page = sys.modules[home]
+            # a function a decorator made (hypothesis') has a qualname of its making
+            own = value.__qualname__ if inspect.isclass(value) else value.__name__
+            if (
+                any(part.startswith("_") for part in home.split(".")[1:])
+                or own not in getattr(page, "__all__", ())
+                or getattr(page, own) is not value
+            ):
+                wrong.append(f"{name}.{exported}: {home}.{own}")
+    assert wrong == []
+    from trio_agent import Agent, Tool, ToolCall
+    from trio_agent.mcp import MCPServerError
+    from trio_agent.model import ModelSettings
+
+    assert MCPServerError.__module__ == "trio_agent.mcp"
+    assert (Agent.__module__, Tool.__module__) == ("trio_agent.session", "trio_agent.tools")
+    assert (ToolCall.__module__, ModelSettings.__module__) == (
+        "trio_agent.messages",
+        "trio_agent.model",
+    )
+
+
+def test_a_traceback_names_the_public_module_however_the_private_one_was_reached():
+    """The page that claims a name runs before the private module it imports from can
+    be used: importing the private module first changes nothing. In a fresh process,
+    a traceback names ``trio_agent.mcp.MCPServerError``, and the msgspec Structs of
+    private modules, first used after their module changed, still encode and decode."""
+    import subprocess
+    import sys
+
+    code = """
+import traceback, msgspec
+from trio_agent.mcp._session import MCPServerError
+from trio_agent.session._agent import Agent
+from trio_agent.messages._ir import ToolCall, UserMessage, Message
+from trio_agent._settings import ModelSettings
+from trio_agent.ledger import MessageRecord
+print(traceback.format_exception(MCPServerError("down"))[-1].strip())
+print(Agent.__module__)
+message = msgspec.json.decode(msgspec.json.encode(UserMessage("u1", "hi")), type=Message)
+print(type(message).__module__, message.content)
+print(msgspec.json.decode(b'{"temperature": 0.5}', type=ModelSettings).temperature)
+record = MessageRecord(seq=1, message=UserMessage("u1", "hi"))
+print(msgspec.json.decode(msgspec.json.encode(record), type=MessageRecord).message.id)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == [
+        "trio_agent.mcp.MCPServerError: down",
+        "trio_agent.session",
+        "trio_agent.messages hi",
+        "0.5",
+        "u1",
+    ]
+
+
+def test_public_classes_of_private_modules_survive_a_pickle_round_trip():
+    """A pickle names a class by ``__module__`` and ``__qualname__``: the public module
+    must export it there (msgspec Structs, attrs classes and exceptions alike)."""
+    import pickle
+
+    from trio_agent import (
+        ModelSettings,
+        TextBlock,
+        ToolCall,
+        ToolResult,
+        ToolResultMessage,
+        UserMessage,
+    )
+    from trio_agent.ledger import LedgerError, MessageRecord
+    from trio_agent.mcp import MCPServerError
+    from trio_agent.pricing import Price
+    from trio_agent.session import RetryPolicy
+
+    values = [
+        ToolCall("c1", "add", {"left": 1}),
+        UserMessage("u1", (TextBlock("hi"),)),
+        ToolResultMessage("tool-result-c1", "c1", "add", "2"),
+        ToolResult("ok", is_error=True),
+        ModelSettings(temperature=0.5),
+        MessageRecord(seq=1, message=UserMessage("u1", "hi")),
+        RetryPolicy(attempts=3),
+        Price(input=1e-6, output=2e-6),
+    ]
+    for value in values:
+        assert pickle.loads(pickle.dumps(value)) == value, value
+    for error in (MCPServerError("down"), LedgerError("broken")):
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and str(again) == str(error)

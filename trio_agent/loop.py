@@ -17,7 +17,12 @@ from ._settings import ModelSettings, check_run_settings
 from .engine._emit import Emitter
 from .engine._hooks import TurnSpec, TurnState, build_spec
 from .engine._lifecycle import end_turn, leave_turn, start_turn
-from .engine._options import check_loop_options, check_tool_execution, check_tool_sources
+from .engine._options import (
+    check_loop_options,
+    check_sources_ready,
+    check_tool_execution,
+    check_tool_sources,
+)
 from .engine._outcomes import result_of
 from .engine._run import EventRun, cancelled_from_outside
 from .engine._transcript import Conversation
@@ -64,6 +69,7 @@ def run_agent_loop(
     output_retries: int = 2,
     output_validator: Callable[[Any], Awaitable[Any]] | None = None,
     tool_sources: Sequence[ToolSource] = (),
+    deps: Any = None,
 ) -> AgentRun[T]: ...
 @overload
 def run_agent_loop(
@@ -84,6 +90,7 @@ def run_agent_loop(
     output_retries: int = 2,
     output_validator: Callable[[Any], Awaitable[Any]] | None = None,
     tool_sources: Sequence[ToolSource] = (),
+    deps: Any = None,
 ) -> AgentRun[Any]: ...
 def run_agent_loop(
     *,
@@ -103,6 +110,7 @@ def run_agent_loop(
     output_retries: int = 2,
     output_validator: Callable[[Any], Awaitable[Any]] | None = None,
     tool_sources: Sequence[ToolSource] = (),
+    deps: Any = None,
 ) -> AgentRun[Any]:
     """Prepare a run of the agent loop; nothing runs until it is entered or awaited.
 
@@ -135,7 +143,11 @@ def run_agent_loop(
 
     ``tool_sources`` (objects with ``tools()``, such as ``trio_agent.mcp``
     servers) add their current tools before every step (a name ``tools`` has
-    keeps its own tool).
+    keeps its own tool); a source that cannot list them when the run starts
+    (an MCP server never entered) raises there, before any event.
+
+    ``deps``: the run's dependencies, as they are (never copied or recorded):
+    a tool that takes a ``ToolContext`` reads them as ``ctx.deps``.
     """
     check_loop_options(
         messages, model, tools, max_steps, request_sequence_start, cancel_scope, system
@@ -164,6 +176,7 @@ def run_agent_loop(
         settings,
         output,
         sources,
+        deps,
     )
     return AgentRun(
         spec, conversation, invalid, trio.CancelScope() if cancel_scope is None else cancel_scope
@@ -207,6 +220,7 @@ class AgentRun(EventRun[Event, Completed[OutputT] | Cancelled | MaxSteps | Faile
         nursery) also sets ``Cancelled`` and emits ``run.finished``, then
         propagates.
         """
+        check_sources_ready(self._spec.sources)  # an MCP server never entered: say so now
         conversation = self._conversation
         if conversation is None:
             failed = Failed(

@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal, Protocol, runtime_checkabl
 
 from msgspec import Meta, Struct
 
+from ._public import publish as _publish
 from ._settings import ModelSettings as ModelSettings
 from .errors import ModelProtocolError
 from .messages._ir import Block, Message, RedactedThinkingBlock, ToolCall
@@ -242,3 +243,5 @@ class ModelResponseError(ModelError):
 
 ProtocolViolation = ModelProtocolError
 """The name this error had before it was named as an error; kept working."""
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

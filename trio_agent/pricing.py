@@ -12,6 +12,7 @@ ones, Anthropic's do not; both are priced as their provider bills them.
 
 from __future__ import annotations
 
+from ._public import publish as _publish
 from .telemetry._pricing import Price as Price
 from .telemetry._pricing import check_prices as check_prices
 from .telemetry._pricing import cost_of as cost_of
@@ -27,3 +28,5 @@ __all__ = [
     "priced_turn",
     "warm_up",
 ]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

@@ -548,3 +548,43 @@ async def test_the_bare_loop_runs_no_command_asking_for_the_network_of_a_workspa
     assert answers["on"].is_error and "approval" in str(answers["on"].content)
     assert (root / "off.txt").read_text() == "offline\n"
     assert not (root / "on.txt").exists()
+
+
+async def test_pending_approvals_lists_only_undecided_calls_and_decided_approvals_the_rest(
+    tmp_path,
+):
+    """Issue 35: ``pending_approvals`` listed decided calls too, so the natural loop
+    ``for c in agent.pending_approvals: await agent.approve(c.id)`` raised "already
+    decided" after a decision made elsewhere (``trio-agent approve``, another process).
+    Pending calls are the undecided ones; ``decided_approvals`` holds the decided ones
+    until the next turn answers them."""
+    from trio_agent import JsonlStore
+
+    desk = Desk()
+    store = JsonlStore(tmp_path)
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools, store=store, session_id="s")
+    await agent.prompt("go")
+    assert [c.id for c in agent.pending_approvals] == ["c2", "c3"]
+    assert agent.decided_approvals == ()
+    await agent.reject("c2", "not now")  # decided in this process, by another person
+    assert [c.id for c in agent.pending_approvals] == ["c3"]
+    assert [c.id for c in agent.decided_approvals] == ["c2"]
+    await agent.aclose()
+    again = await Agent.resume(store, "s", model=ScriptedModel([]), tools=desk.tools)
+    assert [c.id for c in again.pending_approvals] == ["c3"]
+    assert [c.id for c in again.decided_approvals] == ["c2"]
+    for held in again.pending_approvals:  # the natural loop: no "already decided"
+        await again.approve(held.id)
+    assert again.pending_approvals == () and [c.id for c in again.decided_approvals] == [
+        "c2",
+        "c3",
+    ]
+    await again.aclose()
+    last = await Agent.resume(
+        store, "s", model=ScriptedModel([scripted_response("r2", "ok")]), tools=desk.tools
+    )
+    result = await last.prompt()
+    await last.aclose()
+    assert result.end.reason == "completed"
+    assert last.pending_approvals == () and last.decided_approvals == ()
+    assert desk.ran[-1] == ("write", {"path": "c", "text": ""})

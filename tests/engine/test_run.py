@@ -127,3 +127,53 @@ async def test_regression_a_group_of_our_own_errors_still_ends_the_run_visibly(m
         await run.wait()
     assert run.result is not None and run.result.status == "failed"
     assert run.result.code == "INTERNAL_ERROR" and "bug" in run.result.detail
+
+
+def test_driven_from_asyncio_the_library_says_at_once_that_it_runs_on_trio(tmp_path):
+    """Issue 35: ``asyncio.run(agent.prompt(...))`` ended in a 30-line traceback with
+    "RuntimeError: must be called from async context" deep inside ``engine/_emit.py``.
+    Each entry point says what is wrong and what to do, before it changes anything:
+    the prompt's message id is not spent, so the agent goes on under trio."""
+    import asyncio
+    import traceback
+
+    from trio_agent import Agent, JsonlStore
+
+    agent = Agent(model=ScriptedModel([scripted_response("r1", "hi")]))
+    run = run_agent_loop(
+        messages=[user()], model=ScriptedModel([]), tools=ToolRegistry(), max_steps=1
+    )
+
+    async def enter_agent() -> None:
+        async with Agent(model=ScriptedModel([]), store=JsonlStore(tmp_path)):
+            pass
+
+    async def enter_run() -> None:
+        async with run_agent_loop(
+            messages=[user()], model=ScriptedModel([]), tools=ToolRegistry(), max_steps=1
+        ):
+            pass
+
+    entries = [
+        lambda: agent.prompt("hello"),
+        lambda: agent.turn("hello").wait(),
+        run.wait,
+        enter_agent,
+        enter_run,
+        lambda: Agent.resume(JsonlStore(tmp_path), "s", model=ScriptedModel([])),
+    ]
+    for entry in entries:
+        with pytest.raises(RuntimeError) as caught:
+            asyncio.run(entry())
+        assert str(caught.value) == (
+            "trio-agent runs on trio; call it from trio.run(...) (asyncio is not supported; "
+            "see the docs' why-trio page)"
+        )
+        frames = traceback.extract_tb(caught.value.__traceback__)
+        assert not any(frame.filename.endswith("_emit.py") for frame in frames)
+    assert list(tmp_path.iterdir()) == []  # nothing was created
+
+    async def later() -> str:
+        return (await agent.prompt("hello")).final_text
+
+    assert trio.run(later) == "hi"

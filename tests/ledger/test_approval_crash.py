@@ -70,7 +70,8 @@ async def test_killed_after_the_decision_it_is_honoured(tmp_path, kind):
     await run_until(tmp_path, kind, "hold")
     await run_until(tmp_path, kind, "decide")
     agent = await resumed(tmp_path, kind)
-    assert [call.id for call in agent.pending_approvals] == ["c2"]
+    assert agent.pending_approvals == ()  # decided: it waits for no one (issue 35)
+    assert [call.id for call in agent.decided_approvals] == ["c2"]
     with pytest.raises(ValueError, match="already decided"):
         await agent.reject("c2")
     result = await agent.prompt()

@@ -293,3 +293,39 @@ async def test_a_message_over_the_line_limit_is_named_as_such(monkeypatch):
                 await tools["big"].execute({"mb": 2})
     # observed: "... stopped during the call: it closed its stdout" (it did not)
     assert "closed its stdout" not in str(caught.value), str(caught.value)
+
+
+async def test_a_server_never_entered_is_a_clear_error_at_once_not_an_empty_tool_list(tmp_path):
+    """Issue 35: an MCP server given in ``tool_sources=`` (or whose ``tools()`` was
+    read) without ``async with server:`` offered zero tools, and the turn "completed"
+    with the model told "Unknown tool ... Available tools: none". It is an error at
+    once, naming the server and saying to enter it; nothing is sent or recorded."""
+    from trio_agent import JsonlStore
+
+    server = demo()
+    with pytest.raises(RuntimeError, match=r"MCP server .* was never entered.*async with server"):
+        server.tools()
+    model = ScriptedModel(
+        [
+            scripted_response("r1", [call("add", "c1", {"a": 1, "b": 2})]),
+            scripted_response("r2", "3"),
+        ]
+    )
+    store = JsonlStore(tmp_path)
+    agent = Agent(model=model, tool_sources=[server], store=store, session_id="s")
+    with pytest.raises(RuntimeError, match="was never entered"):
+        await agent.prompt("add 1 and 2")
+    with pytest.raises(RuntimeError, match="was never entered"):
+        agent.turn("add 1 and 2")
+    assert model.requests == [] and agent.turns == 0 and list(tmp_path.iterdir()) == []
+    run = run_agent_loop(
+        messages=[user()], model=model, tools=ToolRegistry(), max_steps=2, tool_sources=[server]
+    )
+    with pytest.raises(RuntimeError, match="was never entered"):
+        await run.wait()
+    assert model.requests == [] and run.result is None
+    with trio.fail_after(WAIT):
+        async with server:  # entered, the same agent goes on
+            result = await agent.prompt("add 1 and 2")
+    await agent.aclose()
+    assert result.end.reason == "completed" and result.messages[2].content == "3"

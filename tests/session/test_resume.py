@@ -156,3 +156,45 @@ async def test_a_resume_that_loses_the_race_to_a_closing_writer_loads_again(stor
     assert loads[0] < loads[-1] and len(resumed.messages) == 5
     await resumed.aclose()
     assert derive(await records_of(store)).turns == 1
+
+
+async def test_a_resumed_session_without_the_tool_an_approved_call_needs_fails_naming_it(
+    tmp_path,
+):
+    """Issue 35: a session resumed without the tool of a call approved for it answered
+    the call "Unknown tool" and reported the turn ``completed``: the approval was
+    spent on nothing. The turn that would run it now raises at once, naming the call,
+    the tool and what to pass, before it sends or records anything; the decision
+    stays, and a resume with the tool runs the call."""
+    from trio_agent import tool
+
+    ran = []
+
+    @tool(requires_approval=True)
+    async def deploy(env: str) -> str:
+        """Deploy."""
+        ran.append(env)
+        return f"deployed {env}"
+
+    store = JsonlStore(tmp_path)
+    first = Agent(
+        model=ScriptedModel([scripted_response("r1", [ToolCall("c1", "deploy", {"env": "prod"})])]),
+        tools=[deploy],
+        store=store,
+        session_id="s",
+    )
+    await first.prompt("deploy")
+    await first.approve("c1")
+    await first.aclose()
+    model = ScriptedModel([scripted_response("r2", "done")])
+    without = await Agent.resume(store, "s", model=model, tools=[add])
+    with pytest.raises(RuntimeError, match=r"approved call 'c1' needs the tool 'deploy'.*tools="):
+        await without.prompt()
+    await without.aclose()
+    assert model.requests == [] and ran == []
+    kinds = [record.kind for record in await records_of(store, "s")]
+    assert kinds.count("turn/start") == 1 and "tool/call" not in kinds  # nothing recorded
+    again = await Agent.resume(store, "s", model=model, tools=[deploy])
+    result = await again.prompt()
+    await again.aclose()
+    assert ran == ["prod"] and result.end.reason == "completed"

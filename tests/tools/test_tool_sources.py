@@ -74,7 +74,8 @@ async def test_each_step_sees_the_sources_list_as_it_is_then():
     assert offered == [["first"], ["second"], ["second"]]  # the next step, not mid-batch
     contents = [m.content for m in run.result.messages if type(m).__name__ == "ToolResultMessage"]
     assert contents == ["1", "2"]
-    assert source.read == 3  # once a step
+    # once as the run starts (a source that cannot list raises there), then once a step
+    assert source.read == 4
 
 
 async def test_an_agents_own_tool_keeps_its_name_over_a_sources(caplog):
@@ -133,3 +134,33 @@ async def test_tool_choice_may_name_a_sources_tool():
         Agent(
             model=model, settings=ModelSettings(tool_choice="nowhere"), tool_sources=[source]
         ).turn("x")
+
+
+async def test_a_source_that_cannot_list_its_tools_stops_the_turn_before_it_starts(tmp_path):
+    """Issue 35: a tool source that could not list its tools (an MCP server never
+    entered) was read as offering none, and the turn went on without them. Its error
+    now comes out of ``prompt()`` / the run at once, before anything is sent or
+    recorded."""
+    from trio_agent import Agent, JsonlStore
+
+    class NotReady:
+        def tools(self):
+            raise RuntimeError("the source is not ready")
+
+    model = ScriptedModel([scripted_response("r1", "hi")])
+    agent = Agent(model=model, tool_sources=[NotReady()], store=JsonlStore(tmp_path))
+    with pytest.raises(RuntimeError, match="the source is not ready"):
+        await agent.prompt("hello")
+    assert agent.turns == 0 and list(tmp_path.iterdir()) == []
+    run = run_agent_loop(
+        messages=[UserMessage("u1", "go")],
+        model=model,
+        tools=ToolRegistry(),
+        max_steps=1,
+        tool_sources=[NotReady()],
+    )
+    with pytest.raises(RuntimeError, match="the source is not ready"):
+        async with run:
+            async for _ in run:
+                raise AssertionError("no event comes before the error")
+    assert model.requests == []

@@ -8,7 +8,7 @@ be unused, and ``--strict`` reports unused ignores.
 
 from __future__ import annotations
 
-from typing import Any, assert_type
+from typing import Any, Literal, assert_type
 
 import msgspec
 
@@ -159,3 +159,103 @@ async def a_typed_turn_gives_a_typed_output(agent: ta.Agent) -> None:
     assert_type(result.output, Person | None)
     plain = await agent.prompt("hi")
     assert_type(plain.output, Any | None)
+
+
+# -- issue 35: typed agents, dependencies, a list of mixed tools
+
+
+class Report(msgspec.Struct):
+    title: str
+
+
+class Deps:
+    def __init__(self, user: str) -> None:
+        self.user = user
+
+
+@tool
+async def whoami(ctx: ta.ToolContext[Deps], greeting: str = "hi") -> str:
+    """Greet the user the turn's deps name."""
+    assert_type(ctx.deps, Deps)
+    return f"{greeting} {ctx.deps.user}"
+
+
+@tool
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+TOOLS = [whoami, word_count, add]  # different parameters and returns: a checker's join
+
+
+async def a_typed_agent_gives_typed_turns(model: ta.Model) -> None:
+    agent = ta.Agent(model=model, tools=TOOLS, output_type=Report)
+    assert_type(agent, ta.Agent[Report])
+    assert_type(agent, ta.Agent[Report, Any])
+    result = await agent.prompt("report")
+    assert_type(result, ta.TurnResult[Report])
+    assert_type(result.output, Report | None)
+    assert_type(agent.turn("report"), ta.TurnRun[Report])
+    async with agent.turn("report") as run:
+        async for event in run:
+            assert_type(event, ta.SessionEvent)
+    assert_type(run.result, ta.TurnResult[Report] | None)
+    assert_type(await agent.turn("again").wait(), ta.TurnResult[Report])
+    assert_type(await agent.prompt("who?", output_type=Person), ta.TurnResult[Person])
+    assert_type(agent.turn("who?", output_type=Person), ta.TurnRun[Person])
+    assert_type(await agent.prompt("?", output_type=Literal["a", "b"]), ta.TurnResult[Any])
+    assert_type(await agent.prompt("?", output_type=None), ta.TurnResult[Report])
+    _ = result.output.title  # type: ignore[union-attr]  # None until narrowed
+    listed = ta.Agent(model=model, output_type=list[Report])
+    assert_type(await listed.prompt("all"), ta.TurnResult[list[Report]])
+    assert_type(ta.Agent(model=model, output_type=Literal["a", "b"]), ta.Agent[Any, Any])
+    plain = ta.Agent(model=model, tools=[whoami])
+    assert_type(plain, ta.Agent[Any, Any])
+    assert_type(await plain.prompt("hi"), ta.TurnResult[Any])
+
+
+async def deps_are_typed_by_the_agents_deps_type(model: ta.Model, store: ta.SessionStore) -> None:
+    agent = ta.Agent(model=model, tools=TOOLS, output_type=Report, deps_type=Deps)
+    assert_type(agent, ta.Agent[Report, Deps])
+    assert_type(await agent.prompt("x", deps=Deps("ann")), ta.TurnResult[Report])
+    await agent.prompt("x")  # a turn may go without deps
+    await agent.prompt("x", deps="ann")  # type: ignore[call-overload]
+    agent.turn("x", deps=3)  # type: ignore[call-overload]
+    only_deps = ta.Agent(model=model, deps_type=Deps)
+    assert_type(only_deps, ta.Agent[Any, Deps])
+    loose = ta.Agent(model=model)  # no deps_type: any deps
+    await loose.prompt("x", deps=Deps("bob"))
+    await loose.prompt("x", deps={"user": "bob"})
+    resumed = await ta.Agent.resume(store, "s", model=model, output_type=Report, deps_type=Deps)
+    assert_type(resumed, ta.Agent[Report, Deps])
+    assert_type(await ta.Agent.resume(store, "s", model=model), ta.Agent[Any, Any])
+    run = ta.run_agent_loop(
+        messages=[], model=model, tools=ta.ToolRegistry(TOOLS), max_steps=1, deps=Deps("c")
+    )
+    assert_type(run, ta.AgentRun[Any])
+
+
+async def before_with_context(call: ta.ToolCall, ctx: ta.ToolContext[Deps]) -> None:
+    assert_type(ctx.deps.user, str)
+
+
+async def after_with_context(
+    call: ta.ToolCall, result: ta.ToolResultMessage, ctx: ta.ToolContext[Deps]
+) -> ta.ToolResultMessage:
+    return result
+
+
+async def before_plain(call: ta.ToolCall) -> ta.ToolBlocked | None:
+    return ta.block("no") if call.name == "rm" else None
+
+
+def hooks_may_take_the_calls_context(model: ta.Model) -> None:
+    ta.Agent(model=model, before_tool_call=before_with_context, after_tool_call=after_with_context)
+    ta.Agent(model=model, before_tool_call=before_plain)
+
+
+def a_bare_context_and_the_approval_lists(ctx: ta.ToolContext, agent: ta.Agent) -> None:
+    assert_type(ctx.deps, Any)
+    assert_type(ta.tool_context().deps, Any)
+    assert_type(agent.pending_approvals, tuple[ta.ToolCall, ...])
+    assert_type(agent.decided_approvals, tuple[ta.ToolCall, ...])

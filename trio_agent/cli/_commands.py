@@ -307,7 +307,8 @@ def resume(args: argparse.Namespace) -> int:
             printer.note(f"warning: {warning}")
         for result, code in agent.closed_on_resume:
             printer.note(f"closed call {result.tool_call_id} ({result.tool_name}) as {code}")
-        if args.task is None and not agent.awaiting_reply and not agent.pending_approvals:
+        waiting = agent.pending_approvals or agent.decided_approvals
+        if args.task is None and not agent.awaiting_reply and not waiting:
             # another writer went on with the session since it was read above
             await agent.aclose()
             raise UsageError(

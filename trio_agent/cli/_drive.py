@@ -281,7 +281,8 @@ class Driver:
     def _held(self, call_ids: Sequence[str], *, undecided: bool = False) -> list[ToolCall]:
         """The held calls ``call_ids`` names, in their order (only those still
         undecided, if ``undecided``: ``_decided`` tells)."""
-        held = {call.id: call for call in self.agent.pending_approvals}
+        agent = self.agent
+        held = {c.id: c for c in (*agent.pending_approvals, *agent.decided_approvals)}
         calls = [held[i] for i in call_ids if i in held]
         return [c for c in calls if c.id not in self._decided] if undecided else calls
 

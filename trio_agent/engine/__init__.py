@@ -11,6 +11,7 @@ in the private module that owns it (see ARCHITECTURE.md).
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ..errors import HOOK_ERROR as HOOK_ERROR
 from ..errors import ModelProtocolError as ModelProtocolError
 from ..errors import StepError as StepError
@@ -50,3 +51,5 @@ __all__ = [
     "run_tool_batch",
     "run_turn",
 ]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

@@ -59,8 +59,15 @@ class Approvals:
         self.held[call.id] = call
 
     def pending(self) -> tuple[ToolCall, ...]:
-        """The held calls, as copies (what a person sees cannot change what runs)."""
-        return tuple(private_copy(call) for call in self.held.values())
+        """The held calls not decided yet, as copies (what a person sees cannot
+        change what runs)."""
+        decisions = self.decisions
+        return tuple(private_copy(c) for key, c in self.held.items() if key not in decisions)
+
+    def decided_calls(self) -> tuple[ToolCall, ...]:
+        """The held calls decided and not yet answered, as copies."""
+        decisions = self.decisions
+        return tuple(private_copy(c) for key, c in self.held.items() if key in decisions)
 
     def undecided(self) -> tuple[ToolCall, ...]:
         """Held calls with no decision yet."""

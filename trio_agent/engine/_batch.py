@@ -359,7 +359,7 @@ class ToolBatch:
     async def _call_task(self, index: int, scope: trio.CancelScope) -> None:
         call = self._calls[index]
         context = ToolContext(
-            call, lambda message, fraction: self._report(index, message, fraction)
+            call, lambda message, fraction: self._report(index, message, fraction), self._spec.deps
         )
         token = CURRENT.set(context)
         outcome: tuple[Report, int, Any] = (Report.EXITED, index, None)

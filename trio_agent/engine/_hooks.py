@@ -77,6 +77,9 @@ class TurnSpec:
     """Where more tools come from (``tool_sources=``), read before every step."""
     observer: Observer | None = None
     """The turn's spans and debug log (``_observe``); None when nothing observes it."""
+    deps: Any = None
+    """What the turn was given as ``deps=``: its tools read it as ``ctx.deps``. Never
+    recorded, never copied."""
 
 
 def build_spec(
@@ -90,6 +93,7 @@ def build_spec(
     settings: ModelSettings | None = None,
     output: OutputSpec | None = None,
     sources: tuple[ToolSource, ...] = (),
+    deps: Any = None,
 ) -> TurnSpec:
     """The spec of a turn: a snapshot of ``tools`` (later registrations do not reach
     the turn) with their specs, and the options, as the loop and the session give them.
@@ -111,6 +115,7 @@ def build_spec(
         settings=settings,
         output=slot,
         sources=sources,
+        deps=deps,
     )
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "check_tool_execution",
     "check_agent_name",
     "check_tool_sources",
+    "check_sources_ready",
     "claim_cancel_scope",
     "registry_of",
 ]
@@ -203,6 +204,13 @@ def check_tool_sources(sources: object) -> tuple[ToolSource, ...]:
     return tuple(given)  # type: ignore[arg-type]  # each has tools()
 
 
+def check_sources_ready(sources: Sequence[ToolSource]) -> None:
+    """Each tool source can list its tools now; what one raises when it cannot (an
+    MCP server never entered: ``RuntimeError``) propagates, before a run starts."""
+    for source in sources:
+        source.tools()
+
+
 def registry_of(tools: object) -> ToolRegistry:
     """The registry an ``Agent`` runs with: ``tools`` itself when it is a
     ``ToolRegistry`` (later registrations reach later turns), a new one for
@@ -222,7 +230,8 @@ def registry_of(tools: object) -> ToolRegistry:
     items = list(tools)
     for index, item in enumerate(items):
         if type(item) is not Tool:
-            raise TypeError(f"tools[{index}] must be a Tool, got {type(item).__name__}")
+            hint = " (decorate the function with @tool)" if callable(item) else ""
+            raise TypeError(f"tools[{index}] must be a Tool, got {type(item).__name__}{hint}")
     return ToolRegistry(items)
 
 

@@ -4,7 +4,7 @@ channel, a cancel scope, and ``async with`` / ``async for`` / ``wait()``."""
 from __future__ import annotations
 
 from collections.abc import Coroutine
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Final, Generic, Self, TypeVar
 
 import trio
 
@@ -20,6 +20,23 @@ EVENT_BUFFER = 0
 run goes on, so a consumer that calls ``cancel()`` after event k sees the last event
 next (save events owed for what is already in the transcript). A buffer measured
 no faster: trio's schedule points dominate either way."""
+
+
+TRIO_ONLY: Final = (
+    "trio-agent runs on trio; call it from trio.run(...) (asyncio is not supported; "
+    "see the docs' why-trio page)"
+)
+
+
+def require_trio() -> None:
+    """``RuntimeError`` saying that trio-agent runs on trio, unless called inside
+    ``trio.run`` (from ``asyncio.run``, say, trio's own error would surface deep
+    inside the first event, as "must be called from async context"). A lookup
+    of trio's current task: nothing on the hot path."""
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        raise RuntimeError(TRIO_ONLY) from None
 
 
 class EventRun(Generic[E, R]):
@@ -75,6 +92,7 @@ class EventRun(Generic[E, R]):
     async def __aenter__(self) -> Self:
         if self._phase != _NEW:
             raise RuntimeError("a run can be entered (or awaited) only once")
+        require_trio()
         self._phase = _OPEN
         send, self._receive = trio.open_memory_channel[E](EVENT_BUFFER)
         self._nursery_manager = trio.open_nursery()
@@ -110,6 +128,7 @@ class EventRun(Generic[E, R]):
         the run's own coroutine, so the caller awaits it with no frame between
         (``Agent.prompt`` keeps one frame per suspended turn). For a run not yet
         entered; ``wait()`` is the way for everyone else."""
+        require_trio()
         self._phase = _INLINE
         return self._drive(self._emitter(None), None)
 

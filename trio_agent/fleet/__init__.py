@@ -16,6 +16,7 @@ the inbox next to the sessions' records and leases.
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ._inbox import submit as submit
 from ._inbox import wait_for_turn as wait_for_turn
 from ._maker import agent_maker as agent_maker
@@ -29,3 +30,5 @@ __all__ = [
     "submit",
     "wait_for_turn",
 ]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

@@ -13,6 +13,7 @@ and one whose outcome is unknown because the process died during it.
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ..engine._options import check_fsync as check_fsync
 from ..errors import TOOL_FATAL as TOOL_FATAL
 from ._derive import TOOL_CANCELLED as TOOL_CANCELLED
@@ -100,3 +101,5 @@ __all__ = [
     "session_exists",
     "check_fsync",
 ]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

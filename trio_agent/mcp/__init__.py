@@ -28,6 +28,7 @@ it again (or reconnects) on the next call.
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ._servers import INIT_SECONDS as INIT_SECONDS
 from ._servers import MCPServerHTTP as MCPServerHTTP
 from ._servers import MCPServerStdio as MCPServerStdio
@@ -41,3 +42,5 @@ __all__ = [
     "MCPServerHTTP",
     "MCPServerStdio",
 ]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

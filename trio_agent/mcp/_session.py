@@ -117,7 +117,16 @@ class MCPServerBase:
 
     def tools(self) -> tuple[Tool, ...]:
         """The server's tools as it last listed them (filtered and named), as
-        ordinary ``Tool``s. Cheap: call it before each step to see changes."""
+        ordinary ``Tool``s. Cheap: call it before each step to see changes.
+        ``RuntimeError`` before the server was entered (it has listed nothing
+        yet: a run would offer none of its tools); after it was left, the last
+        list (their calls give error results saying the server is closed)."""
+        if self._stack is None and not self._closed:
+            raise RuntimeError(
+                f"{self.label} was never entered, so it has no tools yet: use it as "
+                "`async with server:` around the turns that use it (it starts, or connects, "
+                "and lists its tools on entry)"
+            )
         return self._tools
 
     @property

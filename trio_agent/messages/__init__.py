@@ -11,6 +11,7 @@ calls that a cancellation left dangling, explicitly and never silently.
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ._ir import AssistantMessage as AssistantMessage
 from ._ir import Block as Block
 from ._ir import DocumentBlock as DocumentBlock
@@ -48,3 +49,5 @@ __all__ = [
     "text_from_assistant",
     "validate_transcript",
 ]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

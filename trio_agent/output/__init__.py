@@ -8,9 +8,12 @@ in ``_partial``, on the JSON-prefix scanner of ``_scan``.
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ._partial import PartialOutput as PartialOutput
 from ._partial import PartialOutputIterator as PartialOutputIterator
 from ._partial import partial_output as partial_output
 from ._spec import OutputError as OutputError
 
 __all__ = ["OutputError", "PartialOutput", "PartialOutputIterator", "partial_output"]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

@@ -11,6 +11,7 @@ turns of a session. The ``Agent`` is a thin shell: a frozen
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ..errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
 from ..events import ApprovalDecision as ApprovalDecision
 from ._agent import Agent as Agent
@@ -32,3 +33,5 @@ __all__ = [
     "estimate_tokens",
     "truncate_text",
 ]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

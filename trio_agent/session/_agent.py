@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar, final, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, final, overload
 
 import attrs
 import msgspec
@@ -15,14 +15,15 @@ import trio
 from .._settings import ModelSettings, check_run_settings, check_settings, merge_settings
 from ..engine._approvals import ApprovalPolicy, decide
 from ..engine._options import check_cancel_scope, check_fsync, claim_cancel_scope
-from ..engine._run import exit_nursery
-from ..events import TurnResult
+from ..engine._run import exit_nursery, require_trio
+from ..events import OutputT, TurnResult
 from ..ledger._ledger import FsyncPolicy
 from ..messages._ir import Message, ToolCall, ToolResultMessage, UserMessage
 from ..model import Model
 from ..output._spec import OutputValidator, offered, output_spec
 from ..stores._base import SessionStore
 from ..telemetry._pricing import Price
+from ..tools._context import DepsT
 from ..tools._tool import Tool, ToolRegistry, ToolSource
 from ._agent_tool import agent_tool, settled
 from ._hooks import closed_message
@@ -43,11 +44,23 @@ from ._turn_run import TurnRun
 
 __all__ = ["Agent"]
 
+if TYPE_CHECKING:  # for resume: an agent resumed without deps_type is Agent[..., Any]
+    from typing_extensions import TypeVar
+
+    D = TypeVar("D", default=Any)
+else:
+    from typing import TypeVar
+
+    D = TypeVar("D")
 T = TypeVar("T")
+
+NO_DEPS: Any = None
+"""The ``deps`` of a turn given none: None (typed ``Any``, so a checker accepts it
+as any agent's dependencies)."""
 
 
 @final
-class Agent:
+class Agent(Generic[OutputT, DepsT]):
     """A conversation with a model across turns.
 
     ``await agent.prompt(text)`` runs one turn and returns its ``TurnResult``;
@@ -86,17 +99,72 @@ class Agent:
     ``should_stop_turn(state)`` returning True ends the turn as ``blocked``;
     ``compact(messages)`` returns a shorter transcript when a request would
     not fit ``context_window``. A hook that raises ends the turn as failed
-    with ``HOOK_ERROR``, the transcript intact.
+    with ``HOOK_ERROR``, the transcript intact. ``before_tool_call(call, ctx)``
+    and ``after_tool_call(call, result, ctx)`` (one argument more, read from
+    the signature) also get the call's ``ToolContext``, with the turn's ``deps``.
+
+    Typed: ``Agent(output_type=Report)`` is an ``Agent[Report]``, whose turns'
+    results are ``TurnResult[Report]``; ``deps_type=MyDeps`` makes it an
+    ``Agent[Report, MyDeps]``, whose ``prompt(..., deps=)`` a type checker holds
+    to ``MyDeps`` (for checkers only: the deps are not checked at run time). A
+    turn's ``deps`` reach its tools as ``ctx.deps`` (a parameter annotated
+    ``ToolContext[MyDeps]``) and its tool-call hooks; they are never recorded.
+    ``tools``: an iterable of tools of any signatures (a checker infers
+    ``list[object]`` for ``[async_tool, def_tool]``, so any iterable is taken
+    and each item is checked at once: ``TypeError`` if it is not a ``Tool``).
     """
 
     # No per-instance dict: 1.2 KB less per concurrent run (benchmarks W3).
     __slots__ = ("_host_manager", "_state", "closed_on_resume", "resume_warnings")
 
+    @overload
     def __init__(
         self,
         *,
         model: Model,
-        tools: ToolRegistry | Iterable[Tool[..., Any]] | None = None,
+        tools: ToolRegistry | Iterable[object] | None = None,
+        settings: ModelSettings | None = None,
+        system: str = "",
+        messages: Sequence[Message] = (),
+        max_steps: int = 32,
+        retry: RetryPolicy | None = None,
+        max_turn_tokens: int | None = None,
+        max_repeated_failures: int | None = 3,
+        context_window: int | None = None,
+        reserve_output_tokens: int = 4096,
+        count_tokens: CountTokens = estimate_tokens,
+        max_tool_result_chars: int | None = 32_768,
+        transform_context: TransformContext | None = None,
+        before_tool_call: BeforeToolCall | None = None,
+        after_tool_call: AfterToolCall | None = None,
+        should_stop_turn: ShouldStopTurn | None = None,
+        compact: Compact | None = None,
+        seed: int | None = None,
+        request_sequence_start: int = 1,
+        sequence_start: int = 0,
+        store: SessionStore | None = None,
+        session_id: str | None = None,
+        fsync: FsyncPolicy = "step",
+        tool_execution: Literal["sequential", "parallel"] = "sequential",
+        max_parallel_tools: int = 10,
+        tool_grace_period: float = 5.0,
+        metadata: Mapping[str, Any] | None = None,
+        output_type: type[OutputT],
+        deps_type: type[DepsT] | None = None,
+        output_mode: Literal["tool", "native"] = "tool",
+        output_retries: int = 2,
+        output_validator: OutputValidator | None = None,
+        approval: ApprovalPolicy | None = None,
+        tool_sources: Sequence[ToolSource] = (),
+        prices: Mapping[str, Price] | None = None,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        *,
+        model: Model,
+        tools: ToolRegistry | Iterable[object] | None = None,
         settings: ModelSettings | None = None,
         system: str = "",
         messages: Sequence[Message] = (),
@@ -124,6 +192,48 @@ class Agent:
         tool_grace_period: float = 5.0,
         metadata: Mapping[str, Any] | None = None,
         output_type: Any = None,
+        deps_type: type[DepsT] | None = None,
+        output_mode: Literal["tool", "native"] = "tool",
+        output_retries: int = 2,
+        output_validator: OutputValidator | None = None,
+        approval: ApprovalPolicy | None = None,
+        tool_sources: Sequence[ToolSource] = (),
+        prices: Mapping[str, Price] | None = None,
+        name: str | None = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        *,
+        model: Model,
+        tools: ToolRegistry | Iterable[object] | None = None,
+        settings: ModelSettings | None = None,
+        system: str = "",
+        messages: Sequence[Message] = (),
+        max_steps: int = 32,
+        retry: RetryPolicy | None = None,
+        max_turn_tokens: int | None = None,
+        max_repeated_failures: int | None = 3,
+        context_window: int | None = None,
+        reserve_output_tokens: int = 4096,
+        count_tokens: CountTokens = estimate_tokens,
+        max_tool_result_chars: int | None = 32_768,
+        transform_context: TransformContext | None = None,
+        before_tool_call: BeforeToolCall | None = None,
+        after_tool_call: AfterToolCall | None = None,
+        should_stop_turn: ShouldStopTurn | None = None,
+        compact: Compact | None = None,
+        seed: int | None = None,
+        request_sequence_start: int = 1,
+        sequence_start: int = 0,
+        store: SessionStore | None = None,
+        session_id: str | None = None,
+        fsync: FsyncPolicy = "step",
+        tool_execution: Literal["sequential", "parallel"] = "sequential",
+        max_parallel_tools: int = 10,
+        tool_grace_period: float = 5.0,
+        metadata: Mapping[str, Any] | None = None,
+        output_type: Any = None,
+        deps_type: Any = None,
         output_mode: Literal["tool", "native"] = "tool",
         output_retries: int = 2,
         output_validator: OutputValidator | None = None,
@@ -149,6 +259,7 @@ class Agent:
         self._host_manager = None
         return self
 
+    @overload
     @classmethod
     async def resume(
         cls,
@@ -156,7 +267,46 @@ class Agent:
         session_id: str,
         *,
         model: Model,
-        tools: ToolRegistry | Iterable[Tool[..., Any]] | None = None,
+        tools: ToolRegistry | Iterable[object] | None = None,
+        settings: ModelSettings | None = None,
+        system: str | None = None,
+        max_steps: int = 32,
+        retry: RetryPolicy | None = None,
+        max_turn_tokens: int | None = None,
+        max_repeated_failures: int | None = 3,
+        context_window: int | None = None,
+        reserve_output_tokens: int = 4096,
+        count_tokens: CountTokens = estimate_tokens,
+        max_tool_result_chars: int | None = 32_768,
+        transform_context: TransformContext | None = None,
+        before_tool_call: BeforeToolCall | None = None,
+        after_tool_call: AfterToolCall | None = None,
+        should_stop_turn: ShouldStopTurn | None = None,
+        compact: Compact | None = None,
+        seed: int | None = None,
+        fsync: FsyncPolicy = "step",
+        tool_execution: Literal["sequential", "parallel"] = "sequential",
+        max_parallel_tools: int = 10,
+        tool_grace_period: float = 5.0,
+        output_type: type[T],
+        deps_type: type[D] | None = None,
+        output_mode: Literal["tool", "native"] = "tool",
+        output_retries: int = 2,
+        output_validator: OutputValidator | None = None,
+        approval: ApprovalPolicy | None = None,
+        tool_sources: Sequence[ToolSource] = (),
+        prices: Mapping[str, Price] | None = None,
+        name: str | None = None,
+    ) -> Agent[T, D]: ...
+    @overload
+    @classmethod
+    async def resume(
+        cls,
+        store: SessionStore,
+        session_id: str,
+        *,
+        model: Model,
+        tools: ToolRegistry | Iterable[object] | None = None,
         settings: ModelSettings | None = None,
         system: str | None = None,
         max_steps: int = 32,
@@ -178,6 +328,7 @@ class Agent:
         max_parallel_tools: int = 10,
         tool_grace_period: float = 5.0,
         output_type: Any = None,
+        deps_type: type[D] | None = None,
         output_mode: Literal["tool", "native"] = "tool",
         output_retries: int = 2,
         output_validator: OutputValidator | None = None,
@@ -185,7 +336,45 @@ class Agent:
         tool_sources: Sequence[ToolSource] = (),
         prices: Mapping[str, Price] | None = None,
         name: str | None = None,
-    ) -> Agent:
+    ) -> Agent[Any, D]: ...
+    @classmethod
+    async def resume(
+        cls,
+        store: SessionStore,
+        session_id: str,
+        *,
+        model: Model,
+        tools: ToolRegistry | Iterable[object] | None = None,
+        settings: ModelSettings | None = None,
+        system: str | None = None,
+        max_steps: int = 32,
+        retry: RetryPolicy | None = None,
+        max_turn_tokens: int | None = None,
+        max_repeated_failures: int | None = 3,
+        context_window: int | None = None,
+        reserve_output_tokens: int = 4096,
+        count_tokens: CountTokens = estimate_tokens,
+        max_tool_result_chars: int | None = 32_768,
+        transform_context: TransformContext | None = None,
+        before_tool_call: BeforeToolCall | None = None,
+        after_tool_call: AfterToolCall | None = None,
+        should_stop_turn: ShouldStopTurn | None = None,
+        compact: Compact | None = None,
+        seed: int | None = None,
+        fsync: FsyncPolicy = "step",
+        tool_execution: Literal["sequential", "parallel"] = "sequential",
+        max_parallel_tools: int = 10,
+        tool_grace_period: float = 5.0,
+        output_type: Any = None,
+        deps_type: Any = None,
+        output_mode: Literal["tool", "native"] = "tool",
+        output_retries: int = 2,
+        output_validator: OutputValidator | None = None,
+        approval: ApprovalPolicy | None = None,
+        tool_sources: Sequence[ToolSource] = (),
+        prices: Mapping[str, Price] | None = None,
+        name: str | None = None,
+    ) -> Agent[Any, Any]:
         """Rebuild a recorded session, from its ledger, to go on with it.
 
         The transcript, the turn and request counters, the event numbering and
@@ -208,6 +397,7 @@ class Agent:
         afterwards (the writer is closed).
         """
         check_fsync(fsync)  # before anything is opened
+        require_trio()
         given = locals()
         options = AgentOptions(
             model=model, fsync=fsync, **{key: given[key] for key in RESUMED_OPTIONS}
@@ -230,6 +420,7 @@ class Agent:
         state = self._state
         if self._host_manager is not None or state.closed is not None:
             raise RuntimeError(state.closed or "an Agent can be entered only once")
+        require_trio()
         await state.open()
         self._host_manager = trio.open_nursery()
         state.host = await self._host_manager.__aenter__()
@@ -267,9 +458,17 @@ class Agent:
     @property
     def pending_approvals(self) -> tuple[ToolCall, ...]:
         """Calls held for a person's approval (``@tool(requires_approval=True)`` or
-        ``Agent(approval=)``), decided or not, until the next turn runs or answers
-        them; in call order, with the arguments the model gave."""
+        ``Agent(approval=)``) and not decided yet, in call order, with the
+        arguments the model gave: each can be approved or rejected once. (A
+        decided call leaves this list for ``decided_approvals``.)"""
         return self._state.approvals.pending()
+
+    @property
+    def decided_approvals(self) -> tuple[ToolCall, ...]:
+        """Held calls already approved or rejected (here, or by another process
+        before ``Agent.resume``: ``trio-agent approve``), that the next turn runs
+        or answers; in call order, with the arguments the model gave."""
+        return self._state.approvals.decided_calls()
 
     async def approve(
         self, call_id: str, *, arguments: dict[str, Any] | None = None, by: str = ""
@@ -368,6 +567,39 @@ class Agent:
         state.inbox.follow_ups.append(state.inbox.admit(message, state.conversation))
 
     # -- turns
+    @overload
+    def turn(
+        self,
+        message: str | UserMessage | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+        settings: ModelSettings | None = None,
+        output_type: type[T],
+        output_validator: OutputValidator | None = None,
+        deps: DepsT = NO_DEPS,
+    ) -> TurnRun[T]: ...
+    @overload
+    def turn(
+        self,
+        message: str | UserMessage | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+        settings: ModelSettings | None = None,
+        output_type: None = None,
+        output_validator: OutputValidator | None = None,
+        deps: DepsT = NO_DEPS,
+    ) -> TurnRun[OutputT]: ...
+    @overload
+    def turn(
+        self,
+        message: str | UserMessage | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+        settings: ModelSettings | None = None,
+        output_type: Any,
+        output_validator: OutputValidator | None = None,
+        deps: DepsT = NO_DEPS,
+    ) -> TurnRun[Any]: ...
     def turn(
         self,
         message: str | UserMessage | None = None,
@@ -376,7 +608,8 @@ class Agent:
         settings: ModelSettings | None = None,
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
-    ) -> TurnRun:
+        deps: Any = None,
+    ) -> TurnRun[Any]:
         """A turn on ``message`` (if any) plus the queued input; nothing runs until entered.
 
         With no message and nothing queued the model is called only when it
@@ -394,9 +627,17 @@ class Agent:
         (``Agent(output_type=)``, with the agent's mode and retries, and this
         turn's ``output_validator``, if any: the agent's is for its own type);
         ``str`` asks for plain text. ``TurnResult.output`` holds the answer.
+        ``deps``: this turn's dependencies, as they are (not copied, never
+        recorded): its tools read them as ``ctx.deps``, its tool-call hooks too,
+        and the calls it runs after their approval (given by an earlier turn)
+        see this turn's. ``RuntimeError`` at once when a tool source was never
+        entered, or an approved call this turn would run names a tool the agent
+        was not given.
         """
         scope = trio.CancelScope() if cancel_scope is None else cancel_scope
-        return self._new_turn(message, cancel_scope, scope, settings, output_type, output_validator)
+        return self._new_turn(
+            message, cancel_scope, scope, settings, output_type, output_validator, deps
+        )
 
     def _new_turn(
         self,
@@ -406,7 +647,8 @@ class Agent:
         settings: ModelSettings | None,
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
-    ) -> TurnRun:
+        deps: Any = None,
+    ) -> TurnRun[Any]:
         check_cancel_scope(given)
         state = self._state
         output = (  # the agent's validator is for its own type
@@ -420,9 +662,10 @@ class Agent:
             offered(state.tools, output, state.sources),
         )
         state.check_free()
+        state.check_ready()  # the tool sources entered, the approved calls' tools given
         prompt = None if message is None else state.inbox.admit(message, state.conversation)
         claim_cancel_scope(given)  # the turn's own: no other turn may take it now
-        return TurnRun(state, prompt, scope, settings, output)
+        return TurnRun(state, prompt, scope, settings, output, deps)
 
     @overload
     async def prompt(
@@ -433,6 +676,7 @@ class Agent:
         settings: ModelSettings | None = None,
         output_type: type[T],
         output_validator: OutputValidator | None = None,
+        deps: DepsT = NO_DEPS,
     ) -> TurnResult[T]: ...
     @overload
     async def prompt(
@@ -441,8 +685,20 @@ class Agent:
         *,
         cancel_scope: trio.CancelScope | None = None,
         settings: ModelSettings | None = None,
-        output_type: Any = None,
+        output_type: None = None,
         output_validator: OutputValidator | None = None,
+        deps: DepsT = NO_DEPS,
+    ) -> TurnResult[OutputT]: ...
+    @overload
+    async def prompt(
+        self,
+        message: str | UserMessage | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+        settings: ModelSettings | None = None,
+        output_type: Any,
+        output_validator: OutputValidator | None = None,
+        deps: DepsT = NO_DEPS,
     ) -> TurnResult[Any]: ...
     async def prompt(
         self,
@@ -452,8 +708,10 @@ class Agent:
         settings: ModelSettings | None = None,
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
+        deps: Any = None,
     ) -> TurnResult[Any]:
-        """Run one turn and return its result (``TurnResult[T]`` with ``output_type=T``).
+        """Run one turn and return its result (``TurnResult[T]`` for an ``Agent[T]``,
+        or with ``output_type=T``).
 
         A deadline on the turn: pass ``cancel_scope=trio.CancelScope(deadline=...)``
         (or ``relative_deadline=``), not yet entered, a fresh one for each turn
@@ -463,13 +721,15 @@ class Agent:
         cancelled nursery) also ends the turn as ``cancelled`` and records it,
         then propagates as ``trio.Cancelled``, as trio intends, so no result
         is returned. Either way the transcript keeps only complete messages
-        and queued input stays queued. ``settings``, ``output_type`` and
-        ``output_validator`` as for ``turn()``.
+        and queued input stays queued. ``settings``, ``output_type``,
+        ``output_validator`` and ``deps`` as for ``turn()``. Awaited outside
+        trio (``asyncio.run``), ``RuntimeError`` at once, saying so.
         """
+        require_trio()  # before the message takes an id: nothing is left behind
         # With no scope given, nothing but the caller's own scopes can cancel the turn:
         # it needs no cancel scope (and trio's 500 B per entered scope) of its own.
         run = self._new_turn(
-            message, cancel_scope, cancel_scope, settings, output_type, output_validator
+            message, cancel_scope, cancel_scope, settings, output_type, output_validator, deps
         )
         await run.drive_inline()  # as run.wait(), with one frame less per suspended turn
         result = run.result
@@ -499,6 +759,7 @@ class Agent:
         take turns, and a call while it runs a turn of its own is an error result.
         A recorded turn's result ends with ``[agent session <id>, turn <n>]``.
         ``max_seconds``: each call's turn is cancelled past it (an error result).
+        Each call's turn gets the calling turn's ``deps`` (the same object).
 
         Cancellation: cancelling the outer call cancels the turn (recorded as
         cancelled); ``trio.Cancelled`` propagates and the call gets no result.

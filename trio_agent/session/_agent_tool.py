@@ -19,6 +19,9 @@ Two ways to run a call (``fresh``):
   calls. An agent runs one turn at a time, so calls wait for each other
   (a ``trio.Lock``) instead of failing with "already running a turn".
 
+The inner turn gets the outer call's ``deps`` (``ctx.deps``, the outer turn's),
+the same object: the inner agent's tools read what the outer agent's do.
+
 A ledger-recorded inner turn is linked from the outer ``tool/result``: its
 content ends with a text block ``[agent session <id>, turn <n>]`` (success
 and error alike; ``linked_session`` reads it back), and a fresh call's
@@ -84,8 +87,12 @@ class _Agent(Protocol):
     def session_id(self) -> str | None: ...
 
     def turn(
-        self, message: str | None = None, *, cancel_scope: trio.CancelScope | None = None
-    ) -> TurnRun: ...
+        self,
+        message: str | None = None,
+        *,
+        cancel_scope: trio.CancelScope | None = None,
+        deps: Any = None,
+    ) -> TurnRun[Any]: ...
 
     async def aclose(self) -> None: ...
 
@@ -227,7 +234,7 @@ def _tool_line(event: ToolStarted | ToolUpdated | ToolFinished) -> str:
     return f"{name} {'failed' if event.result.is_error else 'done'}"
 
 
-async def _watch(run: TurnRun, progress: _Progress) -> TurnResult:
+async def _watch(run: TurnRun[Any], progress: _Progress) -> TurnResult[Any]:
     """Run the turn, reporting its events, and return its result. Cancellation:
     leaving ``async with run`` cancels the turn, which records itself as
     cancelled; then ``Cancelled`` propagates (no result)."""
@@ -389,16 +396,15 @@ class _Runner:
                 "waiting for it: an agent cannot call itself through its tool with fresh=False"
             )
         async with self._lock:  # one turn at a time: later calls wait here
-            result = await _watch(
-                agent.turn(text, cancel_scope=_scope(self._max_seconds)), _Progress(context)
-            )
+            run = agent.turn(text, cancel_scope=_scope(self._max_seconds), deps=context.deps)
+            result = await _watch(run, _Progress(context))
         return result, _link(agent.session_id, result.turn)
 
     async def _run_fresh(self, text: str, context: ToolContext) -> tuple[TurnResult, str | None]:
         parent = {"agent_tool": {"name": self._name, "call_id": context.call.id}}
         agent = self._copy(self._store, parent, self._name)
         try:
-            run = agent.turn(text, cancel_scope=_scope(self._max_seconds))
+            run = agent.turn(text, cancel_scope=_scope(self._max_seconds), deps=context.deps)
             result = await _watch(run, _Progress(context))
         finally:
             await agent.aclose()  # shielded: a recorded session is closed cleanly

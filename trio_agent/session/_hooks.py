@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import final
+from typing import Any, final
 
 import msgspec
 
@@ -33,6 +33,7 @@ from ..messages._ir import (
 )
 from ..messages._rules import validate_transcript as validate
 from ..model import ModelRequest
+from ..tools._context import ToolContext
 from ._inbox import Inbox
 from ._policy import SessionPolicy, ToolBlocked
 from ._retry import truncate_content
@@ -67,6 +68,7 @@ class SessionHooks(StepHooks):
 
     __slots__ = (
         "_approvals",
+        "_deps",
         "_emit",
         "_failing_count",
         "_failing_key",
@@ -86,8 +88,10 @@ class SessionHooks(StepHooks):
         turn: int,
         approvals: Approvals | None = None,
         journal: Journal | None = None,
+        deps: Any = None,
     ) -> None:
         self._policy = policy
+        self._deps = deps  # the turn's: what the tool-call hooks see as ctx.deps
         self._approvals = Approvals() if approvals is None else approvals
         self._journal = journal
         self._inbox = inbox
@@ -217,10 +221,14 @@ class SessionHooks(StepHooks):
         rejected = rejection(call.id, self._approvals)
         if rejected is not None:  # a person's no, given between turns
             return rejected
-        hook = self._policy.before_tool_call
+        policy = self._policy
+        hook = policy.before_tool_call
         if hook is None:
             return None
-        decision = await call_hook("before_tool_call", hook, call)
+        if policy.before_takes_context:
+            decision = await call_hook("before_tool_call", hook, call, self._context(call))
+        else:
+            decision = await call_hook("before_tool_call", hook, call)
         if decision is None:
             return None
         if type(decision) is not ToolBlocked:
@@ -231,13 +239,22 @@ class SessionHooks(StepHooks):
         return decision.reason
 
     async def after_tool_call(self, call: ToolCall, result: ToolResultMessage) -> ToolResultMessage:
-        hook = self._policy.after_tool_call
+        policy = self._policy
+        hook = policy.after_tool_call
         if hook is not None:
-            result = await call_hook("after_tool_call", hook, call, result)
+            if policy.after_takes_context:
+                result = await call_hook("after_tool_call", hook, call, result, self._context(call))
+            else:
+                result = await call_hook("after_tool_call", hook, call, result)
             if type(result) is not ToolResultMessage:
                 return result  # the engine names the hook in its error
         self._track_failures(call, result)
         return result
+
+    def _context(self, call: ToolCall) -> ToolContext[Any]:
+        """The ``ToolContext`` a tool-call hook that asks for one gets: the call and
+        the turn's ``deps``, as the tool sees them (a hook's reports go nowhere)."""
+        return ToolContext(call, None, self._deps)
 
     def finalize_result(self, result: ToolResultMessage) -> ToolResultMessage:
         limit = self._policy.max_tool_result_chars

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..model import Model, ModelSettings
     from ..output._spec import OutputValidator
     from ..telemetry._pricing import Price
-    from ..tools._tool import Tool, ToolRegistry, ToolSource
+    from ..tools._tool import ToolRegistry, ToolSource
     from ._policy import (
         AfterToolCall,
         BeforeToolCall,
@@ -47,7 +47,7 @@ class AgentOptions:
     built, naming the option at fault."""
 
     model: Model
-    tools: ToolRegistry | Iterable[Tool[..., Any]] | None = None
+    tools: ToolRegistry | Iterable[object] | None = None
     settings: ModelSettings | None = None
     system: str = ""
     max_steps: int = 32
@@ -69,6 +69,7 @@ class AgentOptions:
     max_parallel_tools: int = 10
     tool_grace_period: float = 5.0
     output_type: Any = None
+    deps_type: Any = None
     output_mode: Literal["tool", "native"] = "tool"
     output_retries: int = 2
     output_validator: OutputValidator | None = None

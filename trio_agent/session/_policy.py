@@ -5,6 +5,7 @@ are (``block`` stops a call)."""
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, final
@@ -30,11 +31,13 @@ from ..messages._ir import (
 from ..model import Model, ModelRequest
 from ..output._spec import OutputSpec, offered
 from ..telemetry._pricing import Price, check_prices
+from ..tools._context import ToolContext
 from ..tools._tool import ToolRegistry, ToolSource
 from ._retry import DEFAULT_RETRY, RetryPolicy, estimate_tokens
 
 __all__ = [
     "POLICY_OPTIONS",
+    "takes_context",
     "AfterToolCall",
     "BeforeToolCall",
     "Compact",
@@ -48,8 +51,17 @@ __all__ = [
 
 
 TransformContext = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
-BeforeToolCall = Callable[[ToolCall], Awaitable["ToolBlocked | None"]]
-AfterToolCall = Callable[[ToolCall, ToolResultMessage], Awaitable[ToolResultMessage]]
+BeforeToolCall = (
+    Callable[[ToolCall], Awaitable["ToolBlocked | None"]]
+    | Callable[[ToolCall, ToolContext[Any]], Awaitable["ToolBlocked | None"]]
+)
+"""``before_tool_call(call)``, or ``(call, ctx)`` to get the call's ``ToolContext``."""
+AfterToolCall = (
+    Callable[[ToolCall, ToolResultMessage], Awaitable[ToolResultMessage]]
+    | Callable[[ToolCall, ToolResultMessage, ToolContext[Any]], Awaitable[ToolResultMessage]]
+)
+"""``after_tool_call(call, result)``, or ``(call, result, ctx)`` to get the call's
+``ToolContext``."""
 ShouldStopTurn = Callable[[TurnState], Awaitable[bool]]
 Compact = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
 CountTokens = Callable[[ModelRequest], int]
@@ -102,6 +114,16 @@ class SessionPolicy:
     tool_grace_period: float
     settings: ModelSettings | None
     prices: Mapping[str, Price] | None
+    before_takes_context: bool = attrs.field(init=False, default=False)
+    """``before_tool_call`` takes the call's ``ToolContext`` as a second argument."""
+    after_takes_context: bool = attrs.field(init=False, default=False)
+    """``after_tool_call`` takes the call's ``ToolContext`` as a third argument."""
+
+    def __attrs_post_init__(self) -> None:
+        before = takes_context("before_tool_call", self.before_tool_call, 1)
+        object.__setattr__(self, "before_takes_context", before)
+        after = takes_context("after_tool_call", self.after_tool_call, 2)
+        object.__setattr__(self, "after_takes_context", after)
 
     @classmethod
     def build(cls, **options: Any) -> SessionPolicy:
@@ -159,10 +181,11 @@ class SessionPolicy:
         settings: ModelSettings | None = None,
         output: OutputSpec | None = None,
         sources: tuple[ToolSource, ...] = (),
+        deps: Any = None,
     ) -> TurnSpec:
         """A turn's spec: ``tools`` as registered now, and the agent's settings with
         the turn's ``settings`` over them (``ValueError`` if a ``tool_choice``
-        names a tool it does not have)."""
+        names a tool it does not have), and the turn's ``deps``."""
         return build_spec(
             model,
             tools,
@@ -176,10 +199,11 @@ class SessionPolicy:
             ),
             output,
             sources,
+            deps,
         )
 
 
-POLICY_OPTIONS = tuple(field.name for field in attrs.fields(SessionPolicy))
+POLICY_OPTIONS = tuple(field.name for field in attrs.fields(SessionPolicy) if field.init)
 """The ``Agent()`` options that make its ``SessionPolicy``, by name."""
 
 _POLICIES: weakref.WeakValueDictionary[tuple[Any, ...], SessionPolicy] = (
@@ -187,6 +211,40 @@ _POLICIES: weakref.WeakValueDictionary[tuple[Any, ...], SessionPolicy] = (
 )
 """Policies of live agents that can be shared, by their plain values; an entry goes
 with the last agent holding its policy."""
+
+
+def takes_context(name: str, hook: object, arguments: int) -> bool:
+    """Whether the tool-call ``hook`` takes the call's ``ToolContext`` after its
+    ``arguments`` positional ones (it has room for one more), read from its
+    signature once, when the agent is built. A hook whose signature cannot be
+    read, or that takes ``*args`` after its ``arguments``, is called as before;
+    ``TypeError`` if it cannot take ``arguments`` positional arguments at all."""
+    if hook is None:
+        return False
+    try:
+        signature = inspect.signature(hook)  # type: ignore[arg-type]  # checked callable
+    except (TypeError, ValueError):  # a builtin or an odd callable: as before
+        return False
+    positional = required = 0
+    variadic = False
+    for parameter in signature.parameters.values():
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            positional += 1
+            required += parameter.default is parameter.empty
+        elif parameter.kind is parameter.VAR_POSITIONAL:
+            variadic = True
+        elif parameter.kind is parameter.KEYWORD_ONLY and parameter.default is parameter.empty:
+            required = arguments + 2  # a keyword it must get: it cannot be called so
+    if positional > arguments and required <= arguments + 1:
+        return True
+    if (positional == arguments or variadic) and required <= arguments:
+        return False
+    shape = "(call)" if arguments == 1 else "(call, result)"
+    context = "(call, ctx)" if arguments == 1 else "(call, result, ctx)"
+    raise TypeError(
+        f"{name} must take {shape}, or {context} to get the call's ToolContext; "
+        f"{hook!r:.80} takes {signature}"
+    )
 
 
 def _sharing_key(policy: SessionPolicy) -> tuple[Any, ...] | None:

@@ -152,10 +152,12 @@ class SessionState:
             **{key: getattr(self.policy, key) for key in POLICY_OPTIONS},
         )
 
-    def spec(self, settings: ModelSettings | None, output: OutputSpec | None) -> TurnSpec:
+    def spec(
+        self, settings: ModelSettings | None, output: OutputSpec | None, deps: Any = None
+    ) -> TurnSpec:
         """A turn's spec: the tools as registered now, the turn's settings over the
-        agent's."""
-        return self.policy.spec(self.model, self.tools, settings, output, self.sources)
+        agent's, the turn's ``deps``."""
+        return self.policy.spec(self.model, self.tools, settings, output, self.sources, deps)
 
     # -- the ledger, created on first use
     async def open(self, prompt: UserMessage | None = None) -> None:
@@ -193,6 +195,23 @@ class SessionState:
         return ledger
 
     # -- turns
+    def check_ready(self) -> None:
+        """``RuntimeError`` when the next turn could not do what it must, before it
+        records anything: a tool source that cannot list its tools (an MCP server
+        never entered raises so), or an approved call it would run whose tool the
+        agent was not given (a session resumed without it)."""
+        sources, approvals = self.sources, self.approvals
+        if not sources and not approvals.decisions:
+            return
+        offered = {tool.name for source in sources for tool in source.tools()}
+        for call, decision in approvals.decided():
+            if decision.approved and call.name not in self.tools and call.name not in offered:
+                raise RuntimeError(
+                    f"approved call {call.id!r} needs the tool {call.name!r}, which this agent "
+                    f"was not given: pass it in tools= (or a tool source that has it in "
+                    "tool_sources=) when you resume the session"
+                )
+
     def check_free(self) -> None:
         """``RuntimeError`` if a turn runs or the session is closed."""
         if self.active is not None or self.closed is not None:

@@ -18,6 +18,7 @@ from ..engine._run import EventRun, cancelled_from_outside
 from ..engine._turn import TurnOutcome, accept, run_turn
 from ..errors import INTERNAL_ERROR, describe
 from ..events import (
+    OutputT,
     SessionEvent,
     TurnCancelled,
     TurnEnd,
@@ -46,13 +47,14 @@ def _code_of(end: TurnEnd) -> str | None:
 
 
 @final
-class TurnRun(EventRun[SessionEvent, TurnResult]):
+class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
     """One turn of an ``Agent``: enter it once and iterate its events, or ``await wait()``.
 
     Events: ``turn.started``, the turn's input as ``message.accepted``, the
     core's step events, ``attempt.failed`` for retried attempts,
     ``context.compacted``, and last ``turn.finished``. Sequences continue
-    the session's one counter.
+    the session's one counter. ``TurnRun[T]`` (a turn of an ``Agent[T]``, or
+    one given ``output_type=T``): its result is a ``TurnResult[T]``.
     """
 
     _task_name = "trio_agent.turn"
@@ -64,12 +66,14 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         scope: trio.CancelScope | None,
         settings: ModelSettings | None = None,
         output: OutputSpec | None = None,
+        deps: Any = None,
     ) -> None:
         super().__init__(scope)
         self._state = state
         self._prompt = prompt
         self._settings = settings  # the turn's own, over the agent's
         self._output = output
+        self._deps = deps  # given to the turn's tools and hooks, never recorded
         self._spec: TurnSpec | None = None  # the turn's, once it has begun
 
     @property
@@ -88,7 +92,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
         session = self._state
         conversation = session.conversation
         policy = session.policy
-        spec = session.spec(self._settings, self._output)  # the tools as they are now
+        spec = session.spec(self._settings, self._output, self._deps)  # the tools as now
         turn_state = TurnState()
         outcome: TurnOutcome | None = None
         try:
@@ -102,7 +106,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult]):
                 with _UNSCOPED if self._scope is None else self._scope:
                     approvals = session.approvals
                     hooks = SessionHooks(
-                        policy, session.inbox, emit, turn, approvals, session.ledger
+                        policy, session.inbox, emit, turn, approvals, session.ledger, self._deps
                     )
                     outcome = await self._open(turn, taken, repairs, spec, hooks, emit, host)
                     if outcome is None:

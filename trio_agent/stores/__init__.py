@@ -11,6 +11,7 @@ OS inline and fsyncs in a small shared thread pool (group commit); SQLite and
 PostgreSQL run their drivers in worker threads.
 """
 
+from .._public import publish as _publish
 from ._base import LoadedSession as LoadedSession
 from ._base import SessionStore as SessionStore
 from ._base import parse_jsonl as parse_jsonl
@@ -26,3 +27,5 @@ __all__ = [
     "SqliteStore",
     "parse_jsonl",
 ]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

@@ -26,6 +26,7 @@ or the conventional environment variable
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ._content import CAPTURE_CONTENT_VARIABLE as CAPTURE_CONTENT_VARIABLE
 from ._content import configure as configure
 
@@ -33,3 +34,5 @@ __all__ = [
     "CAPTURE_CONTENT_VARIABLE",
     "configure",
 ]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

@@ -11,6 +11,7 @@
 - the pytest plugin (``trio_agent.testing.pytest_plugin``): fixtures.
 """
 
+from .._public import publish as _publish
 from ._callable import CallableModel as CallableModel
 from ._explorer import ExplorationFailure as ExplorationFailure
 from ._explorer import ExplorationReport as ExplorationReport
@@ -66,3 +67,5 @@ __all__ = [
     "tool_calls_for",
     "trace",
 ]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

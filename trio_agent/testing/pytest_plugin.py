@@ -35,6 +35,8 @@ from ._guard import block_network
 from ._invariants import assert_run_invariants
 from ._scripted import ScriptedModel, ScriptedResponse
 
+__all__ = ["EventRecorder"]  # the fixtures and hooks are for pytest to find
+
 
 class EventRecorder:
     """Consumes runs and keeps what it saw (``runs``: a list of (events, result))."""

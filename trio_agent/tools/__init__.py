@@ -5,6 +5,7 @@ result the model can read and act on.
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ..limits import REJECTED_ARGUMENTS as REJECTED_ARGUMENTS
 from ._context import MAX_PROGRESS_TEXT as MAX_PROGRESS_TEXT
 from ._context import PROGRESS_INTERVAL as PROGRESS_INTERVAL
@@ -36,3 +37,5 @@ __all__ = [
     "MAX_PROGRESS_TEXT",
     "PROGRESS_INTERVAL",
 ]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

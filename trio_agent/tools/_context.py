@@ -1,9 +1,11 @@
-"""The context of a running tool call: its ``call``, and progress reports.
+"""The context of a running tool call: its ``call``, the turn's ``deps``, and
+progress reports.
 
-A call run with progress support (a tool declared ``progress=True``) gets a
-``ToolContext`` whose reports become ``tool.updated`` events; ``CURRENT``
-holds it for the call's task (and the tasks it starts). Outside such a call
-``tool_context()`` returns one whose reports go nowhere.
+A call run with progress support (a tool declared ``progress=True``, as every
+``@tool`` that takes a ``ToolContext`` is) gets a ``ToolContext`` whose reports
+become ``tool.updated`` events; ``CURRENT`` holds it for the call's task (and
+the tasks it starts). Outside such a call ``tool_context()`` returns one whose
+reports go nowhere and whose ``deps`` is None.
 """
 
 from __future__ import annotations
@@ -11,14 +13,31 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import final
+from typing import TYPE_CHECKING, Any, Generic, final
 
 import trio
 
 from ..limits import without_lone_surrogates
 from ..messages._ir import ToolCall
 
-__all__ = ["CURRENT", "MAX_PROGRESS_TEXT", "PROGRESS_INTERVAL", "ToolContext", "tool_context"]
+__all__ = [
+    "CURRENT",
+    "MAX_PROGRESS_TEXT",
+    "PROGRESS_INTERVAL",
+    "DepsT",
+    "ToolContext",
+    "is_context_type",
+    "tool_context",
+]
+
+if TYPE_CHECKING:  # a default (PEP 696): a bare ``ToolContext`` is ``ToolContext[Any]``
+    from typing_extensions import TypeVar
+
+    DepsT = TypeVar("DepsT", default=Any)
+else:
+    from typing import TypeVar
+
+    DepsT = TypeVar("DepsT")
 
 MAX_PROGRESS_TEXT = 1000
 """Characters of one progress report; longer text is cut."""
@@ -28,8 +47,14 @@ are dropped."""
 
 
 @final
-class ToolContext:
-    """What a running tool call can use: its ``call``, and ``report()`` for progress.
+class ToolContext(Generic[DepsT]):
+    """What a running tool call can use: its ``call``, the turn's ``deps``, and
+    ``report()`` for progress.
+
+    ``deps`` is what the turn was given (``agent.prompt(..., deps=x)``,
+    ``run_agent_loop(..., deps=x)``), the same object, never copied and never
+    recorded; None when none was given. Annotate the parameter
+    ``ToolContext[MyDeps]`` and a type checker knows ``ctx.deps`` is a ``MyDeps``.
 
     Reports are passed on as ``tool.updated`` events, at most one per
     ``PROGRESS_INTERVAL`` seconds (trio's clock) and ``MAX_PROGRESS_TEXT``
@@ -38,10 +63,16 @@ class ToolContext:
     and may be called from a worker thread (``trio.to_thread``) too.
     """
 
-    __slots__ = ("_last", "_sink", "_token", "call", "dropped")
+    __slots__ = ("_last", "_sink", "_token", "call", "deps", "dropped")
 
-    def __init__(self, call: ToolCall, sink: Callable[[str, float | None], None] | None) -> None:
+    def __init__(
+        self,
+        call: ToolCall,
+        sink: Callable[[str, float | None], None] | None,
+        deps: DepsT = None,  # type: ignore[assignment]  # None: the turn was given none
+    ) -> None:
         self.call = call
+        self.deps = deps
         self._sink = sink
         self._last = -math.inf
         self._token: trio.lowlevel.TrioToken | None = None
@@ -93,14 +124,20 @@ class ToolContext:
         self._sink = None
 
 
-CURRENT: ContextVar[ToolContext | None] = ContextVar("trio_agent_tool_context", default=None)
+CURRENT: ContextVar[ToolContext[Any] | None] = ContextVar("trio_agent_tool_context", default=None)
 
 
-def tool_context() -> ToolContext:
+def tool_context() -> ToolContext[Any]:
     """The context of the tool call running in this task.
 
     Outside a call, or in a call run without progress support (a tool not
-    declared ``progress=True``), reports go nowhere.
+    declared ``progress=True``), reports go nowhere and ``deps`` is None.
     """
     context = CURRENT.get()
     return ToolContext(ToolCall("", "", {}), None) if context is None else context
+
+
+def is_context_type(annotation: object) -> bool:
+    """Whether a parameter annotated so receives the call's ``ToolContext``:
+    ``ToolContext`` itself or ``ToolContext[D]``."""
+    return annotation is ToolContext or getattr(annotation, "__origin__", None) is ToolContext

@@ -26,6 +26,7 @@ from ..model import ToolSpec
 from ._context import MAX_PROGRESS_TEXT as MAX_PROGRESS_TEXT
 from ._context import PROGRESS_INTERVAL as PROGRESS_INTERVAL
 from ._context import ToolContext as ToolContext
+from ._context import is_context_type
 from ._context import tool_context as tool_context
 from ._frozen import frozen_json, is_json_object
 from ._schema import inline_schema
@@ -249,7 +250,7 @@ def _arguments_fields(
     fields: list[tuple[Any, ...]] = []
     context_name: str | None = None
     for parameter in signature.parameters.values():
-        if hints.get(parameter.name) is ToolContext:
+        if is_context_type(hints.get(parameter.name)):
             context_name = parameter.name  # injected, not an argument the model sees
             continue
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
@@ -399,8 +400,9 @@ def tool(
     adds constraints and descriptions). Arguments are validated with msgspec
     before the call; a mismatch is a ``ToolArgumentsError`` whose message has
     the JSON path (``Expected `int`, got `str` - at `$.left```).
-    A parameter annotated ``ToolContext`` is not an argument: it receives the
-    call's context (``ctx.report(...)`` for progress). ``exclusive=True``
+    A parameter annotated ``ToolContext`` (or ``ToolContext[MyDeps]``) is not an
+    argument: it receives the call's context (``ctx.deps``, the turn's
+    dependencies; ``ctx.report(...)`` for progress). ``exclusive=True``
     makes the tool run alone in a parallel batch; ``requires_approval=True``
     makes an ``Agent`` hold each call until a person approves it (a function of
     the arguments instead holds the calls it returns True for). Use as
@@ -435,12 +437,14 @@ class ToolRegistry:
     # until either side registers; the specs tuple is built once per change.
     __slots__ = ("_shared", "_specs", "_tools")
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def __init__(self, tools: Iterable[object] = ()) -> None:
+        # Iterable[object]: a checker joins tools of different signatures to object
+        # (``[async_tool, def_tool]`` is a list[object]); register() checks each one.
         self._tools: dict[str, Tool] = {}
         self._shared = False
         self._specs: tuple[ToolSpec, ...] | None = None
         for item in tools:
-            self.register(item)
+            self.register(typing.cast(Tool, item))  # checked there
 
     def register(self, tool: Tool) -> None:
         """Add ``tool``: ``ValueError`` if the name is taken, ``TypeError`` if not a ``Tool``."""

@@ -12,7 +12,10 @@ reports its command's output lines as they come, and ``read_file``, ``glob``
 and ``grep`` report how far they got, as ``tool.updated`` events.
 """
 
+from .._public import publish as _publish
 from ._errors import WorkspaceError as WorkspaceError
 from ._workspace import Workspace as Workspace
 
 __all__ = ["Workspace", "WorkspaceError"]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)

@@ -10,3 +10,5 @@ coding; ``_redirect`` follows a 307/308 within an origin; ``_secrets`` keeps the
 key out of every message; ``_errors`` says what a failure stands for. The
 adapters import what they need from those modules; nothing here is public.
 """
+
+__all__: list[str] = []

@@ -8,6 +8,9 @@ heartbeat); ``_commit`` the group commit.
 
 from __future__ import annotations
 
+from ..._public import publish as _publish
 from ._store import PostgresStore as PostgresStore
 
 __all__ = ["PostgresStore"]
+
+_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)
