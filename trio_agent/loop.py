@@ -17,7 +17,12 @@ from ._settings import ModelSettings, check_run_settings
 from .engine._emit import Emitter
 from .engine._hooks import TurnSpec, TurnState, build_spec
 from .engine._lifecycle import end_turn, leave_turn, start_turn
-from .engine._options import check_loop_options, check_tool_execution, check_tool_sources
+from .engine._options import (
+    check_loop_options,
+    check_tool_execution,
+    check_tool_sources,
+    model_of,
+)
 from .engine._outcomes import result_of
 from .engine._run import EventRun, cancelled_from_outside
 from .engine._transcript import Conversation
@@ -49,7 +54,7 @@ T = TypeVar("T")
 def run_agent_loop(
     *,
     messages: Sequence[Message],
-    model: Model,
+    model: Model | str,
     tools: ToolRegistry,
     max_steps: int,
     request_sequence_start: int = 1,
@@ -69,7 +74,7 @@ def run_agent_loop(
 def run_agent_loop(
     *,
     messages: Sequence[Message],
-    model: Model,
+    model: Model | str,
     tools: ToolRegistry,
     max_steps: int,
     request_sequence_start: int = 1,
@@ -88,7 +93,7 @@ def run_agent_loop(
 def run_agent_loop(
     *,
     messages: Sequence[Message],
-    model: Model,
+    model: Model | str,
     tools: ToolRegistry,
     max_steps: int,
     request_sequence_start: int = 1,
@@ -137,6 +142,7 @@ def run_agent_loop(
     servers) add their current tools before every step (a name ``tools`` has
     keeps its own tool).
     """
+    model = model_of(model)  # a name ("openai:gpt-4o") made into its model
     check_loop_options(
         messages, model, tools, max_steps, request_sequence_start, cancel_scope, system
     )

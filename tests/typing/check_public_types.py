@@ -159,3 +159,13 @@ async def a_typed_turn_gives_a_typed_output(agent: ta.Agent) -> None:
     assert_type(result.output, Person | None)
     plain = await agent.prompt("hi")
     assert_type(plain.output, Any | None)
+
+
+def models_by_name_fallback_and_limits() -> None:
+    ta.Agent(model="openai:gpt-4o", usage_limits=ta.UsageLimits(requests=3, cost=0.5))
+    ta.Agent(model=ta.FallbackModel("openai:gpt-4o", "anthropic:claude-sonnet-4-5"))
+    assert_type(
+        ta.infer_model("ollama:llama3.2"),
+        ta.OpenAIChatModel | ta.OpenAIResponsesModel | ta.AnthropicModel,
+    )
+    ta.UsageLimits(3)  # type: ignore[call-arg]  # keywords only

@@ -15,9 +15,10 @@ from .._log import TOOLS
 from .._settings import ModelSettings
 from ..errors import HOOK_ERROR, StepError, describe
 from ..messages._ir import AssistantMessage, Message, ToolCall, ToolResultMessage
-from ..model import Model, ModelRequest, ToolSpec
+from ..model import Model, ModelRequest, ToolSpec, Usage
 from ..output._spec import OutputSlot, OutputSpec, check_output_tool
 from ..tools._tool import ToolRegistry, ToolSource
+from ._fallback import FallbackModel
 
 if TYPE_CHECKING:
     from ..telemetry._observe import Observer
@@ -51,6 +52,9 @@ class TurnState:
     # turn's end reason however later steps stop (a refusal outranks a length stop)
     sticky_stop: str | None = None
     last_message: AssistantMessage | None = None
+    fallback_usage: list[tuple[Model, Usage]] | None = None
+    """When a ``FallbackModel`` runs the turn: each answer's usage, with the model
+    that gave it (None otherwise: all of it is the turn's model's)."""
 
     @property
     def total_tokens(self) -> int:
@@ -77,6 +81,8 @@ class TurnSpec:
     """Where more tools come from (``tool_sources=``), read before every step."""
     observer: Observer | None = None
     """The turn's spans and debug log (``_observe``); None when nothing observes it."""
+    fallback: FallbackModel | None = None
+    """``model`` when it is a ``FallbackModel``: each attempt is then one of its models'."""
 
 
 def build_spec(
@@ -111,6 +117,7 @@ def build_spec(
         settings=settings,
         output=slot,
         sources=sources,
+        fallback=model if type(model) is FallbackModel else None,
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ..errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
 from ..events import ApprovalDecision as ApprovalDecision
 from ._agent import Agent as Agent
+from ._limits import UsageLimits as UsageLimits
 from ._policy import ToolBlocked as ToolBlocked
 from ._policy import block as block
 from ._retry import RetryPolicy as RetryPolicy
@@ -28,6 +29,7 @@ __all__ = [
     "RetryPolicy",
     "ToolBlocked",
     "TurnRun",
+    "UsageLimits",
     "block",
     "estimate_tokens",
     "truncate_text",

@@ -14,7 +14,7 @@ import trio
 
 from .._settings import ModelSettings, check_run_settings, check_settings, merge_settings
 from ..engine._approvals import ApprovalPolicy, decide
-from ..engine._options import check_cancel_scope, check_fsync, claim_cancel_scope
+from ..engine._options import check_cancel_scope, check_fsync, claim_cancel_scope, model_of
 from ..engine._run import exit_nursery
 from ..events import TurnResult
 from ..ledger._ledger import FsyncPolicy
@@ -27,6 +27,7 @@ from ..tools._tool import Tool, ToolRegistry, ToolSource
 from ._agent_tool import agent_tool, settled
 from ._hooks import closed_message
 from ._inbox import drain, owes_reply
+from ._limits import UsageLimits, check_limits, check_priced
 from ._options import AGENT_OPTIONS, RESUMED_OPTIONS, SESSION_OPTIONS, AgentOptions
 from ._policy import (
     AfterToolCall,
@@ -79,6 +80,15 @@ class Agent:
     ``usage.cost`` (else the ``genai-prices`` package does, when installed);
     ``name`` names the agent in traces (``invoke_agent {name}``).
 
+    ``model``: a ``Model``, or a model name (``"openai:gpt-4o"``,
+    ``"ollama:llama3.2"``: ``providers.infer_model``), or a ``FallbackModel``.
+    ``usage_limits`` (a ``UsageLimits``) hold each turn (a turn's own
+    ``usage_limits=`` replaces them for it); ``session_usage_limits`` hold the
+    session's turns together, across resumes too (what was used is read from
+    the ledger). A turn that reaches one ends with reason ``usage_limit``
+    (``TurnUsageLimit``). A cost limit needs each model's price (``prices``, or
+    genai-prices installed): ``ValueError`` here otherwise.
+
     Hooks (each an optional async callable): ``transform_context(messages)``
     returns the messages to send (the transcript itself is unchanged);
     ``before_tool_call(call)`` returns None or ``block(reason)``;
@@ -95,7 +105,7 @@ class Agent:
     def __init__(
         self,
         *,
-        model: Model,
+        model: Model | str,
         tools: ToolRegistry | Iterable[Tool[..., Any]] | None = None,
         settings: ModelSettings | None = None,
         system: str = "",
@@ -131,6 +141,8 @@ class Agent:
         tool_sources: Sequence[ToolSource] = (),
         prices: Mapping[str, Price] | None = None,
         name: str | None = None,
+        usage_limits: UsageLimits | None = None,
+        session_usage_limits: UsageLimits | None = None,
     ) -> None:
         given = locals()  # the options by name: AgentOptions is their one declaration
         options = AgentOptions(**{key: given[key] for key in AGENT_OPTIONS})
@@ -155,7 +167,7 @@ class Agent:
         store: SessionStore,
         session_id: str,
         *,
-        model: Model,
+        model: Model | str,
         tools: ToolRegistry | Iterable[Tool[..., Any]] | None = None,
         settings: ModelSettings | None = None,
         system: str | None = None,
@@ -185,6 +197,8 @@ class Agent:
         tool_sources: Sequence[ToolSource] = (),
         prices: Mapping[str, Price] | None = None,
         name: str | None = None,
+        usage_limits: UsageLimits | None = None,
+        session_usage_limits: UsageLimits | None = None,
     ) -> Agent:
         """Rebuild a recorded session, from its ledger, to go on with it.
 
@@ -210,7 +224,7 @@ class Agent:
         check_fsync(fsync)  # before anything is opened
         given = locals()
         options = AgentOptions(
-            model=model, fsync=fsync, **{key: given[key] for key in RESUMED_OPTIONS}
+            model=model_of(model), fsync=fsync, **{key: given[key] for key in RESUMED_OPTIONS}
         )
         resumed = await resume_session(store, session_id, options, system)
         agent = cls._of(resumed.state)
@@ -376,6 +390,7 @@ class Agent:
         settings: ModelSettings | None = None,
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnRun:
         """A turn on ``message`` (if any) plus the queued input; nothing runs until entered.
 
@@ -394,9 +409,14 @@ class Agent:
         (``Agent(output_type=)``, with the agent's mode and retries, and this
         turn's ``output_validator``, if any: the agent's is for its own type);
         ``str`` asks for plain text. ``TurnResult.output`` holds the answer.
+        ``usage_limits``: this turn's ``UsageLimits``, instead of the agent's
+        (``Agent(usage_limits=)``); the session's (``session_usage_limits``) hold
+        as well.
         """
         scope = trio.CancelScope() if cancel_scope is None else cancel_scope
-        return self._new_turn(message, cancel_scope, scope, settings, output_type, output_validator)
+        return self._new_turn(
+            message, cancel_scope, scope, settings, output_type, output_validator, usage_limits
+        )
 
     def _new_turn(
         self,
@@ -406,9 +426,12 @@ class Agent:
         settings: ModelSettings | None,
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnRun:
         check_cancel_scope(given)
         state = self._state
+        check_limits("usage_limits", usage_limits)
+        check_priced(state.model, state.policy.prices, usage_limits)
         output = (  # the agent's validator is for its own type
             state.output
             if output_type is None
@@ -422,7 +445,7 @@ class Agent:
         state.check_free()
         prompt = None if message is None else state.inbox.admit(message, state.conversation)
         claim_cancel_scope(given)  # the turn's own: no other turn may take it now
-        return TurnRun(state, prompt, scope, settings, output)
+        return TurnRun(state, prompt, scope, settings, output, usage_limits)
 
     @overload
     async def prompt(
@@ -433,6 +456,7 @@ class Agent:
         settings: ModelSettings | None = None,
         output_type: type[T],
         output_validator: OutputValidator | None = None,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnResult[T]: ...
     @overload
     async def prompt(
@@ -443,6 +467,7 @@ class Agent:
         settings: ModelSettings | None = None,
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnResult[Any]: ...
     async def prompt(
         self,
@@ -452,6 +477,7 @@ class Agent:
         settings: ModelSettings | None = None,
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnResult[Any]:
         """Run one turn and return its result (``TurnResult[T]`` with ``output_type=T``).
 
@@ -463,13 +489,19 @@ class Agent:
         cancelled nursery) also ends the turn as ``cancelled`` and records it,
         then propagates as ``trio.Cancelled``, as trio intends, so no result
         is returned. Either way the transcript keeps only complete messages
-        and queued input stays queued. ``settings``, ``output_type`` and
-        ``output_validator`` as for ``turn()``.
+        and queued input stays queued. ``settings``, ``output_type``,
+        ``output_validator`` and ``usage_limits`` as for ``turn()``.
         """
         # With no scope given, nothing but the caller's own scopes can cancel the turn:
         # it needs no cancel scope (and trio's 500 B per entered scope) of its own.
         run = self._new_turn(
-            message, cancel_scope, cancel_scope, settings, output_type, output_validator
+            message,
+            cancel_scope,
+            cancel_scope,
+            settings,
+            output_type,
+            output_validator,
+            usage_limits,
         )
         await run.drive_inline()  # as run.wait(), with one frame less per suspended turn
         result = run.result

@@ -32,8 +32,9 @@ from ..messages._ir import (
     TranscriptError,
 )
 from ..messages._rules import validate_transcript as validate
-from ..model import ModelRequest
+from ..model import Model, ModelRequest
 from ._inbox import Inbox
+from ._limits import UsageMeter
 from ._policy import SessionPolicy, ToolBlocked
 from ._retry import truncate_content
 
@@ -73,6 +74,8 @@ class SessionHooks(StepHooks):
         "_failing_tool",
         "_inbox",
         "_journal",
+        "_meter",
+        "_model",
         "_policy",
         "_rng",
         "_turn",
@@ -86,8 +89,12 @@ class SessionHooks(StepHooks):
         turn: int,
         approvals: Approvals | None = None,
         journal: Journal | None = None,
+        meter: UsageMeter | None = None,
+        model: Model | None = None,
     ) -> None:
         self._policy = policy
+        self._meter = meter  # the turn's usage limits and the session's, if any
+        self._model = model  # the turn's model, for the meter's prices
         self._approvals = Approvals() if approvals is None else approvals
         self._journal = journal
         self._inbox = inbox
@@ -218,17 +225,21 @@ class SessionHooks(StepHooks):
         if rejected is not None:  # a person's no, given between turns
             return rejected
         hook = self._policy.before_tool_call
-        if hook is None:
+        if hook is not None:
+            decision = await call_hook("before_tool_call", hook, call)
+            if decision is not None:
+                if type(decision) is not ToolBlocked:
+                    raise StepError(
+                        HOOK_ERROR,
+                        "hook before_tool_call must return None or block(reason), "
+                        f"got {decision!r:.200}",
+                    )
+                return decision.reason
+        meter = self._meter
+        if meter is None or call.name == OUTPUT_TOOL_NAME:  # the output tool is no tool call
             return None
-        decision = await call_hook("before_tool_call", hook, call)
-        if decision is None:
-            return None
-        if type(decision) is not ToolBlocked:
-            raise StepError(
-                HOOK_ERROR,
-                f"hook before_tool_call must return None or block(reason), got {decision!r:.200}",
-            )
-        return decision.reason
+        # last, with no await before the call is dispatched: what it counts is what runs
+        return meter.admit_call()
 
     async def after_tool_call(self, call: ToolCall, result: ToolResultMessage) -> ToolResultMessage:
         hook = self._policy.after_tool_call
@@ -270,4 +281,8 @@ class SessionHooks(StepHooks):
         limit = policy.max_repeated_failures
         if limit is not None and self._failing_count >= limit:
             return TurnRepeatedFailure(tool_name=self._failing_tool, count=self._failing_count)
+        meter = self._meter
+        if meter is not None:  # before the next request
+            assert self._model is not None
+            return meter.check(state, self._model)
         return None

@@ -31,6 +31,7 @@ from ..model import Model, ModelRequest
 from ..output._spec import OutputSpec, offered
 from ..telemetry._pricing import Price, check_prices
 from ..tools._tool import ToolRegistry, ToolSource
+from ._limits import UsageLimits, check_limits
 from ._retry import DEFAULT_RETRY, RetryPolicy, estimate_tokens
 
 __all__ = [
@@ -102,6 +103,8 @@ class SessionPolicy:
     tool_grace_period: float
     settings: ModelSettings | None
     prices: Mapping[str, Price] | None
+    usage_limits: UsageLimits | None
+    session_usage_limits: UsageLimits | None
 
     @classmethod
     def build(cls, **options: Any) -> SessionPolicy:
@@ -145,6 +148,10 @@ class SessionPolicy:
                 "tool_grace_period": float(options["tool_grace_period"]),
                 "settings": check_settings(options["settings"]),
                 "prices": check_prices(options["prices"]),
+                "usage_limits": check_limits("usage_limits", options["usage_limits"]),
+                "session_usage_limits": check_limits(
+                    "session_usage_limits", options["session_usage_limits"]
+                ),
             }
         )
         key = _sharing_key(policy)
