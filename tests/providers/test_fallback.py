@@ -10,7 +10,7 @@ import pytest
 import trio
 from loopback import Reply
 from otel_helpers import otel_sdk
-from sse_bodies import REQUEST, anthropic_hello
+from sse_bodies import DONE, REQUEST, anthropic_hello, choice, sse
 
 from trio_agent import (
     Agent,
@@ -219,3 +219,44 @@ def test_models_may_be_named_and_a_bad_one_is_refused(monkeypatch):
         FallbackModel("ollama:x", fallback_on=(ValueError, "x"))
     with pytest.raises(TypeError, match="fallback_on must be"):
         FallbackModel("ollama:x", fallback_on=3)
+
+
+async def test_a_fallback_on_that_raises_fails_the_turn_naming_it():
+    def broken(error: Exception) -> bool:
+        raise KeyError("oops")
+
+    chain = FallbackModel(
+        ScriptedModel([TransientModelError("503")]),
+        ScriptedModel([scripted_response("r1", "never")]),
+        fallback_on=broken,
+    )
+    result = await Agent(model=chain).prompt("hi")
+    assert result.end.reason == "failed" and result.end.code == "HOOK_ERROR"
+    assert "fallback_on raised KeyError" in result.end.detail
+
+
+async def test_a_fallback_on_function_decides_per_error():
+    second = ScriptedModel([scripted_response("r1", "from the second")])
+    chain = FallbackModel(
+        ScriptedModel([TransientModelError("503 overloaded")]),
+        second,
+        fallback_on=lambda error: "overloaded" in str(error),
+    )
+    assert (await Agent(model=chain).prompt("hi")).final_text == "from the second"
+
+
+async def test_it_closes_the_models_it_made_from_names_and_only_those(loopback, monkeypatch):
+    from sse_bodies import read
+
+    from trio_agent import ModelRequestError
+
+    monkeypatch.setenv("OLLAMA_BASE_URL", f"{loopback.url}/v1")
+    given = openai(loopback)
+    async with FallbackModel("ollama:llama3.2", given) as chain:
+        made = chain.models[0]
+    with pytest.raises(ModelRequestError, match="connection pool was closed"):
+        await read(made)
+    loopback.replies.append(Reply(body=sse(choice({"content": "hi"}), choice({}, "stop")) + DONE))
+    chunks, _ = await read(given)  # the one given belongs to the caller: still open
+    assert [c.text for c in chunks] == ["hi"]
+    await given.aclose()

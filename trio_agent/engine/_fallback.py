@@ -34,12 +34,13 @@ class FallbackModel:
     credentials, a refused request, a context overflow, or a stream that broke
     the provider's own format) moves to the next model at once, in the same
     step, with no wait. An attempt that fails otherwise (an exception that is
-    not a provider's, a step that breaks the loop's rules: ``MODEL_PROTOCOL_ERROR``),
-    or the last model's, ends the round: the session's retry policy then decides
-    as for any model, counting rounds (``RetryPolicy(attempts=3)`` tries the
-    chain three times), and a retry starts again from the first model. The bare
-    loop (``run_agent_loop``) has no retries: one round. Cancellation tries no
-    other model.
+    not a provider's), or the last model's, ends the round: the session's retry
+    policy then decides as for any model, counting rounds
+    (``RetryPolicy(attempts=3)`` tries the chain three times), and a retry
+    starts again from the first model. The bare loop (``run_agent_loop``) has
+    no retries: one round. An answer that breaks the loop's rules fails the
+    turn (``MODEL_PROTOCOL_ERROR``) whichever model gave it. Cancellation tries
+    no other model.
 
     Each attempt is recorded with its model: the ledger's ``attempt/failed``
     and the ``attempt.failed`` event name the model that failed
@@ -50,16 +51,23 @@ class FallbackModel:
 
     ``stream(request)`` used directly (outside a run) moves on only while
     opening a stream: the first model whose stream opens answers.
+
+    The models it made from names are its own: ``await fallback.aclose()`` (or
+    ``async with fallback:``) closes their connections; models given as objects
+    belong to whoever made them.
     """
 
-    __slots__ = ("_fallback_on", "models")
+    __slots__ = ("_fallback_on", "_owned", "models")
 
     def __init__(
         self, first: Model | str, *rest: Model | str, fallback_on: FallbackOn = (ModelError,)
     ) -> None:
         models: list[Model] = []
+        owned: list[Model] = []
         for given in (first, *rest):
             model = model_of(given)
+            if model is not given:
+                owned.append(model)
             if isinstance(model, FallbackModel):
                 raise TypeError(
                     "a FallbackModel's models are models, not FallbackModels: list them all in one"
@@ -80,6 +88,22 @@ class FallbackModel:
             )
         self.models: tuple[Model, ...] = tuple(models)
         self._fallback_on = fallback_on
+        self._owned = tuple(owned)
+
+    async def __aenter__(self) -> FallbackModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the models made from names (their connection pools), each even if
+        another's close fails."""
+        async with AsyncExitStack() as stack:
+            for model in self._owned:
+                close = getattr(model, "aclose", None)
+                if close is not None:
+                    stack.push_async_callback(close)
 
     def __repr__(self) -> str:
         return f"FallbackModel({', '.join(map(repr, self.models))})"

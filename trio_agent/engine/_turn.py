@@ -253,9 +253,21 @@ async def _fallback_attempts(
                 )
         except _ModelFailed as failed:
             label = model_label(model)
-            moved = chain.next_after(position, failed.error)
+            try:
+                moved = chain.next_after(position, failed.error)
+            except Exception as exc:  # the application's fallback_on
+                detail = f"FallbackModel's fallback_on raised {describe(exc)}"
+                raise StepError(HOOK_ERROR, detail, exc) from exc
             if moved is not None:
                 await _attempt_failed(failed, attempt, hooks, request, conv, emit, 0.0, label)
+                LOOP.info(
+                    "%s attempt %d on %s failed (%s); trying %s",
+                    request.id,
+                    attempt,
+                    label,
+                    type(failed.error).__name__,
+                    model_label(chain.models[moved]),
+                )
                 position = moved
                 continue
             await _failed_attempt(failed, attempt, hooks, request, conv, emit, label, round_)

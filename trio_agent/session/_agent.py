@@ -430,8 +430,9 @@ class Agent:
     ) -> TurnRun:
         check_cancel_scope(given)
         state = self._state
-        check_limits("usage_limits", usage_limits)
-        check_priced(state.model, state.policy.prices, usage_limits)
+        if usage_limits is not None:
+            check_limits("usage_limits", usage_limits)
+            check_priced(state.model, state.policy.prices, usage_limits)
         output = (  # the agent's validator is for its own type
             state.output
             if output_type is None

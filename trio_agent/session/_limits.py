@@ -84,12 +84,17 @@ def _models(model: Model) -> tuple[Model, ...]:
 
 
 def check_priced(
-    model: Model, prices: Mapping[str, Price] | None, *limits: UsageLimits | None
+    model: Model,
+    prices: Mapping[str, Price] | None,
+    limits: UsageLimits | None,
+    more: UsageLimits | None = None,
 ) -> None:
-    """With a cost limit among ``limits``: ``ValueError`` unless each model that may
-    answer has a price in ``prices``, or genai-prices is installed (it is
+    """With a cost limit in ``limits`` or ``more``: ``ValueError`` unless each model
+    that may answer has a price in ``prices``, or genai-prices is installed (it is
     looked up when a turn starts)."""
-    if all(limit is None or limit.cost is None for limit in limits) or genai_installed():
+    if (limits is None or limits.cost is None) and (more is None or more.cost is None):
+        return
+    if genai_installed():
         return
     for each in _models(model):
         found = flat_price(each, prices)
