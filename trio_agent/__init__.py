@@ -61,6 +61,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .events import TurnResult as TurnResult
     from .events import TurnStarted as TurnStarted
     from .events import TurnTokenBudget as TurnTokenBudget
+    from .events import TurnUsageLimit as TurnUsageLimit
     from .ledger import LeaseLostError as LeaseLostError
     from .ledger import Ledger as Ledger
     from .ledger import LedgerCorruptError as LedgerCorruptError
@@ -131,12 +132,15 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .output import PartialOutputIterator as PartialOutputIterator
     from .output import partial_output as partial_output
     from .providers import AnthropicModel as AnthropicModel
+    from .providers import FallbackModel as FallbackModel
     from .providers import OpenAIChatModel as OpenAIChatModel
     from .providers import OpenAIResponsesModel as OpenAIResponsesModel
+    from .providers import infer_model as infer_model
     from .session import Agent as Agent
     from .session import RetryPolicy as RetryPolicy
     from .session import ToolBlocked as ToolBlocked
     from .session import TurnRun as TurnRun
+    from .session import UsageLimits as UsageLimits
     from .session import block as block
     from .session import estimate_tokens as estimate_tokens
     from .session import truncate_text as truncate_text
@@ -207,6 +211,7 @@ _EXPORTS: dict[str, str] = {
     "TurnResult": "events",
     "TurnStarted": "events",
     "TurnTokenBudget": "events",
+    "TurnUsageLimit": "events",
     "TurnRefusal": "events",
     "TurnContentFilter": "events",
     "Ledger": "ledger",
@@ -279,10 +284,13 @@ _EXPORTS: dict[str, str] = {
     "ThinkingDelta": "model",
     "ModelSettings": "model",
     "AnthropicModel": "providers",
+    "FallbackModel": "providers",
+    "infer_model": "providers",
     "OpenAIChatModel": "providers",
     "OpenAIResponsesModel": "providers",
     "Agent": "session",
     "RetryPolicy": "session",
+    "UsageLimits": "session",
     "ToolBlocked": "session",
     "TurnRun": "session",
     "block": "session",
@@ -331,6 +339,7 @@ __all__ = [
     "Event",
     "Failed",
     "FailureCode",
+    "FallbackModel",
     "FatalToolError",
     "HOOK_ERROR",
     "IMAGE_MEDIA_TYPES",
@@ -437,7 +446,9 @@ __all__ = [
     "TurnRun",
     "TurnStarted",
     "TurnTokenBudget",
+    "TurnUsageLimit",
     "Usage",
+    "UsageLimits",
     "UserMessage",
     "Workspace",
     "WorkspaceError",
@@ -446,6 +457,7 @@ __all__ = [
     "content_text",
     "estimate_tokens",
     "execute_tool_call",
+    "infer_model",
     "partial_output",
     "repair_transcript",
     "run_agent_loop",

@@ -57,6 +57,8 @@ __all__ = [
     "TurnResult",
     "TurnStarted",
     "TurnTokenBudget",
+    "TurnUsageLimit",
+    "UsageLimitName",
 ]
 
 # Field descriptions (the JSON Schema's, via ``Annotated``); one constant per meaning
@@ -250,7 +252,7 @@ class RunFinished(_Event, frozen=True, tag="run.finished"):
 Event = MessageAccepted | ModelChunk | ToolStarted | ToolUpdated | ToolFinished | RunFinished
 
 
-class AttemptFailed(_Event, frozen=True, tag="attempt.failed"):
+class AttemptFailed(_Event, frozen=True, tag="attempt.failed", omit_defaults=True):
     """An attempt at ``request_id`` failed; it is retried after ``retry_in``
     seconds, or, with ``retry_in=None``, given up (the turn fails next).
 
@@ -270,10 +272,18 @@ class AttemptFailed(_Event, frozen=True, tag="attempt.failed"):
     retry_in: Annotated[
         float | None,
         Meta(
-            description="Seconds until the request is tried again; null when it is given up "
-            "(the turn then fails with MODEL_ERROR)."
+            description="Seconds until the request is tried again (0 when a FallbackModel "
+            "moves to its next model); null when it is given up (the turn then fails with "
+            "MODEL_ERROR)."
         ),
     ]
+    model: Annotated[
+        str,
+        Meta(
+            description="The model of the attempt that failed when a FallbackModel runs the turn "
+            '("provider:model"); "" (left out) otherwise: the turn\'s model.'
+        ),
+    ] = ""
 
 
 # ----------------------------------------------------------- session turns
@@ -325,6 +335,42 @@ class TurnTokenBudget(_TurnEnd, frozen=True, tag="token_budget"):
         Meta(description="Input plus output tokens the turn had used at the check, after a step."),
     ]
     limit: Annotated[int, Meta(description="The budget (max_turn_tokens); used is at least it.")]
+
+
+UsageLimitName = Literal[
+    "requests", "input_tokens", "output_tokens", "total_tokens", "tool_calls", "cost"
+]
+"""The limits of a ``UsageLimits``, by name."""
+
+
+class TurnUsageLimit(_TurnEnd, frozen=True, tag="usage_limit"):
+    """A limit of ``UsageLimits`` was reached: the request that would pass it was not
+    sent (``requests``, tokens, ``cost``), or the calls past it got an error result
+    saying so (``tool_calls``)."""
+
+    reason: ClassVar[Literal["usage_limit"]] = "usage_limit"
+    name: Annotated[
+        UsageLimitName,
+        Meta(
+            description="The limit reached: requests, input_tokens, output_tokens, "
+            "total_tokens, tool_calls or cost."
+        ),
+    ]
+    scope: Annotated[
+        Literal["turn", "session"],
+        Meta(
+            description="Whose limit: the turn's (Agent(usage_limits=), or the turn's own) or "
+            "the session's (Agent(session_usage_limits=), across its turns and resumes)."
+        ),
+    ]
+    used: Annotated[
+        int | float,
+        Meta(
+            description="What was used at the check (cost in US dollars): at least the limit; "
+            "for tool_calls, the count the first call refused would have made (the limit + 1)."
+        ),
+    ]
+    limit: Annotated[int | float, Meta(description="The limit (cost in US dollars).")]
 
 
 class TurnRepeatedFailure(_TurnEnd, frozen=True, tag="repeated_failure"):
@@ -388,6 +434,7 @@ TurnEnd = (
     | TurnContentFilter
     | TurnMaxSteps
     | TurnTokenBudget
+    | TurnUsageLimit
     | TurnRepeatedFailure
     | TurnBlocked
     | TurnAwaitingApproval

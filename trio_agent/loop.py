@@ -22,6 +22,7 @@ from .engine._options import (
     check_sources_ready,
     check_tool_execution,
     check_tool_sources,
+    model_of,
 )
 from .engine._outcomes import result_of
 from .engine._run import EventRun, cancelled_from_outside
@@ -54,7 +55,7 @@ T = TypeVar("T")
 def run_agent_loop(
     *,
     messages: Sequence[Message],
-    model: Model,
+    model: Model | str,
     tools: ToolRegistry,
     max_steps: int,
     request_sequence_start: int = 1,
@@ -75,7 +76,7 @@ def run_agent_loop(
 def run_agent_loop(
     *,
     messages: Sequence[Message],
-    model: Model,
+    model: Model | str,
     tools: ToolRegistry,
     max_steps: int,
     request_sequence_start: int = 1,
@@ -95,7 +96,7 @@ def run_agent_loop(
 def run_agent_loop(
     *,
     messages: Sequence[Message],
-    model: Model,
+    model: Model | str,
     tools: ToolRegistry,
     max_steps: int,
     request_sequence_start: int = 1,
@@ -149,6 +150,7 @@ def run_agent_loop(
     ``deps``: the run's dependencies, as they are (never copied or recorded):
     a tool that takes a ``ToolContext`` reads them as ``ctx.deps``.
     """
+    model = model_of(model)  # a name ("openai:gpt-4o") made into its model
     check_loop_options(
         messages, model, tools, max_steps, request_sequence_start, cancel_scope, system
     )

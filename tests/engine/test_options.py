@@ -79,10 +79,17 @@ def test_request_range_ending_at_64_is_accepted(start, steps):
     run_agent_loop(**options(request_sequence_start=start, max_steps=steps))
 
 
-@pytest.mark.parametrize("model", [object(), None, "model", type("NoStream", (), {"stream": 3})()])
+@pytest.mark.parametrize("model", [object(), None, 3, type("NoStream", (), {"stream": 3})()])
 def test_model_without_callable_stream_raises(model):
     with pytest.raises(TypeError, match="stream"):
         run_agent_loop(**options(model=model))
+
+
+def test_a_str_model_is_a_model_name_and_one_without_a_provider_says_so():
+    """A str is a model name (``providers.infer_model``): one that is not
+    ``provider:model`` says what a name looks like, before the run exists."""
+    with pytest.raises(ValueError, match="a model name is 'provider:model'"):
+        run_agent_loop(**options(model="model"))
 
 
 @pytest.mark.parametrize("tools", [None, [add], {"add": add}, (add,), ToolRegistry])

@@ -103,6 +103,13 @@ def describe_end(end: TurnEnd) -> str:
         detail = f"{end.tool_name} failed {end.count} times"
     elif end.reason == "token_budget":
         detail = f"{end.used} of {end.limit} tokens"
+    elif end.reason == "usage_limit":
+        figures = (
+            f"${end.used:.4f} of ${end.limit:.4f}"
+            if end.name == "cost"
+            else f"{end.used} of {end.limit}"
+        )
+        detail = f"the {end.scope}'s {end.name} limit ({figures})"
     else:
         detail = _END_WORDS.get(end.reason, "")
     return f"{end.reason}: {one_line(detail, 200)}" if detail else end.reason

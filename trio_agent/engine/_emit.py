@@ -101,8 +101,16 @@ class Journal(Protocol):
     ``before_event`` and ``barrier`` writes at once, without awaiting."""
 
     def message(
-        self, message: Message, code: str | None = None, usage: Usage | None = None
-    ) -> None: ...
+        self,
+        message: Message,
+        code: str | None = None,
+        usage: Usage | None = None,
+        model: str = "",
+    ) -> None:
+        """A message joined the transcript; an answer of a ``FallbackModel`` names
+        the ``model`` that gave it (a ``model_label``)."""
+        ...
+
     def compacted(self, messages: tuple[Message, ...]) -> None: ...
     def step_started(self, request_id: str, settings: ModelSettings | None = None) -> None: ...
     def step_ended(self, request_id: str, stop_reason: str) -> None: ...
@@ -132,6 +140,7 @@ class Journal(Protocol):
         error: str,
         retry_in: float | None,
         usage: Usage | None = None,
+        model: str = "",
     ) -> None: ...
     async def before_event(self, sequence: int) -> None: ...
     async def barrier(self, point: Literal["event", "step", "turn"]) -> None: ...

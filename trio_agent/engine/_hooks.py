@@ -15,9 +15,10 @@ from .._log import TOOLS
 from .._settings import ModelSettings
 from ..errors import HOOK_ERROR, StepError, describe
 from ..messages._ir import AssistantMessage, Message, ToolCall, ToolResultMessage
-from ..model import Model, ModelRequest, ToolSpec
+from ..model import Model, ModelRequest, ToolSpec, Usage
 from ..output._spec import OutputSlot, OutputSpec, check_output_tool
 from ..tools._tool import ToolRegistry, ToolSource
+from ._fallback import FallbackModel
 
 if TYPE_CHECKING:
     from ..telemetry._observe import Observer
@@ -51,6 +52,9 @@ class TurnState:
     # turn's end reason however later steps stop (a refusal outranks a length stop)
     sticky_stop: str | None = None
     last_message: AssistantMessage | None = None
+    fallback_usage: list[tuple[Model, Usage]] | None = None
+    """When a ``FallbackModel`` runs the turn: each answer's usage, with the model
+    that gave it (None otherwise: all of it is the turn's model's)."""
 
     @property
     def total_tokens(self) -> int:
@@ -80,6 +84,8 @@ class TurnSpec:
     deps: Any = None
     """What the turn was given as ``deps=``: its tools read it as ``ctx.deps``. Never
     recorded, never copied."""
+    fallback: FallbackModel | None = None
+    """``model`` when it is a ``FallbackModel``: each attempt is then one of its models'."""
 
 
 def build_spec(
@@ -116,6 +122,7 @@ def build_spec(
         output=slot,
         sources=sources,
         deps=deps,
+        fallback=model if type(model) is FallbackModel else None,
     )
 
 

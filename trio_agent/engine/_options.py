@@ -11,13 +11,16 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import msgspec
 import trio
 
 from ..limits import MAX_AGENT_STEPS, MAX_ARGUMENT_DEPTH, is_valid_unicode
 from ..tools._tool import Tool, ToolRegistry, ToolSource
+
+if TYPE_CHECKING:
+    from ..model import Model
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -39,10 +42,23 @@ __all__ = [
     "check_tool_sources",
     "check_sources_ready",
     "claim_cancel_scope",
+    "model_of",
     "registry_of",
 ]
 
 FSYNC_POLICIES: Final = ("always", "step", "never")
+
+
+def model_of(model: object) -> Model:
+    """The model ``model`` stands for: a model name (``"openai:gpt-4o"``) made by
+    ``providers.infer_model`` (``ValueError`` for an unknown provider or a missing
+    key), anything else as it is (checked as a model next). The adapters are
+    imported only for a name."""
+    if type(model) is not str:
+        return cast("Model", model)
+    from ..providers._names import infer_model
+
+    return infer_model(model)
 
 
 def check_messages_and_model(messages: object, model: object) -> None:

@@ -71,9 +71,16 @@ class Conversation:
         self._positions = _call_positions(messages[start - 1] if start > 0 else None)
 
     @trio.lowlevel.enable_ki_protection  # in the transcript and in the journal, or in neither
-    def append(self, message: Message, code: str | None = None, usage: Usage | None = None) -> None:
+    def append(
+        self,
+        message: Message,
+        code: str | None = None,
+        usage: Usage | None = None,
+        model: str = "",
+    ) -> None:
         """Add a message (recorded in the journal at once, with the ``usage`` of the
-        response it came from); a tool result goes in its call's place among the
+        response it came from, and the ``model`` that gave it when it is one of a
+        ``FallbackModel``'s); a tool result goes in its call's place among the
         results of its batch."""
         self.linker.add(message)
         messages = self.messages
@@ -91,7 +98,10 @@ class Conversation:
             self._batch_start = len(messages)
             self._positions = _call_positions(message)
         if self.journal is not None:
-            self.journal.message(message, code, usage)
+            if model:
+                self.journal.message(message, code, usage, model)
+            else:
+                self.journal.message(message, code, usage)
 
     def snapshot(self) -> tuple[Message, ...]:
         return tuple(self.messages)

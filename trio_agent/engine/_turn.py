@@ -31,6 +31,7 @@ from ..output._spec import CURRENT_SLOT, OutputEnd, judge_output
 from ..telemetry._observe import Observer
 from ._batch import run_tool_batch
 from ._emit import Emitter
+from ._fallback import FallbackModel, model_label
 from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, TurnState, call_hook, step_spec
 from ._step import StepCheck
 from ._transcript import Conversation
@@ -148,7 +149,7 @@ async def _observed_attempt(
     model: Model,
 ) -> tuple[AssistantMessage, str, Usage | None, Any]:
     """``_stream_response`` in a ``chat`` span, ended however the attempt ends."""
-    handle = observer.start_attempt(request, attempt)
+    handle = observer.start_attempt(request, attempt, model)
     answer = None
     try:
         answer = await _stream_response(model, request, conv, emit, attempt)
@@ -169,26 +170,18 @@ async def _failed_attempt(
     request: ModelRequest,
     conv: Conversation,
     emit: Emitter,
+    model: str = "",
+    round_: int | None = None,
 ) -> None:
     """After a failed attempt: record it, then wait the retry delay, or raise
-    ``StepError`` when ``retry_delay`` gives up."""
+    ``StepError`` when ``retry_delay`` gives up. ``model``: the attempt's model's
+    label, when it is one of a ``FallbackModel``'s; ``round_``: the rounds of its
+    models tried so far, which the retry delay counts instead of attempts."""
     try:
-        delay = hooks.retry_delay(failed.error, attempt)
+        delay = hooks.retry_delay(failed.error, attempt if round_ is None else round_)
     except Exception as exc:
         raise StepError(HOOK_ERROR, f"hook retry_delay raised {describe(exc)}", exc) from exc
-    if conv.journal is not None:
-        conv.journal.attempt_failed(request.id, attempt, describe(failed.error), delay)
-    if hooks is not DEFAULT_HOOKS:  # the core contract has no attempt events
-        await emit(
-            AttemptFailed(
-                sequence=emit.next,
-                request_id=request.id,
-                attempt=attempt,
-                error=describe(failed.error),
-                chunks=failed.chunks,
-                retry_in=delay,
-            )
-        )
+    await _attempt_failed(failed, attempt, hooks, request, conv, emit, delay, model)
     if delay is None:
         raise StepError(MODEL_ERROR, describe(failed.error), failed.error) from None
     LOOP.info(
@@ -199,6 +192,93 @@ async def _failed_attempt(
         delay,
     )
     await trio.sleep(delay)
+
+
+async def _attempt_failed(
+    failed: _ModelFailed,
+    attempt: int,
+    hooks: StepHooks,
+    request: ModelRequest,
+    conv: Conversation,
+    emit: Emitter,
+    delay: float | None,
+    model: str = "",
+) -> None:
+    """Record a failed attempt (``attempt/failed``) and announce it (``attempt.failed``,
+    in a session: the core contract has no attempt events)."""
+    if conv.journal is not None:
+        conv.journal.attempt_failed(request.id, attempt, describe(failed.error), delay, None, model)
+    if hooks is not DEFAULT_HOOKS:
+        await emit(
+            AttemptFailed(
+                sequence=emit.next,
+                request_id=request.id,
+                attempt=attempt,
+                error=describe(failed.error),
+                chunks=failed.chunks,
+                retry_in=delay,
+                model=model,
+            )
+        )
+
+
+async def _fallback_attempts(
+    chain: FallbackModel,
+    spec: TurnSpec,
+    hooks: StepHooks,
+    state: TurnState,
+    request: ModelRequest,
+    conv: Conversation,
+    emit: Emitter,
+) -> tuple[AssistantMessage, str, Usage | None]:
+    """A step's attempts over a ``FallbackModel``'s models: a failure the chain moves
+    on from goes to the next model at once (recorded, ``retry_in`` 0); the end of a
+    round goes to the retry policy, counting rounds, and a retry starts from the
+    first model. The answering model's usage goes to ``state.fallback_usage``, its
+    label with the message's record."""
+    attempt = position = 0
+    round_ = 1
+    observer = spec.observer
+    while True:
+        attempt += 1
+        model = chain.models[position]
+        try:
+            if observer is None:
+                message, stop_reason, usage, _ = await _stream_response(
+                    model, request, conv, emit, attempt
+                )
+            else:
+                message, stop_reason, usage, _ = await _observed_attempt(
+                    observer, request, conv, emit, attempt, model
+                )
+        except _ModelFailed as failed:
+            label = model_label(model)
+            try:
+                moved = chain.next_after(position, failed.error)
+            except Exception as exc:  # the application's fallback_on
+                detail = f"FallbackModel's fallback_on raised {describe(exc)}"
+                raise StepError(HOOK_ERROR, detail, exc) from exc
+            if moved is not None:
+                await _attempt_failed(failed, attempt, hooks, request, conv, emit, 0.0, label)
+                LOOP.info(
+                    "%s attempt %d on %s failed (%s); trying %s",
+                    request.id,
+                    attempt,
+                    label,
+                    type(failed.error).__name__,
+                    model_label(chain.models[moved]),
+                )
+                position = moved
+                continue
+            await _failed_attempt(failed, attempt, hooks, request, conv, emit, label, round_)
+            position, round_ = 0, round_ + 1
+            continue
+        if usage is not None:
+            if state.fallback_usage is None:
+                state.fallback_usage = []
+            state.fallback_usage.append((model, usage))
+        conv.append(message, None, usage, model_label(model))
+        return message, stop_reason, usage
 
 
 async def _step(
@@ -233,21 +313,27 @@ async def _step(
         await journal.barrier("event")
     attempt = 0
     observer = spec.observer
-    while True:  # the attempts, inline: one coroutine frame less per suspended step
-        attempt += 1
-        try:
-            if observer is None:
-                message, stop_reason, usage, _ = await _stream_response(
-                    spec.model, request, conv, emit, attempt
-                )
-            else:
-                message, stop_reason, usage, _ = await _observed_attempt(
-                    observer, request, conv, emit, attempt, spec.model
-                )
-            break
-        except _ModelFailed as failed:
-            await _failed_attempt(failed, attempt, hooks, request, conv, emit)
-    conv.append(message, None, usage)
+    chain = spec.fallback
+    if chain is not None:  # a FallbackModel: each attempt is one of its models'
+        message, stop_reason, usage = await _fallback_attempts(
+            chain, spec, hooks, state, request, conv, emit
+        )
+    else:
+        while True:  # the attempts, inline: one coroutine frame less per suspended step
+            attempt += 1
+            try:
+                if observer is None:
+                    message, stop_reason, usage, _ = await _stream_response(
+                        spec.model, request, conv, emit, attempt
+                    )
+                else:
+                    message, stop_reason, usage, _ = await _observed_attempt(
+                        observer, request, conv, emit, attempt, spec.model
+                    )
+                break
+            except _ModelFailed as failed:
+                await _failed_attempt(failed, attempt, hooks, request, conv, emit)
+        conv.append(message, None, usage)
     state.last_message = message
     state.last_stop_reason = stop_reason
     if stop_reason in _STICKY_STOPS:

@@ -16,7 +16,7 @@ import attrs
 from ..engine._transcript import Conversation
 from ..errors import TOOL_FATAL
 from ..events import ApprovalDecision
-from ..limits import ArgumentsError, check_arguments, cut_text
+from ..limits import OUTPUT_TOOL_NAME, ArgumentsError, check_arguments, cut_text
 from ..messages._ir import AssistantMessage, Message, ToolCall, ToolResultMessage, TranscriptError
 from ..messages._ir import tool_result as make_tool_result
 from ..model import Usage
@@ -75,6 +75,7 @@ _CLOSING_TEXT = {
     TOOL_FATAL: "TOOL_FATAL: this call failed fatally and has no result: {error}",
 }
 _MAX_ERROR_CHARS = 2000
+_NO_USAGE: Final = Usage()
 
 
 def add_usage(total: Usage, more: Usage) -> Usage:
@@ -111,6 +112,12 @@ class DerivedSession:
     answers it as ``TOOL_OUTCOME_UNKNOWN``, never runs it again).
     ``decisions``: the decisions recorded (``approval/decided``) for those of
     them that have one, by call id; the others wait for one.
+
+    What the session used, for its usage limits: ``steps`` (model requests it
+    opened), ``tool_calls`` (calls dispatched, but the output tool's, and
+    not skipped), and ``usage_by_model``: ``usage`` by the model that gave
+    each answer (its ``model_label``: the turn's, or the one a
+    ``FallbackModel``'s answer names; "" in older ledgers).
     """
 
     session_id: str
@@ -132,6 +139,9 @@ class DerivedSession:
     outputs: dict[int, Any] = attrs.field(factory=dict)
     pending_approvals: tuple[ToolCall, ...] = ()
     decisions: dict[str, ApprovalDecision] = attrs.field(factory=dict)
+    steps: int = 0
+    tool_calls: int = 0
+    usage_by_model: dict[str, Usage] = attrs.field(factory=dict)
 
     @property
     def last_output(self) -> Any:
@@ -227,6 +237,7 @@ class _Replay:
             metadata=dict(start.metadata),
         )
         self.step: str | None = None  # the open step's request id
+        self.model = ""  # the open turn's model (its label)
         self.step_usage = False  # the open step's response recorded its usage
         # Calls held for approval and not answered yet, in request order, and the
         # decisions on them.
@@ -276,6 +287,7 @@ class _Replay:
             raise LedgerCorruptError(f"turn/start of turn {record.turn} after {session.turns}")
         session.turns = session.open_turn = record.turn
         session.sequence = record.sequence
+        self.model = record.model
 
     def turn_end(self, record: TurnEndRecord) -> None:
         if record.turn != self.session.open_turn:
@@ -293,6 +305,7 @@ class _Replay:
             raise LedgerCorruptError(f"step/start of {record.request_id} inside {self.step}")
         self.step, self.step_usage = record.request_id, False
         self.session.requests += 1
+        self.session.steps += 1
 
     def step_end(self, record: StepEndRecord) -> None:
         self._in_step("step/end", record.request_id)
@@ -308,7 +321,11 @@ class _Replay:
     def message(self, record: MessageRecord) -> None:
         self._message(record.message)
         if record.usage is not None:
-            self.session.usage = add_usage(self.session.usage, record.usage)
+            session = self.session
+            session.usage = add_usage(session.usage, record.usage)
+            label = record.model or self.model
+            by_model = session.usage_by_model
+            by_model[label] = add_usage(by_model.get(label, _NO_USAGE), record.usage)
             self.step_usage = True
 
     def tool_call(self, record: ToolCallRecord) -> None:
@@ -319,10 +336,19 @@ class _Replay:
                 "was not approved"
             )
         self.session.dispatched.add(record.call_id)
+        if self._counted(record.call_id):
+            self.session.tool_calls += 1
 
     def tool_skipped(self, record: ToolSkippedRecord) -> None:
         self._open_call("tool/skipped", record.call_id, dispatched=True)
         self.session.dispatched.discard(record.call_id)
+        if self._counted(record.call_id):
+            self.session.tool_calls -= 1
+
+    def _counted(self, call_id: str) -> bool:
+        """Whether an open call counts as a tool call (the output tool's does not)."""
+        call = self.conversation.linker.open_calls.get(call_id)
+        return call is not None and call.name != OUTPUT_TOOL_NAME
 
     def tool_cancelled(self, record: ToolCancelledRecord) -> None:
         self._open_call("tool/cancelled", record.call_id, dispatched=True)

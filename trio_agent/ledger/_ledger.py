@@ -15,6 +15,7 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from .._settings import ModelSettings, for_the_record
+from ..engine._fallback import model_label as model_label
 from ..engine._options import check_fsync as check_fsync
 from ..errors import TOOL_FATAL as TOOL_FATAL
 from ..events import ApprovalDecision, TurnEnd, TurnInterrupted
@@ -105,17 +106,6 @@ SEQUENCE_BLOCK: Final = 1024
 numbering resumes at most this far above the last event actually sent."""
 
 FsyncPolicy = Literal["always", "step", "never"]
-
-
-def model_label(model: object) -> str:
-    """How ``turn/start`` names the model that ran a turn: ``"provider:model"``
-    when the model has str attributes ``provider`` and ``model`` (the provider
-    adapters do), else its class's qualified name."""
-    provider = getattr(model, "provider", None)
-    name = getattr(model, "model", None)
-    if type(provider) is str and type(name) is str:
-        return f"{provider}:{name}"
-    return type(model).__qualname__
 
 
 def _as_json(value: Any) -> tuple[Any, str | None]:
@@ -383,12 +373,16 @@ class Ledger:
         self._open_turn = None
 
     def message(
-        self, message: Message, code: str | None = None, usage: Usage | None = None
+        self,
+        message: Message,
+        code: str | None = None,
+        usage: Usage | None = None,
+        model: str = "",
     ) -> None:
         if type(message) is ToolResultMessage:
             self._write(ToolResultRecord(seq=self._seq, result=message, code=code))
         else:
-            self._write(MessageRecord(seq=self._seq, message=message, usage=usage))
+            self._write(MessageRecord(seq=self._seq, message=message, usage=usage, model=model))
 
     def compacted(self, messages: tuple[Message, ...]) -> None:
         self._write(CompactedRecord(seq=self._seq, messages=messages))
@@ -458,6 +452,7 @@ class Ledger:
         error: str,
         retry_in: float | None,
         usage: Usage | None = None,
+        model: str = "",
     ) -> None:
         self._write(
             AttemptFailedRecord(
@@ -467,6 +462,7 @@ class Ledger:
                 error=error,
                 retry_in=retry_in,
                 usage=usage,
+                model=model,
             )
         )
 

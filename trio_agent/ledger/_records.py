@@ -227,9 +227,10 @@ class StepEndRecord(_Record, frozen=True, tag="step/end"):
     ] = None
 
 
-class MessageRecord(_Record, frozen=True, tag="message"):
+class MessageRecord(_Record, frozen=True, tag="message", omit_defaults=True):
     """A user or assistant message as it joined the transcript; an assistant
-    message carries the usage of the response it came from."""
+    message carries the usage of the response it came from, and, when a
+    ``FallbackModel`` ran the turn, the model that gave it."""
 
     kind: ClassVar[Literal["message"]] = "message"
     message: Annotated[
@@ -242,9 +243,17 @@ class MessageRecord(_Record, frozen=True, tag="message"):
             "its response; null otherwise."
         ),
     ] = None
+    model: Annotated[
+        str,
+        Meta(
+            description="The model that gave this answer when it was one of a FallbackModel's "
+            '("provider:model", as turn/start names models); "" (left out) otherwise: the '
+            "turn's model."
+        ),
+    ] = ""
 
 
-class AttemptFailedRecord(_Record, frozen=True, tag="attempt/failed"):
+class AttemptFailedRecord(_Record, frozen=True, tag="attempt/failed", omit_defaults=True):
     """A failed model attempt; never part of the transcript. ``usage``: what the
     provider reported for a response that arrived but was refused."""
 
@@ -267,6 +276,13 @@ class AttemptFailedRecord(_Record, frozen=True, tag="attempt/failed"):
             "refused; null otherwise."
         ),
     ] = None
+    model: Annotated[
+        str,
+        Meta(
+            description='The model of this attempt when a FallbackModel ran the turn ("provider:'
+            'model"); "" (left out) otherwise: the turn\'s model.'
+        ),
+    ] = ""
 
 
 class ToolCallRecord(_Record, frozen=True, tag="tool/call"):

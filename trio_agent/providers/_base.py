@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import ssl
 import urllib.parse
@@ -81,6 +82,19 @@ def check_base_url(url: object) -> str:
         )
     path, mark, query = url.partition("?")
     return path.rstrip("/") + mark + query
+
+
+def is_loopback(base_url: str) -> bool:
+    """Whether ``base_url`` (checked) names this machine: ``localhost``, or a
+    loopback address (``127.0.0.0/8``, ``::1``). A server there needs no API key
+    (Ollama, vLLM, a LiteLLM proxy, llama.cpp): none is asked for."""
+    host = urllib.parse.urlsplit(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name, not an address
+        return False
 
 
 def api_url(base_url: str, path: str) -> str:
@@ -164,16 +178,21 @@ class ProviderModel:
     ) -> None:
         if type(model) is not str or not model:
             raise ValueError(f"model must be a model name, got {model!r}")
-        key = api_key if api_key is not None else os.environ.get(self.key_variable)
-        if not key:
-            raise ValueError(f"no API key: set {self.key_variable} or pass api_key=")
+        if api_key is not None and type(api_key) is not str:
+            raise TypeError(f"api_key must be a str or None, got {type(api_key).__name__}")
         self.model = model
         self.base_url = check_base_url(
             base_url
             or os.environ.get(f"{self.key_variable[:-8]}_BASE_URL")
             or self.default_base_url
         )
-        self._key = key
+        key = api_key if api_key is not None else os.environ.get(self.key_variable, "")
+        if not key and api_key is None and not is_loopback(self.base_url):
+            raise ValueError(
+                f'no API key: set {self.key_variable} or pass api_key= (api_key="" for a '
+                "server that needs none; one on localhost needs none)"
+            )
+        self._key = key  # "": no key, and no header carrying one
         for name, value in (("connect_seconds", connect_seconds), ("read_seconds", read_seconds)):
             if type(value) not in (int, float) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}")
@@ -197,7 +216,9 @@ class ProviderModel:
         self.server_port: int = parts.port or (443 if parts.scheme == "https" else 80)
         self.proxy = proxy_for(self.base_url, proxy, os.environ)
         secrets = self.proxy.secrets if self.proxy is not None else ()
-        self._redactor = Redactor(key, *secrets)  # built once: what the secrets look like
+        secrets = tuple(secret for secret in (key, *secrets) if secret)
+        # built once: what the secrets look like (None: there are none)
+        self._redactor = Redactor(*secrets) if secrets else None
         self._owns_pool = pool is None
         self.pool = ConnectionPool() if pool is None else pool
 

@@ -253,12 +253,14 @@ class AnthropicModel(ProviderModel):
         self.anthropic_version = anthropic_version
 
     def _headers(self) -> dict[str, str]:
-        return {
-            "x-api-key": self._key,
+        headers = {
             "anthropic-version": self.anthropic_version,
             "content-type": "application/json",
             "accept": "text/event-stream",
         }
+        if self._key:  # a server that needs no key gets no x-api-key header
+            headers["x-api-key"] = self._key
+        return headers
 
     def _max_tokens(self, settings: ModelSettings) -> int:
         return settings.max_tokens or self.max_tokens  # always sent: the API requires it

@@ -229,11 +229,10 @@ class OpenAIChatModel(ProviderModel):
         self.send_reasoning: SendReasoning = send_reasoning
 
     def _headers(self) -> dict[str, str]:
-        return {
-            "authorization": f"Bearer {self._key}",
-            "content-type": "application/json",
-            "accept": "text/event-stream",
-        }
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        if self._key:  # a server that needs no key gets no authorization header
+            headers["authorization"] = f"Bearer {self._key}"
+        return headers
 
     def _max_tokens(self, settings: ModelSettings) -> int | None:
         if settings.max_tokens is not None:  # sent as max_completion_tokens

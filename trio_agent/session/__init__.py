@@ -15,6 +15,7 @@ from .._public import publish as _publish
 from ..errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
 from ..events import ApprovalDecision as ApprovalDecision
 from ._agent import Agent as Agent
+from ._limits import UsageLimits as UsageLimits
 from ._policy import ToolBlocked as ToolBlocked
 from ._policy import block as block
 from ._retry import RetryPolicy as RetryPolicy
@@ -29,6 +30,7 @@ __all__ = [
     "RetryPolicy",
     "ToolBlocked",
     "TurnRun",
+    "UsageLimits",
     "block",
     "estimate_tokens",
     "truncate_text",

@@ -14,7 +14,7 @@ import trio
 
 from .._settings import ModelSettings, check_run_settings, check_settings, merge_settings
 from ..engine._approvals import ApprovalPolicy, decide
-from ..engine._options import check_cancel_scope, check_fsync, claim_cancel_scope
+from ..engine._options import check_cancel_scope, check_fsync, claim_cancel_scope, model_of
 from ..engine._run import exit_nursery, require_trio
 from ..events import OutputT, TurnResult
 from ..ledger._ledger import FsyncPolicy
@@ -28,6 +28,7 @@ from ..tools._tool import Tool, ToolRegistry, ToolSource
 from ._agent_tool import agent_tool, settled
 from ._hooks import closed_message
 from ._inbox import drain, owes_reply
+from ._limits import UsageLimits, check_limits, check_priced
 from ._options import AGENT_OPTIONS, RESUMED_OPTIONS, SESSION_OPTIONS, AgentOptions
 from ._policy import (
     AfterToolCall,
@@ -92,6 +93,15 @@ class Agent(Generic[OutputT, DepsT]):
     ``usage.cost`` (else the ``genai-prices`` package does, when installed);
     ``name`` names the agent in traces (``invoke_agent {name}``).
 
+    ``model``: a ``Model``, or a model name (``"openai:gpt-4o"``,
+    ``"ollama:llama3.2"``: ``providers.infer_model``), or a ``FallbackModel``.
+    ``usage_limits`` (a ``UsageLimits``) hold each turn (a turn's own
+    ``usage_limits=`` replaces them for it); ``session_usage_limits`` hold the
+    session's turns together, across resumes too (what was used is read from
+    the ledger). A turn that reaches one ends with reason ``usage_limit``
+    (``TurnUsageLimit``). A cost limit needs each model's price (``prices``, or
+    genai-prices installed): ``ValueError`` here otherwise.
+
     Hooks (each an optional async callable): ``transform_context(messages)``
     returns the messages to send (the transcript itself is unchanged);
     ``before_tool_call(call)`` returns None or ``block(reason)``;
@@ -121,7 +131,7 @@ class Agent(Generic[OutputT, DepsT]):
     def __init__(
         self,
         *,
-        model: Model,
+        model: Model | str,
         tools: ToolRegistry | Iterable[object] | None = None,
         settings: ModelSettings | None = None,
         system: str = "",
@@ -158,12 +168,14 @@ class Agent(Generic[OutputT, DepsT]):
         tool_sources: Sequence[ToolSource] = (),
         prices: Mapping[str, Price] | None = None,
         name: str | None = None,
+        usage_limits: UsageLimits | None = None,
+        session_usage_limits: UsageLimits | None = None,
     ) -> None: ...
     @overload
     def __init__(
         self,
         *,
-        model: Model,
+        model: Model | str,
         tools: ToolRegistry | Iterable[object] | None = None,
         settings: ModelSettings | None = None,
         system: str = "",
@@ -200,11 +212,13 @@ class Agent(Generic[OutputT, DepsT]):
         tool_sources: Sequence[ToolSource] = (),
         prices: Mapping[str, Price] | None = None,
         name: str | None = None,
+        usage_limits: UsageLimits | None = None,
+        session_usage_limits: UsageLimits | None = None,
     ) -> None: ...
     def __init__(
         self,
         *,
-        model: Model,
+        model: Model | str,
         tools: ToolRegistry | Iterable[object] | None = None,
         settings: ModelSettings | None = None,
         system: str = "",
@@ -241,6 +255,8 @@ class Agent(Generic[OutputT, DepsT]):
         tool_sources: Sequence[ToolSource] = (),
         prices: Mapping[str, Price] | None = None,
         name: str | None = None,
+        usage_limits: UsageLimits | None = None,
+        session_usage_limits: UsageLimits | None = None,
     ) -> None:
         given = locals()  # the options by name: AgentOptions is their one declaration
         options = AgentOptions(**{key: given[key] for key in AGENT_OPTIONS})
@@ -266,7 +282,7 @@ class Agent(Generic[OutputT, DepsT]):
         store: SessionStore,
         session_id: str,
         *,
-        model: Model,
+        model: Model | str,
         tools: ToolRegistry | Iterable[object] | None = None,
         settings: ModelSettings | None = None,
         system: str | None = None,
@@ -297,6 +313,8 @@ class Agent(Generic[OutputT, DepsT]):
         tool_sources: Sequence[ToolSource] = (),
         prices: Mapping[str, Price] | None = None,
         name: str | None = None,
+        usage_limits: UsageLimits | None = None,
+        session_usage_limits: UsageLimits | None = None,
     ) -> Agent[T, D]: ...
     @overload
     @classmethod
@@ -305,7 +323,7 @@ class Agent(Generic[OutputT, DepsT]):
         store: SessionStore,
         session_id: str,
         *,
-        model: Model,
+        model: Model | str,
         tools: ToolRegistry | Iterable[object] | None = None,
         settings: ModelSettings | None = None,
         system: str | None = None,
@@ -336,6 +354,8 @@ class Agent(Generic[OutputT, DepsT]):
         tool_sources: Sequence[ToolSource] = (),
         prices: Mapping[str, Price] | None = None,
         name: str | None = None,
+        usage_limits: UsageLimits | None = None,
+        session_usage_limits: UsageLimits | None = None,
     ) -> Agent[Any, D]: ...
     @classmethod
     async def resume(
@@ -343,7 +363,7 @@ class Agent(Generic[OutputT, DepsT]):
         store: SessionStore,
         session_id: str,
         *,
-        model: Model,
+        model: Model | str,
         tools: ToolRegistry | Iterable[object] | None = None,
         settings: ModelSettings | None = None,
         system: str | None = None,
@@ -374,6 +394,8 @@ class Agent(Generic[OutputT, DepsT]):
         tool_sources: Sequence[ToolSource] = (),
         prices: Mapping[str, Price] | None = None,
         name: str | None = None,
+        usage_limits: UsageLimits | None = None,
+        session_usage_limits: UsageLimits | None = None,
     ) -> Agent[Any, Any]:
         """Rebuild a recorded session, from its ledger, to go on with it.
 
@@ -400,7 +422,7 @@ class Agent(Generic[OutputT, DepsT]):
         require_trio()
         given = locals()
         options = AgentOptions(
-            model=model, fsync=fsync, **{key: given[key] for key in RESUMED_OPTIONS}
+            model=model_of(model), fsync=fsync, **{key: given[key] for key in RESUMED_OPTIONS}
         )
         resumed = await resume_session(store, session_id, options, system)
         agent = cls._of(resumed.state)
@@ -577,6 +599,7 @@ class Agent(Generic[OutputT, DepsT]):
         output_type: type[T],
         output_validator: OutputValidator | None = None,
         deps: DepsT = NO_DEPS,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnRun[T]: ...
     @overload
     def turn(
@@ -588,6 +611,7 @@ class Agent(Generic[OutputT, DepsT]):
         output_type: None = None,
         output_validator: OutputValidator | None = None,
         deps: DepsT = NO_DEPS,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnRun[OutputT]: ...
     @overload
     def turn(
@@ -599,6 +623,7 @@ class Agent(Generic[OutputT, DepsT]):
         output_type: Any,
         output_validator: OutputValidator | None = None,
         deps: DepsT = NO_DEPS,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnRun[Any]: ...
     def turn(
         self,
@@ -609,6 +634,7 @@ class Agent(Generic[OutputT, DepsT]):
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
         deps: Any = None,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnRun[Any]:
         """A turn on ``message`` (if any) plus the queued input; nothing runs until entered.
 
@@ -633,10 +659,20 @@ class Agent(Generic[OutputT, DepsT]):
         see this turn's. ``RuntimeError`` at once when a tool source was never
         entered, or an approved call this turn would run names a tool the agent
         was not given.
+        ``usage_limits``: this turn's ``UsageLimits``, instead of the agent's
+        (``Agent(usage_limits=)``); the session's (``session_usage_limits``) hold
+        as well.
         """
         scope = trio.CancelScope() if cancel_scope is None else cancel_scope
         return self._new_turn(
-            message, cancel_scope, scope, settings, output_type, output_validator, deps
+            message,
+            cancel_scope,
+            scope,
+            settings,
+            output_type,
+            output_validator,
+            deps,
+            usage_limits,
         )
 
     def _new_turn(
@@ -648,9 +684,13 @@ class Agent(Generic[OutputT, DepsT]):
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
         deps: Any = None,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnRun[Any]:
         check_cancel_scope(given)
         state = self._state
+        if usage_limits is not None:
+            check_limits("usage_limits", usage_limits)
+            check_priced(state.model, state.policy.prices, usage_limits)
         output = (  # the agent's validator is for its own type
             state.output
             if output_type is None
@@ -665,7 +705,7 @@ class Agent(Generic[OutputT, DepsT]):
         state.check_ready()  # the tool sources entered, the approved calls' tools given
         prompt = None if message is None else state.inbox.admit(message, state.conversation)
         claim_cancel_scope(given)  # the turn's own: no other turn may take it now
-        return TurnRun(state, prompt, scope, settings, output, deps)
+        return TurnRun(state, prompt, scope, settings, output, deps, usage_limits)
 
     @overload
     async def prompt(
@@ -677,6 +717,7 @@ class Agent(Generic[OutputT, DepsT]):
         output_type: type[T],
         output_validator: OutputValidator | None = None,
         deps: DepsT = NO_DEPS,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnResult[T]: ...
     @overload
     async def prompt(
@@ -688,6 +729,7 @@ class Agent(Generic[OutputT, DepsT]):
         output_type: None = None,
         output_validator: OutputValidator | None = None,
         deps: DepsT = NO_DEPS,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnResult[OutputT]: ...
     @overload
     async def prompt(
@@ -699,6 +741,7 @@ class Agent(Generic[OutputT, DepsT]):
         output_type: Any,
         output_validator: OutputValidator | None = None,
         deps: DepsT = NO_DEPS,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnResult[Any]: ...
     async def prompt(
         self,
@@ -709,6 +752,7 @@ class Agent(Generic[OutputT, DepsT]):
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
         deps: Any = None,
+        usage_limits: UsageLimits | None = None,
     ) -> TurnResult[Any]:
         """Run one turn and return its result (``TurnResult[T]`` for an ``Agent[T]``,
         or with ``output_type=T``).
@@ -722,14 +766,21 @@ class Agent(Generic[OutputT, DepsT]):
         then propagates as ``trio.Cancelled``, as trio intends, so no result
         is returned. Either way the transcript keeps only complete messages
         and queued input stays queued. ``settings``, ``output_type``,
-        ``output_validator`` and ``deps`` as for ``turn()``. Awaited outside
+        ``output_validator``, ``deps`` and ``usage_limits`` as for ``turn()``. Awaited outside
         trio (``asyncio.run``), ``RuntimeError`` at once, saying so.
         """
         require_trio()  # before the message takes an id: nothing is left behind
         # With no scope given, nothing but the caller's own scopes can cancel the turn:
         # it needs no cancel scope (and trio's 500 B per entered scope) of its own.
         run = self._new_turn(
-            message, cancel_scope, cancel_scope, settings, output_type, output_validator, deps
+            message,
+            cancel_scope,
+            cancel_scope,
+            settings,
+            output_type,
+            output_validator,
+            deps,
+            usage_limits,
         )
         await run.drive_inline()  # as run.wait(), with one frame less per suspended turn
         result = run.result

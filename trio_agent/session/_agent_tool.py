@@ -60,6 +60,7 @@ from ..events import (
     TurnRepeatedFailure,
     TurnResult,
     TurnTokenBudget,
+    TurnUsageLimit,
 )
 from ..limits import OUTPUT_TOOL_NAME, cut_text
 from ..messages._ir import (
@@ -287,6 +288,8 @@ def _failure(result: TurnResult, max_seconds: float | None) -> str | None:
         return f"the agent used all {end.max_steps} of its steps without finishing"
     if type(end) is TurnTokenBudget:
         return f"the agent reached its token budget ({end.used} of {end.limit} tokens)"
+    if type(end) is TurnUsageLimit:
+        return f"the agent reached its {end.scope}'s {end.name} limit ({end.used} of {end.limit})"
     if type(end) is TurnRepeatedFailure:
         return f"the agent stopped after {end.count} failed calls of {end.tool_name} in a row"
     if type(end) is TurnBlocked:

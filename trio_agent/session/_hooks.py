@@ -32,9 +32,10 @@ from ..messages._ir import (
     TranscriptError,
 )
 from ..messages._rules import validate_transcript as validate
-from ..model import ModelRequest
+from ..model import Model, ModelRequest
 from ..tools._context import ToolContext
 from ._inbox import Inbox
+from ._limits import UsageMeter
 from ._policy import SessionPolicy, ToolBlocked
 from ._retry import truncate_content
 
@@ -75,6 +76,8 @@ class SessionHooks(StepHooks):
         "_failing_tool",
         "_inbox",
         "_journal",
+        "_meter",
+        "_model",
         "_policy",
         "_rng",
         "_turn",
@@ -89,9 +92,13 @@ class SessionHooks(StepHooks):
         approvals: Approvals | None = None,
         journal: Journal | None = None,
         deps: Any = None,
+        meter: UsageMeter | None = None,
+        model: Model | None = None,
     ) -> None:
         self._policy = policy
         self._deps = deps  # the turn's: what the tool-call hooks see as ctx.deps
+        self._meter = meter  # the turn's usage limits and the session's, if any
+        self._model = model  # the turn's model, for the meter's prices
         self._approvals = Approvals() if approvals is None else approvals
         self._journal = journal
         self._inbox = inbox
@@ -223,20 +230,24 @@ class SessionHooks(StepHooks):
             return rejected
         policy = self._policy
         hook = policy.before_tool_call
-        if hook is None:
+        if hook is not None:
+            if policy.before_takes_context:
+                decision = await call_hook("before_tool_call", hook, call, self._context(call))
+            else:
+                decision = await call_hook("before_tool_call", hook, call)
+            if decision is not None:
+                if type(decision) is not ToolBlocked:
+                    raise StepError(
+                        HOOK_ERROR,
+                        "hook before_tool_call must return None or block(reason), "
+                        f"got {decision!r:.200}",
+                    )
+                return decision.reason
+        meter = self._meter
+        if meter is None or call.name == OUTPUT_TOOL_NAME:  # the output tool is no tool call
             return None
-        if policy.before_takes_context:
-            decision = await call_hook("before_tool_call", hook, call, self._context(call))
-        else:
-            decision = await call_hook("before_tool_call", hook, call)
-        if decision is None:
-            return None
-        if type(decision) is not ToolBlocked:
-            raise StepError(
-                HOOK_ERROR,
-                f"hook before_tool_call must return None or block(reason), got {decision!r:.200}",
-            )
-        return decision.reason
+        # last, with no await before the call is dispatched: what it counts is what runs
+        return meter.admit_call()
 
     async def after_tool_call(self, call: ToolCall, result: ToolResultMessage) -> ToolResultMessage:
         policy = self._policy
@@ -287,4 +298,8 @@ class SessionHooks(StepHooks):
         limit = policy.max_repeated_failures
         if limit is not None and self._failing_count >= limit:
             return TurnRepeatedFailure(tool_name=self._failing_tool, count=self._failing_count)
+        meter = self._meter
+        if meter is not None:  # before the next request
+            assert self._model is not None
+            return meter.check(state, self._model)
         return None

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..output._spec import OutputValidator
     from ..telemetry._pricing import Price
     from ..tools._tool import ToolRegistry, ToolSource
+    from ._limits import UsageLimits
     from ._policy import (
         AfterToolCall,
         BeforeToolCall,
@@ -46,7 +47,7 @@ class AgentOptions:
     ``Agent``'s docstring). A value, unchecked: ``Agent`` checks it when it is
     built, naming the option at fault."""
 
-    model: Model
+    model: Model | str
     tools: ToolRegistry | Iterable[object] | None = None
     settings: ModelSettings | None = None
     system: str = ""
@@ -77,6 +78,8 @@ class AgentOptions:
     tool_sources: Sequence[ToolSource] = ()
     prices: Mapping[str, Price] | None = None
     name: str | None = None
+    usage_limits: UsageLimits | None = None
+    session_usage_limits: UsageLimits | None = None
 
     def as_keywords(self) -> dict[str, Any]:
         """The options as ``Agent()`` keywords."""

@@ -33,6 +33,7 @@ from ..output._spec import OutputSpec, offered
 from ..telemetry._pricing import Price, check_prices
 from ..tools._context import ToolContext
 from ..tools._tool import ToolRegistry, ToolSource
+from ._limits import UsageLimits, check_limits
 from ._retry import DEFAULT_RETRY, RetryPolicy, estimate_tokens
 
 __all__ = [
@@ -124,6 +125,8 @@ class SessionPolicy:
         object.__setattr__(self, "before_takes_context", before)
         after = takes_context("after_tool_call", self.after_tool_call, 2)
         object.__setattr__(self, "after_takes_context", after)
+    usage_limits: UsageLimits | None
+    session_usage_limits: UsageLimits | None
 
     @classmethod
     def build(cls, **options: Any) -> SessionPolicy:
@@ -167,6 +170,10 @@ class SessionPolicy:
                 "tool_grace_period": float(options["tool_grace_period"]),
                 "settings": check_settings(options["settings"]),
                 "prices": check_prices(options["prices"]),
+                "usage_limits": check_limits("usage_limits", options["usage_limits"]),
+                "session_usage_limits": check_limits(
+                    "session_usage_limits", options["session_usage_limits"]
+                ),
             }
         )
         key = _sharing_key(policy)

@@ -16,6 +16,7 @@ from ..ledger._ledger import Ledger
 from ..ledger._records import SessionChangedError
 from ..messages._ir import ToolResultMessage
 from ..stores._base import SessionStore
+from ._limits import session_used
 from ._options import AgentOptions
 from ._state import SessionState
 
@@ -65,6 +66,9 @@ async def resume_session(
         loaded = await store.load(session_id)
         derived = derive(loaded.records)
         state = _rebuilt(options, derived, system)
+        policy = state.policy
+        if policy.session_usage_limits is not None:  # what it used counts against them
+            state.used = await session_used(derived, policy.session_usage_limits, policy.prices)
         try:
             writer = await trio.to_thread.run_sync(store.reopen, loaded)  # file work
             ledger, closing = await Ledger.take_over(writer, derived, options.fsync)

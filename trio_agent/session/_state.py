@@ -26,6 +26,7 @@ from ..engine._options import (
     check_scope_unused,
     check_store,
     check_tool_sources,
+    model_of,
     registry_of,
 )
 from ..engine._transcript import Conversation
@@ -37,6 +38,7 @@ from ..stores._base import SessionStore, check_session_id
 from ..tools._tool import ToolRegistry, ToolSource
 from ._hooks import BUSY
 from ._inbox import Inbox, interrupted_results, new_id
+from ._limits import NOTHING_USED, Used, check_priced
 from ._options import AgentOptions
 from ._policy import POLICY_OPTIONS, SessionPolicy
 
@@ -68,6 +70,8 @@ class SessionState:
     session_id: str | None
     pending: PendingLedger | None
     inbox: Inbox = attrs.field(factory=Inbox)
+    used: Used = NOTHING_USED
+    """What the session's turns used (kept only with ``session_usage_limits``)."""
     approvals: Approvals = attrs.field(factory=Approvals)
     ledger: Ledger | None = None
     turns: int = 0
@@ -95,7 +99,7 @@ class SessionState:
         ``ValueError`` naming it), ``messages`` checked as a transcript
         (``TranscriptError``). With a ``store`` the session id is fixed now and
         the ledger is made on first use."""
-        model = options.model
+        model = model_of(options.model)  # a name ("openai:gpt-4o") made into its model
         check_messages_and_model(messages, model)
         name = check_agent_name(options.name)
         sources = check_tool_sources(options.tool_sources)
@@ -107,6 +111,7 @@ class SessionState:
         output = output_spec(options.output_type, mode, retries, validator)
         tools = registry_of(options.tools)
         policy = SessionPolicy.build(**{key: getattr(options, key) for key in POLICY_OPTIONS})
+        check_priced(model, policy.prices, policy.usage_limits, policy.session_usage_limits)
         check_int("request_sequence_start", request_sequence_start, 1)
         check_int("sequence_start", sequence_start, 0)
         checked_metadata = check_metadata(metadata)

@@ -33,6 +33,7 @@ from ..output._spec import OutputSpec
 from ..telemetry._pricing import priced_turn
 from ._hooks import SessionHooks, ledger_failure
 from ._inbox import owes_reply
+from ._limits import UsageLimits, UsageMeter, resolve_prices
 
 if TYPE_CHECKING:
     from ._state import SessionState
@@ -67,6 +68,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         settings: ModelSettings | None = None,
         output: OutputSpec | None = None,
         deps: Any = None,
+        usage_limits: UsageLimits | None = None,
     ) -> None:
         super().__init__(scope)
         self._state = state
@@ -74,7 +76,9 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         self._settings = settings  # the turn's own, over the agent's
         self._output = output
         self._deps = deps  # given to the turn's tools and hooks, never recorded
+        self._limits = usage_limits  # the turn's own, instead of the agent's
         self._spec: TurnSpec | None = None  # the turn's, once it has begun
+        self._meter: UsageMeter | None = None  # with usage limits: what the turn used
 
     @property
     def owner(self) -> object:
@@ -96,6 +100,8 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         turn_state = TurnState()
         outcome: TurnOutcome | None = None
         try:
+            limited = self._limits or policy.usage_limits or policy.session_usage_limits
+            meter = self._meter = None if limited is None else await self._usage_meter()
             session.claim(self, self._scope, self._prompt)
             if session.pending is not None:  # the session's first use: create its ledger
                 await session.open(self._prompt)
@@ -106,9 +112,20 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
                 with _UNSCOPED if self._scope is None else self._scope:
                     approvals = session.approvals
                     hooks = SessionHooks(
-                        policy, session.inbox, emit, turn, approvals, session.ledger, self._deps
+                        policy,
+                        session.inbox,
+                        emit,
+                        turn,
+                        approvals,
+                        session.ledger,
+                        self._deps,
+                        meter,
+                        session.model,
                     )
                     outcome = await self._open(turn, taken, repairs, spec, hooks, emit, host)
+                    reached = None if meter is None else meter.check(turn_state, session.model)
+                    if outcome is None and reached is not None:  # not even a first request
+                        outcome = TurnOutcome("stopped", stop=reached)
                     if outcome is None:
                         outcome = await run_turn(
                             conversation, spec, turn_state, emit, hooks, session.host or host
@@ -136,6 +153,27 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         finally:
             leave_turn(spec)
             session.end_turn(self, emit.next)
+
+    async def _usage_meter(self) -> UsageMeter | None:
+        """The meter that holds this turn to its usage limits and the session's, if
+        it has any (priced when one is a cost limit: ``ValueError`` for a model
+        with no known price, before the turn starts, its message's id let go)."""
+        session = self._state
+        policy = session.policy
+        limits = policy.usage_limits if self._limits is None else self._limits
+        whole = policy.session_usage_limits
+        if limits is None and whole is None:
+            return None
+        prices = None
+        if any(each is not None and each.cost is not None for each in (limits, whole)):
+            ready = False
+            try:
+                prices = await resolve_prices(session.model, policy.prices)
+                ready = True
+            finally:
+                if not ready:
+                    session.inbox.release(self._prompt)
+        return UsageMeter(limits, whole, session.used, prices)
 
     async def _open(
         self,
@@ -182,6 +220,9 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
             ledger.turn_ended(turn, end, emit.next + emit.owed + 1)
             with trio.CancelScope(shield=True):
                 await ledger.barrier("turn")
+        meter = self._meter
+        if meter is not None and meter.session_limits is not None:
+            session.used = meter.session_after(state, session.model)
         usage = await priced_turn(
             Usage(
                 input_tokens=state.input_tokens,
@@ -189,7 +230,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
                 cache_read_tokens=state.cache_read_tokens,
                 cache_write_tokens=state.cache_write_tokens,
             ),
-            session.model,
+            session.model if state.fallback_usage is None else state.fallback_usage,
             session.policy.prices,
         )
         if self._spec is not None:

@@ -284,7 +284,11 @@ class Observer:
         self.turn_span.end(error)
 
     # -- attempts
-    def start_attempt(self, request: ModelRequest, attempt: int) -> SpanHandle:
+    def start_attempt(
+        self, request: ModelRequest, attempt: int, model: Model | None = None
+    ) -> SpanHandle:
+        """Start an attempt's ``chat`` span, named after its ``model`` (the turn's,
+        or one of its ``FallbackModel``'s)."""
         if self.debug:
             LOOP.debug(
                 "%s attempt %d: %d messages, %d tools",
@@ -293,15 +297,25 @@ class Observer:
                 len(request.messages),
                 len(request.tools),
             )
+        base, server, name = self.base, self.server, self.model_name
+        if model is None or model is self.model:
+            model = self.model
+        else:  # one of a FallbackModel's: its own names and server
+            provider, name = _model_names(model)
+            base = {**base, "gen_ai.provider.name": provider}
+            base.pop("gen_ai.request.model", None)
+            if name is not None:
+                base["gen_ai.request.model"] = name
+            server = _server_attributes(model)
         attributes = {
             "gen_ai.operation.name": "chat",
-            **self.base,
-            **self.server,
+            **base,
+            **server,
             "trio_agent.request_id": request.id,
             "trio_agent.attempt": attempt,
-            **_settings_attributes(self.model, request),
+            **_settings_attributes(model, request),
         }
-        title = f"chat {self.model_name}" if self.model_name else "chat"
+        title = f"chat {name}" if name else "chat"
         handle = self._start(title, attributes, self.turn_span, True)
         handle.label = f"{request.id} attempt {attempt}"
         handle.enter()

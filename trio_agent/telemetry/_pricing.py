@@ -27,7 +27,17 @@ from msgspec import Meta, Struct
 
 from ..model import Usage
 
-__all__ = ["Price", "check_prices", "cost_of", "priced", "priced_turn", "warm_up"]
+__all__ = [
+    "Price",
+    "charge",
+    "check_prices",
+    "cost_of",
+    "flat_price",
+    "genai_installed",
+    "priced",
+    "priced_turn",
+    "warm_up",
+]
 
 _PER_MTOK: Final = 1_000_000
 
@@ -221,7 +231,54 @@ def priced(usage: Usage, model: object, prices: Mapping[str, Price] | None = Non
 async def priced_turn(
     usage: Usage, model: object, prices: Mapping[str, Price] | None = None
 ) -> Usage:
-    """``priced``, for a turn: genai-prices imported in a thread first (once)."""
+    """``priced``, for a turn: genai-prices imported in a thread first (once).
+    ``model`` may be a list of ``(model, usage)``, each answer with the model that
+    gave it (a ``FallbackModel``'s turn): the cost is theirs summed, if each is known."""
+    if type(model) is list:
+        if not _warmed:
+            await warm_up()
+        costs = [cost_of(part, answered, prices) for answered, part in model]
+        if not costs or any(cost is None for cost in costs):
+            return usage
+        return msgspec.structs.replace(usage, cost=sum(cost for cost in costs if cost is not None))
     if not _warmed and _names(model, None)[0] is not None:
         await warm_up()
     return priced(usage, model, prices)
+
+
+def flat_price(
+    model: object, prices: Mapping[str, Price] | None = None, *, provider: str | None = None
+) -> tuple[Price, str] | str:
+    """The flat ``Price`` of ``model`` (a model object, or its name with its
+    ``provider``) and the provider it is billed as, for a cost limit to add up
+    response by response: from ``prices``, else from genai-prices if it is
+    imported (``warm_up``) and prices the model flat. Else why it has none (a
+    sentence naming the model)."""
+    name, provider = _names(model, provider)
+    if name is None:
+        return f"{type(model).__qualname__} has no model name to look its price up by"
+    price = None if prices is None else prices.get(name)
+    if price is not None:
+        return price, provider
+    genai = _genai_prices()
+    if genai is None:
+        return f"no price for model {name!r}: pass prices={{{name!r}: Price(...)}}"
+    found = _from_genai_prices(genai, name, provider)
+    if isinstance(found, Price):
+        return found, provider
+    if found == _TIERED:
+        return (
+            f"genai-prices prices model {name!r} in tiers (by request size): pass "
+            f"prices={{{name!r}: Price(...)}} for a cost limit"
+        )
+    return f"no price for model {name!r} (genai-prices does not know it): pass prices="
+
+
+def charge(price: Price, usage: Usage, provider: str) -> float:
+    """What ``usage`` costs at ``price``, billed as ``provider`` bills it."""
+    return _cost(price, usage, provider)
+
+
+def genai_installed() -> bool:
+    """Whether genai-prices can be imported (without importing it)."""
+    return importlib.util.find_spec("genai_prices") is not None
