@@ -318,6 +318,7 @@ PUBLIC = {
     ],
     "trio_agent.session": [
         "Agent",
+        "AgentOptions",
         "CONTEXT_OVERFLOW",
         "RetryPolicy",
         "ToolBlocked",
