@@ -4,8 +4,6 @@ checks argparse makes at parse time (a usage error, exit 2, names the option).""
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import textwrap
 from collections.abc import Callable
 from typing import Final
@@ -14,7 +12,7 @@ import attrs
 
 from .._settings import REASONING_EFFORTS
 from ..limits import MAX_AGENT_STEPS
-from ..providers._base import check_base_url
+from ._values import agent_ref, base_url, count, env_name, fraction, json_object, seconds
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -36,72 +34,6 @@ DEFAULT_SYSTEM: Final = "You are a careful assistant working in a workspace."
 DEFAULT_MAX_STEPS: Final = 32
 DEFAULT_RETRIES: Final = 4  # five attempts in all, as RetryPolicy() makes
 ANTHROPIC_MAX_TOKENS: Final = 4096
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def base_url(text: str) -> str:
-    """A base URL as the providers take one (``check_base_url``: the one rule),
-    checked at parse time."""
-    try:
-        return check_base_url(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-_AGENT_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
-
-
-def agent_ref(text: str) -> str:
-    """``--agent``'s value, as argparse's ``type``: ``MODULE:NAME`` (each dotted
-    names, as ``python -m`` and an import statement take them); a file path gets
-    a hint."""
-    module = text.partition(":")[0]
-    if _AGENT_REF.fullmatch(text) and not module.endswith(".py"):
-        return text
-    if module.endswith(".py") or "/" in module or "\\" in module:
-        hint = "the module's name, not its file: app:agent for app.py"
-    else:
-        hint = "as app:agent: a module importable from the current directory, and a name in it"
-    raise argparse.ArgumentTypeError(f"{text!r} is not MODULE:NAME ({hint})")
-
-
-def env_name(text: str) -> str:
-    """The name of an environment variable (letters, digits, ``_``)."""
-    if not _ENV_NAME.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not an environment variable name")
-    return text
-
-
-def fraction(most: float) -> Callable[[str], float]:
-    """A number in ``0..most``, as argparse's ``type``."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not 0.0 <= value <= most:  # NaN fails too
-            raise argparse.ArgumentTypeError(f"must be in 0..{most:g}, got {text}")
-        return value
-
-    return parse
-
-
-def count(least: int, most: int | None = None) -> Callable[[str], int]:
-    """An int in ``least..most``, as argparse's ``type``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < least or (most is not None and value > most):
-            bound = f"in {least}..{most}" if most is not None else f">= {least}"
-            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
-        return value
-
-    return parse
 
 
 @attrs.frozen
@@ -134,17 +66,6 @@ _APPROVE_HELP = (
 )
 
 
-def json_object(text: str) -> dict[str, object]:
-    """A JSON object, as argparse's ``type`` (``approve --arguments``)."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"a JSON object is needed, got {text!r:.80}")
-    return value
-
-
 _AGENT_HELP = (
     "run your own agent instead of a model with the workspace tools: NAME in MODULE, "
     "imported from the current directory (or the Python path), either an Agent (its "
@@ -156,22 +77,29 @@ _AGENT_HELP = (
 )
 
 
+_AGENT_HELP_BY_COMMAND: Final = {  # each command's words: each, factory, recorded
+    "run": (
+        "; with --ledger, a new session with them",
+        ", called as (store, session_id, True): it needs --ledger",
+        "With --ledger, an Agent's session records MODULE:NAME as its configuration (a "
+        "factory's session, the metadata the factory gives it) (default: none)",
+    ),
+    "resume": (
+        ", the recorded session rebuilt with them",
+        ", called as (store, session_id, False)",
+        "A session `run --agent` made needs it again: resume says which (default: none; "
+        "the recorded configuration)",
+    ),
+    "worker": (
+        ", each session made or resumed with them",
+        ", called for each session the worker takes",
+        "An Agent's new sessions record MODULE:NAME (default: none)",
+    ),
+}
+
+
 def _agent_help(command: str) -> str:
-    if command == "run":
-        each = "; with --ledger, a new session with them"
-        factory = ", called as (store, session_id, True): it needs --ledger"
-        recorded = "Recorded in the ledger as MODULE:NAME (default: none)"
-    elif command == "resume":
-        each = ", the recorded session rebuilt with them"
-        factory = ", called as (store, session_id, False)"
-        recorded = (
-            "A session `run --agent` made needs it again: resume says which "
-            "(default: none; the recorded configuration)"
-        )
-    else:
-        each = ", each session made or resumed with them"
-        factory = ", called for each session the worker takes"
-        recorded = "A new session records MODULE:NAME (default: none)"
+    each, factory, recorded = _AGENT_HELP_BY_COMMAND[command]
     return _AGENT_HELP.format(each=each, factory=factory, recorded=recorded)
 
 
@@ -189,7 +117,7 @@ def _agent_options(
     def needed() -> str:
         if resumed:
             return "default: as recorded by `run`"
-        return "required (default: none), unless --agent is given"
+        return "required unless --agent is given; default: none"
 
     sub.add_argument("--agent", type=agent_ref, metavar="MODULE:NAME", help=_agent_help(command))
     sub.add_argument(
@@ -590,19 +518,6 @@ def _fleet_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     )
     submit.add_argument("session", metavar="SESSION", help="the session's id")
     submit.add_argument("message", metavar="MESSAGE", help="the message")
-
-
-def seconds(text: str) -> float:
-    """A positive, finite number of seconds, as argparse's ``type``."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not (0 < value < 86400):
-        raise argparse.ArgumentTypeError(
-            f"a number of seconds in (0, 86400) is needed, got {text!r}"
-        )
-    return value
 
 
 def _reading_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
