@@ -324,6 +324,7 @@ PUBLIC = {
     ],
     "trio_agent.session": [
         "Agent",
+        "AgentOptions",
         "CONTEXT_OVERFLOW",
         "RetryPolicy",
         "ToolBlocked",

@@ -314,7 +314,14 @@ async def test_run_records_its_configuration_and_resume_needs_no_flags(loopback,
     ]
 
 
-async def test_resume_of_a_ledger_without_configuration_asks_for_the_flags(tmp_path):
+async def test_resume_of_an_applications_ledger_says_what_it_needs_and_adds_no_workspace_tools(
+    loopback, tmp_path
+):
+    """Issue 35 (item 4): ``resume`` of a ledger an application wrote (no configuration
+    recorded by ``run``) asked for --provider, --model and --workspace, and would have
+    gone on with the workspace tools, which the session never had. It says what it
+    needs (--agent, or --provider and --model), writes nothing until given it, and
+    runs with a model alone: the workspace tools only with an explicit --workspace."""
     from trio_agent import Agent, JsonlStore
     from trio_agent.testing import ScriptedModel, scripted_response
 
@@ -322,19 +329,47 @@ async def test_resume_of_a_ledger_without_configuration_asks_for_the_flags(tmp_p
         model=ScriptedModel([scripted_response("r1", "hi")]),
         store=JsonlStore(tmp_path),
         session_id="lib",
+        metadata={"app": "mine"},
     )
     await agent.prompt("hello")
     await agent.aclose()
-    done = await cli([*TRIO_AGENT, "resume", str(tmp_path / "lib.jsonl"), "--message", "x"])
+    ledger = tmp_path / "lib.jsonl"
+    before = ledger.read_bytes()
+    done = await cli([*TRIO_AGENT, "resume", str(ledger), "--message", "x"])
     assert done.returncode == 2
-    error = done.stderr.decode()
+    error = " ".join(done.stderr.decode().split())
     assert (
-        "the ledger records no run configuration (it was made by an older version or by "
-        "the library): pass --provider, --model, --workspace"
+        "session lib was not started by `trio-agent run` (its ledger records no run "
+        "configuration: an application, or an older version, wrote it): pass --agent "
+        "MODULE:NAME to go on with the application's agent, or --provider and --model to go "
+        "on with a model alone, with no tools (and --workspace DIR for the workspace tools)"
     ) in error
-    assert "not made by" not in error
-    shown = await cli([*TRIO_AGENT, "show", str(tmp_path / "lib.jsonl")])
-    assert b"configuration: none recorded" in shown.stdout
+    half = await cli([*TRIO_AGENT, "resume", str(ledger), "--provider", "openai", "--message", "x"])
+    assert half.returncode == 2 and b"--provider and --model" in half.stderr
+    sandboxed = [*TRIO_AGENT, "resume", str(ledger), "--provider", "openai", "--model", "m"]
+    refused = await cli([*sandboxed, "--sandbox", "none", "--message", "x"])
+    assert refused.returncode == 2 and b"they need --workspace DIR" in refused.stderr
+    assert ledger.read_bytes() == before and not loopback.requests
+
+    base = [*sandboxed, "--base-url", f"{loopback.url}/v1"]
+    loopback.replies += [Reply(body=text_stream("alone")), Reply(body=text_stream("tooled"))]
+    alone = await cli([*base, "--message", "go on"])
+    assert alone.returncode == 0, alone.stderr
+    assert "tools" not in loopback.requests[0].json()  # a model alone: nothing offered
+    assert b"no workspace: no workspace tools (pass --workspace DIR for them)" in alone.stdout
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    tooled = await cli([*base, "--workspace", str(workspace), "--message", "and on"])
+    assert tooled.returncode == 0, tooled.stderr
+    offered = {t["function"]["name"] for t in loopback.requests[1].json()["tools"]}
+    assert {"read_file", "write_file", "run"} <= offered
+    shown = await cli([*TRIO_AGENT, "show", str(ledger)])
+    text = shown.stdout.decode()
+    assert (
+        "configuration: none recorded by `trio-agent run` (resume needs --agent MODULE:NAME, "
+        "or --provider and --model: with no tools but --workspace's)"
+    ) in text
+    assert 'metadata: {"app":"mine"}' in text
 
 
 async def test_a_key_variable_named_by_the_ledger_is_said_to_come_from_it(loopback, tmp_path):
@@ -482,3 +517,50 @@ async def test_resume_without_a_message_continues_a_turn_cut_by_ctrl_c(loopback,
     assert sent[-1]["content"] == "think about it"
     kinds = [r.kind for r in records(ledger)]
     assert kinds.count("turn/start") == 2 and kinds.count("message") == 2  # user + answer
+
+
+async def test_ca_file_trusts_a_private_ca_for_the_provider_and_is_recorded(tmp_path):
+    """Issue 35 (item 4): only ``SSL_CERT_FILE`` could make the command line trust a
+    provider behind a private CA. ``--ca-file PATH`` does (a loopback server behind
+    TLS, its certificate from a throwaway CA): without it the certificate is refused;
+    with it the run goes through, the absolute path is recorded and ``resume`` trusts
+    it again; a missing file or one that is no PEM is a usage error naming it."""
+    import ssl
+
+    import trustme
+    from loopback import Loopback
+
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server_context)
+    pem = tmp_path / "private-ca.pem"
+    ca.cert_pem.write_to_path(str(pem))
+    server = Loopback(tls=server_context)
+    ledger = tmp_path / "tls.jsonl"
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        base = [*TRIO_AGENT, "run", "--provider", "openai", "--model", "m", "--workspace"]
+        base += [str(tmp_path), "--base-url", f"{server.url}/v1", "--retries", "0"]
+        refused = await cli([*base, "hello"])
+        assert refused.returncode == 1 and b"CERTIFICATE_VERIFY_FAILED" in refused.stdout
+        server.replies += [Reply(body=text_stream("trusted")), Reply(body=text_stream("again"))]
+        trusted = await cli(
+            [*base, "--ca-file", str(pem.relative_to(tmp_path)), "--ledger", str(ledger), "hello"],
+            cwd=tmp_path,
+        )
+        assert trusted.returncode == 0, trusted.stderr
+        assert "trusted" in trusted.stdout.decode() and len(server.requests) == 1
+        config = records(ledger)[0].metadata["cli"]
+        assert config["ca_file"] == str(pem)  # absolute, as given from tmp_path
+        resumed = await cli([*TRIO_AGENT, "resume", str(ledger), "--message", "more"])
+        assert resumed.returncode == 0, resumed.stderr
+        assert len(server.requests) == 2
+        nursery.cancel_scope.cancel()
+    missing = await cli([*base, "--ca-file", str(tmp_path / "none.pem"), "x"])
+    assert missing.returncode == 2
+    assert f"--ca-file {tmp_path / 'none.pem'}: no such file" in missing.stderr.decode()
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    bad = await cli([*base, "--ca-file", str(junk), "x"])
+    assert bad.returncode == 2
+    assert f"--ca-file {junk}: not a PEM file of CA certificates" in bad.stderr.decode()

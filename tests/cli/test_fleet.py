@@ -27,6 +27,16 @@ def _worker(loopback, pg_cluster, workspace, schema, *extra):
     )
 
 
+def _agent_worker(options, env, cwd):
+    return subprocess.Popen(
+        [*TRIO_AGENT, "worker", *options],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
 async def _stopped(process) -> tuple[int, str]:
     with trio.fail_after(120):  # a hang guard: a draining worker process ends in seconds
         while process.poll() is None:  # noqa: ASYNC110 (a subprocess.Popen)
@@ -124,3 +134,53 @@ async def test_show_with_a_mistyped_schema_makes_nothing(pg_cluster):
             "SELECT count(*) FROM pg_namespace WHERE nspname = 'typo_x'"
         ).fetchone()
     assert made == 0
+
+
+async def test_a_worker_runs_your_agent_for_each_session_and_records_it(
+    loopback, pg_cluster, tmp_path
+):
+    """Issue 35 (item 4): ``worker`` ran only the workspace tools. With ``--agent
+    app:agent`` the Agent is the template of each session it takes (its model and
+    tools, no workspace tool, no --workspace needed), and a new session records
+    the ``MODULE:NAME``; a flag that would make what the agent has is refused."""
+    (tmp_path / "app.py").write_text(
+        "import os\n"
+        "from trio_agent import Agent, tool\n"
+        "from trio_agent.providers.openai import OpenAIChatModel\n\n"
+        "@tool\n"
+        "async def shout(text: str) -> str:\n"
+        '    """Shout the text."""\n'
+        "    return text.upper()\n\n"
+        "agent = Agent(model=OpenAIChatModel('app-model', api_key='sk-app', "
+        "base_url=os.environ['APP_BASE_URL']), tools=[shout], metadata={'app': 'demo'})\n"
+    )
+    env = {**ENV, "APP_BASE_URL": f"{loopback.url}/v1"}
+    schema = f"cli_{uuid.uuid4().hex[:12]}"
+    database = ("--dsn", pg_cluster.dsn, "--schema", schema)
+    refused = await cli(
+        [*TRIO_AGENT, "worker", *database, "--agent", "app:agent", "--workspace", "."],
+        env=env,
+        cwd=tmp_path,
+    )
+    assert refused.returncode == 2 and b"--workspace cannot be used beside it" in refused.stderr
+    loopback.replies += [
+        Reply(body=call_stream("call_1", "shout", {"text": "hi"})),
+        Reply(body=text_stream("I shouted HI.")),
+    ]
+    worker = _agent_worker([*database, "--agent", "app:agent"], env, tmp_path)
+    try:
+        await _started(worker)
+        base = [*TRIO_AGENT, "submit", *database]
+        done = await cli([*base, "--create", "--wait", "s1", "shout hi"])
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.decode().splitlines()[1] == "I shouted HI."
+        assert {t["function"]["name"] for t in loopback.requests[0].json()["tools"]} == {"shout"}
+        shown = await cli([*TRIO_AGENT, "show", *database, "s1"])
+        text = shown.stdout.decode()
+        assert "  agent: app:agent\n" in text and 'metadata: {"app":"demo"}' in text
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        code, stderr = await _stopped(worker)
+        worker.stdout.close()
+        worker.stderr.close()
+    assert code == 0, stderr

@@ -240,3 +240,29 @@ def test_a_shell_style_variable_before_the_command_is_refused_without_its_value(
         stdio_server("GITHUB_TOKEN=ghp_secret123 npx -y @modelcontextprotocol/server-github")
     assert "ghp_secret123" not in str(caught.value)
     assert stdio_server("gh=npx -y server-github").prefix == "gh"
+
+
+async def test_a_stdio_server_runs_in_the_workspace_not_the_current_directory(loopback, tmp_path):
+    """Issue 35 (item 4): ``--mcp`` servers were started in the current directory, so a
+    server given a relative path (a filesystem server's ``.``) worked on the wrong
+    tree. They run in ``--workspace``: the demo server, told to mark its start in
+    ``started.flag`` (a relative path), marks it there, on run and on resume."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**ENV, "MCP_DEMO_ONCE": "started.flag"}
+    ledger = tmp_path / "m.jsonl"
+    loopback.replies += [Reply(body=text_stream("ok")), Reply(body=text_stream("again"))]
+    run = command(loopback, workspace, "run", "--mcp", DEMO, "--mcp-env", "MCP_DEMO_ONCE")
+    with trio.fail_after(WAIT):
+        done = await cli([*run, "--ledger", str(ledger), "hi"], env=env, cwd=elsewhere)
+    assert done.returncode == 0, done.stderr.decode()
+    assert (workspace / "started.flag").exists() and not (elsewhere / "started.flag").exists()
+    (workspace / "started.flag").unlink()
+    with trio.fail_after(WAIT):
+        resumed = await cli(
+            [*TRIO_AGENT, "resume", str(ledger), "--message", "more"], env=env, cwd=elsewhere
+        )
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert (workspace / "started.flag").exists() and not (elsewhere / "started.flag").exists()

@@ -80,3 +80,44 @@ def test_an_agent_made_from_its_options_runs_as_one_made_by_hand():
     assert made._state.options().max_steps == 7 and made._state.options().system == "be brief"
     with pytest.raises(TypeError, match="unexpected keyword argument 'max_step'"):
         session_options.AgentOptions(model=ScriptedModel([]), max_step=3)  # type: ignore[call-arg]
+
+
+async def test_an_agent_says_its_options_so_another_session_can_be_made_or_resumed_alike(
+    tmp_path,
+):
+    """Issue 35 (the CLI runs your agent): an application's ``Agent`` is the template
+    of the sessions ``trio-agent run/resume/worker --agent`` make, but its options
+    were reachable only through a private attribute. ``agent.options`` gives them,
+    and they make another session, or resume a recorded one, with the same tools
+    and policy (the recorded system prompt kept on resume)."""
+    from trio_agent import JsonlStore, tool
+    from trio_agent.session import AgentOptions
+    from trio_agent.testing import scripted_response
+
+    @tool
+    async def ping() -> str:
+        """Answer pong."""
+        return "pong"
+
+    template = Agent(
+        model=ScriptedModel([scripted_response("r1", "hi")]),
+        tools=[ping],
+        system="be brief",
+        max_steps=5,
+        metadata={"app": "x"},
+    )
+    options = template.options
+    assert isinstance(options, AgentOptions)
+    assert options.max_steps == 5 and options.system == "be brief"
+    assert list(options.tools.names()) == ["ping"]  # type: ignore[union-attr]
+    store = JsonlStore(tmp_path)
+    made = Agent(**options.as_keywords(), store=store, session_id="s")
+    assert (await made.prompt("hello")).final_text == "hi"
+    await made.aclose()
+    again = await Agent.resume(
+        store, "s", **attrs.evolve(options, model=ScriptedModel([])).resume_keywords()
+    )
+    assert again.options.system == "be brief" and again.options.max_steps == 5
+    assert list(again.options.tools.names()) == ["ping"]  # type: ignore[union-attr]
+    assert again.turns == 1 and not again.metadata  # the session is not an option
+    await again.aclose()

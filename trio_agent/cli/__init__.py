@@ -1,11 +1,14 @@
 """The ``trio-agent`` command line: ``demo``, ``run``, ``resume``, ``approve``,
 ``reject``, ``show``, ``schema``, and the fleet's ``worker`` and ``submit``.
 
-``_parser`` (the grammar), ``_config`` (a run's configuration, recorded in the
-ledger), ``_output`` (the one printer), ``_drive`` (a session's turns, and the
-held calls decided as ``--approve`` says), ``_commands`` (demo, run, resume),
-``_approve`` (approve, reject), ``_show`` and ``_schema`` (the versioned
-``--json`` lines), ``_fleet`` (worker, submit, and ``show --dsn``'s reading).
+``_parser`` (the grammar; ``_values``: the values its options take),
+``_config`` (a run's configuration, recorded in the ledger), ``_app``
+(``--agent MODULE:NAME``: your own agent, or a session factory), ``_output``
+(the one printer), ``_drive`` (a session's turns, and the held calls decided
+as ``--approve`` says), ``_commands`` (demo, run, resume), ``_approve``
+(approve, reject), ``_show``, ``_stored`` (a session read from a store) and
+``_schema`` (the versioned ``--json`` lines), ``_fleet`` (worker, submit, and
+``show --dsn``'s reading).
 """
 
 from __future__ import annotations

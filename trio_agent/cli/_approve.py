@@ -75,7 +75,8 @@ def _record(args: argparse.Namespace, approved: bool) -> list[str]:
     arguments = getattr(args, "arguments", None)
     if arguments is not None:
         tools = None
-        if recorded(derived.metadata) is not None:  # the workspace's tools: their schemas
+        record = recorded(derived.metadata)
+        if record is not None and record.agent is None:  # the workspace's tools: their schemas
             tools = Workspace(file.parent, sandbox="none").tools()  # for its schemas
         problem = arguments_problem(tools, call.name, arguments)
         if problem is not None:

@@ -1,7 +1,15 @@
 """``demo``, ``run`` and ``resume``: each builds what it needs before trio starts (the
-configuration, the model, the workspace, the ``--approve`` mode: every usage error
-comes first), then drives the session through the one ``Printer`` (``Driver``: the
-turn, and the turns that follow a pause for approval)."""
+configuration, the model, the workspace, the ``--approve`` mode, or the agent
+``--agent`` names: every usage error comes first), then drives the session
+through the one ``Printer`` (``Driver``: the turn, and the turns that follow a
+pause for approval).
+
+``resume`` goes on with a session as it was run: with the configuration ``run``
+recorded (flags given override it), or with ``--agent`` again when ``run
+--agent`` made it (said so when it is left out). A ledger ``run`` did not write
+(an application's) records no configuration: it needs ``--agent``, or
+``--provider`` and ``--model``; the workspace tools come only with an explicit
+``--workspace`` (the application's tools are not the workspace's)."""
 
 from __future__ import annotations
 
@@ -12,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
 import msgspec
 import trio
 
@@ -25,6 +34,7 @@ from ..stores._jsonl import JsonlStore
 from ..tools._tool import ToolRegistry, ToolSource
 from ..workspace._errors import WorkspaceError
 from ..workspace._workspace import Workspace
+from ._app import AppAgent, load_agent, refuse_beside, tools_of
 from ._config import RunConfig, Settings, given, recorded, resolve
 from ._drive import (
     EXIT_AWAITING,
@@ -92,7 +102,7 @@ def workspace_for(root: str | Path, args: argparse.Namespace) -> Workspace:
     """The workspace at ``root`` confined as ``--sandbox`` and ``--allow-network`` say
     (a sandbox that cannot be had is a usage error)."""
     try:
-        return Workspace(root, sandbox=args.sandbox, network=args.allow_network)
+        return Workspace(root, sandbox=args.sandbox or "auto", network=args.allow_network)
     except WorkspaceError as exc:
         raise UsageError(str(exc)) from None
 
@@ -181,8 +191,8 @@ def _driver(
     mode: str,
     ledger: str | None,
     reopen: Callable[[], Awaitable[Agent]],
-    tools: ToolRegistry,
-    config: RunConfig,
+    tools: ToolRegistry | None,
+    max_steps: int,
 ) -> Driver:
     """The session's driver, as ``run`` and ``resume`` both make it (``wait`` polls
     the ledger, when there is one)."""
@@ -194,12 +204,22 @@ def _driver(
         reopen=reopen,
         poll=None if ledger is None else _poll(ledger),
         tools=tools,
-        max_steps=config.max_steps,
+        max_steps=max_steps,
+    )
+
+
+def _taken(ledger: str) -> UsageError:
+    return UsageError(
+        f"{ledger} already holds a session: use "
+        f"`trio-agent resume {shlex.quote(ledger)}` to go on with it"
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    config = resolve(given(args), system=DEFAULT_SYSTEM)
+    if args.agent is not None:
+        return _run_app(args)
+    why = "run needs a model and a workspace, or your own agent (--agent MODULE:NAME)"
+    config = resolve(given(args), system=DEFAULT_SYSTEM, why=why)
     mode = approval_mode(args.approve)
     _needs_ledger(mode, args.ledger)
     policy = approval_policy(mode)
@@ -207,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
     location = None if args.ledger is None else ledger_location(args.ledger)
     model = config.model_object()
     config = msgspec.structs.replace(config, base_url=model.base_url)  # as it is used
+    assert config.workspace is not None  # needed by resolve
     workspace = workspace_for(config.workspace, args)
     workspace_tools = workspace.tools()
     early = _early_settings(config, workspace_tools)  # a usage error now, before anything runs
@@ -234,16 +255,43 @@ def run(args: argparse.Namespace) -> int:
             assert location is not None  # wait needs a ledger
             return await Agent.resume(location[0], location[1], **options)
 
-        driver = _driver(agent, printer, mode, args.ledger, reopen, tools, config)
+        driver = _driver(agent, printer, mode, args.ledger, reopen, tools, config.max_steps)
         try:
             return await driver.run(args.task)
         except* SessionExistsError:  # the store found the file taken, at the turn's start
-            raise UsageError(
-                f"{args.ledger} already holds a session: use "
-                f"`trio-agent resume {shlex.quote(args.ledger)}` to go on with it"
-            ) from None
+            raise _taken(args.ledger) from None
 
     return _trio_run(output, lambda: _with_servers(config, workspace_tools, early, drive), model)
+
+
+def _run_app(args: argparse.Namespace) -> int:
+    """``run --agent``: one session of the application's agent, recorded in
+    ``--ledger`` when given (its configuration: the ``MODULE:NAME``)."""
+    refuse_beside(args)
+    mode = approval_mode(args.approve)
+    _needs_ledger(mode, args.ledger)
+    app = load_agent(args.agent)
+    if app.factory is not None and args.ledger is None:
+        raise UsageError(app.needs_a_store("run"))
+    location = None if args.ledger is None else ledger_location(args.ledger)
+    output = Output(sys.stdout, sys.stderr)
+    printer = Printer(output, as_json=args.json)
+
+    async def drive() -> int:
+        agent = await app.start(*((None, None) if location is None else location[:2]))
+
+        async def reopen() -> Agent:
+            assert location is not None  # wait needs a ledger
+            return await app.resume(location[0], location[1])
+
+        max_steps = agent.options.max_steps
+        driver = _driver(agent, printer, mode, args.ledger, reopen, tools_of(agent), max_steps)
+        try:
+            return await driver.run(args.task)
+        except* SessionExistsError:
+            raise _taken(args.ledger) from None
+
+    return _trio_run(output, drive)
 
 
 def _left_by_an_interruption(loaded: LoadedSession, derived: DerivedSession) -> str | None:
@@ -272,6 +320,8 @@ def _left_by_an_interruption(loaded: LoadedSession, derived: DerivedSession) -> 
 
 
 def resume(args: argparse.Namespace) -> int:
+    if args.agent is not None:
+        refuse_beside(args)
     store, session_id, _ = ledger_location(args.ledger)
     loaded = read_ledger(args.ledger)
     derived = derive(loaded.records)
@@ -280,28 +330,95 @@ def resume(args: argparse.Namespace) -> int:
             f"nothing to continue in {session_id} ({why}); pass --message TEXT to start a new turn"
         )
     mode = approval_mode(args.approve)
-    policy = approval_policy(mode)
+    if args.agent is not None:
+        return _resume_with(args, load_agent(args.agent), store, session_id, mode)
     flags = given(args)
-    config = resolve(flags, recorded(derived.metadata), system=derived.system)
+    config = _resumed_config(flags, recorded(derived.metadata), derived.system, session_id)
+    if config.workspace is None and (args.sandbox is not None or args.allow_network):
+        raise UsageError(
+            "--sandbox and --allow-network confine the workspace's run tool: they need "
+            "--workspace DIR"
+        )
     model = config.model_object(key_named_by=_key_named_by(flags, config))
-    workspace = workspace_for(config.workspace, args)
-    workspace_tools = workspace.tools()
+    workspace = None if config.workspace is None else workspace_for(config.workspace, args)
+    workspace_tools = ToolRegistry() if workspace is None else workspace.tools()
     early = _early_settings(config, workspace_tools)  # a usage error now, before anything runs
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
-    printer.note(sandbox_line(workspace))
+    if workspace is None:
+        printer.note("no workspace: no workspace tools (pass --workspace DIR for them)")
+    else:
+        printer.note(sandbox_line(workspace))
+    policy = approval_policy(mode)
 
     async def drive(
         tools: ToolRegistry, sources: Sequence[ToolSource], settings: ModelSettings | None
     ) -> int:
-        async def reopen() -> Agent:
-            return await Agent.resume(
-                store,
-                session_id,
-                **shared(model, tools, sources, settings, config),
-                approval=policy,
-            )
+        options = {**shared(model, tools, sources, settings, config), "approval": policy}
+        on = _Resumed(args, session_id, mode, printer)
+        return await on.drive(
+            lambda: Agent.resume(store, session_id, **options), tools, config.max_steps
+        )
 
+    return _trio_run(output, lambda: _with_servers(config, workspace_tools, early, drive), model)
+
+
+def _resumed_config(
+    flags: Settings, record: Settings | None, system: str, session_id: str
+) -> RunConfig:
+    """The configuration a resume without ``--agent`` runs with: the record, the
+    flags over it. A session ``run --agent`` made needs ``--agent`` again; one
+    ``run`` did not record needs ``--provider`` and ``--model`` (the workspace
+    tools only with ``--workspace``)."""
+    if record is not None and record.agent is not None:
+        raise UsageError(
+            f"this session was run with --agent {record.agent}; pass --agent {record.agent}"
+        )
+    if record is None and (flags.provider is None or flags.model is None):
+        raise UsageError(
+            f"session {session_id} was not started by `trio-agent run` (its ledger records "
+            "no run configuration: an application, or an older version, wrote it): pass "
+            "--agent MODULE:NAME to go on with the application's agent, or --provider and "
+            "--model to go on with a model alone, with no tools (and --workspace DIR for "
+            "the workspace tools)"
+        )
+    return resolve(flags, record, system=system, workspace=record is not None)
+
+
+def _resume_with(
+    args: argparse.Namespace, app: AppAgent, store: JsonlStore, session_id: str, mode: str
+) -> int:
+    """``resume --agent``: the recorded session, with the application's agent."""
+    output = Output(sys.stdout, sys.stderr)
+    printer = Printer(output, as_json=args.json)
+
+    async def drive() -> int:
+        on = _Resumed(args, session_id, mode, printer)
+        return await on.drive(lambda: app.resume(store, session_id), None, None)
+
+    return _trio_run(output, drive)
+
+
+@attrs.frozen
+class _Resumed:
+    """What a resume drives, however its agent is made."""
+
+    args: argparse.Namespace
+    session_id: str
+    mode: str
+    printer: Printer
+
+    async def drive(
+        self,
+        reopen: Callable[[], Awaitable[Agent]],
+        tools: ToolRegistry | None,
+        max_steps: int | None,
+    ) -> int:
+        """Take the session over (``reopen``), say what its resume found, and drive
+        it from ``--message`` (or the reply it owes); ``tools`` check edited
+        arguments (None: the agent's own), ``max_steps`` bounds the command's
+        requests (None: the agent's)."""
+        printer, args = self.printer, self.args
         agent = await reopen()
         for warning in agent.resume_warnings:
             printer.note(f"warning: {warning}")
@@ -312,13 +429,14 @@ def resume(args: argparse.Namespace) -> int:
             # another writer went on with the session since it was read above
             await agent.aclose()
             raise UsageError(
-                f"nothing to continue in {session_id} (another process went on with it); "
-                "pass --message TEXT to start a new turn"
+                f"nothing to continue in {self.session_id} (another process went on with "
+                "it); pass --message TEXT to start a new turn"
             )
-        driver = _driver(agent, printer, mode, args.ledger, reopen, tools, config)
+        if tools is None:
+            tools = tools_of(agent)
+        steps = agent.options.max_steps if max_steps is None else max_steps
+        driver = _driver(agent, printer, self.mode, args.ledger, reopen, tools, steps)
         return await driver.run(args.task)
-
-    return _trio_run(output, lambda: _with_servers(config, workspace_tools, early, drive), model)
 
 
 def _early_settings(config: RunConfig, tools: ToolRegistry) -> ModelSettings | None:
@@ -337,7 +455,7 @@ async def _with_servers(
     as tool sources (the agent reads their current lists at each step), each entered
     for the command's lifetime (a server that cannot be used, or a tool name taken
     twice, is a usage error, before the session is opened)."""
-    async with open_servers(config.mcp, config.mcp_env) as servers:
+    async with open_servers(config.mcp, config.mcp_env, cwd=config.workspace) as servers:
         if not servers:
             return await drive(workspace_tools, (), early)
         names = [tool.name for tool in all_tools(list(workspace_tools), servers)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
 from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
@@ -30,7 +31,15 @@ if TYPE_CHECKING:
     from ..providers.openai import OpenAIChatModel
     from ..providers.responses import OpenAIResponsesModel
 
-__all__ = ["CONFIG_FORMAT", "METADATA_KEY", "RunConfig", "Settings", "resolve"]
+__all__ = [
+    "CONFIG_FORMAT",
+    "METADATA_KEY",
+    "RunConfig",
+    "Settings",
+    "agent_metadata",
+    "resolve",
+    "ssl_context",
+]
 
 METADATA_KEY: Final = "cli"
 CONFIG_FORMAT: Final = 1
@@ -42,13 +51,16 @@ _Count = Annotated[int, Meta(ge=0)]
 
 # The settings that belong to one provider: a resume that switches --provider
 # takes none of them from the record.
-_PROVIDER_SETTINGS: Final = ("model", "base_url", "api_key_env", "max_tokens")
+_PROVIDER_SETTINGS: Final = ("model", "base_url", "api_key_env", "max_tokens", "ca_file")
 _MODEL_SETTINGS: Final = ("temperature", "tool_choice", "reasoning_effort")
 
 
 class Settings(Struct, kw_only=True):
-    """A configuration as the flags gave it or a ledger recorded it; None: not given."""
+    """A configuration as the flags gave it or a ledger recorded it; None: not given.
+    ``agent``: the ``--agent MODULE:NAME`` a session was run with (then the rest is
+    not recorded: the agent is the configuration)."""
 
+    agent: str | None = None
     provider: Provider | None = None
     model: str | None = None
     base_url: str | None = None
@@ -58,6 +70,7 @@ class Settings(Struct, kw_only=True):
     max_tokens: _Positive | None = None
     retries: _Count | None = None
     api_key_env: str | None = None
+    ca_file: str | None = None
     temperature: float | None = None
     tool_choice: str | None = None
     reasoning_effort: str | None = None
@@ -67,19 +80,22 @@ class Settings(Struct, kw_only=True):
 
 class RunConfig(Struct, kw_only=True):
     """A complete configuration, as recorded: ``base_url`` is the one the model used,
-    ``workspace`` absolute, ``api_key_env`` the variable named by ``--api-key-env``
-    (None: the provider's own), ``max_tokens`` None where the server decides."""
+    ``workspace`` absolute (None: no workspace tools, a resume of a session ``run``
+    did not record), ``api_key_env`` the variable named by ``--api-key-env``
+    (None: the provider's own), ``max_tokens`` None where the server decides,
+    ``ca_file`` absolute (None: the system's trust store)."""
 
     format: int = CONFIG_FORMAT
     provider: Provider
     model: str
     base_url: str | None
-    workspace: str
+    workspace: str | None
     system: str
     max_steps: int
     max_tokens: int | None
     retries: int
     api_key_env: str | None
+    ca_file: str | None = None
     temperature: float | None = None
     tool_choice: str | None = None
     reasoning_effort: str | None = None
@@ -91,7 +107,7 @@ class RunConfig(Struct, kw_only=True):
         MCP servers only when given: a record without them reads as before they
         existed)."""
         data = msgspec.to_builtins(self)
-        for name in _MODEL_SETTINGS:
+        for name in (*_MODEL_SETTINGS, "ca_file"):
             if data[name] is None:
                 del data[name]
         for name in ("mcp", "mcp_env"):
@@ -125,9 +141,14 @@ class RunConfig(Struct, kw_only=True):
         from ..providers.responses import OpenAIResponsesModel
 
         key = self.api_key(key_named_by)
+        context = None if self.ca_file is None else ssl_context(self.ca_file)
         if self.provider == "openai-responses":
             return OpenAIResponsesModel(
-                self.model, api_key=key, base_url=self.base_url, max_output_tokens=self.max_tokens
+                self.model,
+                api_key=key,
+                base_url=self.base_url,
+                max_output_tokens=self.max_tokens,
+                ssl_context=context,
             )
         if self.provider == "openai":
             # OpenAI's own default otherwise: max_tokens is deprecated there, and
@@ -137,12 +158,14 @@ class RunConfig(Struct, kw_only=True):
                 api_key=key,
                 base_url=self.base_url,
                 max_completion_tokens=self.max_tokens,
+                ssl_context=context,
             )
         return AnthropicModel(
             self.model,
             api_key=key,
             base_url=self.base_url,
             max_tokens=self.max_tokens or ANTHROPIC_MAX_TOKENS,
+            ssl_context=context,
         )
 
     def settings(self, tools: Container[str]) -> ModelSettings | None:
@@ -166,6 +189,28 @@ class RunConfig(Struct, kw_only=True):
         return RetryPolicy(attempts=self.retries + 1)
 
 
+def ssl_context(ca_file: str) -> ssl.SSLContext:
+    """A client context that trusts the CA certificates of ``ca_file`` (PEM) and no
+    others, as ``SSL_CERT_FILE`` would; a usage error naming the file if it cannot
+    be read or holds no certificate."""
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except FileNotFoundError:
+        raise UsageError(f"--ca-file {ca_file}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"--ca-file {ca_file}: a directory, not a PEM file") from None
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise UsageError(
+            f"--ca-file {ca_file}: not a PEM file of CA certificates ({exc})"
+        ) from None
+
+
+def agent_metadata(reference: str, own: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata of a session ``--agent`` starts: the agent's own, and the
+    configuration (its ``MODULE:NAME``) under ``METADATA_KEY``."""
+    return {**own, METADATA_KEY: {"format": CONFIG_FORMAT, "agent": reference}}
+
+
 def given(args: argparse.Namespace) -> Settings:
     """The settings the command line gave (None where a flag was left out)."""
     return Settings(
@@ -178,6 +223,7 @@ def given(args: argparse.Namespace) -> Settings:
         max_tokens=args.max_tokens,
         retries=args.retries,
         api_key_env=args.api_key_env,
+        ca_file=None if args.ca_file is None else os.path.abspath(args.ca_file),
         temperature=args.temperature,
         tool_choice=args.tool_choice,
         reasoning_effort=args.reasoning_effort,
@@ -195,25 +241,30 @@ def recorded(metadata: Mapping[str, Any] | None) -> Settings | None:
     except msgspec.ValidationError as exc:
         raise UsageError(
             f"the ledger's recorded configuration cannot be used ({exc}); "
-            "pass --provider, --model and --workspace"
+            "pass --agent MODULE:NAME, or --provider, --model and --workspace"
         ) from None
 
 
-def resolve(flags: Settings, record: Settings | None = None, *, system: str) -> RunConfig:
+def resolve(
+    flags: Settings,
+    record: Settings | None = None,
+    *,
+    system: str,
+    why: str = "",
+    workspace: bool = True,
+) -> RunConfig:
     """The configuration to run: each flag given, else what was recorded, else the
-    default (``system``: the session's own system prompt when resuming)."""
+    default (``system``: the session's own system prompt when resuming). A usage
+    error names what is missing, after ``why`` (what the command needs it for).
+    ``workspace``: whether a workspace is needed (else None when none is given)."""
     base = record or Settings()
-    why = (
-        "the ledger records no run configuration (it was made by an older version or "
-        "by the library)"
-    )
     if record is not None:
         why = "the ledger's recorded configuration has none"
     if flags.provider is not None and base.provider not in (None, flags.provider):
         base = msgspec.structs.replace(base, **dict.fromkeys(_PROVIDER_SETTINGS))
         why = (
             f"--provider {flags.provider} replaces the recorded {record and record.provider}, "
-            "so its model, base URL, key variable and max tokens are not used"
+            "so its model, base URL, key variable, max tokens and CA file are not used"
         )
     merged = msgspec.structs.replace(
         base,
@@ -223,23 +274,23 @@ def resolve(flags: Settings, record: Settings | None = None, *, system: str) -> 
             if (value := getattr(flags, name)) is not None
         },
     )
-    missing = [
-        f"--{name}" for name in ("provider", "model", "workspace") if getattr(merged, name) is None
-    ]
+    needed = ("provider", "model", "workspace") if workspace else ("provider", "model")
+    missing = [f"--{name}" for name in needed if getattr(merged, name) is None]
     if missing:
-        raise UsageError(f"{why}: pass {', '.join(missing)}")
+        names = ", ".join(missing)
+        raise UsageError(f"{why}: pass {names}" if why else f"pass {names}")
     assert merged.provider is not None and merged.model is not None
-    assert merged.workspace is not None
     return RunConfig(
         provider=merged.provider,
         model=merged.model,
         base_url=merged.base_url,
-        workspace=str(Path(merged.workspace).resolve()),
+        workspace=None if merged.workspace is None else str(Path(merged.workspace).resolve()),
         system=system if merged.system is None else merged.system,
         max_steps=DEFAULT_MAX_STEPS if merged.max_steps is None else merged.max_steps,
         max_tokens=merged.max_tokens,
         retries=DEFAULT_RETRIES if merged.retries is None else merged.retries,
         api_key_env=merged.api_key_env,
+        ca_file=merged.ca_file,
         temperature=merged.temperature,
         tool_choice=merged.tool_choice,
         reasoning_effort=merged.reasoning_effort,

@@ -19,6 +19,7 @@ from ..session._agent import Agent
 from ..stores._base import LoadedSession
 from ..stores.postgres._store import PostgresStore
 from ..tools._tool import ToolSource
+from ._app import load_agent, refuse_beside
 from ._commands import sandbox_line, shared, workspace_for
 from ._config import RunConfig, given, resolve
 from ._drive import EXIT_FAILED, EXIT_OK
@@ -105,52 +106,71 @@ async def _drain_on_signals(worker: Worker, cancel: trio.CancelScope) -> None:
 
 
 def worker(args: argparse.Namespace) -> int:
-    config = resolve(given(args), system=DEFAULT_SYSTEM)
+    store_options = {"lease_seconds": args.lease_seconds, "listen_dsn": args.listen_dsn}
+    if args.agent is not None:
+        refuse_beside(args)
+        app = load_agent(args.agent)
+        store = _store(args.dsn, args.schema, **store_options)
+
+        async def run_app() -> int:
+            try:
+                return await _work(args, store, app.maker(), f"--agent {args.agent}")
+            finally:
+                await store.aclose()
+
+        return trio.run(run_app)
+    why = "worker needs a model and a workspace root, or your own agent (--agent MODULE:NAME)"
+    config = resolve(given(args), system=DEFAULT_SYSTEM, why=why)
     model = config.model_object()
     config = msgspec.structs.replace(config, base_url=model.base_url)  # as it is used
+    assert config.workspace is not None  # needed by resolve
     root = Path(config.workspace)
     if not root.is_dir():
         raise ValueError(f"workspace root {root} is not a directory")
     workspace = workspace_for(root, args)
     names = list(workspace.tools().names())
     early = None if config.mcp else config.settings(names)  # a usage error before trio
-    store = _store(
-        args.dsn, args.schema, lease_seconds=args.lease_seconds, listen_dsn=args.listen_dsn
-    )
+    store = _store(args.dsn, args.schema, **store_options)
 
     async def body() -> int:
         try:
-            async with open_servers(config.mcp, config.mcp_env) as servers:
+            async with open_servers(config.mcp, config.mcp_env, cwd=str(root)) as servers:
                 settings = early
                 if servers:
                     every = all_tools(list(workspace.tools()), servers)
                     settings = config.settings([tool.name for tool in every])
                 make = _session_maker(args, root, model, list(servers), settings, config)
-                fleet_worker = Worker(
-                    store, make, concurrency=args.concurrency, drain_seconds=args.drain_seconds
-                )
-                with trio.CancelScope() as cancel:
-                    async with trio.open_nursery() as nursery:
-
-                        async def work(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-                            await fleet_worker.run(task_status=task_status)
-                            nursery.cancel_scope.cancel()  # drained: the signals task too
-
-                        nursery.start_soon(_drain_on_signals, fleet_worker, cancel)
-                        await nursery.start(work)
-                        print(
-                            f"trio-agent worker {store.holder}: {args.concurrency} sessions at "
-                            f"a time from {store!r}; {sandbox_line(workspace)}",
-                            file=sys.stderr,
-                            flush=True,
-                        )
-                print(
-                    f"trio-agent worker {store.holder}: stopped after {fleet_worker.turns} turn(s)",
-                    file=sys.stderr,
-                )
-                return EXIT_OK
+                return await _work(args, store, make, sandbox_line(workspace))
         finally:
             await model.aclose()
             await store.aclose()
 
     return trio.run(body)
+
+
+async def _work(args: argparse.Namespace, store: PostgresStore, make: Any, what: str) -> int:
+    """Run a fleet worker with ``make`` until it drains (SIGTERM, Ctrl-C), saying
+    when it starts (with ``what`` it runs) and stops."""
+    fleet_worker = Worker(
+        store, make, concurrency=args.concurrency, drain_seconds=args.drain_seconds
+    )
+    with trio.CancelScope() as cancel:
+        async with trio.open_nursery() as nursery:
+
+            async def work(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+                await fleet_worker.run(task_status=task_status)
+                nursery.cancel_scope.cancel()  # drained: the signals task too
+
+            nursery.start_soon(_drain_on_signals, fleet_worker, cancel)
+            await nursery.start(work)
+            print(
+                f"trio-agent worker {store.holder}: {args.concurrency} sessions at "
+                f"a time from {store!r}; {what}",
+                file=sys.stderr,
+                flush=True,
+            )
+    print(
+        f"trio-agent worker {store.holder}: stopped after {fleet_worker.turns} turn(s)",
+        file=sys.stderr,
+    )
+    return EXIT_OK

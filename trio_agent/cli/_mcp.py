@@ -1,8 +1,9 @@
 """MCP servers as tool sources on the command line: ``--mcp 'COMMAND
 ARGS...'`` (a stdio server, split as a shell would, run without one),
 ``--mcp-http URL`` (streamable HTTP), both repeatable and numbered together in
-the order given; ``--mcp-env NAME`` passes a variable of our environment to
-the stdio servers (they get only ``PATH``, ``HOME`` and a few more otherwise).
+the order given; a stdio server runs in the workspace directory. ``--mcp-env
+NAME`` passes a variable of our environment to the stdio servers (they get
+only ``PATH``, ``HOME`` and a few more otherwise).
 
 Each server's tools are named ``{prefix}_{tool}``: the prefix is ``mcp1``,
 ``mcp2``, ... by position, or the ``NAME`` of a ``NAME=`` written before the
@@ -131,10 +132,11 @@ def _environment(names: Sequence[str]) -> dict[str, str]:
 
 @asynccontextmanager
 async def open_servers(
-    specs: Sequence[MCPServerSpec], env_names: Sequence[str] = ()
+    specs: Sequence[MCPServerSpec], env_names: Sequence[str] = (), cwd: str | None = None
 ) -> AsyncIterator[list[Any]]:
     """Enter each server for the block's lifetime, in order (left in reverse);
     yields them (``MCPServerBase``s: ``.tools()`` is each one's current list).
+    The stdio servers run in ``cwd`` (the workspace; None: the current directory).
     A server that cannot be used (``MCPServerError``) is a usage error naming
     it; nothing started is left running."""
     if not specs:
@@ -153,7 +155,9 @@ async def open_servers(
         if spec.kind == "stdio":
             assert spec.command
             servers.append(
-                MCPServerStdio(spec.command[0], spec.command[1:], env=env, prefix=spec.prefix)
+                MCPServerStdio(
+                    spec.command[0], spec.command[1:], env=env, cwd=cwd, prefix=spec.prefix
+                )
             )
         else:
             assert spec.url is not None

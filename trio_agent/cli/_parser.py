@@ -4,8 +4,6 @@ checks argparse makes at parse time (a usage error, exit 2, names the option).""
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import textwrap
 from collections.abc import Callable
 from typing import Final
@@ -14,7 +12,7 @@ import attrs
 
 from .._settings import REASONING_EFFORTS
 from ..limits import MAX_AGENT_STEPS
-from ..providers._base import check_base_url
+from ._values import agent_ref, base_url, count, env_name, fraction, json_object, seconds
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -36,55 +34,6 @@ DEFAULT_SYSTEM: Final = "You are a careful assistant working in a workspace."
 DEFAULT_MAX_STEPS: Final = 32
 DEFAULT_RETRIES: Final = 4  # five attempts in all, as RetryPolicy() makes
 ANTHROPIC_MAX_TOKENS: Final = 4096
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def base_url(text: str) -> str:
-    """A base URL as the providers take one (``check_base_url``: the one rule),
-    checked at parse time."""
-    try:
-        return check_base_url(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def env_name(text: str) -> str:
-    """The name of an environment variable (letters, digits, ``_``)."""
-    if not _ENV_NAME.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not an environment variable name")
-    return text
-
-
-def fraction(most: float) -> Callable[[str], float]:
-    """A number in ``0..most``, as argparse's ``type``."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not 0.0 <= value <= most:  # NaN fails too
-            raise argparse.ArgumentTypeError(f"must be in 0..{most:g}, got {text}")
-        return value
-
-    return parse
-
-
-def count(least: int, most: int | None = None) -> Callable[[str], int]:
-    """An int in ``least..most``, as argparse's ``type``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < least or (most is not None and value > most):
-            bound = f"in {least}..{most}" if most is not None else f">= {least}"
-            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
-        return value
-
-    return parse
 
 
 @attrs.frozen
@@ -117,64 +66,85 @@ _APPROVE_HELP = (
 )
 
 
-def json_object(text: str) -> dict[str, object]:
-    """A JSON object, as argparse's ``type`` (``approve --arguments``)."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"a JSON object is needed, got {text!r:.80}")
-    return value
+_AGENT_HELP = (
+    "run your own agent instead of a model with the workspace tools: NAME in MODULE, "
+    "imported from the current directory (or the Python path), either an Agent (its "
+    "model, tools and options{each}) or a session factory, (store, session_id, new) -> "
+    "Agent (sync or async, as trio_agent.fleet.agent_maker makes one){factory}. The "
+    "agent brings its model, tools and options, so the options that make them "
+    "(--provider, --model, --workspace, --system, --mcp, ...) are refused beside it; "
+    "--approve decides the calls its own policy holds. {recorded}"
+)
 
 
-def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool, json: bool = True) -> None:
-    """The options ``run`` and ``resume`` share; on ``resume`` each defaults to what
-    ``run`` recorded in the ledger, and a flag given overrides it for this resume."""
+_AGENT_HELP_BY_COMMAND: Final = {  # each command's words: each, factory, recorded
+    "run": (
+        "; with --ledger, a new session with them",
+        ", called as (store, session_id, True): it needs --ledger",
+        "With --ledger, an Agent's session records MODULE:NAME as its configuration (a "
+        "factory's session, the metadata the factory gives it) (default: none)",
+    ),
+    "resume": (
+        ", the recorded session rebuilt with them",
+        ", called as (store, session_id, False)",
+        "A session `run --agent` made needs it again: resume says which (default: none; "
+        "the recorded configuration)",
+    ),
+    "worker": (
+        ", each session made or resumed with them",
+        ", called for each session the worker takes",
+        "An Agent's new sessions record MODULE:NAME (default: none)",
+    ),
+}
+
+
+def _agent_help(command: str) -> str:
+    each, factory, recorded = _AGENT_HELP_BY_COMMAND[command]
+    return _AGENT_HELP.format(each=each, factory=factory, recorded=recorded)
+
+
+def _agent_options(
+    sub: argparse.ArgumentParser, *, resumed: bool, json: bool = True, command: str = "run"
+) -> None:
+    """The options ``run``, ``resume`` and ``worker`` share; on ``resume`` each
+    defaults to what ``run`` recorded in the ledger, and a flag given overrides it
+    for this resume. ``--provider``, ``--model`` and ``--workspace`` are needed
+    (checked when the command runs) unless ``--agent`` names the agent."""
 
     def default(value: str) -> str:
         return "default: as recorded by `run`" if resumed else f"default: {value}"
 
     def needed() -> str:
-        return "default: as recorded by `run`" if resumed else "required"
+        if resumed:
+            return "default: as recorded by `run`"
+        return "required unless --agent is given; default: none"
 
+    sub.add_argument("--agent", type=agent_ref, metavar="MODULE:NAME", help=_agent_help(command))
     sub.add_argument(
         "--provider",
         choices=sorted(KEY_VARIABLES),
-        required=not resumed,
         help="the model provider's API: openai (Chat Completions, and compatible servers), "
         f"openai-responses (OpenAI's Responses API), anthropic ({needed()})"
         + (
-            "; switching it drops the recorded model, base URL, key variable, max tokens"
+            "; switching it drops the recorded model, base URL, key variable, max tokens, CA file"
             if resumed
             else ""
         ),
     )
-    sub.add_argument(
-        "--model", required=not resumed, metavar="NAME", help=f"the model name ({needed()})"
+    sub.add_argument("--model", metavar="NAME", help=f"the model name ({needed()})")
+    workspace = (
+        "default: as recorded by `run`; for a session `run` did not record, none: "
+        "no workspace tools"
+        if resumed
+        else needed()
     )
     sub.add_argument(
         "--workspace",
-        required=not resumed,
         metavar="DIR",
-        help=f"the directory the tools read, write and run commands in ({needed()})",
+        help="the directory the tools read, write and run commands in, and the --mcp "
+        f"servers run in ({workspace})",
     )
-    sub.add_argument(
-        "--base-url",
-        type=base_url,
-        metavar="URL",
-        help="an OpenAI-compatible or Anthropic server ("
-        + default("$OPENAI_BASE_URL / $ANTHROPIC_BASE_URL, else the provider's own")
-        + ")",
-    )
-    sub.add_argument(
-        "--api-key-env",
-        type=env_name,
-        metavar="NAME",
-        help="read the API key from this environment variable ("
-        + default("OPENAI_API_KEY or ANTHROPIC_API_KEY, by provider")
-        + "); only the name is recorded, never the key",
-    )
+    _connection_options(sub, default)
     sub.add_argument(
         "--system",
         metavar="TEXT",
@@ -228,12 +198,39 @@ def _agent_options(sub: argparse.ArgumentParser, *, resumed: bool, json: bool = 
         )
 
 
+def _connection_options(sub: argparse.ArgumentParser, default: Callable[[str], str]) -> None:
+    """``--base-url``, ``--api-key-env`` and ``--ca-file``: how the provider is reached
+    (``default``: the help's default, as the command says it)."""
+    sub.add_argument(
+        "--base-url",
+        type=base_url,
+        metavar="URL",
+        help="an OpenAI-compatible or Anthropic server ("
+        + default("$OPENAI_BASE_URL / $ANTHROPIC_BASE_URL, else the provider's own")
+        + ")",
+    )
+    sub.add_argument(
+        "--api-key-env",
+        type=env_name,
+        metavar="NAME",
+        help="read the API key from this environment variable ("
+        + default("OPENAI_API_KEY or ANTHROPIC_API_KEY, by provider")
+        + "); only the name is recorded, never the key",
+    )
+    sub.add_argument(
+        "--ca-file",
+        metavar="PATH",
+        help="trust the CA certificates in this PEM file, instead of the system's, for "
+        "https to the provider (a private CA, a TLS-inspecting proxy); recorded as an "
+        "absolute path (" + default("the system's trust store, or $SSL_CERT_FILE") + ")",
+    )
+
+
 def _sandbox_options(sub: argparse.ArgumentParser) -> None:
     """``--sandbox`` and ``--allow-network``: what confines the run tool's commands."""
     sub.add_argument(
         "--sandbox",
         choices=["auto", "bwrap", "none"],
-        default="auto",
         help="confine the run tool's commands: bwrap (bubblewrap: the workspace read-write "
         "at its own path, the system read-only, no network; refused if missing), none "
         "(run as you), auto (bwrap where installed and working, else none with a warning; "
@@ -267,7 +264,8 @@ def _mcp_options(sub: argparse.ArgumentParser, *, resumed: bool) -> None:
         metavar="[NAME=]COMMAND",
         help="an MCP server to run while the command runs, as a tool source, spoken to "
         "over its stdin and stdout: the command and its arguments in one string, split as "
-        "a shell would, run without one, in the current directory" + named,
+        "a shell would, run without one, in the workspace directory (the current "
+        "directory when there is no workspace)" + named,
     )
     sub.add_argument(
         "--mcp-http",
@@ -377,8 +375,11 @@ def build_parser(version: str) -> Parsers:
         "--json", action="store_true", help="print events as JSON lines (default: off)"
     )
 
-    run = command("run", "run an agent on a task, with the workspace tools")
-    _agent_options(run, resumed=False)
+    run = command(
+        "run",
+        "run an agent on a task: a model with the workspace tools, or your own agent (--agent)",
+    )
+    _agent_options(run, resumed=False, command="run")
     run.add_argument(
         "--ledger",
         metavar="FILE.jsonl",
@@ -395,8 +396,16 @@ def build_parser(version: str) -> Parsers:
     )
     run.add_argument("--approve", choices=APPROVE_MODES, help=_APPROVE_HELP)
     run.add_argument("task", help="what the agent should do")
-    run.set_defaults(system=DEFAULT_SYSTEM, max_steps=DEFAULT_MAX_STEPS, retries=DEFAULT_RETRIES)
 
+    _resume_command(command)
+    _decision_commands(command)
+    _reading_commands(command)
+    _fleet_commands(command)
+    return Parsers(main, commands)
+
+
+def _resume_command(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``resume``: go on with a recorded session."""
     resume = command(
         "resume",
         "go on with a recorded session: a new turn with --message, else the turn an "
@@ -410,10 +419,15 @@ def build_parser(version: str) -> Parsers:
         "given overrides it for this resume (the record is kept as it is)."
         " Calls a turn left waiting for approval are continued too (with or without "
         "--message): those decided (`trio-agent approve`/`reject`) run or are answered "
-        "first, the others are decided as --approve says.",
+        "first, the others are decided as --approve says. A session `run --agent "
+        "MODULE:NAME` made is resumed with --agent MODULE:NAME again. A ledger `run` did "
+        "not write (an application's) records no configuration: pass --agent "
+        "MODULE:NAME to go on with the application's agent, or --provider and --model to "
+        "go on with a model alone, with no tools but the workspace's when --workspace is "
+        "given and the --mcp servers'.",
     )
     resume.add_argument("ledger", metavar="FILE.jsonl", help="the session's ledger")
-    _agent_options(resume, resumed=True)
+    _agent_options(resume, resumed=True, command="resume")
     resume.add_argument("--approve", choices=APPROVE_MODES, help=_APPROVE_HELP)
     resume.add_argument(
         "--message",
@@ -422,11 +436,6 @@ def build_parser(version: str) -> Parsers:
         help="a new message (default: continue a turn a crash or Ctrl-C left owing a "
         "reply; any other turn end is a usage error)",
     )
-
-    _decision_commands(command)
-    _reading_commands(command)
-    _fleet_commands(command)
-    return Parsers(main, commands)
 
 
 def _database_options(sub: argparse.ArgumentParser) -> None:
@@ -458,7 +467,8 @@ def _fleet_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
         "work as one of a fleet: take sessions with queued input from PostgreSQL and "
         "answer it, until SIGTERM or Ctrl-C",
         ". Each session works in its own directory, WORKSPACE/SESSION (made on first "
-        "use), with the workspace tools. A new session records this configuration; a "
+        "use), with the workspace tools, or with --agent MODULE:NAME as your agent "
+        "makes it. A new session records this configuration; a "
         "worker that takes a recorded session over resumes it (calls a dead worker left "
         "open are answered as unknown, never run again). The first SIGTERM or Ctrl-C "
         "drains: no new turn starts, the turns under way finish (cancelled after "
@@ -466,7 +476,7 @@ def _fleet_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
         "the [postgres] extra.",
     )
     _database_options(worker)
-    _agent_options(worker, resumed=False, json=False)
+    _agent_options(worker, resumed=False, json=False, command="worker")
     worker.add_argument(
         "--concurrency",
         type=count(1, 10_000),
@@ -489,7 +499,6 @@ def _fleet_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
         help="how long a session stays with a worker that stopped renewing it (it died, "
         "or lost the database) before another takes it over (default: 30)",
     )
-    worker.set_defaults(system=DEFAULT_SYSTEM, max_steps=DEFAULT_MAX_STEPS, retries=DEFAULT_RETRIES)
     submit = command(
         "submit",
         "queue a message for a session in PostgreSQL, for the fleet's workers; prints "
@@ -511,28 +520,28 @@ def _fleet_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     submit.add_argument("message", metavar="MESSAGE", help="the message")
 
 
-def seconds(text: str) -> float:
-    """A positive, finite number of seconds, as argparse's ``type``."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not (0 < value < 86400):
-        raise argparse.ArgumentTypeError(
-            f"a number of seconds in (0, 86400) is needed, got {text!r}"
-        )
-    return value
-
-
 def _reading_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     """``show`` and ``schema``: commands that read and print."""
-    show = command("show", "show a recorded session: its configuration, turns, calls, usage")
+    show = command(
+        "show",
+        "show a recorded session: its configuration, turns, calls, usage",
+        ". It is read from a .jsonl ledger, a store (--store: a directory of .jsonl "
+        "ledgers, as JsonlStore keeps them, or a SQLite database, as SqliteStore keeps "
+        "one, opened read-only), or PostgreSQL (--dsn); nothing is written.",
+    )
     show.add_argument(
         "ledger",
         metavar="FILE.jsonl|SESSION",
-        help="the session's ledger, or with --dsn the session's id in PostgreSQL",
+        help="the session's ledger, or with --store or --dsn the session's id",
     )
-    show.add_argument(
+    where = show.add_mutually_exclusive_group()
+    where.add_argument(
+        "--store",
+        metavar="DIR|FILE",
+        help="read the session from this store: a directory of SESSION.jsonl ledgers, or "
+        "a SQLite database file (told by its content) (default: a .jsonl file)",
+    )
+    where.add_argument(
         "--dsn",
         metavar="DSN",
         help="read the session from this PostgreSQL database (default: a .jsonl file)",

@@ -9,6 +9,7 @@ import argparse
 import shlex
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -46,21 +47,30 @@ from ..telemetry._pricing import cost_of
 from ._commands import ledger_location, read_ledger
 from ._config import METADATA_KEY
 from ._drive import EXIT_OK
+from ._errors import UsageError
 from ._output import content_line, describe_end, json_line, one_line, visible
 from ._parser import ANTHROPIC_MAX_TOKENS, KEY_VARIABLES
 from ._schema import SCHEMA_VERSION, RecordLine
+from ._stored import read_stored, store_hint
 
 __all__ = ["show"]
 
 
 def _loaded(args: argparse.Namespace) -> tuple[LoadedSession, str | None]:
     """The session's records and who writes it now (None: nobody), from its
-    ``.jsonl`` file or, with ``--dsn``, from PostgreSQL."""
+    ``.jsonl`` file, a store (``--store``: a directory or a SQLite file) or, with
+    ``--dsn``, PostgreSQL. A store given as a ledger is a usage error that says
+    how to name the session."""
     dsn = getattr(args, "dsn", None)  # absent when called with a namespace of its own
     if dsn is not None:
         from ._fleet import read_session
 
         return read_session(dsn, getattr(args, "schema", "trio_agent"), args.ledger)
+    store = getattr(args, "store", None)
+    if store is not None:
+        return read_stored(store, args.ledger)
+    if not args.ledger.endswith(".jsonl") and (hint := store_hint(Path(args.ledger))):
+        raise UsageError(hint)
     loaded = read_ledger(args.ledger)
     _, _, file = ledger_location(args.ledger)
     return loaded, holder_of(file)
@@ -116,12 +126,9 @@ def _cost(usage: Usage, metadata: Mapping[str, Any] | None) -> float | None:
 
 def _configuration(metadata: Mapping[str, Any] | None) -> list[str]:
     """The configuration ``run`` recorded (and any other metadata), one line each."""
-    if not metadata:
-        return ["configuration: none recorded (resume needs --provider, --model, --workspace)"]
-    lines = []
-    config = metadata.get(METADATA_KEY)
+    config = (metadata or {}).get(METADATA_KEY)
     if isinstance(config, Mapping):
-        lines.append("configuration (recorded by `trio-agent run`; `resume` uses it):")
+        lines = ["configuration (recorded by `trio-agent run`; `resume` uses it):"]
         for name, value in config.items():
             if name == "format":
                 continue
@@ -132,7 +139,12 @@ def _configuration(metadata: Mapping[str, Any] | None) -> list[str]:
             elif name == "mcp":
                 value = _servers(value)
             lines.append(f"  {name}: {value}")
-    rest = {k: v for k, v in metadata.items() if k != METADATA_KEY}
+    else:
+        lines = [
+            "configuration: none recorded by `trio-agent run` (resume needs --agent "
+            "MODULE:NAME, or --provider and --model: with no tools but --workspace's)"
+        ]
+    rest = {k: v for k, v in (metadata or {}).items() if k != METADATA_KEY}
     if rest:
         lines.append(f"metadata: {one_line(msgspec.json.encode(rest).decode(), 200)}")
     return lines

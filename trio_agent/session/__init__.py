@@ -16,6 +16,7 @@ from ..errors import CONTEXT_OVERFLOW as CONTEXT_OVERFLOW
 from ..events import ApprovalDecision as ApprovalDecision
 from ._agent import Agent as Agent
 from ._limits import UsageLimits as UsageLimits
+from ._options import AgentOptions as AgentOptions
 from ._policy import ToolBlocked as ToolBlocked
 from ._policy import block as block
 from ._retry import RetryPolicy as RetryPolicy
@@ -27,6 +28,7 @@ __all__ = [
     "CONTEXT_OVERFLOW",
     "ApprovalDecision",
     "Agent",
+    "AgentOptions",
     "RetryPolicy",
     "ToolBlocked",
     "TurnRun",

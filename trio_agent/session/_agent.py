@@ -515,6 +515,18 @@ class Agent(Generic[OutputT, DepsT]):
 
     # -- state
     @property
+    def options(self) -> AgentOptions:
+        """How this agent runs (its model, tools, hooks, budgets, output, approvals,
+        ...) as it was made, checked: an ``AgentOptions``, to make another agent
+        alike. ``Agent(**agent.options.as_keywords(), store=..., session_id=...)``
+        starts another session with them, ``await Agent.resume(store, session_id,
+        **agent.options.resume_keywords())`` goes on with a recorded one, and
+        ``fleet.agent_maker(**agent.options.as_keywords())`` does both for a
+        fleet (``trio-agent --agent`` takes an ``Agent`` as such a template). The
+        session itself (transcript, store, id, metadata) is not part of it."""
+        return self._state.options()
+
+    @property
     def name(self) -> str | None:
         """The agent's name in traces (``invoke_agent {name}``), or None."""
         return self._state.name
