@@ -306,7 +306,7 @@ def _answer(result: TurnResult, typed: bool, link: str | None, max_seconds: floa
     value = result.output if typed else result.final_text
     if link is None:
         return value  # a str as it is; anything else JSON-encoded by the tool machinery
-    text = value if type(value) is str else msgspec.json.encode(value).decode()
+    text = value if type(value) is str else json_bytes(value).decode()
     return ToolResult((TextBlock(text), TextBlock(link)))
 
 

@@ -129,7 +129,8 @@ def _build(
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{where}: {_culprit(ours, exc)}") from None
     if pydantic is not None:
-        _merge(parameters, pydantic, {f[0]: f[2] for f in theirs if len(f) > 2})
+        plain = {f[0]: f[2] for f in theirs if len(f) > 2 and not pydantic_default(f[2])}
+        _merge(parameters, pydantic, plain)
     return Arguments(struct, parameters, pydantic)
 
 

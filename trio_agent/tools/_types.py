@@ -154,8 +154,13 @@ def enc_hook(value: Any) -> Any:
         serializer = getattr(kind, "__pydantic_serializer__", None)
         if serializer is not None:  # a model, a pydantic dataclass
             return serializer.to_python(value, mode="json")
-        adapter = sys.modules["pydantic"].TypeAdapter(kind)
-        return adapter.dump_python(value, mode="json")
+        pydantic = sys.modules["pydantic"]
+        try:
+            adapter = pydantic.TypeAdapter(kind)
+        except pydantic.PydanticUserError:  # not a value pydantic dumps (a FieldInfo)
+            adapter = None
+        if adapter is not None:
+            return adapter.dump_python(value, mode="json")
     raise _Unsupported(f"Encoding objects of type {kind.__qualname__} is unsupported")
 
 
@@ -256,7 +261,10 @@ def _members(cls: type) -> list[Any]:
 
 def pydantic_installed() -> bool:
     """Whether pydantic can be imported (without importing it)."""
-    return "pydantic" in sys.modules or importlib.util.find_spec("pydantic") is not None
+    try:
+        return importlib.util.find_spec("pydantic") is not None
+    except (ImportError, ValueError):  # hidden (None in sys.modules), or broken
+        return False
 
 
 def type_name(kind: Any) -> str:
