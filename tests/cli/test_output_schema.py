@@ -262,7 +262,7 @@ async def test_the_validator_refuses_with_output_error_and_the_type_carries_the_
         await answer_schema.validate({"name": "A"})
     await answer_schema.validate({"name": "A", "age": 2})
     spec = output_spec(answer_schema.output_type)
-    assert spec is not None and spec.wrapper is None
+    assert spec is not None and not spec.wrapped
     assert spec.schema["properties"] == SCHEMA["properties"]
     assert spec.schema["required"] == SCHEMA["required"]
 

@@ -340,7 +340,7 @@ def test_wrap_rule_matches_the_output_spec() -> None:
     ]
     for kind in kinds:
         spec = output.output_spec(kind)
-        assert is_wrapped(kind) == (spec.wrapper is not None), kind
+        assert is_wrapped(kind) == spec.wrapped, kind
 
 
 class Pin(msgspec.Struct, omit_defaults=True):

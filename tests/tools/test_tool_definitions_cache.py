@@ -10,7 +10,7 @@ import pytest
 
 from trio_agent import tool
 from trio_agent.tools import ToolArgumentsError
-from trio_agent.tools import _tool as tools_module
+from trio_agent.tools import _arguments as tools_module
 
 UNWRITABLE = object()
 

@@ -24,6 +24,7 @@ from ..messages._ir import (
     UserMessage,
 )
 from ..model import TextDelta
+from ..tools._types import enc_hook, json_bytes
 from ._schema import SCHEMA_VERSION, EventLine
 
 __all__ = [
@@ -58,7 +59,7 @@ def json_line(value: object) -> str:
     """``value`` as compact JSON on one line, safe on a terminal and still JSON:
     msgspec escapes the controls below ``\\x20``; DEL and the C1 controls (which
     can only sit in strings) are written as ``\\u00NN``."""
-    text = msgspec.json.encode(value).decode()
+    text = json_bytes(value).decode()
     return _WIDE_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
@@ -191,7 +192,7 @@ class Output:
             self._wake.set()
 
 
-_line_encoder = msgspec.json.Encoder()
+_line_encoder = msgspec.json.Encoder(enc_hook=enc_hook)  # a typed output may be pydantic's
 
 
 @final

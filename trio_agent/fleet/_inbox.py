@@ -31,6 +31,7 @@ from ..messages._rules import BlockError, check_content
 from ..model import Usage
 from ..stores import PostgresStore
 from ..stores._base import check_session_id
+from ..tools._types import json_bytes
 from ._listen import Listener, channel
 
 if TYPE_CHECKING:
@@ -221,7 +222,7 @@ def answered(
 ) -> None:
     """Store the turn's result (without the transcript) as the input's answer and
     notify its waiters."""
-    body = msgspec.json.encode(msgspec.structs.replace(result, messages=()))
+    body = json_bytes(msgspec.structs.replace(result, messages=()))  # a pydantic output too
     _finish(connection, store, [input_id], body, None)
 
 

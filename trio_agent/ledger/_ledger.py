@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, Final, Literal, Protocol, final
 
-import msgspec
 import trio
 from trio.lowlevel import enable_ki_protection
 
@@ -21,6 +20,7 @@ from ..errors import TOOL_FATAL as TOOL_FATAL
 from ..events import ApprovalDecision, TurnEnd, TurnInterrupted
 from ..messages._ir import Message, ToolCall, ToolResultMessage
 from ..model import Usage
+from ..tools._types import json_builtins
 from ._derive import TOOL_CANCELLED as TOOL_CANCELLED
 from ._derive import TOOL_NOT_STARTED as TOOL_NOT_STARTED
 from ._derive import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
@@ -109,10 +109,11 @@ FsyncPolicy = Literal["always", "step", "never"]
 
 
 def _as_json(value: Any) -> tuple[Any, str | None]:
-    """``value`` as JSON builtins (dict keys as strings), or None and why it has no
-    JSON form (an object an ``output_validator`` returned, say)."""
+    """``value`` as JSON builtins (dict keys as strings; a pydantic model as pydantic
+    dumps it), or None and why it has no JSON form (an object an
+    ``output_validator`` returned, say)."""
     try:
-        return msgspec.to_builtins(value, str_keys=True), None
+        return json_builtins(value), None
     except (TypeError, ValueError) as exc:
         return None, f"{type(value).__qualname__} has no JSON form: {exc}"
 

@@ -26,10 +26,10 @@ then the value cut after the last complete member of each open container (a
 dangling key, a number that could still grow, a partial ``tru`` are never in a
 reading).
 
-A reading is converted with ``msgspec.convert`` to the output type (to its
-``{"response": ...}`` wrapper when wrapped), as the output tool's arguments
-are; when that fails, the JSON path of msgspec's error names the unfinished
-member, and the next try is the cut that drops it. The whole answer, once its
+A reading is converted to the output type (to its ``{"response": ...}``
+wrapper when wrapped), as the output tool's arguments are: by msgspec, or by
+pydantic for a pydantic type; when that fails, the JSON path of the error
+names the unfinished member, and the next try is the cut that drops it. The whole answer, once its
 last brace arrives, is decoded from its text as the loop decodes a native
 answer, so the last value is the run's output. So a typed value appears only
 once the answer so far converts: a Struct's required fields must all have
@@ -53,7 +53,9 @@ that misses a required field is not converted again until another of its
 members starts. So the total is linear in deltas x open-container size, never
 deltas x answer in Python. A 60,000-character answer in 1,000 deltas costs 13
 to 260 ms in all by shape on a slow, noisy machine, 100 to 600 times one
-decode of the whole answer (``benchmarks/partial_output.py``).
+decode of the whole answer (``benchmarks/partial_output.py``). A pydantic type
+is validated whole at each reading that changes (its members are not kept
+converted): deltas x answer, in pydantic's Rust.
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ from ..events import ModelChunk
 from ..limits import OUTPUT_TOOL_NAME
 from ..messages._ir import ToolCall
 from ..model import TextDelta
-from ._scan import MISSING, Layouts, PrefixScanner, error_depth
+from ..tools._codec import json_type
+from ..tools._types import MsgspecType, TypeMismatch
+from ._scan import MISSING, Layouts, PrefixScanner
 
 __all__ = ["PartialOutput", "PartialOutputIterator", "is_wrapped", "partial_output"]
 
@@ -78,16 +82,12 @@ T = TypeVar("T")
 
 def is_wrapped(output_type: Any) -> bool:
     """Whether ``output_type`` travels as ``{"response": value}``: its JSON Schema is
-    not an object (the rule of ``_output.output_spec``). A type msgspec cannot
-    describe counts as wrapped (``output_type=`` refuses it anyway)."""
+    not an object (the rule of ``output_spec``). A type that cannot be described
+    counts as wrapped (``output_type=`` refuses it anyway)."""
     try:
-        schema = msgspec.json.schema(output_type)
-    except (TypeError, ValueError):
+        return json_type(output_type).wrapped
+    except TypeError:
         return True
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/") and len(schema) <= 2:
-        schema = schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"), schema)
-    return bool(schema.get("type") != "object")
 
 
 # --------------------------------------------------------------- the machine
@@ -128,7 +128,7 @@ class PartialOutput(Generic[T]):
         "_accepted",
         "_as_text",
         "_attempt",
-        "_decode_type",
+        "_codec",
         "_from_tool",
         "_good",
         "_json",
@@ -157,19 +157,13 @@ class PartialOutput(Generic[T]):
     def __init__(self, output_type: Any, *, wrapped: bool | None = None) -> None:
         self._type: Any = output_type
         self._as_text = output_type is str and wrapped is None
-        self._wrapped = is_wrapped(output_type) if wrapped is None else wrapped
-        # what the output tool's arguments are converted to (``_output.output_spec``)
-        self._decode_type: Any = (
-            msgspec.defstruct(
-                OUTPUT_TOOL_NAME, [("response", output_type)], forbid_unknown_fields=True
-            )
-            if self._wrapped
-            else output_type
-        )
+        # how the output tool's arguments are converted (as ``output_spec`` does)
+        self._codec = json_type(output_type, wrapped=True if self._as_text else wrapped)
+        self._wrapped = self._codec.wrapped
         self._layouts: Layouts = {}
         self._request_id: str | None = None
         self._attempt = 0
-        self._reader = PrefixScanner(self._decode_type, self._layouts)
+        self._reader = PrefixScanner(self._root_type(), self._layouts)
         self._text = ""
         self._tried: tuple[int, int] | None = None
         self._missing: tuple[int, list[Any] | dict[str, Any], int] | None = None
@@ -248,16 +242,22 @@ class PartialOutput(Generic[T]):
             self._json_level = -1
             self._read_json(chunk.arguments)
             try:
-                value = msgspec.convert(chunk.arguments, self._decode_type, str_keys=True)
+                value = self._codec.convert(chunk.arguments)
             except Exception:  # refused, or a hook of the type's that raised
                 return False
             self._accepted = True
             return self._offer(value, MISSING)
         return False
 
+    def _root_type(self) -> Any:
+        """The type the scanner converts completed members to: msgspec's, member by
+        member; for a pydantic type none (readings stay plain, validated whole)."""
+        codec = self._codec
+        return codec.travels if isinstance(codec, MsgspecType) else MISSING
+
     def _restart(self, request_id: str, attempt: int) -> None:
         self._request_id, self._attempt = request_id, attempt
-        self._reader = PrefixScanner(self._decode_type, self._layouts)
+        self._reader = PrefixScanner(self._root_type(), self._layouts)
         self._text = ""
         self._tried = None
         self._missing = None
@@ -292,7 +292,7 @@ class PartialOutput(Generic[T]):
         self._json_level = level  # read when asked: most UIs never ask
         if reader.complete:  # the whole answer: read as the loop reads a native one
             try:
-                value = msgspec.json.decode(reader.text, type=self._decode_type)
+                value = self._codec.decode(reader.text)
             except Exception:  # not JSON, refused, or a hook of the type's that raised
                 return False
             return self._offer(value, reader.reading(0, typed=True))
@@ -307,11 +307,10 @@ class PartialOutput(Generic[T]):
             if reading is MISSING:
                 return False
             try:
-                value = msgspec.convert(reading, self._decode_type, str_keys=True)
-            except msgspec.ValidationError as exc:
-                message = str(exc)
-                at = error_depth(message)
-                if at < level and message.startswith("Object missing required field"):
+                value = self._codec.convert(reading)
+            except TypeMismatch as exc:
+                at = exc.depth
+                if at < level and exc.missing:
                     # the object at ``at`` was read with the member being written
                     # in it: it misses a field until another member starts there
                     members = reader.container(at)
@@ -333,8 +332,6 @@ class PartialOutput(Generic[T]):
         """Keep ``value`` (unwrapped) when it differs from the last one. Readings are
         compared first: the same reading converts to the same value, and comparing
         them is cheap (their complete members are the same objects)."""
-        if self._wrapped:
-            value = value.response
         if not isinstance(self._value, msgspec.UnsetType):
             if reading is not MISSING and reading == self._good:
                 return False

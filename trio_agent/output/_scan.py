@@ -22,8 +22,8 @@ poorest:
 Where the type of a container's members is known (its layout: ``_layout``),
 each completed member is also converted to it once, so a typed reading costs
 what the open containers hold, not the whole answer (see ``PrefixScanner``).
-``error_depth`` reads how deep the member a msgspec error names is, so that
-``PartialOutput`` can try the cut that drops it.
+A refused reading's ``TypeMismatch`` says how deep the member it is about is,
+so that ``PartialOutput`` can try the cut that drops it.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import msgspec
 
 from ..limits import MAX_ARGUMENT_DEPTH
 
-__all__ = ["MISSING", "Layouts", "PrefixScanner", "error_depth"]
+__all__ = ["MISSING", "Layouts", "PrefixScanner"]
 
 # ------------------------------------------------------------------ scanner
 
@@ -51,7 +51,6 @@ _NUMBER_CHARS: Final = re.compile(r"[-+0-9.eE]*")
 _LETTERS: Final = re.compile(r"[a-z]*")
 _HEX4: Final = re.compile(r"[0-9a-fA-F]{4}")
 _LITERALS: Final[dict[str, Any]] = {"true": True, "false": False, "null": None}
-_PATH_STEP: Final = re.compile(r"\[[^\]]*\]|\.[^.\[]*")
 
 # What the reader expects next.
 _VALUE: Final = 0  # a value: at the start, after ':' or after ',' in an array
@@ -555,15 +554,3 @@ class PrefixScanner:
                     members[keys[at]] = child  # type: ignore[call-overload]
             child = members
         return child
-
-
-def error_depth(message: str) -> int:
-    """The JSON depth of what msgspec's error ``message`` is about: 0 for the top
-    value (no path), 1 for a member of it (``$.name``, ``$[3]``), ...; a key refused
-    in an object (``key `k` in `$.x```) counts as a member of that object."""
-    at = message.rfind("`$")
-    if at < 0:
-        return 0
-    close = message.find("`", at + 1)
-    depth = len(_PATH_STEP.findall(message, at + 2, close if close >= 0 else len(message)))
-    return depth + 1 if message.endswith(" in ", 0, at) else depth

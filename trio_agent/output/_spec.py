@@ -8,8 +8,10 @@ answer; ``"native"`` sends the schema as ``ModelRequest.output`` (OpenAI's
 ``response_format``, Anthropic's ``output_config``) and the answer is the
 final text, as JSON. A type whose schema is not an object (``list[int]``,
 ``int``, a ``Literal``, a union) is wrapped as ``{"response": ...}``, which is
-what tool parameters and strict native schemas need. Everything here is pure;
-the turn (``_turn.py``) does the appending and the counting.
+what tool parameters and strict native schemas need. A pydantic type (a
+model, ``list[Model]``, ...) is described and validated by pydantic, any other
+by msgspec (``tools._codec``). Everything here is pure; the turn
+(``_turn.py``) does the appending and the counting.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ from contextvars import ContextVar
 from typing import Any, Final, Literal, final
 
 import attrs
-import msgspec
 
 from ..errors import HOOK_ERROR, OUTPUT_INVALID, describe
 from ..limits import MAX_ARGUMENT_DEPTH, OUTPUT_TOOL_NAME, json_depth
 from ..messages._ir import AssistantMessage, ToolCall, text_from_assistant
 from ..model import OutputFormat
-from ..tools._schema import inline_schema
+from ..tools._codec import JsonType, json_type
 from ..tools._tool import Tool, ToolError, ToolRegistry, ToolSource
+from ..tools._types import NotJson, TypeMismatch
 
 __all__ = [
     "OUTPUT_ACCEPTED",
@@ -70,13 +72,13 @@ class OutputSpec:
     validator: OutputValidator | None
     schema: dict[str, Any]
     """What the model is asked to send: an object schema."""
-    wrapper: type[msgspec.Struct] | None
-    """The ``{"response": ...}`` Struct a non-object type travels in."""
+    codec: JsonType | None
+    """How the answer travels and is checked (msgspec's or pydantic's; wrapped in
+    ``{"response": ...}`` when the type's schema is not an object); None for text."""
     tool: Tool[..., str] | None = attrs.field(default=None, init=False)
     """The output tool the model is offered (tool mode), one for every turn."""
     format: OutputFormat | None = attrs.field(default=None, init=False)
     """What the request carries for a native answer (native mode)."""
-    _decoder: msgspec.json.Decoder[Any] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.mode == "tool":
@@ -84,18 +86,19 @@ class OutputSpec:
         elif self.mode == "native":
             native = OutputFormat(OUTPUT_TOOL_NAME, self.schema, strict=strict_ready(self.schema))
             object.__setattr__(self, "format", native)
-        decoded = self.type if self.wrapper is None else self.wrapper
-        object.__setattr__(self, "_decoder", msgspec.json.Decoder(decoded))
+
+    @property
+    def wrapped(self) -> bool:
+        """Whether the answer travels as ``{"response": value}``."""
+        return self.codec is not None and self.codec.wrapped
 
     def from_arguments(self, arguments: dict[str, Any]) -> Any:
         """The output tool's arguments as the output type, or ``OutputInvalid``
-        with msgspec's reason and JSON path."""
+        with the reason and JSON path."""
+        assert self.codec is not None
         try:
-            # JSON object keys are strings: str_keys reads them as a dict[int, X]'s ints
-            if self.wrapper is not None:
-                return msgspec.convert(arguments, self.wrapper, str_keys=True).response
-            return msgspec.convert(arguments, self.type, str_keys=True)
-        except msgspec.ValidationError as exc:
+            return self.codec.convert(arguments)
+        except TypeMismatch as exc:
             raise OutputInvalid(str(exc)) from None
 
     def from_text(self, text: str) -> Any:
@@ -105,13 +108,13 @@ class OutputSpec:
         anywhere it goes (decoding, the ledger, a resume)."""
         if json_depth(text) > MAX_ARGUMENT_DEPTH:
             raise OutputInvalid(f"the answer nests deeper than {MAX_ARGUMENT_DEPTH} containers")
+        assert self.codec is not None
         try:
-            value = self._decoder.decode(text)
-            return value if self.wrapper is None else value.response
-        except msgspec.ValidationError as exc:
-            raise OutputInvalid(str(exc)) from None
-        except msgspec.DecodeError as exc:
+            return self.codec.decode(text)
+        except NotJson as exc:
             raise OutputInvalid(f"the answer is not JSON: {exc}") from None
+        except TypeMismatch as exc:
+            raise OutputInvalid(str(exc)) from None
 
     async def validated(self, value: Any) -> Any:
         """``value`` after the ``output_validator`` (its return value replaces the
@@ -158,10 +161,6 @@ _TOOL_DESCRIPTION: Final = (
 )
 
 
-def _is_object_schema(schema: dict[str, Any]) -> bool:
-    return schema.get("type") == "object"
-
-
 _SPECS: dict[Hashable, OutputSpec] = {}
 _SPECS_KEPT = 256
 """Output specs already built, by their options: the schema and the tool are most
@@ -198,8 +197,9 @@ def _output_spec(
 ) -> OutputSpec | None:
     """The checked output options, or None without an ``output_type``. ``str`` is
     the final text as it is (a validator may still refuse it). ``TypeError`` /
-    ``ValueError`` for what cannot be used: a type msgspec cannot describe, a bad
-    mode, retries or validator."""
+    ``ValueError`` for what cannot be used: a type neither msgspec nor pydantic
+    can describe (the message says what to use), a bad mode, retries or
+    validator."""
     if mode not in ("tool", "native"):
         raise ValueError(f"output_mode must be 'tool' or 'native', got {mode!r}")
     if type(retries) is not int or retries < 0:
@@ -211,16 +211,10 @@ def _output_spec(
     if output_type is str:
         return OutputSpec(str, "text", retries, validator, {"type": "string"}, None)
     try:
-        schema = inline_schema(output_type)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"output_type {output_type!r} cannot be described: {exc}") from None
-    wrapper: type[msgspec.Struct] | None = None
-    if not _is_object_schema(schema):
-        wrapper = msgspec.defstruct(
-            OUTPUT_TOOL_NAME, [("response", output_type)], forbid_unknown_fields=True
-        )
-        schema = inline_schema(wrapper)
-    return OutputSpec(output_type, mode, retries, validator, schema, wrapper)
+        codec = json_type(output_type)
+    except TypeError as exc:
+        raise TypeError(f"output_type: {exc}") from None
+    return OutputSpec(output_type, mode, retries, validator, codec.schema, codec)
 
 
 @final

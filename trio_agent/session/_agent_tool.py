@@ -73,9 +73,10 @@ from ..messages._ir import (
 )
 from ..model import TextDelta, ThinkingDelta
 from ..stores._base import SessionStore
+from ..tools._codec import json_type
 from ..tools._context import PROGRESS_INTERVAL, ToolContext, tool_context
-from ..tools._schema import inline_schema
 from ..tools._tool import Tool, ToolArgumentsError, ToolError, ToolResult
+from ..tools._types import TypeMismatch, json_bytes
 
 if TYPE_CHECKING:
     from ._turn_run import TurnRun
@@ -118,10 +119,11 @@ _INPUT_DESCRIPTION: Final = "The request for the agent, as a self-contained mess
 @final
 class _Input:
     """How a call's arguments become the inner agent's prompt: ``str`` travels as
-    ``{"input": "..."}``; a Struct, dataclass or TypedDict as itself, validated
-    with msgspec and given to the agent as its JSON."""
+    ``{"input": "..."}``; a Struct, dataclass, TypedDict or pydantic model as
+    itself, validated (by msgspec, or pydantic for its types) and given to the
+    agent as its JSON."""
 
-    __slots__ = ("kind", "schema", "wrapped")
+    __slots__ = ("codec", "schema", "wrapped")
 
     def __init__(self, input_type: Any) -> None:
         self.wrapped = input_type is str
@@ -131,28 +133,26 @@ class _Input:
                 "input", [("input", text)], kw_only=True, forbid_unknown_fields=True
             )
         try:
-            schema = inline_schema(input_type)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"as_tool: input_type {input_type!r} cannot be described: {exc}"
-            ) from None
-        if schema.get("type") != "object":
+            codec = json_type(input_type, wrapped=False)
+        except TypeError as exc:
+            raise TypeError(f"as_tool: input_type: {exc}") from None
+        if codec.schema.get("type") != "object":
             raise TypeError(
                 "as_tool: input_type must be str or a type whose JSON Schema is an object "
-                f"(a Struct, dataclass or TypedDict), got {input_type!r}"
+                f"(a Struct, dataclass, TypedDict or pydantic model), got {input_type!r}"
             )
-        self.kind: Any = input_type
-        self.schema = schema
+        self.codec = codec
+        self.schema = codec.schema
 
     def prompt(self, arguments: dict[str, Any]) -> str:
         """The prompt text for ``arguments``, or ``ToolArgumentsError`` with the JSON path."""
         try:
-            value = msgspec.convert(arguments, self.kind, str_keys=True)
-        except msgspec.ValidationError as exc:
+            value = self.codec.convert(arguments)
+        except TypeMismatch as exc:
             raise ToolArgumentsError(str(exc)) from None
         if self.wrapped:
             return str(value.input)
-        return msgspec.json.encode(value).decode()
+        return json_bytes(value).decode()
 
 
 # --------------------------------------------------------------- progress
@@ -316,7 +316,7 @@ def _answer(result: TurnResult, typed: bool, link: str | None, max_seconds: floa
     value = result.output if typed else result.final_text
     if link is None:
         return value  # a str as it is; anything else JSON-encoded by the tool machinery
-    text = value if type(value) is str else msgspec.json.encode(value).decode()
+    text = value if type(value) is str else json_bytes(value).decode()
     return ToolResult((TextBlock(text), TextBlock(link)))
 
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-import threading
 import typing
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, final, overload, runtime_checkable
 
 import attrs
@@ -23,13 +22,14 @@ from ..limits import cut_text
 from ..messages._ir import InputBlock, ToolCall, ToolResultMessage, tool_result
 from ..messages._rules import INPUT_BLOCKS, BlockError, check_content
 from ..model import ToolSpec
+from ._arguments import Arguments, arguments_of
 from ._context import MAX_PROGRESS_TEXT as MAX_PROGRESS_TEXT
 from ._context import PROGRESS_INTERVAL as PROGRESS_INTERVAL
 from ._context import ToolContext as ToolContext
 from ._context import is_context_type
 from ._context import tool_context as tool_context
 from ._frozen import frozen_json, is_json_object
-from ._schema import inline_schema
+from ._types import TypeMismatch, json_bytes
 
 __all__ = [
     "REJECTED_ARGUMENTS",
@@ -155,9 +155,7 @@ class Tool(Generic[P, R]):
     """The function ``@tool`` built this tool from; None for a tool built by hand."""
 
     _spec: ToolSpec = attrs.field(init=False, eq=False, repr=False)
-    _arguments_type: type[msgspec.Struct] | None = attrs.field(
-        init=False, default=None, eq=False, repr=False
-    )
+    _arguments: Arguments | None = attrs.field(init=False, default=None, eq=False, repr=False)
 
     def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
         """Whether a call with ``arguments`` waits for a person's approval
@@ -182,10 +180,10 @@ class Tool(Generic[P, R]):
         """``ToolArgumentsError`` (with the JSON path) if ``arguments`` do not fit a
         ``@tool``'s parameters, as its call would find; a tool built by hand checks
         its own arguments when it runs, so nothing is checked here for it."""
-        if self._arguments_type is not None:
+        if self._arguments is not None:
             try:
-                msgspec.convert(arguments, self._arguments_type, str_keys=True)
-            except msgspec.ValidationError as exc:
+                self._arguments.convert(arguments)
+            except TypeMismatch as exc:
                 raise ToolArgumentsError(str(exc)) from None
 
     def spec(self) -> ToolSpec:
@@ -233,9 +231,10 @@ def _kind_of(function: object) -> str:
 
 def _arguments_fields(
     function: Callable[..., Any], tool_name: str
-) -> tuple[list[tuple[Any, ...]], list[str], str | None]:
-    """The fields of the Struct the model's arguments are validated against, their
-    names, and the parameter that receives the ``ToolContext`` (if any)."""
+) -> tuple[list[tuple[Any, ...]], str | None]:
+    """The parameters the model's arguments are validated against, as
+    ``(name, annotation[, default])``, and the parameter that receives the
+    ``ToolContext`` (if any)."""
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError) as exc:
@@ -267,53 +266,7 @@ def _arguments_fields(
             fields.append((parameter.name, annotation))
         else:
             fields.append((parameter.name, annotation, parameter.default))
-    return fields, [field[0] for field in fields], context_name
-
-
-_DEFINITIONS: dict[Hashable, tuple[type[msgspec.Struct], dict[str, Any]]] = {}
-_DEFINITIONS_KEPT = 256
-_DEFINITIONS_LOCK = threading.Lock()
-"""Arguments Structs and schemas already built, by tool name and fields: a tool
-defined in a function (a factory, a test's scenario) is built again at every
-call, and msgspec's Struct and schema are most of what that costs. Bounded."""
-
-
-def _definition_key(tool_name: str, fields: list[tuple[Any, ...]]) -> Hashable | None:
-    """What decides the Struct and schema: names, annotations, and defaults by
-    their JSON (so ``1``, ``1.0`` and ``True`` differ); None when some part
-    cannot be a key."""
-    try:
-        key = (
-            tool_name,
-            tuple((field[0], field[1], *map(msgspec.json.encode, field[2:])) for field in fields),
-        )
-        hash(key)
-    except (TypeError, msgspec.EncodeError):
-        return None
-    return key
-
-
-def _definition(
-    function: Callable[..., Any], tool_name: str, fields: list[tuple[Any, ...]]
-) -> tuple[type[msgspec.Struct], dict[str, Any]]:
-    """The Struct the arguments are validated against and its JSON Schema."""
-    key = _definition_key(tool_name, fields)
-    known = _DEFINITIONS.get(key) if key is not None else None
-    if known is not None:
-        return known
-    arguments_type = msgspec.defstruct(
-        f"{tool_name}_arguments", fields, kw_only=True, forbid_unknown_fields=True
-    )
-    try:
-        parameters = inline_schema(arguments_type)
-    except TypeError as exc:
-        raise TypeError(f"@tool: cannot describe {function.__qualname__}: {exc}") from None
-    if key is not None:
-        with _DEFINITIONS_LOCK:  # tools may be built in several threads at once
-            if len(_DEFINITIONS) >= _DEFINITIONS_KEPT:
-                del _DEFINITIONS[next(iter(_DEFINITIONS))]
-            _DEFINITIONS[key] = (arguments_type, parameters)
-    return arguments_type, parameters
+    return fields, context_name
 
 
 def _build_tool(
@@ -326,16 +279,15 @@ def _build_tool(
     kind = _kind_of(function)
     tool_name = getattr(function, "__name__", "") if name is None else name
     _check_name(None, None, tool_name)  # before the name is used to build a Struct
-    fields, names, context_name = _arguments_fields(function, tool_name)
-    arguments_type, parameters = _definition(function, tool_name, fields)
+    fields, context_name = _arguments_fields(function, tool_name)
+    checked = arguments_of(function, tool_name, fields)
     call: Callable[..., Any] = function
 
     async def execute(arguments: dict[str, Any]) -> Any:
         try:
-            values = msgspec.convert(arguments, arguments_type, str_keys=True)
-        except msgspec.ValidationError as exc:
+            kwargs = checked.convert(arguments)
+        except TypeMismatch as exc:
             raise ToolArgumentsError(str(exc)) from None
-        kwargs = {n: getattr(values, n) for n in names}
         if context_name is not None:
             kwargs[context_name] = tool_context()
         if kind == "async":
@@ -350,14 +302,14 @@ def _build_tool(
     built = Tool(
         name=tool_name,
         description=doc if description is None else description,
-        parameters=parameters,
+        parameters=checked.parameters,
         execute=execute,
         exclusive=exclusive,
         progress=context_name is not None,
         function=function,
         requires_approval=requires_approval,
     )
-    object.__setattr__(built, "_arguments_type", arguments_type)
+    object.__setattr__(built, "_arguments", checked)
     return built
 
 
@@ -556,7 +508,7 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
     # Only the encoding is guarded (the tool has returned), so nothing the tool
     # raised is taken for an encoding failure; inline: one call less per result.
     try:
-        encoded = msgspec.json.encode(value)
+        encoded = json_bytes(value)
     except Exception as exc:
         return _unencodable(call, value, exc)
     return tool_result(call, encoded.decode(), False)
