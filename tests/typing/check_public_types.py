@@ -259,6 +259,8 @@ def a_bare_context_and_the_approval_lists(ctx: ta.ToolContext, agent: ta.Agent) 
     assert_type(ta.tool_context().deps, Any)
     assert_type(agent.pending_approvals, tuple[ta.ToolCall, ...])
     assert_type(agent.decided_approvals, tuple[ta.ToolCall, ...])
+
+
 def models_by_name_fallback_and_limits() -> None:
     ta.Agent(model="openai:gpt-4o", usage_limits=ta.UsageLimits(requests=3, cost=0.5))
     ta.Agent(model=ta.FallbackModel("openai:gpt-4o", "anthropic:claude-sonnet-4-5"))

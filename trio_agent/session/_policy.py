@@ -125,6 +125,7 @@ class SessionPolicy:
         object.__setattr__(self, "before_takes_context", before)
         after = takes_context("after_tool_call", self.after_tool_call, 2)
         object.__setattr__(self, "after_takes_context", after)
+
     usage_limits: UsageLimits | None
     session_usage_limits: UsageLimits | None
 
