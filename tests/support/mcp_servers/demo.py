@@ -132,7 +132,17 @@ if __name__ == "__main__":
             print("started once already", file=sys.stderr)
             sys.exit(5)
         open(ONCE, "w").close()
-    if len(sys.argv) > 2 and sys.argv[1] == "--http":
+    if len(sys.argv) > 2 and sys.argv[1] == "--http-fd":
+        # the tests bind the port and hand over the listening socket: no other
+        # process can take the port between a probe and the bind
+        import socket
+
+        import uvicorn
+
+        listening = socket.socket(fileno=int(sys.argv[2]))
+        config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+        uvicorn.Server(config).run(sockets=[listening])
+    elif len(sys.argv) > 2 and sys.argv[1] == "--http":
         import uvicorn
 
         uvicorn.run(

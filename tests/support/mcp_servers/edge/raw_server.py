@@ -7,6 +7,7 @@ is not JSON."""
 import http.server
 import json
 import os
+import socket
 import sys
 
 DEPTH = int(os.environ.get("DEPTH", "0"))
@@ -76,7 +77,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.reply(200, text.encode())
 
 
-if "--http" in sys.argv:
+if "--http-fd" in sys.argv:  # a listening socket the tests bound and handed over
+    served = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+    served.socket.close()
+    served.socket = socket.socket(fileno=int(sys.argv[sys.argv.index("--http-fd") + 1]))
+    served.server_address = served.socket.getsockname()
+    served.serve_forever()
+elif "--http" in sys.argv:
     port = int(sys.argv[sys.argv.index("--http") + 1])
     http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 else:
