@@ -121,3 +121,17 @@ async def test_an_agent_says_its_options_so_another_session_can_be_made_or_resum
     assert list(again.options.tools.names()) == ["ping"]  # type: ignore[union-attr]
     assert again.turns == 1 and not again.metadata  # the session is not an option
     await again.aclose()
+
+
+def test_an_agents_options_keep_its_deps_type():
+    """Issue 35 (found writing its docs): ``agent.options`` left ``deps_type`` out, so
+    an agent made or resumed from them (``as_keywords``, ``agent_maker``,
+    ``--agent``) lost its dependencies' type."""
+
+    class Deps:
+        pass
+
+    agent = Agent(model=ScriptedModel([]), deps_type=Deps, max_steps=5)
+    assert agent.options.deps_type is Deps
+    again = Agent(**agent.options.as_keywords())
+    assert again.options.deps_type is Deps and again.options.max_steps == 5

@@ -82,6 +82,8 @@ class SessionState:
     """Why turns are refused once ``aclose()`` closed the session (None: open)."""
     host: trio.Nursery | None = None
     """The agent's own nursery while it is entered (``async with agent``)."""
+    deps_type: Any = None
+    """``deps_type=`` as given: for type checkers only, kept so ``options()`` is whole."""
 
     @classmethod
     def new(
@@ -138,6 +140,7 @@ class SessionState:
             session_id=session_id,
             pending=pending,
             next_sequence=sequence_start,
+            deps_type=options.deps_type,
         )
 
     def options(self) -> AgentOptions:
@@ -154,6 +157,7 @@ class SessionState:
             tool_sources=self.sources,
             fsync=self.fsync,
             name=self.name,
+            deps_type=self.deps_type,
             **{key: getattr(self.policy, key) for key in POLICY_OPTIONS},
         )
 
