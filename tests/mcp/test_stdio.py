@@ -329,3 +329,43 @@ async def test_a_server_never_entered_is_a_clear_error_at_once_not_an_empty_tool
             result = await agent.prompt("add 1 and 2")
     await agent.aclose()
     assert result.end.reason == "completed" and result.messages[2].content == "3"
+
+
+async def test_a_server_whose_block_has_ended_is_a_clear_error_at_the_next_turn():
+    """Issue 35 (a review after it): the check caught a server never entered, but one
+    used after its ``async with`` block ended still offered its tools; every call
+    answered "is closed" and the turn reported ``completed``. The next turn is an
+    error at once, naming the server; nothing is sent."""
+    model = ScriptedModel(
+        [
+            scripted_response("r1", [call("add", "c1", {"a": 1, "b": 2})]),
+            scripted_response("r2", "3"),
+        ]
+    )
+    with trio.fail_after(WAIT):
+        async with demo() as server:
+            agent = Agent(model=model, tool_sources=[server])
+            assert "add" in {tool.name for tool in server.tools()}
+    with pytest.raises(RuntimeError, match=r"MCP server .* is closed.*async with server"):
+        await agent.prompt("add 1 and 2")
+    run = run_agent_loop(
+        messages=[user()], model=model, tools=ToolRegistry(), max_steps=2, tool_sources=[server]
+    )
+    with pytest.raises(RuntimeError, match="is closed"):
+        await run.wait()
+    assert model.requests == [] and agent.turns == 0
+
+
+def test_entering_a_server_from_asyncio_says_the_library_runs_on_trio():
+    """Issue 35 (a review after it): under ``asyncio.run`` the agent's entry points
+    said trio-agent runs on trio, but entering an MCP server failed deep in trio's
+    nursery as "MCPServerError: ... AttributeError: 'RunContext' object has no
+    attribute 'runner'". It says the same as every other entry point, at once."""
+    import asyncio
+
+    async def enter() -> None:
+        async with demo():
+            pass
+
+    with pytest.raises(RuntimeError, match=r"^trio-agent runs on trio; call it from trio\.run"):
+        asyncio.run(enter())

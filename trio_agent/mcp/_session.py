@@ -27,6 +27,7 @@ import trio
 from mcp.client.session import ClientSession, IncomingMessage
 
 from .._log import MCP as logger
+from ..engine._run import require_trio
 from ..errors import describe, first_leaf
 from ..tools._context import tool_context
 from ..tools._tool import Tool, ToolError
@@ -119,9 +120,16 @@ class MCPServerBase:
         """The server's tools as it last listed them (filtered and named), as
         ordinary ``Tool``s. Cheap: call it before each step to see changes.
         ``RuntimeError`` before the server was entered (it has listed nothing
-        yet: a run would offer none of its tools); after it was left, the last
-        list (their calls give error results saying the server is closed)."""
-        if self._stack is None and not self._closed:
+        yet: a run would offer none of its tools) and after it was left (its tools
+        could not run; a ``Tool`` taken from it earlier gives an error result
+        saying the server is closed)."""
+        if self._stack is None:
+            if self._closed:  # a turn given it as a source would offer tools that cannot run
+                raise RuntimeError(
+                    f"{self.label} is closed (its `async with` block has ended, or its entry "
+                    "failed), so its tools cannot run: keep the turns that use it inside "
+                    "`async with server:`"
+                )
             raise RuntimeError(
                 f"{self.label} was never entered, so it has no tools yet: use it as "
                 "`async with server:` around the turns that use it (it starts, or connects, "
@@ -162,6 +170,7 @@ class MCPServerBase:
         """Start the server (or connect), ``initialize`` within ``init_seconds``,
         list the tools. ``MCPServerError`` if any of it fails; a cancelled entry
         ends what it started before the cancellation propagates."""
+        require_trio()  # from asyncio: say so, not an error from deep in the SDK's nursery
         if self._stack is not None or self._closed:
             raise RuntimeError(f"{self.label} can be entered once")
         stack = contextlib.AsyncExitStack()
