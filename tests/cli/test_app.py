@@ -303,3 +303,33 @@ def test_the_help_says_what_agent_takes():
         assert "(store, session_id, new) -> Agent" in text, name
     resume = " ".join(parsers.commands["resume"].format_help().split())
     assert "A ledger `run` did not write (an application's) records no configuration" in resume
+
+
+async def test_a_factory_that_raises_is_named_as_the_applications_failure(tmp_path):
+    """Issue 35 (a review after it): a session factory raising ``ValueError`` printed
+    only "trio-agent: factory failed" with the usage error's exit 2, naming neither
+    the factory nor where it raised, while one raising ``TypeError`` printed a
+    traceback. Every error of the factory is the application's: exit 1, named with
+    its type and the file and line it came from."""
+    (tmp_path / "factories.py").write_text(
+        "def by_value(store, session_id, new):\n"
+        "    raise ValueError('no tenant for this session')\n"
+        "\n"
+        "async def by_type(store, session_id, new):\n"
+        "    raise TypeError('bad settings')\n"
+    )
+    for name, error, line in (
+        ("by_value", "ValueError: no tenant for this session", 2),
+        ("by_type", "TypeError: bad settings", 5),
+    ):
+        done = await cli(
+            [*SCRIPT, "run", "--agent", f"factories:{name}", "--ledger", "s.jsonl", "x"],
+            cwd=tmp_path,
+        )
+        said = " ".join(done.stderr.decode().split())
+        assert done.returncode == 1, said
+        assert (
+            f"trio-agent: --agent factories:{name} raised {error} "
+            f"(at {tmp_path / 'factories.py'}:{line}), making the agent of session"
+        ) in said
+        assert "Traceback" not in said

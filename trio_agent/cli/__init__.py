@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from ._drive import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from ._errors import UsageError
+from ._errors import AppError, UsageError
 from ._parser import Parsers, build_parser
 
 __all__ = ["main"]
@@ -109,6 +109,9 @@ def _run(parsers: Parsers, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except AppError as exc:
+        print(f"trio-agent: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except (ValueError, OSError) as exc:  # a workspace that is no directory, a bad file
         print(f"trio-agent: {exc}", file=sys.stderr)
         return EXIT_USAGE

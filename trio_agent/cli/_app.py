@@ -30,7 +30,7 @@ from ..session._agent import Agent
 from ..stores._base import SessionStore
 from ..tools._tool import ToolRegistry
 from ._config import agent_metadata
-from ._errors import UsageError
+from ._errors import AppError, UsageError
 
 __all__ = ["AppAgent", "load_agent", "refuse_beside", "tools_of"]
 
@@ -137,11 +137,18 @@ class AppAgent:
 
     async def made(self, store: Any, session_id: str, new: bool) -> Agent:
         """The factory's agent for a session (awaited when it returns an awaitable);
-        a usage error when it is not an ``Agent``."""
+        a usage error when it is not an ``Agent``, an ``AppError`` naming the
+        factory and where it raised when it fails (a cancellation propagates)."""
         assert self.factory is not None
-        made = self.factory(store, session_id, new)
-        if inspect.isawaitable(made):
-            made = await made
+        try:
+            made = self.factory(store, session_id, new)
+            if inspect.isawaitable(made):
+                made = await made
+        except Exception as exc:  # the application's own failure, whatever its type
+            raise AppError(
+                f"--agent {self.reference} raised {type(exc).__name__}: {exc}{_at(exc)}, "
+                f"making the agent of session {session_id}"
+            ) from exc
         if not isinstance(made, Agent):
             raise UsageError(
                 f"--agent {self.reference} returned {_kind(made)}, not an Agent, for "
