@@ -29,6 +29,7 @@ from trio_agent import (
     Agent,
     ToolArgumentsError,
     ToolCall,
+    ToolContext,
     ToolRegistry,
     UserMessage,
     execute_tool_call,
@@ -341,3 +342,33 @@ def test_json_paths_are_written_as_msgspec_writes_them():
     assert json_path(("odd key", 2)) == '$["odd key"][2]'
     assert error_depth("Expected `int`, got `str` - at `$.a[0].b`") == 3
     assert error_depth("Object contains unknown field `k` - at `$.x`") == 1
+
+
+def test_a_bare_ctx_parameter_is_refused_at_decoration_pointing_to_tool_context():
+    """Issue 35 (a review after it): ``async def f(ctx, a: int)``, pydantic-ai's
+    habit with the annotation left off, made ``ctx`` a required argument of any
+    JSON: every call failed with "Object missing required field 'ctx'" and the turn
+    completed. Refused when decorated, saying what to write; a tool taking two
+    contexts is refused too."""
+
+    async def bare(ctx, a: int) -> int:  # type: ignore[no-untyped-def]
+        return a
+
+    with pytest.raises(
+        TypeError,
+        match=r"parameter 'ctx' of .*bare has no annotation: annotate it `ctx: ToolContext`",
+    ):
+        tool(bare)
+
+    async def twice(first: ToolContext, second: ToolContext, a: int) -> int:
+        return a
+
+    with pytest.raises(
+        TypeError, match=r"takes two ToolContext parameters \('first' and 'second'\)"
+    ):
+        tool(twice)
+
+    async def typed(context: str) -> str:  # a typed argument of that name stays one
+        return context
+
+    assert tool(typed).parameters["required"] == ["context"]

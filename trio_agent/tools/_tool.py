@@ -229,6 +229,11 @@ def _kind_of(function: object) -> str:
     return "sync"
 
 
+_CONTEXT_NAMES: Final = frozenset({"ctx", "context", "run_context"})
+"""Names a parameter left without an annotation is refused under: a context
+meant, not an argument."""
+
+
 def _arguments_fields(
     function: Callable[..., Any], tool_name: str
 ) -> tuple[list[tuple[Any, ...]], str | None]:
@@ -250,8 +255,22 @@ def _arguments_fields(
     context_name: str | None = None
     for parameter in signature.parameters.values():
         if is_context_type(hints.get(parameter.name)):
+            if context_name is not None:
+                raise TypeError(
+                    f"@tool: {function.__qualname__} takes two ToolContext parameters "
+                    f"({context_name!r} and {parameter.name!r}); a call has one context"
+                )
             context_name = parameter.name  # injected, not an argument the model sees
             continue
+        if parameter.name in _CONTEXT_NAMES and parameter.name not in hints:
+            # pydantic-ai's habit (``ctx: RunContext``, left bare): it would become an
+            # argument of any JSON the model must send, and every call would fail
+            raise TypeError(
+                f"@tool: parameter {parameter.name!r} of {function.__qualname__} has no "
+                f"annotation: annotate it `{parameter.name}: ToolContext` (or "
+                "`ToolContext[MyDeps]`) to receive the call's context, or give it a type "
+                "if the model is to send it"
+            )
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise TypeError(f"@tool: {function.__qualname__} cannot take *args or **kwargs")
         if parameter.kind is parameter.POSITIONAL_ONLY:
