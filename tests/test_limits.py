@@ -53,7 +53,7 @@ def test_returns_an_equal_deep_copy():
     ("value", "path"),
     [
         ({"a": {"b": [1, math.nan]}}, "$.a.b[1]"),
-        ({"key with space": b"x"}, "$['key with space']"),
+        ({"key with space": b"x"}, '$["key with space"]'),
         ({"a": [[{"b": ()}]]}, "$.a[0][0].b"),
     ],
 )

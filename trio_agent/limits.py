@@ -10,8 +10,10 @@ events, it shares: those argument dicts are to be read, not changed.)
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections.abc import Sequence
 from typing import Any, Final
 
 __all__ = [
@@ -182,15 +184,18 @@ def _walk(value: Any, depth: int, budget: _Budget) -> Any:
     raise _Fail(f"value of type {kind.__name__} is not plain JSON")
 
 
-def _format_path(keys: list[str | int]) -> str:
+def json_path(loc: Sequence[str | int]) -> str:
+    """``$.a[0]["odd key"]``: a location as a JSON path, written as msgspec writes
+    its own (an odd key quoted as JSON). The one writer of the paths the model
+    reads, for the limits here and for the validation errors of tool arguments."""
     parts = ["$"]
-    for key in reversed(keys):
+    for key in loc:
         if isinstance(key, int):
             parts.append(f"[{key}]")
         elif key.isidentifier():
             parts.append(f".{key}")
         else:
-            parts.append(f"[{key!r}]")
+            parts.append(f"[{json.dumps(key, ensure_ascii=False)}]")
     return "".join(parts)
 
 
@@ -216,7 +221,7 @@ def check_arguments(arguments: object, *, output: bool = False) -> dict[str, Any
         )
         checked: dict[str, Any] = _walk(arguments, 1, budget)
     except _Fail as fail:
-        raise ArgumentsError(fail.reason, _format_path(fail.keys)) from None
+        raise ArgumentsError(fail.reason, json_path(fail.keys[::-1])) from None
     return checked
 
 

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Final, Literal, final
 import attrs
 import msgspec
 
-from ..limits import OUTPUT_TOOL_NAME, cut_text
+from ..limits import OUTPUT_TOOL_NAME, cut_text, json_path
 from ._schema import inline_schema
 
 __all__ = [
@@ -93,19 +93,6 @@ def msgspec_mismatch(exc: msgspec.ValidationError) -> TypeMismatch:
     return TypeMismatch(
         message, error_depth(message), missing=message.startswith("Object missing required field")
     )
-
-
-def json_path(loc: Sequence[str | int]) -> str:
-    """``$.a[0]["odd key"]``: a location as a JSON path."""
-    parts = ["$"]
-    for key in loc:
-        if isinstance(key, int):
-            parts.append(f"[{key}]")
-        elif key.isidentifier():
-            parts.append(f".{key}")
-        else:
-            parts.append(f"[{msgspec.json.encode(key).decode()}]")
-    return "".join(parts)
 
 
 def mismatch_of(errors: Iterable[tuple[Sequence[str | int], str, bool]]) -> TypeMismatch:
