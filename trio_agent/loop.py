@@ -8,6 +8,7 @@ outcome to a ``RunResult``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar, final, overload
 
@@ -179,6 +180,7 @@ def run_agent_loop(
         output,
         sources,
         deps,
+        f"run-{uuid.uuid4().hex}",  # the run's own id: its calls' idempotency keys
     )
     return AgentRun(
         spec, conversation, invalid, trio.CancelScope() if cancel_scope is None else cancel_scope

@@ -1,12 +1,12 @@
 """The ``trio-agent`` command line: ``demo``, ``run``, ``resume``, ``approve``,
-``reject``, ``show``, ``schema``, and the fleet's ``worker`` and ``submit``.
+``reject``, ``show``, ``fork``, ``schema``, and the fleet's ``worker`` and ``submit``.
 
 ``_parser`` (the grammar; ``_values``: the values its options take),
 ``_config`` (a run's configuration, recorded in the ledger), ``_app``
 (``--agent MODULE:NAME``: your own agent, or a session factory), ``_output``
 (the one printer), ``_drive`` (a session's turns, and the held calls decided
 as ``--approve`` says), ``_commands`` (demo, run, resume), ``_approve``
-(approve, reject), ``_show``, ``_stored`` (a session read from a store) and
+(approve, reject), ``_show``, ``_fork``, ``_stored`` (a session read from a store) and
 ``_schema`` (the versioned ``--json`` lines), ``_fleet`` (worker, submit, and
 ``show --dsn``'s reading).
 """
@@ -38,6 +38,7 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
     from ._approve import approve, reject
     from ._commands import demo, resume, run
     from ._fleet import submit_command, worker
+    from ._fork import fork
     from ._show import show
 
     return {
@@ -47,6 +48,7 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         "approve": approve,
         "reject": reject,
         "show": show,
+        "fork": fork,
         "schema": _schema,
         "worker": worker,
         "submit": submit_command,

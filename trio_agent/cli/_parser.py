@@ -520,6 +520,62 @@ def _fleet_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     submit.add_argument("message", metavar="MESSAGE", help="the message")
 
 
+def _fork_command(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``fork``: a new session from a recorded one's history through a turn."""
+    fork = command(
+        "fork",
+        "start a new session from a recorded one's history through the end of a turn",
+        ". The new session has the source's transcript, configuration and held calls "
+        "as they stood when that turn ended; the source is only read. Go on with the "
+        "new session as with any (`trio-agent resume`).",
+    )
+    fork.add_argument(
+        "session",
+        metavar="FILE.jsonl|SESSION",
+        help="the source's ledger, or with --store or --dsn its id",
+    )
+    fork.add_argument(
+        "--at-turn",
+        type=int,
+        required=True,
+        metavar="N",
+        help="the last turn the new session takes (0: none, the session as created)",
+    )
+    fork.add_argument(
+        "--new-id",
+        metavar="ID",
+        help="the new session's id (default: a fresh one); refused if it exists",
+    )
+    where = fork.add_mutually_exclusive_group()
+    where.add_argument(
+        "--store",
+        metavar="DIR|FILE",
+        help="the source's store: a directory of SESSION.jsonl ledgers or a SQLite "
+        "database (default: a .jsonl file)",
+    )
+    where.add_argument(
+        "--dsn", metavar="DSN", help="the source's PostgreSQL database (default: a .jsonl file)"
+    )
+    to = fork.add_mutually_exclusive_group()
+    to.add_argument(
+        "--to-store",
+        metavar="DIR|FILE",
+        help="put the new session in this store: a directory of ledgers, or a SQLite "
+        "database (a .db/.sqlite file is made if missing) (default: the source's store)",
+    )
+    to.add_argument(
+        "--to-dsn",
+        metavar="DSN",
+        help="put the new session in this PostgreSQL database (default: the source's store)",
+    )
+    fork.add_argument(
+        "--schema",
+        default="trio_agent",
+        metavar="NAME",
+        help="with --dsn/--to-dsn: the schema holding the sessions (default: trio_agent)",
+    )
+
+
 def _reading_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     """``show`` and ``schema``: commands that read and print."""
     show = command(
@@ -555,6 +611,7 @@ def _reading_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     show.add_argument(
         "--json", action="store_true", help="print the records as JSON lines (default: off)"
     )
+    _fork_command(command)
     schema = command("schema", "print the JSON Schema of the --json lines")
     schema.add_argument(
         "--kind",

@@ -86,6 +86,9 @@ class TurnSpec:
     recorded, never copied."""
     fallback: FallbackModel | None = None
     """``model`` when it is a ``FallbackModel``: each attempt is then one of its models'."""
+    session_key: str = ""
+    """What a call's ``ToolContext.idempotency_key`` begins with: the session's id (a
+    session without a store: its agent's own id; a bare run: the run's)."""
 
 
 def build_spec(
@@ -100,6 +103,7 @@ def build_spec(
     output: OutputSpec | None = None,
     sources: tuple[ToolSource, ...] = (),
     deps: Any = None,
+    session_key: str = "",
 ) -> TurnSpec:
     """The spec of a turn: a snapshot of ``tools`` (later registrations do not reach
     the turn) with their specs, and the options, as the loop and the session give them.
@@ -123,6 +127,7 @@ def build_spec(
         sources=sources,
         deps=deps,
         fallback=model if type(model) is FallbackModel else None,
+        session_key=session_key,
     )
 
 

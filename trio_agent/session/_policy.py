@@ -190,6 +190,7 @@ class SessionPolicy:
         output: OutputSpec | None = None,
         sources: tuple[ToolSource, ...] = (),
         deps: Any = None,
+        session_key: str = "",
     ) -> TurnSpec:
         """A turn's spec: ``tools`` as registered now, and the agent's settings with
         the turn's ``settings`` over them (``ValueError`` if a ``tool_choice``
@@ -208,6 +209,7 @@ class SessionPolicy:
             output,
             sources,
             deps,
+            session_key,
         )
 
 

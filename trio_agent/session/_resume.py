@@ -38,7 +38,7 @@ def _rebuilt(options: AgentOptions, derived: DerivedSession, system: str | None)
     """The state the records describe, before it takes the session over. Calls held
     for approval stay open in its transcript (the turn that resolves them answers
     them), so such a transcript is rebuilt as a conversation, not checked whole."""
-    held = bool(derived.pending_approvals)
+    held = bool(derived.pending_approvals or derived.reruns)
     system = derived.system if system is None else system
     state = SessionState.new(
         attrs.evolve(options, system=system, fsync="step"),  # the fsync policy: the ledger's
@@ -52,7 +52,9 @@ def _rebuilt(options: AgentOptions, derived: DerivedSession, system: str | None)
         conversation.requests = derived.requests
         state.conversation = conversation
         state.approvals = Approvals(
-            {call.id: call for call in derived.pending_approvals}, dict(derived.decisions)
+            {call.id: call for call in derived.pending_approvals},
+            dict(derived.decisions),
+            reruns={call.id: call for call in derived.reruns},
         )
     return state
 
@@ -90,11 +92,12 @@ def log_resume(resumed: Resumed) -> None:
     are named by id, never by content), and each warning of its ledger."""
     state = resumed.state
     SESSION.info(
-        "session %s resumed after turn %d (%d messages; %d open calls closed)",
+        "session %s resumed after turn %d (%d messages; %d open calls closed, %d to run again)",
         state.session_id,
         state.turns,
         len(state.conversation.messages),
         len(resumed.closed),
+        len(state.approvals.reruns),
     )
     for warning in resumed.warnings:
         LEDGER.info("session %s: %s", state.session_id, warning)
