@@ -8,7 +8,6 @@ outcome to a ``RunResult``.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar, final, overload
 
@@ -16,7 +15,7 @@ import trio
 
 from ._settings import ModelSettings, check_run_settings
 from .engine._emit import Emitter
-from .engine._hooks import TurnSpec, TurnState, build_spec
+from .engine._hooks import RunKey, TurnSpec, TurnState, build_spec
 from .engine._lifecycle import end_turn, leave_turn, start_turn
 from .engine._options import (
     check_loop_options,
@@ -180,7 +179,7 @@ def run_agent_loop(
         output,
         sources,
         deps,
-        f"run-{uuid.uuid4().hex}",  # the run's own id: its calls' idempotency keys
+        RunKey(),  # the run's own id, for its calls' idempotency keys, made if needed
     )
     return AgentRun(
         spec, conversation, invalid, trio.CancelScope() if cancel_scope is None else cancel_scope

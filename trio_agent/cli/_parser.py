@@ -536,6 +536,8 @@ def _fork_command(command: Callable[..., argparse.ArgumentParser]) -> None:
     )
     fork.add_argument(
         "--at-turn",
+        "--turn",
+        dest="at_turn",
         type=int,
         required=True,
         metavar="N",
@@ -543,6 +545,8 @@ def _fork_command(command: Callable[..., argparse.ArgumentParser]) -> None:
     )
     fork.add_argument(
         "--new-id",
+        "--new-session-id",
+        dest="new_id",
         metavar="ID",
         help="the new session's id (default: a fresh one); refused if it exists",
     )

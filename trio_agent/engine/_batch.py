@@ -33,7 +33,7 @@ from ..messages._rules import checked_message
 from ..tools._context import CURRENT, ToolContext
 from ..tools._tool import FatalToolError, Tool, execute_tool_call
 from ._emit import Emitter, Journal
-from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, call_hook
+from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, call_hook, key_of
 from ._transcript import Conversation
 
 __all__ = ["ToolBatch", "run_tool_batch"]
@@ -368,7 +368,7 @@ class ToolBatch:
             call,
             lambda message, fraction: self._report(index, message, fraction),
             spec.deps,
-            f"{spec.session_key}/{call.id}",
+            f"{key_of(spec)}/{call.id}",
         )
         token = CURRENT.set(context)
         outcome: tuple[Report, int, Any] = (Report.EXITED, index, None)

@@ -35,7 +35,7 @@ async def run_again(
     ``reruns`` just before it is run, so a cancellation never runs it twice in
     this process; one cancelled before its dispatch is answered as interrupted
     by the next turn (the ledger still says its outcome is unknown)."""
-    reruns = approvals.reruns
+    reruns = approvals.reruns or {}
     while reruns:
         call_id, call = next(iter(reruns.items()))
         del reruns[call_id]

@@ -529,7 +529,8 @@ class Agent(Generic[OutputT, DepsT]):
         """Calls a resume left open to run again (their process died mid-call and
         their tool's effect is ``"idempotent"`` or ``"pure"``), in call order: the
         next turn runs them before anything else; empty otherwise."""
-        return tuple(private_copy(call) for call in self._state.approvals.reruns.values())
+        reruns = self._state.approvals.reruns or {}
+        return tuple(private_copy(call) for call in reruns.values())
 
     @property
     def decided_approvals(self) -> tuple[ToolCall, ...]:

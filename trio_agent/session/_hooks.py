@@ -217,7 +217,7 @@ class SessionHooks(StepHooks):
 
     def still_open(self) -> frozenset[str]:
         approvals = self._approvals
-        return frozenset(approvals.held).union(approvals.reruns)
+        return frozenset(approvals.held).union(approvals.reruns or ())
 
     def awaiting_approval(self) -> TurnAwaitingApproval | None:
         if not self._approvals.held:

@@ -54,7 +54,7 @@ def _rebuilt(options: AgentOptions, derived: DerivedSession, system: str | None)
         state.approvals = Approvals(
             {call.id: call for call in derived.pending_approvals},
             dict(derived.decisions),
-            reruns={call.id: call for call in derived.reruns},
+            reruns={call.id: call for call in derived.reruns} or None,
         )
     return state
 
@@ -97,7 +97,7 @@ def log_resume(resumed: Resumed) -> None:
         state.turns,
         len(state.conversation.messages),
         len(resumed.closed),
-        len(state.approvals.reruns),
+        len(state.approvals.reruns or ()),
     )
     for warning in resumed.warnings:
         LEDGER.info("session %s: %s", state.session_id, warning)

@@ -86,7 +86,7 @@ class SessionState:
     deps_type: Any = None
     """``deps_type=`` as given: for type checkers only, kept so ``options()`` is whole."""
     memory_key: str | None = None
-    """A session without a store: its own id, made when a turn first needs it (what
+    """A session without a store: its own id, made when a call first needs it (what
     its calls' idempotency keys begin with)."""
 
     @classmethod
@@ -170,13 +170,18 @@ class SessionState:
     ) -> TurnSpec:
         """A turn's spec: the tools as registered now, the turn's settings over the
         agent's, the turn's ``deps``."""
+        policy = self.policy
+        return policy.spec(self.model, self.tools, settings, output, self.sources, deps, self)
+
+    def session_key(self) -> str:
+        """What this session's calls' idempotency keys begin with: its id, or for a
+        session without a store an id of its own, made when first needed."""
         key = self.session_id
         if key is None:
             key = self.memory_key
             if key is None:
                 key = self.memory_key = f"memory-{uuid.uuid4().hex}"
-        policy = self.policy
-        return policy.spec(self.model, self.tools, settings, output, self.sources, deps, key)
+        return key
 
     # -- the ledger, created on first use
     async def open(self, prompt: UserMessage | None = None) -> None:
@@ -225,7 +230,8 @@ class SessionState:
             return
         offered = {tool.name for source in sources for tool in source.tools()}
         approved = [call for call, decision in approvals.decided() if decision.approved]
-        for what, calls in (("approved", approved), ("resumed", approvals.reruns.values())):
+        reruns = list((approvals.reruns or {}).values())
+        for what, calls in (("approved", approved), ("resumed", reruns)):
             for call in calls:
                 if call.name not in self.tools and call.name not in offered:
                     raise RuntimeError(
@@ -275,7 +281,7 @@ class SessionState:
         repairs = tuple(
             r
             for r in interrupted_results(self.conversation)
-            if r.tool_call_id not in held and r.tool_call_id not in reruns
+            if r.tool_call_id not in held and r.tool_call_id not in (reruns or ())
         )
         return turn, self.inbox.take_for_turn(prompt), repairs
 
