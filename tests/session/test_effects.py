@@ -315,3 +315,24 @@ async def test_an_effect_is_recorded_with_its_dispatch_and_once_costs_no_bytes(t
     assert b"effect" not in calls[0] and b"rerun" not in calls[0]
     assert b'"effect":"pure"' in calls[1]
     await trio.lowlevel.checkpoint()
+
+
+async def test_a_tool_now_declared_once_is_not_run_again_whatever_was_recorded(tmp_path):
+    """The stricter effect wins: a call recorded as idempotent whose tool the resuming
+    agent declares ``"once"`` (it turned out not to be idempotent) is answered
+    ``TOOL_OUTCOME_UNKNOWN``, never run again."""
+    far = await crash_in(tmp_path, [ToolCall("c1", "put", {"key": "k"})], "c1")
+
+    @tool(name="put")
+    async def put_once(key: str) -> str:
+        """Store a value (not idempotent after all)."""
+        far.runs.append(("put-once", key))
+        return "stored"
+
+    model = ScriptedModel([scripted_response("r3", "checking")])
+    agent = await Agent.resume(far.crashed, SESSION, model=model, tools=[put_once])
+    assert agent.rerun_calls == ()
+    assert [code for _, code in agent.closed_on_resume] == [TOOL_OUTCOME_UNKNOWN]
+    await agent.prompt()
+    await agent.aclose()
+    assert [name for name, _ in far.runs] == ["put"]  # the live run only

@@ -103,8 +103,10 @@ def fork(args: argparse.Namespace) -> int:
     new = trio.run(body)
     if isinstance(target, JsonlStore):  # a directory of ledgers: name the file
         again = f"trio-agent resume {shlex.quote(str(target.path(new)))}"
-    else:
-        again = f"trio-agent show {shlex.quote(new)} {target_name or source_name}"
+    else:  # resume reads .jsonl ledgers: in code, any store
+        where = target_name or source_name
+        shown = f"trio-agent show {shlex.quote(new)} {where}"
+        again = f"Agent.resume(store, {new!r}, ...) (see it: {shown})"
     print(visible(f"forked {session_id} at turn {args.at_turn} into {new}"))
     print(visible(f"go on with: {again}"))
     sys.stdout.flush()

@@ -527,7 +527,8 @@ def _fork_command(command: Callable[..., argparse.ArgumentParser]) -> None:
         "start a new session from a recorded one's history through the end of a turn",
         ". The new session has the source's transcript, configuration and held calls "
         "as they stood when that turn ended; the source is only read. Go on with the "
-        "new session as with any (`trio-agent resume`).",
+        "new session as with any: `trio-agent resume FILE.jsonl` for a ledger in a "
+        "directory, `Agent.resume` in code for any store.",
     )
     fork.add_argument(
         "session",

@@ -201,6 +201,15 @@ class DerivedSession:
             closed.append(result)
         return closed
 
+    def never_rerun(self, call_ids: Iterable[str]) -> None:
+        """Take these calls out of ``reruns``: ``closing_results`` answers them
+        ``TOOL_OUTCOME_UNKNOWN`` instead (a resume whose tool is now declared
+        ``"once"``: the stricter effect wins)."""
+        dropped = set(call_ids)
+        for call_id in dropped:
+            self.effects.pop(call_id, None)
+        self.reruns = tuple(call for call in self.reruns if call.id not in dropped)
+
     def closing_results(self) -> list[tuple[ToolResultMessage, str]]:
         """Explicit results for the calls of the last assistant message left without one.
 

@@ -11,6 +11,7 @@ import trio
 
 from .._log import LEDGER, SESSION
 from ..engine._approvals import Approvals
+from ..engine._options import registry_of
 from ..ledger._derive import DerivedSession, derive
 from ..ledger._ledger import Ledger
 from ..ledger._records import SessionChangedError
@@ -59,6 +60,20 @@ def _rebuilt(options: AgentOptions, derived: DerivedSession, system: str | None)
     return state
 
 
+def _now_once(options: AgentOptions, derived: DerivedSession) -> list[str]:
+    """The calls owed a rerun whose tool this agent now declares ``"once"``: the
+    stricter of the effect recorded at dispatch and the tool's today wins (a tool
+    from a tool source is known only at the turn: its recorded effect stands)."""
+    if not derived.reruns:
+        return []
+    tools = registry_of(options.tools)
+    return [
+        call.id
+        for call in derived.reruns
+        if (tool := tools.get(call.name)) is not None and tool.effect == "once"
+    ]
+
+
 async def resume_session(
     store: SessionStore, session_id: str, options: AgentOptions, system: str | None
 ) -> Resumed:
@@ -67,6 +82,7 @@ async def resume_session(
     for attempt in range(1, 4):
         loaded = await store.load(session_id)
         derived = derive(loaded.records)
+        derived.never_rerun(_now_once(options, derived))
         state = _rebuilt(options, derived, system)
         policy = state.policy
         if policy.session_usage_limits is not None:  # what it used counts against them
