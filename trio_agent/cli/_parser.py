@@ -542,7 +542,7 @@ def _fork_command(command: Callable[..., argparse.ArgumentParser]) -> None:
         type=int,
         required=True,
         metavar="N",
-        help="the last turn the new session takes (0: none, the session as created)",
+        help="the last turn the new session takes (0: none, the session as created) (required)",
     )
     fork.add_argument(
         "--new-id",
