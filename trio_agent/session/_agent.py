@@ -19,6 +19,7 @@ from ..engine._run import exit_nursery, require_trio
 from ..events import OutputT, TurnResult
 from ..ledger._ledger import FsyncPolicy
 from ..messages._ir import Message, ToolCall, ToolResultMessage, UserMessage
+from ..messages._view import Transcript
 from ..model import Model
 from ..output._spec import OutputValidator, offered, output_spec
 from ..stores._base import SessionStore
@@ -546,8 +547,9 @@ class Agent(Generic[OutputT, DepsT]):
         )
 
     @property
-    def messages(self) -> tuple[Message, ...]:
-        """The session transcript: complete messages only."""
+    def messages(self) -> Transcript:
+        """The session transcript: complete messages only, frozen (a ``Transcript``,
+        made in constant time: later messages do not join one taken earlier)."""
         return self._state.conversation.snapshot()
 
     @property
