@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, final
+from typing import TYPE_CHECKING, Any, Literal, final
 
 import attrs
 import trio
@@ -28,13 +28,15 @@ from ..limits import without_lone_surrogates
 from ..messages._ir import AssistantMessage, Message, TranscriptError, UserMessage
 from ..model import Model, ModelRequest, Usage
 from ..output._spec import CURRENT_SLOT, OutputEnd, judge_output
-from ..telemetry._observe import Observer
 from ._batch import run_tool_batch
 from ._emit import Emitter
 from ._fallback import FallbackModel, model_label
 from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, TurnState, call_hook, step_spec
 from ._step import StepCheck
 from ._transcript import Conversation
+
+if TYPE_CHECKING:
+    from ..telemetry._observe import Observer
 
 __all__ = ["TurnOutcome", "accept", "run_turn"]
 

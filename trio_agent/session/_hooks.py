@@ -23,7 +23,7 @@ from ..events import (
     TurnRepeatedFailure,
     TurnTokenBudget,
 )
-from ..ledger._records import LedgerError
+from ..ledger._errors import LedgerError
 from ..limits import OUTPUT_TOOL_NAME
 from ..messages._ir import (
     Message,
