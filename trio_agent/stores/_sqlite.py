@@ -145,7 +145,10 @@ class SqliteStore:
         self._connection: list[sqlite3.Connection] = []
         self._limiter = trio.CapacityLimiter(1)
         self._lock = threading.Lock()  # one user of the connection at a time, any thread
-        weakref.finalize(self, _close_all, self._connection)
+        # The process the connection belongs to (the finalizer reads it too: a forked
+        # child never closes its parent's connection, even at exit).
+        self._owner = [os.getpid()]
+        weakref.finalize(self, _close_owned, self._connection, self._owner)
 
     # -- running work on the connection
     def call(self, what: str, function: Callable[..., T], *args: Any) -> T:
@@ -197,6 +200,8 @@ class SqliteStore:
         )
 
     def _db(self) -> sqlite3.Connection:
+        if self._owner[0] != os.getpid():
+            self._forked()
         if not self._connection:
             import sqlite3
 
@@ -225,6 +230,14 @@ class SqliteStore:
         return self._connection[0]
 
     # -- the connection's lifetime
+    def _forked(self) -> None:
+        """In a forked child: the parent's connection is not this process's to use or
+        to close (SQLite forbids carrying one across a fork), so it is set aside,
+        never closed, and this process opens its own on use."""
+        _INHERITED.extend(self._connection)
+        self._connection.clear()
+        self._owner[0] = os.getpid()
+
     async def _close(self, close: Callable[[], None]) -> None:
         """Run ``close`` in the worker thread: shielded when the connection is free
         (a short close, which a cancellation would otherwise leave undone); waiting
@@ -336,11 +349,23 @@ class SqliteStore:
         use opens it again), checkpointing the write-ahead log. Never required: the
         store closes it when it is collected or the program exits. Cancellation:
         shielded unless it has to wait for other work on the connection."""
+        if self._owner[0] != os.getpid():
+            self._forked()  # the parent's connection is the parent's to close
         if self._connection:
             await self._close(self._close_now)
 
     def _close_now(self) -> None:
         _close_all(self._connection)
+
+
+_INHERITED: list[sqlite3.Connection] = []
+"""Connections a forked child found open in its stores: kept, never closed, here."""
+
+
+def _close_owned(connections: list[sqlite3.Connection], owner: list[int]) -> None:
+    """The store's finalizer: close its connection in the process that opened it."""
+    if owner[0] == os.getpid():
+        _close_all(connections)
 
 
 def _close_all(connections: list[sqlite3.Connection]) -> None:
