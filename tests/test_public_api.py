@@ -517,6 +517,7 @@ UNUSED_BY_AN_AGENT = (
     "trio_agent.session._resume",
     "trio_agent.session._agent_tool",
     "trio_agent.output._partial",
+    "trio_agent.engine._batch",  # with the first tool call
     "trio_agent.telemetry._observe",
     "trio_agent.telemetry._content",
     "trio_agent.providers",
