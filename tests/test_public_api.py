@@ -127,6 +127,7 @@ PUBLIC = {
         "ToolSpec",
         "ToolStarted",
         "ToolUpdated",
+        "Transcript",
         "TranscriptError",
         "TransientModelError",
         "TurnBlocked",
@@ -297,6 +298,7 @@ PUBLIC = {
         "TextBlock",
         "ToolCall",
         "ToolResultMessage",
+        "Transcript",
         "TranscriptError",
         "UserMessage",
         "repair_transcript",
@@ -507,6 +509,66 @@ def test_importing_the_package_is_cheap():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['trio_agent']"
+
+
+UNUSED_BY_AN_AGENT = (
+    "trio_agent.stores",  # its page is cheap; no store is loaded until named
+    "trio_agent.stores._jsonl",
+    "trio_agent.stores._sqlite",
+    "trio_agent.stores.postgres",
+    "trio_agent.ledger._derive",
+    "trio_agent.session._resume",
+    "trio_agent.session._agent_tool",
+    "trio_agent.output._partial",
+    "trio_agent.engine._batch",  # with the first tool call
+    "trio_agent.telemetry._observe",
+    "trio_agent.telemetry._content",
+    "trio_agent.providers",
+    "trio_agent.mcp",
+    "trio_agent.cli",
+    "trio_agent.fleet",
+    "trio_agent.workspace",
+    "sqlite3",
+    "httpx",
+    "psycopg",
+    "opentelemetry",
+    "pydantic",
+)
+
+
+def test_an_agent_loads_only_what_it_uses():
+    """Issue 36: ``from trio_agent import Agent, tool`` cost 1.49x the first wave's
+    import time, loading every store (PostgreSQL's glue too), replay, the agent tool,
+    the partial-output reader and telemetry. Those load when first used: here, an
+    in-memory agent's turn runs without any of them, and naming a store or resuming
+    loads what it needs then."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys, trio
+from trio_agent import Agent, tool
+from trio_agent.testing import ScriptedModel, scripted_response
+
+def loaded():
+    return sorted(
+        m for m in sys.modules for u in {UNUSED_BY_AN_AGENT!r}
+        if m == u or m.startswith(u + ".") or (u == "trio_agent.stores" and m.startswith(u))
+    )
+
+assert loaded() == [], loaded()
+async def main():
+    agent = Agent(model=ScriptedModel([scripted_response("r1", "ok")]))
+    await agent.prompt("hi")
+trio.run(main)
+assert loaded() == [], loaded()
+from trio_agent import JsonlStore
+assert "trio_agent.stores._jsonl" in sys.modules and "trio_agent.stores.postgres" not in sys.modules
+assert JsonlStore.__module__ == "trio_agent.stores"
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
 def _public_modules() -> list[str]:

@@ -104,6 +104,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .messages import ThinkingBlock as ThinkingBlock
     from .messages import ToolCall as ToolCall
     from .messages import ToolResultMessage as ToolResultMessage
+    from .messages import Transcript as Transcript
     from .messages import TranscriptError as TranscriptError
     from .messages import UserMessage as UserMessage
     from .messages import content_text as content_text
@@ -254,6 +255,7 @@ _EXPORTS: dict[str, str] = {
     "AssistantMessage": "messages",
     "Block": "messages",
     "Message": "messages",
+    "Transcript": "messages",
     "TextBlock": "messages",
     "ToolCall": "messages",
     "ToolResultMessage": "messages",
@@ -430,6 +432,7 @@ __all__ = [
     "ToolSpec",
     "ToolStarted",
     "ToolUpdated",
+    "Transcript",
     "TranscriptError",
     "TransientModelError",
     "TurnAwaitingApproval",

@@ -12,15 +12,19 @@ them in ``sys.modules[cls.__module__]``, where the page lacks their names. A
 msgspec Struct whose annotations cannot be evaluated keeps its module (a test
 lists it); another class keeps its strings (names imported for type checkers
 only, which ``typing.get_type_hints`` could not find before either).
+
+A page may load some of its names on first use (``lazy``): a program pays for
+a store's driver, or for a part it never uses, only when it touches it.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 
-__all__ = ["publish"]
+__all__ = ["lazy", "publish"]
 
 
 def _private(module: str) -> bool:
@@ -45,9 +49,12 @@ def _settle_annotations(cls: type) -> bool:
 
 def publish(namespace: Mapping[str, object]) -> None:
     """Give each class and function in ``namespace["__all__"]`` that a private module
-    defines, under the name it is exported by, ``namespace["__name__"]`` as its module."""
+    defines, under the name it is exported by, ``namespace["__name__"]`` as its module
+    (a name the page loads on first use is published then)."""
     page = typing.cast(str, namespace["__name__"])
     for name in typing.cast("list[str]", namespace["__all__"]):
+        if name not in namespace:
+            continue  # loaded on first use (``lazy``), published then
         value = namespace[name]
         if not (isinstance(value, type) or inspect.isfunction(value)):
             continue
@@ -64,3 +71,24 @@ def publish(namespace: Mapping[str, object]) -> None:
 def _is_struct(cls: type) -> bool:
     """A msgspec Struct: it reads its annotations when first encoded or decoded."""
     return hasattr(cls, "__struct_fields__")
+
+
+def lazy(
+    namespace: MutableMapping[str, object], names: Mapping[str, str]
+) -> Callable[[str], object]:
+    """A page's ``__getattr__`` (PEP 562) for ``names``, each mapped to the module,
+    relative to the page, that defines it: the module is imported the first time
+    the name is asked for, the name published as the page's and kept as a plain
+    attribute. Other names raise ``AttributeError`` as a module's do."""
+    page = typing.cast(str, namespace["__name__"])
+
+    def __getattr__(name: str) -> object:
+        module = names.get(name)
+        if module is None:
+            raise AttributeError(f"module {page!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, page), name)
+        publish({"__name__": page, "__all__": [name], name: value})
+        namespace[name] = value
+        return value
+
+    return __getattr__

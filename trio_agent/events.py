@@ -3,7 +3,8 @@
 Every event carries ``sequence``: 0, 1, 2, ... with no gap across all kinds,
 stamped by the one counter the run owns. Results are tagged by ``status``.
 All of them are frozen msgspec Structs, so ``msgspec.json.encode`` works on
-each and ``msgspec.json.decode(data, type=Event)`` reads them back.
+each (given ``enc_hook=tuple`` for a session's, whose transcript is a
+``Transcript``) and ``msgspec.json.decode(data, type=Event)`` reads them back.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .errors import MODEL_PROTOCOL_ERROR as MODEL_PROTOCOL_ERROR
 from .errors import TOOL_FATAL as TOOL_FATAL
 from .errors import FailureCode as FailureCode
 from .messages._ir import Message, ToolCall, ToolResultMessage
+from .messages._view import MessageSequence
 from .model import Chunk, Usage
 
 __all__ = [
@@ -448,7 +450,10 @@ class TurnResult(Struct, Generic[OutputT], frozen=True, gc=False, kw_only=True):
     """What one session turn did: why it ended, its steps and tokens, its final text
     (and its typed answer: ``TurnResult[T]`` for ``output_type=T``).
 
-    ``messages`` is the whole session transcript after the turn.
+    ``messages`` is the whole session transcript after the turn: a ``Transcript``
+    (frozen, read as a tuple is; the session's later results share it, so a
+    turn costs the same at any length of history). msgspec encodes it with
+    ``enc_hook=tuple`` and decodes it as a tuple, equal to it.
     """
 
     turn: Annotated[int, _TURN]
@@ -469,8 +474,11 @@ class TurnResult(Struct, Generic[OutputT], frozen=True, gc=False, kw_only=True):
         ),
     ]
     messages: Annotated[
-        tuple[Message, ...],
-        Meta(description="The whole session transcript after the turn: complete messages only."),
+        MessageSequence,
+        Meta(
+            description="The whole session transcript after the turn: complete messages only "
+            "(a Transcript: frozen, shared with the session's later results, not copied)."
+        ),
     ]
     output: Annotated[OutputT | None, _OUTPUT] = None
 

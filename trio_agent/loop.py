@@ -244,7 +244,7 @@ class AgentRun(EventRun[Event, Completed[OutputT] | Cancelled | MaxSteps | Faile
                     outcome = await run_turn(conversation, spec, state, emit, host=host)
             except Exception as exc:  # a bug, or a group of them: end the run visibly, raise it
                 failed = Failed(
-                    messages=conversation.snapshot(),
+                    messages=tuple(conversation.messages),
                     steps=state.steps,
                     code=INTERNAL_ERROR,
                     detail=describe(exc),
@@ -253,13 +253,17 @@ class AgentRun(EventRun[Event, Completed[OutputT] | Cancelled | MaxSteps | Faile
                 raise
             except (trio.Cancelled, BaseExceptionGroup) as exc:
                 if cancelled_from_outside(exc):
-                    cancelled = Cancelled(messages=conversation.snapshot(), steps=state.steps)
+                    cancelled = Cancelled(messages=tuple(conversation.messages), steps=state.steps)
                     await self._end(cancelled, emit, state)
                 raise
             if outcome is None:  # our own scope caught the cancellation
-                result: RunResult = Cancelled(messages=conversation.snapshot(), steps=state.steps)
+                result: RunResult = Cancelled(
+                    messages=tuple(conversation.messages), steps=state.steps
+                )
             else:
-                result = result_of(outcome, conversation.snapshot(), state.steps, spec.max_steps)
+                result = result_of(
+                    outcome, tuple(conversation.messages), state.steps, spec.max_steps
+                )
             await self._end(result, emit, state)
         finally:
             leave_turn(spec)  # a span end_turn did not end (a bug raised)

@@ -14,7 +14,8 @@ from msgspec import Meta, Struct
 from ._public import publish as _publish
 from ._settings import ModelSettings as ModelSettings
 from .errors import ModelProtocolError
-from .messages._ir import Block, Message, RedactedThinkingBlock, ToolCall
+from .messages._ir import Block, RedactedThinkingBlock, ToolCall
+from .messages._view import MessageSequence
 
 __all__ = [
     "Chunk",
@@ -79,8 +80,11 @@ class ModelRequest(Struct, frozen=True, gc=False):
         ),
     ]
     messages: Annotated[
-        tuple[Message, ...],
-        Meta(description="The transcript to send (as transform_context gave it, in a session)."),
+        MessageSequence,
+        Meta(
+            description="The transcript to send (as transform_context gave it, in a session): "
+            "a frozen sequence (a Transcript or a tuple)."
+        ),
     ]
     tools: Annotated[tuple[ToolSpec, ...], Meta(description="The tools the model may call.")]
     system: Annotated[str, Meta(description='The system prompt; "" for none.')] = ""

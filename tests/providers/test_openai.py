@@ -462,7 +462,7 @@ async def test_an_in_stream_error_is_typed_redacted_and_not_retried(loopback, tm
             events.append(event)
     await agent.aclose()
     assert len(loopback.requests) == 2  # not retried
-    assert SECRET_KEY not in msgspec.json.encode(events).decode()
+    assert SECRET_KEY not in msgspec.json.encode(events, enc_hook=tuple).decode()
     assert SECRET_KEY.encode() not in JsonlStore(tmp_path).path("s1").read_bytes()
 
 

@@ -56,7 +56,10 @@ def assert_session_stream(events, start: int = 0) -> None:
     assert [e.sequence for e in events] == list(range(start, start + len(events)))
     assert isinstance(events[0], TurnStarted) and isinstance(events[-1], TurnFinished)
     for event in events:
-        assert msgspec.json.decode(msgspec.json.encode(event), type=SessionEvent) == event
+        assert (
+            msgspec.json.decode(msgspec.json.encode(event, enc_hook=tuple), type=SessionEvent)
+            == event
+        )
 
 
 async def test_the_transcript_and_request_ids_carry_over_across_turns():

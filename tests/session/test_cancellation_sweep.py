@@ -81,7 +81,10 @@ async def test_cancel_a_session_turn_after_every_checkpoint(autojump_clock):
         assert_run_invariants(events, result)
         assert isinstance(events[0], TurnStarted) and isinstance(events[-1], TurnFinished)
         for event in events:
-            assert msgspec.json.decode(msgspec.json.encode(event), type=SessionEvent) == event
+            assert (
+                msgspec.json.decode(msgspec.json.encode(event, enc_hook=tuple), type=SessionEvent)
+                == event
+            )
         assert isinstance(result.end, (TurnCancelled, TurnCompleted))
         # input never lost: the prompt and the steering are in the transcript or queued
         ids = [m.id for m in result.messages]

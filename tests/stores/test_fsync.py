@@ -99,10 +99,12 @@ async def test_closing_a_file_whose_fsync_waits_in_the_queue_wakes_its_waiter(
         os.close(file.fd)
 
 
-@pytest.mark.parametrize("mode", ["fsync", "lock"])
+@pytest.mark.parametrize("mode", ["fsync", "lock", "sqlite"])
 async def test_a_process_that_forks_keeps_fsyncing_and_lets_its_locks_go(tmp_path, mode):
     """Issue 12 (review): a forked child's fsync pool had no thread, so its fsync never ran; and a
-    forked child kept the SQLite lock file open, and the lock with it."""
+    forked child kept the SQLite lock file open, and the lock with it. Issue 36: a SQLite store's
+    connection now stays open between sessions, so a forked child would have used its parent's
+    (SQLite forbids it): the child opens its own and the parent's goes on."""
     child = SUPPORT / "fork_child.py"
     with trio.fail_after(180):  # a hang guard: the child's own turns allow a minute each
         done = await trio.run_process(
@@ -111,6 +113,14 @@ async def test_a_process_that_forks_keeps_fsyncing_and_lets_its_locks_go(tmp_pat
     lines = done.stdout.decode().splitlines()
     if mode == "fsync":  # the child's pool had no thread: its fsync never ran
         assert lines == ["parent completed", "child completed"], lines
+    elif mode == "sqlite":  # the child used the parent's connection (issue 36's shared one)
+        assert lines == [
+            "parent completed",
+            "child completed",
+            "child connections opened: 1",
+            "parent completed",
+            "stored [True, True]",
+        ], lines
     else:  # a forked child kept the SQLite lock file open, and the lock with it
         assert lines == ["resumed after aclose"], lines
 

@@ -1,5 +1,6 @@
-"""Sessions as rows of one SQLite database (``SqliteStore``): its connection needs no
-closing by hand (review 14); a session that exists, thread hops, records before
+"""Sessions as rows of one SQLite database (``SqliteStore``): its one connection, shared
+by its sessions, needs no closing by hand (review 14) and costs a session nothing (issue
+36); a session that exists, thread hops, records before
 events; a full disk, a failed insert, a file that is not our database, a busy
 database (issue 12); and ``sqlite3`` imported only when a SqliteStore is used (issue
 14)."""
@@ -88,13 +89,14 @@ async def main(path):
     await agent.prompt("hi")
     assert len(still_open()) == 1, "the writer uses the store's connection"
     await agent.aclose()
-    assert still_open() == [], "the last writer closed, but the connection is open"
-    assert not Path(f"{path}-wal").exists()  # the last connection closed checkpoints it
+    assert len(still_open()) == 1, "the store's connection outlives its sessions"
+    await store.aclose()
+    assert still_open() == [] and len(connections) == 1
+    assert not Path(f"{path}-wal").exists()  # closing the connection checkpoints the log
     await store.load("s")
-    assert still_open() == [], "a load with no writer open left the connection open"
     async with await Agent.resume(store, "s", model=model()) as resumed:
         await resumed.prompt("again")
-    assert still_open() == [], "the resumed session closed, but the connection is open"
+    assert len(still_open()) == 1 and len(connections) == 2, "one connection for all of it"
     try:
         await Agent(model=model(), store=store, session_id="s").prompt("twice")
     except SessionExistsError:
@@ -119,14 +121,25 @@ gc.collect()
 assert still_open() == [], "the store was collected, but its connection is open"
 del held
 gc.collect()
+
+
+async def kept_open(path):
+    store = SqliteStore(path)
+    await store.load("s")
+    return store
+
+
+KEPT = trio.run(kept_open, sys.argv[1])  # open at exit: the store's finalizer closes it
+assert len(still_open()) == 1
 print("ok")
 """
 
 
-def test_regression_a_sqlite_session_closes_its_connection_without_store_aclose(tmp_path):
-    """Review 14 (sessions and stores): a SQLite session left its connection open until
-    ``store.aclose()``, which nobody calls (Python 3.13 warns "unclosed database"); the last writer
-    closes it, and so does collecting the store."""
+def test_regression_a_sqlite_store_closes_its_connection_without_store_aclose(tmp_path):
+    """Review 14 (sessions and stores): a SQLite store's connection was left open at
+    collection unless ``store.aclose()`` was called, which nobody does (Python 3.13 warns
+    "unclosed database"); collecting the store closes it, and so does the program's exit.
+    Issue 36: it no longer closes with each store's last session (its sessions share it)."""
     # Python 3.13 warns "ResourceWarning: unclosed database" when a connection is
     # collected open; 3.11 says nothing, so the script also checks each connection.
     script = tmp_path / "session.py"
@@ -153,6 +166,7 @@ def test_regression_a_sqlite_session_closes_its_connection_without_store_aclose(
 def tracked(monkeypatch):
     """Every connection a ``SqliteStore`` opens, weakly; ``open()`` lists those still open."""
     refs: list[weakref.ref[sqlite3.Connection]] = []
+    refs_made = refs
     connect = sqlite3.connect
 
     class Tracked(sqlite3.Connection):
@@ -166,6 +180,8 @@ def tracked(monkeypatch):
     monkeypatch.setattr(sqlite3, "connect", tracking)
 
     class Connections:
+        refs = refs_made
+
         @staticmethod
         def open() -> list[sqlite3.Connection]:
             found = []
@@ -180,48 +196,75 @@ def tracked(monkeypatch):
     return Connections
 
 
-async def test_the_sqlite_connection_stays_open_while_any_writer_is(tmp_path, tracked):
-    """Review 14 (sessions and stores): the SQLite connection stays open while any writer of the
-    store is."""
+async def test_a_sqlite_stores_sessions_share_one_connection_that_outlives_them(tmp_path, tracked):
+    """Issue 36: each session opened the store's connection and its close closed it
+    (checkpointing the write-ahead log), so a new SQLite session cost 11x what it had
+    and 6x a JSONL one. The store's sessions share one connection, open until the
+    store closes; the log is checkpointed by its size."""
     store = SqliteStore(tmp_path / "s.db")
     first = Agent(model=model(), store=store, session_id="a")
     second = Agent(model=model(), store=store, session_id="b")
     await first.prompt("one")
     await second.prompt("two")
     await first.aclose()
-    assert len(tracked.open()) == 1, "closed while the other writer still uses it"
-    await second.prompt("three")  # goes on on the same connection
+    await second.prompt("three")
     await second.aclose()
-    assert tracked.open() == []
-    resumed = await Agent.resume(store, "a", model=model())  # opened again on use
+    for index in range(5):
+        async with Agent(model=model(), store=store, session_id=f"s{index}") as agent:
+            await agent.prompt("short")
+    resumed = await Agent.resume(store, "a", model=model())
     await resumed.prompt("four")
     await resumed.aclose()
-    assert tracked.open() == []
-    assert [len((await store.load(i)).records) > 0 for i in ("a", "b")] == [True, True]
-    assert tracked.open() == []
-
-
-async def test_a_sqlite_writer_dropped_unclosed_does_not_keep_the_connection_open(
-    tmp_path, tracked
-):
-    """Review 14 (sessions and stores): a SQLite writer dropped unclosed does not keep the
-    connection open."""
-    store = SqliteStore(tmp_path / "s.db")
-    dropped = Agent(model=model(), store=store, session_id="a")
-    await dropped.prompt("one")  # never closed: a crash, as far as its ledger tells
+    dropped = Agent(model=model(), store=store, session_id="dropped")
+    await dropped.prompt("never closed")  # a crash, as far as its ledger tells
     del dropped
     gc.collect()
-    agent = Agent(model=model(), store=store, session_id="b")
-    await agent.prompt("two")
-    await agent.aclose()
-    assert tracked.open() == [], "a writer long gone still counted as open"
+    assert [len((await store.load(i)).records) > 0 for i in ("a", "b", "s4")] == [True] * 3
+    assert len(tracked.open()) == 1 and len(tracked.refs) == 1, "one connection for all"
+    await store.aclose()
+    assert tracked.open() == []
+    assert not (tmp_path / "s.db-wal").exists()  # closing the connection checkpoints the log
+    await store.load("a")  # opened again on use
+    assert len(tracked.open()) == 1
+    await store.aclose()
 
 
-async def test_a_cancelled_close_of_the_last_sqlite_writer_still_closes_the_connection(
-    tmp_path, tracked
-):
-    """Review 14 (sessions and stores): a cancelled close of the last SQLite writer still closes the
-    connection."""
+async def test_the_sqlite_write_ahead_log_is_checkpointed_by_its_size(tmp_path, tracked):
+    """Issue 36: with the connection open for the store's life, no close checkpoints the
+    log: SQLite does when it passes its size (1000 pages), so it never grows past that
+    by more than a transaction, however much is written."""
+    store = SqliteStore(tmp_path / "s.db")
+    ledger = await trio.to_thread.run_sync(
+        partial(
+            Ledger.create,
+            store.create,
+            "big",
+            "never",
+            system="",
+            first_request=1,
+            first_sequence=0,
+            metadata=None,
+            messages=(),
+        )
+    )
+    (connection,) = tracked.open()
+    (page_size,) = connection.execute("PRAGMA page_size").fetchone()
+    (pages,) = connection.execute("PRAGMA wal_autocheckpoint").fetchone()
+    assert pages == 1000
+    text = "x" * 100_000
+    for index in range(80):  # 8 MB in 80 transactions, twice the log's checkpoint size
+        ledger.message(UserMessage(f"u{index}", text))
+        await ledger.barrier("step")
+    await ledger.aclose()
+    wal = (tmp_path / "s.db-wal").stat().st_size
+    assert wal < pages * page_size + 4 * len(text), wal
+    assert len((await store.load("big")).records) > 80
+    await store.aclose()
+
+
+async def test_a_cancelled_sqlite_store_aclose_still_closes_the_connection(tmp_path, tracked):
+    """Review 14 (sessions and stores): a cancelled close still closes the connection
+    (shielded while the connection is free)."""
     store = SqliteStore(tmp_path / "s.db")
     made = partial(
         Ledger.create,
@@ -240,6 +283,10 @@ async def test_a_cancelled_close_of_the_last_sqlite_writer_still_closes_the_conn
         scope.cancel()
         await ledger.aclose()  # the sync it owes is cancelled; the close is not
     assert scope.cancelled_caught
+    assert len(tracked.open()) == 1, "the store's connection outlives its sessions"
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await store.aclose()
     assert tracked.open() == []
     await store.aclose()  # harmless when nothing is open
     assert "never required" in (SqliteStore.aclose.__doc__ or "").lower()

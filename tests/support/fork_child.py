@@ -7,6 +7,10 @@ Usage: fork_child.py DIRECTORY fsync|lock. Prints one line per finding.
   for a pool thread that only the parent has.
 - ``lock``: a SQLite session is open when the process forks a child that
   lives on; after the parent's ``aclose()`` the session must be free again.
+- ``sqlite``: a SQLite store's connection (open for the store's life) is open
+  when the process forks; the child's sessions on the same store must use a
+  connection of its own (SQLite forbids using one across a fork), and the
+  parent's must go on.
 """
 
 from __future__ import annotations
@@ -72,9 +76,40 @@ async def lock_outlives(directory: Path) -> None:
     await store.aclose()
 
 
+def forked_sqlite(directory: Path) -> None:
+    import sqlite3
+
+    store = SqliteStore(directory / "s.db")
+    print("parent", trio.run(one_turn, store, "parent-1"), flush=True)
+    pid = os.fork()
+    if pid == 0:
+        opened = []
+        connect = sqlite3.connect
+
+        def counting(*args, **kwargs):
+            opened.append(args)
+            return connect(*args, **kwargs)
+
+        sqlite3.connect = counting
+        try:
+            print("child", trio.run(one_turn, store, "child"), flush=True)
+            trio.run(store.aclose)
+            print("child connections opened:", len(opened), flush=True)
+        except BaseException as exc:  # report anything, then leave without cleanup
+            print("child failed", type(exc).__name__, exc, flush=True)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    print("parent", trio.run(one_turn, store, "parent-2"), flush=True)
+    loaded = [len(trio.run(store.load, name).records) > 0 for name in ("child", "parent-2")]
+    print("stored", loaded, flush=True)
+    trio.run(store.aclose)
+
+
 if __name__ == "__main__":
     where, mode = Path(sys.argv[1]), sys.argv[2]
     if mode == "fsync":
         forked_fsync(where)
+    elif mode == "sqlite":
+        forked_sqlite(where)
     else:
         trio.run(lock_outlives, where)

@@ -11,12 +11,13 @@ in the private module that owns it (see ARCHITECTURE.md).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._public import lazy as _lazy
 from .._public import publish as _publish
 from ..errors import HOOK_ERROR as HOOK_ERROR
 from ..errors import ModelProtocolError as ModelProtocolError
 from ..errors import StepError as StepError
-from ._batch import ToolBatch as ToolBatch
-from ._batch import run_tool_batch as run_tool_batch
 from ._emit import Emitter as Emitter
 from ._emit import Journal as Journal
 from ._hooks import StepHooks as StepHooks
@@ -31,6 +32,10 @@ from ._turn import run_turn as run_turn
 
 StepFailure = StepError
 """The name ``StepError`` had before it was named as an error; kept working."""
+
+if TYPE_CHECKING:
+    from ._batch import ToolBatch as ToolBatch
+    from ._batch import run_tool_batch as run_tool_batch
 
 __all__ = [
     "HOOK_ERROR",
@@ -53,3 +58,6 @@ __all__ = [
 ]
 
 _publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)
+
+# A tool batch's machinery is imported with a step's first tool call.
+__getattr__ = _lazy(globals(), {"ToolBatch": "._batch", "run_tool_batch": "._batch"})

@@ -23,7 +23,6 @@ from ..events import ApprovalDecided, ApprovalDecision, ApprovalRequested
 from ..limits import OUTPUT_TOOL_NAME, ArgumentsError, check_arguments, is_valid_unicode
 from ..messages._ir import AssistantMessage, ToolCall
 from ..tools._tool import ToolArgumentsError, ToolRegistry
-from ._batch import run_tool_batch
 from ._emit import Emitter, Journal
 from ._hooks import StepHooks, TurnSpec, call_hook
 from ._transcript import Conversation
@@ -185,6 +184,8 @@ async def resolve(
     used once: its call leaves ``approvals`` just before it is run, so a
     cancellation never runs it twice (one that lands before the dispatch leaves
     the call to be answered as interrupted by the next turn)."""
+    from ._batch import run_tool_batch  # imported with the first tool call
+
     for call, decision in approvals.decided():
         # not owed if cancelled: the decision is not used then, and a later turn says it
         await emit(_decided(call, decision)(emit.next))

@@ -11,7 +11,6 @@ import attrs
 
 from .._log import LOOP
 from ..model import Usage
-from ..telemetry._observe import observer
 from ._hooks import TurnSpec
 
 __all__ = ["end_turn", "leave_turn", "start_turn"]
@@ -24,6 +23,10 @@ def start_turn(
     it current in this task, and return ``spec`` carrying the observer."""
     if LOOP.isEnabledFor(logging.INFO):
         LOOP.info("%s started", _what(session_id, turn))
+    if _unobserved():
+        return spec
+    from ..telemetry._observe import observer  # imported once something may observe
+
     watching = observer(spec.model, session_id, turn, name)
     if watching is None:
         return spec
@@ -61,6 +64,18 @@ def leave_turn(spec: TurnSpec) -> None:
     left by an exception before its end could be recorded)."""
     if spec.observer is not None:
         spec.observer.turn_span.end(sys.exc_info()[1] or "error")
+
+
+def _unobserved() -> bool:
+    """Nothing can observe a turn: OpenTelemetry's API is not imported (so no
+    provider can be configured) and ``trio_agent.loop`` logs no DEBUG. Then
+    ``telemetry._observe`` (which decides when something may) is not imported."""
+    modules = sys.modules
+    return (
+        "opentelemetry.trace" not in modules
+        and "opentelemetry.metrics" not in modules
+        and not LOOP.isEnabledFor(logging.DEBUG)
+    )
 
 
 def _what(session_id: str | None, turn: int | None) -> str:

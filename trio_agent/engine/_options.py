@@ -17,6 +17,7 @@ import msgspec
 import trio
 
 from ..limits import MAX_AGENT_STEPS, MAX_ARGUMENT_DEPTH, is_valid_unicode
+from ..messages._view import Transcript
 from ..tools._tool import Tool, ToolRegistry, ToolSource
 
 if TYPE_CHECKING:
@@ -62,8 +63,9 @@ def model_of(model: object) -> Model:
 
 
 def check_messages_and_model(messages: object, model: object) -> None:
-    """``TypeError`` unless ``messages`` is a list or tuple and ``model`` a ``Model``."""
-    if type(messages) not in (list, tuple):
+    """``TypeError`` unless ``messages`` is a list, a tuple or a ``Transcript`` (an
+    agent's ``messages``, a result's) and ``model`` a ``Model``."""
+    if type(messages) not in (list, tuple, Transcript):
         raise TypeError(f"messages must be a list or tuple, got {type(messages).__name__}")
     if not callable(getattr(model, "stream", None)):
         raise TypeError(f"model must have a callable stream(request), got {model!r}")

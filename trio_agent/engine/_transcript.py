@@ -1,6 +1,12 @@
 """The ``Conversation`` a run or session owns: its transcript, checked
 incrementally as it grows by the rules of ``messages`` (the ``Linker``), each
 message recorded in the journal the moment it joins.
+
+Its snapshots (each request's transcript, each turn's result) are
+``Transcript`` views of its own list, made in constant time: the list is only
+appended to past the longest view handed out, and a change before that (a
+tool result placed among results a view already holds) first moves the
+conversation to a copy, leaving the views their list.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from ..messages._ir import (
     TranscriptError,
 )
 from ..messages._rules import Linker, checked_message, snapshot
+from ..messages._view import Transcript, Window
 
 if TYPE_CHECKING:
     from ..model import Usage
@@ -52,6 +59,8 @@ class Conversation:
     # they come in (a parallel batch): each is placed by its call's position.
     _positions: dict[str, int] = attrs.field(factory=dict, alias="_positions")
     _batch_start: int = attrs.field(default=0, alias="_batch_start")
+    # How many of ``messages`` a snapshot holds: those positions never change again.
+    _shared: int = attrs.field(default=0, alias="_shared")
 
     @classmethod
     def from_messages(cls, messages: Sequence[object], requests: int = 0) -> Conversation:
@@ -92,6 +101,9 @@ class Conversation:
                 positions.get(messages[at - 1].tool_call_id, 0) > rank  # type: ignore[union-attr]
             ):
                 at -= 1
+            if at < self._shared:  # a view holds this place: leave it its list
+                messages = self.messages = messages.copy()
+                self._shared = 0
             messages.insert(at, message)
         else:
             messages.append(message)
@@ -103,8 +115,11 @@ class Conversation:
             else:
                 self.journal.message(message, code, usage)
 
-    def snapshot(self) -> tuple[Message, ...]:
-        return tuple(self.messages)
+    def snapshot(self) -> Transcript:
+        """The transcript as it is now, frozen, in constant time."""
+        length = len(self.messages)
+        self._shared = length
+        return Transcript(Window(self.messages, length))
 
     def unanswered_calls(self) -> list[ToolCall]:
         """Calls of the last assistant message still without a result."""
@@ -115,6 +130,7 @@ class Conversation:
         """Replace the whole transcript (compaction), checked in full: ``TranscriptError``."""
         checked, linker = snapshot(messages)
         self.messages = list(checked)
+        self._shared = 0
         self.linker = linker
         self._find_batch()
         if self.journal is not None:

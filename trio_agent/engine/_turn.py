@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, final
+from typing import TYPE_CHECKING, Any, Literal, final
 
 import attrs
 import trio
@@ -28,13 +28,14 @@ from ..limits import without_lone_surrogates
 from ..messages._ir import AssistantMessage, Message, TranscriptError, UserMessage
 from ..model import Model, ModelRequest, Usage
 from ..output._spec import CURRENT_SLOT, OutputEnd, judge_output
-from ..telemetry._observe import Observer
-from ._batch import run_tool_batch
 from ._emit import Emitter
 from ._fallback import FallbackModel, model_label
 from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, TurnState, call_hook, step_spec
 from ._step import StepCheck
 from ._transcript import Conversation
+
+if TYPE_CHECKING:
+    from ..telemetry._observe import Observer
 
 __all__ = ["TurnOutcome", "accept", "run_turn"]
 
@@ -346,6 +347,8 @@ async def _step(
         state.cache_read_tokens += usage.cache_read_tokens
         state.cache_write_tokens += usage.cache_write_tokens
     if stop_reason == "tool_call":
+        from ._batch import run_tool_batch  # with the first call: a step's tools
+
         await run_tool_batch(message, spec, hooks, conv, emit, host)
     if journal is not None:
         journal.step_ended(request.id, stop_reason)

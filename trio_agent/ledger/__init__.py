@@ -13,49 +13,54 @@ and one whose outcome is unknown because the process died during it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._public import lazy as _lazy
 from .._public import publish as _publish
 from ..engine._options import check_fsync as check_fsync
 from ..errors import TOOL_FATAL as TOOL_FATAL
-from ._derive import TOOL_CANCELLED as TOOL_CANCELLED
-from ._derive import TOOL_NOT_STARTED as TOOL_NOT_STARTED
-from ._derive import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
-from ._derive import DerivedSession as DerivedSession
-from ._derive import derive as derive
-from ._ledger import SEQUENCE_BLOCK as SEQUENCE_BLOCK
-from ._ledger import FsyncPolicy as FsyncPolicy
-from ._ledger import Ledger as Ledger
-from ._ledger import PendingLedger as PendingLedger
-from ._ledger import SessionWriter as SessionWriter
-from ._ledger import model_label as model_label
-from ._records import FORMAT_VERSION as FORMAT_VERSION
-from ._records import ApprovalDecidedRecord as ApprovalDecidedRecord
-from ._records import ApprovalRequestedRecord as ApprovalRequestedRecord
-from ._records import AttemptFailedRecord as AttemptFailedRecord
-from ._records import CompactedRecord as CompactedRecord
-from ._records import EventsReservedRecord as EventsReservedRecord
-from ._records import LeaseLostError as LeaseLostError
-from ._records import LedgerCorruptError as LedgerCorruptError
-from ._records import LedgerError as LedgerError
-from ._records import MessageRecord as MessageRecord
-from ._records import OutputRecord as OutputRecord
-from ._records import Record as Record
-from ._records import SessionChangedError as SessionChangedError
-from ._records import SessionClosedRecord as SessionClosedRecord
-from ._records import SessionExistsError as SessionExistsError
-from ._records import SessionLockedError as SessionLockedError
-from ._records import SessionStartRecord as SessionStartRecord
-from ._records import StepEndRecord as StepEndRecord
-from ._records import StepStartRecord as StepStartRecord
-from ._records import ToolCallRecord as ToolCallRecord
-from ._records import ToolCancelledRecord as ToolCancelledRecord
-from ._records import ToolFailedRecord as ToolFailedRecord
-from ._records import ToolResultRecord as ToolResultRecord
-from ._records import ToolSkippedRecord as ToolSkippedRecord
-from ._records import TurnEndRecord as TurnEndRecord
-from ._records import TurnStartRecord as TurnStartRecord
-from ._records import encode_records as encode_records
-from ._records import record_decoder as record_decoder
-from ._records import session_exists as session_exists
+
+if TYPE_CHECKING:
+    from ._derive import TOOL_CANCELLED as TOOL_CANCELLED
+    from ._derive import TOOL_NOT_STARTED as TOOL_NOT_STARTED
+    from ._derive import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
+    from ._derive import DerivedSession as DerivedSession
+    from ._derive import derive as derive
+    from ._errors import LeaseLostError as LeaseLostError
+    from ._errors import LedgerCorruptError as LedgerCorruptError
+    from ._errors import LedgerError as LedgerError
+    from ._errors import SessionChangedError as SessionChangedError
+    from ._errors import SessionExistsError as SessionExistsError
+    from ._errors import SessionLockedError as SessionLockedError
+    from ._errors import session_exists as session_exists
+    from ._ledger import SEQUENCE_BLOCK as SEQUENCE_BLOCK
+    from ._ledger import FsyncPolicy as FsyncPolicy
+    from ._ledger import Ledger as Ledger
+    from ._ledger import PendingLedger as PendingLedger
+    from ._ledger import SessionWriter as SessionWriter
+    from ._ledger import model_label as model_label
+    from ._records import FORMAT_VERSION as FORMAT_VERSION
+    from ._records import ApprovalDecidedRecord as ApprovalDecidedRecord
+    from ._records import ApprovalRequestedRecord as ApprovalRequestedRecord
+    from ._records import AttemptFailedRecord as AttemptFailedRecord
+    from ._records import CompactedRecord as CompactedRecord
+    from ._records import EventsReservedRecord as EventsReservedRecord
+    from ._records import MessageRecord as MessageRecord
+    from ._records import OutputRecord as OutputRecord
+    from ._records import Record as Record
+    from ._records import SessionClosedRecord as SessionClosedRecord
+    from ._records import SessionStartRecord as SessionStartRecord
+    from ._records import StepEndRecord as StepEndRecord
+    from ._records import StepStartRecord as StepStartRecord
+    from ._records import ToolCallRecord as ToolCallRecord
+    from ._records import ToolCancelledRecord as ToolCancelledRecord
+    from ._records import ToolFailedRecord as ToolFailedRecord
+    from ._records import ToolResultRecord as ToolResultRecord
+    from ._records import ToolSkippedRecord as ToolSkippedRecord
+    from ._records import TurnEndRecord as TurnEndRecord
+    from ._records import TurnStartRecord as TurnStartRecord
+    from ._records import encode_records as encode_records
+    from ._records import record_decoder as record_decoder
 
 __all__ = [
     "FORMAT_VERSION",
@@ -103,3 +108,51 @@ __all__ = [
 ]
 
 _publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)
+
+# Each name is imported when first named: a session kept in memory loads no
+# record, and replay loads when a session resumes.
+__getattr__ = _lazy(
+    globals(),
+    {
+        "ApprovalDecidedRecord": "._records",
+        "ApprovalRequestedRecord": "._records",
+        "AttemptFailedRecord": "._records",
+        "CompactedRecord": "._records",
+        "DerivedSession": "._derive",
+        "EventsReservedRecord": "._records",
+        "FORMAT_VERSION": "._records",
+        "FsyncPolicy": "._ledger",
+        "LeaseLostError": "._errors",
+        "Ledger": "._ledger",
+        "LedgerCorruptError": "._errors",
+        "LedgerError": "._errors",
+        "MessageRecord": "._records",
+        "OutputRecord": "._records",
+        "PendingLedger": "._ledger",
+        "Record": "._records",
+        "SEQUENCE_BLOCK": "._ledger",
+        "SessionChangedError": "._errors",
+        "SessionClosedRecord": "._records",
+        "SessionExistsError": "._errors",
+        "SessionLockedError": "._errors",
+        "SessionStartRecord": "._records",
+        "SessionWriter": "._ledger",
+        "StepEndRecord": "._records",
+        "StepStartRecord": "._records",
+        "TOOL_CANCELLED": "._derive",
+        "TOOL_NOT_STARTED": "._derive",
+        "TOOL_OUTCOME_UNKNOWN": "._derive",
+        "ToolCallRecord": "._records",
+        "ToolCancelledRecord": "._records",
+        "ToolFailedRecord": "._records",
+        "ToolResultRecord": "._records",
+        "ToolSkippedRecord": "._records",
+        "TurnEndRecord": "._records",
+        "TurnStartRecord": "._records",
+        "derive": "._derive",
+        "encode_records": "._records",
+        "model_label": "._ledger",
+        "record_decoder": "._records",
+        "session_exists": "._errors",
+    },
+)

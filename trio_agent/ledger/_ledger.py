@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from typing import Any, Final, Literal, Protocol, final
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, final
 
 import trio
 from trio.lowlevel import enable_ki_protection
@@ -21,11 +21,6 @@ from ..events import ApprovalDecision, TurnEnd, TurnInterrupted
 from ..messages._ir import Message, ToolCall, ToolResultMessage
 from ..model import Usage
 from ..tools._types import json_builtins
-from ._derive import TOOL_CANCELLED as TOOL_CANCELLED
-from ._derive import TOOL_NOT_STARTED as TOOL_NOT_STARTED
-from ._derive import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
-from ._derive import DerivedSession as DerivedSession
-from ._derive import derive as derive
 from ._records import FORMAT_VERSION as FORMAT_VERSION
 from ._records import ApprovalDecidedRecord as ApprovalDecidedRecord
 from ._records import ApprovalRequestedRecord as ApprovalRequestedRecord
@@ -57,18 +52,17 @@ from ._records import record_decoder as record_decoder
 from ._records import record_encoder
 from ._records import session_exists as session_exists
 
+if TYPE_CHECKING:
+    from ._derive import DerivedSession  # replay: imported when a session resumes
+
 __all__ = [
     "FORMAT_VERSION",
     "SEQUENCE_BLOCK",
-    "TOOL_CANCELLED",
     "TOOL_FATAL",
-    "TOOL_NOT_STARTED",
-    "TOOL_OUTCOME_UNKNOWN",
     "ApprovalDecidedRecord",
     "ApprovalRequestedRecord",
     "AttemptFailedRecord",
     "CompactedRecord",
-    "DerivedSession",
     "EventsReservedRecord",
     "FsyncPolicy",
     "Ledger",
@@ -94,7 +88,6 @@ __all__ = [
     "ToolSkippedRecord",
     "TurnEndRecord",
     "TurnStartRecord",
-    "derive",
     "encode_records",
     "model_label",
     "record_decoder",

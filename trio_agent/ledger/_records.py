@@ -1,4 +1,5 @@
-"""The ledger's records and errors: what a session's JSONL lines (or rows) hold.
+"""The ledger's records: what a session's JSONL lines (or rows) hold (its errors,
+``_errors``'s, are re-exported here).
 
 Every record is a frozen msgspec Struct tagged by ``kind`` with a ``seq``
 that runs 0, 1, 2, ... through the session. Fields added after the first
@@ -16,6 +17,13 @@ from .._settings import ModelSettings
 from ..events import ApprovalDecision, TurnEnd
 from ..messages._ir import Message, ToolCall, ToolResultMessage
 from ..model import Usage
+from ._errors import LeaseLostError as LeaseLostError
+from ._errors import LedgerCorruptError as LedgerCorruptError
+from ._errors import LedgerError as LedgerError
+from ._errors import SessionChangedError as SessionChangedError
+from ._errors import SessionExistsError as SessionExistsError
+from ._errors import SessionLockedError as SessionLockedError
+from ._errors import session_exists as session_exists
 
 __all__ = [
     "FORMAT_VERSION",
@@ -51,40 +59,6 @@ __all__ = [
 ]
 
 FORMAT_VERSION: Final = 1
-
-
-class LedgerError(Exception):
-    """A ledger that cannot be read or written as asked."""
-
-
-class LedgerCorruptError(LedgerError):
-    """A ledger whose middle is damaged, or a record where it cannot be; nothing is guessed."""
-
-
-class SessionLockedError(LedgerError):
-    """The session already has a writer (in this process or another); the message names it."""
-
-
-class LeaseLostError(LedgerError):
-    """The writer's hold on its session (a PostgreSQL lease) was taken over by
-    another writer: it wrote nothing, and writes nothing more."""
-
-
-class SessionChangedError(LedgerError):
-    """The session was appended to after it was loaded: load it again before writing."""
-
-
-class SessionExistsError(LedgerError):
-    """A new session was asked for under an id a stored session has; the message says
-    how to continue that one instead (``Agent.resume``)."""
-
-
-def session_exists(session_id: str, where: object) -> SessionExistsError:
-    """The error for creating ``session_id`` again in the store at ``where``."""
-    return SessionExistsError(
-        f"session {session_id!r} already exists in {where}: use "
-        f"Agent.resume(store, {session_id!r}) to continue it"
-    )
 
 
 # Field descriptions (the JSON Schema's); one constant per meaning that recurs.

@@ -29,6 +29,7 @@ from ._ir import content_text as content_text
 from ._ir import text_from_assistant as text_from_assistant
 from ._rules import repair_transcript as repair_transcript
 from ._rules import validate_transcript as validate_transcript
+from ._view import Transcript as Transcript
 
 __all__ = [
     "AssistantMessage",
@@ -43,6 +44,7 @@ __all__ = [
     "ToolCall",
     "content_text",
     "ToolResultMessage",
+    "Transcript",
     "TranscriptError",
     "UserMessage",
     "repair_transcript",

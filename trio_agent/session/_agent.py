@@ -17,16 +17,12 @@ from ..engine._approvals import ApprovalPolicy, decide, private_copy
 from ..engine._options import check_cancel_scope, check_fsync, claim_cancel_scope, model_of
 from ..engine._run import exit_nursery, require_trio
 from ..events import OutputT, TurnResult
-from ..ledger._ledger import FsyncPolicy
 from ..messages._ir import Message, ToolCall, ToolResultMessage, UserMessage
+from ..messages._view import Transcript
 from ..model import Model
 from ..output._spec import OutputValidator, offered, output_spec
-from ..stores._base import SessionStore
-from ..telemetry._pricing import Price
 from ..tools._context import DepsT
 from ..tools._tool import Tool, ToolRegistry, ToolSource
-from ._agent_tool import agent_tool, settled
-from ._fork import fork_session
 from ._hooks import closed_message
 from ._inbox import drain, owes_reply
 from ._limits import UsageLimits, check_limits, check_priced
@@ -39,7 +35,6 @@ from ._policy import (
     ShouldStopTurn,
     TransformContext,
 )
-from ._resume import log_resume, resume_session
 from ._retry import RetryPolicy, estimate_tokens
 from ._state import SessionState
 from ._turn_run import TurnRun
@@ -48,6 +43,10 @@ __all__ = ["Agent"]
 
 if TYPE_CHECKING:  # for resume: an agent resumed without deps_type is Agent[..., Any]
     from typing_extensions import TypeVar
+
+    from ..ledger._ledger import FsyncPolicy
+    from ..stores._base import SessionStore
+    from ..telemetry._pricing import Price
 
     D = TypeVar("D", default=Any)
 else:
@@ -429,6 +428,8 @@ class Agent(Generic[OutputT, DepsT]):
         options = AgentOptions(
             model=model_of(model), fsync=fsync, **{key: given[key] for key in RESUMED_OPTIONS}
         )
+        from ._resume import log_resume, resume_session  # replay: loaded when first used
+
         resumed = await resume_session(store, session_id, options, system)
         agent = cls._of(resumed.state)
         agent.closed_on_resume = resumed.closed
@@ -468,6 +469,8 @@ class Agent(Generic[OutputT, DepsT]):
         made whole or not at all (its records are stored in one worker-thread
         step, then flushed shielded)."""
         require_trio()
+        from ._fork import fork_session  # the ledger's replay, loaded when first used
+
         return await fork_session(store, session_id, at_turn, new_session_id, to_store)
 
     async def __aenter__(self) -> Agent:
@@ -593,8 +596,9 @@ class Agent(Generic[OutputT, DepsT]):
         )
 
     @property
-    def messages(self) -> tuple[Message, ...]:
-        """The session transcript: complete messages only."""
+    def messages(self) -> Transcript:
+        """The session transcript: complete messages only, frozen (a ``Transcript``,
+        made in constant time: later messages do not join one taken earlier)."""
         return self._state.conversation.snapshot()
 
     @property
@@ -874,6 +878,8 @@ class Agent(Generic[OutputT, DepsT]):
         Cancellation: cancelling the outer call cancels the turn (recorded as
         cancelled); ``trio.Cancelled`` propagates and the call gets no result.
         """
+        from ._agent_tool import agent_tool  # loaded when first used
+
         typed = self._state.output is not None
         return agent_tool(
             self,
@@ -891,6 +897,8 @@ class Agent(Generic[OutputT, DepsT]):
         """A new agent with this one's model, tools, options and transcript (as it
         is now), recording in ``store`` (if any) under a new session id, with
         ``metadata`` over this one's; named as this one is, else ``name``."""
+        from ._agent_tool import settled
+
         state = self._state
         options = attrs.evolve(state.options(), name=state.name or name)
         if store is None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, final
 
@@ -323,7 +323,7 @@ def _answer(result: TurnResult, typed: bool, link: str | None, max_seconds: floa
 # ---------------------------------------------------------------- runners
 
 
-def settled(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+def settled(messages: Sequence[Message]) -> Sequence[Message]:
     """``messages`` without a step still running at the end (an assistant message
     whose calls are not all answered yet, and the results it has so far): what a
     fresh copy of an agent that is calling its own tool can start from."""

@@ -23,7 +23,7 @@ from ..events import (
     TurnRepeatedFailure,
     TurnTokenBudget,
 )
-from ..ledger._records import LedgerError
+from ..ledger._errors import LedgerError
 from ..limits import OUTPUT_TOOL_NAME
 from ..messages._ir import (
     Message,
@@ -130,7 +130,9 @@ class SessionHooks(StepHooks):
             if not rebuilt:
                 return request
             return msgspec.structs.replace(request, messages=conversation.snapshot())
-        returned = await call_hook("transform_context", transform, conversation.snapshot())
+        # a tuple, as the hook's type says: what it costs is the hook's own cost (each
+        # request's transcript is checked again after it in any case)
+        returned = await call_hook("transform_context", transform, tuple(conversation.messages))
         try:
             messages = tuple(returned)
             validate(messages)
@@ -158,7 +160,7 @@ class SessionHooks(StepHooks):
                 f"{request.id} needs about {needed} tokens; the window "
                 f"leaves {budget} after reserving {policy.reserve_output_tokens} for output",
             )
-        compacted = await call_hook("compact", policy.compact, conversation.snapshot())
+        compacted = await call_hook("compact", policy.compact, tuple(conversation.messages))
         try:
             if type(compacted) not in (list, tuple):
                 raise TypeError(f"a list or tuple of messages, not {type(compacted).__name__}")
@@ -167,7 +169,7 @@ class SessionHooks(StepHooks):
             raise StepError(
                 HOOK_ERROR, f"hook compact returned an unusable transcript: {exc}", exc
             ) from None
-        messages = conversation.snapshot()
+        messages = tuple(conversation.messages)
         await self._emit.announce(
             [
                 lambda sequence: ContextCompacted(

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Final, Literal, final
+from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import attrs
 
 from ..engine._fallback import FallbackModel
 from ..engine._hooks import TurnState
 from ..events import TurnUsageLimit
-from ..ledger._derive import DerivedSession
 from ..model import Model, Usage
 from ..telemetry._pricing import Price, charge, flat_price, genai_installed, warm_up
+
+if TYPE_CHECKING:
+    from ..ledger._derive import DerivedSession
 
 __all__ = [
     "NOTHING_USED",

@@ -21,6 +21,7 @@ from ..messages._ir import (
     Message,
     TextBlock,
 )
+from ..messages._view import transcript_hook
 from ..model import ModelRequest, TransientModelError
 
 __all__ = ["DEFAULT_RETRY", "RetryPolicy", "estimate_tokens", "truncate_text"]
@@ -81,6 +82,9 @@ IMAGE_TOKENS = 1600
 full-size image is about this)."""
 
 
+_encode = msgspec.json.Encoder(enc_hook=transcript_hook).encode
+
+
 def estimate_tokens(request: ModelRequest) -> int:
     """A cheap pre-flight estimate: one token per 4 bytes of the request as JSON,
     where an image counts ``IMAGE_TOKENS`` and a document one per 4 of its bytes.
@@ -103,7 +107,7 @@ def estimate_tokens(request: ModelRequest) -> int:
         messages.append(msgspec.structs.replace(message, content=tuple(blocks)))
     if images or media:
         request = msgspec.structs.replace(request, messages=tuple(messages))
-    size = len(msgspec.json.encode(request)) + media
+    size = len(_encode(request)) + media
     return math.ceil(size / 4) + images * IMAGE_TOKENS
 
 

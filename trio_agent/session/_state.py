@@ -19,6 +19,7 @@ import attrs
 import trio
 
 from ..engine._approvals import Approvals
+from ..engine._fallback import model_label
 from ..engine._options import (
     check_agent_name,
     check_int,
@@ -31,11 +32,10 @@ from ..engine._options import (
     registry_of,
 )
 from ..engine._transcript import Conversation
-from ..ledger._ledger import FsyncPolicy, Ledger, LedgerError, PendingLedger, model_label
+from ..ledger._errors import LedgerError
 from ..messages._ir import Message, ToolResultMessage, UserMessage
 from ..model import Model, ModelSettings
 from ..output._spec import OutputSpec, OutputValidator, output_spec
-from ..stores._base import SessionStore, check_session_id
 from ..tools._tool import ToolRegistry, ToolSource
 from ._hooks import BUSY
 from ._inbox import Inbox, interrupted_results, new_id
@@ -45,6 +45,8 @@ from ._policy import POLICY_OPTIONS, SessionPolicy
 
 if TYPE_CHECKING:
     from ..engine._hooks import TurnSpec
+    from ..ledger._ledger import FsyncPolicy, Ledger, PendingLedger
+    from ..stores._base import SessionStore
 
 __all__ = ["SessionState"]
 
@@ -126,6 +128,9 @@ class SessionState:
         check_store(store, session_id, options.fsync)
         pending: PendingLedger | None = None
         if store is not None:  # the id is fixed now; the ledger is made on first use
+            from ..ledger._ledger import PendingLedger  # with the first store
+            from ..stores._base import check_session_id
+
             session_id = new_id("session") if session_id is None else check_session_id(session_id)
             pending = PendingLedger(store.create, session_id, options.fsync)
         return cls(

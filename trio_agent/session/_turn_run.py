@@ -14,7 +14,6 @@ from ..engine._emit import Emitter
 from ..engine._hooks import TurnSpec, TurnState
 from ..engine._lifecycle import end_turn, leave_turn, start_turn
 from ..engine._outcomes import turn_end_of
-from ..engine._reruns import run_again
 from ..engine._run import EventRun, cancelled_from_outside
 from ..engine._turn import TurnOutcome, accept, run_turn
 from ..errors import INTERNAL_ERROR, describe
@@ -197,6 +196,8 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         if approvals.reruns:  # a resumed session's calls to run again, before all else
             await accept(conversation, repairs, emit, first=started)
             started, repairs = [], ()
+            from ..engine._reruns import run_again  # with the tool batch: when first used
+
             await run_again(approvals, conversation, spec, hooks, emit, state.host or host)
         if not approvals.held:
             await accept(conversation, repairs + taken, emit, first=started)

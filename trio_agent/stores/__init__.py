@@ -8,16 +8,23 @@ PostgreSQL a lease whose epoch fences every write (``LeaseLostError``). A
 second writer is refused at once with ``SessionLockedError`` naming the
 holder. Writing never blocks the trio thread: JSONL writes each line to the
 OS inline and fsyncs in a small shared thread pool (group commit); SQLite and
-PostgreSQL run their drivers in worker threads.
+PostgreSQL run their drivers in worker threads. Each store is imported when
+first named.
 """
 
-from .._public import publish as _publish
-from ._base import LoadedSession as LoadedSession
-from ._base import SessionStore as SessionStore
-from ._base import parse_jsonl as parse_jsonl
-from ._jsonl import JsonlStore as JsonlStore
-from ._sqlite import SqliteStore as SqliteStore
-from .postgres._store import PostgresStore as PostgresStore
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._public import lazy as _lazy
+
+if TYPE_CHECKING:
+    from ._base import LoadedSession as LoadedSession
+    from ._base import SessionStore as SessionStore
+    from ._base import parse_jsonl as parse_jsonl
+    from ._jsonl import JsonlStore as JsonlStore
+    from ._sqlite import SqliteStore as SqliteStore
+    from .postgres import PostgresStore as PostgresStore
 
 __all__ = [
     "JsonlStore",
@@ -28,4 +35,17 @@ __all__ = [
     "parse_jsonl",
 ]
 
-_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)
+# Each store is imported when first named, with what it needs (``sqlite3``, the
+# PostgreSQL driver's glue): an agent that keeps its session in memory, or in
+# JSONL, loads none of the others. Each name is published as this page's.
+__getattr__ = _lazy(
+    globals(),
+    {
+        "JsonlStore": "._jsonl",
+        "LoadedSession": "._base",
+        "PostgresStore": ".postgres",
+        "SessionStore": "._base",
+        "SqliteStore": "._sqlite",
+        "parse_jsonl": "._base",
+    },
+)

@@ -9,10 +9,13 @@ was loaded). After that, the lock keeps every other writer out. Every
 ``sqlite3`` failure reaches the caller as a ``LedgerError`` (a damaged file
 as ``LedgerCorruptError``), with the transaction rolled back.
 
-The store's one connection is open only while it is used: it is opened on
-first use and closed when the store's last open writer closes (and after a
-``load`` while no writer is open), and when the store itself is collected
-or the program exits, so nobody has to close it.
+The store has one connection, shared by all its sessions: opened on first
+use, it stays open until ``aclose()``, the store's collection or the
+program's exit (so nobody has to close it, and a session's creation costs no
+connection). SQLite checkpoints the write-ahead log into the database when it
+passes ``_CHECKPOINT_PAGES`` (its ``wal_autocheckpoint``), by size, not at
+each session's close. One thread at a time works on the connection: a
+``threading.Lock`` held for each call, and one worker thread at a time.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
@@ -54,6 +56,7 @@ _COLUMNS: Final = ["session_id", "seq", "body"]
 _DAMAGED: Final = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
 _BUSY: Final = 5  # SQLITE_BUSY
 _BUSY_MS: Final = 5000  # how long a worker thread waits for another writer's lock
+_CHECKPOINT_PAGES: Final = 1000  # the WAL is copied into the database past this size
 
 
 @final
@@ -111,11 +114,6 @@ class _SqliteWriter(RowWriter):
 
     def _fail(self, error: LedgerError) -> None:
         self._state.fail(error)
-        self._store.writer_done(self)
-
-    async def _after_close(self) -> None:
-        self._store.writer_done(self)
-        await self._store.close_if_idle()
 
 
 @final
@@ -132,11 +130,12 @@ class SqliteStore:
     with its parents, when the first session is created; ``sqlite3`` is
     imported when the store first uses it.
 
-    The database connection needs no closing: it is opened when the store is
-    used and closed when its last open writer closes (``Agent.aclose``, or
-    leaving ``async with agent``), after a ``load`` while no writer is open,
-    and when the store is garbage-collected or the program exits. ``aclose()``
-    closes it now (a later use opens it again); it is never required.
+    The database connection is the store's, shared by all its sessions: a
+    session's creation and close cost no connection and no checkpoint (SQLite
+    checkpoints the write-ahead log by its size). It needs no closing: it is
+    closed when the store is garbage-collected or the program exits.
+    ``aclose()`` closes it now (a later use opens it again); it is never
+    required.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -146,10 +145,10 @@ class SqliteStore:
         self._connection: list[sqlite3.Connection] = []
         self._limiter = trio.CapacityLimiter(1)
         self._lock = threading.Lock()  # one user of the connection at a time, any thread
-        # Writers neither closed nor failed (weakly: one dropped unclosed counts no more).
-        self._writers: weakref.WeakSet[_SqliteWriter] = weakref.WeakSet()
-        self._writers_lock = threading.Lock()  # writers are made in worker threads
-        weakref.finalize(self, _close_all, self._connection)
+        # The process the connection belongs to (the finalizer reads it too: a forked
+        # child never closes its parent's connection, even at exit).
+        self._owner = [os.getpid()]
+        weakref.finalize(self, _close_owned, self._connection, self._owner)
 
     # -- running work on the connection
     def call(self, what: str, function: Callable[..., T], *args: Any) -> T:
@@ -201,6 +200,8 @@ class SqliteStore:
         )
 
     def _db(self) -> sqlite3.Connection:
+        if self._owner[0] != os.getpid():
+            self._forked()
         if not self._connection:
             import sqlite3
 
@@ -213,6 +214,7 @@ class SqliteStore:
             try:
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=NORMAL")
+                connection.execute(f"PRAGMA wal_autocheckpoint={_CHECKPOINT_PAGES}")
                 connection.execute(_SCHEMA)
                 columns = [row[1] for row in connection.execute("PRAGMA table_info(records)")]
             except sqlite3.Error:
@@ -228,30 +230,13 @@ class SqliteStore:
         return self._connection[0]
 
     # -- the connection's lifetime
-    def _made(self, writer: _SqliteWriter) -> _SqliteWriter:
-        with self._writers_lock:
-            self._writers.add(writer)
-        return writer
-
-    def writer_done(self, writer: _SqliteWriter) -> None:
-        """``writer`` closed or failed: it uses the connection no more."""
-        with self._writers_lock:
-            self._writers.discard(writer)
-
-    def _idle(self) -> bool:
-        with self._writers_lock:
-            return not self._writers
-
-    def _close_when_idle(self) -> None:
-        """Close the connection (in the calling thread, holding it) unless a writer is open."""
-        if self._idle():
-            _close_all(self._connection)
-
-    async def close_if_idle(self) -> None:
-        """Close the connection in a worker thread unless a writer is open (closing
-        the last connection checkpoints the write-ahead log into the database)."""
-        if self._connection and self._idle():
-            await self._close(self._close_when_idle)
+    def _forked(self) -> None:
+        """In a forked child: the parent's connection is not this process's to use or
+        to close (SQLite forbids carrying one across a fork), so it is set aside,
+        never closed, and this process opens its own on use."""
+        _INHERITED.extend(self._connection)
+        self._connection.clear()
+        self._owner[0] = os.getpid()
 
     async def _close(self, close: Callable[[], None]) -> None:
         """Run ``close`` in the worker thread: shielded when the connection is free
@@ -319,15 +304,11 @@ class SqliteStore:
             os.close(fd)
 
     def _select(self, session_id: str) -> list[bytes]:
-        """The session's record bodies; then, unless a writer is open, the connection
-        is closed (a load alone leaves nothing open)."""
-        try:
-            rows = self._db().execute(
-                "SELECT body FROM records WHERE session_id = ? ORDER BY seq", (session_id,)
-            )
-            return [bytes(row[0]) for row in rows]
-        finally:
-            self._close_when_idle()
+        """The session's record bodies."""
+        rows = self._db().execute(
+            "SELECT body FROM records WHERE session_id = ? ORDER BY seq", (session_id,)
+        )
+        return [bytes(row[0]) for row in rows]
 
     # -- the store
     def _lock_for(self, session_id: str) -> WriterLock:
@@ -349,12 +330,12 @@ class SqliteStore:
         check_session_id(session_id)
         state = WriterState(session_id, self._lock_for(session_id))
         # Whether it exists is found when its first records are stored (``commit``).
-        return self._made(_SqliteWriter(self, session_id, 0, state))
+        return _SqliteWriter(self, session_id, 0, state)
 
     def reopen(self, loaded: LoadedSession) -> SessionWriter:
         # That nothing was added since ``loaded`` is checked by every insert.
         state = WriterState(loaded.session_id, self._lock_for(loaded.session_id))
-        return self._made(_SqliteWriter(self, loaded.session_id, len(loaded.records), state))
+        return _SqliteWriter(self, loaded.session_id, len(loaded.records), state)
 
     async def load(self, session_id: str) -> LoadedSession:
         check_session_id(session_id)
@@ -365,11 +346,26 @@ class SqliteStore:
 
     async def aclose(self) -> None:
         """Close the database connection now, also while a writer is open (a later
-        use opens it again). Never required: the store closes it by itself when its
-        last writer closes, and when it is collected. Cancellation: shielded unless
-        it has to wait for other work on the connection."""
+        use opens it again), checkpointing the write-ahead log. Never required: the
+        store closes it when it is collected or the program exits. Cancellation:
+        shielded unless it has to wait for other work on the connection."""
+        if self._owner[0] != os.getpid():
+            self._forked()  # the parent's connection is the parent's to close
         if self._connection:
-            await self._close(partial(_close_all, self._connection))
+            await self._close(self._close_now)
+
+    def _close_now(self) -> None:
+        _close_all(self._connection)
+
+
+_INHERITED: list[sqlite3.Connection] = []
+"""Connections a forked child found open in its stores: kept, never closed, here."""
+
+
+def _close_owned(connections: list[sqlite3.Connection], owner: list[int]) -> None:
+    """The store's finalizer: close its connection in the process that opened it."""
+    if owner[0] == os.getpid():
+        _close_all(connections)
 
 
 def _close_all(connections: list[sqlite3.Connection]) -> None:

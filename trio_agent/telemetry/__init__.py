@@ -26,13 +26,18 @@ or the conventional environment variable
 
 from __future__ import annotations
 
-from .._public import publish as _publish
-from ._content import CAPTURE_CONTENT_VARIABLE as CAPTURE_CONTENT_VARIABLE
-from ._content import configure as configure
+from typing import TYPE_CHECKING
+
+from .._public import lazy as _lazy
+
+if TYPE_CHECKING:
+    from ._content import CAPTURE_CONTENT_VARIABLE as CAPTURE_CONTENT_VARIABLE
+    from ._content import configure as configure
 
 __all__ = [
     "CAPTURE_CONTENT_VARIABLE",
     "configure",
 ]
 
-_publish(globals())  # each name says this page is its module (tracebacks, reprs, pickles)
+# Loaded when first named: a program that traces nothing imports none of it.
+__getattr__ = _lazy(globals(), {name: "._content" for name in __all__})

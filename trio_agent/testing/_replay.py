@@ -42,7 +42,7 @@ class ReplayDivergenceError(ModelError):
 @attrs.define
 class _Step:
     request_id: str
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     failures: list[str] = attrs.field(factory=list)
     response: ModelResponse | None = None
 
@@ -199,7 +199,7 @@ class ReplayModel:
             raise diverged(f"system prompt differs {_where(request.system, self._system)}")
         recorded = step.messages
         if self._transform is not None:
-            recorded = tuple(await self._transform(recorded))
+            recorded = tuple(await self._transform(tuple(recorded)))
         for index, (sent, kept) in enumerate(zip(request.messages, recorded, strict=False)):
             if not _same(sent, kept):
                 raise diverged(f"message {index} ({kept.id}) differs {_where(sent, kept)}")

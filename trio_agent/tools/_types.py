@@ -28,6 +28,7 @@ import attrs
 import msgspec
 
 from ..limits import OUTPUT_TOOL_NAME, cut_text, json_path
+from ..messages._view import Transcript, transcript_hook
 from ._schema import inline_schema
 
 __all__ = [
@@ -133,9 +134,12 @@ class _Unsupported(TypeError):
 
 def enc_hook(value: Any) -> Any:
     """A value msgspec cannot encode as JSON builtins: a ``pathlib`` path is its
-    string, a pydantic value what pydantic dumps in JSON mode; ``TypeError`` else."""
+    string, a ``Transcript`` its messages, a pydantic value what pydantic dumps in
+    JSON mode; ``TypeError`` else."""
     if isinstance(value, pathlib.PurePath):
         return str(value)
+    if type(value) is Transcript:
+        return transcript_hook(value)
     kind = type(value)
     if "pydantic" in sys.modules and _pydantic_class(kind):
         serializer = getattr(kind, "__pydantic_serializer__", None)

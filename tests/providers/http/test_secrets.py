@@ -233,8 +233,8 @@ async def test_a_key_in_a_bad_content_length_reaches_no_ledger_record_or_event(
     await agent.aclose()
     assert len(loopback.requests) == 2  # a response error: not retried
     assert result.end.code == "MODEL_ERROR" and "bad content-length" in result.end.detail
-    texts = [repr(result), msgspec.json.encode(result).decode(), repr(events)]
-    texts.append(msgspec.json.encode(events).decode())
+    texts = [repr(result), msgspec.json.encode(result, enc_hook=tuple).decode(), repr(events)]
+    texts.append(msgspec.json.encode(events, enc_hook=tuple).decode())
     ledger = [p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()]
     assert ledger and b"bad content-length" in b"".join(ledger)
     texts += [data.decode("utf-8", "replace") for data in ledger]
