@@ -198,3 +198,38 @@ async def test_a_resumed_session_without_the_tool_an_approved_call_needs_fails_n
     result = await again.prompt()
     await again.aclose()
     assert ran == ["prod"] and result.end.reason == "completed"
+
+
+async def test_resume_checks_each_stored_message_once(tmp_path, monkeypatch):
+    """Issue 39: a resume checked every message three times: in derive's replay,
+    again when the closed transcript was rebuilt, and again by Agent(messages=...).
+    Now the replay's checked conversation is taken over: one check and one link
+    per stored message (and one link per closing result)."""
+    import trio_agent.engine._transcript as transcript_module
+    import trio_agent.messages._rules as rules
+
+    store = JsonlStore(tmp_path)
+    agent = Agent(model=ScriptedModel(adding("a") + adding("b")), tools=[add_text], store=store)
+    await agent.prompt("1+2")
+    await agent.prompt("again")
+    await agent.aclose()
+    stored = len(agent.messages)
+    checks, links = [], []
+    real_check, real_add = rules.checked_message, rules.Linker.add
+
+    def counted_check(message, index):
+        checks.append(message.id)
+        return real_check(message, index)
+
+    def counted_add(self, message):
+        links.append(message.id)
+        return real_add(self, message)
+
+    monkeypatch.setattr(rules, "checked_message", counted_check)
+    monkeypatch.setattr(transcript_module, "checked_message", counted_check)
+    monkeypatch.setattr(rules.Linker, "add", counted_add)
+    resumed = await Agent.resume(store, agent.session_id, model=ScriptedModel([]))
+    assert resumed.messages == agent.messages
+    await resumed.aclose()
+    assert len(checks) == stored and len(set(checks)) == stored
+    assert len(links) == stored

@@ -8,7 +8,7 @@ instead of being half understood.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, final
 
 import attrs
@@ -161,6 +161,10 @@ class DerivedSession:
     reruns: tuple[ToolCall, ...] = ()
     effects: dict[str, str] = attrs.field(factory=dict)
     rerunning: set[str] = attrs.field(factory=set)
+    conversation: Conversation | None = attrs.field(default=None, repr=False)
+    """The replay's own conversation, whose ``messages`` is ``messages``: each message
+    checked once, as it was replayed. ``Agent.resume`` takes it over instead of
+    checking the transcript again (``take_conversation``)."""
 
     @property
     def last_output(self) -> Any:
@@ -209,6 +213,22 @@ class DerivedSession:
         for call_id in dropped:
             self.effects.pop(call_id, None)
         self.reruns = tuple(call for call in self.reruns if call.id not in dropped)
+
+    def take_conversation(self, closing: Sequence[tuple[ToolResultMessage, str]]) -> Conversation:
+        """The replay's conversation with the ``closing`` results (``closing_results``)
+        appended (their links checked, nothing else again), and the request counter
+        set: for ``Agent.resume``, once. The calls in ``pending_approvals`` and
+        ``reruns`` stay open in it."""
+        conversation = self.conversation
+        if conversation is None:  # a session made by hand: built from the messages
+            conversation = Conversation.from_messages(())
+            for message in self.messages:
+                conversation.append(message)
+        self.conversation = None  # taken: later reads of ``messages`` see the closing too
+        for result, _ in closing:
+            conversation.append(result)
+        conversation.requests = self.requests
+        return conversation
 
     def closing_results(self) -> list[tuple[ToolResultMessage, str]]:
         """Explicit results for the calls of the last assistant message left without one.
@@ -263,6 +283,7 @@ class _Replay:
             open_turn=None,
             dispatched=set(),
             metadata=dict(start.metadata),
+            conversation=self.conversation,
         )
         self.step: str | None = None  # the open step's request id
         self.model = ""  # the open turn's model (its label)

@@ -271,7 +271,11 @@ class Ledger:
 
     @classmethod
     async def take_over(
-        cls, writer: SessionWriter, derived: DerivedSession, fsync: FsyncPolicy
+        cls,
+        writer: SessionWriter,
+        derived: DerivedSession,
+        fsync: FsyncPolicy,
+        closing: list[tuple[ToolResultMessage, str]] | None = None,
     ) -> tuple[Ledger, list[tuple[ToolResultMessage, str]]]:
         """The ledger of a resumed session (``writer`` from the store's ``reopen``),
         with what the last writer left open closed: each call without a result
@@ -279,8 +283,10 @@ class Ledger:
         approval and not dispatched stays open, in ``derived.pending_approvals``,
         and so does one to run again, in ``derived.reruns``: its next dispatch is
         recorded as a rerun)
-        and an open turn ended as ``interrupted``, durably. Cancellation or a failure: the writer
-        is closed (its lock let go) before the error propagates."""
+        and an open turn ended as ``interrupted``, durably. ``closing``: those
+        results when the caller has them already (a resume that took the replay's
+        conversation, ``DerivedSession.take_conversation``). Cancellation or a
+        failure: the writer is closed (its lock let go) before the error propagates."""
         # closing a closed session again, with nothing written since, writes nothing
         ledger = cls(
             writer,
@@ -292,7 +298,8 @@ class Ledger:
         )
         done = False
         try:
-            closing = derived.closing_results()
+            if closing is None:
+                closing = derived.closing_results()
             for result, code in closing:
                 ledger.message(result, code)
             if derived.open_turn is not None:

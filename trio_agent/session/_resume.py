@@ -35,23 +35,25 @@ class Resumed:
     warnings: tuple[str, ...]
 
 
-def _rebuilt(options: AgentOptions, derived: DerivedSession, system: str | None) -> SessionState:
-    """The state the records describe, before it takes the session over. Calls held
-    for approval stay open in its transcript (the turn that resolves them answers
-    them), so such a transcript is rebuilt as a conversation, not checked whole."""
-    held = bool(derived.pending_approvals or derived.reruns)
+def _rebuilt(
+    options: AgentOptions,
+    derived: DerivedSession,
+    system: str | None,
+    closing: list[tuple[ToolResultMessage, str]],
+) -> SessionState:
+    """The state the records describe, before it takes the session over: the
+    replay's conversation (each message was checked once, by ``derive``) with the
+    ``closing`` results. Calls held for approval or owed a rerun stay open in it
+    (the turn that resolves them answers them)."""
     system = derived.system if system is None else system
     state = SessionState.new(
         attrs.evolve(options, system=system, fsync="step"),  # the fsync policy: the ledger's
-        messages=() if held else derived.closed_messages(),
+        conversation=derived.take_conversation(closing),
         request_sequence_start=derived.requests + 1,
         sequence_start=derived.sequence,
     )
     state.fsync = options.fsync
-    if held:
-        conversation = derived.closed_conversation()
-        conversation.requests = derived.requests
-        state.conversation = conversation
+    if derived.pending_approvals or derived.reruns:
         state.approvals = Approvals(
             {call.id: call for call in derived.pending_approvals},
             dict(derived.decisions),
@@ -83,13 +85,14 @@ async def resume_session(
         loaded = await store.load(session_id)
         derived = derive(loaded.records)
         derived.never_rerun(_now_once(options, derived))
-        state = _rebuilt(options, derived, system)
+        closing = derived.closing_results()
+        state = _rebuilt(options, derived, system, closing)
         policy = state.policy
         if policy.session_usage_limits is not None:  # what it used counts against them
             state.used = await session_used(derived, policy.session_usage_limits, policy.prices)
         try:
             writer = await trio.to_thread.run_sync(store.reopen, loaded)  # file work
-            ledger, closing = await Ledger.take_over(writer, derived, options.fsync)
+            ledger, closing = await Ledger.take_over(writer, derived, options.fsync, closing)
         except SessionChangedError:
             if attempt == 3:
                 raise

@@ -102,11 +102,13 @@ class SessionState:
         store: SessionStore | None = None,
         session_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        conversation: Conversation | None = None,
     ) -> SessionState:
         """The state of a new agent: every option checked (``TypeError`` /
         ``ValueError`` naming it), ``messages`` checked as a transcript
         (``TranscriptError``). With a ``store`` the session id is fixed now and
-        the ledger is made on first use."""
+        the ledger is made on first use. ``conversation`` (a resume's, checked when
+        its records were replayed) is taken as it is, in place of ``messages``."""
         model = model_of(options.model)  # a name ("openai:gpt-4o") made into its model
         check_messages_and_model(messages, model)
         name = check_agent_name(options.name)
@@ -123,8 +125,8 @@ class SessionState:
         check_int("request_sequence_start", request_sequence_start, 1)
         check_int("sequence_start", sequence_start, 0)
         checked_metadata = check_metadata(metadata)
-        # raises TranscriptError
-        conversation = Conversation.from_messages(messages, request_sequence_start - 1)
+        if conversation is None:  # raises TranscriptError
+            conversation = Conversation.from_messages(messages, request_sequence_start - 1)
         check_store(store, session_id, options.fsync)
         pending: PendingLedger | None = None
         if store is not None:  # the id is fixed now; the ledger is made on first use
