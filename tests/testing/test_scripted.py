@@ -225,3 +225,31 @@ async def test_regression_a_recorded_failure_keeps_its_own_traceback_on_replay()
             tb = tb.tb_next
         frames.append(names)
     assert "fail" in frames[0] and frames[0] == frames[1] == frames[2]
+
+
+async def test_a_long_scripted_session_keeps_every_request_without_copying_the_transcript():
+    """Issue 38: every request kept its own copy of the whole transcript, so a
+    20,000-turn scripted session peaked at 3.2 GB. The requests now share the
+    session's transcript: 600 turns keep 1,200 requests in what a few copies of
+    the transcript would take (measured by tracemalloc, not a clock)."""
+    import tracemalloc
+
+    from trio_agent import Agent
+
+    turns = 600
+    script = [scripted_response(f"r{i}", f"answer {i}") for i in range(turns)]
+    model = ScriptedModel(script)
+    agent = Agent(model=model)
+    tracemalloc.start()
+    try:
+        for i in range(turns):
+            await agent.prompt(f"question {i}")
+        kept, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(model.requests) == turns
+    assert model.requests[-1].messages[-1].content == f"question {turns - 1}"
+    assert len(model.requests[0].messages) == 1  # each request as it was sent
+    # copies would hold 1 + 3 + ... + (2 * turns - 1) = turns**2 message references
+    # (8 bytes each: 2.9 MB here); shared views hold a few per request
+    assert kept < turns * turns * 8 / 2, kept

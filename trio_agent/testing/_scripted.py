@@ -219,10 +219,12 @@ class ScriptedModel:
     ``call_count`` counts them. Asking past the script raises
     ``ScriptExhaustedError`` (the run fails with ``MODEL_ERROR``).
 
-    Each request holds its own snapshot of the transcript, so the log grows
-    with the square of a long conversation: ``record_requests=False`` keeps
-    ``requests`` empty (``call_count`` still counts), for benchmarks, long
-    sessions and many concurrent runs. The script may be shared by many
+    The requests of a session share its transcript (each holds a
+    ``Transcript`` view of it, not a copy), so the log grows with the
+    conversation, not with its square: a 20,000-turn session keeps its 40,000
+    requests in some tens of MB. ``record_requests=False`` keeps
+    ``requests`` empty (``call_count`` still counts), for benchmarks and many
+    concurrent runs. The script may be shared by many
     models: responses are frozen and each model keeps its own position.
 
     Opening a stream, each chunk and ``response()`` are trio checkpoints, so
