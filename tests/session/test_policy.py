@@ -80,3 +80,50 @@ def test_regression_agents_seeded_1_and_1_0_keep_their_own_seed():
     got the other's seed."""
     one, other = Agent(model=ScriptedModel([]), seed=1), Agent(model=ScriptedModel([]), seed=1.0)
     assert one._state.policy is not other._state.policy and type(other._state.policy.seed) is float
+
+
+@pytest.mark.parametrize("stored", [False, True])
+async def test_a_session_that_compacts_holds_what_its_context_holds(stored, tmp_path):
+    """Issue 38: a long session held every message it had ever had (3.8 KB a
+    turn). With compaction, what the session holds stays flat: after 2,000 turns
+    it holds what it held after 200, in memory or with a ledger (measured by
+    tracemalloc, not a clock)."""
+    import gc
+    import itertools
+    import tracemalloc
+
+    from trio_agent import Agent
+    from trio_agent.testing import CallableModel, scripted_response
+
+    ids = itertools.count()
+
+    def answer(request):
+        return scripted_response(f"r{next(ids)}", f"answer {next(ids)} " * 8)
+
+    async def compact(messages):
+        keep = messages[-8:]
+        return keep if keep[0].role == "user" else messages[-7:]
+
+    from trio_agent import JsonlStore
+
+    store = {"store": JsonlStore(tmp_path), "fsync": "never"} if stored else {}
+    agent = Agent(
+        model=CallableModel(answer, record_requests=False),
+        **store,
+        context_window=1000,
+        reserve_output_tokens=100,
+        compact=compact,
+    )
+    held = {}
+    tracemalloc.start()
+    try:
+        for turn in range(1, 2001):
+            await agent.prompt(f"question {turn} " * 8)
+            if turn in (200, 2000):
+                gc.collect()
+                held[turn] = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    await agent.aclose()
+    assert len(agent.messages) <= 16
+    assert held[2000] < held[200] + 64 * 1024, held  # no growth with the turns
