@@ -484,6 +484,7 @@ _MODULES = frozenset(
         "output",
         "pricing",
         "providers",
+        "serve",
         "session",
         "stores",
         "telemetry",
