@@ -22,23 +22,26 @@ EVENTS = "/sessions/s/events"
 class Served:
     """A ``trio-agent serve`` process on port 0, and the URL it said it listens on."""
 
-    def __init__(self, store: Path, *extra: str) -> None:
+    def __init__(
+        self, store: Path, *extra: str, agent: str = "serve_agents:make_agent", env=None
+    ) -> None:
         self.args = [
             *TRIO_AGENT,
             "serve",
             "--agent",
-            "serve_agents:make_agent",
+            agent,
             "--store",
             str(store),
             "--port",
             "0",
             *extra,
         ]
+        self.env = {**ENV, **(env or {})}
         self.stderr = b""
 
     async def __aenter__(self) -> Served:
         self.process = await trio.lowlevel.open_process(
-            self.args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV
+            self.args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env
         )
         with trio.fail_after(WAIT):
             while not (found := re.search(rb"listening on (http://\S+);", self.stderr)):
@@ -112,3 +115,20 @@ async def test_serve_beyond_loopback_without_a_token_is_a_usage_error(tmp_path):
     assert done.returncode == 2
     assert b"needs a bearer token" in done.stderr
     assert b"listening" not in done.stderr
+
+
+async def test_serve_takes_an_agent_and_the_token_from_the_environment(tmp_path):
+    """``--agent`` naming an ``Agent`` (its options make each session), and
+    ``TRIO_AGENT_TOKEN``: a request without the token is refused, one with it served."""
+    token = "a-token-from-the-environment"
+    env = {"TRIO_AGENT_TOKEN": token}
+    async with Served(tmp_path, agent="serve_agents:template", env=env) as served:
+        async with httpx.AsyncClient(base_url=served.url) as http:
+            refused = await http.post("/sessions/s/turns", json={"message": "hi"})
+            assert refused.status_code == 401
+            good = {"Authorization": f"Bearer {token}"}
+            started = await http.post("/sessions/s/turns", json={"message": "hi"}, headers=good)
+            assert started.json() == {"turn": 1}
+            events = await read_until(served.url, EVENTS, finished(1), headers=good)
+        assert events[-1][1]["event"]["result"]["final_text"] == "echo: hi"
+        assert await served.stop() == 0

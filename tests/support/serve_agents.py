@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import trio
 
-from trio_agent import ToolCall, ToolResultMessage, UserMessage, tool
+from trio_agent import Agent, ToolCall, ToolResultMessage, UserMessage, tool
 from trio_agent.fleet import agent_maker
 from trio_agent.testing import CallableModel, scripted_response
 
@@ -68,3 +68,5 @@ def make_agent_model() -> CallableModel:
 
 
 make_agent = agent_maker(model=make_agent_model(), tools=[hold, guarded])
+
+template = Agent(model=make_agent_model(), tools=[hold, guarded])  # --agent serve_agents:template
