@@ -122,7 +122,7 @@ json_values = st.recursive(
     session=st.text(max_size=40),
     call=st.text(min_size=1, max_size=40),
     body=st.one_of(st.binary(max_size=200), json_values.map(lambda v: json.dumps(v).encode())),
-    route=st.sampled_from(["turns", "approvals", "cancel", "state", "events"]),
+    route=st.sampled_from(["turns", "approvals", "cancel", "state", "events", "ag-ui"]),
 )
 def test_no_input_gets_a_server_error(http, session, call, body, route):
     """Whatever the id, call id and body: a 2xx or a 4xx with a JSON error."""
@@ -133,6 +133,8 @@ def test_no_input_gets_a_server_error(http, session, call, body, route):
         response = http.post(f"/sessions/{quoted}/approvals/{quote(call, safe='')}", content=body)
     elif route == "cancel":
         response = http.post(f"/sessions/{quoted}/cancel", content=body)
+    elif route == "ag-ui":
+        response = http.post("/ag-ui", content=body)
     elif route == "state":
         response = http.get(f"/sessions/{quoted}")
     else:  # a cursor of the body's bytes; a session no turn was started on

@@ -87,3 +87,42 @@ def finished(turn: int):
 
 def never(event: dict[str, Any]) -> bool:
     return False
+
+
+async def post_stream(base_url: str, path: str, body: bytes, headers: dict[str, str] | None = None):
+    """POST ``body`` and read the SSE answer to its end: (status, the ``data:``
+    values decoded as JSON, or the body as JSON when it is no stream)."""
+    values: list[Any] = []
+    status = 0
+    with trio.fail_after(WAIT):
+        async with await _connect(base_url) as stream:
+            connection = h11.Connection(h11.CLIENT)
+            sent = [
+                ("host", "test"),
+                ("content-type", "application/json"),
+                ("content-length", str(len(body))),
+                *(headers or {}).items(),
+            ]
+            request = h11.Request(method="POST", target=path, headers=sent)
+            await stream.send_all(
+                connection.send(request)
+                + connection.send(h11.Data(data=body))
+                + connection.send(h11.EndOfMessage())
+            )
+            whole = b""
+            while True:
+                item = connection.next_event()
+                if item is h11.NEED_DATA:
+                    connection.receive_data(await stream.receive_some(65536))
+                elif isinstance(item, h11.Response):
+                    status = item.status_code
+                elif isinstance(item, h11.Data):
+                    whole += bytes(item.data)
+                elif isinstance(item, h11.EndOfMessage | h11.ConnectionClosed):
+                    break
+    if status != 200:
+        return status, json.loads(whole)
+    for line in whole.split(b"\n"):
+        if line.startswith(b"data: "):
+            values.append(json.loads(line.removeprefix(b"data: ")))
+    return status, values

@@ -9,7 +9,9 @@ Starlette on Hypercorn's trio worker).
   event log and then live, across server restarts too;
 - ``POST /sessions/{id}/cancel``; ``POST /sessions/{id}/approvals/{call_id}``
   ``{"approved": bool, "reason": "..."}``;
-- ``GET /sessions/{id}`` (its derived state) and ``GET /sessions``.
+- ``GET /sessions/{id}`` (its derived state) and ``GET /sessions``;
+- AG-UI 1.0 at ``POST /ag-ui`` (``threadId`` is the session): a run is a
+  turn, held calls are interrupts, a resume entry decides them.
 
 Bad input is a 4xx with a JSON ``{"error": ...}``. Importing ``trio_agent``
 imports none of this.

@@ -49,6 +49,12 @@ class Feed:
         if self._writer is None:
             self._writer = await self._log.writer(self.session_id)
 
+    @property
+    def last(self) -> int:
+        """The sequence of the last event logged (-1: none), once ``open``."""
+        assert self._writer is not None, "open() the feed first"
+        return self._writer.last
+
     def publish(self, event: SessionEvent) -> None:
         """Log the event (to the OS, before anyone sees it), keep it and wake the
         readers. An event logged before (a sequence not above the last) is dropped.

@@ -229,6 +229,14 @@ class Hub:
             self._turn_ended.set()
             self._turn_ended = trio.Event()
 
+    async def last_sequence(self, session_id: str) -> int:
+        """The sequence of the session's last logged event (-1: none yet): a run
+        started next sends only the events after it."""
+        live = self._live(session_id)
+        async with live.lock:
+            await live.feed.open()
+            return live.feed.last
+
     async def cancel(self, session_id: str) -> int:
         """Cancel the running turn; its number. ``ApiError(409)`` when none runs."""
         live = await self._known(session_id)

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ._agui import AguiFraming, AguiInput, decisions_of, message_of
 from ._auth import BearerAuth
 from ._bodies import (
     ApiError,
@@ -74,6 +75,24 @@ class _Routes:
         await self.hub.decide(session_id, call_id, given.approved, given.reason)
         return json_response({"call": call_id, "approved": given.approved})
 
+    async def agui(self, request: Request) -> Response:
+        return await _agui_run(self.hub, decode_body(await _body(request), AguiInput))
+
+
+async def _agui_run(hub: Hub, given: AguiInput) -> EventStream:
+    """An AG-UI run: the resume entries decided, then a turn, streamed as AG-UI."""
+    session_id = session_id_of(given.thread_id)
+    if not 1 <= len(given.run_id) <= MAX_CALL_ID:
+        raise ApiError(400, f"a runId has 1 to {MAX_CALL_ID} characters")
+    decided = decisions_of(given)
+    message = None if given.resume else message_of(given)
+    cursor = await hub.last_sequence(session_id)
+    for call_id, approved, reason in decided:
+        await hub.decide(session_id, call_id, approved, reason)
+    turn = await hub.start_turn(session_id, message)
+    framing = AguiFraming(given.thread_id, given.run_id, turn)
+    return EventStream(await hub.watch(session_id), cursor, framing)
+
 
 async def _body(request: Request) -> bytes:
     """The request's body, capped; a body refused part way is not read further."""
@@ -107,6 +126,7 @@ def build_app(hub: Hub, *, token: str | None = None) -> BearerAuth:
             Route("/sessions/{session_id}/events", routes.events, methods=["GET"]),
             Route("/sessions/{session_id}/cancel", routes.cancel, methods=["POST"]),
             Route("/sessions/{session_id}/approvals/{call_id}", routes.approvals, methods=["POST"]),
+            Route("/ag-ui", routes.agui, methods=["POST"]),
         ],
         exception_handlers={
             ApiError: _api_error,

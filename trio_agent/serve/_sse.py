@@ -1,18 +1,20 @@
-"""``EventStream``: the response of ``GET /sessions/{id}/events``, one session's
-events as server-sent events, each ``id: <sequence>`` and ``data: <the --json
-line>``.
+"""``EventStream``: a response of server-sent events over one session's ``Feed``;
+``SessionFraming`` frames the session's own stream (``GET
+/sessions/{id}/events``): each event ``id: <sequence>`` and ``data: <the
+--json line>``.
 
-A small state machine over the session's ``Feed``: it holds its ``cursor`` (the
-last sequence sent) and moves between *sending* (the feed has events after the
-cursor: send them, move the cursor) and *waiting* (none: wait for the feed to
-change), and *ends* when the feed is closed and everything was sent, or when the
-client goes away (``http.disconnect``). Either way it leaves the session's
-readers, saying whether the client went away (``Watch.leave``).
+A small state machine over the feed: it holds its ``cursor`` (the last
+sequence framed) and moves between *sending* (the feed has events after the
+cursor: frame them, move the cursor) and *waiting* (none: wait for the feed to
+change), and *ends* when its framing is done (an AG-UI run finished), when
+the feed is closed and everything was sent, or when the client goes away
+(``http.disconnect``). Either way it leaves the session's readers, saying
+whether the client went away (``Watch.leave``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, final
+from typing import Any, Final, Protocol, final
 
 import trio
 from starlette.responses import Response
@@ -20,7 +22,7 @@ from starlette.responses import Response
 from ._feed import Feed
 from ._hub import Watch
 
-__all__ = ["EventStream", "frame"]
+__all__ = ["EventStream", "Framing", "SessionFraming", "frame"]
 
 HEADERS: Final = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -29,21 +31,47 @@ HEADERS: Final = [
 ]
 
 
+class Framing(Protocol):
+    """What a stream sends: its first bytes, each event's, and whether it is done."""
+
+    def opening(self) -> bytes: ...
+
+    def frame(self, sequence: int, line: bytes) -> bytes: ...
+
+    @property
+    def done(self) -> bool: ...
+
+
 def frame(sequence: int, line: bytes) -> bytes:
     """One event: its id (the sequence) and its data (one JSON line, no line end)."""
     return b"id: %d\ndata: %s\n\n" % (sequence, line)
 
 
 @final
-class EventStream(Response):
-    """Streams ``watch.feed`` from after ``cursor`` until the feed closes or the
-    client disconnects. Cancellation (the server stops): it leaves the readers
-    as having not disconnected, so no turn is cancelled for it."""
+class SessionFraming:
+    """The session's stream: every event as it is logged; never done."""
 
-    def __init__(self, watch: Watch, cursor: int) -> None:
+    done = False
+
+    def opening(self) -> bytes:
+        return b": events\n\n"  # a comment: the headers go out at once
+
+    def frame(self, sequence: int, line: bytes) -> bytes:
+        return frame(sequence, line)
+
+
+@final
+class EventStream(Response):
+    """Streams ``watch.feed`` from after ``cursor``, framed by ``framing``, until it
+    is done, the feed closes or the client disconnects. Cancellation (the server
+    stops): it leaves the readers as having not disconnected, so no turn is
+    cancelled for it."""
+
+    def __init__(self, watch: Watch, cursor: int, framing: Framing | None = None) -> None:
         super().__init__(status_code=200)
         self.watch = watch
         self.cursor = cursor
+        self.framing: Framing = SessionFraming() if framing is None else framing
         self.disconnected = False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -51,9 +79,8 @@ class EventStream(Response):
             await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._until_disconnect, receive, nursery.cancel_scope)
-                await send(
-                    {"type": "http.response.body", "body": b": events\n\n", "more_body": True}
-                )
+                opening = self.framing.opening()
+                await send({"type": "http.response.body", "body": opening, "more_body": True})
                 await self._stream(self.watch.feed, send)
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 nursery.cancel_scope.cancel()
@@ -61,13 +88,19 @@ class EventStream(Response):
             self.watch.leave(self.disconnected)
 
     async def _stream(self, feed: Feed, send: Any) -> None:
-        while True:
+        framing = self.framing
+        while not framing.done:
             changed = feed.changed  # taken first: a publication meanwhile sets it
             events = await feed.after(self.cursor)
             if events:  # sending
-                body = b"".join(frame(sequence, line) for sequence, line in events)
+                parts = []
+                for sequence, line in events:
+                    parts.append(framing.frame(sequence, line))
+                    self.cursor = sequence
+                    if framing.done:
+                        break
+                body = b"".join(parts)
                 await send({"type": "http.response.body", "body": body, "more_body": True})
-                self.cursor = events[-1][0]
             elif feed.closed:  # ended
                 return
             else:  # waiting

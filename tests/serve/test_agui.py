@@ -1,0 +1,86 @@
+"""AG-UI 1.0 at POST /ag-ui: a run is a turn of the thread's session; its events,
+approvals as interrupts and a resume that decides them, checked against the
+ag-ui-protocol package's own models."""
+
+from __future__ import annotations
+
+import json
+
+from ag_ui.core import Event, ResumeEntry, RunAgentInput, UserMessage
+from pydantic import TypeAdapter
+from serving import client, running
+from sse_client import post_stream
+
+EVENTS = TypeAdapter(Event)
+
+
+def run_input(run_id: str, text: str | None = None, resume=None) -> bytes:
+    messages = [] if text is None else [UserMessage(id=f"u-{run_id}", content=text)]
+    value = RunAgentInput(thread_id="t", run_id=run_id, messages=messages, resume=resume)
+    return json.dumps(value.model_dump(by_alias=True, exclude_none=True, mode="json")).encode()
+
+
+async def run(url: str, body: bytes) -> list:
+    status, values = await post_stream(url, "/ag-ui", body)
+    assert status == 200, values
+    return [EVENTS.validate_python(value) for value in values]
+
+
+def types(events) -> list[str]:
+    return [event.type.value for event in events]
+
+
+async def test_a_run_streams_its_text_as_ag_ui_events(tmp_path):
+    async with running(tmp_path) as (server, url):
+        events = await run(url, run_input("r1", "hi"))
+    assert types(events) == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        *["TEXT_MESSAGE_CONTENT"] * 5,
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
+    assert (events[0].thread_id, events[0].run_id) == ("t", "r1")
+    assert "".join(e.delta for e in events if e.type.value == "TEXT_MESSAGE_CONTENT") == "echo: hi"
+    assert events[-1].outcome.type == "success"
+
+
+async def test_a_held_call_is_an_interrupt_and_a_resume_decides_it(tmp_path):
+    """The run ends with an interrupt naming the held call; the next run, whose
+    resume entry approves it, runs the call and answers: a run sends only its
+    own turn's events."""
+    async with running(tmp_path) as (server, url), client(url) as http:
+        first = await run(url, run_input("r1", "guard"))
+        assert types(first) == [
+            "RUN_STARTED",
+            "TOOL_CALL_START",
+            "TOOL_CALL_ARGS",
+            "TOOL_CALL_END",
+            "RUN_FINISHED",
+        ]
+        call_id = first[1].tool_call_id
+        assert (first[1].tool_call_name, json.loads(first[2].delta)) == ("guarded", {"note": "n"})
+        [interrupt] = first[-1].outcome.interrupts
+        assert (interrupt.id, interrupt.tool_call_id) == (call_id, call_id)
+        resume = [ResumeEntry(interrupt_id=call_id, status="resolved", payload={"approved": True})]
+        second = await run(url, run_input("r2", resume=resume))
+        assert types(second)[:2] == ["RUN_STARTED", "TOOL_CALL_RESULT"]
+        assert (second[1].tool_call_id, second[1].content) == (call_id, "done n")
+        assert second[-1].outcome.type == "success"
+        text = "".join(e.delta for e in second if e.type.value == "TEXT_MESSAGE_CONTENT")
+        assert text == "after guard"
+        assert (await http.get("/sessions/t")).json()["turns"] == 2
+
+
+async def test_bad_runs_are_refused_with_a_json_error(tmp_path):
+    async with running(tmp_path) as (server, url):
+        for body in [
+            b"{}",
+            b'{"threadId": "t", "runId": "r", "messages": []}',
+            b'{"threadId": "..", "runId": "r", "messages": [{"role": "user", "content": "x"}]}',
+            b'{"threadId": "t", "runId": "r", "messages": [{"role": "user", "content": 5}]}',
+            b'{"threadId": "t", "runId": "r", "messages": [], "resume": '
+            b'[{"interruptId": "c", "status": "resolved", "payload": {"approved": "yes"}}]}',
+        ]:
+            status, error = await post_stream(url, "/ag-ui", body)
+            assert status == 400 and isinstance(error["error"], str), (body, status, error)
