@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import trio
 from cli_runner import BASE_ENV, TRIO_AGENT, cli
+from serving import FRESH
 from sse_client import finished, read_until
 from waiting import WAIT
 
@@ -70,13 +71,19 @@ async def test_serve_resumes_a_stream_exactly_across_a_restart(tmp_path):
     """Turn 1 read in part; the server stops (SIGTERM: exit 0) and starts again;
     Last-Event-ID gives the rest of turn 1, then turn 2: every event once."""
     store = tmp_path / "store"
-    async with Served(store) as served, httpx.AsyncClient(base_url=served.url) as http:
+    async with (
+        Served(store) as served,
+        httpx.AsyncClient(base_url=served.url, limits=FRESH) as http,
+    ):
         response = await http.post("/sessions/s/turns", json={"message": "one"})
         assert (response.status_code, response.json()) == (202, {"turn": 1})
         part = await read_until(served.url, EVENTS, lambda e: e["type"] == "model.chunk")
         assert await served.stop() == 0
         assert b"trio-agent serve: stopped" in served.stderr
-    async with Served(store) as served, httpx.AsyncClient(base_url=served.url) as http:
+    async with (
+        Served(store) as served,
+        httpx.AsyncClient(base_url=served.url, limits=FRESH) as http,
+    ):
         rest = await read_until(
             served.url, EVENTS, finished(1), headers={"Last-Event-ID": str(part[-1][0])}
         )
@@ -123,7 +130,7 @@ async def test_serve_takes_an_agent_and_the_token_from_the_environment(tmp_path)
     token = "a-token-from-the-environment"
     env = {"TRIO_AGENT_TOKEN": token}
     async with Served(tmp_path, agent="serve_agents:template", env=env) as served:
-        async with httpx.AsyncClient(base_url=served.url) as http:
+        async with httpx.AsyncClient(base_url=served.url, limits=FRESH) as http:
             refused = await http.post("/sessions/s/turns", json={"message": "hi"})
             assert refused.status_code == 401
             good = {"Authorization": f"Bearer {token}"}

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from serving import in_a_thread
+from serving import FRESH, in_a_thread
 
 from trio_agent.serve import MAX_BODY_BYTES
 from trio_agent.serve._bodies import ApiError, cursor_of
@@ -26,7 +26,7 @@ def base_url(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def http(base_url):
-    with httpx.Client(base_url=base_url, timeout=60) as session:
+    with httpx.Client(base_url=base_url, timeout=60, limits=FRESH) as session:
         yield session
 
 

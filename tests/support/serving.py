@@ -16,6 +16,8 @@ from waiting import WAIT
 
 from trio_agent.serve import Server
 
+FRESH = httpx.Limits(max_keepalive_connections=0)
+
 
 @asynccontextmanager
 async def running(store, **options: Any) -> AsyncIterator[tuple[Server, str]]:
@@ -32,7 +34,10 @@ async def running(store, **options: Any) -> AsyncIterator[tuple[Server, str]]:
 
 @asynccontextmanager
 async def client(base_url: str, **options: Any) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=base_url, timeout=60, **options) as http:
+    """An HTTP client of the server, a connection per request: one kept idle
+    may be closed by the server (its keep-alive timeout) just as it is reused,
+    which a loaded machine makes likely."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=60, limits=FRESH, **options) as http:
         yield http
 
 
