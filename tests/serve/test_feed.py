@@ -91,7 +91,7 @@ async def test_a_reader_far_behind_reads_the_log_then_the_tail(tmp_path, monkeyp
     feed = Feed(EventLog(tmp_path), "s")
     await feed.open()
     for sequence in range(10):
-        feed.publish(TurnStarted(sequence=sequence, turn=1))
+        await feed.publish(TurnStarted(sequence=sequence, turn=1))
     for cursor in range(-1, 11):
         got = await feed.after(cursor)
         assert [sequence for sequence, _ in got] == list(range(cursor + 1, 10))
@@ -104,13 +104,13 @@ async def test_an_event_published_twice_is_logged_once(tmp_path):
     """An event at or below the last logged sequence is dropped, not sent again."""
     feed = Feed(EventLog(tmp_path), "s")
     await feed.open()
-    feed.publish(TurnStarted(sequence=0, turn=1))
-    feed.publish(TurnStarted(sequence=1, turn=1))
-    feed.publish(TurnStarted(sequence=1, turn=1))
+    await feed.publish(TurnStarted(sequence=0, turn=1))
+    await feed.publish(TurnStarted(sequence=1, turn=1))
+    await feed.publish(TurnStarted(sequence=1, turn=1))
     feed.close()
     again = Feed(EventLog(tmp_path), "s")
     await again.open()
-    again.publish(TurnStarted(sequence=1, turn=1))
-    again.publish(TurnStarted(sequence=2, turn=1))
+    await again.publish(TurnStarted(sequence=1, turn=1))
+    await again.publish(TurnStarted(sequence=2, turn=1))
     assert [s for s, _ in await again.after(-1)] == [0, 1, 2]
     again.close()

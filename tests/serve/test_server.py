@@ -93,3 +93,22 @@ async def test_a_port_in_use_is_an_error_at_start(tmp_path):
         other = Server(serve_agents.make_agent, store=tmp_path / "other", port=port)
         with trio.fail_after(60), pytest.raises(OSError, match=f"cannot serve on .*:{port}"):
             await other.run()
+
+
+def test_a_server_needs_one_place_for_its_sessions(tmp_path):
+    for where in ({}, {"store": tmp_path, "dsn": "host=/nowhere"}):
+        with pytest.raises(TypeError, match=r"store= .* or dsn="):
+            Server(serve_agents.make_agent, **where)
+
+
+async def test_a_session_another_server_holds_is_a_409(tmp_path):
+    """Two servers on one store: the second cannot take a session the first
+    writes (its ledger's lock), and says so rather than running a turn."""
+    async with running(tmp_path) as (first, one), running(tmp_path) as (second, other):
+        async with client(one) as http:
+            await http.post("/sessions/s/turns", json={"message": "hi"})
+            await read_until(one, EVENTS, finished(1))
+        async with client(other) as http:
+            response = await http.post("/sessions/s/turns", json={"message": "hi"})
+            assert response.status_code == 409
+            assert "in use elsewhere" in response.json()["error"]

@@ -588,12 +588,24 @@ def _serve_command(command: Callable[..., argparse.ArgumentParser]) -> None:
         "(store, session_id, new) -> Agent, as trio_agent.fleet.agent_maker returns "
         "(required)",
     )
-    serve_parser.add_argument(
+    where = serve_parser.add_mutually_exclusive_group(required=True)
+    where.add_argument(
         "--store",
-        required=True,
         metavar="DIR",
         help="the JSONL store directory of the sessions (made on first use); their events "
-        "are logged in DIR/.events/ (required)",
+        "are logged in DIR/.events/ (required), or --dsn",
+    )
+    where.add_argument(
+        "--dsn",
+        metavar="DSN",
+        help="the sessions in this PostgreSQL database (the [postgres] extra); their events "
+        "in the schema's serve_events table (required), or --store",
+    )
+    serve_parser.add_argument(
+        "--schema",
+        default="trio_agent",
+        metavar="NAME",
+        help="with --dsn: the schema holding the sessions (default: trio_agent)",
     )
     serve_parser.add_argument(
         "--host", default="127.0.0.1", help="the address to bind (default: 127.0.0.1)"

@@ -42,12 +42,16 @@ def serve(args: argparse.Namespace) -> int:
     server = Server(
         app.maker(),
         store=args.store,
+        dsn=args.dsn,
+        schema=args.schema,
         host=args.host,
         port=args.port,
         token=token,
         on_disconnect=args.on_disconnect,
         drain_seconds=args.drain_seconds,
     )
+
+    where = args.store if args.store is not None else repr(server.hub.place.store)
 
     async def body() -> int:
         with trio.CancelScope() as cancel:
@@ -61,7 +65,7 @@ def serve(args: argparse.Namespace) -> int:
                 urls = await nursery.start(run)
                 print(
                     f"trio-agent serve: listening on {' '.join(urls)}; sessions in "
-                    f"{args.store}; --agent {args.agent}",
+                    f"{where}; --agent {args.agent}",
                     file=sys.stderr,
                     flush=True,
                 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import final
+from typing import Protocol, final
 
 import msgspec
 import trio
@@ -21,7 +21,7 @@ import trio
 from ..events import SessionEvent
 from ..tools._types import enc_hook
 
-__all__ = ["EventLog", "LogWriter", "encode_event"]
+__all__ = ["EventLog", "EventWriter", "Events", "LogWriter", "encode_event", "parse_log"]
 
 _SCHEMA_VERSION = 1  # the --json lines' version (trio_agent.cli's EventLine)
 _encoder = msgspec.json.Encoder(enc_hook=enc_hook)  # a typed output may be pydantic's
@@ -62,6 +62,29 @@ def parse_log(data: bytes) -> tuple[list[tuple[int, bytes]], int]:
         events.append((sequence, line))
 
 
+class EventWriter(Protocol):
+    """Appends one session's event lines; ``last`` is the last sequence written."""
+
+    @property
+    def last(self) -> int: ...
+
+    async def append(self, sequence: int, line: bytes) -> bool:
+        """Write the line before anyone sees it; False when it was written before."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Events(Protocol):
+    """Where a store's sessions' events are logged."""
+
+    async def read(self, session_id: str, after: int) -> list[tuple[int, bytes]]:
+        """The logged events above ``after``, in order (a prefix of them at least)."""
+        ...
+
+    async def writer(self, session_id: str) -> EventWriter: ...
+
+
 @final
 class LogWriter:
     """Appends a session's event lines (the one writer: the process that runs the
@@ -72,9 +95,9 @@ class LogWriter:
         self._fd = fd
         self.last = last
 
-    def append(self, sequence: int, line: bytes) -> bool:
-        """Write the line (to the OS, before any client sees it); False when the
-        event was logged already."""
+    async def append(self, sequence: int, line: bytes) -> bool:
+        """Write the line (to the OS, before any client sees it; no checkpoint);
+        False when the event was logged already."""
         if sequence <= self.last:
             return False
         data = memoryview(line + b"\n")

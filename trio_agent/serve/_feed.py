@@ -18,7 +18,7 @@ from typing import Final, final
 import trio
 
 from ..events import SessionEvent
-from ._eventlog import EventLog, LogWriter, encode_event
+from ._eventlog import Events, EventWriter, encode_event
 
 __all__ = ["Feed"]
 
@@ -36,10 +36,10 @@ class Feed:
     next publication (or ``close``) sets: take it before asking ``after`` so that
     nothing published in between is missed."""
 
-    def __init__(self, log: EventLog, session_id: str) -> None:
+    def __init__(self, log: Events, session_id: str) -> None:
         self.session_id = session_id
         self._log = log
-        self._writer: LogWriter | None = None
+        self._writer: EventWriter | None = None
         self._tail: list[tuple[int, bytes]] = []
         self.changed = trio.Event()
         self.closed = False
@@ -55,13 +55,14 @@ class Feed:
         assert self._writer is not None, "open() the feed first"
         return self._writer.last
 
-    def publish(self, event: SessionEvent) -> None:
-        """Log the event (to the OS, before anyone sees it), keep it and wake the
-        readers. An event logged before (a sequence not above the last) is dropped.
-        ``OSError`` when it cannot be written: the turn cannot go on unrecorded."""
+    async def publish(self, event: SessionEvent) -> None:
+        """Log the event (before anyone sees it), keep it and wake the readers. An
+        event logged before (a sequence not above the last) is dropped. ``OSError``
+        or ``LedgerError`` when it cannot be written: the turn cannot go on
+        unrecorded."""
         assert self._writer is not None, "open() the feed before publishing"
         line = encode_event(event)
-        if not self._writer.append(event.sequence, line):
+        if not await self._writer.append(event.sequence, line):
             return
         self._tail.append((event.sequence, line))
         if len(self._tail) > TAIL_EVENTS:

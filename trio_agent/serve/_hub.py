@@ -216,7 +216,7 @@ class Hub:
         try:
             async with run:
                 async for event in run:
-                    live.feed.publish(event)
+                    await live.feed.publish(event)
         except Exception as exc:  # the server goes on; this session resumes next time
             SERVE.error("session %s: turn %s failed: %r", session_id, live.turn, exc)
             agent, live.agent = live.agent, None

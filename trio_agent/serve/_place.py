@@ -13,7 +13,7 @@ import trio
 from ..ledger._derive import DerivedSession, derive
 from ..stores._base import check_session_id
 from ..stores._jsonl import JsonlStore
-from ._eventlog import EventLog
+from ._eventlog import EventLog, Events
 
 __all__ = ["JsonlPlace", "Place"]
 
@@ -25,7 +25,7 @@ class Place(Protocol):
     def store(self) -> Any: ...
 
     @property
-    def events(self) -> EventLog: ...
+    def events(self) -> Events: ...
 
     async def state(self, session_id: str) -> DerivedSession | None:
         """What the session's records say, or None when it is not recorded."""
@@ -33,6 +33,10 @@ class Place(Protocol):
 
     async def sessions(self) -> list[str]:
         """The recorded sessions' ids, sorted."""
+        ...
+
+    async def aclose(self) -> None:
+        """Let the store's resources go (the server has stopped)."""
         ...
 
 
@@ -56,6 +60,9 @@ class JsonlPlace:
 
     async def sessions(self) -> list[str]:
         return await trio.to_thread.run_sync(self._sessions)
+
+    async def aclose(self) -> None:
+        pass  # every file is closed by its writer
 
     def _sessions(self) -> list[str]:
         try:

@@ -18,8 +18,8 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
 from ._auth import check_binding, check_token
-from ._hub import Hub, OnDisconnect, SessionFactory
-from ._place import JsonlPlace
+from ._hub import SERVE, Hub, OnDisconnect, SessionFactory
+from ._place import JsonlPlace, Place
 from ._routes import build_app
 
 __all__ = ["Server"]
@@ -54,8 +54,11 @@ async def _bound_socket(host: str, port: int) -> socket.socket:
 @final
 class Server:
     """Serves the sessions of the JSONL store ``store`` (a directory, made on first
-    use), each session's agent made by ``factory`` (``SessionFactory``), on
-    ``host``:``port`` (0: any free port).
+    use), or of the PostgreSQL database ``dsn`` (``schema``: the store's schema;
+    the ``[postgres]`` extra), each session's agent made by ``factory``
+    (``SessionFactory``), on ``host``:``port`` (0: any free port). A session's
+    events are logged beside its records (``DIR/.events/``, or the schema's
+    ``serve_events`` table).
 
     ``token``: every request needs ``Authorization: Bearer <token>``; required
     unless ``host`` is loopback (``ValueError`` at once otherwise).
@@ -67,7 +70,9 @@ class Server:
         self,
         factory: SessionFactory,
         *,
-        store: str | os.PathLike[str],
+        store: str | os.PathLike[str] | None = None,
+        dsn: str | None = None,
+        schema: str = "trio_agent",
         host: str = "127.0.0.1",
         port: int = 8000,
         token: str | None = None,
@@ -82,9 +87,17 @@ class Server:
         check_binding(host, self.token)
         self.host = host
         self.port = port
-        self.hub = Hub(
-            JsonlPlace(store), factory, on_disconnect=on_disconnect, drain_seconds=drain_seconds
-        )
+        if (store is None) == (dsn is None):
+            raise TypeError("Server needs store= (a JSONL directory) or dsn= (PostgreSQL), one")
+        place: Place
+        if dsn is not None:
+            from ._postgres import PostgresPlace  # psycopg: the [postgres] extra
+
+            place = PostgresPlace(dsn, schema=schema)
+        else:
+            assert store is not None
+            place = JsonlPlace(store)
+        self.hub = Hub(place, factory, on_disconnect=on_disconnect, drain_seconds=drain_seconds)
         self._hub_done = trio.Event()
 
     def stop(self) -> None:
@@ -99,7 +112,7 @@ class Server:
         config = Config()
         config.bind = [f"fd://{sock.detach()}"]  # Hypercorn's from here on
         config.graceful_timeout = STREAMS_SECONDS
-        config.errorlog = None
+        config.errorlog = SERVE  # Hypercorn's own errors, silent unless logging is configured
         app = build_app(self.hub, token=self.token)
         async with trio.open_nursery() as nursery:
             await nursery.start(self._run_hub)
@@ -113,3 +126,5 @@ class Server:
             await self.hub.run(task_status=task_status)
         finally:
             self._hub_done.set()  # then the listener closes
+            with trio.CancelScope(shield=True):
+                await self.hub.place.aclose()
