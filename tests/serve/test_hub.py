@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 import serve_agents
+import trio
 from serving import client, running
 from sse_client import finished, read_until
 from waiting import wait_until
+
+from trio_agent.serve._bodies import ApiError
+from trio_agent.serve._hub import Hub
+from trio_agent.serve._place import JsonlPlace
 
 EVENTS = "/sessions/s/events"
 
@@ -113,3 +119,22 @@ async def test_unknown_sessions_are_404_everywhere(tmp_path):
             assert response.status_code == 404, (path, response.text)
             assert "error" in response.json()
         assert (await http.get("/sessions")).json() == {"sessions": []}
+
+
+async def test_a_stopped_hub_takes_no_session_in(tmp_path):
+    """Once the hub has closed its sessions, a request for another one is a 503:
+    before, it made a feed nobody would close (a stream that never ended) while
+    the sessions were being closed."""
+    place = JsonlPlace(tmp_path)
+    first = Hub(place, serve_agents.make_agent)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(first.run)
+        assert await first.start_turn("s", "hi") == 1
+        first.drain()
+    stopped = Hub(place, serve_agents.make_agent)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(stopped.run)
+        stopped.drain()
+    with pytest.raises(ApiError) as raised:
+        await stopped.watch("s")
+    assert raised.value.status == 503

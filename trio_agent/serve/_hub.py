@@ -101,6 +101,7 @@ class Hub:
         self._nursery: trio.Nursery | None = None
         self._stop = trio.Event()
         self._turn_ended = trio.Event()
+        self._closed = False
 
     # -- the server's lifetime
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -137,7 +138,8 @@ class Hub:
         self._stop.set()
 
     async def _close_all(self) -> None:
-        for session_id, live in self._sessions.items():
+        self._closed = True  # no session is taken in from here on (503)
+        for session_id, live in list(self._sessions.items()):
             agent, live.agent = live.agent, None
             try:
                 if agent is not None:
@@ -150,6 +152,8 @@ class Hub:
     # -- sessions
     def _live(self, session_id: str) -> _Live:
         live = self._sessions.get(session_id)
+        if live is None and self._closed:
+            raise ApiError(503, "the server is stopping")
         if live is None:
             live = self._sessions[session_id] = _Live(Feed(self.place.events, session_id))
         return live
