@@ -154,6 +154,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .tools import Tool as Tool
     from .tools import ToolArgumentsError as ToolArgumentsError
     from .tools import ToolContext as ToolContext
+    from .tools import ToolEffect as ToolEffect
     from .tools import ToolError as ToolError
     from .tools import ToolRegistry as ToolRegistry
     from .tools import ToolResult as ToolResult
@@ -306,6 +307,7 @@ _EXPORTS: dict[str, str] = {
     "Tool": "tools",
     "ToolArgumentsError": "tools",
     "ToolContext": "tools",
+    "ToolEffect": "tools",
     "ToolError": "tools",
     "ToolRegistry": "tools",
     "execute_tool_call": "tools",
@@ -418,6 +420,7 @@ __all__ = [
     "ToolBlocked",
     "ToolCall",
     "ToolContext",
+    "ToolEffect",
     "ToolError",
     "ToolFinished",
     "ToolRegistry",

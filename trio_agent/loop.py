@@ -15,7 +15,7 @@ import trio
 
 from ._settings import ModelSettings, check_run_settings
 from .engine._emit import Emitter
-from .engine._hooks import TurnSpec, TurnState, build_spec
+from .engine._hooks import RunKey, TurnSpec, TurnState, build_spec
 from .engine._lifecycle import end_turn, leave_turn, start_turn
 from .engine._options import (
     check_loop_options,
@@ -179,6 +179,7 @@ def run_agent_loop(
         output,
         sources,
         deps,
+        RunKey(),  # the run's own id, for its calls' idempotency keys, made if needed
     )
     return AgentRun(
         spec, conversation, invalid, trio.CancelScope() if cancel_scope is None else cancel_scope

@@ -20,6 +20,7 @@ from waiting import WAIT, wait_until_async
 from trio_agent import (
     TOOL_OUTCOME_UNKNOWN,
     Agent,
+    ToolResultMessage,
     TurnCompleted,
     repair_transcript,
     validate_transcript,
@@ -63,6 +64,30 @@ def dispatched(directory: Path) -> list[str]:
 
 def call_id(key: str) -> str:
     return f"call-{key[:-1]}-{key[-1]}"
+
+
+def check_effects(directory: Path, messages, reruns: list[str] | None, trial: int) -> None:
+    """A once call ("a") never ran twice; an idempotent call ("b") ran again only
+    when a resume owed it (``reruns``; None: not known), always with the same key,
+    and every one dispatched ends with exactly one result: its own."""
+    after = dispatched(directory)
+    runs = Counter(after)
+    twice = [key for key, count in runs.items() if count > 1]
+    assert all(key.endswith("b") for key in twice), f"trial {trial}: a once call ran twice"
+    if reruns is not None:  # one crash: a call ran at most once more, when a resume owed it
+        # (one killed after its tool/call was stored but before it did anything ran once)
+        assert {call_id(key) for key in twice} <= set(reruns), (trial, twice, reruns)
+        assert all(runs[f"{c.split('-')[1]}b"] >= 1 for c in reruns), (trial, runs)
+        assert max(runs.values(), default=0) <= 2, (trial, runs)
+    for line in (directory / "keys.log").read_text().splitlines():
+        key, idempotency_key = line.split()
+        assert idempotency_key == f"{SESSION}/{call_id(key)}", (trial, line)
+    answers = Counter(m.tool_call_id for m in messages if type(m) is ToolResultMessage)
+    assert set(answers.values()) == {1}, (trial, answers)
+    texts = {m.tool_call_id: m.content for m in messages if type(m) is ToolResultMessage}
+    for key in runs:
+        if key.endswith("b"):  # dispatched, maybe killed: its real result, once
+            assert texts[call_id(key)] == key.upper(), (trial, key, texts[call_id(key)])
 
 
 async def crash_once(directory: Path, delay: float, kind: str = "jsonl") -> bool:
@@ -114,7 +139,8 @@ async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path, ki
         recorded = {r.call_id for r in loaded.records if r.kind == "tool/call"}
         assert {call_id(k) for k in before} <= recorded, trial
 
-        # resume: open calls are closed explicitly, nothing is run again
+        # resume: open calls are closed explicitly, or left to run again (idempotent
+        # ones whose outcome is unknown); nothing runs yet
         agent = await resume_when_free(
             store,
             kind,
@@ -122,10 +148,15 @@ async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path, ki
             tools=make_tools(directory),
             max_steps=STEPS + 1,
         )
-        for _, code in agent.closed_on_resume:
+        for result, code in agent.closed_on_resume:
             seen[code] += 1
+            if code == TOOL_OUTCOME_UNKNOWN:  # only a once call is left unknown
+                assert result.tool_call_id.endswith("-a"), (trial, result)
+        reruns = [call.id for call in agent.rerun_calls]
+        seen["rerun"] += len(reruns)
+        assert all(call.endswith("-b") for call in reruns), (trial, reruns)
         assert dispatched(directory) == before
-        validate_transcript(agent.messages)
+        validate_transcript(repair_transcript(agent.messages))
 
         # resuming to completion works, and no call id is ever dispatched twice
         result = await agent.prompt("continue")
@@ -135,14 +166,15 @@ async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path, ki
         sent = (directory / "requests.log").read_text().split()
         assert len(sent) == len(set(sent)), f"trial {trial}: a request id was sent twice: {sent}"
         assert result.final_text == "all done"
-        after = dispatched(directory)
-        assert len(after) == len(set(after)), f"trial {trial}: a call ran twice: {after}"
+        check_effects(directory, result.messages, reruns, trial)
         again = await store.load(SESSION)
         assert again.warnings == ()
         assert list(derive(again.records).messages) == list(result.messages)
     # the seeded kills landed at many different moments
     assert seen["killed"] >= TRIALS[kind] * 0.6, seen
-    assert seen[TOOL_OUTCOME_UNKNOWN] >= TRIALS[kind] // 10, seen
+    assert seen[TOOL_OUTCOME_UNKNOWN] >= TRIALS[kind] // 20, seen
+    assert seen["rerun"] >= TRIALS[kind] // 20, seen
+    print(f"{kind}: {dict(seen)}")  # the counts the issue's note reports (pytest -s)
 
 
 async def first_line(process: trio.Process) -> bytes:
@@ -216,6 +248,6 @@ async def test_two_processes_racing_to_resume_one_session_exactly_one_wins(tmp_p
         assert result.end == TurnCompleted(), (trial, result.end)
         after = dispatched(directory)
         assert after[: len(before)] == before
-        assert len(after) == len(set(after)), f"race {trial}: a call ran twice: {after}"
+        check_effects(directory, result.messages, None, trial)
         sent = (directory / "requests.log").read_text().split()
         assert len(sent) == len(set(sent)), f"race {trial}: a request id was sent twice: {sent}"

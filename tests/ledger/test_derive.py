@@ -37,6 +37,7 @@ from trio_agent.ledger import (
     ToolCallRecord,
     ToolCancelledRecord,
     ToolResultRecord,
+    ToolSkippedRecord,
     TurnStartRecord,
     derive,
     encode_records,
@@ -309,3 +310,52 @@ async def test_resumed_counters_continue_exactly(store):
     assert model.requests[0].id == "request-012"
     assert events[0].sequence == live_events[-1].sequence + 1
     await resumed.aclose()
+
+
+async def test_a_dispatched_call_without_an_end_is_rerun_only_when_its_effect_allows(tmp_path):
+    """DESIGN 12.4: a call dispatched with no end is closed as outcome unknown when
+    its effect was ``once``, and left to run again (``reruns``) when it was
+    ``idempotent``; a rerun is recorded once per dispatch, only for such a call,
+    and a rerun skipped before its dispatch leaves it owed."""
+    records = await recorded(tmp_path)
+    at = [r.kind for r in records].index("tool/call")
+    cut = records[: at + 1]  # the writer died during call ac1
+    once = derive(renumbered(cut, 0))
+    codes = [(r.tool_call_id, c) for r, c in once.closing_results()]
+    assert once.reruns == () and codes[0] == ("ac1", TOOL_OUTCOME_UNKNOWN)
+    idempotent = [*cut[:at], msgspec.structs.replace(cut[at], effect="idempotent")]
+    derived = derive(renumbered(idempotent, 0))
+    assert [c.id for c in derived.reruns] == ["ac1"]
+    assert [r.tool_call_id for r, _ in derived.closing_results()] == ["ac2"]  # not started
+    rerun = ToolCallRecord(seq=0, call_id="ac1", rerun=True)
+    skipped = ToolSkippedRecord(seq=0, call_id="ac1")
+    owed = derive(renumbered([*idempotent, rerun, skipped], 0))
+    assert [c.id for c in owed.reruns] == ["ac1"]
+    assert [c.id for c in derive(renumbered([*idempotent, rerun], 0)).reruns] == ["ac1"]
+    cases = {
+        "again, whose effect is once": [*cut, rerun],
+        "again while it runs": [*idempotent, rerun, rerun],
+        "again after it ended": [*idempotent, ToolCancelledRecord(seq=0, call_id="ac1"), rerun],
+    }
+    for message, damaged in cases.items():
+        with pytest.raises(LedgerCorruptError, match=message):
+            derive(renumbered(damaged, 0))
+
+
+async def test_regression_a_rerun_cut_by_a_second_crash_is_owed_again(tmp_path):
+    """The fleet's kill trials: a worker died while running again a call another
+    worker's death had left unknown; the next worker's rerun was refused as damage
+    ('again while it runs'). A rerun without an end when its turn ends is owed again."""
+    records = await recorded(tmp_path)
+    at = [r.kind for r in records].index("tool/call")
+    idempotent = [*records[:at], msgspec.structs.replace(records[at], effect="idempotent")]
+    rerun = ToolCallRecord(seq=0, call_id="ac1", rerun=True)
+    end_1 = next(r for r in records if r.kind == "turn/end")  # the first crash, closed
+    start_2 = next(r for r in records if r.kind == "turn/start")
+    start_2 = msgspec.structs.replace(start_2, turn=2, sequence=end_1.sequence)
+    crashed_again = [*idempotent, end_1, start_2, rerun]  # the second writer died in it
+    assert [c.id for c in derive(renumbered(crashed_again, 0)).reruns] == ["ac1"]
+    end_2 = msgspec.structs.replace(end_1, turn=2)
+    start_3 = msgspec.structs.replace(start_2, turn=3)
+    third = derive(renumbered([*crashed_again, end_2, start_3, rerun], 0))
+    assert third.rerunning == {"ac1"} and [c.id for c in third.reruns] == ["ac1"]

@@ -2,7 +2,9 @@
 
 Usage: crash_child.py DIRECTORY [jsonl|sqlite|postgres]. Prints "ready" once the session
 exists, then runs until done (or until the parent kills it). Every tool dispatch
-appends its call id to DIRECTORY/dispatched.log before the tool does its work.
+appends its key to DIRECTORY/dispatched.log before the tool does its work; each
+step's first call is to a tool whose effect is once, its second to an idempotent
+one.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from trio_agent import (
     TextBlock,
     TextDelta,
     ToolCall,
+    ToolContext,
     ToolRegistry,
     tool,
 )
@@ -56,7 +59,7 @@ class _Stream:
             blocks = (
                 TextBlock(f"step {n}: "),
                 ToolCall(f"call-{n}-a", "work", {"key": f"{n}a"}),
-                ToolCall(f"call-{n}-b", "work", {"key": f"{n}b"}),
+                ToolCall(f"call-{n}-b", "put", {"key": f"{n}b"}),
             )
             stop = "tool_call"
         else:
@@ -90,7 +93,11 @@ class _Stream:
 
 
 def make_tools(directory: Path) -> ToolRegistry:
+    """``work``, whose effect is once (the "a" calls), and ``put``, idempotent (the
+    "b" calls): each logs its key to dispatched.log when dispatched; ``put`` logs
+    its idempotency key to keys.log too."""
     log = os.open(directory / "dispatched.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    keys = os.open(directory / "keys.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     @tool
     async def work(key: str) -> str:
@@ -99,7 +106,15 @@ def make_tools(directory: Path) -> ToolRegistry:
         await trio.sleep(0.003)
         return key.upper()
 
-    return ToolRegistry([work])
+    @tool(effect="idempotent")
+    async def put(key: str, ctx: ToolContext) -> str:
+        """Store a value under its idempotency key, after logging the dispatch."""
+        os.write(log, f"{key}\n".encode())
+        os.write(keys, f"{key} {ctx.idempotency_key}\n".encode())
+        await trio.sleep(0.003)
+        return key.upper()
+
+    return ToolRegistry([work, put])
 
 
 def open_store(directory: Path, kind: str, lease_seconds: float = 30.0) -> Any:

@@ -1,13 +1,13 @@
 """The ``trio-agent`` command line: ``demo``, ``run``, ``resume``, ``approve``,
-``reject``, ``show``, ``schema``, the fleet's ``worker`` and ``submit``, and
-``serve`` (sessions over HTTP).
+``reject``, ``show``, ``fork``, ``schema``, the fleet's ``worker`` and
+``submit``, and ``serve`` (sessions over HTTP).
 
 ``_parser`` (the grammar; ``_values``: the values its options take),
 ``_config`` (a run's configuration, recorded in the ledger), ``_app``
 (``--agent MODULE:NAME``: your own agent, or a session factory), ``_output``
 (the one printer), ``_drive`` (a session's turns, and the held calls decided
 as ``--approve`` says), ``_commands`` (demo, run, resume), ``_approve``
-(approve, reject), ``_show``, ``_stored`` (a session read from a store) and
+(approve, reject), ``_show``, ``_fork``, ``_stored`` (a session read from a store) and
 ``_schema`` (the versioned ``--json`` lines), ``_fleet`` (worker, submit, and
 ``show --dsn``'s reading), ``_serve`` (serve).
 """
@@ -39,6 +39,7 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
     from ._approve import approve, reject
     from ._commands import demo, resume, run
     from ._fleet import submit_command, worker
+    from ._fork import fork
     from ._serve import serve
     from ._show import show
 
@@ -49,6 +50,7 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         "approve": approve,
         "reject": reject,
         "show": show,
+        "fork": fork,
         "schema": _schema,
         "worker": worker,
         "submit": submit_command,

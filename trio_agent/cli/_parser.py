@@ -12,6 +12,7 @@ import attrs
 
 from .._settings import REASONING_EFFORTS
 from ..limits import MAX_AGENT_STEPS
+from ._parser_serve import serve_command
 from ._values import agent_ref, base_url, count, env_name, fraction, json_object, seconds
 
 __all__ = [
@@ -401,7 +402,7 @@ def build_parser(version: str) -> Parsers:
     _decision_commands(command)
     _reading_commands(command)
     _fleet_commands(command)
-    _serve_command(command)
+    serve_command(command)
     return Parsers(main, commands)
 
 
@@ -521,6 +522,67 @@ def _fleet_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     submit.add_argument("message", metavar="MESSAGE", help="the message")
 
 
+def _fork_command(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``fork``: a new session from a recorded one's history through a turn."""
+    fork = command(
+        "fork",
+        "start a new session from a recorded one's history through the end of a turn",
+        ". The new session has the source's transcript, configuration and held calls "
+        "as they stood when that turn ended; the source is only read. Go on with the "
+        "new session as with any: `trio-agent resume FILE.jsonl` for a ledger in a "
+        "directory, `Agent.resume` in code for any store.",
+    )
+    fork.add_argument(
+        "session",
+        metavar="FILE.jsonl|SESSION",
+        help="the source's ledger, or with --store or --dsn its id",
+    )
+    fork.add_argument(
+        "--at-turn",
+        "--turn",
+        dest="at_turn",
+        type=int,
+        required=True,
+        metavar="N",
+        help="the last turn the new session takes (0: none, the session as created) (required)",
+    )
+    fork.add_argument(
+        "--new-id",
+        "--new-session-id",
+        dest="new_id",
+        metavar="ID",
+        help="the new session's id (default: a fresh one); refused if it exists",
+    )
+    where = fork.add_mutually_exclusive_group()
+    where.add_argument(
+        "--store",
+        metavar="DIR|FILE",
+        help="the source's store: a directory of SESSION.jsonl ledgers or a SQLite "
+        "database (default: a .jsonl file)",
+    )
+    where.add_argument(
+        "--dsn", metavar="DSN", help="the source's PostgreSQL database (default: a .jsonl file)"
+    )
+    to = fork.add_mutually_exclusive_group()
+    to.add_argument(
+        "--to-store",
+        metavar="DIR|FILE",
+        help="put the new session in this store: a directory of ledgers, or a SQLite "
+        "database (a .db/.sqlite file is made if missing) (default: the source's store)",
+    )
+    to.add_argument(
+        "--to-dsn",
+        metavar="DSN",
+        help="put the new session in this PostgreSQL database (default: the source's store)",
+    )
+    fork.add_argument(
+        "--schema",
+        default="trio_agent",
+        metavar="NAME",
+        help="with --dsn/--to-dsn: the schema holding the sessions (default: trio_agent)",
+    )
+
+
 def _reading_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     """``show`` and ``schema``: commands that read and print."""
     show = command(
@@ -556,80 +618,11 @@ def _reading_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     show.add_argument(
         "--json", action="store_true", help="print the records as JSON lines (default: off)"
     )
+    _fork_command(command)
     schema = command("schema", "print the JSON Schema of the --json lines")
     schema.add_argument(
         "--kind",
         choices=["events", "records", "all"],
         default="all",
         help="events (demo, run, resume), records (show) or both (default: all)",
-    )
-
-
-_SERVE_MORE = (
-    '. POST /sessions/ID/turns {"message": ...} starts a turn (202 {"turn": N}); '
-    "GET /sessions/ID/events streams the session's events as server-sent events (id: "
-    "the sequence, data: the --json line; Last-Event-ID or ?after=N resumes after N); "
-    'POST /sessions/ID/cancel; POST /sessions/ID/approvals/CALL {"approved": bool, '
-    '"reason": ...}; GET /sessions/ID; GET /sessions. The first SIGTERM or Ctrl-C '
-    "drains (no turn starts; those under way finish, for --drain-seconds at most), a "
-    "second cancels them."
-)
-
-
-def _serve_command(command: Callable[..., argparse.ArgumentParser]) -> None:
-    """``serve``: the session API over HTTP (``trio_agent.serve``)."""
-    serve_parser = command("serve", "serve sessions over HTTP with your own agent", _SERVE_MORE)
-    serve_parser.add_argument(
-        "--agent",
-        type=agent_ref,
-        required=True,
-        metavar="MODULE:NAME",
-        help="your agent: an Agent (its options make each session) or a session factory "
-        "(store, session_id, new) -> Agent, as trio_agent.fleet.agent_maker returns "
-        "(required)",
-    )
-    where = serve_parser.add_mutually_exclusive_group(required=True)
-    where.add_argument(
-        "--store",
-        metavar="DIR",
-        help="the JSONL store directory of the sessions (made on first use); their events "
-        "are logged in DIR/.events/ (required), or --dsn",
-    )
-    where.add_argument(
-        "--dsn",
-        metavar="DSN",
-        help="the sessions in this PostgreSQL database (the [postgres] extra); their events "
-        "in the schema's serve_events table (required), or --store",
-    )
-    serve_parser.add_argument(
-        "--schema",
-        default="trio_agent",
-        metavar="NAME",
-        help="with --dsn: the schema holding the sessions (default: trio_agent)",
-    )
-    serve_parser.add_argument(
-        "--host", default="127.0.0.1", help="the address to bind (default: 127.0.0.1)"
-    )
-    serve_parser.add_argument(
-        "--port", type=int, default=8000, help="the port (0: any free one) (default: 8000)"
-    )
-    serve_parser.add_argument(
-        "--token",
-        metavar="TOKEN",
-        help="every request needs Authorization: Bearer TOKEN; required beyond loopback "
-        "(default: TRIO_AGENT_TOKEN, else none)",
-    )
-    serve_parser.add_argument(
-        "--on-disconnect",
-        choices=["detach", "cancel"],
-        default="detach",
-        help="when the last client reading a session's events goes away: detach (its "
-        "turn goes on) or cancel it (default: detach)",
-    )
-    serve_parser.add_argument(
-        "--drain-seconds",
-        type=seconds,
-        default=30.0,
-        metavar="SECONDS",
-        help="how long turns under way may finish at shutdown (default: 30)",
     )

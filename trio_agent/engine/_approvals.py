@@ -34,6 +34,7 @@ __all__ = [
     "Approvals",
     "decide",
     "hold_for_approval",
+    "private_copy",
     "rejection",
     "resolve",
 ]
@@ -54,6 +55,10 @@ class Approvals:
     decisions: dict[str, ApprovalDecision] = attrs.field(factory=dict)
     passing: dict[str, ApprovalDecision] = attrs.field(factory=dict)
     """Decided calls being run or answered now (by the turn that resolves them)."""
+    reruns: dict[str, ToolCall] | None = None
+    """Calls of a resumed session to run again (their first run's outcome is unknown
+    and their effect allows it), open in the transcript like held calls; the next
+    turn runs them before anything else (``run_again``). Not held: they ran once."""
 
     def hold(self, call: ToolCall) -> None:
         self.held[call.id] = call

@@ -33,7 +33,7 @@ from ..messages._rules import checked_message
 from ..tools._context import CURRENT, ToolContext
 from ..tools._tool import FatalToolError, Tool, execute_tool_call
 from ._emit import Emitter, Journal
-from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, call_hook
+from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, call_hook, key_of
 from ._transcript import Conversation
 
 __all__ = ["ToolBatch", "run_tool_batch"]
@@ -126,13 +126,18 @@ def _fatal(call: ToolCall, error: FatalToolError, journal: Journal | None) -> St
     )
 
 
-async def _start(call: ToolCall, conversation: Conversation, emit: Emitter, dispatch: bool) -> None:
-    """Record ``tool/call`` (for a call about to be dispatched), then emit
-    ``tool.started``. If that emit is cancelled, the call will not run: the
-    ledger says so (``tool/skipped``), so a resume does not call it 'unknown'."""
+async def _start(
+    call: ToolCall, spec: TurnSpec, conversation: Conversation, emit: Emitter, dispatch: bool
+) -> None:
+    """Record ``tool/call`` (for a call about to be dispatched, with its tool's
+    effect), then emit ``tool.started``. If that emit is cancelled, the call will
+    not run: the ledger says so (``tool/skipped``), so a resume does not call it
+    'unknown'."""
     journal = conversation.journal if dispatch else None
     if journal is not None:
-        journal.tool_call(call)  # recorded before it can be dispatched
+        tool = spec.tools.get(call.name)
+        # recorded before it can be dispatched
+        journal.tool_call(call, "once" if tool is None else tool.effect)
     try:
         if journal is not None:
             await journal.barrier("event")  # and stored, whatever the store
@@ -204,7 +209,7 @@ async def _sequential_call(
 ) -> None:
     plain = hooks is DEFAULT_HOOKS  # the core: no hook calls on the hot path
     reason = await _gate(call, spec, hooks, plain)
-    await _start(call, conversation, emit, dispatch=reason is None)
+    await _start(call, spec, conversation, emit, dispatch=reason is None)
     if reason is not None:
         result = _blocked_result(call, reason)
     elif CURRENT.get() is None:
@@ -344,7 +349,7 @@ class ToolBatch:
         error result is its end)."""
         call = self._calls[index]
         reason = await _gate(call, self._spec, self._hooks, self._plain)
-        await _start(call, self._conversation, self._emit, dispatch=reason is None)
+        await _start(call, self._spec, self._conversation, self._emit, dispatch=reason is None)
         if reason is not None:
             await self._finished(index, _blocked_result(call, reason))
             return
@@ -358,8 +363,12 @@ class ToolBatch:
 
     async def _call_task(self, index: int, scope: trio.CancelScope) -> None:
         call = self._calls[index]
+        spec = self._spec
         context = ToolContext(
-            call, lambda message, fraction: self._report(index, message, fraction), self._spec.deps
+            call,
+            lambda message, fraction: self._report(index, message, fraction),
+            spec.deps,
+            f"{key_of(spec)}/{call.id}",
         )
         token = CURRENT.set(context)
         outcome: tuple[Report, int, Any] = (Report.EXITED, index, None)

@@ -5,8 +5,9 @@ the same way, by the loop and the session), ``TurnState``, and the
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal, final
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, final
 
 import attrs
 import trio
@@ -86,6 +87,38 @@ class TurnSpec:
     recorded, never copied."""
     fallback: FallbackModel | None = None
     """``model`` when it is a ``FallbackModel``: each attempt is then one of its models'."""
+    session_key: str | SessionKey = ""
+    """What a call's ``ToolContext.idempotency_key`` begins with: the session's id (a
+    session without a store: its agent's own id; a bare run: the run's), or what
+    makes it when a call first needs it (``SessionKey``)."""
+
+
+class SessionKey(Protocol):
+    """Makes a session's key when a call first needs it (an id made for a session
+    without a store costs nothing until then), the same every time after."""
+
+    def session_key(self) -> str: ...
+
+
+@final
+class RunKey:
+    """A bare run's key: ``run-`` and a fresh id, made when first asked for."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self) -> None:
+        self._key: str | None = None
+
+    def session_key(self) -> str:
+        if self._key is None:
+            self._key = f"run-{uuid.uuid4().hex}"
+        return self._key
+
+
+def key_of(spec: TurnSpec) -> str:
+    """The spec's session key, made now if it is still to be made."""
+    key = spec.session_key
+    return key if type(key) is str else key.session_key()  # type: ignore[union-attr]
 
 
 def build_spec(
@@ -100,6 +133,7 @@ def build_spec(
     output: OutputSpec | None = None,
     sources: tuple[ToolSource, ...] = (),
     deps: Any = None,
+    session_key: str | SessionKey = "",
 ) -> TurnSpec:
     """The spec of a turn: a snapshot of ``tools`` (later registrations do not reach
     the turn) with their specs, and the options, as the loop and the session give them.
@@ -123,6 +157,7 @@ def build_spec(
         sources=sources,
         deps=deps,
         fallback=model if type(model) is FallbackModel else None,
+        session_key=session_key,
     )
 
 

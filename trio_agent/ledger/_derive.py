@@ -51,6 +51,7 @@ __all__ = [
     "TOOL_OUTCOME_UNKNOWN",
     "DerivedSession",
     "add_usage",
+    "closing_result",
     "derive",
 ]
 
@@ -76,6 +77,14 @@ _CLOSING_TEXT = {
 }
 _MAX_ERROR_CHARS = 2000
 _NO_USAGE: Final = Usage()
+
+
+def closing_result(call: ToolCall, code: str, error: str = "") -> ToolResultMessage:
+    """The explicit error result that answers ``call`` left open, for ``code``
+    (``TOOL_NOT_STARTED``, ``TOOL_OUTCOME_UNKNOWN``, ``TOOL_CANCELLED``, or
+    ``TOOL_FATAL`` with its ``error``)."""
+    text = _CLOSING_TEXT[code].format(error=cut_text(error, _MAX_ERROR_CHARS))
+    return make_tool_result(call, text, True)
 
 
 def add_usage(total: Usage, more: Usage) -> Usage:
@@ -109,9 +118,16 @@ class DerivedSession:
     (``approval/requested``) that are still waiting to be resolved, in the order
     they were asked for: not answered, and not dispatched (an approved call
     dispatched before the writer died is not pending: ``closing_results``
-    answers it as ``TOOL_OUTCOME_UNKNOWN``, never runs it again).
+    answers it as ``TOOL_OUTCOME_UNKNOWN``, or it is in ``reruns``).
     ``decisions``: the decisions recorded (``approval/decided``) for those of
     them that have one, by call id; the others wait for one.
+
+    ``reruns``: the calls of the last assistant message dispatched with no
+    recorded end (their process died during them) whose tool's effect was
+    ``"idempotent"`` or ``"pure"`` (``tool/call``'s ``effect``), in call
+    order: a resume leaves them open and the next turn runs them again, with
+    the same idempotency key. ``effects``: the effect of each call dispatched
+    and not ended, when it is not ``"once"``.
 
     What the session used, for its usage limits: ``steps`` (model requests it
     opened), ``tool_calls`` (calls dispatched, but the output tool's, and
@@ -142,6 +158,9 @@ class DerivedSession:
     steps: int = 0
     tool_calls: int = 0
     usage_by_model: dict[str, Usage] = attrs.field(factory=dict)
+    reruns: tuple[ToolCall, ...] = ()
+    effects: dict[str, str] = attrs.field(factory=dict)
+    rerunning: set[str] = attrs.field(factory=set)
 
     @property
     def last_output(self) -> Any:
@@ -173,7 +192,7 @@ class DerivedSession:
 
     def closed_conversation(self) -> Conversation:
         """``closed_messages`` as a ``Conversation`` (no journal) whose linker has
-        the ``pending_approvals`` calls open, so their results can join it later
+        the ``pending_approvals`` and ``reruns`` calls open, so their results can join it later
         (``Conversation.from_messages`` refuses a transcript with open calls)."""
         closed = Conversation.from_messages(())
         for message in self.messages:
@@ -182,18 +201,29 @@ class DerivedSession:
             closed.append(result)
         return closed
 
+    def never_rerun(self, call_ids: Iterable[str]) -> None:
+        """Take these calls out of ``reruns``: ``closing_results`` answers them
+        ``TOOL_OUTCOME_UNKNOWN`` instead (a resume whose tool is now declared
+        ``"once"``: the stricter effect wins)."""
+        dropped = set(call_ids)
+        for call_id in dropped:
+            self.effects.pop(call_id, None)
+        self.reruns = tuple(call for call in self.reruns if call.id not in dropped)
+
     def closing_results(self) -> list[tuple[ToolResultMessage, str]]:
         """Explicit results for the calls of the last assistant message left without one.
 
         ``TOOL_FATAL`` or ``TOOL_CANCELLED`` for a call recorded as such,
         ``TOOL_OUTCOME_UNKNOWN`` for one dispatched with no word of its end
-        (the process died during it), ``TOOL_NOT_STARTED`` for one never
-        dispatched. Nothing is ever re-run. A call held for approval and not
-        dispatched (``pending_approvals``) is left open: the turn that resolves
-        it answers it (an approved one dispatched is closed as any call).
+        (the process died during it) unless its effect lets it run again
+        (``reruns``: left open), ``TOOL_NOT_STARTED`` for one never dispatched.
+        A call held for approval and not dispatched (``pending_approvals``) is
+        left open: the turn that resolves it answers it (an approved one
+        dispatched is closed as any call).
         """
         answered = {m.tool_call_id for m in self.messages if type(m) is ToolResultMessage}
         answered.update(call.id for call in self.pending_approvals)
+        answered.update(call.id for call in self.reruns)
         last = next((m for m in reversed(self.messages) if type(m) is AssistantMessage), None)
         if last is None:
             return []
@@ -201,10 +231,8 @@ class DerivedSession:
         for block in last.content:
             if type(block) is ToolCall and block.id not in answered:
                 code = self._closing_code(block.id)
-                text = _CLOSING_TEXT[code].format(
-                    error=cut_text(self.failed.get(block.id, ""), _MAX_ERROR_CHARS)
-                )
-                closing.append((make_tool_result(block, text, True), code))
+                result = closing_result(block, code, self.failed.get(block.id, ""))
+                closing.append((result, code))
         return closing
 
     def _closing_code(self, call_id: str) -> str:
@@ -298,6 +326,9 @@ class _Replay:
         self.session.open_turn = None
         self.session.sequence = record.sequence
         self.step = None
+        # a call run again that has no end when its turn ends (its writer died in it)
+        # is owed again, as after its first dispatch
+        self.session.rerunning.clear()
 
     def step_start(self, record: StepStartRecord) -> None:
         self._in_turn("step/start")
@@ -329,7 +360,12 @@ class _Replay:
             self.step_usage = True
 
     def tool_call(self, record: ToolCallRecord) -> None:
+        if record.rerun:
+            self._rerun(record.call_id)
+            return
         self._open_call("tool/call", record.call_id, dispatched=False)
+        if record.effect != "once":
+            self.session.effects[record.call_id] = record.effect
         if record.call_id in self.held and not self._approved(record.call_id):
             raise LedgerCorruptError(
                 f"tool/call for call {record.call_id!r}, which is held for approval and "
@@ -339,8 +375,24 @@ class _Replay:
         if self._counted(record.call_id):
             self.session.tool_calls += 1
 
+    def _rerun(self, call_id: str) -> None:
+        """A call dispatched again after a resume: its first dispatch has no end, and
+        its effect lets it run twice."""
+        session = self.session
+        self._open_call("tool/call (rerun)", call_id, dispatched=True)
+        if call_id not in session.effects:
+            raise LedgerCorruptError(f"tool/call runs call {call_id!r} again, whose effect is once")
+        if call_id in session.cancelled or call_id in session.failed:
+            raise LedgerCorruptError(f"tool/call runs call {call_id!r} again after it ended")
+        if call_id in session.rerunning:
+            raise LedgerCorruptError(f"tool/call runs call {call_id!r} again while it runs")
+        session.rerunning.add(call_id)
+
     def tool_skipped(self, record: ToolSkippedRecord) -> None:
         self._open_call("tool/skipped", record.call_id, dispatched=True)
+        if record.call_id in self.session.rerunning:  # its first dispatch's outcome: unknown
+            self.session.rerunning.discard(record.call_id)
+            return
         self.session.dispatched.discard(record.call_id)
         if self._counted(record.call_id):
             self.session.tool_calls -= 1
@@ -432,6 +484,8 @@ class _Replay:
         session.dispatched.discard(call_id)
         session.cancelled.discard(call_id)
         session.failed.pop(call_id, None)
+        session.effects.pop(call_id, None)
+        session.rerunning.discard(call_id)
         self.held.pop(call_id, None)
         self.decided.pop(call_id, None)
 
@@ -458,6 +512,11 @@ class _Replay:
         pending = [call for key, call in self.held.items() if key not in session.dispatched]
         session.pending_approvals = tuple(pending)
         session.decisions = {c.id: self.decided[c.id] for c in pending if c.id in self.decided}
+        session.reruns = tuple(
+            call
+            for key, call in self.conversation.linker.open_calls.items()
+            if key in session.effects and key not in session.cancelled and key not in session.failed
+        )
         return session
 
 

@@ -216,6 +216,7 @@ class Ledger:
         "_event_durable",
         "_event_flush",
         "_open_turn",
+        "_reruns",
         "_reserved",
         "_seq",
         "_step_durable",
@@ -229,6 +230,7 @@ class Ledger:
         fsync: FsyncPolicy = "step",
         reserved: int = 0,
         closed: bool = False,
+        reruns: Iterable[str] = (),
     ) -> None:
         check_fsync(fsync)
         self._writer = writer
@@ -240,6 +242,9 @@ class Ledger:
         self._event_flush = getattr(writer, "flush_per_event", True) or self._event_durable
         self._reserved = reserved  # event sequences below this may be sent
         self._open_turn: int | None = None
+        # calls a resume left open to run again (``DerivedSession.reruns``): True
+        # once dispatched again (a ``tool/call`` with ``rerun``), False before
+        self._reruns: dict[str, bool] | None = dict.fromkeys(reruns, False) or None
         # ``_seq`` right after a ``session/closed`` record (``closed``: the last one)
         self._closed_seq = next_seq if closed else -1
 
@@ -278,12 +283,19 @@ class Ledger:
         """The ledger of a resumed session (``writer`` from the store's ``reopen``),
         with what the last writer left open closed: each call without a result
         answered (``closing_results``, returned with their codes; a call held for
-        approval and not dispatched stays open, in ``derived.pending_approvals``)
+        approval and not dispatched stays open, in ``derived.pending_approvals``,
+        and so does one to run again, in ``derived.reruns``: its next dispatch is
+        recorded as a rerun)
         and an open turn ended as ``interrupted``, durably. Cancellation or a failure: the writer
         is closed (its lock let go) before the error propagates."""
         # closing a closed session again, with nothing written since, writes nothing
         ledger = cls(
-            writer, derived.next_seq, fsync, reserved=derived.reserved, closed=derived.closed
+            writer,
+            derived.next_seq,
+            fsync,
+            reserved=derived.reserved,
+            closed=derived.closed,
+            reruns=[call.id for call in derived.reruns],
         )
         done = False
         try:
@@ -395,10 +407,22 @@ class Ledger:
     def step_ended(self, request_id: str, stop_reason: str) -> None:
         self._write(StepEndRecord(seq=self._seq, request_id=request_id, stop_reason=stop_reason))
 
-    def tool_call(self, call: ToolCall) -> None:
-        self._write(ToolCallRecord(seq=self._seq, call_id=call.id))
+    def tool_call(self, call: ToolCall, effect: str = "once") -> None:
+        """``call`` is dispatched now; a call a resume left to run again is recorded
+        as its rerun (its first dispatch's effect stands)."""
+        reruns = self._reruns
+        if reruns is not None and reruns.get(call.id) is False:
+            reruns[call.id] = True
+            self._write(ToolCallRecord(seq=self._seq, call_id=call.id, rerun=True))
+            return
+        self._write(
+            ToolCallRecord(seq=self._seq, call_id=call.id, effect=effect)  # type: ignore[arg-type]
+        )
 
     def tool_skipped(self, call: ToolCall) -> None:
+        reruns = self._reruns
+        if reruns is not None and reruns.get(call.id) is True:
+            reruns[call.id] = False  # not dispatched again after all: still to run again
         self._write(ToolSkippedRecord(seq=self._seq, call_id=call.id))
 
     def tool_cancelled(self, call: ToolCall) -> None:

@@ -285,11 +285,25 @@ class AttemptFailedRecord(_Record, frozen=True, tag="attempt/failed", omit_defau
     ] = ""
 
 
-class ToolCallRecord(_Record, frozen=True, tag="tool/call"):
+class ToolCallRecord(_Record, frozen=True, tag="tool/call", omit_defaults=True):
     """Written just before the call is dispatched (the call itself is in its assistant message)."""
 
     kind: ClassVar[Literal["tool/call"]] = "tool/call"
     call_id: Annotated[str, _CALL_ID]
+    effect: Annotated[
+        Literal["once", "idempotent", "pure"],
+        Meta(
+            description="What running the call twice does (its tool's effect): a call "
+            "dispatched with no recorded end is run again on resume unless it is once."
+        ),
+    ] = "once"
+    rerun: Annotated[
+        bool,
+        Meta(
+            description="The call is dispatched again: its first dispatch (an idempotent or "
+            "pure call) ended with its process, outcome unknown."
+        ),
+    ] = False
 
 
 class ToolSkippedRecord(_Record, frozen=True, tag="tool/skipped"):

@@ -37,6 +37,7 @@ from ._tools import (
     Validator,
     check_call,
     describe_error,
+    effect_of,
     parameters_of,
     result_value,
     too_deep,
@@ -396,6 +397,7 @@ class MCPServerBase:
             parameters=parameters,
             execute=execute,
             progress=self._progress,
+            effect=effect_of(listed_tool),
         )
 
     async def _call(self, name: str, arguments: dict[str, Any], check: Validator) -> Any:

@@ -23,7 +23,7 @@ import referencing
 from .._log import MCP as logger
 from ..limits import IMAGE_MEDIA_TYPES, ArgumentsError, check_arguments
 from ..messages import ImageBlock, InputBlock, TextBlock
-from ..tools import ToolArgumentsError, ToolError, ToolResult
+from ..tools import ToolArgumentsError, ToolEffect, ToolError, ToolResult
 from ._patterns import (
     Answers,
     Undecided,
@@ -38,6 +38,7 @@ __all__ = [
     "NESTED_TOO_DEEPLY",
     "Validator",
     "check_call",
+    "effect_of",
     "describe_error",
     "parameters_of",
     "result_value",
@@ -89,6 +90,18 @@ def tool_names(
         taken.add(ours)
         kept.append((ours, listed_tool))
     return kept
+
+
+def effect_of(listed: mcp_types.Tool) -> ToolEffect:
+    """The tool's effect from the server's annotations: ``readOnlyHint`` makes it
+    ``"pure"``, else ``idempotentHint`` ``"idempotent"``; anything else (none
+    given, or not exactly True) ``"once"``, which is never run twice."""
+    annotations = listed.annotations
+    if annotations is None:
+        return "once"
+    if annotations.read_only_hint is True:
+        return "pure"
+    return "idempotent" if annotations.idempotent_hint is True else "once"
 
 
 def parameters_of(listed_tool: mcp_types.Tool) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import msgspec
 import trio
 
 from .._settings import ModelSettings, check_run_settings, check_settings, merge_settings
-from ..engine._approvals import ApprovalPolicy, decide
+from ..engine._approvals import ApprovalPolicy, decide, private_copy
 from ..engine._options import check_cancel_scope, check_fsync, claim_cancel_scope, model_of
 from ..engine._run import exit_nursery, require_trio
 from ..events import OutputT, TurnResult
@@ -26,6 +26,7 @@ from ..telemetry._pricing import Price
 from ..tools._context import DepsT
 from ..tools._tool import Tool, ToolRegistry, ToolSource
 from ._agent_tool import agent_tool, settled
+from ._fork import fork_session
 from ._hooks import closed_message
 from ._inbox import drain, owes_reply
 from ._limits import UsageLimits, check_limits, check_priced
@@ -410,9 +411,13 @@ class Agent(Generic[OutputT, DepsT]):
         ``TOOL_NOT_STARTED`` (never dispatched), ``TOOL_CANCELLED`` /
         ``TOOL_FATAL`` (recorded as cancelled or failed), or
         ``TOOL_OUTCOME_UNKNOWN`` (dispatched by a process that died before
-        its end was recorded). An open turn is closed as ``interrupted``.
-        Nothing is run again: ``awaiting_reply`` says whether the model owes
-        an answer, and ``prompt()`` with no message continues. ``resume_warnings``
+        its end was recorded, its tool's effect ``"once"``). An open turn is
+        closed as ``interrupted``. A call dispatched by a process that died
+        whose tool's effect was ``"idempotent"`` or ``"pure"`` is left open
+        instead (``rerun_calls``): the next turn runs it again, with the same
+        ``idempotency_key``, before anything else. ``awaiting_reply`` says
+        whether the model owes an answer, and ``prompt()`` with no message
+        continues. ``resume_warnings``
         says when the last writer did not close the session (it crashed or was
         killed) and reports a torn last line, which is ignored; a damaged
         ledger raises ``LedgerCorruptError``. Cancellation: nothing is held
@@ -430,6 +435,40 @@ class Agent(Generic[OutputT, DepsT]):
         agent.resume_warnings = resumed.warnings
         log_resume(resumed)
         return agent
+
+    @classmethod
+    async def fork(
+        cls,
+        store: SessionStore,
+        session_id: str,
+        *,
+        at_turn: int,
+        new_session_id: str | None = None,
+        to_store: SessionStore | None = None,
+    ) -> str:
+        """Start a new session whose history is ``session_id``'s through the end of
+        turn ``at_turn`` (0: as created, before its first turn), to take another
+        path from there; returns the new session's id (``new_session_id``, or a
+        fresh one). Continue it with ``Agent.resume(to_store or store, new_id,
+        ...)``.
+
+        The new session has the source's records up to that turn's end: its
+        transcript, system prompt, ``metadata``, usage and counters, and its
+        calls held for approval as they stood then (decisions taken later are
+        not copied). It lives in ``to_store`` (default: ``store``; a JSONL store
+        and a PostgreSQL one fork into each other). The source is only read:
+        its records stay byte for byte as they were, and it may even be in use.
+        Errors: ``LedgerError`` naming the turn when the session has no such
+        turn, or the turn has not ended (the writer died in it: resume it first);
+        ``SessionExistsError`` when ``new_session_id`` exists; ``ValueError`` for
+        a bad id or ``at_turn``; ``LedgerCorruptError`` for a damaged source.
+        A call the source left to run again after a crash (``rerun_calls``) is
+        answered ``TOOL_OUTCOME_UNKNOWN`` in the fork, never run there (its
+        idempotency key is the source's). Cancellation: the new session is
+        made whole or not at all (its records are stored in one worker-thread
+        step, then flushed shielded)."""
+        require_trio()
+        return await fork_session(store, session_id, at_turn, new_session_id, to_store)
 
     async def __aenter__(self) -> Agent:
         """Create the session's ledger if it is not made yet (``SessionExistsError``,
@@ -484,6 +523,14 @@ class Agent(Generic[OutputT, DepsT]):
         arguments the model gave: each can be approved or rejected once. (A
         decided call leaves this list for ``decided_approvals``.)"""
         return self._state.approvals.pending()
+
+    @property
+    def rerun_calls(self) -> tuple[ToolCall, ...]:
+        """Calls a resume left open to run again (their process died mid-call and
+        their tool's effect is ``"idempotent"`` or ``"pure"``), in call order: the
+        next turn runs them before anything else; empty otherwise."""
+        reruns = self._state.approvals.reruns or {}
+        return tuple(private_copy(call) for call in reruns.values())
 
     @property
     def decided_approvals(self) -> tuple[ToolCall, ...]:

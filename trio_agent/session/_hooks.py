@@ -216,7 +216,8 @@ class SessionHooks(StepHooks):
         return await hold_for_approval(approvals, calls, spec, policy, self._journal, self._emit)
 
     def still_open(self) -> frozenset[str]:
-        return frozenset(self._approvals.held)
+        approvals = self._approvals
+        return frozenset(approvals.held).union(approvals.reruns or ())
 
     def awaiting_approval(self) -> TurnAwaitingApproval | None:
         if not self._approvals.held:

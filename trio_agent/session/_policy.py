@@ -15,7 +15,7 @@ import msgspec
 
 from .._settings import ModelSettings, check_run_settings, check_settings, merge_settings
 from ..engine._approvals import ApprovalPolicy
-from ..engine._hooks import TurnSpec, TurnState, build_spec
+from ..engine._hooks import SessionKey, TurnSpec, TurnState, build_spec
 from ..engine._options import (
     check_int,
     check_max_steps,
@@ -190,6 +190,7 @@ class SessionPolicy:
         output: OutputSpec | None = None,
         sources: tuple[ToolSource, ...] = (),
         deps: Any = None,
+        session_key: str | SessionKey = "",
     ) -> TurnSpec:
         """A turn's spec: ``tools`` as registered now, and the agent's settings with
         the turn's ``settings`` over them (``ValueError`` if a ``tool_choice``
@@ -208,6 +209,7 @@ class SessionPolicy:
             output,
             sources,
             deps,
+            session_key,
         )
 
 

@@ -11,6 +11,7 @@ import trio
 
 from .._log import LEDGER, SESSION
 from ..engine._approvals import Approvals
+from ..engine._options import registry_of
 from ..ledger._derive import DerivedSession, derive
 from ..ledger._ledger import Ledger
 from ..ledger._records import SessionChangedError
@@ -38,7 +39,7 @@ def _rebuilt(options: AgentOptions, derived: DerivedSession, system: str | None)
     """The state the records describe, before it takes the session over. Calls held
     for approval stay open in its transcript (the turn that resolves them answers
     them), so such a transcript is rebuilt as a conversation, not checked whole."""
-    held = bool(derived.pending_approvals)
+    held = bool(derived.pending_approvals or derived.reruns)
     system = derived.system if system is None else system
     state = SessionState.new(
         attrs.evolve(options, system=system, fsync="step"),  # the fsync policy: the ledger's
@@ -52,9 +53,25 @@ def _rebuilt(options: AgentOptions, derived: DerivedSession, system: str | None)
         conversation.requests = derived.requests
         state.conversation = conversation
         state.approvals = Approvals(
-            {call.id: call for call in derived.pending_approvals}, dict(derived.decisions)
+            {call.id: call for call in derived.pending_approvals},
+            dict(derived.decisions),
+            reruns={call.id: call for call in derived.reruns} or None,
         )
     return state
+
+
+def _now_once(options: AgentOptions, derived: DerivedSession) -> list[str]:
+    """The calls owed a rerun whose tool this agent now declares ``"once"``: the
+    stricter of the effect recorded at dispatch and the tool's today wins (a tool
+    from a tool source is known only at the turn: its recorded effect stands)."""
+    if not derived.reruns:
+        return []
+    tools = registry_of(options.tools)
+    return [
+        call.id
+        for call in derived.reruns
+        if (tool := tools.get(call.name)) is not None and tool.effect == "once"
+    ]
 
 
 async def resume_session(
@@ -65,6 +82,7 @@ async def resume_session(
     for attempt in range(1, 4):
         loaded = await store.load(session_id)
         derived = derive(loaded.records)
+        derived.never_rerun(_now_once(options, derived))
         state = _rebuilt(options, derived, system)
         policy = state.policy
         if policy.session_usage_limits is not None:  # what it used counts against them
@@ -90,11 +108,12 @@ def log_resume(resumed: Resumed) -> None:
     are named by id, never by content), and each warning of its ledger."""
     state = resumed.state
     SESSION.info(
-        "session %s resumed after turn %d (%d messages; %d open calls closed)",
+        "session %s resumed after turn %d (%d messages; %d open calls closed, %d to run again)",
         state.session_id,
         state.turns,
         len(state.conversation.messages),
         len(resumed.closed),
+        len(state.approvals.reruns or ()),
     )
     for warning in resumed.warnings:
         LEDGER.info("session %s: %s", state.session_id, warning)

@@ -11,6 +11,7 @@ the counters.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
@@ -84,6 +85,9 @@ class SessionState:
     """The agent's own nursery while it is entered (``async with agent``)."""
     deps_type: Any = None
     """``deps_type=`` as given: for type checkers only, kept so ``options()`` is whole."""
+    memory_key: str | None = None
+    """A session without a store: its own id, made when a call first needs it (what
+    its calls' idempotency keys begin with)."""
 
     @classmethod
     def new(
@@ -166,7 +170,18 @@ class SessionState:
     ) -> TurnSpec:
         """A turn's spec: the tools as registered now, the turn's settings over the
         agent's, the turn's ``deps``."""
-        return self.policy.spec(self.model, self.tools, settings, output, self.sources, deps)
+        policy = self.policy
+        return policy.spec(self.model, self.tools, settings, output, self.sources, deps, self)
+
+    def session_key(self) -> str:
+        """What this session's calls' idempotency keys begin with: its id, or for a
+        session without a store an id of its own, made when first needed."""
+        key = self.session_id
+        if key is None:
+            key = self.memory_key
+            if key is None:
+                key = self.memory_key = f"memory-{uuid.uuid4().hex}"
+        return key
 
     # -- the ledger, created on first use
     async def open(self, prompt: UserMessage | None = None) -> None:
@@ -208,18 +223,22 @@ class SessionState:
         """``RuntimeError`` when the next turn could not do what it must, before it
         records anything: a tool source that cannot list its tools (an MCP server
         never entered raises so), or an approved call it would run whose tool the
-        agent was not given (a session resumed without it)."""
+        agent was not given (a session resumed without it), or so would a call it
+        would run again (``Approvals.reruns``)."""
         sources, approvals = self.sources, self.approvals
-        if not sources and not approvals.decisions:
+        if not sources and not approvals.decisions and not approvals.reruns:
             return
         offered = {tool.name for source in sources for tool in source.tools()}
-        for call, decision in approvals.decided():
-            if decision.approved and call.name not in self.tools and call.name not in offered:
-                raise RuntimeError(
-                    f"approved call {call.id!r} needs the tool {call.name!r}, which this agent "
-                    f"was not given: pass it in tools= (or a tool source that has it in "
-                    "tool_sources=) when you resume the session"
-                )
+        approved = [call for call, decision in approvals.decided() if decision.approved]
+        reruns = list((approvals.reruns or {}).values())
+        for what, calls in (("approved", approved), ("resumed", reruns)):
+            for call in calls:
+                if call.name not in self.tools and call.name not in offered:
+                    raise RuntimeError(
+                        f"{what} call {call.id!r} needs the tool {call.name!r}, which this "
+                        "agent was not given: pass it in tools= (or a tool source that has it "
+                        "in tool_sources=) when you resume the session"
+                    )
 
     def check_free(self) -> None:
         """``RuntimeError`` if a turn runs or the session is closed."""
@@ -258,9 +277,11 @@ class SessionState:
             self.inbox.release(prompt)
             raise
         self.turns = turn
-        held = self.approvals.held  # answered by the turn, once decided
+        held, reruns = self.approvals.held, self.approvals.reruns  # answered by the turn
         repairs = tuple(
-            r for r in interrupted_results(self.conversation) if r.tool_call_id not in held
+            r
+            for r in interrupted_results(self.conversation)
+            if r.tool_call_id not in held and r.tool_call_id not in (reruns or ())
         )
         return turn, self.inbox.take_for_turn(prompt), repairs
 

@@ -14,6 +14,7 @@ from ..engine._emit import Emitter
 from ..engine._hooks import TurnSpec, TurnState
 from ..engine._lifecycle import end_turn, leave_turn, start_turn
 from ..engine._outcomes import turn_end_of
+from ..engine._reruns import run_again
 from ..engine._run import EventRun, cancelled_from_outside
 from ..engine._turn import TurnOutcome, accept, run_turn
 from ..errors import INTERNAL_ERROR, describe
@@ -185,13 +186,18 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         emit: Emitter,
         host: trio.Nursery | None,
     ) -> TurnOutcome | None:
-        """Append the turn's input, after answering the calls the last step held
+        """Append the turn's input, after running again the calls a resume left to
+        run again (``run_again``) and answering the calls the last step held
         for approval (run if approved, an error result if rejected); the turn's end
         if it cannot go on (undecided calls: the input waits in the inbox; nothing
         to do), else None."""
         state = self._state
         conversation, approvals = state.conversation, state.approvals
         started = [lambda sequence: TurnStarted(sequence=sequence, turn=turn)]
+        if approvals.reruns:  # a resumed session's calls to run again, before all else
+            await accept(conversation, repairs, emit, first=started)
+            started, repairs = [], ()
+            await run_again(approvals, conversation, spec, hooks, emit, state.host or host)
         if not approvals.held:
             await accept(conversation, repairs + taken, emit, first=started)
             if taken or owes_reply(conversation):

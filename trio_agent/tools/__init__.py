@@ -11,9 +11,11 @@ from ._context import MAX_PROGRESS_TEXT as MAX_PROGRESS_TEXT
 from ._context import PROGRESS_INTERVAL as PROGRESS_INTERVAL
 from ._context import ToolContext as ToolContext
 from ._context import tool_context as tool_context
+from ._tool import TOOL_EFFECTS as TOOL_EFFECTS
 from ._tool import FatalToolError as FatalToolError
 from ._tool import Tool as Tool
 from ._tool import ToolArgumentsError as ToolArgumentsError
+from ._tool import ToolEffect as ToolEffect
 from ._tool import ToolError as ToolError
 from ._tool import ToolRegistry as ToolRegistry
 from ._tool import ToolResult as ToolResult
@@ -23,10 +25,12 @@ from ._tool import tool as tool
 
 __all__ = [
     "REJECTED_ARGUMENTS",
+    "TOOL_EFFECTS",
     "FatalToolError",
     "Tool",
     "ToolArgumentsError",
     "ToolContext",
+    "ToolEffect",
     "ToolError",
     "ToolRegistry",
     "ToolResult",

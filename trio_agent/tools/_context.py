@@ -56,6 +56,14 @@ class ToolContext(Generic[DepsT]):
     recorded; None when none was given. Annotate the parameter
     ``ToolContext[MyDeps]`` and a type checker knows ``ctx.deps`` is a ``MyDeps``.
 
+    ``idempotency_key`` is ``"{session_id}/{call_id}"``: the same in every process
+    that runs the call, or runs it again after a crash (a tool declared
+    ``effect="idempotent"`` is run again on resume when its first run's outcome
+    is unknown). Pass it to an API that deduplicates (an HTTP
+    ``Idempotency-Key`` header, a database unique key) so the effect happens
+    once. A session without a store uses its agent's own id, a bare run its
+    run's; outside a call it is "".
+
     Reports are passed on as ``tool.updated`` events, at most one per
     ``PROGRESS_INTERVAL`` seconds (trio's clock) and ``MAX_PROGRESS_TEXT``
     characters each; faster ones, unusable ones and those after the call
@@ -63,16 +71,18 @@ class ToolContext(Generic[DepsT]):
     and may be called from a worker thread (``trio.to_thread``) too.
     """
 
-    __slots__ = ("_last", "_sink", "_token", "call", "deps", "dropped")
+    __slots__ = ("_last", "_sink", "_token", "call", "deps", "dropped", "idempotency_key")
 
     def __init__(
         self,
         call: ToolCall,
         sink: Callable[[str, float | None], None] | None,
         deps: DepsT = None,  # type: ignore[assignment]  # None: the turn was given none
+        idempotency_key: str = "",
     ) -> None:
         self.call = call
         self.deps = deps
+        self.idempotency_key = idempotency_key
         self._sink = sink
         self._last = -math.inf
         self._token: trio.lowlevel.TrioToken | None = None

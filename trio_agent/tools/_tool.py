@@ -10,7 +10,17 @@ import inspect
 import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, final, overload, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Generic,
+    Literal,
+    Protocol,
+    final,
+    overload,
+    runtime_checkable,
+)
 
 import attrs
 import msgspec
@@ -32,7 +42,9 @@ from ._frozen import frozen_json, is_json_object
 from ._types import TypeMismatch, json_bytes
 
 __all__ = [
+    "TOOL_EFFECTS",
     "REJECTED_ARGUMENTS",
+    "ToolEffect",
     "FatalToolError",
     "Tool",
     "ToolArgumentsError",
@@ -112,6 +124,20 @@ def _check_approval_rule(_: object, __: object, rule: Any) -> None:
         )
 
 
+ToolEffect = Literal["once", "idempotent", "pure"]
+"""What running a tool call twice does (``@tool(effect=...)``), for a call whose
+process died before its result was recorded: ``"once"`` (the default) may not be
+run again, so a resume answers it ``TOOL_OUTCOME_UNKNOWN``; ``"idempotent"``
+(running it again with the same ``ToolContext.idempotency_key`` changes nothing
+more) and ``"pure"`` (it changes nothing) are run again on resume."""
+TOOL_EFFECTS: tuple[ToolEffect, ...] = ("once", "idempotent", "pure")
+
+
+def _check_effect(_: object, __: object, effect: Any) -> None:
+    if type(effect) is not str or effect not in TOOL_EFFECTS:
+        raise ValueError(f"effect must be 'once', 'idempotent' or 'pure', got {effect!r:.80}")
+
+
 def _check_execute(_: object, __: object, execute: Any) -> None:
     if not (
         inspect.iscoroutinefunction(execute)
@@ -151,6 +177,9 @@ class Tool(Generic[P, R]):
     requires_approval: ApprovalRule = attrs.field(default=False, validator=_check_approval_rule)
     """An ``Agent`` holds each call until a person approves it (``agent.approve``):
     True for every call, or a function of the call's arguments saying which."""
+    effect: ToolEffect = attrs.field(default="once", validator=_check_effect)
+    """What running a call twice does: ``"once"``, ``"idempotent"`` or ``"pure"``
+    (see ``ToolEffect``): whether a resume runs again a call whose outcome is unknown."""
     function: Callable[P, R] | None = attrs.field(default=None, eq=False, repr=False)
     """The function ``@tool`` built this tool from; None for a tool built by hand."""
 
@@ -294,6 +323,7 @@ def _build_tool(
     description: str | None,
     exclusive: bool,
     requires_approval: ApprovalRule = False,
+    effect: ToolEffect = "once",
 ) -> Tool[P, R]:
     kind = _kind_of(function)
     tool_name = getattr(function, "__name__", "") if name is None else name
@@ -327,6 +357,7 @@ def _build_tool(
         progress=context_name is not None,
         function=function,
         requires_approval=requires_approval,
+        effect=effect,
     )
     object.__setattr__(built, "_arguments", checked)
     return built
@@ -353,6 +384,7 @@ def tool(
     description: str | None = None,
     exclusive: bool = False,
     requires_approval: ApprovalRule = False,
+    effect: ToolEffect = "once",
 ) -> _ToolDecorator: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -362,6 +394,7 @@ def tool(
     description: str | None = None,
     exclusive: bool = False,
     requires_approval: ApprovalRule = False,
+    effect: ToolEffect = "once",
 ) -> Tool[..., Any] | _ToolDecorator:
     """Build a ``Tool`` from a function: ``async def``, or a plain ``def``.
 
@@ -376,7 +409,11 @@ def tool(
     dependencies; ``ctx.report(...)`` for progress). ``exclusive=True``
     makes the tool run alone in a parallel batch; ``requires_approval=True``
     makes an ``Agent`` hold each call until a person approves it (a function of
-    the arguments instead holds the calls it returns True for). Use as
+    the arguments instead holds the calls it returns True for). ``effect`` says
+    what running a call twice does: ``"once"`` (the default: a call whose
+    process died mid-call is never run again), ``"idempotent"`` (it passes
+    ``ctx.idempotency_key`` to an API that deduplicates) or ``"pure"`` (it
+    changes nothing); a resume runs those two again. Use as
     ``@tool`` or ``@tool(name=..., description=..., exclusive=...)``. The result is a
     ``Tool`` that keeps the function's signature for type checkers, and
     calling it calls the function.
@@ -391,11 +428,12 @@ def tool(
     Blocking work that must stop on cancellation belongs in an ``async def``.
     """
     _check_approval_rule(None, None, requires_approval)
+    _check_effect(None, None, effect)
     if function is not None:
-        return _build_tool(function, name, description, exclusive, requires_approval)
+        return _build_tool(function, name, description, exclusive, requires_approval, effect)
 
     def decorate(f: Callable[..., Any], /) -> Tool[..., Any]:
-        return _build_tool(f, name, description, exclusive, requires_approval)
+        return _build_tool(f, name, description, exclusive, requires_approval, effect)
 
     return typing.cast(_ToolDecorator, decorate)
 
