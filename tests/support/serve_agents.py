@@ -4,6 +4,7 @@ that answers each user message by what it says, and the tools it calls.
 - ``"hold NAME"``: a ``hold`` call, which waits for ``release(NAME)`` (in this
   process), then the text ``held NAME``;
 - ``"guard"``: a ``guarded`` call, held for a person's approval, then ``guarded``;
+- ``"think"``: thinking (``pondering``), then the text ``thought``;
 - anything else: ``echo: MESSAGE`` streamed in five text chunks.
 """
 
@@ -11,7 +12,15 @@ from __future__ import annotations
 
 import trio
 
-from trio_agent import Agent, ToolCall, ToolResultMessage, UserMessage, tool
+from trio_agent import (
+    Agent,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    tool,
+)
 from trio_agent.fleet import agent_maker
 from trio_agent.testing import CallableModel, scripted_response
 
@@ -60,6 +69,9 @@ def answers(request):
     if text == "guard":
         call = ToolCall(f"c-{request.id}", "guarded", {"note": "n"})
         return scripted_response(f"r-{request.id}", [call])
+    if text == "think":
+        blocks = [ThinkingBlock("pondering"), TextBlock("thought")]
+        return scripted_response(f"r-{request.id}", blocks)
     return scripted_response(f"r-{request.id}", f"echo: {text}", text_chunks=5)
 
 

@@ -26,6 +26,7 @@ from ._bodies import (
     session_id_of,
 )
 from ._hub import SERVE, Hub
+from ._openai_route import openai_error, responses
 from ._sse import EventStream
 
 __all__ = ["build_app", "json_response"]
@@ -78,6 +79,13 @@ class _Routes:
     async def agui(self, request: Request) -> Response:
         return await _agui_run(self.hub, decode_body(await _body(request), AguiInput))
 
+    async def responses(self, request: Request) -> Response:
+        try:
+            body = await _body(request)
+        except ApiError as exc:
+            return openai_error(exc.status, exc.message)
+        return await responses(self.hub, body)
+
 
 async def _agui_run(hub: Hub, given: AguiInput) -> EventStream:
     """An AG-UI run: the resume entries decided, then a turn, streamed as AG-UI."""
@@ -127,6 +135,7 @@ def build_app(hub: Hub, *, token: str | None = None) -> BearerAuth:
             Route("/sessions/{session_id}/cancel", routes.cancel, methods=["POST"]),
             Route("/sessions/{session_id}/approvals/{call_id}", routes.approvals, methods=["POST"]),
             Route("/ag-ui", routes.agui, methods=["POST"]),
+            Route("/v1/responses", routes.responses, methods=["POST"]),
         ],
         exception_handlers={
             ApiError: _api_error,

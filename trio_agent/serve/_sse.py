@@ -14,6 +14,7 @@ whether the client went away (``Watch.leave``).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol, final
 
 import trio
@@ -22,7 +23,7 @@ from starlette.responses import Response
 from ._feed import Feed
 from ._hub import Watch
 
-__all__ = ["EventStream", "Framing", "SessionFraming", "frame"]
+__all__ = ["EventStream", "Framing", "SessionFraming", "frame", "pump"]
 
 HEADERS: Final = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -60,6 +61,30 @@ class SessionFraming:
         return frame(sequence, line)
 
 
+async def pump(
+    feed: Feed, framing: Framing, cursor: int, out: Callable[[bytes], Awaitable[None]]
+) -> int:
+    """Frame the feed's events after ``cursor`` into ``out`` until the framing is
+    done or the feed is closed and all was framed; the last sequence framed.
+    Cancellation: stops between events, nothing framed twice."""
+    while not framing.done:
+        changed = feed.changed  # taken first: a publication meanwhile sets it
+        events = await feed.after(cursor)
+        if events:  # sending
+            parts = []
+            for sequence, line in events:
+                parts.append(framing.frame(sequence, line))
+                cursor = sequence
+                if framing.done:
+                    break
+            await out(b"".join(parts))
+        elif feed.closed:  # ended
+            break
+        else:  # waiting
+            await changed.wait()
+    return cursor
+
+
 @final
 class EventStream(Response):
     """Streams ``watch.feed`` from after ``cursor``, framed by ``framing``, until it
@@ -88,23 +113,10 @@ class EventStream(Response):
             self.watch.leave(self.disconnected)
 
     async def _stream(self, feed: Feed, send: Any) -> None:
-        framing = self.framing
-        while not framing.done:
-            changed = feed.changed  # taken first: a publication meanwhile sets it
-            events = await feed.after(self.cursor)
-            if events:  # sending
-                parts = []
-                for sequence, line in events:
-                    parts.append(framing.frame(sequence, line))
-                    self.cursor = sequence
-                    if framing.done:
-                        break
-                body = b"".join(parts)
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-            elif feed.closed:  # ended
-                return
-            else:  # waiting
-                await changed.wait()
+        async def out(body: bytes) -> None:
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+
+        self.cursor = await pump(feed, self.framing, self.cursor, out)
 
     async def _until_disconnect(self, receive: Any, scope: trio.CancelScope) -> None:
         while (await receive())["type"] != "http.disconnect":
