@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 from serving import client, running
 from sse_client import finished, read_until
@@ -56,6 +58,29 @@ async def test_with_a_token_every_request_needs_it(tmp_path):
         twice = [("Authorization", f"Bearer {TOKEN}"), ("Authorization", f"Bearer {TOKEN}")]
         assert (await http.get("/sessions", headers=twice)).status_code == 401
         good = {"Authorization": f"Bearer {TOKEN}"}
+        assert (await http.get("/sessions", headers=good)).status_code == 200
+        response = await http.post("/sessions/s/turns", headers=good, json={"message": "hi"})
+        assert response.status_code == 202
+        events = await read_until(url, "/sessions/s/events", finished(1), headers=good)
+        assert events[-1][1]["event"]["result"]["final_text"] == "echo: hi"
+
+
+async def test_the_token_as_a_cookie_serves_a_browser_and_the_page_needs_none(tmp_path):
+    """A browser's EventSource sends no header: the token cookie (percent-encoded)
+    serves it; a wrong one, or two, does not. The page's files hold no data and
+    are served without a token; nothing else is."""
+    good = {"Cookie": f"other=1; trio_agent_token={quote(TOKEN, safe='')}"}
+    async with running(tmp_path, token=TOKEN) as (server, url), client(url) as http:
+        for path in ["/", "/page/page.js", "/page/page.css"]:
+            assert (await http.get(path)).status_code == 200, path
+        assert (await http.get("/page/index.html")).status_code == 401
+        assert (await http.post("/", json={})).status_code == 401
+        for cookie in [
+            f"trio_agent_token={TOKEN}x",
+            f"trio_agent_token={TOKEN}; trio_agent_token={TOKEN}",
+            f"trio_agent_tokens={TOKEN}",
+        ]:
+            assert (await http.get("/sessions", headers={"Cookie": cookie})).status_code == 401
         assert (await http.get("/sessions", headers=good)).status_code == 200
         response = await http.post("/sessions/s/turns", headers=good, json={"message": "hi"})
         assert response.status_code == 202

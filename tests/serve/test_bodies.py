@@ -84,6 +84,9 @@ def test_bad_decisions_are_refused_with_a_json_error(http, body):
 def test_odd_ids_are_refused_with_a_json_error(http, path):
     for method in ("GET", "POST"):
         response = http.request(method, path, json={"approved": True})
+        if response.url.path == "/" and method == "GET":  # the client resolved ".." away
+            assert response.headers["content-type"].startswith("text/html")  # the page
+            continue
         check(response)
         assert response.status_code in (400, 404, 405)
 

@@ -13,7 +13,8 @@ _SERVE_MORE: Final = (
     "GET /sessions/ID/events streams the session's events as server-sent events (id: "
     "the sequence, data: the --json line; Last-Event-ID or ?after=N resumes after N); "
     'POST /sessions/ID/cancel; POST /sessions/ID/approvals/CALL {"approved": bool, '
-    '"reason": ...}; GET /sessions/ID; GET /sessions. The first SIGTERM or Ctrl-C '
+    '"reason": ...}; GET /sessions/ID; GET /sessions; POST /ag-ui (AG-UI 1.0); POST '
+    "/v1/responses (OpenAI Responses); GET / (a web page). The first SIGTERM or Ctrl-C "
     "drains (no turn starts; those under way finish, for --drain-seconds at most), a "
     "second cancels them."
 )
@@ -59,8 +60,8 @@ def serve_command(command: Callable[..., argparse.ArgumentParser]) -> None:
     serve_parser.add_argument(
         "--token",
         metavar="TOKEN",
-        help="every request needs Authorization: Bearer TOKEN; required beyond loopback "
-        "(default: TRIO_AGENT_TOKEN, else none)",
+        help="every request needs Authorization: Bearer TOKEN (the web page at / asks for it); "
+        "required beyond loopback (default: TRIO_AGENT_TOKEN, else none)",
     )
     serve_parser.add_argument(
         "--on-disconnect",

@@ -3,7 +3,11 @@
 ``check_binding`` refuses to serve on an address other than loopback without a
 token. ``BearerAuth`` wraps the application: with a token, every request needs
 ``Authorization: Bearer <token>`` (compared in constant time), else 401 with a
-JSON error and nothing of the request is read.
+JSON error and nothing of the request is read. A browser cannot put a header on
+an ``EventSource`` or a page load, so the token is also taken from the cookie
+``trio_agent_token`` (percent-encoded; the page sets it ``SameSite=Strict``, so
+no other site's request carries it), and the page's own files, which hold no
+data, are served to anyone: ``GET /``, ``/page/page.js``, ``/page/page.css``.
 """
 
 from __future__ import annotations
@@ -11,12 +15,16 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from typing import Any, Final, final
+from urllib.parse import unquote_to_bytes
 
 import msgspec
 
 __all__ = ["BearerAuth", "check_binding", "check_token", "is_loopback"]
 
 _CHALLENGE: Final = (b"www-authenticate", b'Bearer realm="trio-agent"')
+COOKIE: Final = "trio_agent_token"
+PUBLIC: Final = frozenset({"/", "/page/page.js", "/page/page.css"})
+"""The page's files: served without the token (they hold no session's data)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -55,16 +63,22 @@ class BearerAuth:
 
     def __init__(self, app: Any, token: str | None) -> None:
         self.app = app
-        self._expected = None if token is None else b"Bearer " + token.encode()
+        self._token = None if token is None else token.encode()
 
     def allowed(self, headers: list[tuple[bytes, bytes]]) -> bool:
-        if self._expected is None:
+        if self._token is None:
             return True
         given = [value for name, value in headers if name.lower() == b"authorization"]
-        return len(given) == 1 and hmac.compare_digest(given[0], self._expected)
+        if given:
+            return len(given) == 1 and hmac.compare_digest(given[0], b"Bearer " + self._token)
+        cookies = [_cookie(value) for name, value in headers if name.lower() == b"cookie"]
+        found = [value for value in cookies if value is not None]
+        return len(found) == 1 and hmac.compare_digest(found[0], self._token)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan" or self.allowed(scope.get("headers", [])):
+        public = scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
+        public = public and scope["path"] in PUBLIC
+        if scope["type"] == "lifespan" or public or self.allowed(scope.get("headers", [])):
             await self.app(scope, receive, send)
             return
         if scope["type"] != "http":  # a websocket: refused before it is accepted
@@ -74,3 +88,14 @@ class BearerAuth:
         headers = [(b"content-type", b"application/json"), _CHALLENGE]
         await send({"type": "http.response.start", "status": 401, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def _cookie(header: bytes) -> bytes | None:
+    """The token cookie's value in a ``Cookie`` header, percent-decoded; None when
+    absent (or given twice: refused, as two Authorization headers are)."""
+    values = []
+    for pair in header.split(b";"):
+        name, sep, value = pair.strip().partition(b"=")
+        if sep and name == COOKIE.encode():
+            values.append(unquote_to_bytes(value))
+    return values[0] if len(values) == 1 else None

@@ -27,6 +27,7 @@ from ._bodies import (
 )
 from ._hub import SERVE, Hub
 from ._openai_route import openai_error, responses
+from ._page import Page
 from ._sse import EventStream
 
 __all__ = ["build_app", "json_response"]
@@ -126,8 +127,11 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 def build_app(hub: Hub, *, token: str | None = None) -> BearerAuth:
     """The ASGI application of ``hub``'s sessions, behind ``token`` if given."""
     routes = _Routes(hub)
+    page = Page()
     app = Starlette(
         routes=[
+            Route("/", page.index, methods=["GET"]),
+            Route("/page/{name}", page.asset, methods=["GET"]),
             Route("/sessions", routes.sessions, methods=["GET"]),
             Route("/sessions/{session_id}", routes.session, methods=["GET"]),
             Route("/sessions/{session_id}/turns", routes.turns, methods=["POST"]),
