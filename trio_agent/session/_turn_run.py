@@ -11,7 +11,7 @@ import trio
 from .._settings import ModelSettings
 from ..engine._approvals import resolve
 from ..engine._emit import Emitter
-from ..engine._hooks import TurnSpec, TurnState
+from ..engine._hooks import TurnSpec, TurnState, step_spec
 from ..engine._lifecycle import end_turn, leave_turn, start_turn
 from ..engine._outcomes import turn_end_of
 from ..engine._reruns import run_again
@@ -197,7 +197,8 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         if approvals.reruns:  # a resumed session's calls to run again, before all else
             await accept(conversation, repairs, emit, first=started)
             started, repairs = [], ()
-            await run_again(approvals, conversation, spec, hooks, emit, state.host or host)
+            ready = step_spec(spec)  # with the tool sources' tools, as they are now
+            await run_again(approvals, conversation, ready, hooks, emit, state.host or host)
         if not approvals.held:
             await accept(conversation, repairs + taken, emit, first=started)
             if taken or owes_reply(conversation):
@@ -208,7 +209,8 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         if waiting is not None:  # no request while a held call is undecided
             state.inbox.requeue(taken)
             return TurnOutcome("stopped", stop=waiting)
-        await resolve(approvals, conversation, spec, hooks, emit, state.host or host)
+        ready = step_spec(spec)  # a decided call may be a tool source's
+        await resolve(approvals, conversation, ready, hooks, emit, state.host or host)
         await accept(conversation, taken, emit)
         return None
 
