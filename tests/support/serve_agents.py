@@ -5,6 +5,8 @@ that answers each user message by what it says, and the tools it calls.
   process), then the text ``held NAME``;
 - ``"guard"``: a ``guarded`` call, held for a person's approval, then ``guarded``;
 - ``"think"``: thinking (``pondering``), then the text ``thought``;
+- ``"use frontend"``: a call of ``pick_color``, a tool the AG-UI client offers,
+  then ``the client said ANSWER``;
 - anything else: ``echo: MESSAGE`` streamed in five text chunks.
 """
 
@@ -59,6 +61,8 @@ def answers(request):
     last = request.messages[-1]
     if isinstance(last, ToolResultMessage):
         asked = [m for m in request.messages if isinstance(m, UserMessage)][-1].content
+        if asked == "use frontend":
+            return scripted_response(f"r-{request.id}", f"the client said {last.content}")
         return scripted_response(f"r-{request.id}", f"after {asked}", text_chunks=3)
     text = last.content if isinstance(last, UserMessage) else ""
     text = text if isinstance(text, str) else "?"
@@ -68,6 +72,9 @@ def answers(request):
         return scripted_response(f"r-{request.id}", [call])
     if text == "guard":
         call = ToolCall(f"c-{request.id}", "guarded", {"note": "n"})
+        return scripted_response(f"r-{request.id}", [call])
+    if text == "use frontend":
+        call = ToolCall(f"c-{request.id}", "pick_color", {"hint": "warm"})
         return scripted_response(f"r-{request.id}", [call])
     if text == "think":
         blocks = [ThinkingBlock("pondering"), TextBlock("thought")]

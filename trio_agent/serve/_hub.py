@@ -21,6 +21,7 @@ from ..session._agent import Agent
 from ..session._turn_run import TurnRun
 from ._bodies import ApiError
 from ._feed import Feed
+from ._frontend import FrontendTools, ToolOffer, own_tools, with_frontend
 from ._place import Place
 
 __all__ = ["CLOSE_SECONDS", "Hub", "OnDisconnect", "SessionFactory", "Watch"]
@@ -51,6 +52,7 @@ class _Live:
     run: TurnRun[Any] | None = None
     turn: int | None = None  # the running turn's number
     watchers: int = 0
+    frontend: FrontendTools | None = None  # an AG-UI client's tools, once offered
 
 
 @final
@@ -188,8 +190,48 @@ class Hub:
             raise ApiError(
                 500, f"the agent factory returned {made!r}, not an Agent of session {session_id}"
             )
+        if live.frontend is not None:
+            made = await with_frontend(made, live.frontend, self.place.store, new)
         live.agent = made
         return made
+
+    async def offer_tools(self, session_id: str, offers: list[ToolOffer]) -> frozenset[str]:
+        """Give the session's agent the client's frontend tools (made anew with them
+        the first time); the names of all it has. ``ApiError``: 400 for a tool
+        that is no tool or has the name of one of the agent's own, 409 while a
+        turn runs."""
+        live = self._live(session_id)
+        async with live.lock:
+            if live.run is not None:
+                raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
+            if live.frontend is None:
+                live.frontend = FrontendTools()
+                agent, live.agent = live.agent, None
+                if agent is not None:  # made without them
+                    await _close_quietly(session_id, agent)
+            agent = await self._agent(live, session_id, create=True)
+            live.frontend.offer(offers, own_tools(agent))
+            return live.frontend.names()
+
+    async def answer_call(self, session_id: str, call_id: str, content: str) -> bool:
+        """Record the client's answer to a held call of a frontend tool and approve
+        it (the next turn returns the answer as the call's result); False when no
+        such call waits (an answer from an earlier run, sent again)."""
+        live = await self._known(session_id)
+        frontend = live.frontend
+        async with live.lock:
+            agent = await self._agent(live, session_id, create=False)
+            waiting = {call.id: call.name for call in agent.pending_approvals}
+            decided = {call.id for call in agent.decided_approvals}
+        if frontend is None or call_id in decided or waiting.get(call_id) not in frontend.names():
+            return False
+        frontend.answer(call_id, content)
+        try:
+            await self.decide(session_id, call_id, True, "answered by the client")
+        except ApiError:
+            frontend.forget(call_id)
+            raise
+        return True
 
     async def start_turn(self, session_id: str, message: str | None) -> int:
         """Start a turn on ``message`` (the session made if new); its number, at once.

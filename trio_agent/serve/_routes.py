@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ._agui import AguiFraming, AguiInput, decisions_of, message_of
+from ._agui import AguiFraming, AguiInput, answers_of, decisions_of, message_of, offers_of
 from ._auth import BearerAuth
 from ._bodies import (
     ApiError,
@@ -93,13 +93,17 @@ async def _agui_run(hub: Hub, given: AguiInput) -> EventStream:
     session_id = session_id_of(given.thread_id)
     if not 1 <= len(given.run_id) <= MAX_CALL_ID:
         raise ApiError(400, f"a runId has 1 to {MAX_CALL_ID} characters")
-    decided = decisions_of(given)
-    message = None if given.resume else message_of(given)
+    decided, offers, answers = decisions_of(given), offers_of(given), answers_of(given)
+    frontend: frozenset[str] = frozenset()
+    if offers or answers:
+        frontend = await hub.offer_tools(session_id, offers)
     cursor = await hub.last_sequence(session_id)
+    answered = [await hub.answer_call(session_id, call_id, text) for call_id, text in answers]
+    message = None if given.resume else message_of(given, any(answered))
     for call_id, approved, reason in decided:
         await hub.decide(session_id, call_id, approved, reason)
     turn = await hub.start_turn(session_id, message)
-    framing = AguiFraming(given.thread_id, given.run_id, turn)
+    framing = AguiFraming(given.thread_id, given.run_id, turn, frontend)
     return EventStream(await hub.watch(session_id), cursor, framing)
 
 
