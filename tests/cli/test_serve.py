@@ -139,3 +139,24 @@ async def test_serve_takes_an_agent_and_the_token_from_the_environment(tmp_path)
             events = await read_until(served.url, EVENTS, finished(1), headers=good)
         assert events[-1][1]["event"]["result"]["final_text"] == "echo: hi"
         assert await served.stop() == 0
+
+
+async def test_serve_sends_keep_alives_as_often_as_told_and_refuses_a_bad_period(tmp_path):
+    async with Served(tmp_path, "--keep-alive", "0.05", "--idle-seconds", "0") as served:
+        async with httpx.AsyncClient(base_url=served.url, limits=FRESH) as http:
+            await http.post("/sessions/s/turns", json={"message": "hi"})
+        [*_, (last, _)] = await read_until(served.url, EVENTS, finished(1))
+        host, _, port = served.url.removeprefix("http://").rpartition(":")
+        got = b""
+        with trio.fail_after(WAIT):
+            async with await trio.open_tcp_stream(host, int(port)) as stream:
+                await stream.send_all(
+                    f"GET {EVENTS}?after={last} HTTP/1.1\r\nhost: t\r\n\r\n".encode()
+                )
+                while b": keep-alive" not in got:
+                    got += await stream.receive_some(4096)
+        assert await served.stop() == 0
+    base = [*TRIO_AGENT, "serve", "--agent", "serve_agents:make_agent", "--store", str(tmp_path)]
+    for bad in (["--keep-alive", "-1"], ["--idle-seconds", "soon"]):
+        done = await cli([*base, *bad], env=ENV)
+        assert done.returncode == 2 and b"seconds" in done.stderr, done.stderr

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Final
 
-from ._values import agent_ref, seconds
+from ._values import agent_ref, seconds, seconds_or_never
 
 _SERVE_MORE: Final = (
     '. POST /sessions/ID/turns {"message": ...} starts a turn (202 {"turn": N}); '
@@ -69,6 +69,23 @@ def serve_command(command: Callable[..., argparse.ArgumentParser]) -> None:
         default="detach",
         help="when the last client reading a session's events goes away: detach (its "
         "turn goes on) or cancel it (default: detach)",
+    )
+    serve_parser.add_argument(
+        "--keep-alive",
+        type=seconds_or_never,
+        default=15.0,
+        metavar="SECONDS",
+        help="an event stream with no event for this long sends a ': keep-alive' comment, "
+        "so proxies keep it open; 0: never (default: 15)",
+    )
+    serve_parser.add_argument(
+        "--idle-seconds",
+        type=seconds_or_never,
+        default=600.0,
+        metavar="SECONDS",
+        help="a session with no turn, no reader and no request for this long is released "
+        "(its agent and ledger closed; opened again on the next request); 0: never "
+        "(default: 600)",
     )
     serve_parser.add_argument(
         "--drain-seconds",

@@ -49,6 +49,8 @@ def serve(args: argparse.Namespace) -> int:
         token=token,
         on_disconnect=args.on_disconnect,
         drain_seconds=args.drain_seconds,
+        keepalive_seconds=args.keep_alive or None,
+        idle_seconds=args.idle_seconds or None,
     )
 
     where = args.store if args.store is not None else repr(server.hub.place.store)

@@ -53,6 +53,7 @@ class _Live:
     turn: int | None = None  # the running turn's number
     watchers: int = 0
     frontend: FrontendTools | None = None  # an AG-UI client's tools, once offered
+    used: float = attrs.field(factory=trio.current_time)  # when a request last touched it
 
 
 @final
@@ -81,7 +82,11 @@ class Hub:
     cancelled (recorded as such), every session's ledger is closed and every
     event stream ends once it has sent what was published.
     ``on_disconnect``: what the last reader of a session going away does to its
-    running turn: ``detach`` (it goes on) or ``cancel``.
+    running turn: ``detach`` (it goes on) or ``cancel``. ``keepalive_seconds``:
+    how long an event stream waits for an event before it sends a ``:
+    keep-alive`` comment. ``idle_seconds``: a session with no turn, no reader
+    and no request for that long is released (its agent and ledger closed; the
+    next request opens it again). None: never.
     """
 
     def __init__(
@@ -91,9 +96,13 @@ class Hub:
         *,
         on_disconnect: OnDisconnect = "detach",
         drain_seconds: float = 30.0,
+        keepalive_seconds: float | None = 15.0,
+        idle_seconds: float | None = 600.0,
     ) -> None:
         if on_disconnect not in ("detach", "cancel"):
             raise ValueError(f"on_disconnect must be 'detach' or 'cancel', got {on_disconnect!r}")
+        self.keepalive_seconds = _seconds("keepalive_seconds", keepalive_seconds)
+        self.idle_seconds = _seconds("idle_seconds", idle_seconds)
         self.place = place
         self.factory = factory
         self.on_disconnect = on_disconnect
@@ -104,6 +113,8 @@ class Hub:
         self._stop = trio.Event()
         self._turn_ended = trio.Event()
         self._closed = False
+        self._releasing: dict[str, trio.Event] = {}  # sessions closing as idle: set when done
+        self._reaper = trio.CancelScope()
 
     # -- the server's lifetime
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -113,8 +124,11 @@ class Hub:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                if self.idle_seconds is not None:
+                    nursery.start_soon(self._release_idle, self.idle_seconds)
                 task_status.started()
                 await self._stop.wait()
+                self._reaper.cancel()
                 await self._drain_turns()
                 nursery.cancel_scope.deadline = trio.current_time() + CLOSE_SECONDS
         finally:
@@ -158,12 +172,52 @@ class Hub:
             raise ApiError(503, "the server is stopping")
         if live is None:
             live = self._sessions[session_id] = _Live(Feed(self.place.events, session_id))
+        live.used = trio.current_time()
         return live
+
+    async def _settled(self, session_id: str) -> None:
+        """Wait until the session, if it is being released as idle, is closed: its
+        ledger and event log are then free to open again."""
+        releasing = self._releasing.get(session_id)
+        if releasing is not None:
+            await releasing.wait()
+
+    def holds(self, session_id: str) -> bool:
+        """Whether the session's agent is open here (made, and not released)."""
+        live = self._sessions.get(session_id)
+        return live is not None and live.agent is not None
+
+    async def _release_idle(self, idle: float) -> None:
+        """Close the sessions nobody has used for ``idle`` seconds (no turn, no
+        reader, no request): their agents and ledgers, their event logs. The next
+        request opens them again from the store. Ends when the server stops."""
+        with self._reaper:
+            while True:
+                await trio.sleep(idle / 4)
+                now = trio.current_time()
+                for session_id, live in list(self._sessions.items()):
+                    busy = live.run is not None or live.watchers or live.lock.locked()
+                    if not busy and now - live.used >= idle:
+                        del self._sessions[session_id]  # the next request makes it anew
+                        self._releasing[session_id] = trio.Event()
+                        with trio.CancelScope(shield=True):
+                            await self._release(session_id, live)
+
+    async def _release(self, session_id: str, live: _Live) -> None:
+        try:
+            agent, live.agent = live.agent, None
+            if agent is not None:
+                await _close_quietly(session_id, agent)
+            live.feed.close()
+            SERVE.info("session %s: idle, released", session_id)
+        finally:
+            self._releasing.pop(session_id).set()
 
     async def _known(self, session_id: str) -> _Live:
         """The session's entry; ``ApiError(404)`` when it is neither here nor recorded."""
         live = self._sessions.get(session_id)
         if live is not None:
+            live.used = trio.current_time()
             return live
         if await self.place.state(session_id) is None:
             raise ApiError(404, f"no session {session_id!r}")
@@ -174,6 +228,7 @@ class Hub:
         session is not recorded (if ``create``; else ``ApiError(404)``)."""
         if live.agent is not None:
             return live.agent
+        await self._settled(session_id)
         new = await self.place.state(session_id) is None
         if new and not create:
             raise ApiError(404, f"no session {session_id!r}")
@@ -244,6 +299,7 @@ class Hub:
             if live.run is not None:
                 raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
             agent = await self._agent(live, session_id, create=True)
+            await self._settled(session_id)
             await live.feed.open()
             try:
                 run = agent.turn(message)
@@ -271,6 +327,7 @@ class Hub:
                     await _close_quietly(session_id, agent)
         finally:
             live.run = live.turn = None
+            live.used = trio.current_time()
             live.feed.wake()
             self._turn_ended.set()
             self._turn_ended = trio.Event()
@@ -280,6 +337,7 @@ class Hub:
         started next sends only the events after it."""
         live = self._live(session_id)
         async with live.lock:
+            await self._settled(session_id)
             await live.feed.open()
             return live.feed.last
 
@@ -371,6 +429,7 @@ class Hub:
         ``on_disconnect="cancel"``."""
         live = self._sessions[session_id]
         live.watchers -= 1
+        live.used = trio.current_time()
         if (
             disconnected
             and self.on_disconnect == "cancel"
@@ -386,3 +445,12 @@ async def _close_quietly(session_id: str, agent: Agent) -> None:
         await agent.aclose()
     except (LedgerError, RuntimeError) as exc:
         SERVE.warning("session %s: not closed cleanly: %s", session_id, exc)
+
+
+def _seconds(name: str, value: float | None) -> float | None:
+    """A period in seconds: positive and finite, or None (never)."""
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not 0 < value < float("inf"):
+        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
+    return float(value)

@@ -65,6 +65,10 @@ class Server:
     required unless ``host`` is loopback (``ValueError`` at once otherwise).
     ``on_disconnect``: ``"detach"`` (a turn goes on when its readers go away)
     or ``"cancel"``. ``drain_seconds``: how long ``stop()`` lets turns finish.
+    ``keepalive_seconds``: an event stream idle that long sends a ``:
+    keep-alive`` comment. ``idle_seconds``: a session unused that long (no
+    turn, no reader, no request) is released, its agent and ledger closed, and
+    opened again by the next request. None: never, for either.
     """
 
     def __init__(
@@ -79,6 +83,8 @@ class Server:
         token: str | None = None,
         on_disconnect: OnDisconnect = "detach",
         drain_seconds: float = 30.0,
+        keepalive_seconds: float | None = 15.0,
+        idle_seconds: float | None = 600.0,
     ) -> None:
         if not callable(factory):
             raise TypeError(f"factory must be callable (store, session_id, new), got {factory!r}")
@@ -98,7 +104,14 @@ class Server:
         else:
             assert store is not None
             place = JsonlPlace(store)
-        self.hub = Hub(place, factory, on_disconnect=on_disconnect, drain_seconds=drain_seconds)
+        self.hub = Hub(
+            place,
+            factory,
+            on_disconnect=on_disconnect,
+            drain_seconds=drain_seconds,
+            keepalive_seconds=keepalive_seconds,
+            idle_seconds=idle_seconds,
+        )
         self._hub_done = trio.Event()
 
     def stop(self) -> None:

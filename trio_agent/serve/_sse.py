@@ -8,7 +8,8 @@ sequence framed) and moves between *sending* (the feed has events after the
 cursor: frame them, move the cursor) and *waiting* (none: wait for the feed to
 change), and *ends* when its framing is done (an AG-UI run finished), when
 the feed is closed and everything was sent, or when the client goes away
-(``http.disconnect``). Either way it leaves the session's readers, saying
+(``http.disconnect``); while it waits it sends a ``: keep-alive`` comment
+every ``keepalive_seconds`` of the hub. Either way it leaves the session's readers, saying
 whether the client went away (``Watch.leave``).
 """
 
@@ -30,6 +31,9 @@ HEADERS: Final = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),  # a buffering proxy would hold events back
 ]
+
+
+KEEPALIVE: Final = b": keep-alive\n\n"
 
 
 class Framing(Protocol):
@@ -62,11 +66,17 @@ class SessionFraming:
 
 
 async def pump(
-    feed: Feed, framing: Framing, cursor: int, out: Callable[[bytes], Awaitable[None]]
+    feed: Feed,
+    framing: Framing,
+    cursor: int,
+    out: Callable[[bytes], Awaitable[None]],
+    keepalive: float | None = None,
 ) -> int:
     """Frame the feed's events after ``cursor`` into ``out`` until the framing is
     done or the feed is closed and all was framed; the last sequence framed.
-    Cancellation: stops between events, nothing framed twice."""
+    ``keepalive``: after that many seconds without an event, ``out`` gets the
+    comment ``: keep-alive`` (a proxy or a client that drops idle connections
+    keeps this one). Cancellation: stops between events, nothing framed twice."""
     while not framing.done:
         changed = feed.changed  # taken first: a publication meanwhile sets it
         events = await feed.after(cursor)
@@ -80,8 +90,13 @@ async def pump(
             await out(b"".join(parts))
         elif feed.closed:  # ended
             break
-        else:  # waiting
+        elif keepalive is None:  # waiting
             await changed.wait()
+        else:
+            with trio.move_on_after(keepalive) as idle:
+                await changed.wait()
+            if idle.cancelled_caught:
+                await out(KEEPALIVE)
     return cursor
 
 
@@ -116,7 +131,8 @@ class EventStream(Response):
         async def out(body: bytes) -> None:
             await send({"type": "http.response.body", "body": body, "more_body": True})
 
-        self.cursor = await pump(feed, self.framing, self.cursor, out)
+        keepalive = self.watch.hub.keepalive_seconds
+        self.cursor = await pump(feed, self.framing, self.cursor, out, keepalive)
 
     async def _until_disconnect(self, receive: Any, scope: trio.CancelScope) -> None:
         while (await receive())["type"] != "http.disconnect":
