@@ -1,0 +1,80 @@
+"""``JsonlPlace``: where a served JSONL store keeps its sessions (``DIR/ID.jsonl``,
+the ledgers) and their event logs (``DIR/.events/ID.jsonl``: no session id starts
+with a dot, so none can be taken for a ledger)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Protocol, final
+
+import trio
+
+from ..ledger._derive import DerivedSession, derive
+from ..stores._base import check_session_id
+from ..stores._jsonl import JsonlStore
+from ._eventlog import EventLog, Events
+
+__all__ = ["JsonlPlace", "Place"]
+
+
+class Place(Protocol):
+    """A store the server runs sessions in, with what serving needs beside it."""
+
+    @property
+    def store(self) -> Any: ...
+
+    @property
+    def events(self) -> Events: ...
+
+    async def state(self, session_id: str) -> DerivedSession | None:
+        """What the session's records say, or None when it is not recorded."""
+        ...
+
+    async def sessions(self) -> list[str]:
+        """The recorded sessions' ids, sorted."""
+        ...
+
+    async def aclose(self) -> None:
+        """Let the store's resources go (the server has stopped)."""
+        ...
+
+
+@final
+class JsonlPlace:
+    """A ``JsonlStore`` directory (made on first use) and its sessions' event logs."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.store = JsonlStore(self.directory)
+        self.events = EventLog(self.directory / ".events")
+
+    async def state(self, session_id: str) -> DerivedSession | None:
+        path = self.store.path(session_id)
+        if not await trio.Path(path).exists():
+            return None
+        loaded = await self.store.load(session_id)
+        if not loaded.records:  # its first line was never finished: not made
+            return None
+        return derive(loaded.records)
+
+    async def sessions(self) -> list[str]:
+        return await trio.to_thread.run_sync(self._sessions)
+
+    async def aclose(self) -> None:
+        pass  # every file is closed by its writer
+
+    def _sessions(self) -> list[str]:
+        try:
+            names = [path.name for path in self.directory.iterdir()]
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            if not name.endswith(".jsonl"):
+                continue
+            try:
+                found.append(check_session_id(name[: -len(".jsonl")]))
+            except ValueError:
+                continue
+        return sorted(found)
