@@ -183,9 +183,9 @@ class Hub:
             await releasing.wait()
 
     def holds(self, session_id: str) -> bool:
-        """Whether the session's agent is open here (made, and not released)."""
+        """Whether the session's agent is open here (made, and not yet closed)."""
         live = self._sessions.get(session_id)
-        return live is not None and live.agent is not None
+        return session_id in self._releasing or (live is not None and live.agent is not None)
 
     async def _release_idle(self, idle: float) -> None:
         """Close the sessions nobody has used for ``idle`` seconds (no turn, no
@@ -199,7 +199,8 @@ class Hub:
                 if not busy and now - live.used >= idle:
                     del self._sessions[session_id]  # the next request makes it anew
                     self._releasing[session_id] = trio.Event()
-                    with trio.CancelScope(shield=True):
+                    with trio.CancelScope(shield=True) as closing:
+                        closing.deadline = trio.current_time() + CLOSE_SECONDS
                         await self._release(session_id, live)
 
     async def _background_tasks(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
