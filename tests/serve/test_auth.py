@@ -67,8 +67,9 @@ async def test_with_a_token_every_request_needs_it(tmp_path):
 
 async def test_the_token_as_a_cookie_serves_a_browser_and_the_page_needs_none(tmp_path):
     """A browser's EventSource sends no header: the token cookie (percent-encoded)
-    serves it; a wrong one, or two, does not. The page's files hold no data and
-    are served without a token; nothing else is."""
+    serves it; a wrong one, or two, does not; a POST on the cookie needs the page's
+    header too. The page's files hold no data and are served without a token;
+    nothing else is."""
     good = {"Cookie": f"other=1; trio_agent_token={quote(TOKEN, safe='')}"}
     async with running(tmp_path, token=TOKEN) as (server, url), client(url) as http:
         for path in ["/", "/page/page.js", "/page/page.css"]:
@@ -82,7 +83,10 @@ async def test_the_token_as_a_cookie_serves_a_browser_and_the_page_needs_none(tm
         ]:
             assert (await http.get("/sessions", headers={"Cookie": cookie})).status_code == 401
         assert (await http.get("/sessions", headers=good)).status_code == 200
-        response = await http.post("/sessions/s/turns", headers=good, json={"message": "hi"})
+        forged = await http.post("/sessions/s/turns", headers=good, json={"message": "hi"})
+        assert forged.status_code == 401  # a form of another page on this host could send it
+        page = {**good, "x-trio-agent-page": "1"}
+        response = await http.post("/sessions/s/turns", headers=page, json={"message": "hi"})
         assert response.status_code == 202
         events = await read_until(url, "/sessions/s/events", finished(1), headers=good)
         assert events[-1][1]["event"]["result"]["final_text"] == "echo: hi"

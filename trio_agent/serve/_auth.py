@@ -8,6 +8,11 @@ an ``EventSource`` or a page load, so the token is also taken from the cookie
 ``trio_agent_token`` (percent-encoded; the page sets it ``SameSite=Strict``, so
 no other site's request carries it), and the page's own files, which hold no
 data, are served to anyone: ``GET /``, ``/page/page.js``, ``/page/page.css``.
+A request that changes something (not ``GET`` or ``HEAD``) is taken on the
+cookie only with the header ``x-trio-agent-page``, which the page sends and a
+form or a page of another origin cannot (a browser asks the server first,
+which says no): a page on another port of the same host is the same site and
+would carry the cookie.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ __all__ = ["BearerAuth", "check_binding", "check_token", "is_loopback"]
 
 _CHALLENGE: Final = (b"www-authenticate", b'Bearer realm="trio-agent"')
 COOKIE: Final = "trio_agent_token"
+PAGE_HEADER: Final = b"x-trio-agent-page"
 PUBLIC: Final = frozenset({"/", "/page/page.js", "/page/page.css"})
 """The page's files: served without the token (they hold no session's data)."""
 
@@ -65,20 +71,23 @@ class BearerAuth:
         self.app = app
         self._token = None if token is None else token.encode()
 
-    def allowed(self, headers: list[tuple[bytes, bytes]]) -> bool:
+    def allowed(self, headers: list[tuple[bytes, bytes]], safe: bool = True) -> bool:
+        """Whether the request carries the token (``safe``: it changes nothing)."""
         if self._token is None:
             return True
         given = [value for name, value in headers if name.lower() == b"authorization"]
         if given:
             return len(given) == 1 and hmac.compare_digest(given[0], b"Bearer " + self._token)
+        if not safe and not any(name.lower() == PAGE_HEADER for name, _ in headers):
+            return False  # a cross-site form would carry the cookie, never this header
         cookies = [_cookie(value) for name, value in headers if name.lower() == b"cookie"]
         found = [value for value in cookies if value is not None]
         return len(found) == 1 and hmac.compare_digest(found[0], self._token)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        public = scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
-        public = public and scope["path"] in PUBLIC
-        if scope["type"] == "lifespan" or public or self.allowed(scope.get("headers", [])):
+        safe = scope["type"] != "http" or scope["method"] in ("GET", "HEAD")
+        public = scope["type"] == "http" and safe and scope["path"] in PUBLIC
+        if scope["type"] == "lifespan" or public or self.allowed(scope.get("headers", []), safe):
             await self.app(scope, receive, send)
             return
         if scope["type"] != "http":  # a websocket: refused before it is accepted

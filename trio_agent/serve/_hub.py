@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Final, Literal, final
 
 import attrs
@@ -114,7 +115,7 @@ class Hub:
         self._turn_ended = trio.Event()
         self._closed = False
         self._releasing: dict[str, trio.Event] = {}  # sessions closing as idle: set when done
-        self._reaper = trio.CancelScope()
+        self._background = trio.CancelScope()  # releasing idle sessions, following others
 
     # -- the server's lifetime
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -124,11 +125,10 @@ class Hub:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                if self.idle_seconds is not None:
-                    nursery.start_soon(self._release_idle, self.idle_seconds)
+                await nursery.start(self._background_tasks)
                 task_status.started()
                 await self._stop.wait()
-                self._reaper.cancel()
+                self._background.cancel()
                 await self._drain_turns()
                 nursery.cancel_scope.deadline = trio.current_time() + CLOSE_SECONDS
         finally:
@@ -183,25 +183,41 @@ class Hub:
             await releasing.wait()
 
     def holds(self, session_id: str) -> bool:
-        """Whether the session's agent is open here (made, and not released)."""
+        """Whether the session's agent is open here (made, and not yet closed)."""
         live = self._sessions.get(session_id)
-        return live is not None and live.agent is not None
+        return session_id in self._releasing or (live is not None and live.agent is not None)
 
     async def _release_idle(self, idle: float) -> None:
         """Close the sessions nobody has used for ``idle`` seconds (no turn, no
         reader, no request): their agents and ledgers, their event logs. The next
         request opens them again from the store. Ends when the server stops."""
-        with self._reaper:
-            while True:
-                await trio.sleep(idle / 4)
-                now = trio.current_time()
-                for session_id, live in list(self._sessions.items()):
-                    busy = live.run is not None or live.watchers or live.lock.locked()
-                    if not busy and now - live.used >= idle:
-                        del self._sessions[session_id]  # the next request makes it anew
-                        self._releasing[session_id] = trio.Event()
-                        with trio.CancelScope(shield=True):
-                            await self._release(session_id, live)
+        while True:
+            await trio.sleep(idle / 4)
+            now = trio.current_time()
+            for session_id, live in list(self._sessions.items()):
+                busy = live.run is not None or live.watchers or live.lock.locked()
+                if not busy and now - live.used >= idle:
+                    del self._sessions[session_id]  # the next request makes it anew
+                    self._releasing[session_id] = trio.Event()
+                    with trio.CancelScope(shield=True) as closing:
+                        closing.deadline = trio.current_time() + CLOSE_SECONDS
+                        await self._release(session_id, live)
+
+    async def _background_tasks(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Until the server stops (``_background`` cancelled): wake the readers of a
+        session whose events another server logs, and release idle sessions."""
+        async with trio.open_nursery() as background:
+            self._background = background.cancel_scope
+            await background.start(partial(self.place.follow, self._woken))
+            if self.idle_seconds is not None:
+                background.start_soon(self._release_idle, self.idle_seconds)
+            task_status.started()
+
+    def _woken(self, session_id: str | None) -> None:
+        lives = self._sessions.values() if session_id is None else [self._sessions.get(session_id)]
+        for live in lives:
+            if live is not None and live.watchers:
+                live.feed.wake()
 
     async def _release(self, session_id: str, live: _Live) -> None:
         try:

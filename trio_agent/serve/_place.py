@@ -5,6 +5,7 @@ with a dot, so none can be taken for a ledger)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, final
 
@@ -39,6 +40,13 @@ class Place(Protocol):
         """Let the store's resources go (the server has stopped)."""
         ...
 
+    async def follow(
+        self, wake: Callable[[str | None], None], *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Call ``wake(session_id)`` when another process logs an event of the
+        session (``wake(None)``: any session may have new events)."""
+        ...
+
 
 @final
 class JsonlPlace:
@@ -63,6 +71,11 @@ class JsonlPlace:
 
     async def aclose(self) -> None:
         pass  # every file is closed by its writer
+
+    async def follow(
+        self, wake: Callable[[str | None], None], *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        task_status.started()  # a JSONL session has one writer, in this process
 
     def _sessions(self) -> list[str]:
         try:

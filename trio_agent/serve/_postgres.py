@@ -4,16 +4,24 @@ table ``serve_events`` of its schema, made on first use), so that a server on
 another machine resumes a stream exactly.
 
 Each event is one row, written (committed) before any client sees it; a row
-already there (a sequence written before) is not written again.
+already there (a sequence written before) is not written again. The same
+transaction notifies the channel ``{schema}.serve_events`` with the session's
+id, so every server on the database (``PostgresPlace.follow``) wakes the
+readers of a session whose turns run in another: any replica serves any
+session's events, from the table.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any, Final, final
 
 import trio
 
+from ..fleet._listen import Listener, channel
 from ..ledger._derive import DerivedSession, derive
+from ..ledger._records import LedgerError
 from ..stores._base import parse_jsonl
 from ..stores.postgres._store import PostgresStore
 
@@ -21,6 +29,12 @@ __all__ = ["READ_ROWS", "PostgresEvents", "PostgresPlace"]
 
 READ_ROWS: Final = 4096
 """Rows one read returns at most; a reader further behind reads again."""
+
+POLL_SECONDS: Final = 1.0
+"""Without notifications (behind a pooler, or while the database cannot be
+reached), how often every reader looks again."""
+
+SERVE = logging.getLogger("trio_agent.serve")
 
 
 def _table(store: PostgresStore) -> str:
@@ -56,6 +70,8 @@ def _insert(
         "ON CONFLICT DO NOTHING",
         (session_id, sequence, line),
     )
+    notify = (channel(store, "serve_events"), session_id)
+    connection.execute("SELECT pg_notify(%s, %s)", notify)  # delivered at commit
 
 
 def _after(connection: Any, store: PostgresStore, session_id: str, after: int) -> list[Any]:
@@ -137,3 +153,30 @@ class PostgresPlace:
 
     async def aclose(self) -> None:
         await self.store.aclose()
+
+    async def follow(
+        self, wake: Callable[[str | None], None], *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Call ``wake(session_id)`` for each event another server (or this one)
+        logs, from ``task_status.started()`` on; without notifications,
+        ``wake(None)`` (every session) each ``POLL_SECONDS``. The database going
+        away makes it poll until it can listen again. Runs until cancelled."""
+        started = False
+        while True:
+            try:
+                async with Listener(self.store, channel(self.store, "serve_events")) as listener:
+                    if not started:
+                        task_status.started()
+                        started = True
+                    while True:
+                        for session_id in await listener.wait(POLL_SECONDS):
+                            wake(session_id)
+                        if listener.polling:
+                            wake(None)
+            except LedgerError as exc:
+                SERVE.warning("cannot listen for events: %s; polling", exc)
+            if not started:
+                task_status.started()
+                started = True
+            wake(None)
+            await trio.sleep(POLL_SECONDS)

@@ -15,7 +15,9 @@ function element(tag, className, text) {
 }
 
 async function api(method, path, body) {
-  const init = { method, headers: {} };
+  // the header says this page sent it: with the token as a cookie, the server
+  // takes a POST only with it (a form on another page cannot send it)
+  const init = { method, headers: { "x-trio-agent-page": "1" } };
   if (body !== undefined) {
     init.headers["content-type"] = "application/json";
     init.body = JSON.stringify(body);
