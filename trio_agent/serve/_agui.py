@@ -24,7 +24,7 @@ from typing import Any, Final, final
 import msgspec
 
 from ..events import SessionEvent, TurnFinished, TurnResult
-from ..messages._ir import TextBlock, ToolCall
+from ..messages._ir import ToolCall, content_text
 from ..model import TextDelta, ThinkingDelta
 from ._bodies import ApiError, Decision
 from ._frontend import ToolOffer
@@ -192,12 +192,7 @@ class AguiFraming:
                 return [*self._close_text(), *self._call(chunk)]
             return []
         if event.type == "tool.finished":
-            content = event.result.content
-            text = (
-                content
-                if isinstance(content, str)
-                else "".join(b.text for b in content if isinstance(b, TextBlock))
-            )
+            text = content_text(event.result.content)
             result = {
                 "type": "TOOL_CALL_RESULT",
                 "messageId": event.result.id,

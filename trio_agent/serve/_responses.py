@@ -23,7 +23,7 @@ from typing import Any, Final, final
 import msgspec
 
 from ..events import SessionEvent, TurnFinished, TurnResult
-from ..messages._ir import AssistantMessage, TextBlock, ToolCall
+from ..messages._ir import AssistantMessage, ToolCall, content_text
 from ..model import TextDelta, ThinkingDelta
 from ._responses_input import ResponsesRequest
 
@@ -123,12 +123,7 @@ class ResponsesFraming:
         if event.type == "attempt.failed":
             return self._close("incomplete")  # the retry streams anew
         if event.type == "tool.finished":
-            content = event.result.content
-            text = (
-                content
-                if isinstance(content, str)
-                else "".join(b.text for b in content if isinstance(b, TextBlock))
-            )
+            text = content_text(event.result.content)
             item = {
                 "type": "function_call_output",
                 "id": f"fco_{event.call.id}",
