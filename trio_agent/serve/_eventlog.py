@@ -148,7 +148,7 @@ class EventLog:
             events, whole = parse_log(Path(path).read_bytes())
             if os.fstat(fd).st_size != whole:
                 os.ftruncate(fd, whole)
-        except BaseException:
+        except Exception:  # a worker thread: nothing else reaches it
             os.close(fd)
             raise
         return LogWriter(fd, events[-1][0] if events else -1)
