@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from typing import Any
 
@@ -14,20 +13,9 @@ import trio
 from ._app import load_agent
 from ._drive import EXIT_OK
 from ._errors import UsageError
+from ._signals import drain_on_signals
 
 __all__ = ["serve"]
-
-
-async def _stop_on_signals(server: Any, cancel: trio.CancelScope) -> None:
-    """The first SIGTERM or SIGINT drains the server, a second cancels it."""
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for _ in signals:
-            if server.hub.draining:
-                print("trio-agent serve: cancelling the turns under way", file=sys.stderr)
-                cancel.cancel()
-                return
-            print("trio-agent serve: draining (again to cancel)", file=sys.stderr, flush=True)
-            server.stop()
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -63,7 +51,9 @@ def serve(args: argparse.Namespace) -> int:
                     await server.run(task_status=task_status)
                     nursery.cancel_scope.cancel()  # stopped: the signals task too
 
-                nursery.start_soon(_stop_on_signals, server, cancel)
+                nursery.start_soon(
+                    drain_on_signals, "serve", lambda: server.hub.draining, server.stop, cancel
+                )
                 urls = await nursery.start(run)
                 print(
                     f"trio-agent serve: listening on {' '.join(urls)}; sessions in "
