@@ -242,6 +242,7 @@ PUBLIC = {
         "SessionLockedError",
         "SessionStartRecord",
         "SessionWriter",
+        "SnapshotRecord",
         "StepEndRecord",
         "StepStartRecord",
         "TOOL_CANCELLED",

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ._records import Record as Record
     from ._records import SessionClosedRecord as SessionClosedRecord
     from ._records import SessionStartRecord as SessionStartRecord
+    from ._records import SnapshotRecord as SnapshotRecord
     from ._records import StepEndRecord as StepEndRecord
     from ._records import StepStartRecord as StepStartRecord
     from ._records import ToolCallRecord as ToolCallRecord
@@ -90,6 +91,7 @@ __all__ = [
     "SessionLockedError",
     "SessionStartRecord",
     "SessionWriter",
+    "SnapshotRecord",
     "StepEndRecord",
     "StepStartRecord",
     "ToolCallRecord",
@@ -137,6 +139,7 @@ __getattr__ = _lazy(
         "SessionLockedError": "._errors",
         "SessionStartRecord": "._records",
         "SessionWriter": "._ledger",
+        "SnapshotRecord": "._records",
         "StepEndRecord": "._records",
         "StepStartRecord": "._records",
         "TOOL_CANCELLED": "._derive",

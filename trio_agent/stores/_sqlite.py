@@ -335,7 +335,7 @@ class SqliteStore:
     def reopen(self, loaded: LoadedSession) -> SessionWriter:
         # That nothing was added since ``loaded`` is checked by every insert.
         state = WriterState(loaded.session_id, self._lock_for(loaded.session_id))
-        return _SqliteWriter(self, loaded.session_id, len(loaded.records), state)
+        return _SqliteWriter(self, loaded.session_id, loaded.next_seq, state)
 
     async def load(self, session_id: str) -> LoadedSession:
         check_session_id(session_id)

@@ -462,7 +462,7 @@ class PostgresStore:
         return self._writer(session_id, 0, epoch)
 
     def reopen(self, loaded: LoadedSession) -> SessionWriter:
-        known = len(loaded.records)
+        known = loaded.next_seq
         epoch = self.call("take the session", self.take, loaded.session_id, False, known)
         return self._writer(loaded.session_id, known, epoch)
 
