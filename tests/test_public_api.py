@@ -343,6 +343,7 @@ PUBLIC = {
         "LoadedSession",
         "SessionStore",
         "PostgresStore",
+        "SnapshotPolicy",
         "SqliteStore",
         "parse_jsonl",
     ],

@@ -15,7 +15,7 @@ import attrs
 import msgspec
 import trio
 
-from ..ledger._ledger import SessionWriter
+from ..ledger._ledger import SessionWriter, SnapshotPolicy
 from ..ledger._records import (
     LedgerCorruptError,
     LedgerError,
@@ -214,7 +214,14 @@ class RowWriter:
     flush stores them (``_pending``), and the writer's state. ``append`` never
     awaits, as ``SessionWriter`` asks."""
 
-    def __init__(self, session_id: str, next_seq: int, state: WriterState) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        next_seq: int,
+        state: WriterState,
+        snapshots: SnapshotPolicy | None = None,
+    ) -> None:
+        self.snapshots = snapshots  # the store's: the ledger writes snapshots by it
         self._session_id = session_id
         self._next_seq = next_seq
         self._state = state
