@@ -89,6 +89,9 @@ class Replay:
         # decisions on them.
         self.held: dict[str, ToolCall] = {} if held is None else held
         self.decided: dict[str, ApprovalDecision] = {} if decided is None else decided
+        # the messages were checked when they joined a live transcript (a ledger's
+        # own replay, for its snapshots): only their links and ids are checked again
+        self.trusted = False
 
     @classmethod
     def started(cls, start: SessionStartRecord) -> Replay:
@@ -132,7 +135,8 @@ class Replay:
             raise LedgerCorruptError(f"{what} for call {call_id!r}, which is {said}")
 
     def _message(self, message: Message) -> None:
-        self.conversation.append(self.conversation.check_new(message))
+        conversation = self.conversation
+        conversation.append(message if self.trusted else conversation.check_new(message))
 
     # -- one method per kind
     def session_start(self, record: SessionStartRecord) -> None:

@@ -89,6 +89,7 @@ class SnapshotTaker:
             from ._derive import replay_of  # the replay: loaded with the first snapshot
 
             replay = self._replay = replay_of(self._since)
+            replay.trusted = True  # what it replays next, this process's session wrote
         else:
             for record in self._since:
                 replay.feed(record)
