@@ -133,3 +133,24 @@ async def test_fork_and_show_see_every_turn_before_a_snapshot(tmp_path, capsys):
     shown = capsys.readouterr().out
     assert all(f"== turn {turn} ended" in shown for turn in range(1, 5)), shown
     assert "snapshot" not in shown  # bookkeeping, as events/reserved
+
+
+async def test_a_fork_past_a_snapshot_is_its_own_session():
+    """A fork copied the source's snapshots, which name the source: resumed from
+    one, the fork derived the source's session id. It leaves them out."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as where:
+        store = JsonlStore(where, snapshots=SnapshotPolicy(every_turns=1))
+        await write_session(store, 4)
+        forked = await Agent.fork(store, "s", at_turn=3, new_session_id="f")
+        records = (await store.load(forked)).records
+        assert [r.seq for r in records] == list(range(len(records)))
+        assert sum(r.kind == "turn/end" for r in records) == 3
+        derived = derive((await store.load_tail(forked)).records)
+        assert derived.session_id == "f" and derived.turns == 3
+        agent = await Agent.resume(store, forked, model=CallableModel(_answer))
+        await agent.prompt("on the fork")
+        await agent.aclose()
+        tail = (await store.load_tail(forked)).records
+        assert tail[0].kind == "snapshot" and derive(tail).session_id == "f"
