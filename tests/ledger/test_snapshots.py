@@ -25,9 +25,11 @@ def same(left: DerivedSession, right: DerivedSession) -> None:
             assert getattr(left, field.name) == getattr(right, field.name), field.name
 
 
-def make_store(kind: str, tmp_path, **options):
+def make_store(kind: str, tmp_path, request, **options):
     if kind == "jsonl":
         return JsonlStore(tmp_path, **options)
+    if kind == "postgres":
+        return request.getfixturevalue("pg_store")(**options)
     return SqliteStore(tmp_path / "sessions.db", **options)
 
 
@@ -43,9 +45,9 @@ async def write_session(store, turns: int, session_id: str = "s") -> None:
     await agent.aclose()
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
-async def test_a_stored_session_writes_snapshots_and_keeps_every_record(tmp_path, kind):
-    store = make_store(kind, tmp_path, snapshots=SnapshotPolicy(every_turns=2))
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+async def test_a_stored_session_writes_snapshots_and_keeps_every_record(tmp_path, kind, request):
+    store = make_store(kind, tmp_path, request, snapshots=SnapshotPolicy(every_turns=2))
     await write_session(store, 7)
     records = (await store.load("s")).records
     at = [i for i, r in enumerate(records) if type(r) is SnapshotRecord]
