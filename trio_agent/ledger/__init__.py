@@ -8,7 +8,10 @@ for user and assistant messages, ``tool/result`` for tool results);
 ``tool/call`` is recorded just before a call is dispatched, and a call that
 ends without a result says how (``tool/cancelled``, ``tool/failed``), so a
 resume can tell a call that never started, one that was cancelled or failed,
-and one whose outcome is unknown because the process died during it.
+and one whose outcome is unknown because the process died during it. Now and
+then, after a turn's end, a ``snapshot`` records the state derived so far (by
+the store's ``SnapshotPolicy``), so a resume replays from the last one; it
+never replaces a record.
 """
 
 from __future__ import annotations
