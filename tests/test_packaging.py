@@ -174,6 +174,12 @@ def test_the_wheel_ships_py_typed_and_the_license(dists):
     assert tops == {"trio_agent", f"trio_agent-{trio_agent.__version__}.dist-info"}
 
 
+def test_the_wheel_ships_the_serving_page(dists):
+    """The page at / is served from the package: its files must be in the wheel."""
+    page = {f"trio_agent/serve/page/{name}" for name in ("index.html", "page.js", "page.css")}
+    assert page <= dists.wheel_files
+
+
 def test_the_metadata_says_what_the_package_is(dists):
     meta = dists.metadata
     assert meta["Name"] == "trio-agent" and meta["Version"] == trio_agent.__version__

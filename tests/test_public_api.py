@@ -371,6 +371,7 @@ PUBLIC = {
     "trio_agent.pricing": ["Price", "check_prices", "cost_of", "priced"],
     "trio_agent.telemetry": ["CAPTURE_CONTENT_VARIABLE", "configure"],
     "trio_agent.fleet": ["MakeAgent", "Worker", "agent_maker", "submit", "wait_for_turn"],
+    "trio_agent.serve": ["MAX_BODY_BYTES", "Server", "SessionFactory"],
     "trio_agent.providers": [
         "ConnectionPool",
         "OpenAIResponsesModel",

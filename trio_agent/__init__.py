@@ -490,6 +490,7 @@ _MODULES = frozenset(
         "output",
         "pricing",
         "providers",
+        "serve",
         "session",
         "stores",
         "telemetry",

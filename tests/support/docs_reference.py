@@ -36,6 +36,7 @@ PAGES = {
     "ledger": "ledger.md",
     "stores": "stores.md",
     "fleet": "fleet.md",
+    "serve": "serve.md",
     "mcp": "mcp.md",
     "providers": "providers.md",
     "workspace": "workspace.md",

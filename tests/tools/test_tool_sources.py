@@ -164,3 +164,34 @@ async def test_a_source_that_cannot_list_its_tools_stops_the_turn_before_it_star
             async for _ in run:
                 raise AssertionError("no event comes before the error")
     assert model.requests == []
+
+
+async def test_an_approved_call_of_a_sources_tool_runs_in_the_next_turn():
+    """A call of a source's tool held for approval runs once approved. Bug: the
+    turn ran decided calls with its own tools only (the sources' are read per
+    step), so the approved call was answered 'Unknown tool'."""
+    guarded = Tool(
+        name="guarded",
+        description="A source's tool a person approves first.",
+        parameters={"type": "object", "properties": {}},
+        execute=_ran,
+        requires_approval=True,
+    )
+    model = ScriptedModel(
+        [
+            scripted_response("r1", [ToolCall("c1", "guarded", {})]),
+            scripted_response("r2", "done"),
+        ]
+    )
+    agent = Agent(model=model, tool_sources=[Source(guarded)])
+    held = await agent.prompt("go")
+    assert held.end.reason == "awaiting_approval"
+    await agent.approve("c1")
+    result = await agent.prompt(None)
+    contents = [m.content for m in result.messages if type(m).__name__ == "ToolResultMessage"]
+    assert contents == ["ran"]
+    assert result.final_text == "done"
+
+
+async def _ran(arguments: dict[str, Any]) -> str:
+    return "ran"

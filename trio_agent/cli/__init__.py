@@ -1,5 +1,6 @@
 """The ``trio-agent`` command line: ``demo``, ``run``, ``resume``, ``approve``,
-``reject``, ``show``, ``fork``, ``schema``, and the fleet's ``worker`` and ``submit``.
+``reject``, ``show``, ``fork``, ``schema``, the fleet's ``worker`` and
+``submit``, and ``serve`` (sessions over HTTP).
 
 ``_parser`` (the grammar; ``_values``: the values its options take),
 ``_config`` (a run's configuration, recorded in the ledger), ``_app``
@@ -8,7 +9,7 @@
 as ``--approve`` says), ``_commands`` (demo, run, resume), ``_approve``
 (approve, reject), ``_show``, ``_fork``, ``_stored`` (a session read from a store) and
 ``_schema`` (the versioned ``--json`` lines), ``_fleet`` (worker, submit, and
-``show --dsn``'s reading).
+``show --dsn``'s reading), ``_serve`` (serve).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
     from ._commands import demo, resume, run
     from ._fleet import submit_command, worker
     from ._fork import fork
+    from ._serve import serve
     from ._show import show
 
     return {
@@ -52,6 +54,7 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         "schema": _schema,
         "worker": worker,
         "submit": submit_command,
+        "serve": serve,
     }[name]
 
 

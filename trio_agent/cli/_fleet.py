@@ -4,7 +4,6 @@ and reading a session from PostgreSQL for ``show --dsn``."""
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from ._drive import EXIT_FAILED, EXIT_OK
 from ._mcp import all_tools, open_servers
 from ._output import describe_end
 from ._parser import DEFAULT_SYSTEM
+from ._signals import drain_on_signals
 
 __all__ = ["read_session", "submit_command", "worker"]
 
@@ -93,18 +93,6 @@ def _session_maker(
     return make_agent
 
 
-async def _drain_on_signals(worker: Worker, cancel: trio.CancelScope) -> None:
-    """The first SIGTERM or SIGINT drains the worker, a second cancels it."""
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for _ in signals:
-            if worker.draining:
-                print("trio-agent worker: cancelling the turns under way", file=sys.stderr)
-                cancel.cancel()
-                return
-            print("trio-agent worker: draining (again to cancel)", file=sys.stderr, flush=True)
-            worker.drain()
-
-
 def worker(args: argparse.Namespace) -> int:
     store_options = {"lease_seconds": args.lease_seconds, "listen_dsn": args.listen_dsn}
     if args.agent is not None:
@@ -161,7 +149,13 @@ async def _work(args: argparse.Namespace, store: PostgresStore, make: Any, what:
                 await fleet_worker.run(task_status=task_status)
                 nursery.cancel_scope.cancel()  # drained: the signals task too
 
-            nursery.start_soon(_drain_on_signals, fleet_worker, cancel)
+            nursery.start_soon(
+                drain_on_signals,
+                "worker",
+                lambda: fleet_worker.draining,
+                fleet_worker.drain,
+                cancel,
+            )
             await nursery.start(work)
             print(
                 f"trio-agent worker {store.holder}: {args.concurrency} sessions at "

@@ -12,6 +12,7 @@ import attrs
 
 from .._settings import REASONING_EFFORTS
 from ..limits import MAX_AGENT_STEPS
+from ._parser_serve import serve_command
 from ._values import agent_ref, base_url, count, env_name, fraction, json_object, seconds
 
 __all__ = [
@@ -401,6 +402,7 @@ def build_parser(version: str) -> Parsers:
     _decision_commands(command)
     _reading_commands(command)
     _fleet_commands(command)
+    serve_command(command)
     return Parsers(main, commands)
 
 

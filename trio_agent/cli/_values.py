@@ -19,6 +19,7 @@ __all__ = [
     "fraction",
     "json_object",
     "seconds",
+    "seconds_or_never",
 ]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -97,6 +98,13 @@ def json_object(text: str) -> dict[str, object]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"a JSON object is needed, got {text!r:.80}")
     return value
+
+
+def seconds_or_never(text: str) -> float:
+    """A number of seconds as ``seconds`` takes, or 0 (never), as argparse's ``type``."""
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return seconds(text)
 
 
 def seconds(text: str) -> float:

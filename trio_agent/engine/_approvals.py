@@ -34,6 +34,7 @@ __all__ = [
     "decide",
     "hold_for_approval",
     "private_copy",
+    "run_passing",
     "rejection",
     "resolve",
 ]
@@ -184,26 +185,38 @@ async def resolve(
     used once: its call leaves ``approvals`` just before it is run, so a
     cancellation never runs it twice (one that lands before the dispatch leaves
     the call to be answered as interrupted by the next turn)."""
-    from ._batch import run_tool_batch  # imported with the first tool call
-
     for call, decision in approvals.decided():
         # not owed if cancelled: the decision is not used then, and a later turn says it
         await emit(_decided(call, decision)(emit.next))
         approvals.done(call.id)
-        approvals.passing[call.id] = decision
         edited = decision.approved and decision.arguments is not None
         run = ToolCall(call.id, call.name, decision.arguments) if edited else call  # type: ignore[arg-type]
-        try:
-            await run_tool_batch(
-                AssistantMessage(f"approved-{call.id}", (run,)),
-                spec,
-                hooks,
-                conversation,
-                emit,
-                host,
-            )
-        finally:
-            del approvals.passing[call.id]
+        batch = AssistantMessage(f"approved-{call.id}", (run,))
+        await run_passing(batch, decision, approvals, conversation, spec, hooks, emit, host)
+
+
+async def run_passing(
+    batch: AssistantMessage,
+    decision: ApprovalDecision,
+    approvals: Approvals,
+    conversation: Conversation,
+    spec: TurnSpec,
+    hooks: StepHooks,
+    emit: Emitter,
+    host: trio.Nursery | None,
+) -> None:
+    """Run the one call of ``batch`` as any call, but with ``decision`` as it passes
+    the approval gate (``approvals.passing``: never held again; a rejection is its
+    error result), for the time it runs."""
+    from ._batch import run_tool_batch  # imported with the first tool call
+
+    [call] = batch.content
+    assert type(call) is ToolCall
+    approvals.passing[call.id] = decision
+    try:
+        await run_tool_batch(batch, spec, hooks, conversation, emit, host)
+    finally:
+        del approvals.passing[call.id]
 
 
 async def decide(

@@ -10,8 +10,7 @@ import trio
 
 from ..events import ApprovalDecision
 from ..messages._ir import AssistantMessage
-from ._approvals import Approvals
-from ._batch import run_tool_batch
+from ._approvals import Approvals, run_passing
 from ._emit import Emitter
 from ._hooks import StepHooks, TurnSpec
 from ._transcript import Conversation
@@ -39,17 +38,6 @@ async def run_again(
     while reruns:
         call_id, call = next(iter(reruns.items()))
         del reruns[call_id]
-        approvals.passing[call_id] = ApprovalDecision(
-            call_id=call_id, approved=True, reason=_RAN_BEFORE
-        )
-        try:
-            await run_tool_batch(
-                AssistantMessage(f"rerun-{call_id}", (call,)),
-                spec,
-                hooks,
-                conversation,
-                emit,
-                host,
-            )
-        finally:
-            del approvals.passing[call_id]
+        decision = ApprovalDecision(call_id=call_id, approved=True, reason=_RAN_BEFORE)
+        batch = AssistantMessage(f"rerun-{call_id}", (call,))
+        await run_passing(batch, decision, approvals, conversation, spec, hooks, emit, host)

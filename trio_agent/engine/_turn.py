@@ -282,6 +282,19 @@ async def _fallback_attempts(
         return message, stop_reason, usage
 
 
+_batch_runner: Any = None
+"""``run_tool_batch``, once a step's first tool call imported it (an import
+statement in the step would cost every step a trip through the import system)."""
+
+
+def _load_batch_runner() -> Any:
+    global _batch_runner
+    from ._batch import run_tool_batch  # with the first call: a step's tools
+
+    _batch_runner = run_tool_batch
+    return run_tool_batch
+
+
 async def _step(
     conv: Conversation,
     spec: TurnSpec,
@@ -347,9 +360,8 @@ async def _step(
         state.cache_read_tokens += usage.cache_read_tokens
         state.cache_write_tokens += usage.cache_write_tokens
     if stop_reason == "tool_call":
-        from ._batch import run_tool_batch  # with the first call: a step's tools
-
-        await run_tool_batch(message, spec, hooks, conv, emit, host)
+        run_batch = _batch_runner or _load_batch_runner()
+        await run_batch(message, spec, hooks, conv, emit, host)
     if journal is not None:
         journal.step_ended(request.id, stop_reason)
         await journal.barrier("step")

@@ -11,7 +11,7 @@ import trio
 from .._settings import ModelSettings
 from ..engine._approvals import resolve
 from ..engine._emit import Emitter
-from ..engine._hooks import TurnSpec, TurnState
+from ..engine._hooks import TurnSpec, TurnState, step_spec
 from ..engine._lifecycle import end_turn, leave_turn, start_turn
 from ..engine._outcomes import turn_end_of
 from ..engine._run import EventRun, cancelled_from_outside
@@ -198,7 +198,8 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
             started, repairs = [], ()
             from ..engine._reruns import run_again  # with the tool batch: when first used
 
-            await run_again(approvals, conversation, spec, hooks, emit, state.host or host)
+            ready = step_spec(spec)  # with the tool sources' tools, as they are now
+            await run_again(approvals, conversation, ready, hooks, emit, state.host or host)
         if not approvals.held:
             await accept(conversation, repairs + taken, emit, first=started)
             if taken or owes_reply(conversation):
@@ -209,7 +210,8 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         if waiting is not None:  # no request while a held call is undecided
             state.inbox.requeue(taken)
             return TurnOutcome("stopped", stop=waiting)
-        await resolve(approvals, conversation, spec, hooks, emit, state.host or host)
+        ready = step_spec(spec)  # a decided call may be a tool source's
+        await resolve(approvals, conversation, ready, hooks, emit, state.host or host)
         await accept(conversation, taken, emit)
         return None
 

@@ -10,6 +10,7 @@ import threading
 import pytest
 import trio
 import trio.testing
+from waiting import WAIT
 
 from trio_agent.ledger import LeaseLostError, Ledger, LedgerError
 
@@ -42,6 +43,27 @@ class Gate:
             return real(connection, store, batch)
 
         monkeypatch.setattr(_postgres_commit, "insert_flushes", insert)
+        # which sessions' flushes reached the group commit (one that finds a commit
+        # under way is queued at once, with no checkpoint between)
+        self.flushing: list[str] = []
+        self._changed = trio.Event()
+        real_flush = _postgres_commit.GroupCommit.flush
+
+        async def flush(commit, request):
+            self.flushing.append(request.lease.session_id)
+            self._changed.set()
+            return await real_flush(commit, request)
+
+        monkeypatch.setattr(_postgres_commit.GroupCommit, "flush", flush)
+
+    async def queued(self, names):
+        """Wait until the flushes of ``names`` are queued behind the held commit
+        (on their arrival, not on the tasks being blocked: a flush's thread work
+        before the queue looks blocked too, and on a loaded machine lasts)."""
+        with trio.fail_after(WAIT):
+            while not set(names) <= set(self.flushing):
+                await self._changed.wait()
+                self._changed = trio.Event()
 
     async def held(self):
         await trio.to_thread.run_sync(self.entered.wait, 10)
@@ -64,7 +86,7 @@ async def test_flushes_queued_behind_a_commit_go_together_in_the_next(pg_store, 
         for name in ("a", "b"):
             ledgers[name].step_started("request-001")
             nursery.start_soon(ledgers[name].barrier, "step")
-        await trio.testing.wait_all_tasks_blocked()
+        await gate.queued(("a", "b"))
         gate.release()
     assert [sorted(batch) for batch in gate.batches] == [["c"], ["a", "b"]]
     for name, ledger in ledgers.items():
@@ -117,7 +139,7 @@ async def _a_and_b_behind_c(ledgers, gate):
         for name in ("a", "b"):
             ledgers[name].step_started("request-001")
             nursery.start_soon(flush, name)
-        await trio.testing.wait_all_tasks_blocked()
+        await gate.queued(("a", "b"))
         gate.release()
     return failures
 
@@ -180,7 +202,7 @@ async def test_a_cancelled_flush_is_stored_once_whether_it_was_queued_or_sent(
         await gate.held()
         ledgers["a"].step_started("request-001")
         nursery.start_soon(_in_scope, queued_scope, ledgers["a"])  # queued behind it
-        await trio.testing.wait_all_tasks_blocked()
+        await gate.queued(("a",))
         queued_scope.cancel()  # leaves the queue: nothing of it sent
         sent_scope.cancel()  # under way: waits for its commit
         await trio.testing.wait_all_tasks_blocked()

@@ -1,0 +1,92 @@
+"""A bearer token: required beyond loopback, and then on every request."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+from serving import client, running
+from sse_client import finished, read_until
+
+from trio_agent.serve import Server
+from trio_agent.serve._auth import check_binding, check_token, is_loopback
+
+TOKEN = "t0ken-with-enough-characters"
+
+
+def test_binding_beyond_loopback_needs_a_token(tmp_path):
+    for host in ("0.0.0.0", "::", "192.168.1.2", "example.com"):
+        with pytest.raises(ValueError, match="TRIO_AGENT_TOKEN"):
+            Server(lambda *a: None, store=tmp_path, host=host)
+        check_binding(host, TOKEN)
+    for host in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST"):
+        assert is_loopback(host)
+        check_binding(host, None)
+
+
+@pytest.mark.parametrize(
+    "token", ["short", "x" * 15, "with a space in it here", "tab\there-is-long-enough", "é" * 20]
+)
+def test_an_unusable_token_is_refused(token):
+    with pytest.raises(ValueError):
+        check_token(token)
+
+
+async def test_with_a_token_every_request_needs_it(tmp_path):
+    """No header, a wrong token, a second header, another scheme: 401 with a JSON
+    error and a challenge, on every route (the event stream too); the right
+    token: served."""
+    async with running(tmp_path, token=TOKEN) as (server, url), client(url) as http:
+        wrong = [
+            {},
+            {"Authorization": f"Bearer {TOKEN}x"},
+            {"Authorization": f"Bearer {TOKEN[:-1]}"},
+            {"Authorization": f"Basic {TOKEN}"},
+            {"Authorization": TOKEN},
+        ]
+        for headers in wrong:
+            for method, path in [
+                ("GET", "/sessions"),
+                ("POST", "/sessions/s/turns"),
+                ("GET", "/sessions/s/events"),
+            ]:
+                response = await http.request(method, path, headers=headers, json={"message": "x"})
+                assert response.status_code == 401, (headers, path)
+                assert "bearer" in response.json()["error"]
+                assert response.headers["www-authenticate"].startswith("Bearer")
+        assert server.hub.running_turn("s") is None  # nothing reached the hub
+        twice = [("Authorization", f"Bearer {TOKEN}"), ("Authorization", f"Bearer {TOKEN}")]
+        assert (await http.get("/sessions", headers=twice)).status_code == 401
+        good = {"Authorization": f"Bearer {TOKEN}"}
+        assert (await http.get("/sessions", headers=good)).status_code == 200
+        response = await http.post("/sessions/s/turns", headers=good, json={"message": "hi"})
+        assert response.status_code == 202
+        events = await read_until(url, "/sessions/s/events", finished(1), headers=good)
+        assert events[-1][1]["event"]["result"]["final_text"] == "echo: hi"
+
+
+async def test_the_token_as_a_cookie_serves_a_browser_and_the_page_needs_none(tmp_path):
+    """A browser's EventSource sends no header: the token cookie (percent-encoded)
+    serves it; a wrong one, or two, does not; a POST on the cookie needs the page's
+    header too. The page's files hold no data and are served without a token;
+    nothing else is."""
+    good = {"Cookie": f"other=1; trio_agent_token={quote(TOKEN, safe='')}"}
+    async with running(tmp_path, token=TOKEN) as (server, url), client(url) as http:
+        for path in ["/", "/page/page.js", "/page/page.css"]:
+            assert (await http.get(path)).status_code == 200, path
+        assert (await http.get("/page/index.html")).status_code == 401
+        assert (await http.post("/", json={})).status_code == 401
+        for cookie in [
+            f"trio_agent_token={TOKEN}x",
+            f"trio_agent_token={TOKEN}; trio_agent_token={TOKEN}",
+            f"trio_agent_tokens={TOKEN}",
+        ]:
+            assert (await http.get("/sessions", headers={"Cookie": cookie})).status_code == 401
+        assert (await http.get("/sessions", headers=good)).status_code == 200
+        forged = await http.post("/sessions/s/turns", headers=good, json={"message": "hi"})
+        assert forged.status_code == 401  # a form of another page on this host could send it
+        page = {**good, "x-trio-agent-page": "1"}
+        response = await http.post("/sessions/s/turns", headers=page, json={"message": "hi"})
+        assert response.status_code == 202
+        events = await read_until(url, "/sessions/s/events", finished(1), headers=good)
+        assert events[-1][1]["event"]["result"]["final_text"] == "echo: hi"

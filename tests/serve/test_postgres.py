@@ -1,0 +1,63 @@
+"""Serving from PostgreSQL (``dsn=``): the events are rows beside the records, so
+a stream resumes exactly on a server started afresh on the same database."""
+
+from __future__ import annotations
+
+import uuid
+
+import serve_agents
+import trio
+from serving import client, running
+from sse_client import finished, read_until
+from waiting import wait_until
+
+EVENTS = "/sessions/s/events"
+
+
+async def test_a_stream_resumes_exactly_on_a_new_server_over_the_same_database(pg_cluster):
+    where = {"dsn": pg_cluster.dsn, "schema": f"t_{uuid.uuid4().hex[:16]}"}
+    async with running(None, **where) as (server, url), client(url) as http:
+        await http.post("/sessions/s/turns", json={"message": "hold g"})
+        first = await read_until(url, EVENTS, lambda e: e["type"] == "tool.started")
+        server.stop()
+        serve_agents.release("g")
+    async with running(None, **where) as (server, url), client(url) as http:
+        rest: list = []
+        headers = {"Last-Event-ID": str(first[1][0])}
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                lambda: read_until(url, EVENTS, finished(2), headers=headers, got=rest)
+            )
+            await wait_until(lambda: any(d["event"]["type"] == "turn.finished" for _, d in rest))
+            assert (await http.post("/sessions/s/turns", json={"message": "two"})).json() == {
+                "turn": 2
+            }
+        whole = await read_until(url, EVENTS, finished(2))
+        assert (await http.get("/sessions")).json() == {
+            "sessions": [{"id": "s", "running_turn": None}]
+        }
+        assert (await http.get("/sessions/s")).json()["turns"] == 2
+        assert (await http.get("/sessions/nope")).status_code == 404
+    assert first[:2] + rest == whole
+    assert [sequence for sequence, _ in whole] == list(range(len(whole)))
+
+
+async def test_a_server_streams_a_session_whose_turn_runs_on_another(pg_cluster):
+    """Two servers on one database: a reader of the second follows, live, the
+    turn the first runs (woken by NOTIFY, read from the table), and gets the
+    same complete sequence as the first's reader. Bug: the second's readers
+    waited for events only their own server publishes, and hung."""
+    where = {"dsn": pg_cluster.dsn, "schema": f"t_{uuid.uuid4().hex[:16]}"}
+    quiet = {**where, "keepalive_seconds": None}  # a keep-alive would look again, late
+    async with running(None, **where) as (first, url), running(None, **quiet) as (second, other):
+        async with client(url) as http:
+            await http.post("/sessions/s/turns", json={"message": "hold g"})
+        await serve_agents.holding.setdefault("g", trio.Event()).wait()
+        there: list = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: read_until(other, EVENTS, finished(1), got=there))
+            await wait_until(lambda: any(d["event"]["type"] == "tool.started" for _, d in there))
+            serve_agents.release("g")
+        here = await read_until(url, EVENTS, finished(1))
+    assert there == here
+    assert [sequence for sequence, _ in there] == list(range(len(there)))

@@ -1,0 +1,114 @@
+"""The server's lifetime: graceful shutdown drains the turns under way, and
+nothing of serving is imported by ``import trio_agent``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import serve_agents
+import trio
+from serving import client, running
+from sse_client import finished, read_until
+
+from trio_agent import Agent
+from trio_agent.ledger import derive
+from trio_agent.serve import Server
+from trio_agent.stores import JsonlStore
+
+EVENTS = "/sessions/s/events"
+
+
+async def turn_ends(store, session_id):
+    records = (await JsonlStore(store).load(session_id)).records
+    return [r.end.reason for r in records if r.kind == "turn/end"], derive(records).closed
+
+
+async def test_stopping_lets_the_turn_under_way_finish_and_starts_no_other(tmp_path):
+    """``stop()``: a new turn is refused with 503 while the one under way goes on
+    to complete; then the session is closed cleanly and ``run`` returns."""
+    async with running(tmp_path) as (server, url), client(url) as http:
+        await http.post("/sessions/s/turns", json={"message": "hold g"})
+        await read_until(url, EVENTS, lambda e: e["type"] == "tool.started")
+        server.stop()
+        refused = await http.post("/sessions/t/turns", json={"message": "hi"})
+        assert refused.status_code == 503 and "stopping" in refused.json()["error"]
+        assert server.hub.running_turn("s") == 1
+        serve_agents.release("g")
+    assert await turn_ends(tmp_path, "s") == (["completed"], True)
+
+
+async def test_a_turn_that_outlasts_the_drain_is_cancelled_and_recorded(tmp_path):
+    """Past ``drain_seconds`` the turn is cancelled, recorded as cancelled, and the
+    session closed: a restarted server resumes it."""
+    async with running(tmp_path, drain_seconds=0.05) as (server, url), client(url) as http:
+        await http.post("/sessions/s/turns", json={"message": "hold never"})
+        await read_until(url, EVENTS, lambda e: e["type"] == "tool.started")
+    assert await turn_ends(tmp_path, "s") == (["cancelled"], True)
+    async with running(tmp_path) as (server, url), client(url) as http:
+        assert (await http.post("/sessions/s/turns", json={"message": "hi"})).json() == {"turn": 2}
+        events = await read_until(url, EVENTS, finished(2))
+        assert [d["event"]["type"] for _, d in events].count("turn.finished") == 2
+
+
+async def test_a_factory_that_fails_is_a_json_500_and_the_server_goes_on(tmp_path):
+    def broken(store, session_id, new):
+        raise RuntimeError("no model today")
+
+    async with running(tmp_path, factory=broken) as (server, url), client(url) as http:
+        response = await http.post("/sessions/s/turns", json={"message": "hi"})
+        assert response.status_code == 500
+        assert "no model today" in response.json()["error"]
+        assert (await http.get("/sessions")).status_code == 200
+
+
+async def test_a_factory_may_return_a_plain_agent(tmp_path):
+    def plain(store, session_id, new):
+        return Agent(model=serve_agents.make_agent_model(), store=store, session_id=session_id)
+
+    async with running(tmp_path, factory=plain) as (server, url), client(url) as http:
+        await http.post("/sessions/s/turns", json={"message": "hi"})
+        events = await read_until(url, EVENTS, finished(1))
+        assert events[-1][1]["event"]["result"]["final_text"] == "echo: hi"
+
+
+def test_import_trio_agent_imports_no_serving():
+    """``import trio_agent`` (and its CLI's parser) imports neither trio_agent.serve
+    nor Starlette, Hypercorn or asyncio's HTTP stack: the extra stays optional."""
+    code = (
+        "import sys, trio_agent, trio_agent.cli\n"
+        "trio_agent.cli._parser.build_parser('0')\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "('starlette', 'hypercorn', 'anyio', 'httpx', 'h11') or m.startswith('trio_agent.serve')]\n"
+        "print(bad)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+async def test_a_port_in_use_is_an_error_at_start(tmp_path):
+    async with running(tmp_path) as (server, url):
+        port = int(url.rpartition(":")[2])
+        other = Server(serve_agents.make_agent, store=tmp_path / "other", port=port)
+        with trio.fail_after(60), pytest.raises(OSError, match=f"cannot serve on .*:{port}"):
+            await other.run()
+
+
+def test_a_server_needs_one_place_for_its_sessions(tmp_path):
+    for where in ({}, {"store": tmp_path, "dsn": "host=/nowhere"}):
+        with pytest.raises(TypeError, match=r"store= .* or dsn="):
+            Server(serve_agents.make_agent, **where)
+
+
+async def test_a_session_another_server_holds_is_a_409(tmp_path):
+    """Two servers on one store: the second cannot take a session the first
+    writes (its ledger's lock), and says so rather than running a turn."""
+    async with running(tmp_path) as (first, one), running(tmp_path) as (second, other):
+        async with client(one) as http:
+            await http.post("/sessions/s/turns", json={"message": "hi"})
+            await read_until(one, EVENTS, finished(1))
+        async with client(other) as http:
+            response = await http.post("/sessions/s/turns", json={"message": "hi"})
+            assert response.status_code == 409
+            assert "in use elsewhere" in response.json()["error"]

@@ -1,0 +1,154 @@
+"""``EventLog``: the events a served session emitted, one JSON line each, in a file
+per session, so that a client can resume by sequence after a server restart.
+
+The ledger holds records, not events (a streamed answer is one ``message``
+record but many ``model.chunk`` events), so events cannot be derived again
+with their sequences; the server writes each one here before any client
+sees it. A line is exactly the SSE ``data:`` (``{"schema": 1, "event": ...}``,
+as ``--json`` prints it). A last line with no line end (the process died
+writing it) is ignored when read and cut off before the next append.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol, final
+
+import msgspec
+import trio
+
+from ..events import SessionEvent
+from ..tools._types import enc_hook
+
+__all__ = ["EventLog", "EventWriter", "Events", "LogWriter", "encode_event", "parse_log"]
+
+_SCHEMA_VERSION = 1  # the --json lines' version (trio_agent.cli's EventLine)
+_encoder = msgspec.json.Encoder(enc_hook=enc_hook)  # a typed output may be pydantic's
+
+
+class _Sequence(msgspec.Struct, frozen=True):
+    sequence: int
+
+
+class _Line(msgspec.Struct, frozen=True):
+    event: _Sequence
+
+
+_line_decoder = msgspec.json.Decoder(_Line)
+
+
+def encode_event(event: SessionEvent) -> bytes:
+    """The event as one ``--json`` line (no line end): ``{"schema":1,"event":{...}}``,
+    byte for byte what ``trio-agent run --json`` prints."""
+    return b'{"schema":%d,"event":%s}' % (_SCHEMA_VERSION, _encoder.encode(event))
+
+
+def parse_log(data: bytes) -> tuple[list[tuple[int, bytes]], int]:
+    """The whole lines of ``data`` as (sequence, line), and where the last whole
+    line ends. A line that does not decode is skipped (it cannot be resumed from)."""
+    events: list[tuple[int, bytes]] = []
+    position = 0
+    while True:
+        end = data.find(b"\n", position)
+        if end == -1:
+            return events, position
+        line = data[position:end]
+        position = end + 1
+        try:
+            sequence = _line_decoder.decode(line).event.sequence
+        except msgspec.DecodeError:
+            continue
+        events.append((sequence, line))
+
+
+class EventWriter(Protocol):
+    """Appends one session's event lines; ``last`` is the last sequence written."""
+
+    @property
+    def last(self) -> int: ...
+
+    async def append(self, sequence: int, line: bytes) -> bool:
+        """Write the line before anyone sees it; False when it was written before."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Events(Protocol):
+    """Where a store's sessions' events are logged."""
+
+    async def read(self, session_id: str, after: int) -> list[tuple[int, bytes]]:
+        """The logged events above ``after``, in order (a prefix of them at least)."""
+        ...
+
+    async def writer(self, session_id: str) -> EventWriter: ...
+
+
+@final
+class LogWriter:
+    """Appends a session's event lines (the one writer: the process that runs the
+    session's turns holds its ledger's lock). ``last`` is the sequence of the last
+    line; an event at or below it is not written again."""
+
+    def __init__(self, fd: int, last: int) -> None:
+        self._fd = fd
+        self.last = last
+
+    async def append(self, sequence: int, line: bytes) -> bool:
+        """Write the line (to the OS, before any client sees it; no checkpoint);
+        False when the event was logged already."""
+        if sequence <= self.last:
+            return False
+        data = memoryview(line + b"\n")
+        while data:
+            written = os.write(self._fd, data)
+            data = data[written:]
+        self.last = sequence
+        return True
+
+    def close(self) -> None:
+        if self._fd != -1:
+            os.close(self._fd)
+            self._fd = -1
+
+
+@final
+class EventLog:
+    """The event files of a store's sessions: ``{directory}/{session_id}.jsonl``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path(self, session_id: str) -> Path:
+        return self.directory / f"{session_id}.jsonl"
+
+    async def read(self, session_id: str, after: int) -> list[tuple[int, bytes]]:
+        """The logged events with a sequence above ``after``, in order (a file read
+        in a worker thread; cancellation abandons it)."""
+        return await trio.to_thread.run_sync(self._read, session_id, after)
+
+    def _read(self, session_id: str, after: int) -> list[tuple[int, bytes]]:
+        try:
+            data = self.path(session_id).read_bytes()
+        except FileNotFoundError:
+            return []
+        events, _ = parse_log(data)
+        return [(sequence, line) for sequence, line in events if sequence > after]
+
+    async def writer(self, session_id: str) -> LogWriter:
+        """A writer appending to the session's file (made if new), its torn tail cut."""
+        return await trio.to_thread.run_sync(self._open, session_id)
+
+    def _open(self, session_id: str) -> LogWriter:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.path(session_id)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            events, whole = parse_log(Path(path).read_bytes())
+            if os.fstat(fd).st_size != whole:
+                os.ftruncate(fd, whole)
+        except Exception:  # a worker thread: nothing else reaches it
+            os.close(fd)
+            raise
+        return LogWriter(fd, events[-1][0] if events else -1)

@@ -1,0 +1,472 @@
+"""``Hub``: the served sessions. It makes each session's agent with the factory,
+runs its turns (one at a time) in the server's nursery, so that a turn outlives
+the request that started it, and publishes each turn's events on the session's
+``Feed`` for every client that reads them. It decides held calls and cancels
+turns as clients ask, and drains the turns under way when the server stops.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, Final, Literal, final
+
+import attrs
+import trio
+
+from ..ledger._records import LedgerError, SessionLockedError
+from ..messages._ir import ToolCall, TranscriptError
+from ..session._agent import Agent
+from ..session._turn_run import TurnRun
+from ._bodies import ApiError
+from ._feed import Feed
+from ._frontend import FrontendTools, ToolOffer, own_tools, with_frontend
+from ._place import Place
+
+__all__ = ["CLOSE_SECONDS", "Hub", "OnDisconnect", "SessionFactory", "Watch"]
+
+SERVE = logging.getLogger("trio_agent.serve")
+
+SessionFactory = Callable[[Any, str, bool], "Awaitable[Agent] | Agent"]
+"""``factory(store, session_id, new)``: the agent of a session, sync or async.
+``new``: the session is not recorded yet (return ``Agent(store=store,
+session_id=session_id, ...)``); else resume it (``await Agent.resume(store,
+session_id, ...)``). ``trio_agent.fleet.agent_maker(**options)`` makes one."""
+
+OnDisconnect = Literal["detach", "cancel"]
+
+CLOSE_SECONDS: Final = 5.0
+"""At shutdown, how long cancelled turns have to end (a tool that ignores
+cancellation), and then the sessions' ledgers to close."""
+
+
+@final
+@attrs.define
+class _Live:
+    """A session this server has touched: its feed, its agent once made, its turn."""
+
+    feed: Feed
+    lock: trio.Lock = attrs.field(factory=trio.Lock)
+    agent: Agent | None = None
+    run: TurnRun[Any] | None = None
+    turn: int | None = None  # the running turn's number
+    watchers: int = 0
+    frontend: FrontendTools | None = None  # an AG-UI client's tools, once offered
+    used: float = attrs.field(factory=trio.current_time)  # when a request last touched it
+
+
+@final
+@attrs.frozen
+class Watch:
+    """A client reading a session's events: ``leave`` when it stops reading."""
+
+    hub: Hub
+    session_id: str
+    feed: Feed
+
+    def leave(self, disconnected: bool) -> None:
+        self.hub.left(self.session_id, disconnected)
+
+
+def _call_json(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "name": call.name, "arguments": call.arguments}
+
+
+@final
+class Hub:
+    """The sessions of ``place``, with their agents made by ``factory``.
+
+    ``await hub.run()`` holds the turns' nursery until ``drain()``: then no turn
+    starts (503), the turns under way finish within ``drain_seconds`` or are
+    cancelled (recorded as such), every session's ledger is closed and every
+    event stream ends once it has sent what was published.
+    ``on_disconnect``: what the last reader of a session going away does to its
+    running turn: ``detach`` (it goes on) or ``cancel``. ``keepalive_seconds``:
+    how long an event stream waits for an event before it sends a ``:
+    keep-alive`` comment. ``idle_seconds``: a session with no turn, no reader
+    and no request for that long is released (its agent and ledger closed; the
+    next request opens it again). None: never.
+    """
+
+    def __init__(
+        self,
+        place: Place,
+        factory: SessionFactory,
+        *,
+        on_disconnect: OnDisconnect = "detach",
+        drain_seconds: float = 30.0,
+        keepalive_seconds: float | None = 15.0,
+        idle_seconds: float | None = 600.0,
+    ) -> None:
+        if on_disconnect not in ("detach", "cancel"):
+            raise ValueError(f"on_disconnect must be 'detach' or 'cancel', got {on_disconnect!r}")
+        self.keepalive_seconds = _seconds("keepalive_seconds", keepalive_seconds)
+        self.idle_seconds = _seconds("idle_seconds", idle_seconds)
+        self.place = place
+        self.factory = factory
+        self.on_disconnect = on_disconnect
+        self.drain_seconds = drain_seconds
+        self.draining = False
+        self._sessions: dict[str, _Live] = {}
+        self._nursery: trio.Nursery | None = None
+        self._stop = trio.Event()
+        self._turn_ended = trio.Event()
+        self._closed = False
+        self._releasing: dict[str, trio.Event] = {}  # sessions closing as idle: set when done
+        self._background = trio.CancelScope()  # releasing idle sessions, following others
+
+    # -- the server's lifetime
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Run turns until ``drain()``, then drain them and close every session.
+        Cancelled, the turns end as cancelled and the sessions close (shielded,
+        ``CLOSE_SECONDS`` at most)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await nursery.start(self._background_tasks)
+                task_status.started()
+                await self._stop.wait()
+                self._background.cancel()
+                await self._drain_turns()
+                nursery.cancel_scope.deadline = trio.current_time() + CLOSE_SECONDS
+        finally:
+            self.draining = True
+            with trio.CancelScope(shield=True) as closing:
+                closing.deadline = trio.current_time() + CLOSE_SECONDS
+                await self._close_all()
+
+    async def _drain_turns(self) -> None:
+        """Let the turns under way end, for ``drain_seconds`` at most, then cancel
+        each (``run.cancel()``: it ends as cancelled and its last events are still
+        published, which cancelling the task reading them would lose)."""
+        with trio.move_on_after(self.drain_seconds):
+            while any(live.run is not None for live in self._sessions.values()):
+                await self._turn_ended.wait()
+        for live in self._sessions.values():
+            if live.run is not None:
+                live.run.cancel()
+
+    def drain(self) -> None:
+        """Start no more turns; ``run`` returns once the turns under way ended."""
+        self.draining = True
+        self._stop.set()
+
+    async def _close_all(self) -> None:
+        self._closed = True  # no session is taken in from here on (503)
+        for session_id, live in list(self._sessions.items()):
+            agent, live.agent = live.agent, None
+            try:
+                if agent is not None:
+                    await agent.aclose()
+            except (LedgerError, RuntimeError) as exc:
+                SERVE.warning("session %s: not closed cleanly: %s", session_id, exc)
+            finally:
+                live.feed.close()
+
+    # -- sessions
+    def _live(self, session_id: str) -> _Live:
+        live = self._sessions.get(session_id)
+        if live is None and self._closed:
+            raise ApiError(503, "the server is stopping")
+        if live is None:
+            live = self._sessions[session_id] = _Live(Feed(self.place.events, session_id))
+        live.used = trio.current_time()
+        return live
+
+    async def _settled(self, session_id: str) -> None:
+        """Wait until the session, if it is being released as idle, is closed: its
+        ledger and event log are then free to open again."""
+        releasing = self._releasing.get(session_id)
+        if releasing is not None:
+            await releasing.wait()
+
+    def holds(self, session_id: str) -> bool:
+        """Whether the session's agent is open here (made, and not yet closed)."""
+        live = self._sessions.get(session_id)
+        return session_id in self._releasing or (live is not None and live.agent is not None)
+
+    async def _release_idle(self, idle: float) -> None:
+        """Close the sessions nobody has used for ``idle`` seconds (no turn, no
+        reader, no request): their agents and ledgers, their event logs. The next
+        request opens them again from the store. Ends when the server stops."""
+        while True:
+            await trio.sleep(idle / 4)
+            now = trio.current_time()
+            for session_id, live in list(self._sessions.items()):
+                busy = live.run is not None or live.watchers or live.lock.locked()
+                if not busy and now - live.used >= idle:
+                    del self._sessions[session_id]  # the next request makes it anew
+                    self._releasing[session_id] = trio.Event()
+                    with trio.CancelScope(shield=True) as closing:
+                        closing.deadline = trio.current_time() + CLOSE_SECONDS
+                        await self._release(session_id, live)
+
+    async def _background_tasks(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Until the server stops (``_background`` cancelled): wake the readers of a
+        session whose events another server logs, and release idle sessions."""
+        async with trio.open_nursery() as background:
+            self._background = background.cancel_scope
+            await background.start(partial(self.place.follow, self._woken))
+            if self.idle_seconds is not None:
+                background.start_soon(self._release_idle, self.idle_seconds)
+            task_status.started()
+
+    def _woken(self, session_id: str | None) -> None:
+        lives = self._sessions.values() if session_id is None else [self._sessions.get(session_id)]
+        for live in lives:
+            if live is not None and live.watchers:
+                live.feed.wake()
+
+    async def _release(self, session_id: str, live: _Live) -> None:
+        try:
+            agent, live.agent = live.agent, None
+            if agent is not None:
+                await _close_quietly(session_id, agent)
+            live.feed.close()
+            SERVE.info("session %s: idle, released", session_id)
+        finally:
+            self._releasing.pop(session_id).set()
+
+    async def _known(self, session_id: str) -> _Live:
+        """The session's entry; ``ApiError(404)`` when it is neither here nor recorded."""
+        live = self._sessions.get(session_id)
+        if live is not None:
+            live.used = trio.current_time()
+            return live
+        if await self.place.state(session_id) is None:
+            raise ApiError(404, f"no session {session_id!r}")
+        return self._live(session_id)
+
+    async def _agent(self, live: _Live, session_id: str, create: bool) -> Agent:
+        """The session's agent, made once (under ``live.lock``): new when the
+        session is not recorded (if ``create``; else ``ApiError(404)``)."""
+        if live.agent is not None:
+            return live.agent
+        await self._settled(session_id)
+        new = await self.place.state(session_id) is None
+        if new and not create:
+            raise ApiError(404, f"no session {session_id!r}")
+        try:
+            made = self.factory(self.place.store, session_id, new)
+            if inspect.isawaitable(made):
+                made = await made
+        except SessionLockedError as exc:
+            raise ApiError(409, f"the session is in use elsewhere: {exc}") from None
+        except Exception as exc:
+            SERVE.exception("session %s: the agent factory failed", session_id)
+            raise ApiError(500, f"the agent factory raised {type(exc).__name__}: {exc}") from None
+        if not isinstance(made, Agent) or made.session_id != session_id:
+            raise ApiError(
+                500, f"the agent factory returned {made!r}, not an Agent of session {session_id}"
+            )
+        if live.frontend is not None:
+            made = await with_frontend(made, live.frontend, self.place.store, new)
+        live.agent = made
+        return made
+
+    async def offer_tools(self, session_id: str, offers: list[ToolOffer]) -> frozenset[str]:
+        """Give the session's agent the client's frontend tools (made anew with them
+        the first time); the names of all it has. ``ApiError``: 400 for a tool
+        that is no tool or has the name of one of the agent's own, 409 while a
+        turn runs."""
+        live = self._live(session_id)
+        async with live.lock:
+            if live.run is not None:
+                raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
+            if live.frontend is None:
+                live.frontend = FrontendTools()
+                agent, live.agent = live.agent, None
+                if agent is not None:  # made without them
+                    await _close_quietly(session_id, agent)
+            agent = await self._agent(live, session_id, create=True)
+            live.frontend.offer(offers, own_tools(agent))
+            return live.frontend.names()
+
+    async def answer_call(self, session_id: str, call_id: str, content: str) -> bool:
+        """Record the client's answer to a held call of a frontend tool and approve
+        it (the next turn returns the answer as the call's result); False when no
+        such call waits (an answer from an earlier run, sent again)."""
+        live = await self._known(session_id)
+        frontend = live.frontend
+        async with live.lock:
+            agent = await self._agent(live, session_id, create=False)
+            waiting = {call.id: call.name for call in agent.pending_approvals}
+            decided = {call.id for call in agent.decided_approvals}
+        if frontend is None or call_id in decided or waiting.get(call_id) not in frontend.names():
+            return False
+        frontend.answer(call_id, content)
+        try:
+            await self.decide(session_id, call_id, True, "answered by the client")
+        except ApiError:
+            frontend.forget(call_id)
+            raise
+        return True
+
+    async def start_turn(self, session_id: str, message: str | None) -> int:
+        """Start a turn on ``message`` (the session made if new); its number, at once.
+        ``ApiError``: 409 while a turn runs, 400 for input the agent refuses, 503
+        while the server drains."""
+        live = self._live(session_id)
+        async with live.lock:
+            if self.draining or self._nursery is None:
+                raise ApiError(503, "the server is stopping: no turn starts")
+            if live.run is not None:
+                raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
+            agent = await self._agent(live, session_id, create=True)
+            await self._settled(session_id)
+            await live.feed.open()
+            try:
+                run = agent.turn(message)
+            except TranscriptError as exc:
+                raise ApiError(400, f"the agent refuses this input: {exc}") from None
+            except RuntimeError as exc:
+                raise ApiError(409, str(exc)) from None
+            live.run, live.turn = run, agent.turns + 1
+            self._nursery.start_soon(self._drive, session_id, live, run)
+            return live.turn
+
+    async def _drive(self, session_id: str, live: _Live, run: TurnRun[Any]) -> None:
+        """Run the turn, publishing each event. A turn that fails (its events cannot
+        be logged, its ledger cannot be written) lets the agent go: the next request
+        resumes the session from what was recorded."""
+        try:
+            async with run:
+                async for event in run:
+                    await live.feed.publish(event)
+        except Exception as exc:  # the server goes on; this session resumes next time
+            SERVE.error("session %s: turn %s failed: %r", session_id, live.turn, exc)
+            agent, live.agent = live.agent, None
+            if agent is not None and not agent.running:
+                with trio.CancelScope(shield=True):
+                    await _close_quietly(session_id, agent)
+        finally:
+            live.run = live.turn = None
+            live.used = trio.current_time()
+            live.feed.wake()
+            self._turn_ended.set()
+            self._turn_ended = trio.Event()
+
+    async def last_sequence(self, session_id: str) -> int:
+        """The sequence of the session's last logged event (-1: none yet): a run
+        started next sends only the events after it."""
+        live = self._live(session_id)
+        async with live.lock:
+            await self._settled(session_id)
+            await live.feed.open()
+            return live.feed.last
+
+    async def cancel(self, session_id: str) -> int:
+        """Cancel the running turn; its number. ``ApiError(409)`` when none runs."""
+        live = await self._known(session_id)
+        if live.run is None or live.turn is None:
+            raise ApiError(409, f"no turn of session {session_id} is running")
+        live.run.cancel()
+        return live.turn
+
+    async def decide(self, session_id: str, call_id: str, approved: bool, reason: str) -> None:
+        """Record a decision on a held call (it starts no turn). ``ApiError``: 404
+        for no such session or held call, 409 for one decided already or while a
+        turn runs."""
+        live = await self._known(session_id)
+        async with live.lock:
+            if live.run is not None:
+                raise ApiError(409, f"turn {live.turn} is running: decide once it has ended")
+            agent = await self._agent(live, session_id, create=False)
+            if any(call.id == call_id for call in agent.decided_approvals):
+                raise ApiError(409, f"call {call_id!r} is decided already")
+            if not any(call.id == call_id for call in agent.pending_approvals):
+                raise ApiError(404, f"no call {call_id!r} waits for approval")
+            try:
+                if approved:
+                    await agent.approve(call_id)
+                else:
+                    await agent.reject(call_id, reason)
+            except (ValueError, RuntimeError) as exc:
+                raise ApiError(409, str(exc)) from None
+
+    async def state(self, session_id: str) -> dict[str, Any]:
+        """The session's derived state as JSON; ``ApiError(404)`` when not recorded."""
+        derived = await self.place.state(session_id)
+        running = self.running_turn(session_id)
+        if derived is None:
+            if running is None:
+                raise ApiError(404, f"no session {session_id!r}")
+            return {
+                "id": session_id,
+                "turns": 0,
+                "running_turn": running,
+                "requests": 0,
+                "pending_approvals": [],
+                "decided_approvals": [],
+            }
+        decided = derived.decisions
+        return {
+            "id": session_id,
+            "turns": derived.turns,
+            "running_turn": running,
+            "requests": derived.requests,
+            "pending_approvals": [
+                _call_json(c) for c in derived.pending_approvals if c.id not in decided
+            ],
+            "decided_approvals": [
+                {**_call_json(c), "approved": decided[c.id].approved}
+                for c in derived.pending_approvals
+                if c.id in decided
+            ],
+        }
+
+    async def sessions(self) -> list[dict[str, Any]]:
+        """Every recorded session, and those being made here, with the running turn."""
+        ids = set(await self.place.sessions())
+        ids.update(s for s, live in self._sessions.items() if live.turn is not None)
+        return [{"id": s, "running_turn": self.running_turn(s)} for s in sorted(ids)]
+
+    def running_turn(self, session_id: str) -> int | None:
+        """The number of the session's turn running here, if one is."""
+        live = self._sessions.get(session_id)
+        return None if live is None else live.turn
+
+    def readers(self, session_id: str) -> int:
+        """How many clients read the session's events now."""
+        live = self._sessions.get(session_id)
+        return 0 if live is None else live.watchers
+
+    # -- readers
+    async def watch(self, session_id: str) -> Watch:
+        """A reader of the session's events; ``ApiError(404)`` for no such session."""
+        live = await self._known(session_id)
+        live.watchers += 1
+        return Watch(self, session_id, live.feed)
+
+    def left(self, session_id: str, disconnected: bool) -> None:
+        """A reader stopped; the last one going away cancels the running turn under
+        ``on_disconnect="cancel"``."""
+        live = self._sessions[session_id]
+        live.watchers -= 1
+        live.used = trio.current_time()
+        if (
+            disconnected
+            and self.on_disconnect == "cancel"
+            and live.watchers == 0
+            and live.run is not None
+        ):
+            SERVE.info("session %s: its last reader left; turn %s cancelled", session_id, live.turn)
+            live.run.cancel()
+
+
+async def _close_quietly(session_id: str, agent: Agent) -> None:
+    try:
+        await agent.aclose()
+    except (LedgerError, RuntimeError) as exc:
+        SERVE.warning("session %s: not closed cleanly: %s", session_id, exc)
+
+
+def _seconds(name: str, value: float | None) -> float | None:
+    """A period in seconds: positive and finite, or None (never)."""
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not 0 < value < float("inf"):
+        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
+    return float(value)

@@ -1,0 +1,111 @@
+"""``JsonlPlace``: where a served JSONL store keeps its sessions (``DIR/ID.jsonl``,
+the ledgers) and their event logs (``DIR/.events/ID.jsonl``: no session id starts
+with a dot, so none can be taken for a ledger)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, final
+
+import trio
+
+from ..ledger._derive import DerivedSession, derive
+from ..ledger._records import LedgerCorruptError, SnapshotRecord
+from ..stores._base import LoadedSession, check_session_id
+from ..stores._jsonl import JsonlStore
+from ._eventlog import EventLog, Events
+
+__all__ = ["JsonlPlace", "Place", "derive_tail"]
+
+SERVE = logging.getLogger("trio_agent.serve")
+
+
+async def derive_tail(store: Any, session_id: str, tail: LoadedSession) -> DerivedSession | None:
+    """What a session derives to from its records since the last snapshot (``tail``,
+    a store's ``load_tail``): bounded by the snapshot, not the session's length.
+    A snapshot that does not replay falls back to the whole ledger with a warning,
+    as a resume does; None when nothing is recorded."""
+    if not tail.records:
+        return None
+    try:
+        return derive(tail.records)
+    except LedgerCorruptError as exc:
+        if type(tail.records[0]) is not SnapshotRecord:
+            raise
+        SERVE.warning("%s: its last snapshot does not replay (%s); read whole", session_id, exc)
+    return derive((await store.load(session_id)).records)
+
+
+class Place(Protocol):
+    """A store the server runs sessions in, with what serving needs beside it."""
+
+    @property
+    def store(self) -> Any: ...
+
+    @property
+    def events(self) -> Events: ...
+
+    async def state(self, session_id: str) -> DerivedSession | None:
+        """What the session's records say, or None when it is not recorded."""
+        ...
+
+    async def sessions(self) -> list[str]:
+        """The recorded sessions' ids, sorted."""
+        ...
+
+    async def aclose(self) -> None:
+        """Let the store's resources go (the server has stopped)."""
+        ...
+
+    async def follow(
+        self, wake: Callable[[str | None], None], *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Call ``wake(session_id)`` when another process logs an event of the
+        session (``wake(None)``: any session may have new events)."""
+        ...
+
+
+@final
+class JsonlPlace:
+    """A ``JsonlStore`` directory (made on first use) and its sessions' event logs."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.store = JsonlStore(self.directory)
+        self.events = EventLog(self.directory / ".events")
+
+    async def state(self, session_id: str) -> DerivedSession | None:
+        path = self.store.path(session_id)
+        if not await trio.Path(path).exists():
+            return None
+        # no records: its first line was never finished, so it was not made
+        return await derive_tail(self.store, session_id, await self.store.load_tail(session_id))
+
+    async def sessions(self) -> list[str]:
+        return await trio.to_thread.run_sync(self._sessions)
+
+    async def aclose(self) -> None:
+        pass  # every file is closed by its writer
+
+    async def follow(
+        self, wake: Callable[[str | None], None], *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        task_status.started()  # a JSONL session has one writer, in this process
+
+    def _sessions(self) -> list[str]:
+        try:
+            names = [path.name for path in self.directory.iterdir()]
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            if not name.endswith(".jsonl"):
+                continue
+            try:
+                found.append(check_session_id(name[: -len(".jsonl")]))
+            except ValueError:
+                continue
+        return sorted(found)

@@ -1,0 +1,279 @@
+"""``ResponsesFraming``: a turn's session events as the OpenAI Responses API's
+stream (``POST /v1/responses``), and the response object they build.
+
+Text streams as a ``message`` output item (``response.output_item.added``,
+``response.content_part.added``, ``response.output_text.delta`` ...,
+``.done``), thinking as a ``reasoning`` item (``response.reasoning_text.*``),
+each tool call as a ``function_call`` item and its result as a
+``function_call_output`` item; a call held for approval is an
+``mcp_approval_request`` item (``server_label`` ``"trio-agent"``), answered by
+an ``mcp_approval_response`` input item in the next request. The stream opens
+with ``response.created`` and ``response.in_progress`` and ends with
+``response.completed``, ``response.incomplete`` (a turn cut short, or
+cancelled) or ``response.failed``. Every event carries its
+``sequence_number``; the frames are ``event:``/``data:`` SSE messages.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Final, final
+
+import msgspec
+
+from ..events import SessionEvent, TurnFinished, TurnResult
+from ..messages._ir import AssistantMessage, ToolCall, content_text
+from ..model import TextDelta, ThinkingDelta
+from ._responses_input import ResponsesRequest
+
+__all__ = ["SERVER_LABEL", "ResponsesFraming"]
+
+SERVER_LABEL: Final = "trio-agent"
+_INCOMPLETE: Final = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+class _Line(msgspec.Struct, frozen=True):
+    event: SessionEvent
+
+
+_decode_line = msgspec.json.Decoder(_Line).decode
+
+
+def _arguments(call: ToolCall) -> str:
+    return json.dumps(call.arguments, separators=(",", ":"))
+
+
+@final
+class ResponsesFraming:
+    """The Responses events of turn ``turn`` of the session, from its events. An
+    output item is open while its text or thinking streams (``_open``: the
+    attempt it belongs to, its kind, its item); anything else closes it. Done
+    once the turn's end is framed; ``response`` is then whole."""
+
+    def __init__(self, request: ResponsesRequest, response_id: str, turn: int) -> None:
+        self.turn = turn
+        self.done = False
+        self._sequence = 0
+        self._started = False
+        self._open: tuple[str, str, dict[str, Any]] | None = None
+        body = request.body
+        previous = body.previous_response_id
+        self.response: dict[str, Any] = {
+            "id": response_id,
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "in_progress",
+            "model": body.model,
+            "output": [],
+            "instructions": body.instructions,
+            "previous_response_id": previous,
+            "error": None,
+            "incomplete_details": None,
+            "usage": None,
+            "parallel_tool_calls": False,
+            "tool_choice": "auto",
+            "tools": [],
+            "metadata": {},
+            "text": {"format": {"type": "text"}},
+        }
+
+    # -- Framing
+    def opening(self) -> bytes:
+        return self._frames(
+            [
+                {"type": "response.created", "response": dict(self.response)},
+                {"type": "response.in_progress", "response": dict(self.response)},
+            ]
+        )
+
+    def frame(self, sequence: int, line: bytes) -> bytes:
+        return self._frames(self.events(line))
+
+    def events(self, line: bytes) -> list[dict[str, Any]]:
+        """The Responses events (without their numbers) one session event makes."""
+        event = _decode_line(line).event
+        if event.type == "turn.started":
+            self._started = event.turn == self.turn
+            return []
+        if not self._started:
+            return []  # an earlier turn's
+        return self._translate(event)
+
+    def _frames(self, events: list[dict[str, Any]]) -> bytes:
+        out = []
+        for event in events:
+            event["sequence_number"] = self._sequence
+            self._sequence += 1
+            data = msgspec.json.encode(event)
+            out.append(b"event: %s\ndata: %s\n\n" % (event["type"].encode(), data))
+        return b"".join(out)
+
+    # -- the translation
+    def _translate(self, event: SessionEvent) -> list[dict[str, Any]]:
+        if event.type == "model.chunk":
+            chunk, attempt = event.chunk, f"{event.request_id}.{event.attempt}"
+            if isinstance(chunk, TextDelta) and chunk.text:
+                return self._piece(attempt, "message", chunk.text)
+            if isinstance(chunk, ThinkingDelta) and chunk.thinking:
+                return self._piece(attempt, "reasoning", chunk.thinking)
+            if isinstance(chunk, ToolCall):
+                return [*self._close("completed"), *self._call(chunk)]
+            return []
+        if event.type == "attempt.failed":
+            return self._close("incomplete")  # the retry streams anew
+        if event.type == "tool.finished":
+            text = content_text(event.result.content)
+            item = {
+                "type": "function_call_output",
+                "id": f"fco_{event.call.id}",
+                "call_id": event.call.id,
+                "output": text,
+                "status": "completed",
+            }
+            return [*self._close("completed"), *self._whole(item)]
+        if isinstance(event, TurnFinished):
+            self.done = True
+            return [*self._close("completed"), *self._finish(event.result)]
+        return []
+
+    def _added(self, item: dict[str, Any]) -> dict[str, Any]:
+        output = self.response["output"]
+        output.append(item)
+        return {"type": "response.output_item.added", "output_index": len(output) - 1, "item": item}
+
+    def _done(self, item: dict[str, Any]) -> dict[str, Any]:
+        index = len(self.response["output"]) - 1
+        return {"type": "response.output_item.done", "output_index": index, "item": item}
+
+    def _whole(self, item: dict[str, Any]) -> list[dict[str, Any]]:
+        return [self._added(dict(item)), self._done(item)]
+
+    def _piece(self, attempt: str, kind: str, text: str) -> list[dict[str, Any]]:
+        out = []
+        if self._open is None or self._open[:2] != (attempt, kind):
+            out += self._close("completed")
+            out += self._start(attempt, kind)
+        assert self._open is not None
+        item = self._open[2]
+        item["content"][0]["text"] += text
+        index = len(self.response["output"]) - 1
+        delta = (
+            "response.output_text.delta" if kind == "message" else "response.reasoning_text.delta"
+        )
+        piece = {"type": delta, "item_id": item["id"], "output_index": index, "content_index": 0}
+        piece["delta"] = text
+        if kind == "message":
+            piece["logprobs"] = []
+        return [*out, piece]
+
+    def _start(self, attempt: str, kind: str) -> list[dict[str, Any]]:
+        number = len(self.response["output"])
+        part: dict[str, Any]
+        if kind == "message":
+            item_id, part = f"msg_{attempt}_{number}", {"type": "output_text", "text": ""}
+            part["annotations"] = []
+            item: dict[str, Any] = {"type": "message", "id": item_id, "role": "assistant"}
+        else:
+            item_id, part = f"rs_{attempt}_{number}", {"type": "reasoning_text", "text": ""}
+            item = {"type": "reasoning", "id": item_id, "summary": []}
+        item.update(status="in_progress", content=[part])
+        self._open = (attempt, kind, item)
+        added = self._added({**item, "content": []})
+        index = added["output_index"]
+        return [
+            added,
+            {
+                "type": "response.content_part.added",
+                "item_id": item_id,
+                "output_index": index,
+                "content_index": 0,
+                "part": {**part, "text": ""},
+            },
+        ]
+
+    def _close(self, status: str) -> list[dict[str, Any]]:
+        if self._open is None:
+            return []
+        _, kind, item = self._open
+        self._open = None
+        item["status"] = status
+        part = item["content"][0]
+        index = len(self.response["output"]) - 1
+        self.response["output"][index] = item
+        where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        text_done = (
+            {"type": "response.output_text.done", **where, "text": part["text"], "logprobs": []}
+            if kind == "message"
+            else {"type": "response.reasoning_text.done", **where, "text": part["text"]}
+        )
+        return [
+            text_done,
+            {"type": "response.content_part.done", **where, "part": part},
+            self._done(item),
+        ]
+
+    def _call(self, call: ToolCall) -> list[dict[str, Any]]:
+        arguments = _arguments(call)
+        item = {
+            "type": "function_call",
+            "id": f"fc_{call.id}",
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": arguments,
+            "status": "completed",
+        }
+        added = self._added({**item, "arguments": "", "status": "in_progress"})
+        where = {"item_id": item["id"], "output_index": added["output_index"]}
+        self.response["output"][-1] = item
+        return [
+            added,
+            {"type": "response.function_call_arguments.delta", **where, "delta": arguments},
+            {"type": "response.function_call_arguments.done", **where, "arguments": arguments},
+            self._done(item),
+        ]
+
+    def _finish(self, result: TurnResult[Any]) -> list[dict[str, Any]]:
+        end, response = result.end, self.response
+        out = []
+        if end.reason == "awaiting_approval":
+            calls = _calls(result)
+            for call_id in end.call_ids:
+                call = calls.get(call_id)
+                item = {
+                    "type": "mcp_approval_request",
+                    "id": call_id,
+                    "name": "" if call is None else call.name,
+                    "arguments": "{}" if call is None else _arguments(call),
+                    "server_label": SERVER_LABEL,
+                }
+                out += self._whole(item)
+        usage = result.usage
+        response["usage"] = {
+            "input_tokens": usage.input_tokens,
+            "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+            "output_tokens": usage.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+        }
+        if end.reason == "failed":
+            response["status"] = "failed"
+            response["error"] = {"code": end.code, "message": end.detail}
+            kind = "response.failed"
+        elif end.reason in ("completed", "awaiting_approval", "refusal"):
+            response["status"] = "completed"
+            response["completed_at"] = int(time.time())
+            kind = "response.completed"
+        else:
+            response["status"] = "cancelled" if end.reason == "cancelled" else "incomplete"
+            response["incomplete_details"] = {"reason": _INCOMPLETE.get(end.reason, end.reason)}
+            kind = "response.incomplete"
+        return [*out, {"type": kind, "response": response}]
+
+
+def _calls(result: TurnResult[Any]) -> dict[str, ToolCall]:
+    """The tool calls of the turn's last assistant message, by id."""
+    for message in reversed(result.messages):
+        if isinstance(message, AssistantMessage):
+            return {b.id: b for b in message.content if isinstance(b, ToolCall)}
+    return {}

@@ -1,0 +1,155 @@
+"""The HTTP routes of the session API (Starlette), each a thin step from a
+checked request to the ``Hub`` and back as JSON; every error is JSON
+``{"error": "..."}`` with its status, bad input a 4xx."""
+
+from __future__ import annotations
+
+from contextlib import aclosing
+from typing import Any, Final, final
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ._agui import AguiFraming, AguiInput, answers_of, decisions_of, message_of, offers_of
+from ._auth import BearerAuth
+from ._bodies import (
+    ApiError,
+    Decision,
+    TurnInput,
+    cursor_of,
+    decode_body,
+    read_body,
+    session_id_of,
+)
+from ._hub import SERVE, Hub
+from ._openai_route import openai_error, responses
+from ._page import Page
+from ._sse import EventStream
+
+__all__ = ["build_app", "json_response"]
+
+MAX_CALL_ID: Final = 256
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    return Response(msgspec.json.encode(value), status, media_type="application/json")
+
+
+@final
+class _Routes:
+    """The handlers, over ``hub``."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+
+    async def sessions(self, request: Request) -> Response:
+        return json_response({"sessions": await self.hub.sessions()})
+
+    async def session(self, request: Request) -> Response:
+        session_id = session_id_of(request.path_params["session_id"])
+        return json_response(await self.hub.state(session_id))
+
+    async def turns(self, request: Request) -> Response:
+        session_id = session_id_of(request.path_params["session_id"])
+        given = decode_body(await _body(request), TurnInput)
+        turn = await self.hub.start_turn(session_id, given.message)
+        return json_response({"turn": turn}, 202)
+
+    async def events(self, request: Request) -> Response:
+        session_id = session_id_of(request.path_params["session_id"])
+        cursor = cursor_of(request.headers.get("last-event-id"), request.query_params.get("after"))
+        return EventStream(await self.hub.watch(session_id), cursor)
+
+    async def cancel(self, request: Request) -> Response:
+        session_id = session_id_of(request.path_params["session_id"])
+        return json_response({"turn": await self.hub.cancel(session_id)}, 202)
+
+    async def approvals(self, request: Request) -> Response:
+        session_id = session_id_of(request.path_params["session_id"])
+        call_id = request.path_params["call_id"]
+        if not 1 <= len(call_id) <= MAX_CALL_ID:
+            raise ApiError(400, f"a call id has 1 to {MAX_CALL_ID} characters")
+        given = decode_body(await _body(request), Decision)
+        await self.hub.decide(session_id, call_id, given.approved, given.reason)
+        return json_response({"call": call_id, "approved": given.approved})
+
+    async def agui(self, request: Request) -> Response:
+        return await _agui_run(self.hub, decode_body(await _body(request), AguiInput))
+
+    async def responses(self, request: Request) -> Response:
+        try:
+            body = await _body(request)
+        except ApiError as exc:
+            return openai_error(exc.status, exc.message)
+        return await responses(self.hub, body)
+
+
+async def _agui_run(hub: Hub, given: AguiInput) -> EventStream:
+    """An AG-UI run: the resume entries decided, then a turn, streamed as AG-UI."""
+    session_id = session_id_of(given.thread_id)
+    if not 1 <= len(given.run_id) <= MAX_CALL_ID:
+        raise ApiError(400, f"a runId has 1 to {MAX_CALL_ID} characters")
+    decided, offers, answers = decisions_of(given), offers_of(given), answers_of(given)
+    frontend: frozenset[str] = frozenset()
+    if offers or answers:
+        frontend = await hub.offer_tools(session_id, offers)
+    cursor = await hub.last_sequence(session_id)
+    answered = [await hub.answer_call(session_id, call_id, text) for call_id, text in answers]
+    message = None if given.resume else message_of(given, any(answered))
+    for call_id, approved, reason in decided:
+        await hub.decide(session_id, call_id, approved, reason)
+    turn = await hub.start_turn(session_id, message)
+    framing = AguiFraming(given.thread_id, given.run_id, turn, frontend)
+    return EventStream(await hub.watch(session_id), cursor, framing)
+
+
+async def _body(request: Request) -> bytes:
+    """The request's body, capped; a body refused part way is not read further."""
+    async with aclosing(request.stream()) as chunks:
+        return await read_body(chunks)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return json_response({"error": exc.message}, exc.status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return json_response({"error": exc.detail}, exc.status_code)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    SERVE.error("%s %s failed: %r", request.method, request.url.path, exc)
+    return json_response({"error": "the server failed; see its log"}, 500)
+
+
+def build_app(hub: Hub, *, token: str | None = None) -> BearerAuth:
+    """The ASGI application of ``hub``'s sessions, behind ``token`` if given."""
+    routes = _Routes(hub)
+    page = Page()
+    app = Starlette(
+        routes=[
+            Route("/", page.index, methods=["GET"]),
+            Route("/page/{name}", page.asset, methods=["GET"]),
+            Route("/sessions", routes.sessions, methods=["GET"]),
+            Route("/sessions/{session_id}", routes.session, methods=["GET"]),
+            Route("/sessions/{session_id}/turns", routes.turns, methods=["POST"]),
+            Route("/sessions/{session_id}/events", routes.events, methods=["GET"]),
+            Route("/sessions/{session_id}/cancel", routes.cancel, methods=["POST"]),
+            Route("/sessions/{session_id}/approvals/{call_id}", routes.approvals, methods=["POST"]),
+            Route("/ag-ui", routes.agui, methods=["POST"]),
+            Route("/v1/responses", routes.responses, methods=["POST"]),
+        ],
+        exception_handlers={
+            ApiError: _api_error,
+            HTTPException: _http_error,
+            Exception: _server_error,
+        },
+    )
+    app.router.redirect_slashes = False  # a path of no route is a 404, not a redirect
+    return BearerAuth(app, token)
