@@ -1,6 +1,7 @@
 """Crash tests with real processes: SIGKILL a durable session at random moments
-(seeded), then load, check and resume every ledger (issue 4), in every store; and
-two processes racing to resume one session, the winner killed (issue 12)."""
+(seeded), then load, check and resume every ledger (issue 4), in every store; the
+same while snapshots are written (issue 38); and two processes racing to resume
+one session, the winner killed (issue 12)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
-from crash_child import SESSION, STEPS, StepwiseModel, make_tools, open_store
+from crash_child import EVERY_TURN, SESSION, STEPS, StepwiseModel, make_tools, open_store
 from leases import lease_ended
 from paths import SUPPORT
 from waiting import WAIT, wait_until_async
@@ -90,11 +92,11 @@ def check_effects(directory: Path, messages, reruns: list[str] | None, trial: in
             assert texts[call_id(key)] == key.upper(), (trial, key, texts[call_id(key)])
 
 
-async def crash_once(directory: Path, delay: float, kind: str = "jsonl") -> bool:
+async def crash_once(directory: Path, delay: float, kind: str = "jsonl", *extra: str) -> bool:
     """Run the child until it is ready, let it work ``delay`` seconds, SIGKILL it.
     Returns whether it had already finished."""
     process = await trio.lowlevel.open_process(
-        [sys.executable, str(CHILD), str(directory), kind], stdout=subprocess.PIPE
+        [sys.executable, str(CHILD), str(directory), kind, *extra], stdout=subprocess.PIPE
     )
     output = b""
     assert process.stdout is not None
@@ -178,6 +180,62 @@ async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path, ki
     if kind == "jsonl":
         assert seen[TOOL_OUTCOME_UNKNOWN] >= 3 and seen["rerun"] >= 3, seen
     print(f"{kind}: {dict(seen)}")  # the counts the issue's note reports (pytest -s)
+
+
+SNAPSHOT_TRIALS = {"jsonl": 60, "sqlite": 30}
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"], indirect=True)
+async def test_sigkill_while_snapshots_are_written_then_resume_from_the_last_one(tmp_path, kind):
+    """Issue 38: a session that writes a snapshot after each turn (slowed, so kills
+    land while one is written: its replay, its line half written), killed at
+    random moments. What its last snapshot and the records after it derive to is
+    what the whole ledger derives to, the resume replays from there without a
+    fallback, and resuming to the end keeps every effect's promise."""
+    rng = random.Random(SEED + 2)
+    seen: Counter[str] = Counter()
+    for trial in range(SNAPSHOT_TRIALS[kind]):
+        directory = tmp_path / f"trial-{trial}"
+        directory.mkdir()
+        finished = await crash_once(directory, rng.uniform(0.0, 0.12), kind, "snapshots")
+        seen["finished" if finished else "killed"] += 1
+        store = open_store(directory, kind, snapshots=EVERY_TURN)
+        whole = await store.load(SESSION)
+        tail = await store.load_tail(SESSION)
+        kinds = [r.kind for r in whole.records]
+        seen["snapshots"] += kinds.count("snapshot")
+        seen["from a snapshot"] += tail.records[0].kind == "snapshot"
+        # killed while a snapshot was written (its line torn, for JSONL)
+        marks = (directory / "snapshots.log").read_text().split()
+        seen["killed in a snapshot"] += bool(marks) and marks[-1] == "begin"
+        seen["torn snapshot"] += whole.torn.startswith(b'{"kind":"snapshot"')
+        assert whole.records[-len(tail.records) :] == tail.records, trial
+        assert_same(derive(tail.records), derive(whole.records), trial)
+        agent = await resume_when_free(
+            store,
+            kind,
+            model=StepwiseModel(directory),
+            tools=make_tools(directory),
+            max_steps=STEPS + 1,
+        )
+        assert not any("whole ledger" in w for w in agent.resume_warnings), trial
+        reruns = [call.id for call in agent.rerun_calls]
+        result = await agent.prompt("continue")
+        await agent.aclose()
+        assert result.end == TurnCompleted() and result.final_text == "all done", trial
+        check_effects(directory, result.messages, reruns, trial)
+        again = await store.load(SESSION)
+        assert_same(derive((await store.load_tail(SESSION)).records), derive(again.records), trial)
+    assert seen["killed"] >= SNAPSHOT_TRIALS[kind] * 0.6, seen
+    assert seen["from a snapshot"] >= SNAPSHOT_TRIALS[kind] // 4, seen
+    assert seen["killed in a snapshot"] >= 1, seen
+    print(f"{kind} with snapshots: {dict(seen)}")
+
+
+def assert_same(left, right, trial: int) -> None:
+    for field in attrs.fields(type(left)):
+        if field.name != "conversation":
+            assert getattr(left, field.name) == getattr(right, field.name), (trial, field.name)
 
 
 async def first_line(process: trio.Process) -> bytes:

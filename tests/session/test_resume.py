@@ -136,7 +136,9 @@ async def test_a_resume_that_loses_the_race_to_a_closing_writer_loads_again(stor
     """Issue 12: a resume that lost the race to a closing writer failed; it loads again."""
     async with agent_on(store, sums("a")):
         pass
-    real_load = type(store).load
+    # a resume loads from the last snapshot on (``load_tail``) where the store can
+    method = "load_tail" if hasattr(store, "load_tail") else "load"
+    real_load = getattr(type(store), method)
     loads = []
 
     async def load_then_someone_writes(self, session_id):
@@ -150,7 +152,7 @@ async def test_a_resume_that_loses_the_race_to_a_closing_writer_loads_again(stor
             await other.aclose()
         return loaded
 
-    monkeypatch.setattr(type(store), "load", load_then_someone_writes)
+    monkeypatch.setattr(type(store), method, load_then_someone_writes)
     resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=ToolRegistry([add]))
     monkeypatch.undo()
     assert loads[0] < loads[-1] and len(resumed.messages) == 5

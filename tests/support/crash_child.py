@@ -1,10 +1,16 @@
 """A child process for the ledger crash test: runs a durable multi-step session.
 
-Usage: crash_child.py DIRECTORY [jsonl|sqlite|postgres]. Prints "ready" once the session
-exists, then runs until done (or until the parent kills it). Every tool dispatch
-appends its key to DIRECTORY/dispatched.log before the tool does its work; each
-step's first call is to a tool whose effect is once, its second to an idempotent
-one.
+Usage: crash_child.py DIRECTORY [jsonl|sqlite|postgres] [snapshots]. Prints "ready"
+once the session exists, then runs until done (or until the parent kills it).
+Every tool dispatch appends its key to DIRECTORY/dispatched.log before the tool
+does its work; each step's first call is to a tool whose effect is once, its
+second to an idempotent one.
+
+With ``snapshots`` the work is turns of two steps each, the store writes a
+snapshot after every turn it can (``SnapshotPolicy(every_turns=1)``), and
+writing one is slowed (its replay waits a little, and a JSONL snapshot line goes
+out in two writes, as a short write would), so that kills land while one is
+written.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +37,10 @@ from trio_agent import (
     ToolCall,
     ToolContext,
     ToolRegistry,
+    TurnCompleted,
     tool,
 )
+from trio_agent.stores import SnapshotPolicy
 
 STEPS = 6
 SESSION = "crash"
@@ -117,34 +127,85 @@ def make_tools(directory: Path) -> ToolRegistry:
     return ToolRegistry([work, put])
 
 
-def open_store(directory: Path, kind: str, lease_seconds: float = 30.0) -> Any:
+def open_store(
+    directory: Path, kind: str, lease_seconds: float = 30.0, snapshots: Any = "default"
+) -> Any:
     """The trial's store: a JSONL directory, a SQLite file, or a PostgreSQL schema
-    of its own (in the cluster ``TRIO_AGENT_TEST_PG_DSN`` names)."""
+    of its own (in the cluster ``TRIO_AGENT_TEST_PG_DSN`` names); ``snapshots``:
+    its ``SnapshotPolicy`` (or None), else the store's default."""
+    options = {} if snapshots == "default" else {"snapshots": snapshots}
     if kind == "jsonl":
-        return JsonlStore(directory)
+        return JsonlStore(directory, **options)
     if kind == "sqlite":
-        return SqliteStore(directory / "sessions.db")
+        return SqliteStore(directory / "sessions.db", **options)
     from trio_agent.stores import PostgresStore
 
     schema = "c_" + hashlib.sha256(str(directory).encode()).hexdigest()[:16]
     dsn = os.environ["TRIO_AGENT_TEST_PG_DSN"]
-    return PostgresStore(dsn, schema=schema, lease_seconds=lease_seconds)
+    return PostgresStore(dsn, schema=schema, lease_seconds=lease_seconds, **options)
 
 
-async def main(directory: Path, kind: str) -> None:
-    store = open_store(directory, kind, lease_seconds=0.5)  # a killed holder's lease ends soon
+EVERY_TURN = SnapshotPolicy(every_turns=1)
+
+
+def slow_snapshots(directory: Path) -> None:
+    """Widen the moment a snapshot is written: its replay waits 3 ms, and a JSONL
+    snapshot line is written in two parts, 3 ms apart (a short write: the writer
+    writes the rest). DIRECTORY/snapshots.log gets "begin" when the ledger looks
+    whether one is due and "end" once it is written (or was not due)."""
+    from trio_agent.ledger import Ledger, _policy
+    from trio_agent.stores import _jsonl
+
+    log = os.open(directory / "snapshots.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    take = _policy.SnapshotTaker.turn_ended
+    snapshot = Ledger._snapshot
+
+    def slow_take(self: Any) -> Any:
+        record = take(self)
+        if record is not None:
+            os.write(log, b"begin\n")
+            time.sleep(0.003)
+        return record
+
+    def logged_snapshot(self: Any, taker: Any) -> None:
+        snapshot(self, taker)
+        os.write(log, b"end\n")
+
+    write = os.write
+
+    def split_write(fd: int, data: Any) -> int:
+        if bytes(data).startswith(b'{"kind":"snapshot",'):
+            written = write(fd, data[: len(data) // 2])
+            time.sleep(0.003)
+            return written
+        return write(fd, data)
+
+    _policy.SnapshotTaker.turn_ended = slow_take  # type: ignore[method-assign]
+    Ledger._snapshot = logged_snapshot  # type: ignore[method-assign]
+    _jsonl.os = types.SimpleNamespace(**{**vars(os), "write": split_write})  # type: ignore[attr-defined]
+
+
+async def main(directory: Path, kind: str, snapshots: bool) -> None:
+    store = open_store(  # a killed holder's lease ends soon
+        directory, kind, lease_seconds=0.5, snapshots=EVERY_TURN if snapshots else "default"
+    )
     agent = Agent(
         model=StepwiseModel(directory),
         tools=make_tools(directory),
         store=store,
         session_id=SESSION,
-        max_steps=STEPS + 1,
+        max_steps=2 if snapshots else STEPS + 1,
     )
     async with agent:  # the session's ledger is created here, on first use
         print("ready", flush=True)
-        await agent.prompt("start the work")
+        result = await agent.prompt("start the work")
+        while result.end != TurnCompleted():  # turns of two steps: max_steps
+            result = await agent.prompt("continue")
     print("finished", flush=True)
 
 
 if __name__ == "__main__":
-    trio.run(main, Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "jsonl")
+    snapshots = sys.argv[3:] == ["snapshots"]
+    if snapshots:
+        slow_snapshots(Path(sys.argv[1]))
+    trio.run(main, Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "jsonl", snapshots)

@@ -8,7 +8,10 @@ for user and assistant messages, ``tool/result`` for tool results);
 ``tool/call`` is recorded just before a call is dispatched, and a call that
 ends without a result says how (``tool/cancelled``, ``tool/failed``), so a
 resume can tell a call that never started, one that was cancelled or failed,
-and one whose outcome is unknown because the process died during it.
+and one whose outcome is unknown because the process died during it. Now and
+then, after a turn's end, a ``snapshot`` records the state derived so far (by
+the store's ``SnapshotPolicy``), so a resume replays from the last one; it
+never replaces a record.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
     from ._records import Record as Record
     from ._records import SessionClosedRecord as SessionClosedRecord
     from ._records import SessionStartRecord as SessionStartRecord
+    from ._records import SnapshotRecord as SnapshotRecord
     from ._records import StepEndRecord as StepEndRecord
     from ._records import StepStartRecord as StepStartRecord
     from ._records import ToolCallRecord as ToolCallRecord
@@ -90,6 +94,7 @@ __all__ = [
     "SessionLockedError",
     "SessionStartRecord",
     "SessionWriter",
+    "SnapshotRecord",
     "StepEndRecord",
     "StepStartRecord",
     "ToolCallRecord",
@@ -137,6 +142,7 @@ __getattr__ = _lazy(
         "SessionLockedError": "._errors",
         "SessionStartRecord": "._records",
         "SessionWriter": "._ledger",
+        "SnapshotRecord": "._records",
         "StepEndRecord": "._records",
         "StepStartRecord": "._records",
         "TOOL_CANCELLED": "._derive",

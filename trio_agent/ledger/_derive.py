@@ -1,25 +1,30 @@
 """Replaying a session's records: the transcript and counters they give.
 
 The transcript is never stored on its own: ``derive`` rebuilds it from the
-records, checking each one against what can appear where (``_Replay``), so a
+records, checking each one against what can appear where (``Replay``), so a
 ledger that was spliced, concatenated or edited is refused as corrupt
-instead of being half understood.
+instead of being half understood. A replay starts from ``session/start`` or
+from a ``snapshot`` (``_snapshot``): either gives the same ``DerivedSession``
+(``_derived``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final, final
-
-import attrs
+from collections.abc import Callable, Iterable
+from typing import Any, final
 
 from ..engine._transcript import Conversation
-from ..errors import TOOL_FATAL
 from ..events import ApprovalDecision
-from ..limits import OUTPUT_TOOL_NAME, ArgumentsError, check_arguments, cut_text
-from ..messages._ir import AssistantMessage, Message, ToolCall, ToolResultMessage, TranscriptError
-from ..messages._ir import tool_result as make_tool_result
-from ..model import Usage
+from ..limits import OUTPUT_TOOL_NAME, ArgumentsError, check_arguments
+from ..messages._ir import Message, ToolCall, TranscriptError
+from ._derived import NO_USAGE
+from ._derived import TOOL_CANCELLED as TOOL_CANCELLED
+from ._derived import TOOL_FATAL as TOOL_FATAL
+from ._derived import TOOL_NOT_STARTED as TOOL_NOT_STARTED
+from ._derived import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
+from ._derived import DerivedSession as DerivedSession
+from ._derived import add_usage as add_usage
+from ._derived import closing_result as closing_result
 from ._records import (
     FORMAT_VERSION,
     ApprovalDecidedRecord,
@@ -33,6 +38,7 @@ from ._records import (
     Record,
     SessionClosedRecord,
     SessionStartRecord,
+    SnapshotRecord,
     StepEndRecord,
     StepStartRecord,
     ToolCallRecord,
@@ -43,6 +49,7 @@ from ._records import (
     TurnEndRecord,
     TurnStartRecord,
 )
+from ._snapshot import restore, take
 
 __all__ = [
     "TOOL_CANCELLED",
@@ -50,232 +57,54 @@ __all__ = [
     "TOOL_NOT_STARTED",
     "TOOL_OUTCOME_UNKNOWN",
     "DerivedSession",
+    "Replay",
     "add_usage",
     "closing_result",
     "derive",
+    "replay_of",
 ]
-
-TOOL_NOT_STARTED: Final = "TOOL_NOT_STARTED"
-TOOL_OUTCOME_UNKNOWN: Final = "TOOL_OUTCOME_UNKNOWN"
-TOOL_CANCELLED: Final = "TOOL_CANCELLED"
-
-_CLOSING_TEXT = {
-    TOOL_NOT_STARTED: (
-        "TOOL_NOT_STARTED: the session stopped before this call was dispatched; "
-        "call it again if it is still needed."
-    ),
-    TOOL_OUTCOME_UNKNOWN: (
-        "TOOL_OUTCOME_UNKNOWN: this call was dispatched but the session stopped before "
-        "its result was recorded; call it again only if it is idempotent, otherwise "
-        "check the external state first."
-    ),
-    TOOL_CANCELLED: (
-        "TOOL_CANCELLED: this call was cancelled while it ran and has no result; it may "
-        "have done part of its work: check the external state before calling it again."
-    ),
-    TOOL_FATAL: "TOOL_FATAL: this call failed fatally and has no result: {error}",
-}
-_MAX_ERROR_CHARS = 2000
-_NO_USAGE: Final = Usage()
-
-
-def closing_result(call: ToolCall, code: str, error: str = "") -> ToolResultMessage:
-    """The explicit error result that answers ``call`` left open, for ``code``
-    (``TOOL_NOT_STARTED``, ``TOOL_OUTCOME_UNKNOWN``, ``TOOL_CANCELLED``, or
-    ``TOOL_FATAL`` with its ``error``)."""
-    text = _CLOSING_TEXT[code].format(error=cut_text(error, _MAX_ERROR_CHARS))
-    return make_tool_result(call, text, True)
-
-
-def add_usage(total: Usage, more: Usage) -> Usage:
-    """``total`` and ``more`` summed, token count by token count (no cost)."""
-    return Usage(
-        input_tokens=total.input_tokens + more.input_tokens,
-        output_tokens=total.output_tokens + more.output_tokens,
-        cache_read_tokens=total.cache_read_tokens + more.cache_read_tokens,
-        cache_write_tokens=total.cache_write_tokens + more.cache_write_tokens,
-    )
-
-
-@attrs.define(eq=False)
-class DerivedSession:
-    """What the records say: the transcript, the counters, and what was left open.
-
-    ``sequence`` is where the session's next events start: exact after a
-    clean end of turn, else above every sequence the last writer reserved,
-    so event numbers never repeat across processes. ``closed``: the last
-    writer closed the session (``session/closed`` is the last record); False
-    means it died, or is still writing. ``usage`` sums what every completed
-    response reported, ``failed_usage`` what refused responses reported.
-    ``metadata`` is the run configuration recorded when the session was
-    created (``Agent(metadata=...)``; ``{}`` when none was): read it before
-    resuming with ``derive((await store.load(session_id)).records).metadata``.
-    ``outputs``: each turn's accepted typed answer (``output_type=``) as JSON, by
-    turn number (``turn/output``; None for one that had no JSON form); turns
-    without one are absent.
-
-    ``pending_approvals``: the calls held for a person's approval
-    (``approval/requested``) that are still waiting to be resolved, in the order
-    they were asked for: not answered, and not dispatched (an approved call
-    dispatched before the writer died is not pending: ``closing_results``
-    answers it as ``TOOL_OUTCOME_UNKNOWN``, or it is in ``reruns``).
-    ``decisions``: the decisions recorded (``approval/decided``) for those of
-    them that have one, by call id; the others wait for one.
-
-    ``reruns``: the calls of the last assistant message dispatched with no
-    recorded end (their process died during them) whose tool's effect was
-    ``"idempotent"`` or ``"pure"`` (``tool/call``'s ``effect``), in call
-    order: a resume leaves them open and the next turn runs them again, with
-    the same idempotency key. ``effects``: the effect of each call dispatched
-    and not ended, when it is not ``"once"``.
-
-    What the session used, for its usage limits: ``steps`` (model requests it
-    opened), ``tool_calls`` (calls dispatched, but the output tool's, and
-    not skipped), and ``usage_by_model``: ``usage`` by the model that gave
-    each answer (its ``model_label``: the turn's, or the one a
-    ``FallbackModel``'s answer names; "" in older ledgers).
-    """
-
-    session_id: str
-    system: str
-    messages: list[Message]
-    turns: int
-    requests: int
-    sequence: int
-    next_seq: int
-    open_turn: int | None
-    dispatched: set[str]
-    closed: bool = False
-    usage: Usage = attrs.field(factory=Usage)
-    failed_usage: Usage = attrs.field(factory=Usage)
-    cancelled: set[str] = attrs.field(factory=set)
-    failed: dict[str, str] = attrs.field(factory=dict)
-    reserved: int = 0
-    metadata: dict[str, Any] = attrs.field(factory=dict)
-    outputs: dict[int, Any] = attrs.field(factory=dict)
-    pending_approvals: tuple[ToolCall, ...] = ()
-    decisions: dict[str, ApprovalDecision] = attrs.field(factory=dict)
-    steps: int = 0
-    tool_calls: int = 0
-    usage_by_model: dict[str, Usage] = attrs.field(factory=dict)
-    reruns: tuple[ToolCall, ...] = ()
-    effects: dict[str, str] = attrs.field(factory=dict)
-    rerunning: set[str] = attrs.field(factory=set)
-    conversation: Conversation | None = attrs.field(default=None, repr=False)
-    """The replay's own conversation, whose ``messages`` is ``messages``: each message
-    checked once, as it was replayed. ``Agent.resume`` takes it over instead of
-    checking the transcript again (``take_conversation``)."""
-
-    @property
-    def last_output(self) -> Any:
-        """The most recent turn's accepted output as JSON (``outputs``), or None when
-        no turn accepted one."""
-        return self.outputs[max(self.outputs)] if self.outputs else None
-
-    def writer_warnings(self) -> tuple[str, ...]:
-        """What a resume should tell about how the last writer left the session:
-        nothing when it closed it, else where it crashed or was killed."""
-        if self.closed:
-            return ()
-        if self.open_turn is None:
-            where = "between turns"
-        else:
-            where = (
-                f"during turn {self.open_turn}; its events are numbered below "
-                f"{self.sequence}, where this writer's begin"
-            )
-        return (
-            f"{self.session_id}: the last writer did not close the session: it crashed or "
-            f"was killed {where}",
-        )
-
-    def closed_messages(self) -> list[Message]:
-        """The transcript with ``closing_results`` in their calls' places; the calls
-        in ``pending_approvals`` are still open in it."""
-        return self.closed_conversation().messages
-
-    def closed_conversation(self) -> Conversation:
-        """``closed_messages`` as a ``Conversation`` (no journal) whose linker has
-        the ``pending_approvals`` and ``reruns`` calls open, so their results can join it later
-        (``Conversation.from_messages`` refuses a transcript with open calls)."""
-        closed = Conversation.from_messages(())
-        for message in self.messages:
-            closed.append(message)
-        for result, _ in self.closing_results():
-            closed.append(result)
-        return closed
-
-    def never_rerun(self, call_ids: Iterable[str]) -> None:
-        """Take these calls out of ``reruns``: ``closing_results`` answers them
-        ``TOOL_OUTCOME_UNKNOWN`` instead (a resume whose tool is now declared
-        ``"once"``: the stricter effect wins)."""
-        dropped = set(call_ids)
-        for call_id in dropped:
-            self.effects.pop(call_id, None)
-        self.reruns = tuple(call for call in self.reruns if call.id not in dropped)
-
-    def take_conversation(self, closing: Sequence[tuple[ToolResultMessage, str]]) -> Conversation:
-        """The replay's conversation with the ``closing`` results (``closing_results``)
-        appended (their links checked, nothing else again), and the request counter
-        set: for ``Agent.resume``, once. The calls in ``pending_approvals`` and
-        ``reruns`` stay open in it."""
-        conversation = self.conversation
-        if conversation is None:  # a session made by hand: built from the messages
-            conversation = Conversation.from_messages(())
-            for message in self.messages:
-                conversation.append(message)
-        self.conversation = None  # taken: later reads of ``messages`` see the closing too
-        for result, _ in closing:
-            conversation.append(result)
-        conversation.requests = self.requests
-        return conversation
-
-    def closing_results(self) -> list[tuple[ToolResultMessage, str]]:
-        """Explicit results for the calls of the last assistant message left without one.
-
-        ``TOOL_FATAL`` or ``TOOL_CANCELLED`` for a call recorded as such,
-        ``TOOL_OUTCOME_UNKNOWN`` for one dispatched with no word of its end
-        (the process died during it) unless its effect lets it run again
-        (``reruns``: left open), ``TOOL_NOT_STARTED`` for one never dispatched.
-        A call held for approval and not dispatched (``pending_approvals``) is
-        left open: the turn that resolves it answers it (an approved one
-        dispatched is closed as any call).
-        """
-        answered = {m.tool_call_id for m in self.messages if type(m) is ToolResultMessage}
-        answered.update(call.id for call in self.pending_approvals)
-        answered.update(call.id for call in self.reruns)
-        last = next((m for m in reversed(self.messages) if type(m) is AssistantMessage), None)
-        if last is None:
-            return []
-        closing = []
-        for block in last.content:
-            if type(block) is ToolCall and block.id not in answered:
-                code = self._closing_code(block.id)
-                result = closing_result(block, code, self.failed.get(block.id, ""))
-                closing.append((result, code))
-        return closing
-
-    def _closing_code(self, call_id: str) -> str:
-        if call_id in self.failed:
-            return TOOL_FATAL
-        if call_id in self.cancelled:
-            return TOOL_CANCELLED
-        return TOOL_OUTCOME_UNKNOWN if call_id in self.dispatched else TOOL_NOT_STARTED
 
 
 @final
-class _Replay:
+class Replay:
     """The records' rules, one method per kind. Between turns, in a turn, in a step
-    of a turn: each record is refused where it cannot be."""
+    of a turn: each record is refused where it cannot be. Made from a
+    ``session/start`` (``started``) or from a snapshot's state
+    (``_snapshot.restore``)."""
 
-    def __init__(self, start: SessionStartRecord) -> None:
+    def __init__(
+        self,
+        session: DerivedSession,
+        conversation: Conversation,
+        model: str = "",
+        held: dict[str, ToolCall] | None = None,
+        decided: dict[str, ApprovalDecision] | None = None,
+    ) -> None:
+        self.conversation = conversation  # the live transcript's own rules
+        self.session = session
+        self.step: str | None = None  # the open step's request id
+        self.model = model  # the open (or last) turn's model (its label)
+        self.step_usage = False  # the open step's response recorded its usage
+        # Calls held for approval and not answered yet, in request order, and the
+        # decisions on them.
+        self.held: dict[str, ToolCall] = {} if held is None else held
+        self.decided: dict[str, ApprovalDecision] = {} if decided is None else decided
+        # the messages were checked when they joined a live transcript (a ledger's
+        # own replay, for its snapshots): only their links and ids are checked again
+        self.trusted = False
+
+    @classmethod
+    def started(cls, start: SessionStartRecord) -> Replay:
+        """The replay of a session from its ``session/start``."""
         if start.format != FORMAT_VERSION:
             raise LedgerCorruptError(f"ledger format {start.format} is not {FORMAT_VERSION}")
-        self.conversation = Conversation.from_messages(())  # the live transcript's own rules
-        self.session = DerivedSession(
+        if start.seq != 0:
+            raise LedgerCorruptError(f"record seq {start.seq} where 0 was expected")
+        conversation = Conversation.from_messages(())
+        session = DerivedSession(
             session_id=start.session_id,
             system=start.system,
-            messages=self.conversation.messages,
+            messages=conversation.messages,
             turns=0,
             requests=start.first_request - 1,
             sequence=start.first_sequence,
@@ -283,15 +112,9 @@ class _Replay:
             open_turn=None,
             dispatched=set(),
             metadata=dict(start.metadata),
-            conversation=self.conversation,
+            conversation=conversation,
         )
-        self.step: str | None = None  # the open step's request id
-        self.model = ""  # the open turn's model (its label)
-        self.step_usage = False  # the open step's response recorded its usage
-        # Calls held for approval and not answered yet, in request order, and the
-        # decisions on them.
-        self.held: dict[str, ToolCall] = {}
-        self.decided: dict[str, ApprovalDecision] = {}
+        return cls(session, conversation)
 
     # -- rules shared by several kinds
     def _in_turn(self, what: str) -> None:
@@ -312,7 +135,8 @@ class _Replay:
             raise LedgerCorruptError(f"{what} for call {call_id!r}, which is {said}")
 
     def _message(self, message: Message) -> None:
-        self.conversation.append(self.conversation.check_new(message))
+        conversation = self.conversation
+        conversation.append(message if self.trusted else conversation.check_new(message))
 
     # -- one method per kind
     def session_start(self, record: SessionStartRecord) -> None:
@@ -377,7 +201,7 @@ class _Replay:
             session.usage = add_usage(session.usage, record.usage)
             label = record.model or self.model
             by_model = session.usage_by_model
-            by_model[label] = add_usage(by_model.get(label, _NO_USAGE), record.usage)
+            by_model[label] = add_usage(by_model.get(label, NO_USAGE), record.usage)
             self.step_usage = True
 
     def tool_call(self, record: ToolCallRecord) -> None:
@@ -492,6 +316,19 @@ class _Replay:
             raise LedgerCorruptError(f"turn/output inside step {self.step}")
         self.session.outputs[record.turn] = record.output
 
+    def take_snapshot(self) -> SnapshotRecord:
+        """The state so far as a ``snapshot`` record, numbered as the next record
+        (``ValueError`` inside a turn: a snapshot follows a ``turn/end``)."""
+        if self.session.open_turn is not None or self.step is not None:
+            raise ValueError("a snapshot is taken between turns")
+        return take(self.session, self.conversation, self.model, self.held, self.decided)
+
+    def snapshot(self, record: SnapshotRecord) -> None:
+        # a cache of the state so far, written after a turn/end: only its place is
+        # checked here (a resume that starts from it reads its state)
+        if self.session.open_turn is not None:
+            raise LedgerCorruptError(f"snapshot inside turn {self.session.open_turn}")
+
     def compacted(self, record: CompactedRecord) -> None:
         # As live (a new linker): ids the compacted transcript dropped may come again.
         self.conversation.replace(record.messages)
@@ -541,30 +378,33 @@ class _Replay:
         return session
 
 
-_RULES: dict[type, Callable[[_Replay, Any], None]] = {
-    SessionStartRecord: _Replay.session_start,
-    SessionClosedRecord: _Replay.session_closed,
-    EventsReservedRecord: _Replay.events_reserved,
-    TurnStartRecord: _Replay.turn_start,
-    TurnEndRecord: _Replay.turn_end,
-    StepStartRecord: _Replay.step_start,
-    StepEndRecord: _Replay.step_end,
-    AttemptFailedRecord: _Replay.attempt_failed,
-    MessageRecord: _Replay.message,
-    ToolCallRecord: _Replay.tool_call,
-    ToolSkippedRecord: _Replay.tool_skipped,
-    ToolCancelledRecord: _Replay.tool_cancelled,
-    ToolFailedRecord: _Replay.tool_failed,
-    ToolResultRecord: _Replay.tool_result,
-    CompactedRecord: _Replay.compacted,
-    OutputRecord: _Replay.output,
-    ApprovalRequestedRecord: _Replay.approval_requested,
-    ApprovalDecidedRecord: _Replay.approval_decided,
+_RULES: dict[type, Callable[[Replay, Any], None]] = {
+    SessionStartRecord: Replay.session_start,
+    SessionClosedRecord: Replay.session_closed,
+    EventsReservedRecord: Replay.events_reserved,
+    TurnStartRecord: Replay.turn_start,
+    TurnEndRecord: Replay.turn_end,
+    StepStartRecord: Replay.step_start,
+    StepEndRecord: Replay.step_end,
+    AttemptFailedRecord: Replay.attempt_failed,
+    MessageRecord: Replay.message,
+    ToolCallRecord: Replay.tool_call,
+    ToolSkippedRecord: Replay.tool_skipped,
+    ToolCancelledRecord: Replay.tool_cancelled,
+    ToolFailedRecord: Replay.tool_failed,
+    ToolResultRecord: Replay.tool_result,
+    CompactedRecord: Replay.compacted,
+    OutputRecord: Replay.output,
+    ApprovalRequestedRecord: Replay.approval_requested,
+    ApprovalDecidedRecord: Replay.approval_decided,
+    SnapshotRecord: Replay.snapshot,
 }
 
 
 def derive(records: Iterable[Record]) -> DerivedSession:
-    """Replay ``records``: ``seq`` contiguous from 0, each record where it can be.
+    """Replay ``records``: from ``session/start`` (``seq`` 0) or from a
+    ``snapshot`` (a resume's tail; the same ``DerivedSession`` as the whole
+    ledger's), ``seq`` contiguous, each record where it can be.
 
     Raises ``LedgerCorruptError`` for a gap, a missing or second
     ``session/start``, an unknown format, a record out of place (a turn
@@ -577,16 +417,25 @@ def derive(records: Iterable[Record]) -> DerivedSession:
     already decided), a held call dispatched without an approval, or one
     answered without being dispatched by anything but an error result.
     """
-    replay: _Replay | None = None
+    return replay_of(records).finish()
+
+
+def replay_of(records: Iterable[Record]) -> Replay:
+    """The replay of ``records`` (``derive``'s rules), not finished: from their
+    first record, a ``session/start`` or a ``snapshot`` (whose state is checked as
+    it is restored, ``LedgerCorruptError`` when it cannot be)."""
+    replay: Replay | None = None
     for record in records:
         if replay is None:
-            if type(record) is not SessionStartRecord:
+            if type(record) is SnapshotRecord:
+                replay = Replay(*restore(record))
+                replay.feed(record)
+            elif type(record) is not SessionStartRecord:
                 raise LedgerCorruptError("the ledger does not begin with session/start")
-            if record.seq != 0:
-                raise LedgerCorruptError(f"record seq {record.seq} where 0 was expected")
-            replay = _Replay(record)
+            else:
+                replay = Replay.started(record)
         else:
             replay.feed(record)
     if replay is None:
         raise LedgerCorruptError("the ledger is empty")
-    return replay.finish()
+    return replay

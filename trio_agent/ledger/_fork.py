@@ -14,6 +14,7 @@ from ._records import (
     Record,
     SessionClosedRecord,
     SessionStartRecord,
+    SnapshotRecord,
     ToolResultRecord,
     TurnEndRecord,
     TurnStartRecord,
@@ -51,7 +52,8 @@ def fork_records(
 ) -> list[Record]:
     """The records of a new session ``new_session_id`` whose history is ``records``'
     through the end of turn ``at_turn`` (0: as created, before any turn): the same
-    records, ``session/start`` naming the new id and ``created``, then
+    records but its snapshots (which hold the source's id; numbered again without
+    them), ``session/start`` naming the new id and ``created``, then
     ``session/closed``. Its configuration, usage and pending approvals are the
     source's as they stood then. A call the source left to run again after a
     crash (``DerivedSession.reruns``) is answered ``TOOL_OUTCOME_UNKNOWN`` in the
@@ -65,9 +67,15 @@ def fork_records(
     start = records[0]
     assert type(start) is SessionStartRecord
     forked: list[Record] = [
-        msgspec.structs.replace(start, session_id=new_session_id, created=created),
-        *records[1:end],
+        msgspec.structs.replace(start, session_id=new_session_id, created=created)
     ]
+    for record in records[1:end]:  # the source's snapshots name the source: left out
+        if type(record) is not SnapshotRecord:
+            forked.append(
+                record
+                if record.seq == len(forked)
+                else msgspec.structs.replace(record, seq=len(forked))
+            )
     for call in derive(forked).reruns:
         result = closing_result(call, TOOL_OUTCOME_UNKNOWN)
         forked.append(ToolResultRecord(seq=len(forked), result=result, code=TOOL_OUTCOME_UNKNOWN))

@@ -6,13 +6,14 @@ flushed (as durable as the fsync policy asks) before its event is observed;
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, final
 
 import trio
 from trio.lowlevel import enable_ki_protection
 
+from .._log import LEDGER
 from .._settings import ModelSettings, for_the_record
 from ..engine._fallback import model_label as model_label
 from ..engine._options import check_fsync as check_fsync
@@ -21,6 +22,10 @@ from ..events import ApprovalDecision, TurnEnd, TurnInterrupted
 from ..messages._ir import Message, ToolCall, ToolResultMessage
 from ..model import Usage
 from ..tools._types import json_builtins
+from ._policy import DEFAULT_SNAPSHOTS as DEFAULT_SNAPSHOTS
+from ._policy import SnapshotPolicy as SnapshotPolicy
+from ._policy import SnapshotTaker
+from ._policy import check_snapshots as check_snapshots
 from ._records import FORMAT_VERSION as FORMAT_VERSION
 from ._records import ApprovalDecidedRecord as ApprovalDecidedRecord
 from ._records import ApprovalRequestedRecord as ApprovalRequestedRecord
@@ -57,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMAT_VERSION",
+    "DEFAULT_SNAPSHOTS",
     "SEQUENCE_BLOCK",
     "TOOL_FATAL",
     "ApprovalDecidedRecord",
@@ -79,6 +85,7 @@ __all__ = [
     "SessionLockedError",
     "SessionStartRecord",
     "SessionWriter",
+    "SnapshotPolicy",
     "StepEndRecord",
     "StepStartRecord",
     "ToolCallRecord",
@@ -88,6 +95,7 @@ __all__ = [
     "ToolSkippedRecord",
     "TurnEndRecord",
     "TurnStartRecord",
+    "check_snapshots",
     "encode_records",
     "model_label",
     "record_decoder",
@@ -118,8 +126,10 @@ class SessionWriter(Protocol):
     the session when it makes one, and ``aclose`` lets the lock go. A writer
     that failed once (a full disk, a lost lease) writes nothing more and lets
     its lock go: what it stored is whole, and resuming the session goes on
-    from there. ``append`` must not await: for a file it writes to the OS at
-    once. ``commit`` stores what was appended, synchronously (called once,
+    from there. A writer may carry ``snapshots``, its store's
+    ``SnapshotPolicy`` (or None): the ledger writes snapshots by it.
+    ``append`` must not await: for a file it writes to the OS at once.
+    ``commit`` stores what was appended, synchronously (called once,
     when a session is created, so the session exists as soon as its
     ``Agent`` does). ``flush`` makes everything appended so far written (to
     the OS) and, with ``durable=True``, on disk; it returns at once when
@@ -212,6 +222,7 @@ class Ledger:
         "_reruns",
         "_reserved",
         "_seq",
+        "_snapshots",
         "_step_durable",
         "_writer",
     )
@@ -224,6 +235,7 @@ class Ledger:
         reserved: int = 0,
         closed: bool = False,
         reruns: Iterable[str] = (),
+        history: Sequence[Record] | None = None,
     ) -> None:
         check_fsync(fsync)
         self._writer = writer
@@ -240,6 +252,12 @@ class Ledger:
         self._reruns: dict[str, bool] | None = dict.fromkeys(reruns, False) or None
         # ``_seq`` right after a ``session/closed`` record (``closed``: the last one)
         self._closed_seq = next_seq if closed else -1
+        # snapshots, by the store's policy, when the records since the last one (or
+        # since session/start) are known: ``history`` for a resumed session
+        policy: SnapshotPolicy | None = getattr(writer, "snapshots", None)
+        if next_seq > 0 and history is None:
+            policy = None
+        self._snapshots = None if policy is None else SnapshotTaker(policy, list(history or ()))
 
     @classmethod
     def create(
@@ -276,6 +294,7 @@ class Ledger:
         derived: DerivedSession,
         fsync: FsyncPolicy,
         closing: list[tuple[ToolResultMessage, str]] | None = None,
+        history: Sequence[Record] | None = None,
     ) -> tuple[Ledger, list[tuple[ToolResultMessage, str]]]:
         """The ledger of a resumed session (``writer`` from the store's ``reopen``),
         with what the last writer left open closed: each call without a result
@@ -285,8 +304,10 @@ class Ledger:
         recorded as a rerun)
         and an open turn ended as ``interrupted``, durably. ``closing``: those
         results when the caller has them already (a resume that took the replay's
-        conversation, ``DerivedSession.take_conversation``). Cancellation or a
-        failure: the writer is closed (its lock let go) before the error propagates."""
+        conversation, ``DerivedSession.take_conversation``). ``history``: the records
+        ``derived`` was derived from (from ``session/start`` or a snapshot on), for
+        the store's snapshots; without it the session writes none. Cancellation or
+        a failure: the writer is closed (its lock let go) before the error propagates."""
         # closing a closed session again, with nothing written since, writes nothing
         ledger = cls(
             writer,
@@ -295,6 +316,7 @@ class Ledger:
             reserved=derived.reserved,
             closed=derived.closed,
             reruns=[call.id for call in derived.reruns],
+            history=history,
         )
         done = False
         try:
@@ -325,8 +347,11 @@ class Ledger:
     # next record damage the ledger. The protection costs nothing per call.
     @enable_ki_protection
     def _write(self, record: Record) -> None:
-        self._writer.append(record_encoder.encode(record) + b"\n")
+        line = record_encoder.encode(record) + b"\n"
+        self._writer.append(line)
         self._seq += 1
+        if self._snapshots is not None:
+            self._snapshots.wrote(record, len(line))
 
     # -- records
     def session_started(
@@ -382,8 +407,23 @@ class Ledger:
 
     @enable_ki_protection
     def turn_ended(self, turn: int, end: TurnEnd, sequence: int) -> None:
+        """The turn ended; then a ``snapshot``, when the store's policy says one is due."""
         self._write(TurnEndRecord(seq=self._seq, turn=turn, end=end, sequence=sequence))
         self._open_turn = None
+        if self._snapshots is not None:
+            self._snapshot(self._snapshots)
+
+    def _snapshot(self, snapshots: SnapshotTaker) -> None:
+        try:
+            record = snapshots.turn_ended()
+        except LedgerCorruptError as exc:  # the replay refuses what was written: no more
+            LEDGER.warning("no more snapshots in this session (at record %d): %s", self._seq, exc)
+            self._snapshots = None
+            return
+        if record is not None:
+            size = len(record.state)
+            self._write(record)
+            snapshots.snapshot_written(size)
 
     def message(
         self,

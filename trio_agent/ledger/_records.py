@@ -42,6 +42,7 @@ __all__ = [
     "SessionExistsError",
     "SessionLockedError",
     "SessionStartRecord",
+    "SnapshotRecord",
     "StepEndRecord",
     "StepStartRecord",
     "ToolCallRecord",
@@ -438,6 +439,24 @@ class ApprovalDecidedRecord(_Record, frozen=True, tag="approval/decided"):
         )
 
 
+class SnapshotRecord(_Record, frozen=True, tag="snapshot"):
+    """What the records before it derive to, written right after a ``turn/end``
+    (the store's snapshot policy says which ones), so a resume replays from here
+    instead of from ``session/start``. A cache, never history: every record
+    before it stays, and a full replay only checks that it stands between turns.
+    ``state`` is kept as raw JSON (decoded only by a resume that starts here), so
+    loading the whole ledger (``show``, ``fork``) never decodes it."""
+
+    kind: ClassVar[Literal["snapshot"]] = "snapshot"
+    state: Annotated[
+        msgspec.Raw,
+        Meta(
+            description="The replay's state after the record before this one: the transcript "
+            "(the current context), counters, usage, outputs, open and held calls."
+        ),
+    ]
+
+
 Record = (
     SessionStartRecord
     | SessionClosedRecord
@@ -457,6 +476,7 @@ Record = (
     | OutputRecord
     | ApprovalRequestedRecord
     | ApprovalDecidedRecord
+    | SnapshotRecord
 )
 
 record_decoder: Final = msgspec.json.Decoder(Record)

@@ -4,6 +4,7 @@ with a dot, so none can be taken for a ledger)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -12,11 +13,30 @@ from typing import Any, Protocol, final
 import trio
 
 from ..ledger._derive import DerivedSession, derive
-from ..stores._base import check_session_id
+from ..ledger._records import LedgerCorruptError, SnapshotRecord
+from ..stores._base import LoadedSession, check_session_id
 from ..stores._jsonl import JsonlStore
 from ._eventlog import EventLog, Events
 
-__all__ = ["JsonlPlace", "Place"]
+__all__ = ["JsonlPlace", "Place", "derive_tail"]
+
+SERVE = logging.getLogger("trio_agent.serve")
+
+
+async def derive_tail(store: Any, session_id: str, tail: LoadedSession) -> DerivedSession | None:
+    """What a session derives to from its records since the last snapshot (``tail``,
+    a store's ``load_tail``): bounded by the snapshot, not the session's length.
+    A snapshot that does not replay falls back to the whole ledger with a warning,
+    as a resume does; None when nothing is recorded."""
+    if not tail.records:
+        return None
+    try:
+        return derive(tail.records)
+    except LedgerCorruptError as exc:
+        if type(tail.records[0]) is not SnapshotRecord:
+            raise
+        SERVE.warning("%s: its last snapshot does not replay (%s); read whole", session_id, exc)
+    return derive((await store.load(session_id)).records)
 
 
 class Place(Protocol):
@@ -61,10 +81,8 @@ class JsonlPlace:
         path = self.store.path(session_id)
         if not await trio.Path(path).exists():
             return None
-        loaded = await self.store.load(session_id)
-        if not loaded.records:  # its first line was never finished: not made
-            return None
-        return derive(loaded.records)
+        # no records: its first line was never finished, so it was not made
+        return await derive_tail(self.store, session_id, await self.store.load_tail(session_id))
 
     async def sessions(self) -> list[str]:
         return await trio.to_thread.run_sync(self._sessions)

@@ -20,10 +20,11 @@ from typing import Any, Final, final
 import trio
 
 from ..fleet._listen import Listener, channel
-from ..ledger._derive import DerivedSession, derive
+from ..ledger._derive import DerivedSession
 from ..ledger._records import LedgerError
 from ..stores._base import parse_jsonl
 from ..stores.postgres._store import PostgresStore
+from ._place import derive_tail
 
 __all__ = ["READ_ROWS", "PostgresEvents", "PostgresPlace"]
 
@@ -143,10 +144,11 @@ class PostgresPlace:
 
     async def state(self, session_id: str) -> DerivedSession | None:
         store = self.store
-        bodies = await store.run(f"load session {session_id!r}", store.select, session_id)
+        bodies = await store.run(f"load session {session_id!r}", store.select, session_id, True)
         if not bodies:
             return None
-        return derive(parse_jsonl(session_id, b"\n".join(bodies) + b"\n").records)
+        tail = parse_jsonl(session_id, b"\n".join(bodies) + b"\n", first_seq=None)
+        return await derive_tail(store, session_id, tail)  # from its last snapshot on
 
     async def sessions(self) -> list[str]:
         return await self.store.run("list the sessions", _sessions, self.store)

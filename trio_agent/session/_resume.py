@@ -14,9 +14,9 @@ from ..engine._approvals import Approvals
 from ..engine._options import registry_of
 from ..ledger._derive import DerivedSession, derive
 from ..ledger._ledger import Ledger
-from ..ledger._records import SessionChangedError
+from ..ledger._records import LedgerCorruptError, SessionChangedError, SnapshotRecord
 from ..messages._ir import ToolResultMessage
-from ..stores._base import SessionStore
+from ..stores._base import LoadedSession, SessionStore
 from ._limits import session_used
 from ._options import AgentOptions
 from ._state import SessionState
@@ -76,14 +76,40 @@ def _now_once(options: AgentOptions, derived: DerivedSession) -> list[str]:
     ]
 
 
+async def load_derived(
+    store: SessionStore, session_id: str
+) -> tuple[LoadedSession, DerivedSession, tuple[str, ...]]:
+    """The session's records as loaded, what they derive to, and the warnings of
+    both: from its last snapshot on when the store can load that (``load_tail``),
+    else, or when the snapshot or its tail does not replay (a damaged snapshot),
+    from the whole ledger, with a warning saying so."""
+    load_tail = getattr(store, "load_tail", None)
+    said: tuple[str, ...] = ()
+    if load_tail is not None:
+        try:
+            loaded: LoadedSession = await load_tail(session_id)
+            whole = not loaded.records or type(loaded.records[0]) is not SnapshotRecord
+            if not whole:
+                return loaded, derive(loaded.records), loaded.warnings
+        except LedgerCorruptError as exc:  # in the snapshot, or in the records after it
+            said = (
+                f"{session_id}: replaying from the last snapshot failed ({exc}); "
+                "the whole ledger was replayed instead",
+            )
+            LEDGER.warning("%s", said[0])
+        else:  # no snapshot: this is the whole ledger
+            return loaded, derive(loaded.records), loaded.warnings
+    loaded = await store.load(session_id)
+    return loaded, derive(loaded.records), (*said, *loaded.warnings)
+
+
 async def resume_session(
     store: SessionStore, session_id: str, options: AgentOptions, system: str | None
 ) -> Resumed:
     """Load, rebuild and take over (``Agent.resume``'s contract); a session another
     writer changed meanwhile is loaded again, three times at most."""
     for attempt in range(1, 4):
-        loaded = await store.load(session_id)
-        derived = derive(loaded.records)
+        loaded, derived, said = await load_derived(store, session_id)
         derived.never_rerun(_now_once(options, derived))
         closing = derived.closing_results()
         state = _rebuilt(options, derived, system, closing)
@@ -92,7 +118,9 @@ async def resume_session(
             state.used = await session_used(derived, policy.session_usage_limits, policy.prices)
         try:
             writer = await trio.to_thread.run_sync(store.reopen, loaded)  # file work
-            ledger, closing = await Ledger.take_over(writer, derived, options.fsync, closing)
+            ledger, closing = await Ledger.take_over(
+                writer, derived, options.fsync, closing, loaded.records
+            )
         except SessionChangedError:
             if attempt == 3:
                 raise
@@ -101,7 +129,7 @@ async def resume_session(
         state.turns = derived.turns
         state.session_id = session_id
         state.metadata = derived.metadata
-        warnings = (*loaded.warnings, *derived.writer_warnings())
+        warnings = (*said, *derived.writer_warnings())
         return Resumed(state, tuple(closing), warnings)
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -8,8 +8,10 @@ PostgreSQL a lease whose epoch fences every write (``LeaseLostError``). A
 second writer is refused at once with ``SessionLockedError`` naming the
 holder. Writing never blocks the trio thread: JSONL writes each line to the
 OS inline and fsyncs in a small shared thread pool (group commit); SQLite and
-PostgreSQL run their drivers in worker threads. Each store is imported when
-first named.
+PostgreSQL run their drivers in worker threads. Each writes a ``snapshot``
+record now and then (``SnapshotPolicy``), so a resume replays from the last one
+(``load_tail``) instead of from the start. Each store is imported when first
+named.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 from .._public import lazy as _lazy
 
 if TYPE_CHECKING:
+    from ..ledger._policy import SnapshotPolicy as SnapshotPolicy
     from ._base import LoadedSession as LoadedSession
     from ._base import SessionStore as SessionStore
     from ._base import parse_jsonl as parse_jsonl
@@ -31,6 +34,7 @@ __all__ = [
     "LoadedSession",
     "PostgresStore",
     "SessionStore",
+    "SnapshotPolicy",
     "SqliteStore",
     "parse_jsonl",
 ]
@@ -45,6 +49,7 @@ __getattr__ = _lazy(
         "LoadedSession": "._base",
         "PostgresStore": ".postgres",
         "SessionStore": "._base",
+        "SnapshotPolicy": "..ledger._policy",
         "SqliteStore": "._sqlite",
         "parse_jsonl": "._base",
     },

@@ -9,14 +9,20 @@ import math
 import re
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Protocol, final
+from typing import Final, Protocol, final
 
 import attrs
 import msgspec
 import trio
 
-from ..ledger._ledger import SessionWriter
-from ..ledger._records import LedgerCorruptError, LedgerError, Record, record_decoder
+from ..ledger._ledger import SessionWriter, SnapshotPolicy
+from ..ledger._records import (
+    LedgerCorruptError,
+    LedgerError,
+    Record,
+    SnapshotRecord,
+    record_decoder,
+)
 from ._lock import WriterLock
 
 __all__ = [
@@ -24,6 +30,7 @@ __all__ = [
     "Hold",
     "LoadedSession",
     "Row",
+    "SNAPSHOT_LINE",
     "RowWriter",
     "SessionStore",
     "WriterState",
@@ -65,6 +72,11 @@ class LoadedSession:
     size: int = -1
     torn: bytes = b""
 
+    @property
+    def next_seq(self) -> int:
+        """The ``seq`` of the record a writer appends after these."""
+        return self.records[-1].seq + 1 if self.records else 0
+
 
 class SessionStore(Protocol):
     """A place for session ledgers. Every session has one writer at a time.
@@ -90,9 +102,19 @@ class SessionStore(Protocol):
         ...
 
 
-def parse_jsonl(session_id: str, data: bytes) -> LoadedSession:
+SNAPSHOT_LINE: Final = b'{"kind":"snapshot",'
+"""How a snapshot record's line begins (msgspec writes the tag first)."""
+
+
+def parse_jsonl(
+    session_id: str, data: bytes, *, first_seq: int | None = 0, offset: int = 0
+) -> LoadedSession:
     """Decode JSONL records; a torn last line is dropped with a warning, any other
-    bad line raises ``LedgerCorruptError`` naming it. ``seq`` must run 0, 1, 2, ..."""
+    bad line raises ``LedgerCorruptError`` naming it, but a snapshot's (a cache:
+    it is kept as one that does not restore, and a resume replays past it, with a
+    warning). ``seq`` must run ``first_seq``, ``first_seq + 1``, ... (None: from
+    the first record's). ``offset``: where ``data`` starts in the ledger (a tail
+    read from a snapshot on), so ``valid_bytes`` and ``size`` are the ledger's."""
     records: list[Record] = []
     warnings: list[str] = []
     position = 0
@@ -111,21 +133,29 @@ def parse_jsonl(session_id: str, data: bytes) -> LoadedSession:
                 "line end); ignored"
             )
             break
+        expected = len(records) + (first_seq or 0)
         try:
             record = record_decoder.decode(line)
         except msgspec.DecodeError as exc:
-            raise LedgerCorruptError(
-                f"{session_id}: line {line_number} is corrupt: {exc}"
-            ) from None
-        if record.seq != len(records):
+            if not line.startswith(SNAPSHOT_LINE) or (first_seq is None and not records):
+                raise LedgerCorruptError(
+                    f"{session_id}: line {line_number} is corrupt: {exc}"
+                ) from None
+            warnings.append(f"{session_id}: the snapshot at line {line_number} is damaged: {exc}")
+            record = SnapshotRecord(seq=expected, state=msgspec.Raw(b"null"))
+        if first_seq is None and not records:
+            first_seq = expected = record.seq
+        if record.seq != expected:
             raise LedgerCorruptError(
                 f"{session_id}: line {line_number} has seq {record.seq} where "
-                f"{len(records)} was expected"
+                f"{expected} was expected"
             )
         records.append(record)
         position = end + 1
         valid = position
-    return LoadedSession(session_id, tuple(records), tuple(warnings), valid, size, data[valid:])
+    return LoadedSession(
+        session_id, tuple(records), tuple(warnings), offset + valid, offset + size, data[valid:]
+    )
 
 
 class Hold(Protocol):
@@ -184,7 +214,14 @@ class RowWriter:
     flush stores them (``_pending``), and the writer's state. ``append`` never
     awaits, as ``SessionWriter`` asks."""
 
-    def __init__(self, session_id: str, next_seq: int, state: WriterState) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        next_seq: int,
+        state: WriterState,
+        snapshots: SnapshotPolicy | None = None,
+    ) -> None:
+        self.snapshots = snapshots  # the store's: the ledger writes snapshots by it
         self._session_id = session_id
         self._next_seq = next_seq
         self._state = state

@@ -12,13 +12,13 @@ import errno
 import os
 import weakref
 from pathlib import Path
-from typing import final
+from typing import Final, final
 
 import trio
 
-from ..ledger._ledger import SessionWriter
+from ..ledger._ledger import DEFAULT_SNAPSHOTS, SessionWriter, SnapshotPolicy, check_snapshots
 from ..ledger._records import LedgerError, SessionChangedError, session_exists
-from ._base import LoadedSession, WriterState, check_session_id, parse_jsonl
+from ._base import SNAPSHOT_LINE, LoadedSession, WriterState, check_session_id, parse_jsonl
 from ._fsync import FsyncClosedError, SyncedFile
 from ._lock import WriterLock
 
@@ -30,9 +30,12 @@ class _JsonlWriter:
     """Appends whole lines to the session file: a write that fails is undone (the
     file is cut back to its last whole line) and breaks the writer."""
 
-    __slots__ = ("__weakref__", "_close_fd", "_fd", "_path", "_state", "_sync")
+    __slots__ = ("__weakref__", "_close_fd", "_fd", "_path", "_state", "_sync", "snapshots")
 
-    def __init__(self, fd: int, path: Path, state: WriterState) -> None:
+    def __init__(
+        self, fd: int, path: Path, state: WriterState, snapshots: SnapshotPolicy | None
+    ) -> None:
+        self.snapshots = snapshots  # the ledger writes snapshots by it
         self._fd = fd
         self._path = path
         self._state = state
@@ -108,10 +111,20 @@ class JsonlStore:
     A writer holds an flock on the session's file (released by the kernel if
     the process dies), so a session has one writer at a time, in this process
     or any other on the machine.
+
+    ``snapshots``: when a session's ledger writes a ``snapshot`` record (the
+    state its records derive to, at a turn's end), so that a resume reads the
+    file from the last one (``load_tail``) instead of whole; None: never.
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        snapshots: SnapshotPolicy | None = DEFAULT_SNAPSHOTS,
+    ) -> None:
         self.directory = Path(directory)
+        self.snapshots = check_snapshots(snapshots)
 
     def path(self, session_id: str) -> Path:
         return self.directory / f"{check_session_id(session_id)}.jsonl"
@@ -137,7 +150,7 @@ class JsonlStore:
                     lock.release()
                     raise session_exists(session_id, self.directory) from None
                 os.ftruncate(fd, 0)
-            writer = _JsonlWriter(fd, path, WriterState(session_id, lock))
+            writer = _JsonlWriter(fd, path, WriterState(session_id, lock), self.snapshots)
             made = True
         except OSError as exc:
             raise LedgerError(f"cannot create session {session_id!r} at {path}: {exc}") from exc
@@ -175,7 +188,7 @@ class JsonlStore:
                 )
             if size != loaded.valid_bytes:
                 os.ftruncate(fd, loaded.valid_bytes)  # drop the torn tail before appending
-            writer = _JsonlWriter(fd, path, WriterState(session_id, lock))
+            writer = _JsonlWriter(fd, path, WriterState(session_id, lock), self.snapshots)
             made = True
         except OSError as exc:
             raise LedgerError(f"cannot reopen session {session_id!r} at {path}: {exc}") from exc
@@ -195,3 +208,50 @@ class JsonlStore:
         except OSError as exc:
             raise LedgerError(f"cannot read session {session_id!r} at {path}: {exc}") from exc
         return parse_jsonl(session_id, data)
+
+    async def load_tail(self, session_id: str) -> LoadedSession:
+        """The session's records from its last snapshot on (all of them when it has
+        none), read from the end of the file backwards, never whole: what a resume
+        needs, at a cost bounded by the last snapshot and the records after it.
+        ``reopen`` takes it as a whole ``load``. Failures as ``load``'s."""
+        path = self.path(session_id)
+        try:
+            data, offset = await trio.to_thread.run_sync(_read_tail, path)
+        except FileNotFoundError:
+            raise LedgerError(f"no session {session_id!r} at {path}") from None
+        except OSError as exc:
+            raise LedgerError(f"cannot read session {session_id!r} at {path}: {exc}") from exc
+        return parse_jsonl(session_id, data, first_seq=None if offset else 0, offset=offset)
+
+
+_BLOCK: Final = 1 << 16
+_MARK: Final = b"\n" + SNAPSHOT_LINE  # a snapshot's line, after the line before it
+
+
+def _read_tail(path: Path) -> tuple[bytes, int]:
+    """The file's bytes from the start of its last whole snapshot line (or from 0),
+    and where they start: read in blocks from the end (blocking: run in a thread)."""
+    with open(path, "rb", buffering=0) as file:
+        fd = file.fileno()
+        start = os.fstat(fd).st_size
+        blocks: list[bytes] = []  # from the end backwards
+        last_end = -1  # where the last whole line ends (its line end), once found
+        while start > 0:
+            step = min(_BLOCK, start)
+            start -= step
+            block = os.pread(fd, step, start)
+            blocks.append(block)
+            if last_end < 0:
+                at = block.rfind(b"\n")
+                if at < 0:
+                    continue
+                last_end = start + at
+            # a mark that starts in this block, before the last line end: its
+            # snapshot line is whole
+            limit = min(step, last_end - start)
+            window = block + blocks[-2][: len(_MARK)] if len(blocks) > 1 else block
+            found = window.rfind(_MARK, 0, limit - 1 + len(_MARK))
+            if found >= 0:
+                data = b"".join(reversed(blocks))
+                return data[found + 1 :], start + found + 1
+        return b"".join(reversed(blocks)), 0

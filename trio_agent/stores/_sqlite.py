@@ -29,9 +29,17 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
 import trio
 
-from ..ledger._ledger import SessionWriter
+from ..ledger._ledger import DEFAULT_SNAPSHOTS, SessionWriter, SnapshotPolicy, check_snapshots
 from ..ledger._records import LedgerCorruptError, LedgerError, SessionChangedError, session_exists
-from ._base import LoadedSession, Row, RowWriter, WriterState, check_session_id, parse_jsonl
+from ._base import (
+    SNAPSHOT_LINE,
+    LoadedSession,
+    Row,
+    RowWriter,
+    WriterState,
+    check_session_id,
+    parse_jsonl,
+)
 from ._lock import WriterLock
 
 if TYPE_CHECKING:
@@ -64,7 +72,7 @@ class _SqliteWriter(RowWriter):
     """Buffers records; ``flush`` inserts them in one transaction in the worker thread."""
 
     def __init__(self, store: SqliteStore, session_id: str, next_seq: int, state: WriterState):
-        super().__init__(session_id, next_seq, state)
+        super().__init__(session_id, next_seq, state, store.snapshots)
         self._store = store
         self._not_durable = False  # committed without a sync since the last durable flush
         # A reopened session's stored end is checked at the first flush; a new one's
@@ -136,10 +144,19 @@ class SqliteStore:
     closed when the store is garbage-collected or the program exits.
     ``aclose()`` closes it now (a later use opens it again); it is never
     required.
+
+    ``snapshots``: when a session's ledger writes a ``snapshot`` record, so a
+    resume reads its rows from the last one (``load_tail``); None: never.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        snapshots: SnapshotPolicy | None = DEFAULT_SNAPSHOTS,
+    ) -> None:
         self.path = Path(path)
+        self.snapshots = check_snapshots(snapshots)
         # The connection, when one is open: a list the finalizer shares, which closes
         # what it holds when the store is collected (it must not hold the store).
         self._connection: list[sqlite3.Connection] = []
@@ -303,10 +320,21 @@ class SqliteStore:
         finally:
             os.close(fd)
 
-    def _select(self, session_id: str) -> list[bytes]:
-        """The session's record bodies."""
-        rows = self._db().execute(
-            "SELECT body FROM records WHERE session_id = ? ORDER BY seq", (session_id,)
+    def _select(self, session_id: str, tail: bool = False) -> list[bytes]:
+        """The session's record bodies (``tail``: from its last snapshot on, found
+        walking its rows back from the last: a cost bounded by the tail)."""
+        db = self._db()
+        first = 0
+        if tail:
+            found = db.execute(
+                "SELECT seq FROM records WHERE session_id = ? AND substr(body, 1, ?) = ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (session_id, len(SNAPSHOT_LINE), SNAPSHOT_LINE),
+            ).fetchone()
+            first = 0 if found is None else found[0]
+        rows = db.execute(
+            "SELECT body FROM records WHERE session_id = ? AND seq >= ? ORDER BY seq",
+            (session_id, first),
         )
         return [bytes(row[0]) for row in rows]
 
@@ -335,7 +363,7 @@ class SqliteStore:
     def reopen(self, loaded: LoadedSession) -> SessionWriter:
         # That nothing was added since ``loaded`` is checked by every insert.
         state = WriterState(loaded.session_id, self._lock_for(loaded.session_id))
-        return _SqliteWriter(self, loaded.session_id, len(loaded.records), state)
+        return _SqliteWriter(self, loaded.session_id, loaded.next_seq, state)
 
     async def load(self, session_id: str) -> LoadedSession:
         check_session_id(session_id)
@@ -343,6 +371,15 @@ class SqliteStore:
         if not bodies:
             raise LedgerError(f"no session {session_id!r} in {self.path}")
         return parse_jsonl(session_id, b"\n".join(bodies) + b"\n")
+
+    async def load_tail(self, session_id: str) -> LoadedSession:
+        """The session's records from its last snapshot on (all of them when it has
+        none): what a resume needs. ``reopen`` takes it as a whole ``load``."""
+        check_session_id(session_id)
+        bodies = await self.run(f"load session {session_id!r}", self._select, session_id, True)
+        if not bodies:
+            raise LedgerError(f"no session {session_id!r} in {self.path}")
+        return parse_jsonl(session_id, b"\n".join(bodies) + b"\n", first_seq=None)
 
     async def aclose(self) -> None:
         """Close the database connection now, also while a writer is open (a later

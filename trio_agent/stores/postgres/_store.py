@@ -45,7 +45,9 @@ from ...ledger import (
     SessionWriter,
     session_exists,
 )
+from ...ledger._ledger import DEFAULT_SNAPSHOTS, SnapshotPolicy, check_snapshots
 from .._base import (
+    SNAPSHOT_LINE,
     LoadedSession,
     RowWriter,
     WriterState,
@@ -109,7 +111,7 @@ class _PostgresWriter(RowWriter):
     flush_per_event = False
 
     def __init__(self, store: PostgresStore, session_id: str, next_seq: int, lease: Lease) -> None:
-        super().__init__(session_id, next_seq, WriterState(session_id, lease))
+        super().__init__(session_id, next_seq, WriterState(session_id, lease), store.snapshots)
         self._store = store
         self._lease = lease
 
@@ -183,6 +185,9 @@ class PostgresStore:
     Without it, ``dsn`` is listened on, unless it is behind a pooler (found at
     the first connection: ``pooled``); then the fleet polls, and says so once
     (a warning on the ``trio_agent.fleet`` logger).
+
+    ``snapshots``: when a session's ledger writes a ``snapshot`` record, so a
+    resume reads its rows from the last one (``load_tail``); None: never.
     """
 
     def __init__(
@@ -195,6 +200,7 @@ class PostgresStore:
         max_connections: int = 8,
         create_schema: bool = True,
         listen_dsn: str | None = None,
+        snapshots: SnapshotPolicy | None = DEFAULT_SNAPSHOTS,
     ) -> None:
         if importlib.util.find_spec("psycopg") is None:
             raise ModuleNotFoundError(
@@ -224,6 +230,7 @@ class PostgresStore:
             raise ValueError(f"lease_seconds must be a number of seconds, got {lease_seconds!r}")
         if type(max_connections) is not int or max_connections < 1:
             raise ValueError(f"max_connections must be an int >= 1, got {max_connections!r}")
+        self.snapshots = check_snapshots(snapshots)
         self.schema = schema
         self.lease_seconds = float(lease_seconds)
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
@@ -444,10 +451,23 @@ class PostgresStore:
         """Who holds the session's lease now (None: nobody), for ``trio-agent show``."""
         return self.leases.holder_of(connection, session_id)
 
-    def select(self, connection: Connection[Any], session_id: str) -> list[bytes]:
+    def select(
+        self, connection: Connection[Any], session_id: str, tail: bool = False
+    ) -> list[bytes]:
+        """The session's record bodies (``tail``: from its last snapshot on, found
+        walking its rows back from the last: a cost bounded by the tail)."""
+        first = 0
+        if tail:
+            found = connection.execute(
+                f'SELECT seq FROM "{self.schema}".records WHERE session_id = %s '
+                "AND substring(body from 1 for %s) = %s ORDER BY seq DESC LIMIT 1",
+                (session_id, len(SNAPSHOT_LINE), SNAPSHOT_LINE),
+            ).fetchone()
+            first = 0 if found is None else int(found[0])
         rows = connection.execute(
-            f'SELECT body FROM "{self.schema}".records WHERE session_id = %s ORDER BY seq',
-            (session_id,),
+            f'SELECT body FROM "{self.schema}".records WHERE session_id = %s AND seq >= %s '
+            "ORDER BY seq",
+            (session_id, first),
         ).fetchall()
         return [bytes(row[0]) for row in rows]
 
@@ -462,7 +482,7 @@ class PostgresStore:
         return self._writer(session_id, 0, epoch)
 
     def reopen(self, loaded: LoadedSession) -> SessionWriter:
-        known = len(loaded.records)
+        known = loaded.next_seq
         epoch = self.call("take the session", self.take, loaded.session_id, False, known)
         return self._writer(loaded.session_id, known, epoch)
 
@@ -472,6 +492,19 @@ class PostgresStore:
         if not bodies:
             raise LedgerError(f"no session {session_id!r} in {self!r}")
         return parse_jsonl(session_id, b"\n".join(bodies) + b"\n")
+
+    async def load_tail(self, session_id: str) -> LoadedSession:
+        """The session's records from its last snapshot on (all of them when it has
+        none): what a resume needs. ``reopen`` takes it as a whole ``load``."""
+        return await _load_tail(self, session_id)
+
+
+async def _load_tail(store: PostgresStore, session_id: str) -> LoadedSession:
+    check_session_id(session_id)
+    bodies = await store.run(f"load session {session_id!r}", store.select, session_id, True)
+    if not bodies:
+        raise LedgerError(f"no session {session_id!r} in {store!r}")
+    return parse_jsonl(session_id, b"\n".join(bodies) + b"\n", first_seq=None)
 
 
 def _close_pool(pools: list[Any]) -> None:
