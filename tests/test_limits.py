@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from trio_agent import (
@@ -169,3 +169,41 @@ def _strings(value):
             yield from _strings(v)
     elif isinstance(value, str):
         yield from value
+
+
+class _Text(str):
+    pass
+
+
+flat_leaf = (
+    json_leaf
+    | st.text(alphabet="ab", min_size=2040, max_size=2060)  # two are past the character limit
+    | st.sampled_from([math.nan, math.inf, -math.inf, 2**64, -(2**63) - 1, _Text("x"), (1,)])
+)
+
+
+@given(
+    st.dictionaries(
+        st.text(st.characters(exclude_categories=("Cs",)), max_size=5), flat_leaf, max_size=8
+    )
+)
+@example({"a": "x" * 2048, "b": "y" * 2048})
+@example({"a": "x" * 2047, "b": "y" * 2047})
+def test_a_flat_object_is_checked_as_the_walk_checks_it(arguments):
+    """Flat arguments (most tool calls') take a fast path: what it accepts and refuses,
+    and the copy it returns, are the walk's. Its values: every kind of leaf, the
+    ones past a limit and the ones that are not plain JSON among them."""
+    plain = all(
+        type(v) in (str, int, float, bool, type(None))
+        and not (type(v) is float and not math.isfinite(v))
+        and not (type(v) is int and not -(2**63) <= v <= 2**64 - 1)
+        for v in arguments.values()
+    )
+    within = plain and measure(arguments)[2] <= MAX_ARGUMENT_CHARS
+    if within:
+        copy = check_arguments(arguments)
+        assert copy == arguments and copy is not arguments
+    else:
+        with pytest.raises(ArgumentsError) as raised:
+            check_arguments(arguments)
+        assert raised.value.path.startswith("$")  # the walk names what is wrong

@@ -92,16 +92,18 @@ def check_effects(directory: Path, messages, reruns: list[str] | None, trial: in
             assert texts[call_id(key)] == key.upper(), (trial, key, texts[call_id(key)])
 
 
-async def crash_once(directory: Path, delay: float, kind: str = "jsonl", *extra: str) -> bool:
-    """Run the child until it is ready, let it work ``delay`` seconds, SIGKILL it.
-    Returns whether it had already finished."""
+async def crash_once(
+    directory: Path, delay: float, kind: str = "jsonl", *extra: str, until: bytes = b"ready\n"
+) -> bool:
+    """Run the child until it prints ``until`` (ready, or a line it stops on), let it
+    work ``delay`` seconds, SIGKILL it. Returns whether it had already finished."""
     process = await trio.lowlevel.open_process(
         [sys.executable, str(CHILD), str(directory), kind, *extra], stdout=subprocess.PIPE
     )
     output = b""
     assert process.stdout is not None
     try:
-        while b"ready\n" not in output:
+        while until not in output:
             chunk = await process.stdout.receive_some()
             assert chunk, f"child exited early: {output!r}"
             output += chunk
@@ -197,7 +199,11 @@ async def test_sigkill_while_snapshots_are_written_then_resume_from_the_last_one
     for trial in range(SNAPSHOT_TRIALS[kind]):
         directory = tmp_path / f"trial-{trial}"
         directory.mkdir()
-        finished = await crash_once(directory, rng.uniform(0.0, 0.12), kind, "snapshots")
+        if trial % 10 == 0:  # stopped in the middle of a snapshot, whatever the load
+            stop = str(rng.randint(2, 3))  # one snapshot or two before it
+            finished = await crash_once(directory, 0, kind, "snapshots", stop, until=b"snapshot\n")
+        else:
+            finished = await crash_once(directory, rng.uniform(0.0, 0.12), kind, "snapshots")
         seen["finished" if finished else "killed"] += 1
         store = open_store(directory, kind, snapshots=EVERY_TURN)
         whole = await store.load(SESSION)
@@ -226,9 +232,12 @@ async def test_sigkill_while_snapshots_are_written_then_resume_from_the_last_one
         check_effects(directory, result.messages, reruns, trial)
         again = await store.load(SESSION)
         assert_same(derive((await store.load_tail(SESSION)).records), derive(again.records), trial)
-    assert seen["killed"] >= SNAPSHOT_TRIALS[kind] * 0.6, seen
-    assert seen["from a snapshot"] >= SNAPSHOT_TRIALS[kind] // 4, seen
-    assert seen["killed in a snapshot"] >= 1, seen
+    # the trials stopped in a snapshot, at least: the others depend on the load
+    stopped = len(range(0, SNAPSHOT_TRIALS[kind], 10))
+    assert seen["killed"] >= stopped and seen["from a snapshot"] >= stopped, seen
+    assert seen["killed in a snapshot"] >= stopped, seen
+    if kind == "jsonl":
+        assert seen["torn snapshot"] >= stopped, seen
     print(f"{kind} with snapshots: {dict(seen)}")
 
 

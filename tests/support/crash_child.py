@@ -148,22 +148,39 @@ def open_store(
 EVERY_TURN = SnapshotPolicy(every_turns=1)
 
 
-def slow_snapshots(directory: Path) -> None:
+def _stop_here() -> None:
+    """Say so on stdout and wait to be killed (the parent kills on this line)."""
+    print("in a snapshot", flush=True)
+    while True:
+        time.sleep(1)
+
+
+def slow_snapshots(directory: Path, kind: str, hang_at: int = 0) -> None:
     """Widen the moment a snapshot is written: its replay waits 3 ms, and a JSONL
     snapshot line is written in two parts, 3 ms apart (a short write: the writer
     writes the rest). DIRECTORY/snapshots.log gets "begin" when the ledger looks
-    whether one is due and "end" once it is written (or was not due)."""
+    whether one is due and "end" once it is written (or was not due).
+    ``hang_at`` N > 0: the Nth snapshot stops in its middle (JSONL: its line half
+    written; SQLite: taken, not yet stored) until the process is killed, so a
+    kill lands there whatever the machine's load."""
     from trio_agent.ledger import Ledger, _policy
     from trio_agent.stores import _jsonl
 
+    jsonl = kind == "jsonl"
     log = os.open(directory / "snapshots.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     take = _policy.SnapshotTaker.turn_ended
     snapshot = Ledger._snapshot
 
+    taken = 0
+
     def slow_take(self: Any) -> Any:
+        nonlocal taken
         record = take(self)
         if record is not None:
             os.write(log, b"begin\n")
+            taken += 1
+            if taken == hang_at and not jsonl:
+                _stop_here()
             time.sleep(0.003)
         return record
 
@@ -176,6 +193,8 @@ def slow_snapshots(directory: Path) -> None:
     def split_write(fd: int, data: Any) -> int:
         if bytes(data).startswith(b'{"kind":"snapshot",'):
             written = write(fd, data[: len(data) // 2])
+            if taken == hang_at:
+                _stop_here()
             time.sleep(0.003)
             return written
         return write(fd, data)
@@ -205,7 +224,8 @@ async def main(directory: Path, kind: str, snapshots: bool) -> None:
 
 
 if __name__ == "__main__":
-    snapshots = sys.argv[3:] == ["snapshots"]
+    snapshots = sys.argv[3:4] == ["snapshots"]  # then, optionally, the snapshot to stop in
     if snapshots:
-        slow_snapshots(Path(sys.argv[1]))
+        hang_at = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+        slow_snapshots(Path(sys.argv[1]), sys.argv[2], hang_at)
     trio.run(main, Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "jsonl", snapshots)

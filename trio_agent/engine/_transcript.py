@@ -68,6 +68,15 @@ class Conversation:
         checked, linker = snapshot(messages)
         return cls(list(checked), linker, requests)
 
+    @classmethod
+    def restored(cls, messages: Sequence[object], requests: int = 0) -> Conversation:
+        """Check and copy ``messages``, a transcript whose last assistant message may
+        still have calls without a result (a snapshot's, taken between turns or in
+        one); raises ``TranscriptError``. One pass, as ``from_messages`` checks: the
+        same rules as appending each message, without an append's work per message."""
+        checked, linker = snapshot(messages, answered=False)
+        return cls(list(checked), linker, requests)
+
     def __attrs_post_init__(self) -> None:
         self._find_batch()
 

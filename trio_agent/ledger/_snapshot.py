@@ -144,10 +144,8 @@ def restore(record: SnapshotRecord) -> Restored:
 
 def _conversation_of(seq: int, messages: tuple[Message, ...]) -> Conversation:
     """The transcript's conversation, each message checked as a replay checks it."""
-    conversation = Conversation.from_messages(())
     try:
-        for message in messages:
-            conversation.append(conversation.check_new(message))
+        conversation = Conversation.restored(messages)
     except TranscriptError as exc:
         raise LedgerCorruptError(f"snapshot {seq}: {exc}") from None
     return conversation

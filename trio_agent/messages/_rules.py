@@ -405,15 +405,20 @@ def _as_sequence(messages: Iterable[object]) -> Sequence[object]:
     return tuple(messages)
 
 
-def snapshot(messages: Sequence[object]) -> tuple[tuple[Message, ...], Linker]:
-    """Check a whole transcript; return it rebuilt and the linker that checked it."""
+def snapshot(
+    messages: Sequence[object], *, answered: bool = True
+) -> tuple[tuple[Message, ...], Linker]:
+    """Check a whole transcript; return it rebuilt and the linker that checked it.
+    ``answered=False``: the last assistant message's calls may still be open."""
     linker = Linker()
     out = []
+    add = linker.add
     for index, message in enumerate(messages):
         checked = checked_message(message, index)
-        linker.add(checked)
+        add(checked)
         out.append(checked)
-    linker.require_answered()
+    if answered:
+        linker.require_answered()
     return tuple(out), linker
 
 
