@@ -11,6 +11,7 @@ import openai
 import pytest
 import trio
 from serving import client, running
+from sse_client import finished, read_until
 from waiting import WAIT
 
 
@@ -167,19 +168,35 @@ async def test_bodies_that_are_no_request_are_openai_shaped_400s(tmp_path, body)
     assert error["type"] == "invalid_request_error" and error["message"]
 
 
-async def test_a_response_that_continues_an_old_one_is_refused(tmp_path):
-    """A session's history is linear: a response continues its session's latest."""
+async def test_a_response_that_continues_an_old_one_starts_a_branch(tmp_path):
+    """Continuing from a response older than its session's latest branches, as the
+    Responses API does: a new session with the history through that response;
+    the original session goes on unchanged (before: a 400)."""
 
     def talk(ai: openai.OpenAI):
         first = ai.responses.create(model="any", input="one")
-        ai.responses.create(model="any", input="two", previous_response_id=first.id)
-        with pytest.raises(openai.BadRequestError) as caught:
-            ai.responses.create(model="any", input="three", previous_response_id=first.id)
-        return caught.value
+        second = ai.responses.create(model="any", input="two", previous_response_id=first.id)
+        branch = ai.responses.create(model="any", input="three", previous_response_id=first.id)
+        on = ai.responses.create(model="any", input="four", previous_response_id=branch.id)
+        return first, second, branch, on
 
-    async with running(tmp_path) as (server, url):
-        error = await in_thread(talk, url)
-    assert "latest" in error.body["message"]
+    async with running(tmp_path) as (server, url), client(url) as http:
+        first, second, branch, on = await in_thread(talk, url)
+        origin = first.id.removeprefix("resp_").rpartition("_")[0]
+        forked = branch.id.removeprefix("resp_").rpartition("_")[0]
+        assert forked != origin and branch.id == f"resp_{forked}_2"
+        assert branch.previous_response_id == first.id
+        assert (branch.output_text, on.output_text) == ("echo: three", "echo: four")
+        assert on.id == f"resp_{forked}_3"
+        assert (await http.get(f"/sessions/{origin}")).json()["turns"] == 2
+        assert (await http.get(f"/sessions/{forked}")).json()["turns"] == 3
+        events = await read_until(url, f"/sessions/{forked}/events", finished(3))
+    users = [
+        e["event"]["message"]["content"]
+        for _, e in events
+        if e["event"]["type"] == "message.accepted" and e["event"]["message"]["role"] == "user"
+    ]
+    assert users == ["three", "four"]  # the branch's own turns; turn 1 is its history
 
 
 async def test_instructions_reach_the_model_ahead_of_the_input(tmp_path):
@@ -190,6 +207,26 @@ async def test_instructions_reach_the_model_ahead_of_the_input(tmp_path):
         answer = await in_thread(talk, url)
     assert answer.output_text == "echo: Be brief.\n\nhi"
     assert answer.instructions == "Be brief."
+
+
+async def test_system_and_developer_messages_are_instructions(tmp_path):
+    """The SDK's other way to give instructions: system or developer messages in
+    ``input``, ahead of the user's (before: a 400)."""
+
+    def talk(ai: openai.OpenAI):
+        return ai.responses.create(
+            model="any",
+            instructions="First.",
+            input=[
+                {"role": "system", "content": "Be brief."},
+                {"role": "developer", "content": [{"type": "input_text", "text": "Be kind."}]},
+                {"role": "user", "content": "hi"},
+            ],
+        )
+
+    async with running(tmp_path) as (server, url):
+        answer = await in_thread(talk, url)
+    assert answer.output_text == "echo: First.\n\nBe brief.\n\nBe kind.\n\nhi"
 
 
 async def test_a_token_guards_the_responses_endpoint(tmp_path):

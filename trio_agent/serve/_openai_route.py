@@ -11,6 +11,8 @@ from typing import Final
 import msgspec
 from starlette.responses import Response
 
+from ..ledger import LedgerError
+from ..session import Agent
 from ._bodies import ApiError, decode_body
 from ._hub import Hub, Watch
 from ._responses import ResponsesFraming
@@ -63,8 +65,10 @@ async def responses(hub: Hub, body: bytes) -> Response:
 
 
 async def _session_of(hub: Hub, request: ResponsesRequest) -> str:
-    """The session a request continues (its previous response's, which must be the
-    session's latest), or a new one."""
+    """The session a request continues: its previous response's, or a new one. A
+    response older than its session's latest starts a branch, as the Responses
+    API does: a new session forked from that turn's end (``Agent.fork``), the
+    original left as it is."""
     if request.previous is None:
         return new_session_id()
     session_id, turn = request.previous
@@ -78,12 +82,17 @@ async def _session_of(hub: Hub, request: ResponsesRequest) -> str:
     if turn > state["turns"]:
         raise not_found
     if turn < state["turns"]:
-        raise ApiError(
-            400,
-            f"previous_response_id: the session has gone on since response {turn}; continue "
-            f"from its latest, {response_id(session_id, state['turns'])}",
-        )
+        return await _branch(hub, session_id, turn)
     return session_id
+
+
+async def _branch(hub: Hub, session_id: str, turn: int) -> str:
+    """A new session whose history is ``session_id``'s through turn ``turn``."""
+    store = hub.place.store
+    try:
+        return await Agent.fork(store, session_id, at_turn=turn, new_session_id=new_session_id())
+    except LedgerError as exc:  # the source is damaged, or the database is away
+        raise ApiError(503, f"cannot branch from response {turn} of {session_id}: {exc}") from None
 
 
 async def _whole(watch: Watch, cursor: int, framing: ResponsesFraming) -> Response:

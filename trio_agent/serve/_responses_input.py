@@ -1,6 +1,7 @@
 """What a request to the OpenAI Responses-compatible ``POST /v1/responses`` asks,
 read and checked: the new input (a string, or message items whose texts are
-joined), the ``instructions``, approval answers (``mcp_approval_response``
+joined), the ``instructions`` (and ``system``/``developer`` messages, taken as
+instructions), approval answers (``mcp_approval_response``
 items), ``previous_response_id`` (a response id names a session and a turn:
 ``resp_<session>_<turn>``), and whether to stream. Anything wrong is an
 ``ApiError`` (400); the route answers it as OpenAI does, ``{"error":
@@ -50,16 +51,18 @@ class ResponsesRequest:
         previous = None
         if body.previous_response_id is not None:
             previous = turn_of(body.previous_response_id)
-        texts, decisions = _items(body.input)
+        texts, decisions, instructions = _items(body.input)
         if decisions and previous is None:
             raise _bad("an mcp_approval_response needs previous_response_id", "input")
         if not texts and not decisions:
             raise _bad("input needs a user message (or approval responses)", "input")
         message = "\n\n".join(texts) if texts else None
         if body.instructions:
+            instructions.insert(0, body.instructions)
+        if instructions:
             if message is None:
                 raise _bad("instructions go with a user message", "instructions")
-            message = f"{body.instructions}\n\n{message}"
+            message = "\n\n".join([*instructions, message])
         return cls(body, message, tuple(decisions), previous)
 
 
@@ -91,14 +94,19 @@ def _bad(message: str, param: str) -> ApiError:
     return ApiError(400, f"{param}: {message}")
 
 
-def _items(given: str | list[Any] | None) -> tuple[list[str], list[tuple[str, bool, str]]]:
-    """The user texts and the approval answers of ``input``."""
-    if given is None:
-        return [], []
-    if isinstance(given, str):
-        return [given], []
+def _items(
+    given: str | list[Any] | None,
+) -> tuple[list[str], list[tuple[str, bool, str]], list[str]]:
+    """The user texts, the approval answers and the instructions (``system`` and
+    ``developer`` messages: they join the turn's message ahead of the user's, as
+    ``instructions`` do) of ``input``."""
     texts: list[str] = []
     decisions: list[tuple[str, bool, str]] = []
+    instructions: list[str] = []
+    if given is None:
+        return texts, decisions, instructions
+    if isinstance(given, str):
+        return [given], decisions, instructions
     for index, item in enumerate(given):
         if not isinstance(item, dict):
             raise _bad(f"item {index} is not an object", "input")
@@ -106,14 +114,15 @@ def _items(given: str | list[Any] | None) -> tuple[list[str], list[tuple[str, bo
         if kind == "mcp_approval_response":
             decisions.append(_decision(index, item))
         elif kind == "message":
-            texts.append(_user_text(index, item))
+            role, text = _message_text(index, item)
+            (texts if role == "user" else instructions).append(text)
         else:
             raise _bad(
                 f"item {index} is of type {str(kind)[:64]!r}: only messages and "
                 "mcp_approval_response items are taken (the agent runs its own tools)",
                 "input",
             )
-    return texts, decisions
+    return texts, decisions, instructions
 
 
 def _decision(index: int, item: dict[str, Any]) -> tuple[str, bool, str]:
@@ -129,17 +138,21 @@ def _decision(index: int, item: dict[str, Any]) -> tuple[str, bool, str]:
     return call_id, approve, reason
 
 
-def _user_text(index: int, item: dict[str, Any]) -> str:
+_TAKEN_ROLES: Final = ("user", "system", "developer")
+
+
+def _message_text(index: int, item: dict[str, Any]) -> tuple[str, str]:
+    """A message item's role (user, system or developer) and its text."""
     role, content = item.get("role"), item.get("content")
-    if role != "user":
+    if not isinstance(role, str) or role not in _TAKEN_ROLES:
         raise _bad(
-            f"item {index} is a {str(role)[:32]!r} message: only the user's are taken (the "
-            "session holds the history: continue it with previous_response_id; instructions "
-            "go in instructions)",
+            f"item {index} is a {str(role)[:32]!r} message: only user, system and developer "
+            "messages are taken (the session holds the history: continue it with "
+            "previous_response_id)",
             "input",
         )
     if isinstance(content, str):
-        return content
+        return role, content
     if isinstance(content, list) and content:
         texts = [
             part.get("text")
@@ -147,5 +160,5 @@ def _user_text(index: int, item: dict[str, Any]) -> str:
             if isinstance(part, dict) and part.get("type") in ("input_text", "text")
         ]
         if len(texts) == len(content) and all(isinstance(t, str) for t in texts):
-            return "".join(str(t) for t in texts)
-    raise _bad(f"item {index}: a user message's content is text (input_text parts)", "input")
+            return role, "".join(str(t) for t in texts)
+    raise _bad(f"item {index}: a {role} message's content is text (input_text parts)", "input")
