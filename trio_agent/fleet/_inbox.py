@@ -18,7 +18,14 @@ import msgspec
 import trio
 
 from ..events import TurnResult
-from ..ledger import LedgerError, Record, StepStartRecord, TurnEndRecord, TurnStartRecord
+from ..ledger import (
+    LedgerError,
+    MessageRecord,
+    Record,
+    StepStartRecord,
+    TurnEndRecord,
+    TurnStartRecord,
+)
 from ..ledger._derive import add_usage
 from ..messages import (
     AssistantMessage,
@@ -37,9 +44,13 @@ from ._listen import Listener, channel
 if TYPE_CHECKING:
     from psycopg import Connection
 
+    from ..session._agent import Agent
+    from ..session._turn_run import TurnRun
+
 __all__ = [
     "Input",
     "answered",
+    "input_turn",
     "message_id",
     "pending",
     "recorded_result",
@@ -66,6 +77,26 @@ class Input(NamedTuple):
 def message_id(input_id: int) -> str:
     """The id the input's message has in the transcript."""
     return f"fleet-{input_id}"
+
+
+def input_turn(agent: Agent, row: Input, look_back: bool) -> TurnRun[Any] | str | None:
+    """What answers ``row`` on ``agent`` (the session's holder): the turn started for
+    it, not yet entered (its message, or, when a holder before had recorded the
+    message and the model still owes its reply, a turn on no new input that
+    continues it); None when its turn was recorded whole (``recorded_result`` is
+    its answer); or why it cannot run (a ``str``): its content is no message, or
+    the agent refuses it as input (``TranscriptError`` before the turn starts:
+    nothing is recorded, and it would be refused again each time). ``look_back``:
+    look for the message in the transcript first (a holder may have recorded it)."""
+    if row.refused is not None:
+        return row.refused
+    mid = message_id(row.id)
+    if look_back and any(message.id == mid for message in agent.messages):
+        return agent.turn() if agent.awaiting_reply else None
+    try:
+        return agent.turn(UserMessage(id=mid, content=row.content))
+    except TranscriptError as exc:
+        return f"the agent refuses it as input: {exc}"
 
 
 def inbox_sql(schema: str) -> list[str]:
@@ -353,10 +384,22 @@ class _Waiter:
                 self.listener = None
 
 
-def recorded_result(records: tuple[Record, ...]) -> TurnResult[Any]:
-    """The result of the session's last recorded turn, from its records (for input a
-    worker that stopped had answered, without storing the answer)."""
-    start = max(i for i, record in enumerate(records) if type(record) is TurnStartRecord)
+def recorded_result(records: tuple[Record, ...], input_id: int | None = None) -> TurnResult[Any]:
+    """The result of the session's recorded turn that took input ``input_id``'s
+    message (None, or not recorded: its last turn), from its records (for input a
+    holder that stopped had answered, without storing the answer)."""
+    until = len(records)
+    if input_id is not None:
+        taken = message_id(input_id)
+        until = next(
+            (
+                i
+                for i, r in enumerate(records)
+                if type(r) is MessageRecord and r.message.id == taken
+            ),
+            until,
+        )
+    start = max(i for i, record in enumerate(records[:until]) if type(record) is TurnStartRecord)
     opened = records[start]
     assert type(opened) is TurnStartRecord
     steps = 0
@@ -368,6 +411,7 @@ def recorded_result(records: tuple[Record, ...]) -> TurnResult[Any]:
             steps += 1
         elif type(record) is TurnEndRecord:
             end = record.end
+            break
         message = getattr(record, "message", None)
         if type(message) is AssistantMessage:
             last = message

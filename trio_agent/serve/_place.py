@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, final
+from typing import TYPE_CHECKING, Any, Protocol, final
 
 import trio
 
@@ -15,6 +15,9 @@ from ..ledger._derive import DerivedSession, derive
 from ..stores._base import check_session_id
 from ..stores._jsonl import JsonlStore
 from ._eventlog import EventLog, Events
+
+if TYPE_CHECKING:
+    from ._relay import Relay
 
 __all__ = ["JsonlPlace", "Place"]
 
@@ -27,6 +30,12 @@ class Place(Protocol):
 
     @property
     def events(self) -> Events: ...
+
+    @property
+    def inbox(self) -> Relay | None:
+        """Where a turn for a session another process holds is queued for it (the
+        fleet's inbox); None: every session has its one writer here."""
+        ...
 
     async def state(self, session_id: str) -> DerivedSession | None:
         """What the session's records say, or None when it is not recorded."""
@@ -56,6 +65,7 @@ class JsonlPlace:
         self.directory = Path(directory)
         self.store = JsonlStore(self.directory)
         self.events = EventLog(self.directory / ".events")
+        self.inbox: Relay | None = None  # a JSONL session has one writer, in this process
 
     async def state(self, session_id: str) -> DerivedSession | None:
         path = self.store.path(session_id)

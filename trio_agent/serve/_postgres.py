@@ -24,6 +24,7 @@ from ..ledger._derive import DerivedSession, derive
 from ..ledger._records import LedgerError
 from ..stores._base import parse_jsonl
 from ..stores.postgres._store import PostgresStore
+from ._relay import Relay
 
 __all__ = ["READ_ROWS", "PostgresEvents", "PostgresPlace"]
 
@@ -140,6 +141,7 @@ class PostgresPlace:
     def __init__(self, dsn: str, *, schema: str = "trio_agent") -> None:
         self.store = PostgresStore(dsn, schema=schema)
         self.events = PostgresEvents(self.store)
+        self.inbox = Relay(self.store)
 
     async def state(self, session_id: str) -> DerivedSession | None:
         store = self.store

@@ -56,8 +56,8 @@ class _Routes:
     async def turns(self, request: Request) -> Response:
         session_id = session_id_of(request.path_params["session_id"])
         given = decode_body(await _body(request), TurnInput)
-        turn = await self.hub.start_turn(session_id, given.message)
-        return json_response({"turn": turn}, 202)
+        kind, number = await self.hub.post_turn(session_id, given.message)
+        return json_response({kind: number}, 202)  # "queued": another server runs it
 
     async def events(self, request: Request) -> Response:
         session_id = session_id_of(request.path_params["session_id"])
