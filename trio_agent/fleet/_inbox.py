@@ -11,6 +11,7 @@ session knows whether the worker before it had already recorded it.
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, final
 
@@ -385,21 +386,10 @@ class _Waiter:
 
 
 def recorded_result(records: tuple[Record, ...], input_id: int | None = None) -> TurnResult[Any]:
-    """The result of the session's recorded turn that took input ``input_id``'s
-    message (None, or not recorded: its last turn), from its records (for input a
-    holder that stopped had answered, without storing the answer)."""
-    until = len(records)
-    if input_id is not None:
-        taken = message_id(input_id)
-        until = next(
-            (
-                i
-                for i, r in enumerate(records)
-                if type(r) is MessageRecord and r.message.id == taken
-            ),
-            until,
-        )
-    start = max(i for i, record in enumerate(records[:until]) if type(record) is TurnStartRecord)
+    """The result of the session's recorded turn that answered input ``input_id``
+    (None, or its message not recorded: its last turn), from its records (for
+    input a holder that stopped had answered, without storing the answer)."""
+    start = _answering_turn(records, input_id)
     opened = records[start]
     assert type(opened) is TurnStartRecord
     steps = 0
@@ -424,3 +414,27 @@ def recorded_result(records: tuple[Record, ...], input_id: int | None = None) ->
     return TurnResult(
         turn=opened.turn, end=end, steps=steps, final_text=final_text, usage=usage, messages=()
     )
+
+
+def _answering_turn(records: tuple[Record, ...], input_id: int | None) -> int:
+    """Where the turn that answered the input starts: the turn that took its
+    message, or the last of the turns on no new input that continued it (after
+    it was cut); the last turn when the message is not recorded."""
+    starts = [i for i, record in enumerate(records) if type(record) is TurnStartRecord]
+    taken = None if input_id is None else message_id(input_id)
+    at = next(
+        (i for i, r in enumerate(records) if type(r) is MessageRecord and r.message.id == taken),
+        None,
+    )
+    if at is None:
+        return starts[-1]
+    answering = max(i for i in starts if i < at)
+    for begin, end in itertools.pairwise([*starts, len(records)]):
+        if begin <= answering:
+            continue
+        if any(
+            type(r) is MessageRecord and type(r.message) is UserMessage for r in records[begin:end]
+        ):
+            break  # a later input's turn
+        answering = begin
+    return answering
