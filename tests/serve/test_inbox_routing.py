@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from contextlib import asynccontextmanager
 
+import msgspec
 import serve_agents
 import trio
 from serving import client, running
@@ -13,7 +14,7 @@ from sse_client import finished, read_until
 from waiting import WAIT, wait_until
 
 from trio_agent.fleet import submit, wait_for_turn
-from trio_agent.fleet._inbox import message_id
+from trio_agent.fleet._inbox import inbox_ready, message_id
 from trio_agent.ledger import SessionLockedError
 from trio_agent.messages import UserMessage
 from trio_agent.serve._hub import Hub
@@ -230,3 +231,28 @@ async def test_queued_input_a_holder_recorded_before_it_stopped_is_answered_with
         assert (answered.turn, answered.final_text) == (1, "echo: two")
         await wait_until(lambda: hub.running_turn("s") is None)
         assert (await hub.state("s"))["turns"] == 2
+
+
+def _insert_quietly(connection, store, session_id, content):
+    row = connection.execute(
+        f"""INSERT INTO "{store.schema}".inbox (session_id, content, create_session)
+            VALUES (%s, %s, false) RETURNING id""",
+        (session_id, msgspec.json.encode(content)),
+    ).fetchone()
+    return row[0]
+
+
+async def test_input_whose_notification_was_lost_is_run_by_the_holder_looking_again(pg_cluster):
+    """Input queued with no notification (one lost: the listening connection
+    dropped, say) is found by the holder's look each second, and run. Bug: the
+    holder only ever heard of queued input by its notification."""
+    where = _where(pg_cluster)
+    place = PostgresPlace(**where)
+    async with hub_on(place) as hub:
+        await hub.start_turn("s", "one")
+        await wait_until(lambda: hub.running_turn("s") is None)
+        store = place.store
+        await inbox_ready(store)
+        number = await store.run("queue quietly", _insert_quietly, store, "s", "two")
+        answered = await _answer(store, number)
+        assert (answered.turn, answered.final_text) == (2, "echo: two")

@@ -424,14 +424,13 @@ class Hub:
         """Run the session's queued input (a task, one per session), if it is held
         here and the server is not draining: at once, or once the running turn
         ended (its end looks again)."""
-        live = self._sessions.get(session_id)
-        nursery = self._nursery
-        if live is None or live.agent is None or self.draining or nursery is None:
+        live, nursery, relay = self._sessions.get(session_id), self._nursery, self.place.inbox
+        if live is None or live.agent is None or self.draining or nursery is None or relay is None:
             return
         live.look_again = True
-        if not live.looking and self.place.inbox is not None:
+        if not live.looking:
             live.looking = True
-            nursery.start_soon(self._run_queued, session_id, live, self.place.inbox)
+            nursery.start_soon(self._run_queued, session_id, live, relay)
 
     async def _run_queued(self, session_id: str, live: _Live, relay: Relay) -> None:
         try:

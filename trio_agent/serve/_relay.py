@@ -29,8 +29,7 @@ from ..fleet._inbox import (
     refuse,
     submit,
 )
-from ..fleet._listen import Listener, channel
-from ..ledger._records import LedgerError
+from ..fleet._listen import listening
 from ..stores.postgres._store import PostgresStore
 
 if TYPE_CHECKING:
@@ -105,33 +104,22 @@ class Relay:
         task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Call ``wake(session_id)`` for each input queued from
-        ``task_status.started()`` on, and, after ``POLL_SECONDS`` with none, for
-        each session of ``held()`` whose input waits. The database going away
-        makes it poll until it can listen again. Runs until cancelled."""
-        started = False
-        while True:
-            try:
-                async with Listener(self.store, channel(self.store, "inbox")) as listener:
-                    if not started:
-                        task_status.started()
-                        started = True
-                    while True:
-                        woken = await listener.wait(POLL_SECONDS)
-                        for session_id in woken:
-                            wake(session_id)
-                        if not woken:
-                            await self._poll(wake, held())
-            except LedgerError as exc:
-                SERVE.warning("cannot listen for queued input: %s; polling", exc)
-            if not started:
-                task_status.started()
-                started = True
-            await trio.sleep(POLL_SECONDS)
+        ``task_status.started()`` on, and, after ``POLL_SECONDS`` with none (or
+        none to be had), for each session of ``held()`` whose input waits. The
+        database going away makes it poll until it can listen again. Runs until
+        cancelled."""
 
-    async def _poll(self, wake: Callable[[str], None], ids: list[str]) -> None:
-        if not ids:
-            return
-        store = self.store
-        await inbox_ready(store)
-        for session_id in await store.run("look at the inbox", _waiting, store, ids):
-            wake(session_id)
+        async def heard(session_ids: list[str] | None) -> None:
+            if session_ids:
+                for session_id in session_ids:
+                    wake(session_id)
+            elif ids := held():
+                await inbox_ready(self.store)
+                for session_id in await self.store.run(
+                    "look at the inbox", _waiting, self.store, ids
+                ):
+                    wake(session_id)
+
+        await listening(
+            self.store, "inbox", heard, seconds=POLL_SECONDS, log=SERVE, task_status=task_status
+        )
