@@ -7,6 +7,7 @@ import uuid
 from contextlib import asynccontextmanager
 
 import msgspec
+import pytest
 import serve_agents
 import trio
 from serving import client, running
@@ -15,7 +16,7 @@ from waiting import WAIT, wait_until
 
 from trio_agent.fleet import submit, wait_for_turn
 from trio_agent.fleet._inbox import inbox_ready, message_id
-from trio_agent.ledger import SessionLockedError
+from trio_agent.ledger import LedgerError, SessionLockedError
 from trio_agent.messages import UserMessage
 from trio_agent.serve._hub import Hub
 from trio_agent.serve._postgres import PostgresPlace
@@ -233,11 +234,12 @@ async def test_queued_input_a_holder_recorded_before_it_stopped_is_answered_with
         assert (await hub.state("s"))["turns"] == 2
 
 
-def _insert_quietly(connection, store, session_id, content):
+def _insert_quietly(connection, store, session_id, content, body=None):
+    """A row of the inbox, queued with no notification (``body``: its raw content)."""
     row = connection.execute(
         f"""INSERT INTO "{store.schema}".inbox (session_id, content, create_session)
             VALUES (%s, %s, false) RETURNING id""",
-        (session_id, msgspec.json.encode(content)),
+        (session_id, msgspec.json.encode(content) if body is None else body),
     ).fetchone()
     return row[0]
 
@@ -254,5 +256,23 @@ async def test_input_whose_notification_was_lost_is_run_by_the_holder_looking_ag
         store = place.store
         await inbox_ready(store)
         number = await store.run("queue quietly", _insert_quietly, store, "s", "two")
+        answered = await _answer(store, number)
+        assert (answered.turn, answered.final_text) == (2, "echo: two")
+
+
+async def test_queued_input_the_holder_cannot_run_is_refused_and_the_next_runs(pg_cluster):
+    """A row whose content is no message is answered with the reason
+    (``wait_for_turn`` raises it), and the input after it runs."""
+    where = _where(pg_cluster)
+    place = PostgresPlace(**where)
+    async with hub_on(place) as hub:
+        await hub.start_turn("s", "one")
+        await wait_until(lambda: hub.running_turn("s") is None)
+        store = place.store
+        await inbox_ready(store)
+        bad = await store.run("queue quietly", _insert_quietly, store, "s", None, b"17")
+        number = await submit(store, "s", "two")
+        with pytest.raises(LedgerError, match="not run: its content is not a message"):
+            await _answer(store, bad)
         answered = await _answer(store, number)
         assert (answered.turn, answered.final_text) == (2, "echo: two")

@@ -351,7 +351,8 @@ class Hub:
         ``submit`` queues it): ``("queued", its input's number)``. Then the session
         is taken here if it can be (its holder may have let it go meanwhile).
         ``ApiError``: as ``start_turn``; 400 for content that cannot be queued
-        (nothing is), 409 when none can be (no inbox, or no message)."""
+        (nothing is), 409 when none can be (no inbox, or no message).
+        Cancelled as it queues, the message may be queued (the holder runs it)."""
         try:
             return "turn", await self._start_turn(session_id, message)
         except SessionLockedError as exc:
@@ -451,11 +452,11 @@ class Hub:
         if live.run is not None or live.agent is None:
             return  # the running turn's end looks again; a session let go is not run
         for row in await relay.pending(session_id):
+            await live.feed.open()
             agent, nursery = live.agent, self._nursery
             if self.draining or nursery is None or agent is None or live.run is not None:
                 return  # a draining server leaves it queued for the next holder
-            await live.feed.open()
-            answer = relay.turn(agent, row)
+            answer = relay.turn(agent, row)  # from here to the turn's start, no await
             if isinstance(answer, str):
                 SERVE.warning("session %s: input %d refused: %s", session_id, row.id, answer)
                 await relay.refuse(row.id, answer)
