@@ -156,7 +156,7 @@ async def _held_idle(hub, place):
     """A turn on session ``s`` run to its end on ``hub``; a reader keeps it held."""
     await hub.start_turn("s", "one")
     watch = await hub.watch("s")
-    await wait_until(lambda: hub.running_turn("s") is None and place.inbox.looks == 1)
+    await wait_until(lambda: hub.running_turn("s") is None and place.inbox.looks >= 1)
     return watch
 
 
@@ -185,8 +185,9 @@ async def test_input_queued_as_its_holder_lets_the_session_go_is_run_by_its_send
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(lambda: _append(posted, second.post_turn("s", "two")))
                 await locked.wait()
-                watch.leave(False)
-                await wait_until(lambda: not first.holds("s") and deaf.inbox.looks == 2)
+                looked = deaf.inbox.looks
+                watch.leave(False)  # then it lets the session go, and looks: none yet
+                await wait_until(lambda: not first.holds("s") and deaf.inbox.looks > looked)
                 proceed.set()
             [(kind, number)] = posted
             assert kind == "queued"
