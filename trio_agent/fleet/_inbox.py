@@ -296,7 +296,8 @@ def _outcome(
 
 
 async def wait_for_turn(store: PostgresStore, session_id: str, turn: int) -> TurnResult[Any]:
-    """Wait until a worker has answered input ``turn`` (the number ``submit``
+    """Wait until a worker (or the server holding the session: ``trio-agent
+    serve --dsn``) has answered input ``turn`` (the number ``submit``
     returned) of session ``session_id``; the result of the turn that answered
     it (``messages`` left empty: load the session for its transcript;
     ``output`` as JSON). ``LedgerError`` for an input that does not exist or
