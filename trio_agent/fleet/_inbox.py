@@ -11,6 +11,7 @@ session knows whether the worker before it had already recorded it.
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, final
 
@@ -18,7 +19,14 @@ import msgspec
 import trio
 
 from ..events import TurnResult
-from ..ledger import LedgerError, Record, StepStartRecord, TurnEndRecord, TurnStartRecord
+from ..ledger import (
+    LedgerError,
+    MessageRecord,
+    Record,
+    StepStartRecord,
+    TurnEndRecord,
+    TurnStartRecord,
+)
 from ..ledger._derive import add_usage
 from ..messages import (
     AssistantMessage,
@@ -37,9 +45,13 @@ from ._listen import Listener, channel
 if TYPE_CHECKING:
     from psycopg import Connection
 
+    from ..session._agent import Agent
+    from ..session._turn_run import TurnRun
+
 __all__ = [
     "Input",
     "answered",
+    "input_turn",
     "message_id",
     "pending",
     "recorded_result",
@@ -66,6 +78,26 @@ class Input(NamedTuple):
 def message_id(input_id: int) -> str:
     """The id the input's message has in the transcript."""
     return f"fleet-{input_id}"
+
+
+def input_turn(agent: Agent, row: Input, look_back: bool) -> TurnRun[Any] | str | None:
+    """What answers ``row`` on ``agent`` (the session's holder): the turn started for
+    it, not yet entered (its message, or, when a holder before had recorded the
+    message and the model still owes its reply, a turn on no new input that
+    continues it); None when its turn was recorded whole (``recorded_result`` is
+    its answer); or why it cannot run (a ``str``): its content is no message, or
+    the agent refuses it as input (``TranscriptError`` before the turn starts:
+    nothing is recorded, and it would be refused again each time). ``look_back``:
+    look for the message in the transcript first (a holder may have recorded it)."""
+    if row.refused is not None:
+        return row.refused
+    mid = message_id(row.id)
+    if look_back and any(message.id == mid for message in agent.messages):
+        return agent.turn() if agent.awaiting_reply else None
+    try:
+        return agent.turn(UserMessage(id=mid, content=row.content))
+    except TranscriptError as exc:
+        return f"the agent refuses it as input: {exc}"
 
 
 def inbox_sql(schema: str) -> list[str]:
@@ -264,7 +296,8 @@ def _outcome(
 
 
 async def wait_for_turn(store: PostgresStore, session_id: str, turn: int) -> TurnResult[Any]:
-    """Wait until a worker has answered input ``turn`` (the number ``submit``
+    """Wait until a worker (or the server holding the session: ``trio-agent
+    serve --dsn``) has answered input ``turn`` (the number ``submit``
     returned) of session ``session_id``; the result of the turn that answered
     it (``messages`` left empty: load the session for its transcript;
     ``output`` as JSON). ``LedgerError`` for an input that does not exist or
@@ -353,10 +386,11 @@ class _Waiter:
                 self.listener = None
 
 
-def recorded_result(records: tuple[Record, ...]) -> TurnResult[Any]:
-    """The result of the session's last recorded turn, from its records (for input a
-    worker that stopped had answered, without storing the answer)."""
-    start = max(i for i, record in enumerate(records) if type(record) is TurnStartRecord)
+def recorded_result(records: tuple[Record, ...], input_id: int | None = None) -> TurnResult[Any]:
+    """The result of the session's recorded turn that answered input ``input_id``
+    (None, or its message not recorded: its last turn), from its records (for
+    input a holder that stopped had answered, without storing the answer)."""
+    start = _answering_turn(records, input_id)
     opened = records[start]
     assert type(opened) is TurnStartRecord
     steps = 0
@@ -368,6 +402,7 @@ def recorded_result(records: tuple[Record, ...]) -> TurnResult[Any]:
             steps += 1
         elif type(record) is TurnEndRecord:
             end = record.end
+            break
         message = getattr(record, "message", None)
         if type(message) is AssistantMessage:
             last = message
@@ -380,3 +415,27 @@ def recorded_result(records: tuple[Record, ...]) -> TurnResult[Any]:
     return TurnResult(
         turn=opened.turn, end=end, steps=steps, final_text=final_text, usage=usage, messages=()
     )
+
+
+def _answering_turn(records: tuple[Record, ...], input_id: int | None) -> int:
+    """Where the turn that answered the input starts: the turn that took its
+    message, or the last of the turns on no new input that continued it (after
+    it was cut); the last turn when the message is not recorded."""
+    starts = [i for i, record in enumerate(records) if type(record) is TurnStartRecord]
+    taken = None if input_id is None else message_id(input_id)
+    at = next(
+        (i for i, r in enumerate(records) if type(r) is MessageRecord and r.message.id == taken),
+        None,
+    )
+    if at is None:
+        return starts[-1]
+    answering = max(i for i in starts if i < at)
+    for begin, end in itertools.pairwise([*starts, len(records)]):
+        if begin <= answering:
+            continue
+        if any(
+            type(r) is MessageRecord and type(r.message) is UserMessage for r in records[begin:end]
+        ):
+            break  # a later input's turn
+        answering = begin
+    return answering

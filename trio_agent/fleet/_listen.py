@@ -14,17 +14,21 @@ its callers poll.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, final
 
 import trio
+
+from ..ledger import LedgerError
 
 if TYPE_CHECKING:
     from psycopg import Connection
 
     from ..stores.postgres._store import PostgresStore
 
-__all__ = ["Listener", "channel"]
+__all__ = ["Listener", "channel", "listening"]
 
 
 def channel(store: PostgresStore, name: str) -> str:
@@ -134,3 +138,40 @@ class Listener:
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()
+
+
+async def listening(
+    store: PostgresStore,
+    name: str,
+    heard: Callable[[list[str] | None], Awaitable[None]],
+    *,
+    seconds: float,
+    log: logging.Logger,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Listen on ``store``'s channel ``name`` (``task_status.started()`` once
+    listening, or once it could not) and call ``heard(payloads)`` after each wait
+    of ``seconds`` at most (``[]``: nothing came), or ``heard(None)`` when nothing
+    can be heard (no connection to listen on, or the database away; then each
+    ``seconds`` until it listens again). ``heard``'s ``LedgerError`` is taken as
+    the database going away. Runs until cancelled."""
+    started = False
+    while True:
+        try:
+            async with Listener(store, channel(store, name)) as listener:
+                if not started:
+                    task_status.started()
+                    started = True
+                while True:
+                    payloads = await listener.wait(seconds)
+                    await heard(None if listener.polling else payloads)
+        except LedgerError as exc:
+            log.warning("cannot listen on %s: %s; polling", name, exc)
+        if not started:
+            task_status.started()
+            started = True
+        try:
+            await heard(None)
+        except LedgerError:
+            pass  # still away: looked at again after a while
+        await trio.sleep(seconds)

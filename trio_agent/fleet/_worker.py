@@ -22,7 +22,6 @@ import trio
 from .._log import FLEET
 from ..events import TurnResult
 from ..ledger import LeaseLostError, LedgerCorruptError, LedgerError, SessionLockedError
-from ..messages import TranscriptError, UserMessage
 from ..session import Agent
 from ..stores import PostgresStore
 from ..stores._base import CloseBudget
@@ -31,7 +30,7 @@ from ._inbox import (
     Input,
     answered,
     inbox_ready,
-    message_id,
+    input_turn,
     pending,
     postgres_store,
     recorded_result,
@@ -300,22 +299,13 @@ class Worker:
         enter: Callable[[], Awaitable[None]],
     ) -> TurnResult[Any] | str:
         """One turn for ``row`` (the agent entered first, by ``enter``), unless a
-        worker before had recorded its message; or why it cannot run: its content is
-        no message, or the agent refuses it as input (``TranscriptError`` before the
-        turn starts: nothing is recorded, and it would be refused again each time;
-        not a failure to retry)."""
-        if row.refused is not None:
-            return row.refused
-        mid = message_id(row.id)
-        if taken_over and any(message.id == mid for message in agent.messages):
-            if agent.awaiting_reply:
-                return await agent.prompt()
+        worker before had recorded it whole; or why it cannot run (``input_turn``)."""
+        answer = input_turn(agent, row, taken_over)
+        if answer is None:
             session_id = agent.session_id
             assert session_id is not None
-            return recorded_result((await self.store.load(session_id)).records)
-        try:
-            run = agent.turn(UserMessage(id=mid, content=row.content))
-        except TranscriptError as exc:
-            return f"the agent refuses it as input: {exc}"
+            return recorded_result((await self.store.load(session_id)).records, row.id)
+        if isinstance(answer, str):
+            return answer
         await enter()
-        return await run.wait()
+        return await answer.wait()

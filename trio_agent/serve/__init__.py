@@ -3,6 +3,9 @@ Starlette on Hypercorn's trio worker).
 
 - ``POST /sessions/{id}/turns`` ``{"message": "..."}``: start a turn (the
   session made if new); 202 ``{"turn": n}`` at once, 409 while a turn runs;
+  with ``dsn=``, for a session another server holds, 202 ``{"queued": n}``:
+  the message queued in the fleet's inbox (input ``n``, for
+  ``fleet.wait_for_turn``), and that server runs it;
 - ``GET /sessions/{id}/events``: the session's events as server-sent events,
   ``id:`` the event's sequence, ``data:`` its ``--json`` line; with
   ``Last-Event-ID`` or ``?after=N`` exactly the events after N, from the

@@ -3,6 +3,9 @@ runs its turns (one at a time) in the server's nursery, so that a turn outlives
 the request that started it, and publishes each turn's events on the session's
 ``Feed`` for every client that reads them. It decides held calls and cancels
 turns as clients ask, and drains the turns under way when the server stops.
+With a place that has an inbox (``PostgresPlace``: its ``Relay``), a turn for a
+session another server holds is queued there, and the input queued for the
+sessions held here is run here, one turn each, as a posted turn.
 """
 
 from __future__ import annotations
@@ -11,11 +14,12 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, Final, Literal, final
+from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import attrs
 import trio
 
+from ..events import TurnResult
 from ..ledger._records import LedgerError, SessionLockedError
 from ..messages._ir import ToolCall, TranscriptError
 from ..session._agent import Agent
@@ -25,7 +29,10 @@ from ._feed import Feed
 from ._frontend import FrontendTools, ToolOffer, own_tools, with_frontend
 from ._place import Place
 
-__all__ = ["CLOSE_SECONDS", "Hub", "OnDisconnect", "SessionFactory", "Watch"]
+if TYPE_CHECKING:
+    from ._relay import Relay
+
+__all__ = ["CLOSE_SECONDS", "Hub", "OnDisconnect", "Posted", "SessionFactory", "Watch"]
 
 SERVE = logging.getLogger("trio_agent.serve")
 
@@ -36,6 +43,10 @@ session_id=session_id, ...)``); else resume it (``await Agent.resume(store,
 session_id, ...)``). ``trio_agent.fleet.agent_maker(**options)`` makes one."""
 
 OnDisconnect = Literal["detach", "cancel"]
+
+Posted = tuple[Literal["turn", "queued"], int]
+"""A posted turn: ``("turn", n)`` started here, or ``("queued", n)``: input ``n`` of
+the fleet's inbox, for the server that holds the session."""
 
 CLOSE_SECONDS: Final = 5.0
 """At shutdown, how long cancelled turns have to end (a tool that ignores
@@ -55,6 +66,8 @@ class _Live:
     watchers: int = 0
     frontend: FrontendTools | None = None  # an AG-UI client's tools, once offered
     used: float = attrs.field(factory=trio.current_time)  # when a request last touched it
+    looking: bool = False  # a task runs the session's queued input
+    look_again: bool = False  # input may have been queued since it looked
 
 
 @final
@@ -199,16 +212,25 @@ class Hub:
                 if not busy and now - live.used >= idle:
                     del self._sessions[session_id]  # the next request makes it anew
                     self._releasing[session_id] = trio.Event()
+                    held = live.agent is not None
                     with trio.CancelScope(shield=True) as closing:
                         closing.deadline = trio.current_time() + CLOSE_SECONDS
                         await self._release(session_id, live)
+                    if held and self.place.inbox is not None and self._nursery is not None:
+                        # input queued as it was let go, seen neither here nor by
+                        # its sender (the lease still held): take it again
+                        self._nursery.start_soon(self._take, session_id, True)
 
     async def _background_tasks(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Until the server stops (``_background`` cancelled): wake the readers of a
-        session whose events another server logs, and release idle sessions."""
+        session whose events another server logs, run the input queued for the
+        sessions held here, and release idle sessions."""
         async with trio.open_nursery() as background:
             self._background = background.cancel_scope
             await background.start(partial(self.place.follow, self._woken))
+            relay = self.place.inbox
+            if relay is not None:
+                await background.start(partial(relay.follow, self._look, self._held))
             if self.idle_seconds is not None:
                 background.start_soon(self._release_idle, self.idle_seconds)
             task_status.started()
@@ -241,7 +263,16 @@ class Hub:
 
     async def _agent(self, live: _Live, session_id: str, create: bool) -> Agent:
         """The session's agent, made once (under ``live.lock``): new when the
-        session is not recorded (if ``create``; else ``ApiError(404)``)."""
+        session is not recorded (if ``create``; else ``ApiError(404)``);
+        ``ApiError(409)`` when another server holds it."""
+        try:
+            return await self._acquire(live, session_id, create)
+        except SessionLockedError as exc:
+            raise ApiError(409, f"the session is in use elsewhere: {exc}") from None
+
+    async def _acquire(self, live: _Live, session_id: str, create: bool) -> Agent:
+        """``_agent``, ``SessionLockedError`` when another server holds the session.
+        Once made, the input queued for it is looked at (``_look``)."""
         if live.agent is not None:
             return live.agent
         await self._settled(session_id)
@@ -252,8 +283,8 @@ class Hub:
             made = self.factory(self.place.store, session_id, new)
             if inspect.isawaitable(made):
                 made = await made
-        except SessionLockedError as exc:
-            raise ApiError(409, f"the session is in use elsewhere: {exc}") from None
+        except SessionLockedError:
+            raise
         except Exception as exc:
             SERVE.exception("session %s: the agent factory failed", session_id)
             raise ApiError(500, f"the agent factory raised {type(exc).__name__}: {exc}") from None
@@ -264,6 +295,7 @@ class Hub:
         if live.frontend is not None:
             made = await with_frontend(made, live.frontend, self.place.store, new)
         live.agent = made
+        self._look(session_id)
         return made
 
     async def offer_tools(self, session_id: str, offers: list[ToolOffer]) -> frozenset[str]:
@@ -306,15 +338,45 @@ class Hub:
 
     async def start_turn(self, session_id: str, message: str | None) -> int:
         """Start a turn on ``message`` (the session made if new); its number, at once.
-        ``ApiError``: 409 while a turn runs, 400 for input the agent refuses, 503
-        while the server drains."""
+        ``ApiError``: 409 while a turn runs or another server holds the session,
+        400 for input the agent refuses, 503 while the server drains."""
+        try:
+            return await self._start_turn(session_id, message)
+        except SessionLockedError as exc:
+            raise ApiError(409, f"the session is in use elsewhere: {exc}") from None
+
+    async def post_turn(self, session_id: str, message: str | None) -> Posted:
+        """``start_turn``; but when another server holds the session and the place
+        has an inbox, ``message`` is queued there for the holder to run (as
+        ``submit`` queues it): ``("queued", its input's number)``. Then the session
+        is taken here if it can be (its holder may have let it go meanwhile).
+        ``ApiError``: as ``start_turn``; 400 for content that cannot be queued
+        (nothing is), 409 when none can be (no inbox, or no message).
+        Cancelled as it queues, the message may be queued (the holder runs it)."""
+        try:
+            return "turn", await self._start_turn(session_id, message)
+        except SessionLockedError as exc:
+            relay = self.place.inbox
+            if relay is None or message is None:
+                raise ApiError(409, f"the session is in use elsewhere: {exc}") from None
+        try:
+            queued = await relay.submit(session_id, message)
+        except (TranscriptError, ValueError) as exc:
+            raise ApiError(400, f"the agent refuses this input: {exc}") from None
+        except LedgerError as exc:
+            raise ApiError(409, f"the session is in use elsewhere; not queued: {exc}") from None
+        SERVE.info("session %s: held elsewhere; input %d queued", session_id, queued)
+        await self._take(session_id, False)
+        return "queued", queued
+
+    async def _start_turn(self, session_id: str, message: str | None) -> int:
         live = self._live(session_id)
         async with live.lock:
             if self.draining or self._nursery is None:
                 raise ApiError(503, "the server is stopping: no turn starts")
             if live.run is not None:
                 raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
-            agent = await self._agent(live, session_id, create=True)
+            agent = await self._acquire(live, session_id, create=True)
             await self._settled(session_id)
             await live.feed.open()
             try:
@@ -327,14 +389,20 @@ class Hub:
             self._nursery.start_soon(self._drive, session_id, live, run)
             return live.turn
 
-    async def _drive(self, session_id: str, live: _Live, run: TurnRun[Any]) -> None:
-        """Run the turn, publishing each event. A turn that fails (its events cannot
-        be logged, its ledger cannot be written) lets the agent go: the next request
-        resumes the session from what was recorded."""
+    async def _drive(
+        self, session_id: str, live: _Live, run: TurnRun[Any], input_id: int | None = None
+    ) -> None:
+        """Run the turn, publishing each event; for queued input ``input_id``, store
+        its result as the answer before another turn may start. A turn that fails
+        (its events cannot be logged, its ledger cannot be written) lets the agent
+        go: the next request resumes the session from what was recorded. Then the
+        session's queued input is looked at."""
         try:
             async with run:
                 async for event in run:
                     await live.feed.publish(event)
+            if input_id is not None and run.result is not None:
+                await self._answer(session_id, input_id, run.result)
         except Exception as exc:  # the server goes on; this session resumes next time
             SERVE.error("session %s: turn %s failed: %r", session_id, live.turn, exc)
             agent, live.agent = live.agent, None
@@ -347,6 +415,81 @@ class Hub:
             live.feed.wake()
             self._turn_ended.set()
             self._turn_ended = trio.Event()
+            self._look(session_id)
+
+    # -- input queued in the fleet's inbox (``place.inbox``), for sessions held here
+    def _held(self) -> list[str]:
+        return [s for s, live in self._sessions.items() if live.agent is not None]
+
+    def _look(self, session_id: str) -> None:
+        """Run the session's queued input (a task, one per session), if it is held
+        here and the server is not draining: at once, or once the running turn
+        ended (its end looks again)."""
+        live, nursery, relay = self._sessions.get(session_id), self._nursery, self.place.inbox
+        if live is None or live.agent is None or self.draining or nursery is None or relay is None:
+            return
+        live.look_again = True
+        if not live.looking:
+            live.looking = True
+            nursery.start_soon(self._run_queued, session_id, live, relay)
+
+    async def _run_queued(self, session_id: str, live: _Live, relay: Relay) -> None:
+        try:
+            while live.look_again and not self.draining:
+                live.look_again = False
+                async with live.lock:
+                    await self._next_input(session_id, live, relay)
+        except LedgerError as exc:  # the next notification, turn or poll looks again
+            SERVE.warning("session %s: cannot run its queued input: %s", session_id, exc)
+        except Exception:  # the server goes on; so does the input, queued
+            SERVE.exception("session %s: its queued input failed", session_id)
+        finally:
+            live.looking = False
+
+    async def _next_input(self, session_id: str, live: _Live, relay: Relay) -> None:
+        """Under ``live.lock``: start the turn of the session's oldest queued input,
+        answering first those that need no turn (refused, or recorded whole)."""
+        if live.run is not None or live.agent is None:
+            return  # the running turn's end looks again; a session let go is not run
+        for row in await relay.pending(session_id):
+            await live.feed.open()
+            agent, nursery = live.agent, self._nursery
+            if self.draining or nursery is None or agent is None or live.run is not None:
+                return  # a draining server leaves it queued for the next holder
+            answer = relay.turn(agent, row)  # from here to the turn's start, no await
+            if isinstance(answer, str):
+                SERVE.warning("session %s: input %d refused: %s", session_id, row.id, answer)
+                await relay.refuse(row.id, answer)
+            elif answer is None:
+                await relay.answer_recorded(session_id, row.id)
+            else:
+                live.run, live.turn = answer, agent.turns + 1
+                SERVE.info("session %s: input %d runs as turn %d", session_id, row.id, live.turn)
+                nursery.start_soon(self._drive, session_id, live, answer, row.id)
+                return
+
+    async def _answer(self, session_id: str, input_id: int, result: TurnResult[Any]) -> None:
+        relay = self.place.inbox
+        assert relay is not None
+        try:
+            await relay.answer(input_id, result)
+        except LedgerError as exc:  # still queued: its recorded turn answers it later
+            SERVE.warning("session %s: input %d not answered: %s", session_id, input_id, exc)
+
+    async def _take(self, session_id: str, only_if_queued: bool) -> None:
+        """Take the session here, if it can be and (``only_if_queued``) input waits
+        for it; taken, that input runs here."""
+        relay = self.place.inbox
+        try:
+            if self.draining or relay is None:
+                return
+            if only_if_queued and not await relay.pending(session_id):
+                return
+            live = self._live(session_id)
+            async with live.lock:
+                await self._acquire(live, session_id, create=False)
+        except (ApiError, LedgerError) as exc:  # SessionLockedError too: its holder runs it
+            SERVE.debug("session %s: not taken here: %s", session_id, exc)
 
     async def last_sequence(self, session_id: str) -> int:
         """The sequence of the session's last logged event (-1: none yet): a run

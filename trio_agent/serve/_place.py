@@ -8,7 +8,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, final
+from typing import TYPE_CHECKING, Any, Protocol, final
 
 import trio
 
@@ -17,6 +17,9 @@ from ..ledger._records import LedgerCorruptError, SnapshotRecord
 from ..stores._base import LoadedSession, check_session_id
 from ..stores._jsonl import JsonlStore
 from ._eventlog import EventLog, Events
+
+if TYPE_CHECKING:
+    from ._relay import Relay
 
 __all__ = ["JsonlPlace", "Place", "derive_tail"]
 
@@ -48,6 +51,12 @@ class Place(Protocol):
     @property
     def events(self) -> Events: ...
 
+    @property
+    def inbox(self) -> Relay | None:
+        """Where a turn for a session another process holds is queued for it (the
+        fleet's inbox); None: every session has its one writer here."""
+        ...
+
     async def state(self, session_id: str) -> DerivedSession | None:
         """What the session's records say, or None when it is not recorded."""
         ...
@@ -76,6 +85,7 @@ class JsonlPlace:
         self.directory = Path(directory)
         self.store = JsonlStore(self.directory)
         self.events = EventLog(self.directory / ".events")
+        self.inbox: Relay | None = None  # a JSONL session has one writer, in this process
 
     async def state(self, session_id: str) -> DerivedSession | None:
         path = self.store.path(session_id)

@@ -19,12 +19,12 @@ from typing import Any, Final, final
 
 import trio
 
-from ..fleet._listen import Listener, channel
+from ..fleet._listen import channel, listening
 from ..ledger._derive import DerivedSession
-from ..ledger._records import LedgerError
 from ..stores._base import parse_jsonl
 from ..stores.postgres._store import PostgresStore
 from ._place import derive_tail
+from ._relay import Relay
 
 __all__ = ["READ_ROWS", "PostgresEvents", "PostgresPlace"]
 
@@ -141,6 +141,7 @@ class PostgresPlace:
     def __init__(self, dsn: str, *, schema: str = "trio_agent") -> None:
         self.store = PostgresStore(dsn, schema=schema)
         self.events = PostgresEvents(self.store)
+        self.inbox = Relay(self.store)
 
     async def state(self, session_id: str) -> DerivedSession | None:
         store = self.store
@@ -163,22 +164,16 @@ class PostgresPlace:
         logs, from ``task_status.started()`` on; without notifications,
         ``wake(None)`` (every session) each ``POLL_SECONDS``. The database going
         away makes it poll until it can listen again. Runs until cancelled."""
-        started = False
-        while True:
-            try:
-                async with Listener(self.store, channel(self.store, "serve_events")) as listener:
-                    if not started:
-                        task_status.started()
-                        started = True
-                    while True:
-                        for session_id in await listener.wait(POLL_SECONDS):
-                            wake(session_id)
-                        if listener.polling:
-                            wake(None)
-            except LedgerError as exc:
-                SERVE.warning("cannot listen for events: %s; polling", exc)
-            if not started:
-                task_status.started()
-                started = True
-            wake(None)
-            await trio.sleep(POLL_SECONDS)
+
+        async def heard(session_ids: list[str] | None) -> None:
+            for session_id in [None] if session_ids is None else session_ids:
+                wake(session_id)
+
+        await listening(
+            self.store,
+            "serve_events",
+            heard,
+            seconds=POLL_SECONDS,
+            log=SERVE,
+            task_status=task_status,
+        )

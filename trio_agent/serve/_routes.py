@@ -54,10 +54,13 @@ class _Routes:
         return json_response(await self.hub.state(session_id))
 
     async def turns(self, request: Request) -> Response:
+        """202 ``{"turn": n}``; or, for a session another server holds (``--dsn``),
+        202 ``{"queued": n}``: input ``n`` of the fleet's inbox, which that server
+        runs (no turn number: it numbers the turn when it runs it)."""
         session_id = session_id_of(request.path_params["session_id"])
         given = decode_body(await _body(request), TurnInput)
-        turn = await self.hub.start_turn(session_id, given.message)
-        return json_response({"turn": turn}, 202)
+        kind, number = await self.hub.post_turn(session_id, given.message)
+        return json_response({kind: number}, 202)
 
     async def events(self, request: Request) -> Response:
         session_id = session_id_of(request.path_params["session_id"])

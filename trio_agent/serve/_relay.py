@@ -1,0 +1,125 @@
+"""``Relay``: turns for a session another server holds, through the fleet's inbox.
+
+With ``--dsn`` a session has one writer, the server holding its lease. A turn
+posted to another server is queued in the fleet's inbox (``submit``: a row, and
+a notification on ``{schema}.inbox``); every server listens there
+(``follow``) and the holder runs the session's queued input, one turn each, as
+a posted turn (its events published and logged), storing each turn's result in
+its row for ``wait_for_turn``. A row's message has the id ``fleet-{row id}``,
+so a holder that finds it already recorded (one before it stopped after
+recording it) does not record it twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, final
+
+import trio
+
+from ..events import TurnResult
+from ..fleet._inbox import (
+    Input,
+    answered,
+    inbox_ready,
+    input_turn,
+    pending,
+    recorded_result,
+    refuse,
+    submit,
+)
+from ..fleet._listen import listening
+from ..stores.postgres._store import PostgresStore
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+
+    from ..session._agent import Agent
+    from ..session._turn_run import TurnRun
+
+__all__ = ["POLL_SECONDS", "Relay"]
+
+POLL_SECONDS: Final = 1.0
+"""With no notification for this long (or none to be had: behind a pooler, or
+while the database cannot be reached), the held sessions' inputs are looked at
+again: a notification lost is noticed within it."""
+
+SERVE = logging.getLogger("trio_agent.serve")
+
+
+def _waiting(connection: Connection[Any], store: PostgresStore, ids: list[str]) -> list[str]:
+    rows = connection.execute(
+        f"""SELECT DISTINCT session_id FROM "{store.schema}".inbox
+            WHERE session_id = ANY(%s::text[]) AND done IS NULL""",
+        (ids,),
+    ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
+@final
+class Relay:
+    """The fleet's inbox of ``store``'s sessions, as a server uses it. Every method
+    that reaches the database raises ``LedgerError`` when it cannot; each is one
+    transaction in a worker thread (cancelled, it may still have been done)."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    async def submit(self, session_id: str, message: str) -> int:
+        """Queue ``message`` for the recorded session (its input's number);
+        ``TranscriptError`` for content the agent would refuse (nothing queued)."""
+        return await submit(self.store, session_id, message, create=False)
+
+    async def pending(self, session_id: str) -> list[Input]:
+        """The session's unanswered input, oldest first."""
+        store = self.store
+        await inbox_ready(store)
+        return await store.run("read the inbox", pending, store, session_id)
+
+    def turn(self, agent: Agent, row: Input) -> TurnRun[Any] | str | None:
+        """The turn that answers ``row`` on the holder's ``agent``, the reason it is
+        refused, or None when its turn was recorded whole (``fleet``'s
+        ``input_turn``: its message looked for in the transcript first)."""
+        return input_turn(agent, row, True)
+
+    async def answer(self, input_id: int, result: TurnResult[Any]) -> None:
+        """Store the result of the turn that answered the input."""
+        await self.store.run("store the answer", answered, self.store, input_id, result)
+
+    async def answer_recorded(self, session_id: str, input_id: int) -> None:
+        """Answer the input with the recorded turn that took its message."""
+        records = (await self.store.load(session_id)).records
+        await self.answer(input_id, recorded_result(records, input_id))
+
+    async def refuse(self, input_id: int, reason: str) -> None:
+        """Answer an input that cannot be run with ``reason``."""
+        await self.store.run("refuse input", refuse, self.store, [input_id], reason)
+
+    async def follow(
+        self,
+        wake: Callable[[str], None],
+        held: Callable[[], list[str]],
+        *,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Call ``wake(session_id)`` for each input queued from
+        ``task_status.started()`` on, and, after ``POLL_SECONDS`` with none (or
+        none to be had), for each session of ``held()`` whose input waits. The
+        database going away makes it poll until it can listen again. Runs until
+        cancelled."""
+
+        async def heard(session_ids: list[str] | None) -> None:
+            if session_ids:
+                for session_id in session_ids:
+                    wake(session_id)
+            elif ids := held():
+                await inbox_ready(self.store)
+                for session_id in await self.store.run(
+                    "look at the inbox", _waiting, self.store, ids
+                ):
+                    wake(session_id)
+
+        await listening(
+            self.store, "inbox", heard, seconds=POLL_SECONDS, log=SERVE, task_status=task_status
+        )
