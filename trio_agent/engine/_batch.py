@@ -95,6 +95,8 @@ async def _gate(call: ToolCall, spec: TurnSpec, hooks: StepHooks, plain: bool) -
     attribute test per call unless a tool has an approval rule.
     """
     if not plain:
+        if not hooks.gates_calls:
+            return None
         reason = await call_hook("before_tool_call", hooks.before_tool_call, call)
         return None if reason is None else str(reason)
     tool = spec.tools.get(call.name)
