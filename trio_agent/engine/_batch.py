@@ -194,9 +194,9 @@ async def _after_tool_call(
     fails or is interrupted, its own result is stored (and its event owed) first."""
     final: ToolResultMessage | None = None
     try:
-        final = _checked_result(
-            call, await call_hook("after_tool_call", hooks.after_tool_call, call, result)
-        )
+        returned = await call_hook("after_tool_call", hooks.after_tool_call, call, result)
+        # the tool's own result, given back: checked as the core's is (not again)
+        final = result if returned is result else _checked_result(call, returned)
     finally:
         if final is None:
             kept = hooks.finalize_result(result)
