@@ -184,13 +184,15 @@ def _walk(value: Any, depth: int, budget: _Budget) -> Any:
     raise _Fail(f"value of type {kind.__name__} is not plain JSON")
 
 
-def _flat_copy(arguments: dict[Any, Any], budget: _Budget) -> dict[str, Any] | None:
+def _flat_copy(
+    arguments: dict[Any, Any], max_chars: int, max_entries: int
+) -> dict[str, Any] | None:
     """A copy of a flat object (ASCII keys; ASCII strings, in-range integers, finite
     floats, booleans and nulls; within the limits), or None for anything else,
     which ``_walk`` then checks and names by path. Most tool calls' arguments are
     flat: this checks them without a call per value (the same rules as the walk:
     a value it accepts, the walk accepts, and the copy is equal)."""
-    if len(arguments) > budget.max_entries:
+    if len(arguments) > max_entries:
         return None
     chars = 0
     for key, value in arguments.items():
@@ -210,7 +212,7 @@ def _flat_copy(arguments: dict[Any, Any], budget: _Budget) -> dict[str, Any] | N
                 return None
         elif kind is not bool and value is not None:
             return None
-    if chars > budget.max_chars:
+    if chars > max_chars:
         return None
     return dict(arguments)
 
@@ -244,14 +246,15 @@ def check_arguments(arguments: object, *, output: bool = False) -> dict[str, Any
         raise ArgumentsError(
             f"arguments must be a JSON object (dict), got {type(arguments).__name__}"
         )
+    most = MAX_STEP_TEXT if output else MAX_ARGUMENT_CHARS
+    flat = _flat_copy(arguments, most, MAX_STEP_TEXT if output else MAX_ARGUMENT_ENTRIES)
+    if flat is not None:
+        return flat
     budget = (
         _Budget(MAX_STEP_TEXT, MAX_STEP_TEXT)
         if output
         else _Budget(MAX_ARGUMENT_CHARS, MAX_ARGUMENT_ENTRIES)
     )
-    flat = _flat_copy(arguments, budget)
-    if flat is not None:
-        return flat
     try:
         checked: dict[str, Any] = _walk(arguments, 1, budget)
     except _Fail as fail:

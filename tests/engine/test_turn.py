@@ -37,3 +37,64 @@ async def test_regression_a_journal_failure_while_streaming_is_not_a_model_failu
     with pytest.raises(OSError, match="No space left"):
         await run_turn(conversation, spec, TurnState(), Emitter(None, journal=FullDisk()), Hooks())
     assert asked == [] and model.call_count == 1
+
+
+async def test_a_subclass_that_overrides_a_hook_is_asked_and_one_that_does_not_is_not():
+    """Issue 38: a step awaits ``prepare_request``, ``before_tool_call`` and
+    ``after_step`` only when they can do something. A subclass that overrides one
+    is still asked (its flag follows the override); the core's hooks are not."""
+    from trio_agent import ToolCall, tool
+    from trio_agent.engine import (
+        Conversation,
+        Emitter,
+        StepHooks,
+        TurnSpec,
+        TurnState,
+        run_turn,
+    )
+
+    @tool
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    asked: list[str] = []
+
+    class Asking(StepHooks):
+        async def prepare_request(self, request, conversation):
+            asked.append("prepare_request")
+            return request
+
+        async def before_tool_call(self, call):
+            asked.append("before_tool_call")
+            return None
+
+        async def after_step(self, state):
+            asked.append("after_step")
+            return None
+
+    class Quiet(StepHooks):
+        def retry_delay(self, error, attempt):
+            return None
+
+    assert (Asking.prepares_requests, Asking.gates_calls, Asking.checks_steps) == (True,) * 3
+    assert (Quiet.prepares_requests, Quiet.gates_calls, Quiet.checks_steps) == (False,) * 3
+    assert not (StepHooks().prepares_requests or StepHooks().checks_steps)
+    for hooks, expected in ((Asking(), 4), (Quiet(), 0)):
+        asked.clear()
+        script = [
+            scripted_response("r1", [ToolCall("c1", "echo", {"text": "a"})]),
+            scripted_response("r2", "done"),
+        ]
+        spec = TurnSpec(
+            model=ScriptedModel(script),
+            tools=ToolRegistry([echo]),
+            specs=(),
+            system="",
+            max_steps=4,
+        )
+        conversation = Conversation.from_messages([UserMessage("u1", "hi")])
+        outcome = await run_turn(conversation, spec, TurnState(), Emitter(None), hooks)
+        assert outcome.kind == "completed" and len(conversation.messages) == 4
+        # two requests, one call, one step that went on
+        assert len(asked) == expected, asked

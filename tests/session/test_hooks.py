@@ -216,3 +216,56 @@ async def test_count_tokens_that_raises_is_a_hook_error():
     agent, _ = agent_with([], context_window=1000, count_tokens=broken)
     result = await agent.prompt(u("u1"))
     assert result.end.code == "HOOK_ERROR" and "count_tokens" in result.end.detail
+
+
+async def test_a_session_with_no_hook_configured_awaits_none_on_its_steps(monkeypatch):
+    """Issue 38: a feature that is off costs nothing. With no context window, no
+    tool-call hook, no usage limit and no stop hook, a step awaits none of
+    ``prepare_request``, ``before_tool_call`` and ``after_step``; configure one and
+    its hook is awaited again."""
+    from trio_agent import ToolCall
+    from trio_agent.session._hooks import SessionHooks
+
+    asked: list[str] = []
+    for name in ("prepare_request", "before_tool_call", "after_step"):
+        original = getattr(SessionHooks, name)
+
+        async def spy(self, *args, _name=name, _original=original):
+            asked.append(_name)
+            return await _original(self, *args)
+
+        monkeypatch.setattr(SessionHooks, name, spy)
+
+    @tool
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    def script():
+        return ScriptedModel(
+            [
+                scripted_response("r1", [ToolCall("c1", "echo", {"text": "a"})]),
+                scripted_response("r2", "done"),
+            ]
+        )
+
+    result = await Agent(model=script(), tools=[echo]).prompt("go")
+    assert result.final_text == "done" and asked == []
+    blocked: list[str] = []
+
+    async def before(call):
+        blocked.append(call.id)
+
+    async def never(state):
+        return False
+
+    agent = Agent(
+        model=script(),
+        tools=[echo],
+        before_tool_call=before,
+        should_stop_turn=never,
+        context_window=100_000,
+    )
+    assert (await agent.prompt("go")).final_text == "done"
+    assert blocked == ["c1"]
+    assert asked == ["prepare_request", "before_tool_call", "after_step", "prepare_request"]

@@ -95,6 +95,8 @@ async def _gate(call: ToolCall, spec: TurnSpec, hooks: StepHooks, plain: bool) -
     attribute test per call unless a tool has an approval rule.
     """
     if not plain:
+        if not hooks.gates_calls:
+            return None
         reason = await call_hook("before_tool_call", hooks.before_tool_call, call)
         return None if reason is None else str(reason)
     tool = spec.tools.get(call.name)
@@ -192,9 +194,9 @@ async def _after_tool_call(
     fails or is interrupted, its own result is stored (and its event owed) first."""
     final: ToolResultMessage | None = None
     try:
-        final = _checked_result(
-            call, await call_hook("after_tool_call", hooks.after_tool_call, call, result)
-        )
+        returned = await call_hook("after_tool_call", hooks.after_tool_call, call, result)
+        # the tool's own result, given back: checked as the core's is (not again)
+        final = result if returned is result else _checked_result(call, returned)
     finally:
         if final is None:
             kept = hooks.finalize_result(result)

@@ -202,6 +202,23 @@ class StepHooks:
 
     __slots__ = ()  # a subclass may keep its state in slots (one per turn)
 
+    # The turn's plan, read once a step or a call: a hook is awaited only when it
+    # can do something. For a subclass each is true when it overrides the hook; a
+    # subclass that knows better (a session's hooks, per turn) keeps its own in a
+    # slot of the same name. The core's defaults do nothing: all false.
+    prepares_requests: bool = False
+    """Whether ``prepare_request`` is called (else the request is sent as made)."""
+    gates_calls: bool = False
+    """Whether ``before_tool_call`` is called (else every call runs)."""
+    checks_steps: bool = False
+    """Whether ``after_step`` is called (else the turn goes on)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for flag, hook in _PLANNED:
+            if flag not in cls.__dict__:  # a slot or a value of the subclass's own
+                setattr(cls, flag, getattr(cls, hook) is not getattr(StepHooks, hook))
+
     def has_input(self, stop_reason: str) -> bool:
         """Whether queued input would continue the turn after a step."""
         return False
@@ -253,6 +270,12 @@ class StepHooks:
         """The form in which every tool result is stored (also when a hook failed)."""
         return result
 
+
+_PLANNED: Final = (
+    ("prepares_requests", "prepare_request"),
+    ("gates_calls", "before_tool_call"),
+    ("checks_steps", "after_step"),
+)
 
 DEFAULT_HOOKS = StepHooks()
 """The core contract: no inbox, no retries, no hooks. Checked by identity on hot

@@ -315,7 +315,7 @@ async def _step(
         settings=spec.settings,
         output=None if spec.output is None else spec.output.spec.format,
     )
-    if hooks is not DEFAULT_HOOKS:
+    if hooks.prepares_requests:
         request = await call_hook("prepare_request", hooks.prepare_request, request, conv)
     conv.requests += 1
     state.steps += 1
@@ -441,7 +441,11 @@ async def run_turn(
                 return TurnOutcome("completed", stop_reason=stop_reason)
             if state.steps >= spec.max_steps:
                 return TurnOutcome("max_steps", stop_reason=stop_reason)
-            stop = await call_hook("after_step", hooks.after_step, state)
+            stop = (
+                await call_hook("after_step", hooks.after_step, state)
+                if hooks.checks_steps
+                else None
+            )
             if stop is not None:
                 return TurnOutcome("stopped", stop_reason=stop_reason, stop=stop)
             if again is not None:  # ask for the typed answer again

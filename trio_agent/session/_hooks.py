@@ -109,6 +109,33 @@ class SessionHooks(StepHooks):
         self._failing_count = 0
         self._failing_tool = ""
 
+    # -- the turn's plan: which hooks a step awaits (each a test, not a coroutine)
+    @property
+    def prepares_requests(self) -> bool:  # type: ignore[override]
+        policy = self._policy
+        return policy.transform_context is not None or policy.context_window is not None
+
+    @property
+    def gates_calls(self) -> bool:  # type: ignore[override]
+        # a person's rejection (``passing``: set while the turn resolves its calls),
+        # the before hook, or the usage meter's count of calls
+        return (
+            self._policy.before_tool_call is not None
+            or self._meter is not None
+            or bool(self._approvals.passing)
+        )
+
+    @property
+    def checks_steps(self) -> bool:  # type: ignore[override]
+        policy = self._policy
+        limit = policy.max_repeated_failures
+        return (
+            policy.should_stop_turn is not None
+            or policy.max_turn_tokens is not None
+            or self._meter is not None
+            or (limit is not None and self._failing_count >= limit)
+        )
+
     # -- inbox (read here, not through a call more: twice a step)
     def has_input(self, stop_reason: str) -> bool:
         inbox = self._inbox
