@@ -61,6 +61,7 @@ __all__ = [
     "add_usage",
     "closing_result",
     "derive",
+    "derive_own",
     "replay_of",
 ]
 
@@ -418,6 +419,18 @@ def derive(records: Iterable[Record]) -> DerivedSession:
     answered without being dispatched by anything but an error result.
     """
     return replay_of(records).finish()
+
+
+def derive_own(session_id: str, records: Iterable[Record]) -> DerivedSession:
+    """``derive`` of records loaded as session ``session_id``'s (a tail, from a
+    snapshot on): ``LedgerCorruptError`` when they say they are another session's
+    (a snapshot spliced in from another ledger), so the caller reads it whole."""
+    derived = derive(records)
+    if derived.session_id != session_id:
+        raise LedgerCorruptError(
+            f"the snapshot names session {derived.session_id!r}, not {session_id!r}"
+        )
+    return derived
 
 
 def replay_of(records: Iterable[Record]) -> Replay:

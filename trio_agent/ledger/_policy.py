@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final, final
 
 import attrs
 
-from ._records import LedgerCorruptError, Record, SnapshotRecord
+from ._records import LedgerCorruptError, Record, SnapshotRecord, TurnEndRecord, record_encoder
 
 if TYPE_CHECKING:
     from ._derive import Replay
@@ -66,9 +66,14 @@ class SnapshotTaker:
         self._policy = policy
         self._since = history  # from a session/start or a snapshot on
         self._replay: Replay | None = None
-        self._turns = 0
-        self._bytes = 0
-        self._last = 0  # the size of the last snapshot written
+        # what the writers before this one wrote since the last snapshot counts
+        # too: a session resumed for each turn reaches its snapshots as one
+        # writer's does (each record's line measured again, once, as it was written)
+        first = history[0] if history else None
+        start = 1 if type(first) is SnapshotRecord else 0
+        self._last = len(first.state) if type(first) is SnapshotRecord else 0  # its size
+        self._turns = sum(type(record) is TurnEndRecord for record in history)
+        self._bytes = sum(len(record_encoder.encode(r)) + 1 for r in history[start:])
 
     def wrote(self, record: Record, size: int) -> None:
         self._since.append(record)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, final
 
 import trio
 
-from ..ledger._derive import DerivedSession, derive
+from ..ledger._derive import DerivedSession, derive, derive_own
 from ..ledger._records import LedgerCorruptError, SnapshotRecord
 from ..stores._base import LoadedSession, check_session_id
 from ..stores._jsonl import JsonlStore
@@ -34,7 +34,7 @@ async def derive_tail(store: Any, session_id: str, tail: LoadedSession) -> Deriv
     if not tail.records:
         return None
     try:
-        return derive(tail.records)
+        return derive_own(session_id, tail.records)
     except LedgerCorruptError as exc:
         if type(tail.records[0]) is not SnapshotRecord:
             raise

@@ -12,7 +12,7 @@ import trio
 from .._log import LEDGER, SESSION
 from ..engine._approvals import Approvals
 from ..engine._options import registry_of
-from ..ledger._derive import DerivedSession, derive
+from ..ledger._derive import DerivedSession, derive, derive_own
 from ..ledger._ledger import Ledger
 from ..ledger._records import LedgerCorruptError, SessionChangedError, SnapshotRecord
 from ..messages._ir import ToolResultMessage
@@ -90,7 +90,7 @@ async def load_derived(
             loaded: LoadedSession = await load_tail(session_id)
             whole = not loaded.records or type(loaded.records[0]) is not SnapshotRecord
             if not whole:
-                return loaded, derive(loaded.records), loaded.warnings
+                return loaded, derive_own(session_id, loaded.records), loaded.warnings
         except LedgerCorruptError as exc:  # in the snapshot, or in the records after it
             said = (
                 f"{session_id}: replaying from the last snapshot failed ({exc}); "

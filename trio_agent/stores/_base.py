@@ -146,10 +146,16 @@ def parse_jsonl(
         if first_seq is None and not records:
             first_seq = expected = record.seq
         if record.seq != expected:
-            raise LedgerCorruptError(
-                f"{session_id}: line {line_number} has seq {record.seq} where "
-                f"{expected} was expected"
+            if type(record) is not SnapshotRecord:
+                raise LedgerCorruptError(
+                    f"{session_id}: line {line_number} has seq {record.seq} where "
+                    f"{expected} was expected"
+                )
+            warnings.append(  # a cache: passed over as a damaged one is
+                f"{session_id}: the snapshot at line {line_number} is damaged: it has seq "
+                f"{record.seq} where {expected} was expected"
             )
+            record = SnapshotRecord(seq=expected, state=msgspec.Raw(b"null"))
         records.append(record)
         position = end + 1
         valid = position

@@ -1,0 +1,68 @@
+"""Snapshots damaged by hand or by the disk: a snapshot is a cache, so one that
+cannot be trusted costs a full replay (with a warning), never the session."""
+
+from __future__ import annotations
+
+import json
+
+from trio_agent import Agent, JsonlStore
+from trio_agent.ledger import derive
+from trio_agent.stores import SnapshotPolicy
+from trio_agent.testing import CallableModel, scripted_response
+
+
+def _answer(request):
+    return scripted_response(f"r-{request.id}", f"answer to {request.messages[-1].id}")
+
+
+async def _session(tmp_path) -> JsonlStore:
+    store = JsonlStore(tmp_path, snapshots=SnapshotPolicy(every_turns=1))
+    agent = Agent(model=CallableModel(_answer), store=store, session_id="s", fsync="never")
+    for turn in range(3):
+        await agent.prompt(f"turn {turn}")
+    await agent.aclose()
+    return store
+
+
+def _edit_last_snapshot(store: JsonlStore, edit) -> None:
+    path = store.path("s")
+    data = path.read_bytes()
+    start = data.rindex(b'\n{"kind":"snapshot"') + 1
+    end = data.index(b"\n", start)
+    record = json.loads(data[start:end])
+    edit(record)
+    line = json.dumps(record, separators=(",", ":")).encode()
+    path.write_bytes(data[:start] + line + data[end:])
+
+
+async def test_a_snapshot_that_names_another_session_is_not_restored(tmp_path):
+    """Bug: ``restore`` never compares the snapshot's ``session_id`` with the
+    session's, so a snapshot spliced in from another session is restored: the
+    resume raises no warning, and ``derive`` of the tail names the other session
+    while ``derive`` of the whole ledger names this one."""
+    store = await _session(tmp_path)
+    _edit_last_snapshot(store, lambda record: record["state"].update(session_id="other"))
+    whole = derive((await store.load("s")).records)
+    agent = await Agent.resume(store, "s", model=CallableModel(_answer))
+    await agent.aclose()
+    tail = derive((await store.load_tail("s")).records)
+    assert whole.session_id == "s"
+    assert tail.session_id == "s" or any(
+        "the whole ledger was replayed" in warning for warning in agent.resume_warnings
+    ), (tail.session_id, agent.resume_warnings)
+
+
+async def test_a_snapshot_with_a_wrong_seq_is_passed_over_like_any_damaged_one(tmp_path):
+    """Bug: a snapshot line whose ``seq`` is damaged (but that still decodes) makes
+    the whole ledger unloadable (``LedgerCorruptError``: a gap in ``seq``), so the
+    session can no longer be resumed, shown or forked, although the snapshot is
+    only a cache and a snapshot line that is not JSON is passed over with a
+    warning."""
+    store = await _session(tmp_path)
+    before = derive((await store.load("s")).records)
+    _edit_last_snapshot(store, lambda record: record.update(seq=record["seq"] + 7))
+    loaded = await store.load("s")
+    assert any("snapshot" in warning for warning in loaded.warnings)
+    agent = await Agent.resume(store, "s", model=CallableModel(_answer))
+    assert list(agent.messages) == before.messages and agent.turns == before.turns
+    await agent.aclose()

@@ -1,0 +1,131 @@
+"""POST /v1/responses under the requests a client can race or get wrong: a
+refused request changes nothing, and a response continues exactly the response
+it names."""
+
+from __future__ import annotations
+
+import openai
+import trio
+from serving import client, running
+from waiting import WAIT
+
+from trio_agent import JsonlStore
+from trio_agent.ledger import derive
+
+
+def sdk(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=WAIT)
+
+
+async def in_thread(work, url: str):
+    def run():
+        with sdk(url) as ai:
+            return work(ai)
+
+    return await trio.to_thread.run_sync(run)
+
+
+def session_of(response_id: str) -> str:
+    return response_id.removeprefix("resp_").rpartition("_")[0]
+
+
+async def test_a_refused_branch_request_leaves_no_session_behind(tmp_path):
+    """Bug: the branch (``Agent.fork``) is made before the request's approval
+    answers are checked, so a branch request refused for an unknown
+    ``approval_request_id`` (404) still leaves a new session in ``/sessions``,
+    holding the call for approval, that no response names."""
+
+    def talk(ai: openai.OpenAI):
+        held = ai.responses.create(model="any", input="guard")
+        later = ai.responses.create(model="any", input="more", previous_response_id=held.id)
+        answer = {"type": "mcp_approval_response", "approval_request_id": "nosuch", "approve": True}
+        try:
+            ai.responses.create(model="any", input=[answer], previous_response_id=held.id)
+        except openai.NotFoundError:
+            pass
+        return held, later
+
+    async with running(tmp_path) as (server, url), client(url) as http:
+        held, later = await in_thread(talk, url)
+        sessions = [s["id"] for s in (await http.get("/sessions")).json()["sessions"]]
+    assert session_of(held.id) == session_of(later.id)
+    assert sessions == [session_of(held.id)]
+
+
+async def test_a_refused_request_records_none_of_its_approval_answers(tmp_path):
+    """Bug: the answers of a request are recorded one by one, so a request whose
+    second ``mcp_approval_response`` names no held call is refused (404) after
+    the first answer was recorded: the client's corrected retry then gets a 409
+    ("decided already") and cannot go on from that response."""
+
+    def talk(ai: openai.OpenAI):
+        held = ai.responses.create(model="any", input="guard")
+        _, request = held.output
+        answer = {"type": "mcp_approval_response", "approval_request_id": request.id}
+        try:
+            ai.responses.create(
+                model="any",
+                input=[
+                    {**answer, "approve": True},
+                    {**answer, "approval_request_id": "nosuch", "approve": True},
+                ],
+                previous_response_id=held.id,
+            )
+        except openai.NotFoundError:
+            pass
+        return ai.responses.create(
+            model="any", input=[{**answer, "approve": True}], previous_response_id=held.id
+        )
+
+    async with running(tmp_path) as (server, url):
+        retried = await in_thread(talk, url)
+    assert (retried.status, retried.output_text) == ("completed", "after guard")
+
+
+async def test_a_response_continues_the_response_it_names_when_another_continues_it_first(
+    tmp_path,
+):
+    """Bug: which session a request continues is decided from the session's state
+    read before its turn starts, without holding the session: when another request
+    continues the same response in between (two tabs, a retry), this one is
+    appended after the other's turn, in the original session, instead of
+    branching, so its model reads an exchange the client never saw."""
+    async with running(tmp_path) as (server, url):
+        first = await in_thread(lambda ai: ai.responses.create(model="any", input="one"), url)
+        hub = server.hub
+        read_state = hub.state
+        read, other_done = trio.Event(), trio.Event()
+
+        async def state_then_wait(session_id: str):
+            # the late request reads the state, then the other one runs whole
+            got = await read_state(session_id)
+            if not read.is_set():
+                read.set()
+                await other_done.wait()
+            return got
+
+        hub.state = state_then_wait
+        answers = {}
+
+        async def late() -> None:
+            answers["late"] = await in_thread(
+                lambda ai: ai.responses.create(
+                    model="any", input="late", previous_response_id=first.id
+                ),
+                url,
+            )
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(late)
+            await read.wait()
+            answers["other"] = await in_thread(
+                lambda ai: ai.responses.create(
+                    model="any", input="other", previous_response_id=first.id
+                ),
+                url,
+            )
+            other_done.set()
+    loaded = await JsonlStore(tmp_path).load(session_of(answers["late"].id))
+    said = [m.content for m in derive(loaded.records).messages if m.role == "user"]
+    assert said == ["one", "late"]
+    assert answers["late"].id.endswith("_2")
