@@ -129,3 +129,24 @@ async def test_a_response_continues_the_response_it_names_when_another_continues
     said = [m.content for m in derive(loaded.records).messages if m.role == "user"]
     assert said == ["one", "late"]
     assert answers["late"].id.endswith("_2")
+
+
+async def test_instructions_sent_again_with_approval_answers_alone_are_left_out(tmp_path):
+    """OpenAI's clients send ``instructions`` with every request; one that only
+    answers a held call (no user text) was a 400 ("instructions go with a user
+    message"): they are left out, and the call runs."""
+
+    def talk(ai: openai.OpenAI):
+        held = ai.responses.create(model="any", input="guard")
+        _, request = held.output
+        answer = {"type": "mcp_approval_response", "approval_request_id": request.id}
+        return ai.responses.create(
+            model="any",
+            instructions="Be brief.",
+            input=[{**answer, "approve": True}],
+            previous_response_id=held.id,
+        )
+
+    async with running(tmp_path) as (server, url):
+        answered = await in_thread(talk, url)
+    assert answered.status == "completed" and answered.output_text.startswith("after ")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal, final
 
@@ -21,13 +21,14 @@ import trio
 
 from ..events import TurnResult
 from ..ledger._records import LedgerError, SessionLockedError
-from ..messages._ir import ToolCall, TranscriptError
+from ..messages._ir import TranscriptError
 from ..session._agent import Agent
 from ..session._turn_run import TurnRun
 from ._bodies import ApiError
 from ._feed import Feed
 from ._frontend import FrontendTools, ToolOffer, own_tools, with_frontend
 from ._place import Place
+from ._views import Decision, Moved, check_decisions, state_json
 
 if TYPE_CHECKING:
     from ._relay import Relay
@@ -81,10 +82,6 @@ class Watch:
 
     def leave(self, disconnected: bool) -> None:
         self.hub.left(self.session_id, disconnected)
-
-
-def _call_json(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "name": call.name, "arguments": call.arguments}
 
 
 @final
@@ -372,22 +369,26 @@ class Hub:
     async def _start_turn(self, session_id: str, message: str | None) -> int:
         live = self._live(session_id)
         async with live.lock:
-            if self.draining or self._nursery is None:
-                raise ApiError(503, "the server is stopping: no turn starts")
-            if live.run is not None:
-                raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
-            agent = await self._acquire(live, session_id, create=True)
-            await self._settled(session_id)
-            await live.feed.open()
-            try:
-                run = agent.turn(message)
-            except TranscriptError as exc:
-                raise ApiError(400, f"the agent refuses this input: {exc}") from None
-            except RuntimeError as exc:
-                raise ApiError(409, str(exc)) from None
-            live.run, live.turn = run, agent.turns + 1
-            self._nursery.start_soon(self._drive, session_id, live, run)
-            return live.turn
+            return await self._start_locked(live, session_id, message)
+
+    async def _start_locked(self, live: _Live, session_id: str, message: str | None) -> int:
+        """Under ``live.lock``: start a turn on ``message``; its number."""
+        if self.draining or self._nursery is None:
+            raise ApiError(503, "the server is stopping: no turn starts")
+        if live.run is not None:
+            raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
+        agent = await self._acquire(live, session_id, create=True)
+        await self._settled(session_id)
+        await live.feed.open()
+        try:
+            run = agent.turn(message)
+        except TranscriptError as exc:
+            raise ApiError(400, f"the agent refuses this input: {exc}") from None
+        except RuntimeError as exc:
+            raise ApiError(409, str(exc)) from None
+        live.run, live.turn = run, agent.turns + 1
+        self._nursery.start_soon(self._drive, session_id, live, run)
+        return live.turn
 
     async def _drive(
         self, session_id: str, live: _Live, run: TurnRun[Any], input_id: int | None = None
@@ -512,53 +513,47 @@ class Hub:
         """Record a decision on a held call (it starts no turn). ``ApiError``: 404
         for no such session or held call, 409 for one decided already or while a
         turn runs."""
-        live = await self._known(session_id)
+        await self.respond(session_id, [(call_id, approved, reason)], None, start=False)
+
+    async def respond(
+        self,
+        session_id: str,
+        decisions: Sequence[Decision],
+        message: str | None,
+        *,
+        after: int | None = None,
+        start: bool = True,
+    ) -> int:
+        """Under the session's lock: check that it is still at turn ``after`` (if
+        given; else ``Moved``), record ``decisions`` (all, or none: ``ApiError`` as
+        ``decide``'s when one cannot be), then (``start``) start a turn on
+        ``message`` as ``start_turn`` does; its number (0 when none starts)."""
+        live = self._live(session_id) if start else await self._known(session_id)
         async with live.lock:
             if live.run is not None:
-                raise ApiError(409, f"turn {live.turn} is running: decide once it has ended")
-            agent = await self._agent(live, session_id, create=False)
-            if any(call.id == call_id for call in agent.decided_approvals):
-                raise ApiError(409, f"call {call_id!r} is decided already")
-            if not any(call.id == call_id for call in agent.pending_approvals):
-                raise ApiError(404, f"no call {call_id!r} waits for approval")
-            try:
-                if approved:
-                    await agent.approve(call_id)
-                else:
-                    await agent.reject(call_id, reason)
-            except (ValueError, RuntimeError) as exc:
-                raise ApiError(409, str(exc)) from None
+                raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
+            if decisions or after is not None:
+                agent = await self._agent(live, session_id, create=after == 0)
+                if after is not None and agent.turns != after:
+                    raise Moved(f"session {session_id} has gone on past turn {after}")
+                waiting, decided = agent.pending_approvals, agent.decided_approvals
+                check_decisions(decisions, (c.id for c in waiting), (c.id for c in decided))
+                for call_id, approved, reason in decisions:
+                    try:
+                        await (
+                            agent.approve(call_id) if approved else agent.reject(call_id, reason)
+                        )
+                    except (ValueError, RuntimeError) as exc:
+                        raise ApiError(409, str(exc)) from None
+            return await self._start_locked(live, session_id, message) if start else 0
 
     async def state(self, session_id: str) -> dict[str, Any]:
         """The session's derived state as JSON; ``ApiError(404)`` when not recorded."""
         derived = await self.place.state(session_id)
         running = self.running_turn(session_id)
-        if derived is None:
-            if running is None:
-                raise ApiError(404, f"no session {session_id!r}")
-            return {
-                "id": session_id,
-                "turns": 0,
-                "running_turn": running,
-                "requests": 0,
-                "pending_approvals": [],
-                "decided_approvals": [],
-            }
-        decided = derived.decisions
-        return {
-            "id": session_id,
-            "turns": derived.turns,
-            "running_turn": running,
-            "requests": derived.requests,
-            "pending_approvals": [
-                _call_json(c) for c in derived.pending_approvals if c.id not in decided
-            ],
-            "decided_approvals": [
-                {**_call_json(c), "approved": decided[c.id].approved}
-                for c in derived.pending_approvals
-                if c.id in decided
-            ],
-        }
+        if derived is None and running is None:
+            raise ApiError(404, f"no session {session_id!r}")
+        return state_json(session_id, derived, running)
 
     async def sessions(self) -> list[dict[str, Any]]:
         """Every recorded session, and those being made here, with the running turn."""

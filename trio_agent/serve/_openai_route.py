@@ -6,13 +6,15 @@ official SDKs raise them as their own ``BadRequestError`` and the like."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import msgspec
 from starlette.responses import Response
 
-from ..ledger import LedgerError
-from ..session import Agent
+from ..ledger._derive import derive
+from ..ledger._records import LedgerError, Record
+from ..session._fork import fork_session
 from ._bodies import ApiError, decode_body
 from ._hub import Hub, Watch
 from ._responses import ResponsesFraming
@@ -23,6 +25,7 @@ from ._responses_input import (
     response_id,
 )
 from ._sse import EventStream, pump
+from ._views import Decision, Moved, check_decisions
 
 __all__ = ["openai_error", "responses"]
 
@@ -50,11 +53,7 @@ async def responses(hub: Hub, body: bytes) -> Response:
     """The response to a Responses request ``body``, or its error."""
     try:
         request = ResponsesRequest.of(decode_body(body, ResponsesBody))
-        session_id = await _session_of(hub, request)
-        cursor = await hub.last_sequence(session_id)
-        for call_id, approved, reason in request.decisions:
-            await hub.decide(session_id, call_id, approved, reason)
-        turn = await hub.start_turn(session_id, request.message)
+        session_id, turn, cursor = await _start(hub, request)
         framing = ResponsesFraming(request, response_id(session_id, turn), turn)
         watch = await hub.watch(session_id)
     except ApiError as exc:
@@ -64,13 +63,36 @@ async def responses(hub: Hub, body: bytes) -> Response:
     return await _whole(watch, cursor, framing)
 
 
-async def _session_of(hub: Hub, request: ResponsesRequest) -> str:
-    """The session a request continues: its previous response's, or a new one. A
-    response older than its session's latest starts a branch, as the Responses
-    API does: a new session forked from that turn's end (``Agent.fork``), the
-    original left as it is."""
+async def _start(hub: Hub, request: ResponsesRequest) -> tuple[str, int, int]:
+    """Start the request's turn: in a new session, in the session it continues
+    (its previous response's, still the latest when the turn starts), or in a
+    branch: a response older than its session's latest (by then) is continued in a
+    new session forked from that turn's end, as the Responses API branches
+    (``Agent.fork``; the original is left as it is). Its answers to held calls
+    are recorded all or none, in the session the turn runs in; a refused request
+    leaves nothing behind. The session, the turn and the cursor its events
+    follow."""
+    decisions, message = request.decisions, request.message
     if request.previous is None:
-        return new_session_id()
+        session_id = new_session_id()
+        cursor = await hub.last_sequence(session_id)
+        return session_id, await hub.respond(session_id, decisions, message, after=0), cursor
+    source, turn = request.previous
+    if turn == await _latest(hub, request):
+        cursor = await hub.last_sequence(source)
+        try:
+            return source, await hub.respond(source, decisions, message, after=turn), cursor
+        except Moved:  # another continuation of that response came first
+            pass
+    session_id = await _branch(hub, source, turn, decisions)
+    cursor = await hub.last_sequence(session_id)
+    return session_id, await hub.respond(session_id, decisions, message, after=turn), cursor
+
+
+async def _latest(hub: Hub, request: ResponsesRequest) -> int:
+    """The latest turn of the session the request's previous response is of;
+    ``ApiError(400)`` when that response is not there."""
+    assert request.previous is not None
     session_id, turn = request.previous
     not_found = ApiError(400, f"previous response {request.body.previous_response_id} not found")
     try:
@@ -81,16 +103,22 @@ async def _session_of(hub: Hub, request: ResponsesRequest) -> str:
         raise
     if turn > state["turns"]:
         raise not_found
-    if turn < state["turns"]:
-        return await _branch(hub, session_id, turn)
-    return session_id
+    return int(state["turns"])
 
 
-async def _branch(hub: Hub, session_id: str, turn: int) -> str:
-    """A new session whose history is ``session_id``'s through turn ``turn``."""
+async def _branch(hub: Hub, session_id: str, turn: int, decisions: Sequence[Decision]) -> str:
+    """A new session whose history is ``session_id``'s through turn ``turn``, made
+    only when ``decisions`` name calls that wait there (else ``ApiError``)."""
+
+    def check(records: Sequence[Record]) -> None:
+        derived = derive(records)
+        done = derived.decisions
+        waiting = (call.id for call in derived.pending_approvals if call.id not in done)
+        check_decisions(decisions, waiting, done)
+
     store = hub.place.store
     try:
-        return await Agent.fork(store, session_id, at_turn=turn, new_session_id=new_session_id())
+        return await fork_session(store, session_id, turn, new_session_id(), None, check)
     except LedgerError as exc:  # the source is damaged, or the database is away
         raise ApiError(503, f"cannot branch from response {turn} of {session_id}: {exc}") from None
 

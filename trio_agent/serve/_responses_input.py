@@ -59,9 +59,8 @@ class ResponsesRequest:
         message = "\n\n".join(texts) if texts else None
         if body.instructions:
             instructions.insert(0, body.instructions)
-        if instructions:
-            if message is None:
-                raise _bad("instructions go with a user message", "instructions")
+        if instructions and message is not None:  # without one (approval answers
+            # alone) they are left: OpenAI's clients send them with every request
             message = "\n\n".join([*instructions, message])
         return cls(body, message, tuple(decisions), previous)
 

@@ -5,7 +5,7 @@ decides what is copied; this module does the I/O)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import trio
 
@@ -46,8 +46,10 @@ async def fork_session(
     at_turn: int,
     new_session_id: str | None,
     to_store: SessionStore | None,
+    check: Callable[[Sequence[Record]], None] | None = None,
 ) -> str:
-    """Fork (``Agent.fork``'s contract); the new session's id."""
+    """Fork (``Agent.fork``'s contract); the new session's id. ``check`` sees the new
+    session's records before anything is written (what it raises, nothing is)."""
     check_session_id(session_id)
     new = new_id("session") if new_session_id is None else check_session_id(new_session_id)
     target = store if to_store is None else to_store
@@ -55,6 +57,8 @@ async def fork_session(
         raise ValueError(f"cannot fork session {session_id!r} onto itself")
     loaded = await store.load(session_id)
     records = fork_records(loaded.records, at_turn, new, time.time())
+    if check is not None:
+        check(records)
     writer = await trio.to_thread.run_sync(_create, target, new, records)
     with trio.CancelScope(shield=True):  # what was committed is made durable and let go
         try:
