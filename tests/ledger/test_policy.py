@@ -38,3 +38,17 @@ async def test_turns_taken_by_successive_writers_count_toward_the_next_snapshot(
         records = (await store.load("s")).records
         snapshots = sum(type(record) is SnapshotRecord for record in records)
         assert snapshots >= 2, f"{type(store).__name__}: {snapshots} snapshots in 9 turns"
+
+
+def test_a_policy_says_what_is_wrong_with_its_numbers():
+    """A wrong type is a TypeError (as a store's ``snapshots=`` of a wrong type is),
+    a number below 1 a ValueError; each names the setting."""
+    import pytest
+
+    for wrong in (True, 1.0, "5", None):
+        with pytest.raises(TypeError, match="every_turns"):
+            SnapshotPolicy(every_turns=wrong)
+    for low in (0, -1):
+        with pytest.raises(ValueError, match="every_bytes"):
+            SnapshotPolicy(every_bytes=low)
+    assert SnapshotPolicy(every_turns=1, every_bytes=10**30).every_bytes == 10**30

@@ -6,7 +6,7 @@ A snapshot is written right after a ``turn/end`` once ``every_turns`` turns or
 ``every_bytes`` bytes of records were written since the last one, and never
 before the records since the last one weigh as much as it did: a session whose
 transcript is long (no compaction) writes its snapshots ever more rarely, so
-they never cost more than the records themselves (at most about twice the
+they cost about what the records themselves do (at most about twice the
 bytes), while a compacted session's small snapshots come every ``every_turns``.
 A resume then reads the last snapshot and the records after it.
 """
@@ -26,7 +26,9 @@ __all__ = ["DEFAULT_SNAPSHOTS", "SnapshotPolicy", "SnapshotTaker", "check_snapsh
 
 
 def _positive(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if type(value) is not int or value < 1:
+    if type(value) is not int:
+        raise TypeError(f"{attribute.name} must be an int >= 1, got {value!r}")
+    if value < 1:
         raise ValueError(f"{attribute.name} must be an int >= 1, got {value!r}")
 
 
