@@ -47,7 +47,7 @@ SCRIPTS = (
     Script(
         "long_sessions",
         ("benchmarks/long_sessions.py",),
-        ("benchmarks/long_sessions.py", "--turns", "5000", "--sessions", "50"),
+        ("benchmarks/long_sessions.py", "--turns", "10000", "--sessions", "50"),
     ),
     Script("import", ("benchmarks/import_cost.py",), ("benchmarks/import_cost.py", "--runs", "5")),
     Script(

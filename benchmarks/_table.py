@@ -198,16 +198,19 @@ def rows_for_script(
     output: tuple[int, str, str] | None,
     json_flag: bool = True,
     quick: bool = False,
+    full_command: str = "",
 ) -> list[Row]:
     """The rows of one script's figures. ``output`` is (exit status, stdout,
-    stderr) of its run, or None when it did not run (a prerequisite missing)."""
+    stderr) of its run, or None when it did not run (a prerequisite missing).
+    A figure left out of ``quick`` shows ``full_command``, which measures it."""
     rows = []
     for figure in figures:
         skipped = not_measured(figure, command, present)
         if skipped is not None:
             rows.append(skipped)
         elif quick and figure.full_only:
-            rows.append(skipped_row(figure, "not measured: left out of --quick", command))
+            why = "not measured: left out of --quick"
+            rows.append(skipped_row(figure, why, full_command or command))
         elif output is None:
             rows.append(skipped_row(figure, "not measured: the script did not run", command))
         elif output[0] != 0:

@@ -133,7 +133,8 @@ def measure(
             output = run_script(script, argv, timeout)
             took = time.perf_counter() - start
             print(f"  {took:.0f} s", file=sys.stderr, flush=True)
-        for row in rows_for_script(mine, command, present, output, script.json_flag, quick):
+        full = "python " + " ".join(script.command(False, present))
+        for row in rows_for_script(mine, command, present, output, script.json_flag, quick, full):
             rows[row.name] = row
     return [rows[f.name] for f in figures]
 

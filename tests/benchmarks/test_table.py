@@ -186,11 +186,16 @@ def test_resume_reads_each_length_from_its_json_lines_and_holds_50_ms() -> None:
         },
     ]
     stdout = "".join(json.dumps(line) + "\n" for line in lines)
-    rows = _rows("resume", stdout, quick=True)
+    script = _script("resume")
+    figures = [f for f in _promises.FIGURES if f.script == "resume"]
+    found = _table.rows_for_script(figures, "quick", {}, (0, stdout, ""), False, True, "full")
+    rows = {row.name: row for row in found}
     assert rows["resume-1000"].verdict == "pass"
     assert rows["resume-1000"].measured == "8.3 ms (ledger 1.5 MB, 10 snapshots)"
     assert rows["resume-10000"].verdict == "FAIL"
     assert rows["resume-100000"].verdict == "not measured: left out of --quick"
+    assert rows["resume-100000"].command == "full"  # the command that measures it
+    assert rows["resume-1000"].command == "quick" and not script.json_flag
 
 
 def test_only_selects_figures_by_their_name_or_their_script() -> None:
