@@ -66,6 +66,21 @@ SCRIPTS = (
         ("bwrap",),
     ),
     Script(
+        "parallel_tools",
+        ("benchmarks/parallel_tools.py",),
+        ("benchmarks/parallel_tools.py", "--rounds", "3"),
+    ),
+    Script("telemetry", ("benchmarks/telemetry.py",), ("benchmarks/telemetry.py", "--rounds", "3")),
+    Script(
+        "tool_types", ("benchmarks/tool_types.py",), ("benchmarks/tool_types.py", "--rounds", "3")
+    ),
+    Script(
+        "partial_output",
+        ("benchmarks/partial_output.py", "--deltas", "1000"),
+        ("benchmarks/partial_output.py", "--deltas", "1000", "--rounds", "3"),
+    ),
+    Script("media", ("benchmarks/media.py",), ("benchmarks/media.py", "--rounds", "5")),
+    Script(
         "serve",
         ("benchmarks/serve.py",),
         ("benchmarks/serve.py", "--clients", "200", "--rounds", "1"),
@@ -283,6 +298,54 @@ def explorer(f: Figures) -> Measured:
 def sandbox(f: Figures) -> Measured:
     shown = f"{f['bwrap_ms']:.2f} ms a command (+{f['added_ms']:.2f} ms)"
     return Measured(f["ratio"], shown, f"unconfined {f['none_ms']:.2f} ms", f"{f['ratio']:.2f}x")
+
+
+def parallel_sleepy(f: Figures) -> Measured:
+    ms = f["sleepy_ms"]
+    speed = ms["sequential"] / ms["parallel"]
+    return Measured(
+        speed,
+        f"{_n(ms['parallel'])} ms in parallel",
+        f"in sequence {_n(ms['sequential'])} ms",
+        f"{speed:.1f}x faster",
+    )
+
+
+def parallel_free(f: Figures) -> Measured:
+    batch = f["free_us_per_batch"]
+    added = f["added_us_per_call"]
+    shown = f"{_n(batch['parallel'])} µs a batch ({added:+.1f} µs a call)"
+    return Measured(added, shown, f"in sequence {_n(batch['sequential'])} µs a batch")
+
+
+def telemetry(f: Figures) -> Measured:
+    ratio = f["on_us"] / f["off_us"]
+    shown = f"{_n(f['on_us'])} µs a turn ({f['us_per_span']:.1f} µs a span)"
+    return Measured(ratio, shown, f"untraced {_n(f['off_us'])} µs", f"{ratio:.2f}x")
+
+
+def tool_types(f: Figures) -> Measured:
+    ratio = f["pydantic_us"] / f["struct_us"]
+    shown = f"pydantic model {f['pydantic_us']:.2f} µs a call"
+    return Measured(ratio, shown, f"msgspec Struct {f['struct_us']:.2f} µs", f"{ratio:.2f}x")
+
+
+def partial_output(f: Figures) -> Measured:
+    rows = {row["shape"]: row for row in f["rows"] if 990 <= row["deltas"] <= 1000}
+    text, structs = rows["one long string"], rows["list of Structs"]
+    shown = f"one long string {_n(text['ms'])} ms, a list of Structs {_n(structs['ms'])} ms"
+    baseline = f"one decode: {text['decode_ms']:.2f} and {structs['decode_ms']:.2f} ms"
+    return Measured(text["ms"], shown, baseline)
+
+
+def media(f: Figures) -> Measured:
+    step = f["a one-step run (checks, step, events)"]
+    encode = f["OpenAIChatModel.encode_request, first step"]
+    shown = (
+        f"a one-step run {step['image_ms']:.2f} ms, {step['copies']:.2f} copies; "
+        f"the first encoding (OpenAI) {_n(encode['image_ms'])} ms"
+    )
+    return Measured(step["copies"], shown, f"text only {step['text_ms']:.2f} ms")
 
 
 def serve_sse(f: Figures) -> Measured:
@@ -509,6 +572,42 @@ FIGURES = (
         sandbox,
         ("bwrap",),
     ),
+    Figure(
+        "parallel",
+        "a batch of 8 calls sleeping 50 ms, parallel against in sequence",
+        "parallel_tools",
+        NO_TARGET,
+        parallel_sleepy,
+    ),
+    Figure(
+        "parallel-free",
+        "a parallel batch of 8 zero-cost calls, against in sequence",
+        "parallel_tools",
+        NO_TARGET,
+        parallel_free,
+    ),
+    Figure(
+        "telemetry",
+        "a traced turn, against the same turn untraced",
+        "telemetry",
+        NO_TARGET,
+        telemetry,
+    ),
+    Figure(
+        "tool-types",
+        "a tool call with a pydantic model parameter, against a Struct one",
+        "tool_types",
+        NO_TARGET,
+        tool_types,
+    ),
+    Figure(
+        "partial-output",
+        "PartialOutput, a 60,000-character answer in 1,000 deltas",
+        "partial_output",
+        NO_TARGET,
+        partial_output,
+    ),
+    Figure("media", "a 5 MiB image through a one-step run", "media", NO_TARGET, media),
     Figure(
         "serve-sse",
         "serving: events over SSE, against the same turn in process",

@@ -103,11 +103,11 @@ def run_script(script: Script, argv: Sequence[str], timeout: float) -> tuple[int
     try:
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         status, out, err = done.returncode, done.stdout, done.stderr
-    except subprocess.TimeoutExpired as expired:
-        status, out = -1, ""
+    except subprocess.TimeoutExpired as expired:  # run() killed it
+        status, out = -9, ""
         caught = expired.stderr or ""
         err = caught if isinstance(caught, str) else caught.decode(errors="replace")
-        err += f"\ntimed out after {timeout:.0f} s"
+        err += f"\nkilled after the --timeout of {timeout:g} s"
     if status != 0:
         tail = "\n".join(err.rstrip().splitlines()[-TAIL:])
         print(f"  {script.name} failed (exit status {status}); its stderr ends:", file=sys.stderr)
