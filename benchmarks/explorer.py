@@ -17,6 +17,7 @@ from typing import Any
 
 import trio
 import trio.testing
+from _figures import add_json_option, json_output, record
 
 from trio_agent import Agent, ToolCall, ToolRegistry, tool
 from trio_agent.testing import ScriptedModel, explore_cancellation, scripted_response
@@ -87,6 +88,7 @@ def main(rounds: int) -> None:
         figures.append(per_run)
     median = statistics.median(figures)
     verdict = "met" if median <= 0.002 else "not met"
+    record(checkpoints=checkpoints, ms_per_run=median * 1e3, best_ms_per_run=min(figures) * 1e3)
     print(
         f"{checkpoints} checkpoints; per run: median {median * 1e3:.2f} ms, best "
         f"{min(figures) * 1e3:.2f} ms over {rounds} explorations (target <= 2 ms: {verdict})"
@@ -96,4 +98,7 @@ def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    main(parser.parse_args().rounds)
+    add_json_option(parser)
+    args = parser.parse_args()
+    with json_output(args.json):
+        main(args.rounds)

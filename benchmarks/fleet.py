@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 
 import trio
+from _figures import add_json_option, json_output, record
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "support"))
@@ -161,6 +162,8 @@ async def scaling(dsn: str, rounds: int, concurrency: int) -> None:
         runs = [await one_run(dsn, workers, concurrency) for _ in range(rounds)]
         rate = statistics.median(run[0] for run in runs)
         base = base or rate
+        figures = {"turns_per_s": rate, "over_one": rate / base}
+        record(**{f"concurrency_{concurrency}_workers_{workers}": figures})
         ceiling = workers * concurrency / (2 * MODEL_SECONDS)
         print(
             f"  {workers} worker(s): {rate:7.1f} turns/s  ({rate / base:4.2f}x one worker; "
@@ -183,11 +186,13 @@ if __name__ == "__main__":
         default=[1, 4],
         help="sessions per worker: one scaling table each (default: 1 4)",
     )
+    add_json_option(parser)
     args = parser.parse_args()
     from pg_cluster import Cluster
 
-    cluster = Cluster().start()
-    try:
-        trio.run(main, cluster.dsn, args.rounds, args.concurrency)
-    finally:
-        cluster.stop()
+    with json_output(args.json):
+        cluster = Cluster().start()
+        try:
+            trio.run(main, cluster.dsn, args.rounds, args.concurrency)
+        finally:
+            cluster.stop()

@@ -15,6 +15,8 @@ import statistics
 import subprocess
 import sys
 
+from _figures import add_json_option, json_output, record
+
 
 def one_run(statement: str) -> tuple[float, list[str]]:
     """Milliseconds our modules took, and their names, in one fresh interpreter."""
@@ -41,11 +43,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--statement", default="from trio_agent import Agent, tool")
+    add_json_option(parser)
     args = parser.parse_args()
-    runs = [one_run(args.statement) for _ in range(args.runs)]
+    with json_output(args.json):
+        measure(args.statement, args.runs)
+
+
+def measure(statement: str, count: int) -> None:
+    """Import ``statement`` in ``count`` fresh interpreters and print the figures."""
+    runs = [one_run(statement) for _ in range(count)]
     times = sorted(t for t, _ in runs)
     names = runs[-1][1]
-    print(f"{args.statement!r}, {args.runs} fresh interpreters")
+    print(f"{statement!r}, {count} fresh interpreters")
+    record(runs=count, modules=len(names), min_ms=times[0], median_ms=statistics.median(times))
     print(
         f"  our modules: {len(names)}, their own import time: min {times[0]:.1f} ms, "
         f"median {statistics.median(times):.1f} ms"
@@ -59,6 +69,7 @@ def main() -> None:
     ):
         loaded = [n for n in names if f"trio_agent.{part}" in n]
         print(f"  trio_agent.{part}*: {'loaded' if loaded else 'not loaded'}")
+        record(**{f"loaded_{part}": bool(loaded)})
 
 
 if __name__ == "__main__":

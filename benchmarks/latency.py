@@ -31,6 +31,7 @@ from queue import SimpleQueue
 from typing import Any
 
 import trio
+from _figures import add_json_option, json_output, record
 
 from trio_agent import ModelRequest, UserMessage
 from trio_agent.providers import OpenAIChatModel
@@ -415,6 +416,18 @@ async def measure(server: Server, trust: ssl.SSLContext, args: argparse.Namespac
     for delay, port in zip(args.delays, server.ports, strict=True):
         mine, theirs = await at_delay(server, port, trust, args.rounds, args.requests)
         a, b = (statistics.median(side.times) * 1000 for side in (mine, theirs))
+        record(
+            **{
+                f"delay_{delay:g}ms": {
+                    "ms": a,
+                    "httpx_ms": b,
+                    "ratio": a / b,
+                    "connections": mine.connections,
+                    "httpx_connections": theirs.connections,
+                    "requests": mine.requests,
+                }
+            }
+        )
         print(
             f"| {delay:g} ms | {a:.1f} ms | {b:.1f} ms | {a / b:.2f}x "
             f"| {'met' if a <= TARGET * b else 'not met'} "
@@ -457,8 +470,10 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=20, help="per round and client")
     parser.add_argument("--delays", type=delays, default=[0, 10, 25, 50], help="ms, one way")
     parser.add_argument("--serve", metavar="CERT", help=argparse.SUPPRESS)
+    add_json_option(parser)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.delays)
     else:
-        main(args)
+        with json_output(args.json):
+            main(args)

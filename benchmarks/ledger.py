@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import trio
+from _figures import add_json_option, json_output, record
 from _scenario import STEPS, add, script
 
 from trio_agent import Agent, JsonlStore, Ledger, PostgresStore, SqliteStore, ToolRegistry
@@ -148,12 +149,14 @@ async def main(rounds: int, postgres: str | None) -> None:
                     f"  {label:6} fsync={policy:6} sessions={writers:2}: "
                     f"{statistics.median(rates):10,.0f} records/s"
                 )
+                record(**{f"{label}_{policy}_{writers}_records_per_s": statistics.median(rates)})
     for tasks in (1, 32):
         results = [
             await shared_ledger_always(jsonl, tasks, f"shared-{tasks}-{r}") for r in range(rounds)
         ]
         rate = statistics.median(r[0] for r in results)
         fsyncs = statistics.median(r[1] for r in results)
+        record(**{f"jsonl_always_shared_{tasks}_records_per_s": rate})
         print(
             f"  jsonl  fsync=always, {tasks:2} tasks sharing one ledger: {rate:10,.0f} records/s"
             f" ({fsyncs:.0f} fsyncs for {RECORDS} records)"
@@ -175,6 +178,7 @@ async def main(rounds: int, postgres: str | None) -> None:
     )
     runs = [await session_seconds(None, None, "") for _ in range(rounds)]
     base = statistics.median(r[0] for r in runs)
+    record(in_memory_us_per_step=base / STEPS * 1e6)
     print(
         f"  in memory (no ledger):  {base / STEPS * 1e6:8.1f} us/step"
         f"  (Agent() and async with: {statistics.median(r[1] for r in runs) * 1e6:6.1f} us)"
@@ -187,6 +191,7 @@ async def main(rounds: int, postgres: str | None) -> None:
             ]
             t = statistics.median(r[0] for r in runs)
             create = statistics.median(r[1] for r in runs)
+            record(**{f"{label}_{policy}_added_us_per_step": (t - base) / STEPS * 1e6})
             print(
                 f"  {label:6} fsync={policy:6}:   {t / STEPS * 1e6:8.1f} us/step  "
                 f"(ledger adds {(t - base) / STEPS * 1e6:7.1f} us/step; "
@@ -199,17 +204,19 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--postgres", action="store_true", help="measure PostgresStore too")
+    add_json_option(parser)
     args = parser.parse_args()
-    if not args.postgres:
-        trio.run(main, args.rounds, None)
-    else:
-        import sys
+    with json_output(args.json):
+        if not args.postgres:
+            trio.run(main, args.rounds, None)
+        else:
+            import sys
 
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
-        from pg_cluster import Cluster
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+            from pg_cluster import Cluster
 
-        cluster = Cluster().start()
-        try:
-            trio.run(main, args.rounds, cluster.dsn)
-        finally:
-            cluster.stop()
+            cluster = Cluster().start()
+            try:
+                trio.run(main, args.rounds, cluster.dsn)
+            finally:
+                cluster.stop()

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import trio
+from _figures import add_json_option, json_output, record
 
 from trio_agent import Agent, JsonlStore, Ledger, SqliteStore
 from trio_agent.testing import CallableModel, scripted_response
@@ -104,6 +105,8 @@ async def main(turns: int, sessions: int) -> None:
             cpu, wall = await turn_seconds(turns, store)
             for clock, times in (("cpu", cpu), ("wall", wall)):
                 first, last, ratio = growth(times)
+                key = f"growth_{'memory' if store is None else 'jsonl'}_{clock}"
+                record(**{key: {"first_us": first * 1e6, "last_us": last * 1e6, "ratio": ratio}})
                 print(
                     f"  {label:9} {clock:4}  first tenth {first * 1e6:7.1f} us/turn, "
                     f"last tenth {last * 1e6:7.1f} us/turn: {ratio:.2f}x"
@@ -119,6 +122,16 @@ async def main(turns: int, sessions: int) -> None:
             for label, store in (("jsonl", jsonl), ("sqlite", sqlite)):
                 await measure(store, f"warm-{label}-{what[:6]}", 5)
                 costs[label] = await measure(store, f"{label}-{what[:6]}", sessions)
+            key = "session" if what.startswith("create") else "ledger"
+            record(
+                **{
+                    key: {
+                        "jsonl_us": costs["jsonl"] * 1e6,
+                        "sqlite_us": costs["sqlite"] * 1e6,
+                        "ratio": costs["sqlite"] / costs["jsonl"],
+                    }
+                }
+            )
             print(
                 f"  {what:36}  jsonl {costs['jsonl'] * 1e6:7.1f} us, "
                 f"sqlite {costs['sqlite'] * 1e6:7.1f} us: "
@@ -133,5 +146,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=20_000)
     parser.add_argument("--sessions", type=int, default=200)
+    add_json_option(parser)
     args = parser.parse_args()
-    trio.run(main, args.turns, args.sessions)
+    with json_output(args.json):
+        trio.run(main, args.turns, args.sessions)

@@ -14,6 +14,7 @@ import statistics
 import time
 
 import trio
+from _figures import add_json_option, json_output, record
 from _scenario import CHUNKS, STEPS, add, timed_wait
 from _scenario import script as _script
 
@@ -121,9 +122,22 @@ async def main(rounds: int) -> None:
         f"{(obs - base) / STEPS * 1e6:.1f} us with every event consumed"
     )
     print(f"ratio loop/floor (time): {obs / floor:.2f}x   (target: <= 4x)")
+    record(
+        events=events,
+        rounds=rounds,
+        loop_events_per_s=events / obs,
+        floor_events_per_s=events / floor,
+        loop_over_floor=obs / floor,
+        us_per_step_consumed=obs / STEPS * 1e6,
+        overhead_us_per_step_unobserved=(unobs - base) / STEPS * 1e6,
+        overhead_us_per_step_consumed=(obs - base) / STEPS * 1e6,
+    )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
-    trio.run(main, parser.parse_args().rounds)
+    add_json_option(parser)
+    args = parser.parse_args()
+    with json_output(args.json):
+        trio.run(main, args.rounds)

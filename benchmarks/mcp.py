@@ -34,6 +34,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from _figures import add_json_option, json_output, record
+
 HERE = Path(__file__).resolve().parent
 if sys.path and Path(sys.path[0] or ".").resolve() == HERE:
     del sys.path[0]  # this file is mcp.py: the SDK's package ``mcp`` must not be it
@@ -111,9 +113,12 @@ async def pydantic_ai(calls: int, rounds: int) -> dict:
         return await measure({"raw": raw, "MCPToolset.direct_call_tool": direct}, calls, rounds)
 
 
-def report(title: str, medians: dict) -> None:
+def report(who: str, title: str, medians: dict) -> None:
     raw_wall, raw_cpu = medians["raw"]
     print(title)
+    record(
+        **{who: {name: {"wall_us": w * 1e6, "cpu_us": c * 1e6} for name, (w, c) in medians.items()}}
+    )
     print(f"  {'':28} {'wall us/call':>12} {'vs raw':>8} {'client CPU us':>14} {'vs raw':>8}")
     for name, (wall, cpu) in medians.items():
         over_wall = "" if name == "raw" else f"{wall / raw_wall - 1:+.1%}"
@@ -127,6 +132,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--peer-python", metavar="PATH", help="a Python with pydantic-ai[mcp]")
     parser.add_argument("--pydantic-ai", action="store_true", help=argparse.SUPPRESS)
+    add_json_option(parser)
     args = parser.parse_args()
     if args.pydantic_ai:  # in the peer's interpreter: print the medians as JSON
         import asyncio
@@ -134,9 +140,16 @@ def main() -> None:
         print(json.dumps(asyncio.run(pydantic_ai(args.calls, args.rounds))))
         return
 
+    with json_output(args.json):
+        compare(args)
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Measure ours, and pydantic-ai's with ``--peer-python``; print both."""
     import trio
 
     report(
+        "trio-agent",
         f"trio-agent on trio, stdio, `add` (medians of {args.rounds} rounds of {args.calls}):",
         trio.run(ours, args.calls, args.rounds),
     )
@@ -149,6 +162,7 @@ def main() -> None:
             check=True,
         )
         report(
+            "pydantic-ai",
             f"pydantic-ai on asyncio, stdio, `add` (medians of {args.rounds} rounds "
             f"of {args.calls}):",
             json.loads(done.stdout.splitlines()[-1]),

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 import trio
+from _figures import add_json_option, json_output, record
 
 from trio_agent import (
     ImageBlock,
@@ -71,7 +72,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=20)
+    add_json_option(parser)
     args = parser.parse_args()
+    with json_output(args.json):
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """Print one row a piece of work: its time without and with the image, and copies."""
     size = int(args.mb * 1024 * 1024)
     image = ImageBlock("image/png", data=b"\x89PNG\r\n\x1a\n" + os.urandom(size - 8))
     with_image = UserMessage("u1", (TextBlock("What is in this picture?"), image))
@@ -89,6 +97,7 @@ def main() -> None:
         rich = best_ms(make(with_image), args.rounds)
         peak = copies(make(with_image), size)
         print(f"{name:52} {plain:8.3f} ms {rich:8.3f} ms {peak:7.2f}")
+        record(**{name: {"text_ms": plain, "image_ms": rich, "copies": peak}})
 
     row("validate_transcript", lambda m: lambda: validate_transcript([m]))
     row("a one-step run (checks, step, events)", lambda m: lambda: run_once(m))
@@ -120,6 +129,7 @@ def first_step(name: str, model: Any, data: bytes, rounds: int) -> None:
     took = best_ms(encode, rounds)
     peak = copies(encode, len(data))
     print(f"{name + '.encode_request, first step':52} {'':>11} {took:8.3f} ms {peak:7.2f}")
+    record(**{f"{name}.encode_request, first step": {"image_ms": took, "copies": peak}})
 
 
 def _decoder(message: UserMessage) -> Callable[[], Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 import trio
+from _figures import add_json_option, json_output, record
 
 from trio_agent import OUTPUT_TOOL_NAME, ToolCall, ToolRegistry, UserMessage, run_agent_loop
 from trio_agent.testing import ScriptedModel, scripted_response
@@ -79,6 +80,12 @@ def main(runs: int, rounds: int) -> None:
         extra = "" if kind == "text" else f"   (+{(median - text) * 1e6:.1f} us over text)"
         print(f"  {kind:6} {median * 1e6:8.1f} us{extra}")
     over = (statistics.median(figures["native"]) - text) * 1e6
+    record(
+        runs=runs,
+        rounds=rounds,
+        **{f"{kind}_us": statistics.median(values) * 1e6 for kind, values in figures.items()},
+        native_over_text_us=over,
+    )
     print(f"output validation (native - text): {over:.1f} us (target <= 5 us)")
 
 
@@ -86,5 +93,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=7)
+    add_json_option(parser)
     options = parser.parse_args()
-    main(options.runs, options.rounds)
+    with json_output(options.json):
+        main(options.runs, options.rounds)

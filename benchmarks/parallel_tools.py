@@ -8,6 +8,7 @@ import argparse
 import statistics
 
 import trio
+from _figures import add_json_option, json_output, record
 from _scenario import timed_wait
 
 from trio_agent import ToolCall, ToolRegistry, UserMessage, run_agent_loop, tool
@@ -57,12 +58,17 @@ async def main(rounds: int) -> None:
         sleepy[mode] = statistics.median([await timed(mode, "nap", 50, 2) for _ in range(rounds)])
         print(f"  {mode:10}: {sleepy[mode] * 1e3:7.1f} ms")
     print(f"  speed-up: {sleepy['sequential'] / sleepy['parallel']:.1f}x")
+    record(sleepy_ms={mode: seconds * 1e3 for mode, seconds in sleepy.items()})
     print(f"\n{STEPS - 1} batches of {CALLS} zero-cost calls (medians of {rounds}):")
     free = {}
     for mode in ("sequential", "parallel"):
         free[mode] = statistics.median([await timed(mode, "noop", 0, STEPS) for _ in range(rounds)])
         print(f"  {mode:10}: {free[mode] / (STEPS - 1) * 1e6:7.1f} us per batch")
     extra = (free["parallel"] - free["sequential"]) / (STEPS - 1)
+    record(
+        free_us_per_batch={mode: seconds / (STEPS - 1) * 1e6 for mode, seconds in free.items()},
+        added_us_per_call=extra / CALLS * 1e6,
+    )
     print(
         f"  parallel machinery adds {extra * 1e6:.1f} us per batch "
         f"({extra / CALLS * 1e6:.1f} us per call)"
@@ -72,4 +78,7 @@ async def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
-    trio.run(main, parser.parse_args().rounds)
+    add_json_option(parser)
+    args = parser.parse_args()
+    with json_output(args.json):
+        trio.run(main, args.rounds)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+from _figures import FIGURES, add_json_option, json_output, record
 
 from trio_agent.events import ModelChunk
 from trio_agent.model import TextDelta
@@ -103,6 +104,8 @@ def measure(label: str, kind: Any, value: Any, encoded: bytes, rounds: int, delt
     total = median_ms(feed_all, rounds)
     target = Wrapped if state_wrapped(kind) else kind
     once = median_ms(lambda: msgspec.json.decode(encoded, type=target), rounds * 20)
+    row = {"chars": len(text), "deltas": len(events), "values": yielded, "ms": total}
+    record(rows=[*FIGURES.get("rows", []), {"shape": label, **row, "decode_ms": once}])
     return (
         f"{label:<22}{len(text):>8}{len(events):>8}{yielded:>8}{total:>10.1f}"
         f"{total * 1000 / len(events):>10.1f}{total / once:>10.0f}"
@@ -119,14 +122,21 @@ def main() -> None:
     parser.add_argument(
         "--deltas", type=int, nargs="+", default=[1_000, 15_000], help="deltas per answer"
     )
+    add_json_option(parser)
     args = parser.parse_args()
+    with json_output(args.json):
+        table(args.rounds, args.deltas)
+
+
+def table(rounds: int, counts: list[int]) -> None:
+    """Print one row a shape and a count of deltas."""
     print(
         f"{'shape':<22}{'chars':>8}{'deltas':>8}{'values':>8}{'total ms':>10}"
         f"{'us/delta':>10}{'x decode':>10}"
     )
-    for deltas in args.deltas:
+    for deltas in counts:
         for label, kind, value, encoded in shapes():
-            print(measure(label, kind, value, encoded, args.rounds, deltas))
+            print(measure(label, kind, value, encoded, rounds, deltas))
 
 
 if __name__ == "__main__":

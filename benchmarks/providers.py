@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from functools import partial
 
 import trio
+from _figures import add_json_option, json_output, record
 
 from trio_agent import ModelRequest, UserMessage
 from trio_agent.providers import AnthropicModel, OpenAIChatModel
@@ -306,6 +307,15 @@ async def measure(url: str, rounds: int) -> None:
                 theirs.append(await timed(*theirs_args))
             a, b = statistics.median(mine), statistics.median(theirs)
             label = "chunked, one per event" if framing == "chunked" else "close-delimited"
+            record(
+                **{
+                    f"{provider}_{framing}": {
+                        "us_per_chunk": a / DELTAS * 1e6,
+                        "sdk_us_per_chunk": b / DELTAS * 1e6,
+                        "ratio": b / a,
+                    }
+                }
+            )
             print(
                 f"  {name:9} {label:22} trio-agent: {DELTAS / a:9,.0f} deltas/s "
                 f"({a / DELTAS * 1e6:4.2f} us)   SDK: {DELTAS / b:8,.0f} deltas/s "
@@ -347,8 +357,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    add_json_option(parser)
     args = parser.parse_args()
     if args.serve:
         serve()
     else:
-        main(args.rounds)
+        with json_output(args.json):
+            main(args.rounds)

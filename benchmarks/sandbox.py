@@ -16,6 +16,7 @@ import tempfile
 import time
 
 import trio
+from _figures import add_json_option, json_output, record
 
 from trio_agent.workspace import Workspace
 
@@ -41,6 +42,7 @@ async def main(rounds: int) -> None:
         none.append(await per_command(plain))
         bwrap.append(await per_command(boxed))
     a, b = statistics.median(none), statistics.median(bwrap)
+    record(none_ms=a * 1000, bwrap_ms=b * 1000, added_ms=(b - a) * 1000, ratio=b / a)
     print(f"run('true'), {RUNS} commands a round, medians of {rounds} rounds")
     print(f"  sandbox=none : {a * 1000:6.2f} ms per command")
     print(
@@ -51,4 +53,7 @@ async def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    trio.run(main, parser.parse_args().rounds)
+    add_json_option(parser)
+    args = parser.parse_args()
+    with json_output(args.json):
+        trio.run(main, args.rounds)

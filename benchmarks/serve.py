@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import trio
+from _figures import add_json_option, json_output, record
 
 from trio_agent.fleet import agent_maker
 from trio_agent.testing import CallableModel, scripted_response
@@ -242,11 +243,13 @@ async def serve_child(where: str) -> None:
 
 async def main(clients: int, chunks: int, rounds: int) -> None:
     sse, local, events = await throughput(chunks, rounds)
+    record(events=events, sse_events_per_s=sse, in_process_events_per_s=local, ratio=sse / local)
     print(f"throughput, a turn of {events} events, medians of {rounds}:")
     print(f"  over SSE to an HTTP client: {sse:,.0f} events/s")
     print(f"  in process (async for):     {local:,.0f} events/s")
     print(f"  ratio: {sse / local:.2f}")
     fan = await fan_out(clients, 100)
+    record(clients=clients, fan_out=fan)
     print(f"fan-out, {clients} SSE clients on one session (server in a child process):")
     print(f"  server memory per connected client: {fan['kib_per_client']:.1f} KiB")
     print(
@@ -255,6 +258,7 @@ async def main(clients: int, chunks: int, rounds: int) -> None:
     )
     times = sorted(await latency(rounds))
     p90 = times[int(len(times) * 0.9) - 1]
+    record(first_event_ms={"median": statistics.median(times) * 1000, "p90": p90 * 1000})
     print(f"POST to the first event on the stream, {len(times)} turns:")
     print(f"  median {statistics.median(times) * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms")
 
@@ -265,9 +269,11 @@ if __name__ == "__main__":
     parser.add_argument("--chunks", type=int, default=1000)  # MAX_STEP_CHUNKS: 1024
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--serve", metavar="DIR", help=argparse.SUPPRESS)
+    add_json_option(parser)
     args = parser.parse_args()
     if args.serve:
         trio.run(serve_child, args.serve)
     else:
         os.environ.setdefault("PYTHONUNBUFFERED", "1")
-        trio.run(main, args.clients, args.chunks, args.rounds)
+        with json_output(args.json):
+            trio.run(main, args.clients, args.chunks, args.rounds)

@@ -21,6 +21,7 @@ import statistics
 import time
 
 import trio
+from _figures import add_json_option, json_output, record
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -106,6 +107,13 @@ def main(count: int, rounds: int) -> None:
     off_us = statistics.median(off) * 1e6
     on_us = statistics.median(on) * 1e6
     empty_us = statistics.median(empty) * 1e6
+    record(
+        off_us=off_us,
+        on_us=on_us,
+        us_per_span=(on_us - off_us) / SPANS_PER_TURN,
+        sdk_empty_span_us=empty_us,
+        sdk_attributed_span_us=statistics.median(attributed) * 1e6,
+    )
     print(f"turn, tracing off:  {off_us:8.1f} us")
     print(f"turn, tracing on:   {on_us:8.1f} us  ({SPANS_PER_TURN} spans)")
     print(f"ours per span:      {(on_us - off_us) / SPANS_PER_TURN:8.1f} us")
@@ -117,5 +125,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=9)
+    add_json_option(parser)
     args = parser.parse_args()
-    main(args.turns, args.rounds)
+    with json_output(args.json):
+        main(args.turns, args.rounds)

@@ -35,6 +35,7 @@ from typing import Any
 import msgspec
 import pydantic
 import trio
+from _figures import add_json_option, json_output, record
 
 from trio_agent import ToolCall, ToolRegistry, execute_tool_call, tool
 from trio_agent.output._spec import OutputInvalid, output_spec
@@ -160,6 +161,7 @@ def main(calls: int, rounds: int) -> None:
         median = statistics.median(values)
         extra = f"   ({median / struct:.2f}x struct)" if kind in ("pydantic", "plain") else ""
         print(f"  {kind:17} {median * 1e6:7.2f} us{extra}")
+        record(**{kind.replace(" ", "_") + "_us": median * 1e6})
 
 
 def only(kind: str, calls: int) -> None:
@@ -174,8 +176,10 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--only", choices=[*CALLS, *_output_cases()])
+    add_json_option(parser)
     options = parser.parse_args()
     if options.only:
         only(options.only, options.calls)
     else:
-        main(options.calls, options.rounds)
+        with json_output(options.json):
+            main(options.calls, options.rounds)

@@ -18,6 +18,7 @@ Run: ``python benchmarks/peers/run.py`` (``--quick`` for a smoke run).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -70,26 +71,48 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=3, help="processes per framework")
     parser.add_argument("--rounds", type=int, default=10, help="runs per process")
     parser.add_argument("--quick", action="store_true", help="one pass, two rounds, 100 runs")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the figures as one JSON object on stdout (the text goes to stderr)",
+    )
     args = parser.parse_args()
+    if not args.json:
+        workloads(args)
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        figures = workloads(args)
+    print(json.dumps(figures), flush=True)
+
+
+def workloads(args: argparse.Namespace) -> dict[str, object]:
+    """Run W1, W5, W3, W2 and W4, printing each; their figures, for ``--json``."""
     passes, rounds, runs = (1, 2, 100) if args.quick else (args.passes, args.rounds, 1000)
+    figures: dict[str, object] = {"passes": passes, "rounds": rounds, "w3_runs": runs}
 
     print(
         f"W1: time per request, 64 requests = 63 tool steps + a final text "
         f"(medians of {passes} processes x {rounds} runs)"
     )
-    ratio_line(medians(passes, ("us_per_request",), "w1", 64, rounds)[0], "us/req", target=50)
+    w1 = medians(passes, ("us_per_request",), "w1", 64, rounds)[0]
+    figures["w1_us_per_request"] = w1
+    ratio_line(w1, "us/req", target=50)
 
     print("W5: time per request against run length (128: two turns of 64)")
     for requests in W5_REQUESTS:
         print(f" {requests} requests")
-        ratio_line(medians(passes, ("us_per_request",), "w5", requests, rounds)[0], "us/req")
+        w5 = medians(passes, ("us_per_request",), "w5", requests, rounds)[0]
+        figures[f"w5_{requests}_us_per_request"] = w5
+        ratio_line(w5, "us/req")
 
     print(f"W3: {runs} concurrent runs of 4 tool steps + a final text")
     walls, memory = medians(passes, ("seconds", "kb_per_run"), "w3", runs)
+    figures |= {"w3_seconds": walls, "w3_kb_per_run": memory}
     ratio_line({k: v * 1000 for k, v in walls.items()}, "ms wall")
     ratio_line(memory, "KB peak RSS per run")
 
     many = measure("trio-agent", "w3", runs * 10)
+    figures["w3_alone"] = many
     print(
         f"  trio-agent alone, {runs * 10} runs: {many['seconds'] * 1000:.0f} ms wall, "
         f"{many['kb_per_run']:.1f} KB per run (target: 10 KB)"
@@ -98,6 +121,7 @@ def main() -> None:
     print("W2: events per second seen by the consumer, 10 deltas per text")
     rates, counts = medians(passes, ("events_per_s", "events"), "w2", rounds)
     bare = measure("trio-agent", "floor", int(counts["trio-agent"]), rounds)["events_per_s"]
+    figures |= {"w2_events_per_s": rates, "w2_events": counts, "w2_floor_events_per_s": bare}
     for name, rate in rates.items():
         note = f" ({counts[name]:.0f} events per run)"
         if name != "trio-agent":
@@ -112,7 +136,9 @@ def main() -> None:
     print("W4: a 10 s tool cancelled at 50 ms; time until control returns, history kept")
     for name in FRAMEWORKS:
         w4 = measure(name, "w4")
+        figures[f"w4_{name}"] = w4
         print(f"  {name:14} {w4['seconds_to_return'] * 1000:6.1f} ms  {w4['history']}")
+    return figures
 
 
 if __name__ == "__main__":
