@@ -87,7 +87,7 @@ async def test_servers_making_the_events_table_at_once_both_serve(pg_cluster):
                     read.append(await place.events.read("s", -1))
 
                 nursery.start_soon(first_read)
-                await wait_until_async(lambda: _waiting_for_a_lock(store))
+                await wait_until_async(lambda: _waiting_on(store, making.info.backend_pid))
                 await trio.to_thread.run_sync(making.commit)
         finally:
             await trio.to_thread.run_sync(making.close)
@@ -96,7 +96,8 @@ async def test_servers_making_the_events_table_at_once_both_serve(pg_cluster):
         await place.aclose()
 
 
-async def _waiting_for_a_lock(store) -> bool:
-    sql = "SELECT count(*) FROM pg_locks WHERE NOT granted"
-    row = await store.run("look at the locks", lambda c: c.execute(sql).fetchone())
+async def _waiting_on(store, backend: int) -> bool:
+    """Whether a connection waits for a lock the connection of ``backend`` holds."""
+    sql = "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
+    row = await store.run("look at the locks", lambda c: c.execute(sql, (backend,)).fetchone())
     return row[0] > 0
