@@ -143,7 +143,10 @@ async def _start(
     try:
         if journal is not None:
             await journal.barrier("event")  # and stored, whatever the store
-        await emit(ToolStarted(sequence=emit.next, call=call))
+        if emit.silent:
+            emit.skip()
+        else:
+            await emit(ToolStarted(sequence=emit.next, call=call))
     except trio.Cancelled:
         if journal is not None:
             journal.tool_skipped(call)
