@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal, final
 import attrs
 import trio
 
+from ..errors import leaves
 from ..events import TurnResult
-from ..ledger._records import LedgerError, SessionLockedError
+from ..ledger._records import LedgerError, SessionExistsError, SessionLockedError
 from ..messages._ir import TranscriptError
 from ..session._agent import Agent
 from ..session._turn_run import TurnRun
-from ._bodies import ApiError
+from ._bodies import ApiError, period_seconds
 from ._feed import Feed
 from ._frontend import FrontendTools, ToolOffer, own_tools, with_frontend
 from ._place import Place
@@ -69,6 +70,24 @@ class _Live:
     used: float = attrs.field(factory=trio.current_time)  # when a request last touched it
     looking: bool = False  # a task runs the session's queued input
     look_again: bool = False  # input may have been queued since it looked
+    new: bool = False  # its agent was made for a session not recorded yet
+
+
+@final
+@attrs.define
+class _Made:
+    """Whether a new session's first turn made it (``event`` set at its first event
+    or its end), and the failure if another server made it first."""
+
+    event: trio.Event = attrs.field(factory=trio.Event)
+    lost: Exception | None = None
+
+
+def _lost_race(error: BaseException) -> bool:
+    """Whether a new session's turn failed as another server made the session."""
+    return isinstance(error, SessionLockedError | SessionExistsError) or any(
+        isinstance(e, SessionLockedError | SessionExistsError) for e in leaves(error)
+    )
 
 
 @final
@@ -112,8 +131,8 @@ class Hub:
     ) -> None:
         if on_disconnect not in ("detach", "cancel"):
             raise ValueError(f"on_disconnect must be 'detach' or 'cancel', got {on_disconnect!r}")
-        self.keepalive_seconds = _seconds("keepalive_seconds", keepalive_seconds)
-        self.idle_seconds = _seconds("idle_seconds", idle_seconds)
+        self.keepalive_seconds = period_seconds("keepalive_seconds", keepalive_seconds)
+        self.idle_seconds = period_seconds("idle_seconds", idle_seconds)
         self.place = place
         self.factory = factory
         self.on_disconnect = on_disconnect
@@ -291,7 +310,7 @@ class Hub:
             )
         if live.frontend is not None:
             made = await with_frontend(made, live.frontend, self.place.store, new)
-        live.agent = made
+        live.agent, live.new = made, new
         self._look(session_id)
         return made
 
@@ -387,11 +406,28 @@ class Hub:
         except RuntimeError as exc:
             raise ApiError(409, str(exc)) from None
         live.run, live.turn = run, agent.turns + 1
-        self._nursery.start_soon(self._drive, session_id, live, run)
-        return live.turn
+        if not (live.new and self.place.inbox is not None):
+            self._nursery.start_soon(self._drive, session_id, live, run)
+            return live.turn
+        # a new session another server may be making too: wait until this turn has
+        # made it (its first event), so a race lost is known before the answer
+        turn, made = live.turn, _Made()
+        self._nursery.start_soon(self._drive, session_id, live, run, None, made)
+        await made.event.wait()
+        if made.lost is not None:
+            raise SessionLockedError(
+                f"another server made session {session_id!r} first"
+            ) from made.lost
+        live.new = False
+        return turn
 
     async def _drive(
-        self, session_id: str, live: _Live, run: TurnRun[Any], input_id: int | None = None
+        self,
+        session_id: str,
+        live: _Live,
+        run: TurnRun[Any],
+        input_id: int | None = None,
+        made: _Made | None = None,
     ) -> None:
         """Run the turn, publishing each event; for queued input ``input_id``, store
         its result as the answer before another turn may start. A turn that fails
@@ -401,16 +437,23 @@ class Hub:
         try:
             async with run:
                 async for event in run:
+                    if made is not None:  # its session is made: the turn runs here
+                        made.event.set()
                     await live.feed.publish(event)
             if input_id is not None and run.result is not None:
                 await self._answer(session_id, input_id, run.result)
         except Exception as exc:  # the server goes on; this session resumes next time
-            SERVE.error("session %s: turn %s failed: %r", session_id, live.turn, exc)
+            if made is not None and not made.event.is_set() and _lost_race(exc):
+                made.lost = exc  # another server made the session: its message is queued
+            else:
+                SERVE.error("session %s: turn %s failed: %r", session_id, live.turn, exc)
             agent, live.agent = live.agent, None
             if agent is not None and not agent.running:
                 with trio.CancelScope(shield=True):
                     await _close_quietly(session_id, agent)
         finally:
+            if made is not None:
+                made.event.set()
             live.run = live.turn = None
             live.used = trio.current_time()
             live.feed.wake()
@@ -599,12 +642,3 @@ async def _close_quietly(session_id: str, agent: Agent) -> None:
         await agent.aclose()
     except (LedgerError, RuntimeError) as exc:
         SERVE.warning("session %s: not closed cleanly: %s", session_id, exc)
-
-
-def _seconds(name: str, value: float | None) -> float | None:
-    """A period in seconds: positive and finite, or None (never)."""
-    if value is None:
-        return None
-    if type(value) not in (int, float) or not 0 < value < float("inf"):
-        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
-    return float(value)
