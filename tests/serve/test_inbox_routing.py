@@ -137,7 +137,7 @@ class DeafInbox:
         finally:
             self.looks += 1
 
-    async def follow(self, wake, held, *, task_status=trio.TASK_STATUS_IGNORED):
+    async def follow(self, wake, held, adopt, *, task_status=trio.TASK_STATUS_IGNORED):
         task_status.started()
 
 
