@@ -115,14 +115,14 @@ def w2_peers(f: Figures) -> Measured:
     )
 
 
+def _share(ours: float, base: float, shown: str, baseline: str) -> Measured:
+    """A figure that is a share of its baseline's (1.0: as fast)."""
+    return Measured(ours / base, shown, baseline, f"{ours / base:.2f}")
+
+
 def w2_floor(f: Figures) -> Measured:
     ours, floor = f["w2_events_per_s"]["trio-agent"], f["w2_floor_events_per_s"]
-    return Measured(
-        ours / floor,
-        f"{_n(ours, 0)} events/s",
-        f"bare channel {_n(floor, 0)} events/s",
-        f"{ours / floor:.2f}",
-    )
+    return _share(ours, floor, f"{_n(ours, 0)} events/s", f"bare channel {_n(floor, 0)} events/s")
 
 
 def w3_memory(f: Figures) -> Measured:
@@ -350,11 +350,8 @@ def media(f: Figures) -> Measured:
 
 def serve_sse(f: Figures) -> Measured:
     sse, local = f["sse_events_per_s"], f["in_process_events_per_s"]
-    return Measured(
-        sse / local,
-        f"{_n(sse, 0)} events/s over SSE",
-        f"in process {_n(local, 0)} events/s",
-        f"{sse / local:.2f}",
+    return _share(
+        sse, local, f"{_n(sse, 0)} events/s over SSE", f"in process {_n(local, 0)} events/s"
     )
 
 

@@ -53,3 +53,37 @@ async def test_owed_event_keeps_sequences_contiguous_for_every_cancel_point_in_a
         finished = [e.result for e in events if isinstance(e, ToolFinished)]
         assert finished == list(run.result.messages[2:])
         assert isinstance(events[-1], RunFinished)
+
+
+async def test_a_turn_nobody_watches_counts_the_events_it_does_not_make():
+    """Issue 38: a turn awaited whole (``prompt``: no consumer, no ledger) makes no
+    chunk, tool.started or announced event, only counts them; the next watched
+    turn's events go on from the same sequence as after a watched first turn."""
+    from trio_agent import Agent, ToolCall, tool
+    from trio_agent.testing import ScriptedModel
+
+    @tool
+    async def add(left: int, right: int) -> int:
+        """Add."""
+        return left + right
+
+    def script():
+        return ScriptedModel(
+            [
+                scripted_response("r1", [ToolCall("c1", "add", {"left": 1, "right": 2})]),
+                scripted_response("r2", "3", text_chunks=3),
+                scripted_response("r3", "again", text_chunks=2),
+            ]
+        )
+
+    async def watched(agent):
+        async with agent.turn("go") as run:
+            return [event async for event in run]
+
+    seen, unseen = Agent(model=script(), tools=[add]), Agent(model=script(), tools=[add])
+    first = await watched(seen)
+    await unseen.prompt("go")
+    second_seen, second_unseen = await watched(seen), await watched(unseen)
+    assert [e.sequence for e in second_unseen] == [e.sequence for e in second_seen]
+    assert second_seen[0].sequence == first[-1].sequence + 1
+    assert [e.type for e in second_unseen] == [e.type for e in second_seen]

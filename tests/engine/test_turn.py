@@ -73,14 +73,19 @@ async def test_a_subclass_that_overrides_a_hook_is_asked_and_one_that_does_not_i
             asked.append("after_step")
             return None
 
+        async def after_tool_call(self, call, result):
+            asked.append("after_tool_call")
+            return result
+
     class Quiet(StepHooks):
         def retry_delay(self, error, attempt):
             return None
 
-    assert (Asking.prepares_requests, Asking.gates_calls, Asking.checks_steps) == (True,) * 3
-    assert (Quiet.prepares_requests, Quiet.gates_calls, Quiet.checks_steps) == (False,) * 3
+    planned = ("prepares_requests", "gates_calls", "checks_steps", "reviews_results")
+    assert [getattr(Asking, flag) for flag in planned] == [True] * 4
+    assert [getattr(Quiet, flag) for flag in planned] == [False] * 4
     assert not (StepHooks().prepares_requests or StepHooks().checks_steps)
-    for hooks, expected in ((Asking(), 4), (Quiet(), 0)):
+    for hooks, expected in ((Asking(), 5), (Quiet(), 0)):
         asked.clear()
         script = [
             scripted_response("r1", [ToolCall("c1", "echo", {"text": "a"})]),

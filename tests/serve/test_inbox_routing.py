@@ -14,12 +14,14 @@ from serving import client, running
 from sse_client import finished, read_until
 from waiting import WAIT, wait_until
 
-from trio_agent.fleet import submit, wait_for_turn
+from trio_agent.fleet import Worker, submit, wait_for_turn
 from trio_agent.fleet._inbox import inbox_ready, message_id
 from trio_agent.ledger import LedgerError, SessionLockedError
 from trio_agent.messages import UserMessage
 from trio_agent.serve._hub import Hub
 from trio_agent.serve._postgres import PostgresPlace
+from trio_agent.serve._relay import Relay
+from trio_agent.stores import PostgresStore
 
 EVENTS = "/sessions/s/events"
 
@@ -134,7 +136,7 @@ class DeafInbox:
         finally:
             self.looks += 1
 
-    async def follow(self, wake, held, *, task_status=trio.TASK_STATUS_IGNORED):
+    async def follow(self, wake, held, adopt, *, task_status=trio.TASK_STATUS_IGNORED):
         task_status.started()
 
 
@@ -277,3 +279,143 @@ async def test_queued_input_the_holder_cannot_run_is_refused_and_the_next_runs(p
             await _answer(store, bad)
         answered = await _answer(store, number)
         assert (answered.turn, answered.final_text) == (2, "echo: two")
+
+
+# -- what an operator of several replicas runs into
+
+
+async def test_a_new_session_posted_to_two_servers_at_once_loses_neither_message(pg_cluster):
+    """Two servers are posted the first turn of a new session at once: the first
+    makes the session while the second, which found it new, makes its agent.
+    The second's message is queued for the first (202 ``queued``) and run
+    there. Bug: the second answered 202 ``{"turn": 1}``, its turn failed as it
+    started (SessionLockedError: the first holds the lease; logged only), and
+    its message was dropped: neither run nor queued, and its client, reading
+    the events of turn 1, saw the first server's turn as its own."""
+    where = _where(pg_cluster)
+    asked, go = trio.Event(), trio.Event()
+
+    async def slow(store, session_id, new):
+        if not asked.is_set():  # the first time: until the first server made the session
+            asked.set()
+            await go.wait()
+        return await serve_agents.make_agent(store, session_id, new)
+
+    async with (
+        hub_on(PostgresPlace(**where)) as first,
+        hub_on(PostgresPlace(**where), slow) as second,
+    ):
+        posted: list = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: _append(posted, second.post_turn("s", "two")))
+            await asked.wait()
+            assert await first.start_turn("s", "hold g") == 1
+            await serve_agents.holding.setdefault("g", trio.Event()).wait()
+            go.set()
+        serve_agents.release("g")
+        [(kind, number)] = posted
+        assert kind == "queued"
+        answered = await _answer(second.place.store, number)
+        assert (answered.turn, answered.final_text) == (2, "echo: two")
+
+
+async def test_input_queued_for_a_holder_that_died_runs_once_its_lease_expires(pg_cluster):
+    """The holder dies (here: its heartbeat is cut and it does nothing more) with
+    the session's lease; a turn posted to another server is queued (the lease
+    is still live, so that server cannot take the session). Once the lease
+    expires, a server runs the input. Bug: nothing did: the server that queued
+    it tried to take the session once, before the lease expired, and the
+    servers only look at the inbox of sessions they hold; the input waited
+    until the next request for the session, or forever (only a fleet Worker,
+    if one runs, took it)."""
+    where = _where(pg_cluster)
+    dead = PostgresStore(where["dsn"], schema=where["schema"], lease_seconds=3, holder="dead")
+    agent = await serve_agents.make_agent(dead, "s", True)
+    try:
+        await agent.prompt("one")
+
+        def unreachable(*args):
+            raise LedgerError("the network is down")
+
+        dead.renew = unreachable  # it dies: its lease is renewed no more
+        async with hub_on(PostgresPlace(**where)) as second:
+            kind, number = await second.post_turn("s", "two")
+            assert kind == "queued"
+            # no wait for the lease to end: the server takes the session at once
+            # then, and from there the lease is its own
+            answered = await _answer(second.place.store, number)
+            assert (answered.turn, answered.final_text) == (2, "echo: two")
+    finally:
+        with trio.CancelScope(shield=True):
+            try:
+                await agent.aclose()  # fenced off once taken over
+            except LedgerError:
+                pass
+        dead.close()
+
+
+async def test_a_queued_turn_cut_by_a_drain_stays_queued_for_the_next_holder(pg_cluster):
+    """The holder drains while a queued input's turn runs, past its
+    ``drain_seconds``: the turn is cancelled (recorded so) and the input stays
+    queued, as a fleet Worker leaves it (docs/concepts/fleet.md, "Graceful
+    drain"); the next holder continues it and answers it with the model's
+    reply. Bug: the server stored the cancelled turn's result as the input's
+    answer, so a rolling restart answered queued messages with ``cancelled``
+    and the model never replied to them."""
+    where = _where(pg_cluster)
+    place = PostgresPlace(**where)
+    async with hub_on(place, drain_seconds=0.1) as first:  # the hold never ends in time
+        await first.start_turn("s", "one")
+        await wait_until(lambda: first.running_turn("s") is None)
+        number = await submit(place.store, "s", "hold g")
+        await serve_agents.holding.setdefault("g", trio.Event()).wait()
+    store = PostgresStore(where["dsn"], schema=where["schema"], holder="next")
+    try:
+        assert [row.id for row in await Relay(store).pending("s")] == [number]
+        worker = Worker(store, serve_agents.make_agent)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(worker.run)
+            answered = await _answer(store, number)
+            worker.drain()
+        assert (answered.turn, answered.final_text) == (3, "after hold g")
+    finally:
+        await store.aclose()
+
+
+async def test_a_server_reports_the_turn_another_server_runs(pg_cluster):
+    """``GET /sessions/{id}`` and ``GET /sessions`` on a server that does not hold
+    the session, while the holder runs its turn: ``running_turn`` is that
+    turn, as the holder says. Bug: it was null there (only the turns the
+    answering server runs counted), so replicas behind one load balancer
+    disagreed on whether a turn runs, and the page on one showed none."""
+    where = _where(pg_cluster)
+    async with running(None, **where) as (_, url), running(None, **where) as (_, other):
+        async with client(url) as http, client(other) as http2:
+            await http.post("/sessions/s/turns", json={"message": "hold g"})
+            await serve_agents.holding.setdefault("g", trio.Event()).wait()
+            here = (await http.get("/sessions/s")).json()
+            there = (await http2.get("/sessions/s")).json()
+            listed = (await http2.get("/sessions")).json()
+            serve_agents.release("g")
+            await read_until(other, EVENTS, finished(1))
+    assert here["running_turn"] == 1
+    assert there["running_turn"] == 1
+    assert listed == {"sessions": [{"id": "s", "running_turn": 1}]}
+
+
+async def test_cancel_posted_to_a_server_that_does_not_hold_the_session_says_so(pg_cluster):
+    """``POST /sessions/{id}/cancel`` on a server that does not hold the session,
+    while the holder runs its turn: 409 saying the session is in use elsewhere
+    (as an approval posted there says). Bug: 409 "no turn of session s is
+    running", which is false (the turn runs on), and sends the operator
+    looking for a turn that has ended."""
+    where = _where(pg_cluster)
+    async with running(None, **where) as (_, url), running(None, **where) as (_, other):
+        async with client(url) as http, client(other) as http2:
+            await http.post("/sessions/s/turns", json={"message": "hold g"})
+            await serve_agents.holding.setdefault("g", trio.Event()).wait()
+            cancelled = await http2.post("/sessions/s/cancel")
+            serve_agents.release("g")
+            await read_until(other, EVENTS, finished(1))
+    assert cancelled.status_code == 409
+    assert "elsewhere" in cancelled.json()["error"]

@@ -6,27 +6,11 @@ from __future__ import annotations
 
 import openai
 import trio
+from openai_sdk import in_thread, session_of
 from serving import client, running
-from waiting import WAIT
 
 from trio_agent import JsonlStore
 from trio_agent.ledger import derive
-
-
-def sdk(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=WAIT)
-
-
-async def in_thread(work, url: str):
-    def run():
-        with sdk(url) as ai:
-            return work(ai)
-
-    return await trio.to_thread.run_sync(run)
-
-
-def session_of(response_id: str) -> str:
-    return response_id.removeprefix("resp_").rpartition("_")[0]
 
 
 async def test_a_refused_branch_request_leaves_no_session_behind(tmp_path):

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 
+import psycopg
 import serve_agents
 import trio
 from serving import client, running
 from sse_client import finished, read_until
-from waiting import wait_until
+from waiting import wait_until, wait_until_async
+
+from trio_agent.serve._postgres import PostgresPlace, _make_table
 
 EVENTS = "/sessions/s/events"
 
@@ -61,3 +64,40 @@ async def test_a_server_streams_a_session_whose_turn_runs_on_another(pg_cluster)
         here = await read_until(url, EVENTS, finished(1))
     assert there == here
     assert [sequence for sequence, _ in there] == list(range(len(there)))
+
+
+async def test_servers_making_the_events_table_at_once_both_serve(pg_cluster):
+    """Replicas started together on a new schema each make the events table on
+    their first request: the one that finds another making it waits for it and
+    uses it. Bug: ``CREATE TABLE IF NOT EXISTS`` is not safe run at once (a
+    unique violation on ``pg_type``, "type serve_events already exists"), and
+    that request failed with a 500; two replicas posted a new session's first
+    turn at once saw it most of the time."""
+    place = PostgresPlace(pg_cluster.dsn, schema=f"t_{uuid.uuid4().hex[:16]}")
+    store = place.store
+    try:
+        assert await place.sessions() == []  # the schema is made; the events table not yet
+        making = await trio.to_thread.run_sync(psycopg.connect, pg_cluster.dsn)
+        try:
+            await trio.to_thread.run_sync(_make_table, making, store)  # not committed yet
+            read: list = []
+            async with trio.open_nursery() as nursery:
+
+                async def first_read():
+                    read.append(await place.events.read("s", -1))
+
+                nursery.start_soon(first_read)
+                await wait_until_async(lambda: _waiting_on(store, making.info.backend_pid))
+                await trio.to_thread.run_sync(making.commit)
+        finally:
+            await trio.to_thread.run_sync(making.close)
+        assert read == [[]]
+    finally:
+        await place.aclose()
+
+
+async def _waiting_on(store, backend: int) -> bool:
+    """Whether a connection waits for a lock the connection of ``backend`` holds."""
+    sql = "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
+    row = await store.run("look at the locks", lambda c: c.execute(sql, (backend,)).fetchone())
+    return row[0] > 0

@@ -9,24 +9,9 @@ import json
 
 import openai
 import pytest
-import trio
+from openai_sdk import in_thread
 from serving import client, running
 from sse_client import finished, read_until
-from waiting import WAIT
-
-
-def sdk(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=WAIT)
-
-
-async def in_thread(work, url: str):
-    """``work(client)`` in a worker thread; the client closed after (its sockets too)."""
-
-    def run():
-        with sdk(url) as ai:
-            return work(ai)
-
-    return await trio.to_thread.run_sync(run)
 
 
 async def test_a_response_is_a_turn_and_previous_response_id_continues_its_session(tmp_path):

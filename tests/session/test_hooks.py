@@ -221,13 +221,14 @@ async def test_count_tokens_that_raises_is_a_hook_error():
 async def test_a_session_with_no_hook_configured_awaits_none_on_its_steps(monkeypatch):
     """Issue 38: a feature that is off costs nothing. With no context window, no
     tool-call hook, no usage limit and no stop hook, a step awaits none of
-    ``prepare_request``, ``before_tool_call`` and ``after_step``; configure one and
+    ``prepare_request``, ``before_tool_call``, ``after_tool_call`` and ``after_step``
+    (the repeated-failure count is kept without a hook); configure one and
     its hook is awaited again."""
     from trio_agent import ToolCall
     from trio_agent.session._hooks import SessionHooks
 
     asked: list[str] = []
-    for name in ("prepare_request", "before_tool_call", "after_step"):
+    for name in ("prepare_request", "before_tool_call", "after_step", "after_tool_call"):
         original = getattr(SessionHooks, name)
 
         async def spy(self, *args, _name=name, _original=original):
@@ -259,13 +260,23 @@ async def test_a_session_with_no_hook_configured_awaits_none_on_its_steps(monkey
     async def never(state):
         return False
 
+    async def keep(call, result):
+        return result
+
     agent = Agent(
         model=script(),
         tools=[echo],
         before_tool_call=before,
         should_stop_turn=never,
+        after_tool_call=keep,
         context_window=100_000,
     )
     assert (await agent.prompt("go")).final_text == "done"
     assert blocked == ["c1"]
-    assert asked == ["prepare_request", "before_tool_call", "after_step", "prepare_request"]
+    assert asked == [
+        "prepare_request",
+        "before_tool_call",
+        "after_tool_call",
+        "after_step",
+        "prepare_request",
+    ]

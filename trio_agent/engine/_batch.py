@@ -143,7 +143,10 @@ async def _start(
     try:
         if journal is not None:
             await journal.barrier("event")  # and stored, whatever the store
-        await emit(ToolStarted(sequence=emit.next, call=call))
+        if emit.silent:
+            emit.skip()
+        else:
+            await emit(ToolStarted(sequence=emit.next, call=call))
     except trio.Cancelled:
         if journal is not None:
             journal.tool_skipped(call)
@@ -190,19 +193,22 @@ async def _after_tool_call(
     conversation: Conversation,
     emit: Emitter,
 ) -> ToolResultMessage:
-    """The result to store, from ``after_tool_call``. The tool did run: if the hook
-    fails or is interrupted, its own result is stored (and its event owed) first."""
-    final: ToolResultMessage | None = None
-    try:
-        returned = await call_hook("after_tool_call", hooks.after_tool_call, call, result)
-        # the tool's own result, given back: checked as the core's is (not again)
-        final = result if returned is result else _checked_result(call, returned)
-    finally:
-        if final is None:
-            kept = hooks.finalize_result(result)
-            conversation.append(kept)
-            emit.owe([_finished(call, kept)])
+    """The result to store, from ``after_tool_call`` when the hooks review results
+    (else the tool's own). The tool did run: if the hook fails or is interrupted,
+    its own result is stored (and its event owed) first."""
+    final: ToolResultMessage | None = None if hooks.reviews_results else result
+    if final is None:
+        try:
+            returned = await call_hook("after_tool_call", hooks.after_tool_call, call, result)
+            # the tool's own result, given back: checked as the core's is (not again)
+            final = result if returned is result else _checked_result(call, returned)
+        finally:
+            if final is None:
+                kept = hooks.finalize_result(result)
+                conversation.append(kept)
+                emit.owe([_finished(call, kept)])
     assert final is not None  # the hook returned: no exception left the try
+    hooks.result_kept(call, final)
     return hooks.finalize_result(final)
 
 

@@ -71,6 +71,16 @@ class Emitter:
                 await cancel_shielded_checkpoint()
         self.next += 1
 
+    @property
+    def silent(self) -> bool:
+        """No one receives the events and no journal waits on them (``wait()``
+        without ``async with``): an event is counted (``skip``), not made."""
+        return self._send is None and self._journal is None
+
+    def skip(self) -> None:
+        """Count an event a silent emitter would drop, without making it."""
+        self.next += 1
+
     def attach(self, journal: Journal | None) -> None:
         """Wait on ``journal`` from the next event on (a session's ledger made after
         its turn's emitter: on the session's first use)."""
@@ -93,6 +103,9 @@ class Emitter:
         ``finish`` delivers them just before the last event: the stream and
         the transcript always agree.
         """
+        if self._send is None and self._journal is None:  # silent: counted only
+            self.next += len(makers)
+            return
         for index, make in enumerate(makers):
             try:
                 await self(make(self.next))

@@ -212,6 +212,8 @@ class StepHooks:
     """Whether ``before_tool_call`` is called (else every call runs)."""
     checks_steps: bool = False
     """Whether ``after_step`` is called (else the turn goes on)."""
+    reviews_results: bool = False
+    """Whether ``after_tool_call`` is called (else a call's result is kept as it is)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -266,6 +268,10 @@ class StepHooks:
         """Called when the turn would go on; anything but None stops it with that value."""
         return None
 
+    def result_kept(self, call: ToolCall, result: ToolResultMessage) -> None:
+        """``call``'s result as the turn keeps it (after ``after_tool_call``, if it
+        was asked): synchronous, for what a turn counts of its calls."""
+
     def finalize_result(self, result: ToolResultMessage) -> ToolResultMessage:
         """The form in which every tool result is stored (also when a hook failed)."""
         return result
@@ -275,6 +281,7 @@ _PLANNED: Final = (
     ("prepares_requests", "prepare_request"),
     ("gates_calls", "before_tool_call"),
     ("checks_steps", "after_step"),
+    ("reviews_results", "after_tool_call"),
 )
 
 DEFAULT_HOOKS = StepHooks()

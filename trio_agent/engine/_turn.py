@@ -110,11 +110,17 @@ async def _stream_response(
                     violation = exc
                     break
                 emitting = True
-                await emit(
-                    ModelChunk(
-                        sequence=emit.next, request_id=request.id, chunk=checked, attempt=attempt
+                if emit.silent:
+                    emit.skip()
+                else:
+                    await emit(
+                        ModelChunk(
+                            sequence=emit.next,
+                            request_id=request.id,
+                            chunk=checked,
+                            attempt=attempt,
+                        )
                     )
-                )
                 emitting = False
                 chunks += 1
             else:

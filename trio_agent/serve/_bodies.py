@@ -18,6 +18,7 @@ __all__ = [
     "TurnInput",
     "cursor_of",
     "decode_body",
+    "period_seconds",
     "read_body",
     "session_id_of",
 ]
@@ -105,3 +106,12 @@ def cursor_of(last_event_id: str | None, after: str | None) -> int:
             raise ApiError(400, f"{name} is beyond any event sequence")
         return cursor
     return -1
+
+
+def period_seconds(name: str, value: float | None) -> float | None:
+    """A period in seconds (a server's setting): positive and finite, or None (never)."""
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not 0 < value < float("inf"):
+        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
+    return float(value)

@@ -24,9 +24,10 @@ from ..ledger._records import LedgerError, SessionLockedError
 from ..messages._ir import TranscriptError
 from ..session._agent import Agent
 from ..session._turn_run import TurnRun
-from ._bodies import ApiError
+from ._bodies import ApiError, period_seconds
 from ._feed import Feed
 from ._frontend import FrontendTools, ToolOffer, own_tools, with_frontend
+from ._making import Making, lost_race
 from ._place import Place
 from ._views import Decision, Moved, check_decisions, state_json
 
@@ -69,6 +70,7 @@ class _Live:
     used: float = attrs.field(factory=trio.current_time)  # when a request last touched it
     looking: bool = False  # a task runs the session's queued input
     look_again: bool = False  # input may have been queued since it looked
+    new: bool = False  # its agent was made for a session not recorded yet
 
 
 @final
@@ -112,8 +114,8 @@ class Hub:
     ) -> None:
         if on_disconnect not in ("detach", "cancel"):
             raise ValueError(f"on_disconnect must be 'detach' or 'cancel', got {on_disconnect!r}")
-        self.keepalive_seconds = _seconds("keepalive_seconds", keepalive_seconds)
-        self.idle_seconds = _seconds("idle_seconds", idle_seconds)
+        self.keepalive_seconds = period_seconds("keepalive_seconds", keepalive_seconds)
+        self.idle_seconds = period_seconds("idle_seconds", idle_seconds)
         self.place = place
         self.factory = factory
         self.on_disconnect = on_disconnect
@@ -227,7 +229,7 @@ class Hub:
             await background.start(partial(self.place.follow, self._woken))
             relay = self.place.inbox
             if relay is not None:
-                await background.start(partial(relay.follow, self._look, self._held))
+                await background.start(partial(relay.follow, self._look, self._held, self._adopt))
             if self.idle_seconds is not None:
                 background.start_soon(self._release_idle, self.idle_seconds)
             task_status.started()
@@ -291,7 +293,7 @@ class Hub:
             )
         if live.frontend is not None:
             made = await with_frontend(made, live.frontend, self.place.store, new)
-        live.agent = made
+        live.agent, live.new = made, new
         self._look(session_id)
         return made
 
@@ -387,11 +389,28 @@ class Hub:
         except RuntimeError as exc:
             raise ApiError(409, str(exc)) from None
         live.run, live.turn = run, agent.turns + 1
-        self._nursery.start_soon(self._drive, session_id, live, run)
-        return live.turn
+        if not (live.new and self.place.inbox is not None):
+            self._nursery.start_soon(self._drive, session_id, live, run)
+            return live.turn
+        # a new session another server may be making too: wait until this turn has
+        # made it (its first event), so a race lost is known before the answer
+        turn, made = live.turn, Making()
+        self._nursery.start_soon(self._drive, session_id, live, run, None, made)
+        await made.event.wait()
+        if made.lost is not None:
+            raise SessionLockedError(
+                f"another server made session {session_id!r} first"
+            ) from made.lost
+        live.new = False
+        return turn
 
     async def _drive(
-        self, session_id: str, live: _Live, run: TurnRun[Any], input_id: int | None = None
+        self,
+        session_id: str,
+        live: _Live,
+        run: TurnRun[Any],
+        input_id: int | None = None,
+        made: Making | None = None,
     ) -> None:
         """Run the turn, publishing each event; for queued input ``input_id``, store
         its result as the answer before another turn may start. A turn that fails
@@ -401,16 +420,25 @@ class Hub:
         try:
             async with run:
                 async for event in run:
+                    if made is not None:  # its session is made: the turn runs here
+                        made.event.set()
                     await live.feed.publish(event)
-            if input_id is not None and run.result is not None:
+            # a queued turn the drain cut stays queued: the next holder continues it
+            cut = self.draining and run.result is not None and run.result.end.reason == "cancelled"
+            if input_id is not None and run.result is not None and not cut:
                 await self._answer(session_id, input_id, run.result)
         except Exception as exc:  # the server goes on; this session resumes next time
-            SERVE.error("session %s: turn %s failed: %r", session_id, live.turn, exc)
+            if made is not None and not made.event.is_set() and lost_race(exc):
+                made.lost = exc  # another server made the session: its message is queued
+            else:
+                SERVE.error("session %s: turn %s failed: %r", session_id, live.turn, exc)
             agent, live.agent = live.agent, None
             if agent is not None and not agent.running:
                 with trio.CancelScope(shield=True):
                     await _close_quietly(session_id, agent)
         finally:
+            if made is not None:
+                made.event.set()
             live.run = live.turn = None
             live.used = trio.current_time()
             live.feed.wake()
@@ -421,6 +449,11 @@ class Hub:
     # -- input queued in the fleet's inbox (``place.inbox``), for sessions held here
     def _held(self) -> list[str]:
         return [s for s, live in self._sessions.items() if live.agent is not None]
+
+    def _adopt(self, session_id: str) -> None:
+        """Take a session whose input waits with no holder (its holder died)."""
+        if self._nursery is not None and not self.draining:
+            self._nursery.start_soon(self._take, session_id, True)
 
     def _look(self, session_id: str) -> None:
         """Run the session's queued input (a task, one per session), if it is held
@@ -505,6 +538,12 @@ class Hub:
         """Cancel the running turn; its number. ``ApiError(409)`` when none runs."""
         live = await self._known(session_id)
         if live.run is None or live.turn is None:
+            if live.agent is None and self.place.inbox is not None:  # replicas
+                raise ApiError(
+                    409,
+                    f"no turn of session {session_id} runs on this server; one running "
+                    "elsewhere (on the server that holds the session) is cancelled there",
+                )
             raise ApiError(409, f"no turn of session {session_id} is running")
         live.run.cancel()
         return live.turn
@@ -551,6 +590,8 @@ class Hub:
         """The session's derived state as JSON; ``ApiError(404)`` when not recorded."""
         derived = await self.place.state(session_id)
         running = self.running_turn(session_id)
+        if running is None and derived is not None and derived.open_turn is not None:
+            running = (await self._elsewhere([session_id])).get(session_id)
         if derived is None and running is None:
             raise ApiError(404, f"no session {session_id!r}")
         return state_json(session_id, derived, running)
@@ -559,7 +600,15 @@ class Hub:
         """Every recorded session, and those being made here, with the running turn."""
         ids = set(await self.place.sessions())
         ids.update(s for s, live in self._sessions.items() if live.turn is not None)
-        return [{"id": s, "running_turn": self.running_turn(s)} for s in sorted(ids)]
+        elsewhere = await self._elsewhere(None)
+        return [
+            {"id": s, "running_turn": self.running_turn(s) or elsewhere.get(s)} for s in sorted(ids)
+        ]
+
+    async def _elsewhere(self, session_ids: list[str] | None) -> dict[str, int]:
+        """Turns other servers run (of these sessions; None: any), by session."""
+        relay = self.place.inbox
+        return {} if relay is None else await relay.running(session_ids)
 
     def running_turn(self, session_id: str) -> int | None:
         """The number of the session's turn running here, if one is."""
@@ -599,12 +648,3 @@ async def _close_quietly(session_id: str, agent: Agent) -> None:
         await agent.aclose()
     except (LedgerError, RuntimeError) as exc:
         SERVE.warning("session %s: not closed cleanly: %s", session_id, exc)
-
-
-def _seconds(name: str, value: float | None) -> float | None:
-    """A period in seconds: positive and finite, or None (never)."""
-    if value is None:
-        return None
-    if type(value) not in (int, float) or not 0 < value < float("inf"):
-        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
-    return float(value)

@@ -92,6 +92,10 @@ def _last(connection: Any, store: PostgresStore, session_id: str) -> int:
 
 
 def _make_table(connection: Any, store: PostgresStore) -> None:
+    # servers started together make it at once: CREATE ... IF NOT EXISTS alone is
+    # not safe against that (one fails on the catalog's unique index), so the
+    # makers take turns, as the inbox's do (in the store's transaction)
+    connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{store.schema}.events",))
     connection.execute(
         f"""CREATE TABLE IF NOT EXISTS {_table(store)} (
             session_id text NOT NULL,

@@ -30,6 +30,7 @@ from ..fleet._inbox import (
     submit,
 )
 from ..fleet._listen import listening
+from ..ledger._records import TurnStartRecord, record_decoder
 from ..stores.postgres._store import PostgresStore
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["POLL_SECONDS", "Relay"]
 
 POLL_SECONDS: Final = 1.0
+ORPHANS_AT_ONCE: Final = 8
+"""Sessions a poll offers to take, at most, whose input waits with no holder."""
 """With no notification for this long (or none to be had: behind a pooler, or
 while the database cannot be reached), the held sessions' inputs are looked at
 again: a notification lost is noticed within it."""
@@ -55,6 +58,49 @@ def _waiting(connection: Connection[Any], store: PostgresStore, ids: list[str]) 
         (ids,),
     ).fetchall()
     return [str(row[0]) for row in rows]
+
+
+def _orphans(connection: Connection[Any], store: PostgresStore, held: list[str]) -> list[str]:
+    """Recorded sessions, not in ``held``, whose input waits and whose lease is not
+    live (their holder died or let them go), oldest input first (a few)."""
+    s = store.schema
+    rows = connection.execute(
+        f"""SELECT input.session_id FROM "{s}".inbox AS input
+            WHERE input.done IS NULL AND input.session_id <> ALL(%s::text[])
+              AND EXISTS (SELECT 1 FROM "{s}".records AS record
+                  WHERE record.session_id = input.session_id AND record.seq = 0)
+              AND NOT EXISTS (SELECT 1 FROM "{s}".leases AS lease
+                  WHERE lease.session_id = input.session_id AND lease.expires >= now())
+            ORDER BY input.id LIMIT %s""",
+        (held, ORPHANS_AT_ONCE),
+    ).fetchall()
+    return list(dict.fromkeys(str(row[0]) for row in rows))
+
+
+_TURN_LINE: Final = b'{"kind":"turn/'
+
+
+def _open_turns(
+    connection: Connection[Any], store: PostgresStore, ids: list[str] | None
+) -> dict[str, int]:
+    """Sessions (of ``ids``; None: all) whose lease is live and whose last turn
+    record is a ``turn/start``: the turn their holder runs."""
+    s = store.schema
+    rows = connection.execute(
+        f"""SELECT DISTINCT ON (record.session_id) record.session_id, record.body
+            FROM "{s}".records AS record JOIN "{s}".leases AS lease
+              ON lease.session_id = record.session_id AND lease.expires >= now()
+            WHERE (%s::text[] IS NULL OR record.session_id = ANY(%s::text[]))
+              AND substring(record.body from 1 for %s) = %s
+            ORDER BY record.session_id, record.seq DESC""",
+        (ids, ids, len(_TURN_LINE), _TURN_LINE),
+    ).fetchall()
+    running: dict[str, int] = {}
+    for session_id, body in rows:
+        record = record_decoder.decode(bytes(body))
+        if type(record) is TurnStartRecord:
+            running[str(session_id)] = record.turn
+    return running
 
 
 @final
@@ -96,29 +142,41 @@ class Relay:
         """Answer an input that cannot be run with ``reason``."""
         await self.store.run("refuse input", refuse, self.store, [input_id], reason)
 
+    async def running(self, session_ids: list[str] | None = None) -> dict[str, int]:
+        """The turns the servers holding these sessions (None: any) run now, by
+        session: what the ledger says of a session whose lease is live."""
+        return await self.store.run("read the running turns", _open_turns, self.store, session_ids)
+
     async def follow(
         self,
         wake: Callable[[str], None],
         held: Callable[[], list[str]],
+        adopt: Callable[[str], None],
         *,
         task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Call ``wake(session_id)`` for each input queued from
         ``task_status.started()`` on, and, after ``POLL_SECONDS`` with none (or
-        none to be had), for each session of ``held()`` whose input waits. The
-        database going away makes it poll until it can listen again. Runs until
-        cancelled."""
+        none to be had), for each session of ``held()`` whose input waits; then
+        ``adopt(session_id)`` for recorded sessions whose input waits with no live
+        lease (a holder that died: its lease expired). The database going away
+        makes it poll until it can listen again. Runs until cancelled."""
 
         async def heard(session_ids: list[str] | None) -> None:
             if session_ids:
                 for session_id in session_ids:
                     wake(session_id)
-            elif ids := held():
-                await inbox_ready(self.store)
+                return
+            await inbox_ready(self.store)
+            if ids := held():
                 for session_id in await self.store.run(
                     "look at the inbox", _waiting, self.store, ids
                 ):
                     wake(session_id)
+            for session_id in await self.store.run(
+                "look for input nobody runs", _orphans, self.store, held()
+            ):
+                adopt(session_id)
 
         await listening(
             self.store, "inbox", heard, seconds=POLL_SECONDS, log=SERVE, task_status=task_status

@@ -126,6 +126,10 @@ class SessionHooks(StepHooks):
         )
 
     @property
+    def reviews_results(self) -> bool:  # type: ignore[override]
+        return self._policy.after_tool_call is not None
+
+    @property
     def checks_steps(self) -> bool:  # type: ignore[override]
         policy = self._policy
         limit = policy.max_repeated_failures
@@ -287,10 +291,10 @@ class SessionHooks(StepHooks):
                 result = await call_hook("after_tool_call", hook, call, result, self._context(call))
             else:
                 result = await call_hook("after_tool_call", hook, call, result)
-            if type(result) is not ToolResultMessage:
-                return result  # the engine names the hook in its error
+        return result  # the engine checks it, and names the hook in its error
+
+    def result_kept(self, call: ToolCall, result: ToolResultMessage) -> None:
         self._track_failures(call, result)
-        return result
 
     def _context(self, call: ToolCall) -> ToolContext[Any]:
         """The ``ToolContext`` a tool-call hook that asks for one gets: the call and
