@@ -103,7 +103,9 @@ def test_a_server_needs_one_place_for_its_sessions(tmp_path):
 
 async def test_a_session_another_server_holds_is_a_409(tmp_path):
     """Two servers on one store: the second cannot take a session the first
-    writes (its ledger's lock), and says so rather than running a turn."""
+    writes (its ledger's lock), and says so rather than running a turn, without
+    telling the client where the ledger is (the lock's error named the file,
+    and a PostgreSQL store's named its host, database and user)."""
     async with running(tmp_path) as (first, one), running(tmp_path) as (second, other):
         async with client(one) as http:
             await http.post("/sessions/s/turns", json={"message": "hi"})
@@ -111,4 +113,7 @@ async def test_a_session_another_server_holds_is_a_409(tmp_path):
         async with client(other) as http:
             response = await http.post("/sessions/s/turns", json={"message": "hi"})
             assert response.status_code == 409
-            assert "in use elsewhere" in response.json()["error"]
+            error = response.json()["error"]
+            assert "in use elsewhere" in error
+            # where the ledger lives is the server's business, not the client's
+            assert str(tmp_path) not in error and ".jsonl" not in error

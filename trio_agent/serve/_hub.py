@@ -29,7 +29,7 @@ from ._feed import Feed
 from ._frontend import FrontendTools, ToolOffer, own_tools, with_frontend
 from ._making import Making, lost_race
 from ._place import Place
-from ._views import Decision, Moved, check_decisions, state_json
+from ._views import Decision, Moved, check_decisions, in_use_elsewhere, state_json
 
 if TYPE_CHECKING:
     from ._relay import Relay
@@ -267,7 +267,7 @@ class Hub:
         try:
             return await self._acquire(live, session_id, create)
         except SessionLockedError as exc:
-            raise ApiError(409, f"the session is in use elsewhere: {exc}") from None
+            raise in_use_elsewhere(session_id, exc) from None
 
     async def _acquire(self, live: _Live, session_id: str, create: bool) -> Agent:
         """``_agent``, ``SessionLockedError`` when another server holds the session.
@@ -342,7 +342,7 @@ class Hub:
         try:
             return await self._start_turn(session_id, message)
         except SessionLockedError as exc:
-            raise ApiError(409, f"the session is in use elsewhere: {exc}") from None
+            raise in_use_elsewhere(session_id, exc) from None
 
     async def post_turn(self, session_id: str, message: str | None) -> Posted:
         """``start_turn``; but when another server holds the session and the place
@@ -357,13 +357,13 @@ class Hub:
         except SessionLockedError as exc:
             relay = self.place.inbox
             if relay is None or message is None:
-                raise ApiError(409, f"the session is in use elsewhere: {exc}") from None
+                raise in_use_elsewhere(session_id, exc) from None
         try:
             queued = await relay.submit(session_id, message)
         except (TranscriptError, ValueError) as exc:
             raise ApiError(400, f"the agent refuses this input: {exc}") from None
         except LedgerError as exc:
-            raise ApiError(409, f"the session is in use elsewhere; not queued: {exc}") from None
+            raise in_use_elsewhere(session_id, exc, not_queued=True) from None
         SERVE.info("session %s: held elsewhere; input %d queued", session_id, queued)
         await self._take(session_id, False)
         return "queued", queued

@@ -4,6 +4,7 @@ calls waiting, all of them before any is recorded. Pure functions."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ from ..ledger._derive import DerivedSession
 from ..messages._ir import ToolCall
 from ._bodies import ApiError
 
-__all__ = ["Decision", "Moved", "check_decisions", "state_json"]
+__all__ = ["Decision", "Moved", "check_decisions", "in_use_elsewhere", "state_json"]
 
 Decision = tuple[str, bool, str]
 """A decision asked for: the held call's id, approved or not, the reason."""
@@ -71,3 +72,16 @@ def check_decisions(
         if call_id not in open_calls:
             raise ApiError(404, f"no call {call_id!r} waits for approval")
         seen.add(call_id)
+
+
+def in_use_elsewhere(session_id: str, error: Exception, not_queued: bool = False) -> ApiError:
+    """The 409 for a session another server (or process) holds. The holder's
+    details (the store's host, database, user, the lease's holder, a file's path)
+    go to the log, not to the HTTP client."""
+    logging.getLogger("trio_agent.serve").info(
+        "session %s: in use elsewhere: %s", session_id, error
+    )
+    more = "; not queued" if not_queued else ""
+    return ApiError(
+        409, f"session {session_id!r} is in use elsewhere (another server holds it){more}"
+    )
