@@ -49,8 +49,8 @@ async def test_a_damaged_snapshot_is_read_whole_with_a_warning(tmp_path, caplog)
     end = data.index(b"\n", start)
     damaged = data[start:end].replace(b'"next_seq":', b'"next_seq":1', 1)
     path.write_bytes(data[:start] + damaged + data[end:])
-    with caplog.at_level(logging.WARNING, "trio_agent.serve"):
+    with caplog.at_level(logging.WARNING, "trio_agent.ledger"):
         state = await place.state("s")
     assert state is not None
     assert state.messages == derive((await place.store.load("s")).records).messages
-    assert "does not replay" in caplog.text
+    assert "the whole ledger was replayed" in caplog.text

@@ -4,7 +4,6 @@ with a dot, so none can be taken for a ledger)."""
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -12,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Protocol, final
 
 import trio
 
-from ..ledger._derive import DerivedSession, derive, derive_own
-from ..ledger._records import LedgerCorruptError, SnapshotRecord
+from ..ledger._derive import DerivedSession
+from ..session._resume import derive_from_tail
 from ..stores._base import LoadedSession, check_session_id
 from ..stores._jsonl import JsonlStore
 from ._eventlog import EventLog, Events
@@ -23,23 +22,14 @@ if TYPE_CHECKING:
 
 __all__ = ["JsonlPlace", "Place", "derive_tail"]
 
-SERVE = logging.getLogger("trio_agent.serve")
-
 
 async def derive_tail(store: Any, session_id: str, tail: LoadedSession) -> DerivedSession | None:
     """What a session derives to from its records since the last snapshot (``tail``,
-    a store's ``load_tail``): bounded by the snapshot, not the session's length.
-    A snapshot that does not replay falls back to the whole ledger with a warning,
-    as a resume does; None when nothing is recorded."""
+    a store's ``load_tail``), as a resume derives it (a damaged snapshot: the whole
+    ledger, with a warning); None when nothing is recorded."""
     if not tail.records:
         return None
-    try:
-        return derive_own(session_id, tail.records)
-    except LedgerCorruptError as exc:
-        if type(tail.records[0]) is not SnapshotRecord:
-            raise
-        SERVE.warning("%s: its last snapshot does not replay (%s); read whole", session_id, exc)
-    return derive((await store.load(session_id)).records)
+    return (await derive_from_tail(store, session_id, tail))[1]
 
 
 class Place(Protocol):

@@ -21,7 +21,7 @@ from ._limits import session_used
 from ._options import AgentOptions
 from ._state import SessionState
 
-__all__ = ["Resumed", "log_resume", "resume_session"]
+__all__ = ["Resumed", "derive_from_tail", "load_derived", "log_resume", "resume_session"]
 
 
 @final
@@ -84,23 +84,39 @@ async def load_derived(
     else, or when the snapshot or its tail does not replay (a damaged snapshot),
     from the whole ledger, with a warning saying so."""
     load_tail = getattr(store, "load_tail", None)
-    said: tuple[str, ...] = ()
-    if load_tail is not None:
-        try:
-            loaded: LoadedSession = await load_tail(session_id)
-            whole = not loaded.records or type(loaded.records[0]) is not SnapshotRecord
-            if not whole:
-                return loaded, derive_own(session_id, loaded.records), loaded.warnings
-        except LedgerCorruptError as exc:  # in the snapshot, or in the records after it
-            said = (
-                f"{session_id}: replaying from the last snapshot failed ({exc}); "
-                "the whole ledger was replayed instead",
-            )
-            LEDGER.warning("%s", said[0])
-        else:  # no snapshot: this is the whole ledger
-            return loaded, derive(loaded.records), loaded.warnings
+    if load_tail is None:
+        loaded = await store.load(session_id)
+        return loaded, derive(loaded.records), loaded.warnings
+    try:
+        tail: LoadedSession = await load_tail(session_id)
+    except LedgerCorruptError as exc:  # the records after the snapshot do not load
+        return await _whole(store, session_id, exc)
+    return await derive_from_tail(store, session_id, tail)
+
+
+async def derive_from_tail(
+    store: SessionStore, session_id: str, tail: LoadedSession
+) -> tuple[LoadedSession, DerivedSession, tuple[str, ...]]:
+    """``load_derived`` of a tail already loaded (a store's ``load_tail``): bounded
+    by the last snapshot, not by the session's length."""
+    if not tail.records or type(tail.records[0]) is not SnapshotRecord:
+        return tail, derive(tail.records), tail.warnings  # no snapshot: the whole ledger
+    try:
+        return tail, derive_own(session_id, tail.records), tail.warnings
+    except LedgerCorruptError as exc:  # in the snapshot, or in the records after it
+        return await _whole(store, session_id, exc)
+
+
+async def _whole(
+    store: SessionStore, session_id: str, failure: LedgerCorruptError
+) -> tuple[LoadedSession, DerivedSession, tuple[str, ...]]:
+    said = (
+        f"{session_id}: replaying from the last snapshot failed ({failure}); "
+        "the whole ledger was replayed instead"
+    )
+    LEDGER.warning("%s", said)
     loaded = await store.load(session_id)
-    return loaded, derive(loaded.records), (*said, *loaded.warnings)
+    return loaded, derive(loaded.records), (said, *loaded.warnings)
 
 
 async def resume_session(
