@@ -25,6 +25,7 @@ from trio_agent import (
     validate_transcript,
 )
 from trio_agent.testing import ScriptedModel, scripted_response
+from trio_agent.testing._explorer import seeded_scheduler
 
 RUN_TASK = "trio_agent.run"
 INLINE_TASK = "inline-wait"
@@ -126,6 +127,16 @@ def check(events, result, model, log: ToolLog, complete, *, observed: bool) -> N
     assert model.call_count == result.steps
 
 
+async def _drive(run, observed: bool, events: list) -> None:
+    if observed:
+        async with run:
+            async for event in run:
+                events.append(event)
+    else:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run.wait, name=INLINE_TASK)
+
+
 async def sweep(observed: bool) -> int:
     k = 0
     statuses: list[str] = []
@@ -140,13 +151,8 @@ async def sweep(observed: bool) -> int:
         trio.lowlevel.add_instrument(instrument)
         events = []
         try:
-            if observed:
-                async with run:
-                    async for event in run:
-                        events.append(event)
-            else:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(run.wait, name=INLINE_TASK)
+            with seeded_scheduler():  # the same order of ready tasks for every k
+                await _drive(run, observed, events)
         finally:
             trio.lowlevel.remove_instrument(instrument)
         result = run.result

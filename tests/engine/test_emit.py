@@ -87,3 +87,79 @@ async def test_a_turn_nobody_watches_counts_the_events_it_does_not_make():
     assert [e.sequence for e in second_unseen] == [e.sequence for e in second_seen]
     assert second_seen[0].sequence == first[-1].sequence + 1
     assert [e.type for e in second_unseen] == [e.type for e in second_seen]
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts the steps of one task (the times the scheduler ran it)."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task, self.steps = task, 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.steps += 1
+
+
+async def _chunks_read(chunks: int, checkpoints: bool) -> tuple[list, int]:
+    """The events of a one-step run streaming ``chunks`` text deltas, and the
+    scheduler steps the consumer's task took to read them."""
+    from trio_agent import ToolRegistry, UserMessage, run_agent_loop
+    from trio_agent.testing import ScriptedModel
+
+    model = ScriptedModel(
+        [scripted_response("r1", "x" * chunks, text_chunks=chunks)],
+        chunk_checkpoints=checkpoints,
+    )
+    run = run_agent_loop(
+        messages=[UserMessage("u1", "go")], model=model, tools=ToolRegistry(), max_steps=1
+    )
+    steps = _Steps(trio.lowlevel.current_task())
+    events = []
+    async with run:
+        trio.lowlevel.add_instrument(steps)
+        try:
+            events = [event async for event in run]
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+    return events, steps.steps
+
+
+async def test_issue_38_a_consumer_meets_the_run_once_for_every_two_chunks():
+    """Issue 38: each streamed chunk cost the consumer and the run a meeting in
+    trio's scheduler (the run yielded after handing it over, the consumer after
+    taking it). Streamed chunks are now handed over and taken without those
+    yields: 200 chunks cost the consumer about 100 steps (140 when the model
+    yields between chunks too), not 200."""
+    for checkpoints, most in ((False, 120), (True, 160)):
+        events, steps = await _chunks_read(200, checkpoints)
+        assert [e.type for e in events].count("model.chunk") == 200
+        assert isinstance(events[-1], RunFinished) and events[-1].result.status == "completed"
+        assert steps <= most, (checkpoints, steps)
+
+
+async def test_issue_38_a_cancel_after_chunk_k_stops_chunk_k_plus_one():
+    """The run may read chunk k+1 from the model before the consumer handles chunk
+    k, but never hands it over once the consumer cancelled: the next event is the
+    last, for every k, whether or not the model yields between chunks (after the
+    last chunk the answer may be whole already: then the turn completed)."""
+    from trio_agent import ToolRegistry, UserMessage, run_agent_loop
+    from trio_agent.testing import ScriptedModel
+
+    for checkpoints in (False, True):
+        for k in range(6):
+            model = ScriptedModel(
+                [scripted_response("r1", "abcdef", text_chunks=6)], chunk_checkpoints=checkpoints
+            )
+            run = run_agent_loop(
+                messages=[UserMessage("u1", "go")], model=model, tools=ToolRegistry(), max_steps=1
+            )
+            events = []
+            async with run:
+                async for event in run:
+                    events.append(event)
+                    if event.type == "model.chunk" and event.chunk.text == "abcdef"[k]:
+                        run.cancel()
+            kinds = [e.type for e in events]
+            assert kinds == ["message.accepted", *["model.chunk"] * (k + 1), "run.finished"]
+            assert k == 5 or isinstance(run.result, Cancelled), (checkpoints, k)
+            assert_stream_shape(events, run.result)

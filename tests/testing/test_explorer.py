@@ -143,14 +143,14 @@ async def test_the_checkpoints_are_every_descendant_tasks_steps(autojump_clock):
     report = await explore_cancellation(fixed, lambda *_: None, seconds_per_run=5)
     counter = EveryDescendant()
     run, _ = fixed()
-    from trio_agent.testing._explorer import _reseed
+    from trio_agent.testing._explorer import seeded_scheduler
 
-    _reseed()
     trio.lowlevel.add_instrument(counter)
     try:
-        async with run:
-            async for _ in run:
-                pass
+        with seeded_scheduler():  # the exploration's order of ready tasks
+            async with run:
+                async for _ in run:
+                    pass
     finally:
         trio.lowlevel.remove_instrument(counter)
     assert report.checkpoints == counter.steps

@@ -48,7 +48,13 @@ class Emitter:
         self._journal = journal
         self.next = start
 
-    async def __call__(self, event: Any) -> None:
+    async def __call__(self, event: Any, pause: bool = True) -> None:
+        """Deliver ``event`` (a cancellation point). ``pause=False`` (streamed chunks):
+        when the consumer was waiting, the run goes on without yielding to it first:
+        it yields at its next schedule point (reading the model's stream, or the next
+        event's hand-over, which parks until the consumer has taken this one), so it
+        never runs more than one event ahead, and a ``cancel()`` after this event
+        still stops the next one (each hand-over checks for it first)."""
         if self._journal is not None:
             # Records are written before the event they match can be observed.
             await self._journal.before_event(self.next)
@@ -68,7 +74,8 @@ class Emitter:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._send = None  # the consumer left; the run is being cancelled
             else:
-                await cancel_shielded_checkpoint()
+                if pause:
+                    await cancel_shielded_checkpoint()
         self.next += 1
 
     @property

@@ -7,6 +7,7 @@ from collections.abc import Coroutine
 from typing import Any, Final, Generic, Self, TypeVar
 
 import trio
+from trio.lowlevel import checkpoint_if_cancelled
 
 from ._emit import Emitter
 
@@ -19,7 +20,10 @@ EVENT_BUFFER = 0
 """The run and its consumer move in lockstep: each event is handed over before the
 run goes on, so a consumer that calls ``cancel()`` after event k sees the last event
 next (save events owed for what is already in the transcript). A buffer measured
-no faster: trio's schedule points dominate either way."""
+no faster: trio's schedule points dominate either way. So a streamed chunk is
+handed over without the run yielding to its consumer after it (``Emitter``'s
+``pause``), and an event waiting to be taken is taken without the consumer
+yielding (``__anext__``): the two meet once for every two chunks, not for each."""
 
 
 TRIO_ONLY: Final = (
@@ -115,10 +119,19 @@ class EventRun(Generic[E, R]):
         return self
 
     async def __anext__(self) -> E:
-        if self._phase != _OPEN or self._receive is None:
+        """The next event (a cancellation point). An event already handed over, or
+        one the run waits to hand over, is taken without yielding first (the run
+        then goes on at the next schedule point): the run and its consumer meet
+        once for every two events rather than for every one."""
+        receive = self._receive
+        if self._phase != _OPEN or receive is None:
             raise RuntimeError("iterate a run inside `async with run:`")
+        await checkpoint_if_cancelled()
         try:
-            return await self._receive.receive()
+            try:
+                return receive.receive_nowait()
+            except trio.WouldBlock:
+                return await receive.receive()
         except trio.EndOfChannel:
             raise StopAsyncIteration from None
 

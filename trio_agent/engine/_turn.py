@@ -119,7 +119,8 @@ async def _stream_response(
                             request_id=request.id,
                             chunk=checked,
                             attempt=attempt,
-                        )
+                        ),
+                        False,  # a chunk: the next one is read before yielding
                     )
                 emitting = False
                 chunks += 1

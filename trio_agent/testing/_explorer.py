@@ -31,22 +31,34 @@ _LISTED = 10
 _TRIO_DIR = os.path.dirname(trio.__file__)
 
 
+class _FixedOrder(random.Random):
+    """trio's generator while the scheduler is fixed: the one draw each batch of
+    ready tasks makes (reverse it or not) always says no, so ready tasks run in
+    the order they became ready, whatever other tasks drew before; the other
+    methods stay seeded."""
+
+    def random(self) -> float:
+        return 0.75
+
+
 @contextmanager
 def seeded_scheduler() -> Iterator[None]:
-    """trio picks the order of ready tasks at random; seeding its generator makes a
-    deterministic scenario schedule the same way every time (a private detail of
-    trio: without it things still work, only less repeatably). Seeded on entry;
-    the generator's state is put back on exit."""
+    """trio picks the order of ready tasks at random; fixing it (each batch runs in
+    the order its tasks became ready) makes a deterministic scenario schedule the
+    same way every time, and whatever else runs in the process (a private detail
+    of trio: without it things still work, only less repeatably). Put back on exit."""
     from trio._core import _run
 
-    generator = getattr(_run, "_r", None)
-    saved = generator.getstate() if generator is not None else None
-    _reseed()
+    saved = getattr(_run, "_r", None)
+    if saved is None:
+        yield
+        return
+    scheduler = vars(_run)  # trio's generator is a name in that module
+    scheduler["_r"] = _FixedOrder(_SEED)
     try:
         yield
     finally:
-        if generator is not None:
-            generator.setstate(saved)
+        scheduler["_r"] = saved
 
 
 def _reseed() -> None:
@@ -449,9 +461,10 @@ async def explore_cancellation(
     and of every task they start, transitively (a tool's nursery and its
     children), counted with trio's instrumentation; other agents running
     meanwhile do not count. ``tasks=`` (a predicate on a ``trio.lowlevel.Task``)
-    narrows them to the tasks it keeps. trio's scheduler is seeded for
-    each run, so a deterministic scenario gives the same cancellation points
-    every time (and is put back as it was afterwards). Checkpoint 0 is a cancel
+    narrows them to the tasks it keeps. trio's scheduler runs ready tasks in a
+    fixed order meanwhile, so a deterministic scenario gives the same
+    cancellation points every time, whatever else runs (and is put back as it
+    was afterwards). Checkpoint 0 is a cancel
     before the run starts; ``only=k`` runs that one case (a ``k`` past the last
     checkpoint cancels nothing: compare ``report.checkpoints``); ``max_runs=n``
     samples n of the cancellation points (with ``seed``) for a very large

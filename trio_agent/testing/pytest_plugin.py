@@ -70,8 +70,9 @@ def event_recorder() -> EventRecorder:
 
 @pytest.fixture
 def trio_seed() -> Iterator[None]:
-    """trio's scheduler seeded for this test (and put back after it), so the order
-    ready tasks run in, a nested nursery's too, is the same on every run."""
+    """trio's scheduler in a fixed order for this test (and put back after it):
+    ready tasks run in the order they became ready, a nested nursery's too, the
+    same on every run."""
     with seeded_scheduler():
         yield
 
