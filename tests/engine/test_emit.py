@@ -5,7 +5,7 @@ sequence. Regressions a review of the core loop found."""
 from __future__ import annotations
 
 import trio
-from helpers import assert_stream_shape, call, start
+from helpers import TaskSteps, assert_stream_shape, call, start
 
 from trio_agent import Cancelled, RunFinished, ToolFinished
 from trio_agent.testing import scripted_response
@@ -89,17 +89,6 @@ async def test_a_turn_nobody_watches_counts_the_events_it_does_not_make():
     assert [e.type for e in second_unseen] == [e.type for e in second_seen]
 
 
-class _Steps(trio.abc.Instrument):
-    """Counts the steps of one task (the times the scheduler ran it)."""
-
-    def __init__(self, task: trio.lowlevel.Task) -> None:
-        self.task, self.steps = task, 0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        if task is self.task:
-            self.steps += 1
-
-
 async def _chunks_read(chunks: int, checkpoints: bool) -> tuple[list, int]:
     """The events of a one-step run streaming ``chunks`` text deltas, and the
     scheduler steps the consumer's task took to read them."""
@@ -113,7 +102,7 @@ async def _chunks_read(chunks: int, checkpoints: bool) -> tuple[list, int]:
     run = run_agent_loop(
         messages=[UserMessage("u1", "go")], model=model, tools=ToolRegistry(), max_steps=1
     )
-    steps = _Steps(trio.lowlevel.current_task())
+    steps = TaskSteps(trio.lowlevel.current_task())
     events = []
     async with run:
         trio.lowlevel.add_instrument(steps)

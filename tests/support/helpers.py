@@ -7,6 +7,7 @@ import ssl
 from typing import Any
 
 import msgspec
+import trio
 import trustme
 
 from trio_agent import (
@@ -152,3 +153,15 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except OSError:
         return False
+
+
+class TaskSteps(trio.abc.Instrument):
+    """Counts the steps of one task (the times trio's scheduler ran it): a block of
+    that task that adds none did not yield."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task, self.steps = task, 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.steps += 1

@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, final
 
 import trio
-from trio.lowlevel import cancel_shielded_checkpoint, checkpoint_if_cancelled
 
 from .._settings import ModelSettings
 from ..messages._ir import Message, ToolCall
 from ..model import Usage
+from ._handoff import Handoff
 
 if TYPE_CHECKING:
     from ..events import ApprovalDecision
@@ -39,7 +39,7 @@ class Emitter:
 
     def __init__(
         self,
-        send: trio.MemorySendChannel[Any] | None,
+        send: Handoff[Any] | None,
         start: int = 0,
         journal: Journal | None = None,
     ) -> None:
@@ -60,22 +60,10 @@ class Emitter:
             await self._journal.before_event(self.next)
         send = self._send
         if send is not None:
-            # ``send.send(event)`` inlined (the same steps, one coroutine frame less
-            # to suspend and resume for every event): a cancelled send delivers
-            # nothing; a consumer that waits takes the event without a park.
-            await checkpoint_if_cancelled()
             try:
-                send.send_nowait(event)
-            except trio.WouldBlock:
-                try:
-                    await send.send(event)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self._send = None
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await send.put(event, pause)  # a cancelled hand-over delivers nothing
+            except trio.BrokenResourceError:
                 self._send = None  # the consumer left; the run is being cancelled
-            else:
-                if pause:
-                    await cancel_shielded_checkpoint()
         self.next += 1
 
     @property

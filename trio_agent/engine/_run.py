@@ -7,9 +7,9 @@ from collections.abc import Coroutine
 from typing import Any, Final, Generic, Self, TypeVar
 
 import trio
-from trio.lowlevel import checkpoint_if_cancelled
 
 from ._emit import Emitter
+from ._handoff import Handoff
 
 R = TypeVar("R")
 E = TypeVar("E")
@@ -20,10 +20,11 @@ EVENT_BUFFER = 0
 """The run and its consumer move in lockstep: each event is handed over before the
 run goes on, so a consumer that calls ``cancel()`` after event k sees the last event
 next (save events owed for what is already in the transcript). A buffer measured
-no faster: trio's schedule points dominate either way. So a streamed chunk is
-handed over without the run yielding to its consumer after it (``Emitter``'s
+no faster: trio's schedule points dominate either way. So the hand-over is a
+``Handoff`` (trio's unbuffered channel cut to what a run needs), a streamed chunk
+is handed over without the run yielding to its consumer after it (``Emitter``'s
 ``pause``), and an event waiting to be taken is taken without the consumer
-yielding (``__anext__``): the two meet once for every two chunks, not for each."""
+yielding: the two meet once for every two chunks, not for each."""
 
 
 TRIO_ONLY: Final = (
@@ -60,7 +61,7 @@ class EventRun(Generic[E, R]):
         self._scope = scope
         self._phase = _NEW
         self._result: R | None = None
-        self._receive: trio.MemoryReceiveChannel[E] | None = None
+        self._receive: Handoff[E] | None = None
         self._nursery_manager: Any = None
 
     # -- to implement
@@ -69,7 +70,7 @@ class EventRun(Generic[E, R]):
     ) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _emitter(self, send: trio.MemorySendChannel[E] | None) -> Emitter:
+    def _emitter(self, send: Handoff[E] | None) -> Emitter:
         return Emitter(send)
 
     # -- shared
@@ -87,18 +88,21 @@ class EventRun(Generic[E, R]):
         self._result = result
         await emit.finish(make_last)
 
-    async def _drive_and_close(
-        self, send: trio.MemorySendChannel[E], nursery: trio.Nursery
-    ) -> None:
-        async with send:
+    async def _drive_and_close(self, send: Handoff[E], nursery: trio.Nursery) -> None:
+        try:
             await self._drive(self._emitter(send), nursery)
+        finally:
+            send.close_sending()
+            # as closing trio's channel does: the consumer takes the end before this
+            # task's own end (an error) cancels it
+            await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def __aenter__(self) -> Self:
         if self._phase != _NEW:
             raise RuntimeError("a run can be entered (or awaited) only once")
         require_trio()
         self._phase = _OPEN
-        send, self._receive = trio.open_memory_channel[E](EVENT_BUFFER)
+        send = self._receive = Handoff[E]()
         self._nursery_manager = trio.open_nursery()
         nursery = await self._nursery_manager.__aenter__()
         nursery.start_soon(self._drive_and_close, send, nursery, name=self._task_name)
@@ -112,7 +116,7 @@ class EventRun(Generic[E, R]):
         if self._result is None:
             self.cancel()
         assert self._receive is not None
-        self._receive.close()
+        self._receive.close_receiving()
         await exit_nursery(self._nursery_manager, exc)
 
     def __aiter__(self) -> Self:
@@ -126,12 +130,8 @@ class EventRun(Generic[E, R]):
         receive = self._receive
         if self._phase != _OPEN or receive is None:
             raise RuntimeError("iterate a run inside `async with run:`")
-        await checkpoint_if_cancelled()
         try:
-            try:
-                return receive.receive_nowait()
-            except trio.WouldBlock:
-                return await receive.receive()
+            return await receive.take()
         except trio.EndOfChannel:
             raise StopAsyncIteration from None
 

@@ -11,6 +11,7 @@ import trio
 from .._settings import ModelSettings
 from ..engine._approvals import resolve
 from ..engine._emit import Emitter
+from ..engine._handoff import Handoff
 from ..engine._hooks import TurnSpec, TurnState, step_spec
 from ..engine._lifecycle import end_turn, leave_turn, start_turn
 from ..engine._outcomes import turn_end_of
@@ -86,7 +87,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         one agent have the same owner)."""
         return self._state
 
-    def _emitter(self, send: trio.MemorySendChannel[SessionEvent] | None) -> Emitter:
+    def _emitter(self, send: Handoff[SessionEvent] | None) -> Emitter:
         state = self._state
         return Emitter(send, start=state.next_sequence, journal=state.ledger)
 
