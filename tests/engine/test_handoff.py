@@ -108,6 +108,8 @@ async def test_the_runs_side_closed_ends_the_consumers_and_the_consumers_side_br
     assert ended == ["end", "end"]
     with pytest.raises(trio.EndOfChannel):
         await handoff.take()
+    with pytest.raises(trio.ClosedResourceError):  # never an event after the end
+        await handoff.put(1)
 
     left: Handoff[int] = Handoff()
     broken: list[str] = []

@@ -51,10 +51,13 @@ class Handoff(Generic[T]):
     async def put(self, item: T, pause: bool = True) -> None:
         """Hand ``item`` over: at once to a consumer that waits (then yield to it,
         unless not ``pause``), else park until one takes it. ``BrokenResourceError``
-        once the consumer's side is closed (nothing is delivered)."""
+        once the consumer's side is closed, ``ClosedResourceError`` once the run's
+        own is (nothing is delivered either way)."""
         await checkpoint_if_cancelled()
         if self._receiving_closed:
             raise trio.BrokenResourceError("the consumer of the events has left")
+        if self._sending_closed:
+            raise trio.ClosedResourceError("the run's side was closed: its events have ended")
         receivers = self._receivers
         if receivers:
             task = next(iter(receivers))

@@ -32,13 +32,29 @@ _TRIO_DIR = os.path.dirname(trio.__file__)
 
 
 class _FixedOrder(random.Random):
-    """trio's generator while the scheduler is fixed: the one draw each batch of
-    ready tasks makes (reverse it or not) always says no, so ready tasks run in
-    the order they became ready, whatever other tasks drew before; the other
-    methods stay seeded."""
+    """trio's generator while the scheduler is fixed. Each batch of ready tasks
+    draws once: to reverse it or not (``random``), or, in trio's deterministic
+    mode (on once hypothesis is imported), to shuffle it after sorting it by
+    the tasks' age (``shuffle``); trio then runs it from its end. Both draws
+    turn it around: a batch runs in the order its tasks became ready (oldest
+    first in that mode), whatever other tasks drew before. The other methods
+    stay seeded."""
 
     def random(self) -> float:
-        return 0.75
+        return 0.25  # below one half: trio reverses the batch
+
+    def shuffle(self, x: Any) -> None:
+        x.reverse()
+
+
+@final
+class _Fixing:
+    """How many ``seeded_scheduler`` blocks are open, and trio's own generator
+    while any is: the first one in swaps it, the last one out puts it back,
+    however the blocks overlap (two explorations in one nursery)."""
+
+    open = 0
+    saved: Any = None
 
 
 @contextmanager
@@ -46,19 +62,24 @@ def seeded_scheduler() -> Iterator[None]:
     """trio picks the order of ready tasks at random; fixing it (each batch runs in
     the order its tasks became ready) makes a deterministic scenario schedule the
     same way every time, and whatever else runs in the process (a private detail
-    of trio: without it things still work, only less repeatably). Put back on exit."""
+    of trio: without it things still work, only less repeatably). Put back when
+    the last such block ends."""
     from trio._core import _run
 
-    saved = getattr(_run, "_r", None)
-    if saved is None:
+    scheduler = vars(_run)  # trio's generator is a name in that module
+    if scheduler.get("_r") is None:
         yield
         return
-    scheduler = vars(_run)  # trio's generator is a name in that module
-    scheduler["_r"] = _FixedOrder(_SEED)
+    if _Fixing.open == 0:
+        _Fixing.saved = scheduler["_r"]
+        scheduler["_r"] = _FixedOrder(_SEED)
+    _Fixing.open += 1
     try:
         yield
     finally:
-        scheduler["_r"] = saved
+        _Fixing.open -= 1
+        if _Fixing.open == 0:
+            scheduler["_r"], _Fixing.saved = _Fixing.saved, None
 
 
 def _reseed() -> None:
