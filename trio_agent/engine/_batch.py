@@ -216,7 +216,8 @@ async def _sequential_call(
     call: ToolCall, spec: TurnSpec, hooks: StepHooks, conversation: Conversation, emit: Emitter
 ) -> None:
     plain = hooks is DEFAULT_HOOKS  # the core: no hook calls on the hot path
-    reason = await _gate(call, spec, hooks, plain)
+    # hooks that gate no call: no gate to await (one coroutine less a call)
+    reason = None if not plain and not hooks.gates_calls else await _gate(call, spec, hooks, plain)
     await _start(call, spec, conversation, emit, dispatch=reason is None)
     if reason is not None:
         result = _blocked_result(call, reason)
@@ -229,7 +230,11 @@ async def _sequential_call(
         finally:
             CURRENT.reset(token)
     if not plain:
-        result = await _after_tool_call(call, result, hooks, conversation, emit)
+        if hooks.reviews_results:
+            result = await _after_tool_call(call, result, hooks, conversation, emit)
+        else:  # ``_after_tool_call``'s path without a review, inline
+            hooks.result_kept(call, result)
+            result = hooks.finalize_result(result)
     conversation.append(result)
     await emit.announce([_finished(call, result)])
 
