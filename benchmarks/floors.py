@@ -51,7 +51,7 @@ sys.path[:0] = [str(HERE), str(HERE / "peers")]
 
 import resume as resume_bench  # noqa: E402  (this directory's script)
 import trio_agent_peer as peer  # noqa: E402
-from _common import TURN_REQUESTS, W3_REQUESTS, turn_plan  # noqa: E402
+from _common import TURN_REQUESTS, W3_REQUESTS  # noqa: E402
 
 from trio_agent import Agent, JsonlStore, Message, ToolCall  # noqa: E402
 from trio_agent.testing import ScriptedModel  # noqa: E402
@@ -70,47 +70,12 @@ async def _median_seconds(once: Callable[[], Awaitable[int]], rounds: int) -> tu
     return statistics.median(times), count
 
 
-def _w2_once(chunks: int) -> Callable[[], Awaitable[int]]:
-    ((_, steps),) = turn_plan(TURN_REQUESTS)
-    responses = tuple(peer.script(steps, chunks=chunks))
-    tools = [peer.add]
-
-    async def once() -> int:
-        model = ScriptedModel(responses, record_requests=False, chunk_checkpoints=False)
-        agent = Agent(model=model, tools=tools, max_steps=TURN_REQUESTS)
-        count = 0
-        async with agent.turn("add them") as turn:
-            async for _ in turn:
-                count += 1
-        return count
-
-    return once
-
-
-def _floor_once(events: int) -> Callable[[], Awaitable[int]]:
-    async def produce(send: trio.MemorySendChannel[int]) -> None:
-        async with send:
-            for i in range(events):
-                await send.send(i)
-
-    async def once() -> int:
-        send, receive = trio.open_memory_channel[int](0)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(produce, send)
-            async with receive:
-                async for _ in receive:
-                    pass
-        return events
-
-    return once
-
-
 async def w2(rounds: int) -> dict[str, Any]:
     """What a W2 event and a W2 step cost, against the bare channel's object."""
     steps = TURN_REQUESTS
-    ten, events_ten = await _median_seconds(_w2_once(10), rounds)
-    twenty, events_twenty = await _median_seconds(_w2_once(20), rounds)
-    floor, _ = await _median_seconds(_floor_once(events_ten), rounds)
+    ten, events_ten = await _median_seconds(peer.w2_once(10), rounds)
+    twenty, events_twenty = await _median_seconds(peer.w2_once(20), rounds)
+    floor, _ = await _median_seconds(peer.floor_once(events_ten), rounds)
     marginal = (twenty - ten) / (events_twenty - events_ten)
     floor_event = floor / events_ten
     step = (ten - marginal * events_ten) / steps
@@ -127,16 +92,16 @@ async def w2(rounds: int) -> dict[str, Any]:
     }
 
 
-def _deep_size(root: object, shared: set[int]) -> int:
-    """Bytes of ``root`` and what it holds (msgspec Structs, tuples, lists, dicts,
-    strings), each object once, leaving out the ids in ``shared``."""
-    seen, total, todo = set(shared), 0, [root]
+def _held(root: object, skip: set[int]) -> list[object]:
+    """``root`` and what it holds (msgspec Structs, tuples, lists, dicts), each
+    object once, leaving out the ids in ``skip``."""
+    seen, found, todo = set(skip), [], [root]
     while todo:
         item = todo.pop()
         if id(item) in seen:
             continue
         seen.add(id(item))
-        total += sys.getsizeof(item)
+        found.append(item)
         if isinstance(item, msgspec.Struct):
             todo.extend(getattr(item, name) for name in item.__struct_fields__)
         elif isinstance(item, (tuple, list)):
@@ -144,30 +109,18 @@ def _deep_size(root: object, shared: set[int]) -> int:
         elif isinstance(item, dict):
             todo.extend(item)
             todo.extend(item.values())
-    return total
+    return found
 
 
 def _transcript_bytes(messages: Sequence[Message], script: object) -> int:
     """A run's transcript: its messages (what the script shares with every run
     left out) and the two id sets its checks keep (message ids, call ids)."""
-    shared: set[int] = set()
-    todo = [script]
-    while todo:  # every object the script holds is the script's, not the run's
-        item = todo.pop()
-        if id(item) in shared:
-            continue
-        shared.add(id(item))
-        if isinstance(item, msgspec.Struct):
-            todo.extend(getattr(item, name) for name in item.__struct_fields__)
-        elif isinstance(item, (tuple, list)):
-            todo.extend(item)
-        elif isinstance(item, dict):
-            todo.extend(item)
-            todo.extend(item.values())
+    shared = {id(item) for item in _held(script, set())}  # the script's, not the run's
     held = list(messages)  # the transcript's own list, as the run holds it
     calls = [b.id for m in held for b in m.content if type(b) is ToolCall]
     ids = dict.fromkeys(m.id for m in held)
-    return _deep_size(held, shared) + sys.getsizeof(ids) + sys.getsizeof(dict.fromkeys(calls))
+    size = sum(sys.getsizeof(item) for item in _held(held, shared))
+    return size + sys.getsizeof(ids) + sys.getsizeof(dict.fromkeys(calls))
 
 
 async def w3(runs: int) -> dict[str, Any]:

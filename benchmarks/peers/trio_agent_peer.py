@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 import trio
 from _common import TURN_REQUESTS, W3_REQUESTS, emit, event_rate, serve, turn_plan, turn_prompt
@@ -66,9 +67,11 @@ async def run(requests: int) -> None:
         assert result.end.reason == "completed" and result.steps == steps + 1, result.end
 
 
-async def w2(rounds: int) -> None:
+def w2_once(chunks: int = 10) -> Callable[[], Awaitable[int]]:
+    """One W2 run (its texts in ``chunks`` deltas), every event consumed: returns
+    the events it counted."""
     ((_, steps),) = turn_plan(TURN_REQUESTS)
-    responses = tuple(script(steps, chunks=10))
+    responses = tuple(script(steps, chunks=chunks))
 
     async def once() -> int:
         model = ScriptedModel(responses, record_requests=False, chunk_checkpoints=False)
@@ -79,7 +82,11 @@ async def w2(rounds: int) -> None:
                 count += 1
         return count
 
-    await event_rate("trio-agent", "w2", rounds, once)
+    return once
+
+
+async def w2(rounds: int) -> None:
+    await event_rate("trio-agent", "w2", rounds, w2_once())
 
 
 async def concurrently(runs: int) -> None:
@@ -88,7 +95,7 @@ async def concurrently(runs: int) -> None:
             nursery.start_soon(run, W3_REQUESTS)
 
 
-async def floor(events: int, rounds: int) -> None:
+def floor_once(events: int) -> Callable[[], Awaitable[int]]:
     """The bare-channel floor: ``events`` objects over a trio memory channel to a
     consumer task, nothing else."""
 
@@ -106,7 +113,11 @@ async def floor(events: int, rounds: int) -> None:
                     pass
         return events
 
-    await event_rate("trio-agent", "floor", rounds, once)
+    return once
+
+
+async def floor(events: int, rounds: int) -> None:
+    await event_rate("trio-agent", "floor", rounds, floor_once(events))
 
 
 async def w4() -> None:
