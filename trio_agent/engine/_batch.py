@@ -218,7 +218,11 @@ async def _sequential_call(
     plain = hooks is DEFAULT_HOOKS  # the core: no hook calls on the hot path
     # hooks that gate no call: no gate to await (one coroutine less a call)
     reason = None if not plain and not hooks.gates_calls else await _gate(call, spec, hooks, plain)
-    await _start(call, spec, conversation, emit, dispatch=reason is None)
+    silent = emit.silent and conversation.journal is None  # nothing to record or send
+    if silent:
+        emit.skip()  # ``_start``'s whole work here
+    else:
+        await _start(call, spec, conversation, emit, dispatch=reason is None)
     if reason is not None:
         result = _blocked_result(call, reason)
     elif CURRENT.get() is None:
@@ -236,7 +240,10 @@ async def _sequential_call(
             hooks.result_kept(call, result)
             result = hooks.finalize_result(result)
     conversation.append(result)
-    await emit.announce([_finished(call, result)])
+    if silent:
+        emit.skip()
+    else:
+        await emit.announce([_finished(call, result)])
 
 
 # ------------------------------------------------------------ call tasks
