@@ -3,7 +3,7 @@
 Scenario: a 64-step run on ``ScriptedModel``; each step streams 10 text
 chunks and one tool call (``add``), the last step 10 chunks of final text.
 The floor is a bare trio memory channel carrying the same number of events
-from one task to another, with the same buffer size the loop uses, measured
+from one task to another, unbuffered as the loop's hand-over is, measured
 in the same process. Run: ``python benchmarks/loop_overhead.py``.
 """
 
@@ -27,8 +27,10 @@ from trio_agent import (
     execute_tool_call,
     run_agent_loop,
 )
-from trio_agent.engine._run import EVENT_BUFFER as _EVENT_BUFFER
 from trio_agent.testing import ScriptedModel
+
+_EVENT_BUFFER = 0
+"""The floor's buffer: none, as the run hands its events over (``Handoff``)."""
 
 
 def _run(script: list):

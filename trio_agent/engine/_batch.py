@@ -186,30 +186,34 @@ def _checked_result(call: ToolCall, result: object) -> ToolResultMessage:
         raise StepError(HOOK_ERROR, f"hook after_tool_call returned {exc}") from None
 
 
-async def _after_tool_call(
+def _kept(call: ToolCall, result: ToolResultMessage, hooks: StepHooks) -> ToolResultMessage:
+    """The result to store, once no hook reviews it (or after ``_reviewed``)."""
+    hooks.result_kept(call, result)
+    return hooks.finalize_result(result)
+
+
+async def _reviewed(
     call: ToolCall,
     result: ToolResultMessage,
     hooks: StepHooks,
     conversation: Conversation,
     emit: Emitter,
 ) -> ToolResultMessage:
-    """The result to store, from ``after_tool_call`` when the hooks review results
-    (else the tool's own). The tool did run: if the hook fails or is interrupted,
-    its own result is stored (and its event owed) first."""
-    final: ToolResultMessage | None = None if hooks.reviews_results else result
-    if final is None:
-        try:
-            returned = await call_hook("after_tool_call", hooks.after_tool_call, call, result)
-            # the tool's own result, given back: checked as the core's is (not again)
-            final = result if returned is result else _checked_result(call, returned)
-        finally:
-            if final is None:
-                kept = hooks.finalize_result(result)
-                conversation.append(kept)
-                emit.owe([_finished(call, kept)])
-    assert final is not None  # the hook returned: no exception left the try
-    hooks.result_kept(call, final)
-    return hooks.finalize_result(final)
+    """The result to store, from ``after_tool_call`` (for hooks that review results:
+    the others keep the tool's own, ``_kept``, with nothing to await). The tool did
+    run: if the hook fails or is interrupted, its own result is stored (and its
+    event owed) first."""
+    final: ToolResultMessage | None = None
+    try:
+        returned = await call_hook("after_tool_call", hooks.after_tool_call, call, result)
+        # the tool's own result, given back: checked as the core's is (not again)
+        final = result if returned is result else _checked_result(call, returned)
+    finally:
+        if final is None:
+            kept = hooks.finalize_result(result)
+            conversation.append(kept)
+            emit.owe([_finished(call, kept)])
+    return _kept(call, final, hooks)
 
 
 async def _sequential_call(
@@ -235,10 +239,9 @@ async def _sequential_call(
             CURRENT.reset(token)
     if not plain:
         if hooks.reviews_results:
-            result = await _after_tool_call(call, result, hooks, conversation, emit)
-        else:  # ``_after_tool_call``'s path without a review, inline
-            hooks.result_kept(call, result)
-            result = hooks.finalize_result(result)
+            result = await _reviewed(call, result, hooks, conversation, emit)
+        else:
+            result = _kept(call, result, hooks)
     conversation.append(result)
     if silent:
         emit.skip()
@@ -451,9 +454,10 @@ class ToolBatch:
     async def _after(self, index: int, result: ToolResultMessage) -> ToolResultMessage:
         if self._plain:
             return result
-        return await _after_tool_call(
-            self._calls[index], result, self._hooks, self._conversation, self._emit
-        )
+        call, hooks = self._calls[index], self._hooks
+        if not hooks.reviews_results:
+            return _kept(call, result, hooks)
+        return await _reviewed(call, result, hooks, self._conversation, self._emit)
 
     # -- stopping early
     async def _stop(self, cancelled: bool) -> None:
@@ -479,7 +483,7 @@ class ToolBatch:
             else:
                 try:
                     stored = await self._after(index, result)
-                except StepError:  # the hook failed: _after_tool_call stored the result
+                except StepError:  # the hook failed: _reviewed stored the result
                     continue
                 except trio.Cancelled:  # no more hooks: the rest are kept as they came
                     self._keep_as_returned(kept[position + 1 :])

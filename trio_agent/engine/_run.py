@@ -1,5 +1,13 @@
 """The shell every run object shares: a task in a nursery, a lockstep event
-channel, a cancel scope, and ``async with`` / ``async for`` / ``wait()``."""
+hand-over, a cancel scope, and ``async with`` / ``async for`` / ``wait()``.
+
+The run and its consumer move in lockstep: each event is handed over before the
+run goes on (``Handoff``, unbuffered: a buffer measured no faster, trio's schedule
+points dominate either way), so a consumer that calls ``cancel()`` after event k
+sees the last event next (save events owed for what is already in the
+transcript). A streamed chunk is handed over without the run yielding to its
+consumer after it (``Emitter``'s ``pause``), and an event waiting to be taken is
+taken without the consumer yielding: the two meet once for every two chunks."""
 
 from __future__ import annotations
 
@@ -15,17 +23,6 @@ R = TypeVar("R")
 E = TypeVar("E")
 
 _NEW, _OPEN, _CLOSED, _INLINE = "new", "open", "closed", "inline"
-
-EVENT_BUFFER = 0
-"""The run and its consumer move in lockstep: each event is handed over before the
-run goes on, so a consumer that calls ``cancel()`` after event k sees the last event
-next (save events owed for what is already in the transcript). A buffer measured
-no faster: trio's schedule points dominate either way. So the hand-over is a
-``Handoff`` (trio's unbuffered channel cut to what a run needs), a streamed chunk
-is handed over without the run yielding to its consumer after it (``Emitter``'s
-``pause``), and an event waiting to be taken is taken without the consumer
-yielding: the two meet once for every two chunks, not for each."""
-
 
 TRIO_ONLY: Final = (
     "trio-agent runs on trio; call it from trio.run(...) (asyncio is not supported; "
