@@ -11,16 +11,17 @@ from helpers import TaskSteps
 from trio_agent.engine._handoff import Handoff
 
 
+async def _consume(handoff: Handoff[int], count: int, got: list[int]) -> None:
+    """Take ``count`` events into ``got``."""
+    for _ in range(count):
+        got.append(await handoff.take())
+
+
 async def test_an_event_goes_to_a_waiting_consumer_and_a_parked_run_waits_for_one():
     handoff: Handoff[int] = Handoff()
     got: list[int] = []
-
-    async def consume(count: int) -> None:
-        for _ in range(count):
-            got.append(await handoff.take())
-
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(consume, 3)
+        nursery.start_soon(_consume, handoff, 3, got)
         await trio.testing.wait_all_tasks_blocked()
         await handoff.put(1)  # the consumer waits: handed over at once
         await handoff.put(2, pause=False)
@@ -43,13 +44,8 @@ async def test_a_run_is_never_more_than_one_event_ahead(autojump_clock):
 async def test_pause_false_hands_over_without_yielding():
     handoff: Handoff[int] = Handoff()
     got: list[int] = []
-
-    async def consume(count: int) -> None:
-        for _ in range(count):
-            got.append(await handoff.take())
-
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(consume, 2)
+        nursery.start_soon(_consume, handoff, 2, got)
         await trio.testing.wait_all_tasks_blocked()
         steps = TaskSteps(trio.lowlevel.current_task())
         trio.lowlevel.add_instrument(steps)
