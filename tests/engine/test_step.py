@@ -27,6 +27,7 @@ from trio_agent import (
     ToolRegistry,
     ToolResultMessage,
     UserMessage,
+    run_agent_loop,
 )
 from trio_agent.testing import scripted_response
 
@@ -404,3 +405,106 @@ async def test_model_chunk_carries_the_checked_copy_not_the_models_object():
     assert chunk.arguments == {"left": 1, "right": 2}
     assert chunk == run.result.messages[1].content[0]
     assert_stream_shape(events, run.result)
+
+
+class _OneObjectModel:
+    """Streams ``call`` and answers with that very object, after ``change`` (what a
+    model might do to its own call between the two)."""
+
+    def __init__(self, call: ToolCall, change=lambda arguments: None) -> None:
+        self.call, self.change = call, change
+
+    def stream(self, request):
+        model = self
+
+        class _Stream:
+            async def __aenter__(self):
+                return self
+
+            async def __aexit__(self, *exc):
+                return None
+
+            def __aiter__(self):
+                return self._chunks()
+
+            async def _chunks(self):
+                yield model.call
+
+            async def response(self):
+                model.change(model.call.arguments)
+                return ModelResponse("r1", request.id, (model.call,), "tool_call")
+
+        return _Stream()
+
+
+async def _silently(model, tools=None):
+    """The run's result, read without its events: its emitter is silent."""
+    run = run_agent_loop(
+        messages=[user()],
+        model=model,
+        tools=ToolRegistry([SPY]) if tools is None else tools,
+        max_steps=1,
+    )
+    return await run.wait()
+
+
+async def test_a_silent_step_keeps_its_own_copy_of_a_call_streamed_and_answered_as_one_object():
+    # No one is handed the streamed copy, so the message takes it: still a copy
+    # of the model's object, never the object itself.
+    original = ToolCall("c1", "spy", {"n": [1, 2]})
+    result = await _silently(_OneObjectModel(original))
+    kept = result.messages[1].content[0]
+    assert kept == original and kept is not original
+    assert kept.arguments is not original.arguments
+    assert kept.arguments["n"] is not original.arguments["n"]
+    original.arguments["n"].append(3)  # the model's object, changed after the step
+    assert result.messages[1].content[0].arguments == {"n": [1, 2]}
+    assert RAN == [{"n": [1, 2]}]
+
+
+@pytest.mark.parametrize("silent", [True, False])
+async def test_a_call_the_model_changed_after_streaming_it_is_refused(silent):
+    # The same object in the stream and the response, its arguments changed in
+    # place in between: the response differs from what was streamed.
+    def change(arguments):
+        arguments["n"] = 2
+
+    model = _OneObjectModel(ToolCall("c1", "spy", {"n": 1}), change)
+    if silent:
+        result = await _silently(model)
+    else:
+        run = run_agent_loop(messages=[user()], model=model, tools=ToolRegistry([SPY]), max_steps=1)
+        events, result = await settle(run)
+        assert_stream_shape(events, result)
+    assert result.code == "MODEL_PROTOCOL_ERROR"
+    assert "differs from the streamed chunks" in result.detail
+    assert RAN == []
+
+
+async def test_a_call_changed_to_equal_json_that_is_not_plain_json_is_refused_when_streamed():
+    # The streamed copy went out in a model.chunk event: the response's call is
+    # checked on its own, and a tuple (JSON-equal to the list it replaced) is
+    # refused, as when the response is another object.
+    def change(arguments):
+        arguments["n"] = (1,)
+
+    model = _OneObjectModel(ToolCall("c1", "spy", {"n": [1]}), change)
+    run = run_agent_loop(messages=[user()], model=model, tools=ToolRegistry([SPY]), max_steps=1)
+    events, result = await settle(run)
+    assert result.code == "MODEL_PROTOCOL_ERROR"
+    assert "response tool call" in result.detail and "bad arguments" in result.detail
+    assert RAN == []
+
+
+async def test_a_silent_call_changed_to_equal_json_keeps_the_plain_copy_it_streamed():
+    # Silent, the call is compared by its canonical JSON and the checked copy made
+    # when it streamed is kept: the change is not refused, and nothing that is not
+    # plain JSON reaches the transcript or the tool.
+    def change(arguments):
+        arguments["n"] = (1,)
+
+    model = _OneObjectModel(ToolCall("c1", "spy", {"n": [1]}), change)
+    result = await _silently(model)
+    kept = result.messages[1].content[0]
+    assert kept.arguments == {"n": [1]} and type(kept.arguments["n"]) is list
+    assert RAN == [{"n": [1]}] and type(RAN[0]["n"]) is list

@@ -91,10 +91,23 @@ class StepCheck:
 
     # the stream's side of the comparison: its groups so far, and the pieces of
     # the open group, text while ``signatures`` is None, thinking otherwise
-    __slots__ = ("_chunks", "_request_id", "_text", "_thinking", "groups", "parts", "signatures")
+    __slots__ = (
+        "_chunks",
+        "_request_id",
+        "_streamed",
+        "_text",
+        "_thinking",
+        "groups",
+        "parts",
+        "signatures",
+    )
 
-    def __init__(self, request_id: str) -> None:
+    def __init__(self, request_id: str, silent: bool = False) -> None:
+        """``silent``: the streamed chunks go to no one (the emitter is silent), so
+        the copy of a streamed call can be the message's own (``_response_blocks``)."""
         self.groups: list[_Group] = []
+        # (chunk, its checked copy, its group) of each streamed call, when silent
+        self._streamed: list[tuple[object, ToolCall, _Group]] | None = [] if silent else None
         self.parts: list[str] = []
         self.signatures: list[str] | None = None
         self._request_id = request_id
@@ -167,7 +180,10 @@ class StepCheck:
             call: ToolCall = _checked_block(chunk, "streamed tool call")  # type: ignore[assignment]
             if self.parts:
                 self._close()
-            self.groups.append(_call_group(call))
+            group = _call_group(call)
+            self.groups.append(group)
+            if self._streamed is not None:
+                self._streamed.append((chunk, call, group))
             return call
         if kind is RedactedThinkingBlock:
             redacted: RedactedThinkingBlock = _checked_block(chunk, "streamed redacted thinking")  # type: ignore[assignment]
@@ -212,8 +228,9 @@ class StepCheck:
             raise ModelProtocolError("response usage must be a Usage or None")
         # The message gets copies of its own, checked here: the streamed copies went
         # out in model.chunk events, and what a consumer does to those must not
-        # reach the transcript or the tools.
-        blocks, calls, merged = _response_blocks(content)
+        # reach the transcript or the tools (a silent step's calls keep the copies
+        # made as they streamed: no one was handed those).
+        blocks, calls, merged = _response_blocks(content, self._streamed)
         if merged != self.close():
             raise ModelProtocolError(
                 "response content differs from the streamed chunks (after merging adjacent "
@@ -241,11 +258,35 @@ class StepCheck:
         return AssistantMessage(message_id, tuple(blocks))
 
 
+def _streamed_copy(
+    block: object, streamed: list[tuple[object, ToolCall, _Group]] | None, index: int
+) -> tuple[ToolCall, _Group] | None:
+    """The checked copy and group of the streamed call ``block`` is, when no one was
+    handed that copy (``streamed`` is not None) and the call still says what it
+    said then, else None: the block is checked on its own. Its arguments may have
+    changed in place since: their canonical JSON is compared, so a change to an
+    equal JSON value that is not plain JSON (a tuple for a list) keeps the plain
+    copy made when it streamed, where a step that emitted the copy refuses it."""
+    if streamed is None or index >= len(streamed):
+        return None
+    chunk, copy, group = streamed[index]
+    if chunk is not block:
+        return None
+    try:
+        canonical = _CANONICAL.encode(block.arguments)  # type: ignore[attr-defined]
+    except Exception:  # not JSON any more: the block's own check says why
+        return None
+    return (copy, group) if canonical == group[2] else None  # type: ignore[index]
+
+
 def _response_blocks(
     content: tuple[object, ...] | list[object],
+    streamed: list[tuple[object, ToolCall, _Group]] | None = None,
 ) -> tuple[list[Block], list[ToolCall], list[_Group]]:
     """The response's blocks checked (calls with private copies of their
     arguments), its calls, and its merged groups; limits on text and thinking.
+    A call that is the very chunk streamed (a silent step's, ``streamed``) takes
+    that chunk's checked copy, once its arguments still encode the same.
 
     The response's side of the comparison, merged by ``StepCheck``'s rule written
     out on locals: it runs once a step, on the hot path."""
@@ -267,13 +308,18 @@ def _response_blocks(
                 parts.append(block.text)  # type: ignore[attr-defined]
             blocks.append(block)  # type: ignore[arg-type]
         elif kind is ToolCall or kind is RedactedThinkingBlock:
-            where = f"response tool call (block {position})" if kind is ToolCall else ""
-            whole = _checked_block(block, where or f"response block {position}")
+            reused = _streamed_copy(block, streamed, len(calls)) if kind is ToolCall else None
+            whole: Block
+            if reused is not None:
+                whole, group = reused
+            else:
+                where = f"response tool call (block {position})" if kind is ToolCall else ""
+                whole = _checked_block(block, where or f"response block {position}")
             if parts:
                 groups.append(_group_of(parts, signatures))
                 parts, signatures = [], None
             if type(whole) is ToolCall:
-                groups.append(_call_group(whole))
+                groups.append(group if reused is not None else _call_group(whole))
                 calls.append(whole)
             else:
                 thinking += len(whole.data)  # type: ignore[union-attr]

@@ -96,7 +96,7 @@ async def _stream_response(
     propagates; nothing is appended here, so a half-streamed message never
     reaches the transcript.
     """
-    check = StepCheck(request.id)
+    check = StepCheck(request.id, emit.silent)
     violation: ModelProtocolError | None = None
     response: Any = None
     chunks = 0
