@@ -150,6 +150,25 @@ def test_registry_register_get_specs():
     assert registry.specs() == (ToolSpec("add", "Add two integers.", add.parameters),)
 
 
+def test_registry_says_whether_a_tool_has_an_approval_rule_after_every_register():
+    # Asked once per batch instead of per call: the answer must follow registers,
+    # on the registry and on a copy, each on its own.
+    @tool(requires_approval=lambda arguments: arguments.get("n") == 1)
+    async def ruled(n: int) -> int:
+        """Needs approval for n == 1."""
+        return n
+
+    registry = ToolRegistry([add])
+    assert registry.has_approval_rules() is False
+    copy = registry.copy()
+    registry.register(ruled)
+    assert registry.has_approval_rules() is True
+    assert copy.has_approval_rules() is False
+    copy.register(tool(requires_approval=True)(ruled.function))
+    assert copy.has_approval_rules() is True
+    assert ToolRegistry([add]).copy().has_approval_rules() is False
+
+
 def test_registry_refuses_duplicates_and_non_tools():
     registry = ToolRegistry([add])
     with pytest.raises(ValueError, match="already registered"):

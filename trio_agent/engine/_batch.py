@@ -153,21 +153,6 @@ async def _start(
         raise
 
 
-async def _execute(spec: TurnSpec, call: ToolCall, journal: Journal | None) -> ToolResultMessage:
-    """Run a dispatched call in this task. A call that fails fatally or is
-    cancelled has no result; the journal records which of the two happened."""
-    try:
-        if spec.observer is None:
-            return await execute_tool_call(spec.tools, call)
-        return await spec.observer.run_tool(call, execute_tool_call, spec.tools)
-    except FatalToolError as exc:
-        raise _fatal(call, exc, journal) from exc
-    except trio.Cancelled:
-        if journal is not None:
-            journal.tool_cancelled(call)
-        raise
-
-
 def _checked_result(call: ToolCall, result: object) -> ToolResultMessage:
     if (
         type(result) is not ToolResultMessage
@@ -229,14 +214,23 @@ async def _sequential_call(
         await _start(call, spec, conversation, emit, dispatch=reason is None)
     if reason is not None:
         result = _blocked_result(call, reason)
-    elif CURRENT.get() is None:
-        result = await _execute(spec, call, conversation.journal)
-    else:  # inside another call (a nested run): never report to that call
-        token = CURRENT.set(None)
+    else:  # run it in this task; fatal or cancelled, it has no result (the journal says which)
+        # inside another call (a nested run): never report to that call
+        token = None if CURRENT.get() is None else CURRENT.set(None)
         try:
-            result = await _execute(spec, call, conversation.journal)
+            if spec.observer is None:
+                result = await execute_tool_call(spec.tools, call)
+            else:
+                result = await spec.observer.run_tool(call, execute_tool_call, spec.tools)
+        except FatalToolError as exc:
+            raise _fatal(call, exc, conversation.journal) from exc
+        except trio.Cancelled:
+            if conversation.journal is not None:
+                conversation.journal.tool_cancelled(call)
+            raise
         finally:
-            CURRENT.reset(token)
+            if token is not None:
+                CURRENT.reset(token)
     if not plain:
         if hooks.reviews_results:
             result = await _reviewed(call, result, hooks, conversation, emit)

@@ -81,6 +81,8 @@ class SessionHooks(StepHooks):
         "_policy",
         "_rng",
         "_turn",
+        "prepares_requests",
+        "reviews_results",
     )
 
     def __init__(
@@ -108,12 +110,12 @@ class SessionHooks(StepHooks):
         self._failing_key: bytes | None = None
         self._failing_count = 0
         self._failing_tool = ""
-
-    # -- the turn's plan: which hooks a step awaits (each a test, not a coroutine)
-    @property
-    def prepares_requests(self) -> bool:  # type: ignore[override]
-        policy = self._policy
-        return policy.transform_context is not None or policy.context_window is not None
+        # the turn's plan: which hooks a step awaits (each a test, not a coroutine);
+        # these two follow from the frozen policy alone, so they are read once a turn
+        self.prepares_requests = (
+            policy.transform_context is not None or policy.context_window is not None
+        )
+        self.reviews_results = policy.after_tool_call is not None
 
     @property
     def gates_calls(self) -> bool:  # type: ignore[override]
@@ -124,10 +126,6 @@ class SessionHooks(StepHooks):
             or self._meter is not None
             or bool(self._approvals.passing)
         )
-
-    @property
-    def reviews_results(self) -> bool:  # type: ignore[override]
-        return self._policy.after_tool_call is not None
 
     @property
     def checks_steps(self) -> bool:  # type: ignore[override]
@@ -239,7 +237,7 @@ class SessionHooks(StepHooks):
         if self._policy.approval is not None:
             return True
         tools = spec.tools
-        return any(
+        return tools.has_approval_rules() and any(
             (tool := tools.get(c.name)) is not None and tool.requires_approval is not False
             for c in calls
         )

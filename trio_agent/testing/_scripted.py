@@ -153,8 +153,8 @@ def scripted_response(
 
 @final
 class _ScriptedStream:
-    """The open stream of one scripted response; every step is a trio checkpoint
-    (with ``chunk_checkpoints=False``, opening it only)."""
+    """The stream of one scripted response, its own context manager; every step
+    is a trio checkpoint (with ``chunk_checkpoints=False``, opening it only)."""
 
     __slots__ = ("_chunks", "_every_chunk", "_faults", "_index", "_request", "_script")
 
@@ -172,6 +172,13 @@ class _ScriptedStream:
         if self._script.raise_at == position:
             assert self._script.error is not None
             raise replayable(self._script.error)
+
+    async def __aenter__(self) -> _ScriptedStream:
+        await trio.lowlevel.checkpoint()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
 
     def __aiter__(self) -> _ScriptedStream:
         return self
@@ -193,21 +200,6 @@ class _ScriptedStream:
         if self._faults:
             await self._fault(len(self._chunks))
         return self._script.final_response(self._request)
-
-
-@final
-class _ScriptedContext:
-    __slots__ = ("_stream",)
-
-    def __init__(self, stream: _ScriptedStream) -> None:
-        self._stream = stream
-
-    async def __aenter__(self) -> _ScriptedStream:
-        await trio.lowlevel.checkpoint()
-        return self._stream
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        return None
 
 
 @final
@@ -258,7 +250,7 @@ class ScriptedModel:
     def call_count(self) -> int:
         return self._count
 
-    def stream(self, request: ModelRequest) -> _ScriptedContext:
+    def stream(self, request: ModelRequest) -> _ScriptedStream:
         index = self._count
         self._count += 1
         if self._record:
@@ -271,4 +263,4 @@ class ScriptedModel:
         entry = self._script[index]
         if isinstance(entry, BaseException):
             raise replayable(entry)
-        return _ScriptedContext(_ScriptedStream(entry, request, self._every_chunk))
+        return _ScriptedStream(entry, request, self._every_chunk)

@@ -444,7 +444,7 @@ class ToolRegistry:
 
     # Copy on write: ``copy()`` (a run's snapshot, once per turn) shares the dict
     # until either side registers; the specs tuple is built once per change.
-    __slots__ = ("_shared", "_specs", "_tools")
+    __slots__ = ("_ruled", "_shared", "_specs", "_tools")
 
     def __init__(self, tools: Iterable[object] = ()) -> None:
         # Iterable[object]: a checker joins tools of different signatures to object
@@ -452,6 +452,7 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._shared = False
         self._specs: tuple[ToolSpec, ...] | None = None
+        self._ruled: bool | None = None  # some tool has an approval rule (None: not known)
         for item in tools:
             self.register(typing.cast(Tool, item))  # checked there
 
@@ -462,10 +463,9 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         if self._shared:
-            self._tools = dict(self._tools)
-            self._shared = False
+            self._tools, self._shared = dict(self._tools), False
         self._tools[tool.name] = tool
-        self._specs = None
+        self._specs = self._ruled = None
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""
@@ -476,6 +476,13 @@ class ToolRegistry:
         if self._specs is None:
             self._specs = tuple(t.spec() for t in self._tools.values())
         return self._specs
+
+    def has_approval_rules(self) -> bool:
+        """Whether a tool's ``requires_approval`` is not False (asked once a batch;
+        kept until the next ``register``: a ``Tool`` is frozen)."""
+        if self._ruled is None:
+            self._ruled = any(t.requires_approval is not False for t in self._tools.values())
+        return self._ruled
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)
@@ -496,14 +503,15 @@ class ToolRegistry:
         """A registry with the same tools that later ``register`` calls on either do not affect."""
         self._shared = True
         cls = type(self)
-        return cls._sharing(self._tools, self._specs)
+        return cls._sharing(self._tools, self._specs, self._ruled)
 
     @classmethod
-    def _sharing(cls, tools: dict[str, Tool], specs: tuple[ToolSpec, ...] | None) -> ToolRegistry:
-        """A registry over ``tools`` (and their ``specs``) that copies them before it
-        changes them (copy on write)."""
+    def _sharing(
+        cls, tools: dict[str, Tool], specs: tuple[ToolSpec, ...] | None, ruled: bool | None
+    ) -> ToolRegistry:
+        """A registry over ``tools`` that copies them before it changes them."""
         self = cls()
-        self._tools, self._specs = tools, specs
+        self._tools, self._specs, self._ruled = tools, specs, ruled
         self._shared = True
         return self
 
