@@ -4,6 +4,7 @@ cannot be trusted costs a full replay (with a warning), never the session."""
 from __future__ import annotations
 
 import json
+import zlib
 
 from trio_agent import Agent, JsonlStore
 from trio_agent.ledger import derive
@@ -25,12 +26,17 @@ async def _session(tmp_path) -> JsonlStore:
 
 
 def _edit_last_snapshot(store: JsonlStore, edit) -> None:
+    """Edit the last snapshot's record and give it the checksum of its new state,
+    as a snapshot spliced in whole from elsewhere would have."""
     path = store.path("s")
     data = path.read_bytes()
     start = data.rindex(b'\n{"kind":"snapshot"') + 1
     end = data.index(b"\n", start)
     record = json.loads(data[start:end])
     edit(record)
+    if "crc32" in record:
+        state = json.dumps(record["state"], separators=(",", ":")).encode()
+        record["crc32"] = zlib.crc32(state)
     line = json.dumps(record, separators=(",", ":")).encode()
     path.write_bytes(data[:start] + line + data[end:])
 
@@ -66,3 +72,43 @@ async def test_a_snapshot_with_a_wrong_seq_is_passed_over_like_any_damaged_one(t
     agent = await Agent.resume(store, "s", model=CallableModel(_answer))
     assert list(agent.messages) == before.messages and agent.turns == before.turns
     await agent.aclose()
+
+
+async def test_a_snapshot_changed_where_it_still_decodes_fails_its_checksum(tmp_path):
+    """A byte changed inside a message's text leaves valid JSON and a state that
+    holds together: without a checksum the resume took the wrong text for the
+    session's. It fails the checksum, and the whole ledger is replayed instead."""
+    store = await _session(tmp_path)
+    whole = derive((await store.load("s")).records)
+    path = store.path("s")
+    data = path.read_bytes()
+    start = data.rindex(b'\n{"kind":"snapshot"') + 1
+    end = data.index(b"\n", start)
+    damaged = data[start:end].replace(b'"turn 1"', b'"turn 7"', 1)
+    assert damaged != data[start:end]
+    path.write_bytes(data[:start] + damaged + data[end:])
+    agent = await Agent.resume(store, "s", model=CallableModel(_answer))
+    await agent.aclose()
+    assert any("does not match its checksum" in w for w in agent.resume_warnings)
+    assert list(agent.messages) == whole.messages
+
+
+async def test_a_snapshot_without_a_checksum_has_each_message_checked(tmp_path):
+    """An older ledger's snapshot has no checksum: it is restored, each message
+    checked as a replay checks it (a text no provider accepts is refused there)."""
+    store = await _session(tmp_path)
+    whole = derive((await store.load("s")).records)
+    _edit_last_snapshot(store, lambda record: record.pop("crc32"))  # the key is there
+    agent = await Agent.resume(store, "s", model=CallableModel(_answer))
+    await agent.aclose()
+    assert agent.resume_warnings == () and list(agent.messages) == whole.messages
+
+    def lone_surrogate(record):
+        assert "crc32" not in record
+        record["state"]["messages"][0]["content"] = "\ud800"
+
+    _edit_last_snapshot(store, lone_surrogate)
+    agent = await Agent.resume(store, "s", model=CallableModel(_answer))
+    await agent.aclose()
+    assert any("the whole ledger was replayed" in w for w in agent.resume_warnings)
+    assert list(agent.messages) == whole.messages

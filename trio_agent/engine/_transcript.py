@@ -69,13 +69,21 @@ class Conversation:
         return cls(list(checked), linker, requests)
 
     @classmethod
-    def restored(cls, messages: Sequence[object], requests: int = 0) -> Conversation:
+    def restored(
+        cls, messages: Sequence[object], requests: int = 0, *, trusted: bool = False
+    ) -> Conversation:
         """Check and copy ``messages``, a transcript whose last assistant message may
         still have calls without a result (a snapshot's, taken between turns or in
         one); raises ``TranscriptError``. One pass, as ``from_messages`` checks: the
-        same rules as appending each message, without an append's work per message."""
-        checked, linker = snapshot(messages, answered=False)
-        return cls(list(checked), linker, requests)
+        same rules as appending each message, without an append's work per message.
+        ``trusted``: messages a live transcript checked before (a snapshot whose
+        bytes are as written): only their links and ids are checked, and they are
+        kept as they are."""
+        if not trusted:
+            checked, linker = snapshot(messages, answered=False)
+            return cls(list(checked), linker, requests)
+        kept: list[Message] = list(messages)  # type: ignore[arg-type]  # trusted: messages
+        return cls(kept, Linker.of_checked(kept), requests)
 
     def __attrs_post_init__(self) -> None:
         self._find_batch()

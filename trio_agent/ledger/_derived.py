@@ -213,12 +213,18 @@ class DerivedSession:
         left open: the turn that resolves it answers it (an approved one
         dispatched is closed as any call).
         """
-        answered = {m.tool_call_id for m in self.messages if type(m) is ToolResultMessage}
+        messages = self.messages
+        at = len(messages) - 1
+        while at >= 0 and type(messages[at]) is not AssistantMessage:
+            at -= 1
+        if at < 0:
+            return []
+        last = messages[at]
+        # only a result after it can answer one of its calls (call ids are unique):
+        # the messages after it, not the whole transcript
+        answered = {m.tool_call_id for m in messages[at + 1 :] if type(m) is ToolResultMessage}
         answered.update(call.id for call in self.pending_approvals)
         answered.update(call.id for call in self.reruns)
-        last = next((m for m in reversed(self.messages) if type(m) is AssistantMessage), None)
-        if last is None:
-            return []
         closing = []
         for block in last.content:
             if type(block) is ToolCall and block.id not in answered:

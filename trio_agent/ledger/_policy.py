@@ -75,7 +75,7 @@ class SnapshotTaker:
         start = 1 if type(first) is SnapshotRecord else 0
         self._last = len(first.state) if type(first) is SnapshotRecord else 0  # its size
         self._turns = sum(type(record) is TurnEndRecord for record in history)
-        self._bytes = sum(len(record_encoder.encode(r)) + 1 for r in history[start:])
+        self._bytes = len(record_encoder.encode_lines(history[start:]))  # one call, in C
 
     def wrote(self, record: Record, size: int) -> None:
         self._since.append(record)

@@ -455,6 +455,14 @@ class SnapshotRecord(_Record, frozen=True, tag="snapshot"):
             "(the current context), counters, usage, outputs, open and held calls."
         ),
     ]
+    crc32: Annotated[
+        int | None,
+        Meta(
+            description="The CRC-32 of the state's JSON bytes, as written: a state whose bytes "
+            "still match was checked when its session wrote it, and is not checked again "
+            "(absent from older ledgers: their state is checked as it is restored)."
+        ),
+    ] = None
 
 
 Record = (
@@ -485,4 +493,4 @@ record_encoder: Final = msgspec.json.Encoder()
 
 def encode_records(records: list[Record] | tuple[Record, ...]) -> bytes:
     """Records as JSON lines."""
-    return b"".join(record_encoder.encode(r) + b"\n" for r in records)
+    return record_encoder.encode_lines(records)

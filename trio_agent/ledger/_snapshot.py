@@ -11,6 +11,7 @@ checks are the same from a snapshot as from ``session/start``."""
 
 from __future__ import annotations
 
+import zlib
 from typing import Any, Final, NamedTuple
 
 import msgspec
@@ -106,14 +107,25 @@ def take(
         held=tuple(held),
         decided=tuple(decided.values()),
     )
-    return SnapshotRecord(seq=session.next_seq, state=msgspec.Raw(_encoder.encode(state)))
+    encoded = _encoder.encode(state)
+    return SnapshotRecord(
+        seq=session.next_seq, state=msgspec.Raw(encoded), crc32=zlib.crc32(encoded)
+    )
 
 
 def restore(record: SnapshotRecord) -> Restored:
     """What a replay is made of at the snapshot (the snapshot itself still to be
-    replayed: ``Replay(*restore(record)).feed(record)``). Its transcript is checked
-    as a replay checks messages; ``LedgerCorruptError`` for a state that does not
-    decode or does not hold together (a damaged snapshot)."""
+    replayed: ``Replay(*restore(record)).feed(record)``). ``LedgerCorruptError``
+    for a state that does not decode or does not hold together (a damaged
+    snapshot), or whose bytes do not match their checksum.
+
+    Its transcript's links and ids are checked as a replay checks them; each
+    message itself is checked too unless the record's checksum says the state's
+    bytes are those its session wrote (its messages were checked as they joined
+    the live transcript), which is most of what a long transcript's resume cost."""
+    crc = record.crc32
+    if crc is not None and zlib.crc32(record.state) != crc:
+        raise LedgerCorruptError(f"snapshot {record.seq} does not match its checksum")
     try:
         state = _decoder.decode(record.state)
     except msgspec.DecodeError as exc:
@@ -122,7 +134,7 @@ def restore(record: SnapshotRecord) -> Restored:
         raise LedgerCorruptError(f"snapshot format {state.format} is not {FORMAT_VERSION}")
     if state.next_seq != record.seq:
         raise LedgerCorruptError(f"snapshot {record.seq} holds the state before {state.next_seq}")
-    conversation = _conversation_of(record.seq, state.messages)
+    conversation = _conversation_of(record.seq, state.messages, trusted=crc is not None)
     session = _session(state, conversation)
     open_calls = conversation.linker.open_calls
     named = {
@@ -142,10 +154,11 @@ def restore(record: SnapshotRecord) -> Restored:
     return Restored(session, conversation, state.model, held, decided)
 
 
-def _conversation_of(seq: int, messages: tuple[Message, ...]) -> Conversation:
-    """The transcript's conversation, each message checked as a replay checks it."""
+def _conversation_of(seq: int, messages: tuple[Message, ...], trusted: bool) -> Conversation:
+    """The transcript's conversation, checked as a replay checks it (``trusted``:
+    its links and ids only)."""
     try:
-        conversation = Conversation.restored(messages)
+        conversation = Conversation.restored(messages, trusted=trusted)
     except TranscriptError as exc:
         raise LedgerCorruptError(f"snapshot {seq}: {exc}") from None
     return conversation
