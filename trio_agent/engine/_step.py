@@ -13,7 +13,7 @@ one reference.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from typing import Any, Final, final
 
 import msgspec
@@ -68,6 +68,10 @@ _CANONICAL = msgspec.json.Encoder(order="sorted")
 _Group = str | tuple[str, str, bytes] | ThinkingBlock | RedactedThinkingBlock
 
 
+_Streamed = tuple[object, ToolCall, _Group]
+"""A streamed call: the chunk the model gave, its checked copy, and its group."""
+
+
 def _call_group(call: ToolCall) -> tuple[str, str, bytes]:
     return (call.id, call.name, _CANONICAL.encode(call.arguments))
 
@@ -107,7 +111,8 @@ class StepCheck:
         the copy of a streamed call can be the message's own (``_response_blocks``)."""
         self.groups: list[_Group] = []
         # (chunk, its checked copy, its group) of each streamed call, when silent
-        self._streamed: list[tuple[object, ToolCall, _Group]] | None = [] if silent else None
+        # (``()`` until the first: a step without calls makes no list)
+        self._streamed: list[_Streamed] | tuple[()] | None = () if silent else None
         self.parts: list[str] = []
         self.signatures: list[str] | None = None
         self._request_id = request_id
@@ -182,8 +187,12 @@ class StepCheck:
                 self._close()
             group = _call_group(call)
             self.groups.append(group)
-            if self._streamed is not None:
-                self._streamed.append((chunk, call, group))
+            streamed = self._streamed
+            if streamed is not None:
+                if streamed:
+                    streamed.append((chunk, call, group))
+                else:
+                    self._streamed = [(chunk, call, group)]
             return call
         if kind is RedactedThinkingBlock:
             redacted: RedactedThinkingBlock = _checked_block(chunk, "streamed redacted thinking")  # type: ignore[assignment]
@@ -259,7 +268,7 @@ class StepCheck:
 
 
 def _streamed_copy(
-    block: object, streamed: list[tuple[object, ToolCall, _Group]] | None, index: int
+    block: object, streamed: Sequence[_Streamed] | None, index: int
 ) -> tuple[ToolCall, _Group] | None:
     """The checked copy and group of the streamed call ``block`` is, when no one was
     handed that copy (``streamed`` is not None) and the call still says what it
@@ -281,7 +290,7 @@ def _streamed_copy(
 
 def _response_blocks(
     content: tuple[object, ...] | list[object],
-    streamed: list[tuple[object, ToolCall, _Group]] | None = None,
+    streamed: Sequence[_Streamed] | None = None,
 ) -> tuple[list[Block], list[ToolCall], list[_Group]]:
     """The response's blocks checked (calls with private copies of their
     arguments), its calls, and its merged groups; limits on text and thinking.
