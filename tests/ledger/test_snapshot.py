@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import zlib
 
-from trio_agent import Agent, JsonlStore
+import msgspec
+import pytest
+
+from trio_agent import Agent, JsonlStore, ToolResultMessage
 from trio_agent.ledger import derive
 from trio_agent.stores import SnapshotPolicy
 from trio_agent.testing import CallableModel, scripted_response
@@ -108,6 +111,29 @@ async def test_a_snapshot_without_a_checksum_has_each_message_checked(tmp_path):
         record["state"]["messages"][0]["content"] = "\ud800"
 
     _edit_last_snapshot(store, lone_surrogate)
+    agent = await Agent.resume(store, "s", model=CallableModel(_answer))
+    await agent.aclose()
+    assert any("the whole ledger was replayed" in w for w in agent.resume_warnings)
+    assert list(agent.messages) == whole.messages
+
+
+@pytest.mark.parametrize("break_links", ["duplicate id", "result answering no call"])
+async def test_a_snapshot_that_matches_its_checksum_still_has_its_links_checked(
+    tmp_path, break_links
+):
+    """A checksum is no signature: anyone can compute it again. A snapshot edited
+    with a matching ``crc32`` had its whole transcript trusted, links included;
+    its ids and links are checked, and a transcript they break is passed over
+    for the whole ledger, with a warning."""
+    store = await _session(tmp_path)
+    whole = derive((await store.load("s")).records)
+    orphan = msgspec.to_builtins(ToolResultMessage("tool-result-x", "x", "add", "1", False))
+
+    def edit(record):
+        messages = record["state"]["messages"]
+        messages.append(messages[0] if break_links == "duplicate id" else orphan)
+
+    _edit_last_snapshot(store, edit)
     agent = await Agent.resume(store, "s", model=CallableModel(_answer))
     await agent.aclose()
     assert any("the whole ledger was replayed" in w for w in agent.resume_warnings)

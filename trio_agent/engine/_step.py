@@ -273,9 +273,10 @@ def _streamed_copy(
     """The checked copy and group of the streamed call ``block`` is, when no one was
     handed that copy (``streamed`` is not None) and the call still says what it
     said then, else None: the block is checked on its own. Its arguments may have
-    changed in place since: their canonical JSON is compared, so a change to an
-    equal JSON value that is not plain JSON (a tuple for a list) keeps the plain
-    copy made when it streamed, where a step that emitted the copy refuses it."""
+    changed in place since: their canonical JSON is compared, so a change to a
+    value that is not plain JSON but encodes the same (a tuple for a list, NaN
+    for null) keeps the plain copy made when it streamed, where a step that
+    emitted the copy refuses it."""
     if streamed is None or index >= len(streamed):
         return None
     chunk, copy, group = streamed[index]

@@ -76,14 +76,18 @@ class Conversation:
         still have calls without a result (a snapshot's, taken between turns or in
         one); raises ``TranscriptError``. One pass, as ``from_messages`` checks: the
         same rules as appending each message, without an append's work per message.
-        ``trusted``: messages a live transcript checked before (a snapshot whose
-        bytes are as written): only their links and ids are checked, and they are
-        kept as they are."""
+        ``trusted``: messages whose blocks a live transcript checked before (a
+        snapshot whose bytes are as written): their links and ids are checked, their
+        blocks are not, and they are kept as they are."""
         if not trusted:
             checked, linker = snapshot(messages, answered=False)
             return cls(list(checked), linker, requests)
         kept: list[Message] = list(messages)  # type: ignore[arg-type]  # trusted: messages
-        return cls(kept, Linker.of_checked(kept), requests)
+        linker = Linker()
+        add = linker.add
+        for message in kept:
+            add(message)
+        return cls(kept, linker, requests)
 
     def __attrs_post_init__(self) -> None:
         self._find_batch()

@@ -412,7 +412,9 @@ def derive(records: Iterable[Record]) -> DerivedSession:
     inside a turn, a step outside one, a call dispatched twice or not
     open), or records that do not make a valid transcript (messages are
     checked as live ones are, arguments within the limits included; a
-    transcript cut after a tool call is valid here: calls may be open).
+    transcript cut after a tool call is valid here: calls may be open; a
+    snapshot that matches its ``crc32`` has its messages' links and ids
+    checked, not their blocks, which its session checked).
     Approvals: a request outside a step or for a call that is not open, a
     decision for a call not waiting for one (never requested, answered, or
     already decided), a held call dispatched without an approval, or one

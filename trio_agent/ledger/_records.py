@@ -458,9 +458,10 @@ class SnapshotRecord(_Record, frozen=True, tag="snapshot"):
     crc32: Annotated[
         int | None,
         Meta(
-            description="The CRC-32 of the state's JSON bytes, as written: a state whose bytes "
-            "still match was checked when its session wrote it, and is not checked again "
-            "(absent from older ledgers: their state is checked as it is restored)."
+            description="The CRC-32 of the state's JSON bytes, as written: the blocks of a "
+            "state whose bytes still match were checked when its session wrote it, and are "
+            "not checked again (its links and ids are); absent from older ledgers, whose "
+            "state is checked whole as it is restored."
         ),
     ] = None
 

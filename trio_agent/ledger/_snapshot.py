@@ -120,9 +120,10 @@ def restore(record: SnapshotRecord) -> Restored:
     snapshot), or whose bytes do not match their checksum.
 
     Its transcript's links and ids are checked as a replay checks them; each
-    message itself is checked too unless the record's checksum says the state's
-    bytes are those its session wrote (its messages were checked as they joined
-    the live transcript), which is most of what a long transcript's resume cost."""
+    message's blocks are checked too unless the record's checksum says the state's
+    bytes are those its session wrote (they were checked as they joined the live
+    transcript), which is most of what a long transcript's resume cost. The
+    checksum finds accidental damage, not a deliberate edit."""
     crc = record.crc32
     if crc is not None and zlib.crc32(record.state) != crc:
         raise LedgerCorruptError(f"snapshot {record.seq} does not match its checksum")

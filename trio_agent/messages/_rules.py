@@ -350,34 +350,6 @@ class Linker:
         self.open_calls: dict[str, ToolCall] = {}
         self.count = 0
 
-    @classmethod
-    def of_checked(cls, messages: Sequence[Message]) -> Linker:
-        """The linker of a transcript a live one checked before (a snapshot whose
-        bytes are as written): its ids and open calls gathered in bulk, not checked
-        message by message (ids used twice still raise ``TranscriptError``)."""
-        self = cls()
-        self.count = len(messages)
-        self.message_ids = dict.fromkeys([m.id for m in messages])
-        calls = [
-            b
-            for m in messages
-            if type(m) is AssistantMessage
-            for b in m.content
-            if type(b) is ToolCall
-        ]
-        self.call_ids = dict.fromkeys([c.id for c in calls])
-        if len(self.message_ids) != len(messages) or len(self.call_ids) != len(calls):
-            raise TranscriptError("DUPLICATE_MESSAGE_ID", "a checked transcript uses an id twice")
-        start = len(messages)
-        while start > 0 and type(messages[start - 1]) is ToolResultMessage:
-            start -= 1
-        if start > 0 and type(messages[start - 1]) is AssistantMessage:
-            open_calls = {c.id: c for c in messages[start - 1].content if type(c) is ToolCall}
-            for result in messages[start:]:
-                open_calls.pop(result.tool_call_id, None)  # type: ignore[union-attr]
-            self.open_calls = open_calls
-        return self
-
     def add(self, message: Message) -> None:
         index = self.count
         if message.id in self.message_ids:
