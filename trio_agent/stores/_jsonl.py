@@ -224,34 +224,53 @@ class JsonlStore:
         return parse_jsonl(session_id, data, first_seq=None if offset else 0, offset=offset)
 
 
-_BLOCK: Final = 1 << 16
+_BLOCK: Final = 1 << 16  # the first block read from the end; each next one twice as large
+_MAX_BLOCK: Final = 1 << 23
 _MARK: Final = b"\n" + SNAPSHOT_LINE  # a snapshot's line, after the line before it
 
 
-def _read_tail(path: Path) -> tuple[bytes, int]:
+def _read_tail(path: Path, first: int = _BLOCK) -> tuple[bytes, int]:
     """The file's bytes from the start of its last whole snapshot line (or from 0),
-    and where they start: read in blocks from the end (blocking: run in a thread)."""
+    and where they start: read in blocks from the end (blocking: run in a thread).
+    The blocks grow (``first`` bytes, then twice as many, up to 8 MiB), so a long
+    tail costs few reads; the bytes are copied once, when they are joined."""
     with open(path, "rb", buffering=0) as file:
         fd = file.fileno()
         start = os.fstat(fd).st_size
         blocks: list[bytes] = []  # from the end backwards
         last_end = -1  # where the last whole line ends (its line end), once found
+        after = b""  # the bytes after this block, as many as a mark across its end needs
+        step = first
         while start > 0:
-            step = min(_BLOCK, start)
+            step = min(step, start)
             start -= step
             block = os.pread(fd, step, start)
             blocks.append(block)
             if last_end < 0:
                 at = block.rfind(b"\n")
-                if at < 0:
-                    continue
-                last_end = start + at
-            # a mark that starts in this block, before the last line end: its
-            # snapshot line is whole
-            limit = min(step, last_end - start)
-            window = block + blocks[-2][: len(_MARK)] if len(blocks) > 1 else block
-            found = window.rfind(_MARK, 0, limit - 1 + len(_MARK))
-            if found >= 0:
-                data = b"".join(reversed(blocks))
-                return data[found + 1 :], start + found + 1
+                if at >= 0:
+                    last_end = start + at
+            if last_end >= 0:
+                found = _last_mark(block, after, last_end - start)
+                if found >= 0:  # its snapshot line starts at found + 1, and is whole
+                    blocks[-1] = block[found + 1 :]
+                    return b"".join(reversed(blocks)), start + found + 1
+            after = (block[: len(_MARK)] + after)[: len(_MARK)]
+            step = min(step * 2, _MAX_BLOCK)
         return b"".join(reversed(blocks)), 0
+
+
+def _last_mark(block: bytes, after: bytes, limit: int) -> int:
+    """Where in ``block`` the last snapshot mark starts before ``limit`` (the last
+    line end, relative to the block; the mark's line is whole), ``after`` being
+    the bytes that follow the block in the file; -1 if none. A mark that runs on
+    past the block's end comes first: it is the later one."""
+    lead = min(len(_MARK) - 1, len(block))  # where such a mark can start: the last bytes
+    edge_start = len(block) - lead
+    if after and limit > edge_start:
+        edge = block[edge_start:] + after
+        last = min(lead, limit - edge_start) - 1  # the last start allowed, in the edge
+        found = edge.rfind(_MARK, 0, last + len(_MARK))
+        if found >= 0:
+            return edge_start + found
+    return block.rfind(_MARK, 0, min(limit, len(block)) - 1 + len(_MARK))
