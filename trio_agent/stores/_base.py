@@ -179,10 +179,14 @@ def _whole_lines(
     ``seq`` in order (every ledger but a damaged one): its whole lines decoded in
     one call. None for anything else, which the line-by-line parse then says."""
     valid = data.rfind(b"\n") + 1
-    lines = data.count(b"\n", 0, valid)
+    if valid == 0 or data[:1] != b"{":
+        return None
     # msgspec reads values split by any whitespace: every line begins a record (so
-    # none is blank), and there are as many records as lines (so none holds two)
-    if valid == 0 or data[:1] != b"{" or data.count(b"\n{", 0, valid) != lines - 1:
+    # none is blank), and there are as many records as lines (so none holds two);
+    # counted after the first line, which in a tail is a long snapshot's
+    first_end = data.find(b"\n")
+    lines = 1 + data.count(b"\n", first_end + 1, valid)
+    if data.count(b"\n{", first_end, valid) != lines - 1:
         return None
     try:
         records = record_decoder.decode_lines(memoryview(data)[:valid])
@@ -193,6 +197,9 @@ def _whole_lines(
     first = records[0].seq if first_seq is None else first_seq
     if any(record.seq != seq for seq, record in enumerate(records, first)):
         return None
+    for index, record in enumerate(records):
+        if type(record) is SnapshotRecord:  # its own bytes, not a view of all of data
+            records[index] = msgspec.structs.replace(record, state=record.state.copy())
     warnings: tuple[str, ...] = ()
     if valid < len(data):
         warnings = (
