@@ -68,7 +68,16 @@ def _records(turns: int, snapshot_at: int | None) -> list:
     return records
 
 
-DAMAGE = ["none", "blank line", "two on a line", "torn", "snapshot not json", "bad seq", "junk"]
+DAMAGE = [
+    "none",
+    "blank line",
+    "two on a line",
+    "split and two on a line",
+    "torn",
+    "snapshot not json",
+    "bad seq",
+    "junk",
+]
 
 
 @settings(max_examples=300, deadline=None)
@@ -89,6 +98,15 @@ def test_whole_lines_decoded_at_once_say_what_a_line_at_a_time_says(
         rows.insert(at, b"")
     elif damage == "two on a line" and len(rows) > 1:
         rows[at - 1 : at + 1] = [rows[at - 1] + b" " + rows[at]]
+    elif damage == "split and two on a line" and len(rows) > 2:
+        # a record broken before a nested object starts one more line with "{"
+        # where two records joined take one away: the counts alone still agree
+        end = next((i for i, row in enumerate(rows) if b'{"reason"' in row), None)
+        if end is not None:
+            cut = rows[end].index(b'{"reason"')
+            rows[end : end + 1] = [rows[end][:cut], rows[end][cut:]]
+            other = 1 if end > 2 else len(rows) - 1
+            rows[other - 1 : other + 1] = [rows[other - 1] + b" " + rows[other]]
     elif damage == "snapshot not json":
         rows = [row[:40] + b"}}}" if row.startswith(MARK[1:]) else row for row in rows]
     elif damage == "bad seq":
@@ -118,3 +136,18 @@ def test_the_records_parsed_keep_no_view_of_the_bytes_read():
     loaded = parse_jsonl("s", data)
     assert any(type(record) is SnapshotRecord for record in loaded.records)
     assert sys.getrefcount(data) == before
+
+
+def test_a_record_split_over_two_lines_is_refused_even_when_another_line_holds_two():
+    """A record broken before a nested object (``..."end":`` / ``{"reason":...}}``)
+    adds a line that starts with ``{``; two records joined on one line take one
+    away. The one-call decode counted lines, ``\\n{`` and records, all equal, and
+    accepted the file the line-by-line parse refuses."""
+    start, turn, end = encode_records(_records(1, None)).splitlines()
+    cut = end.index(b'{"reason"')
+    data = start + b" " + turn + b"\n" + end[:cut] + b"\n" + end[cut:] + b"\n"
+    with pytest.raises(LedgerCorruptError) as slow:
+        _base._line_by_line("s", data, 0, 0)
+    with pytest.raises(LedgerCorruptError) as fast:
+        parse_jsonl("s", data)
+    assert str(fast.value) == str(slow.value)

@@ -179,14 +179,16 @@ def _whole_lines(
     ``seq`` in order (every ledger but a damaged one): its whole lines decoded in
     one call. None for anything else, which the line-by-line parse then says."""
     valid = data.rfind(b"\n") + 1
-    if valid == 0 or data[:1] != b"{":
+    if valid < 2 or data[:1] != b"{" or data[valid - 2 : valid] != b"}\n":
         return None
-    # msgspec reads values split by any whitespace: every line begins a record (so
-    # none is blank), and there are as many records as lines (so none holds two);
-    # counted after the first line, which in a tail is a long snapshot's
+    # msgspec reads values split by any whitespace, across lines too. Inside a
+    # value a "}" is never followed by a line end and a "{": so when every line
+    # end but the last is one of those, each lies between two records, and as
+    # many records as lines means a record a line (counted after the first line,
+    # which in a tail is a long snapshot's)
     first_end = data.find(b"\n")
     lines = 1 + data.count(b"\n", first_end + 1, valid)
-    if data.count(b"\n{", first_end, valid) != lines - 1:
+    if data.count(b"}\n{", first_end - 1, valid) != lines - 1:
         return None
     try:
         records = record_decoder.decode_lines(memoryview(data)[:valid])
