@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from helpers import add, call, settle, start, user
 
 from trio_agent import AssistantMessage, Tool, ToolRegistry, ToolResultMessage, UserMessage, tool
@@ -76,7 +77,10 @@ async def test_later_changes_to_a_tool_schema_do_not_reach_the_run():
     assert model.requests[0].tools[0].parameters == {"type": "object", "properties": {}}
 
 
-async def test_a_tool_gets_its_own_copy_of_the_arguments():
+@pytest.mark.parametrize("observed", [True, False])
+async def test_a_tool_gets_its_own_copy_of_the_arguments(observed):
+    # Unobserved (``wait()``), a step keeps the copy made as the call streamed: the
+    # tool's copy is still its own.
     async def vandal(arguments: dict[str, Any]) -> str:
         arguments["items"].append("tool was here")
         arguments["new"] = True
@@ -87,11 +91,15 @@ async def test_a_tool_gets_its_own_copy_of_the_arguments():
     run, model = start(
         [scripted_response("r1", [the_call]), scripted_response("r2", "ok")], tools=registry
     )
-    events, result = await settle(run)
+    if observed:
+        events, result = await settle(run)
+        started = next(e for e in events if e.type == "tool.started")
+        assert started.call.arguments == {"items": ["x"]}
+    else:
+        result = await run.wait()
     assert result.messages[1].content[0].arguments == {"items": ["x"]}
     assert model.requests[1].messages[1].content[0].arguments == {"items": ["x"]}
-    started = next(e for e in events if e.type == "tool.started")
-    assert started.call.arguments == {"items": ["x"]}
+    assert the_call.arguments == {"items": ["x"]}  # nor the model's own
 
 
 async def test_a_model_mutating_its_response_later_does_not_reach_the_transcript():

@@ -165,3 +165,16 @@ class TaskSteps(trio.abc.Instrument):
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         if task is self.task:
             self.steps += 1
+
+
+async def children_in_order(order: list[int], count: int) -> None:
+    """Start ``count`` tasks in a nursery, each appending its number to ``order``
+    after one checkpoint: the order trio's scheduler ran them in."""
+
+    async def child(n: int) -> None:
+        await trio.lowlevel.checkpoint()
+        order.append(n)
+
+    async with trio.open_nursery() as nursery:
+        for n in range(count):
+            nursery.start_soon(child, n)

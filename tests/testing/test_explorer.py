@@ -17,7 +17,7 @@ import pytest
 import trio
 import trio.lowlevel
 import trio.testing
-from helpers import add, call, user
+from helpers import add, call, children_in_order, user
 from two_steps import core_run, two_steps
 
 from trio_agent import Agent, ToolCall, ToolRegistry, UserMessage, run_agent_loop, tool
@@ -631,16 +631,7 @@ async def test_an_exploration_failure_copies_and_pickles(autojump_clock):
 def nested_order() -> list[int]:
     order: list[int] = []
 
-    async def main() -> None:
-        async def child(n: int) -> None:
-            await trio.lowlevel.checkpoint()
-            order.append(n)
-
-        async with trio.open_nursery() as outer:
-            for n in range(20):
-                outer.start_soon(child, n)
-
-    trio.run(main)
+    trio.run(children_in_order, order, 20)
     return order
 
 

@@ -6,19 +6,10 @@ from __future__ import annotations
 
 import trio
 import trio.lowlevel
+from helpers import children_in_order
 from trio._core import _run
 
 from trio_agent.testing._explorer import seeded_scheduler
-
-
-async def _children(order: list[int]) -> None:
-    async def child(n: int) -> None:
-        await trio.lowlevel.checkpoint()
-        order.append(n)
-
-    async with trio.open_nursery() as nursery:
-        for n in range(8):
-            nursery.start_soon(child, n)
 
 
 async def _busy() -> None:
@@ -33,14 +24,14 @@ async def test_the_fixed_order_is_the_order_tasks_became_ready_whatever_else_run
     changed it."""
     alone: list[int] = []
     with seeded_scheduler():
-        await _children(alone)
+        await children_in_order(alone, 8)
     crowded: list[int] = []
     async with trio.open_nursery() as nursery:
         for _ in range(3):
             nursery.start_soon(_busy)
         await trio.lowlevel.checkpoint()
         with seeded_scheduler():
-            await _children(crowded)
+            await children_in_order(crowded, 8)
         nursery.cancel_scope.cancel()
     assert alone == crowded == list(range(8)), (
         _run._ALLOW_DETERMINISTIC_SCHEDULING,

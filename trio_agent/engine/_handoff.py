@@ -15,6 +15,7 @@ ever woken with its event handed over, or not at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Generic, TypeVar, final
 
 import trio
@@ -33,6 +34,21 @@ from trio.lowlevel import (
 __all__ = ["Handoff"]
 
 T = TypeVar("T")
+V = TypeVar("V")
+
+
+def _parked(waiting: dict[Task, V], entry: V) -> Callable[[RaiseCancelT], Abort]:
+    """Park this task in ``waiting`` (with ``entry``: its event, for a run) until a
+    ``reschedule``; the abort to wait with takes it out again when it is cancelled.
+    Not a coroutine: a park costs no frame of its own."""
+    task = current_task()
+    waiting[task] = entry
+
+    def abort(_: RaiseCancelT) -> Abort:
+        del waiting[task]
+        return Abort.SUCCEEDED
+
+    return abort
 
 
 @final
@@ -66,15 +82,7 @@ class Handoff(Generic[T]):
             if pause:
                 await cancel_shielded_checkpoint()
             return
-        task = current_task()
-        senders = self._senders
-        senders[task] = item
-
-        def abort(_: RaiseCancelT) -> Abort:
-            del senders[task]
-            return Abort.SUCCEEDED
-
-        await wait_task_rescheduled(abort)
+        await wait_task_rescheduled(_parked(self._senders, item))
 
     async def take(self) -> T:
         """The next event: one a run is parked with, at once (no yield: the run
@@ -91,15 +99,7 @@ class Handoff(Generic[T]):
             raise trio.EndOfChannel
         if self._receiving_closed:
             raise trio.ClosedResourceError("the events' side was closed")
-        task = current_task()
-        receivers = self._receivers
-        receivers[task] = None
-
-        def abort(_: RaiseCancelT) -> Abort:
-            del receivers[task]
-            return Abort.SUCCEEDED
-
-        taken: T = await wait_task_rescheduled(abort)
+        taken: T = await wait_task_rescheduled(_parked(self._receivers, None))
         return taken
 
     def close_sending(self) -> None:

@@ -79,15 +79,8 @@ class Conversation:
         ``trusted``: messages whose blocks a live transcript checked before (a
         snapshot whose bytes are as written): their links and ids are checked, their
         blocks are not, and they are kept as they are."""
-        if not trusted:
-            checked, linker = snapshot(messages, answered=False)
-            return cls(list(checked), linker, requests)
-        kept: list[Message] = list(messages)  # type: ignore[arg-type]  # trusted: messages
-        linker = Linker()
-        add = linker.add
-        for message in kept:
-            add(message)
-        return cls(kept, linker, requests)
+        checked, linker = snapshot(messages, answered=False, blocks=not trusted)
+        return cls(list(checked), linker, requests)
 
     def __attrs_post_init__(self) -> None:
         self._find_batch()

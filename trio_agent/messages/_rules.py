@@ -406,17 +406,25 @@ def _as_sequence(messages: Iterable[object]) -> Sequence[object]:
 
 
 def snapshot(
-    messages: Sequence[object], *, answered: bool = True
+    messages: Sequence[object], *, answered: bool = True, blocks: bool = True
 ) -> tuple[tuple[Message, ...], Linker]:
     """Check a whole transcript; return it rebuilt and the linker that checked it.
-    ``answered=False``: the last assistant message's calls may still be open."""
+    ``answered=False``: the last assistant message's calls may still be open.
+    ``blocks=False``: messages whose blocks were checked before (a snapshot that
+    matches its checksum): only their ids and links are, and they are kept as
+    they are."""
     linker = Linker()
-    out = []
     add = linker.add
-    for index, message in enumerate(messages):
-        checked = checked_message(message, index)
-        add(checked)
-        out.append(checked)
+    if not blocks:
+        for message in messages:
+            add(message)  # type: ignore[arg-type]  # checked before: messages
+        out: Sequence[Any] = messages
+    else:
+        out = []
+        for index, message in enumerate(messages):
+            checked = checked_message(message, index)
+            add(checked)
+            out.append(checked)
     if answered:
         linker.require_answered()
     return tuple(out), linker
