@@ -588,3 +588,28 @@ async def test_pending_approvals_lists_only_undecided_calls_and_decided_approval
     assert result.end.reason == "completed"
     assert last.pending_approvals == () and last.decided_approvals == ()
     assert desk.ran[-1] == ("write", {"path": "c", "text": ""})
+
+
+async def test_regression_sessions_that_never_asked_share_one_empty_map_and_nothing_else():
+    """The maps of a session that holds nothing are one shared, read-only empty map
+    (192 bytes a session less); holding, deciding and answering in one session
+    never shows in another, before, during or after its turn."""
+    first_desk, second_desk = Desk(), Desk()
+    first = Agent(model=ScriptedModel(three_calls()), tools=first_desk.tools)
+    second = Agent(model=ScriptedModel(three_calls()), tools=second_desk.tools)
+    idle = Agent(model=ScriptedModel([]))
+    await first.prompt("go")
+    assert [call.id for call in first.pending_approvals] == ["c2", "c3"]
+    assert second.pending_approvals == () and idle.pending_approvals == ()
+    await first.approve("c2")
+    await second.prompt("go")
+    await second.reject("c3", reason="no")
+    assert [call.id for call in first.decided_approvals] == ["c2"]
+    assert [call.id for call in second.decided_approvals] == ["c3"]
+    assert idle.pending_approvals == idle.decided_approvals == ()
+    await first.reject("c3")
+    await first.prompt()  # answers both: nothing is held or decided any more
+    assert first.pending_approvals == first.decided_approvals == ()
+    assert [call.id for call in second.pending_approvals] == ["c2"]
+    assert [name for name, _ in first_desk.ran] == ["read", "write"]
+    assert [name for name, _ in second_desk.ran] == ["read"]

@@ -12,8 +12,9 @@ on resume.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import final
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Final, TypeVar, final
 
 import attrs
 import trio
@@ -45,15 +46,28 @@ def private_copy(call: ToolCall) -> ToolCall:
     return ToolCall(call.id, call.name, check_arguments(call.arguments))
 
 
+_NOTHING: Final[Mapping[str, Any]] = MappingProxyType({})
+"""What an ``Approvals`` holds until its first call is held or decided: one empty
+map for every session (three empty dicts are 192 bytes a session that never asks)."""
+
+_V = TypeVar("_V")
+
+
+def _own(mapping: Mapping[str, _V]) -> dict[str, _V]:
+    """``mapping`` to change in place: a new dict instead of the shared empty map."""
+    return mapping if type(mapping) is dict else dict(mapping)
+
+
 @final
 @attrs.define(eq=False)
 class Approvals:
     """The calls held for approval, in the order they were asked for, and the
-    decisions on them. A call leaves when the turn that resolves it answers it."""
+    decisions on them. A call leaves when the turn that resolves it answers it.
+    Read the maps; change them through the methods (an empty one is shared)."""
 
-    held: dict[str, ToolCall] = attrs.field(factory=dict)
-    decisions: dict[str, ApprovalDecision] = attrs.field(factory=dict)
-    passing: dict[str, ApprovalDecision] = attrs.field(factory=dict)
+    held: Mapping[str, ToolCall] = _NOTHING
+    decisions: Mapping[str, ApprovalDecision] = _NOTHING
+    passing: Mapping[str, ApprovalDecision] = _NOTHING
     """Decided calls being run or answered now (by the turn that resolves them)."""
     reruns: dict[str, ToolCall] | None = None
     """Calls of a resumed session to run again (their first run's outcome is unknown
@@ -61,7 +75,13 @@ class Approvals:
     turn runs them before anything else (``run_again``). Not held: they ran once."""
 
     def hold(self, call: ToolCall) -> None:
-        self.held[call.id] = call
+        held = self.held = _own(self.held)
+        held[call.id] = call
+
+    def record(self, decision: ApprovalDecision) -> None:
+        """Keep ``decision`` on its held call."""
+        decisions = self.decisions = _own(self.decisions)
+        decisions[decision.call_id] = decision
 
     def pending(self) -> tuple[ToolCall, ...]:
         """The held calls not decided yet, as copies (what a person sees cannot
@@ -98,8 +118,8 @@ class Approvals:
 
     def done(self, call_id: str) -> None:
         """The call was answered (run, or rejected): it is held no more."""
-        self.held.pop(call_id, None)
-        self.decisions.pop(call_id, None)
+        _own(self.held).pop(call_id, None)
+        _own(self.decisions).pop(call_id, None)
 
 
 # --------------------------------------------------------------- the engine's side
@@ -212,11 +232,12 @@ async def run_passing(
 
     [call] = batch.content
     assert type(call) is ToolCall
-    approvals.passing[call.id] = decision
+    passing = approvals.passing = _own(approvals.passing)
+    passing[call.id] = decision
     try:
         await run_tool_batch(batch, spec, hooks, conversation, emit, host)
     finally:
-        del approvals.passing[call.id]
+        del passing[call.id]
 
 
 async def decide(
@@ -258,7 +279,7 @@ async def decide(
     )
     if journal is not None:
         journal.approval_decided(decision)  # recorded before it counts
-    approvals.decisions[decision.call_id] = decision
+    approvals.record(decision)
     if journal is not None:
         with trio.CancelScope(shield=True):
             await journal.barrier("turn")

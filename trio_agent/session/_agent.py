@@ -24,7 +24,7 @@ from ..output._spec import OutputValidator, offered, output_spec
 from ..tools._context import DepsT
 from ..tools._tool import Tool, ToolRegistry, ToolSource
 from ._hooks import closed_message
-from ._inbox import drain, owes_reply
+from ._inbox import owes_reply
 from ._limits import UsageLimits, check_limits, check_priced
 from ._options import AGENT_OPTIONS, RESUMED_OPTIONS, SESSION_OPTIONS, AgentOptions
 from ._policy import (
@@ -624,16 +624,15 @@ class Agent(Generic[OutputT, DepsT]):
 
     @property
     def queued_steering(self) -> tuple[Message, ...]:
-        return tuple(self._state.inbox.steering)
+        return self._state.inbox.steering
 
     @property
     def queued_follow_ups(self) -> tuple[Message, ...]:
-        return tuple(self._state.inbox.follow_ups)
+        return self._state.inbox.follow_ups
 
     def clear_queued(self) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
         """Remove and return the queued (steering, follow-up) messages."""
-        inbox = self._state.inbox
-        return drain(inbox.steering, inbox.reserved), drain(inbox.follow_ups, inbox.reserved)
+        return self._state.inbox.clear()
 
     # -- input
     def steer(self, message: str | UserMessage) -> None:
@@ -644,12 +643,12 @@ class Agent(Generic[OutputT, DepsT]):
         a bad message at once.
         """
         state = self._state
-        state.inbox.steering.append(state.inbox.admit(message, state.conversation))
+        state.inbox.steer(message, state.conversation)
 
     def follow_up(self, message: str | UserMessage) -> None:
         """Queue input delivered when the current turn would otherwise end; it continues it."""
         state = self._state
-        state.inbox.follow_ups.append(state.inbox.admit(message, state.conversation))
+        state.inbox.follow_up(message, state.conversation)
 
     # -- turns
     @overload

@@ -32,11 +32,9 @@ RESERVED_PREFIXES = ("message-", "tool-result-", "output-retry-")
 """Id prefixes of the messages the loop makes; input messages may not use them."""
 
 
-def drain(queue: list[Message], reserved: dict[str, None]) -> tuple[Message, ...]:
-    """Take everything queued; the ids are no longer reserved (once in the
-    transcript, it refuses them). A tuple: an empty one costs nothing."""
-    taken = tuple(queue)
-    queue.clear()
+def drain(taken: tuple[Message, ...], reserved: dict[str, None]) -> tuple[Message, ...]:
+    """``taken``, a whole queue, whose ids are no longer reserved (once in the
+    transcript, it refuses them)."""
     for message in taken:
         reserved.pop(message.id, None)
     return taken
@@ -69,13 +67,14 @@ class Inbox:
     of the current turn), follow-ups (when it would end), and the ids of those
     and of pending prompts, reserved so nothing can clash with them later."""
 
-    # lists, not deques: only appended, drained whole and cleared; an empty deque is
-    # 600 B. ``reserved`` is a dict: an empty set is 216 B.
+    # tuples, made again at each change: a queue is short, only added to and taken
+    # whole, and the empty tuple is shared (an empty list is 56 B a session, an
+    # empty deque 600 B). ``reserved`` is a dict: an empty set is 216 B.
     __slots__ = ("follow_ups", "reserved", "steering")
 
     def __init__(self) -> None:
-        self.steering: list[Message] = []
-        self.follow_ups: list[Message] = []
+        self.steering: tuple[Message, ...] = ()
+        self.follow_ups: tuple[Message, ...] = ()
         self.reserved: dict[str, None] = {}
 
     def admit(self, message: str | UserMessage, conversation: Conversation) -> UserMessage:
@@ -99,6 +98,26 @@ class Inbox:
         self.reserved[user.id] = None
         return user
 
+    def steer(self, message: str | UserMessage, conversation: Conversation) -> None:
+        """Queue ``message`` (checked, ``admit``) for the next request."""
+        self.steering = (*self.steering, self.admit(message, conversation))
+
+    def follow_up(self, message: str | UserMessage, conversation: Conversation) -> None:
+        """Queue ``message`` (checked, ``admit``) for when the turn would end."""
+        self.follow_ups = (*self.follow_ups, self.admit(message, conversation))
+
+    def clear(self) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
+        """Take both queues: (steering, follow-ups)."""
+        return self.take_steering(), self.take_follow_ups()
+
+    def take_steering(self) -> tuple[Message, ...]:
+        taken, self.steering = self.steering, ()
+        return drain(taken, self.reserved)
+
+    def take_follow_ups(self) -> tuple[Message, ...]:
+        taken, self.follow_ups = self.follow_ups, ()
+        return drain(taken, self.reserved)
+
     def release(self, prompt: Message | None) -> None:
         """Let ``prompt``'s id go: its turn did not start, so it took nothing."""
         if prompt is not None:
@@ -108,23 +127,23 @@ class Inbox:
         """What continues the turn after a step: steering first, then (when the model
         stopped) the follow-ups."""
         if self.steering:
-            return drain(self.steering, self.reserved)
+            return self.take_steering()
         if stop_reason != "tool_call":
-            return drain(self.follow_ups, self.reserved)
+            return self.take_follow_ups()
         return ()
 
     def requeue(self, taken: Sequence[Message]) -> None:
         """Put a turn's input back, first in line (its turn could not take it)."""
-        self.follow_ups[:0] = taken
+        self.follow_ups = (*taken, *self.follow_ups)
         self.reserved.update(dict.fromkeys(message.id for message in taken))
 
     def take_for_turn(self, prompt: Message | None) -> tuple[Message, ...]:
         """A new turn's input: its prompt with the queued steering, or else the
         follow-ups."""
-        taken = drain(self.steering, self.reserved)
+        taken = self.take_steering()
         if prompt is not None:
             self.reserved.pop(prompt.id, None)
             taken = (prompt, *taken)
         if not taken:
-            taken = drain(self.follow_ups, self.reserved)
+            taken = self.take_follow_ups()
         return taken
