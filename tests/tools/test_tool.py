@@ -348,6 +348,24 @@ def test_registry_copies_share_nothing_a_register_can_change():
     assert twin.names() == ("add", "two") and third.names() == ("add", "two", "one")
 
 
+def test_copies_of_a_registry_share_its_specs_until_one_registers():
+    """An agent copies its registry: every copy shares the original's specs, made
+    once (48 bytes and a tuple's making less an agent), and a register on a copy
+    gives that copy its own."""
+
+    @tool
+    async def one() -> str:
+        """One."""
+        return "1"
+
+    original = ToolRegistry([add])
+    copies = [original.copy() for _ in range(3)]
+    assert all(copy.specs() is original.specs() for copy in copies)
+    copies[0].register(one)
+    assert [spec.name for spec in copies[0].specs()] == ["add", "one"]
+    assert copies[1].specs() is original.specs() and [s.name for s in original.specs()] == ["add"]
+
+
 def test_regression_a_tool_can_be_rebuilt_from_a_spec_it_handed_out():
     # Review finding: the spec's read-only schema was refused as "not a dict".
     spec = add.spec()

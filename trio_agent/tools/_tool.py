@@ -502,8 +502,8 @@ class ToolRegistry:
     def copy(self) -> ToolRegistry:
         """A registry with the same tools that later ``register`` calls on either do not affect."""
         self._shared = True
-        cls = type(self)
-        return cls._sharing(self._tools, self._specs, self._ruled)
+        cls = type(self)  # the specs made once, here, for every copy to share
+        return cls._sharing(self._tools, self.specs(), self._ruled)
 
     @classmethod
     def _sharing(
