@@ -82,6 +82,39 @@ def test_regression_agents_seeded_1_and_1_0_keep_their_own_seed():
     assert one._state.policy is not other._state.policy and type(other._state.policy.seed) is float
 
 
+def test_an_agent_made_again_with_the_same_plain_options_takes_the_policy_made_first():
+    """Issue 38: an agent's options were checked and its policy made again for each
+    agent, even with the options of one made just before and gone since (most of what
+    ``Agent()`` cost, per request where each request makes its agent). The options as
+    given, each with its type, now name the policy they made."""
+    from trio_agent.session import _policy
+
+    first = Agent(model=ScriptedModel([]), system="be brief", max_steps=7)
+    policy = weakref.ref(first._state.policy)
+    del first
+    gc.collect()
+    again = Agent(model=ScriptedModel([]), system="be brief", max_steps=7)
+    assert again._state.policy is policy()  # kept while agents come and go
+    # each value with its type: True is not 1, 5 is not 5.0, and bad values still fail
+    assert again._state.policy.max_steps == 7 and again._state.policy.system == "be brief"
+    Agent(model=ScriptedModel([]), system="be brief", max_steps=1)
+    with pytest.raises(TypeError):
+        Agent(model=ScriptedModel([]), system="be brief", max_steps=True)
+    five = Agent(model=ScriptedModel([]), tool_grace_period=5)._state.policy
+    assert type(five.tool_grace_period) is float
+    with pytest.raises(ValueError, match="max_steps"):
+        Agent(model=ScriptedModel([]), system="be brief", max_steps=0)
+    # a hook is not a plain value: such an agent's options are checked each time
+    hooked = Agent(model=ScriptedModel([]), before_tool_call=Audit("a"))._state.policy
+    assert all(hooked is not kept for kept in _policy._GIVEN.values())
+    # bounded: the oldest go first
+    for n in range(_policy._GIVEN_AT_MOST + 10):
+        Agent(model=ScriptedModel([]), system=f"system {n}")
+    assert len(_policy._GIVEN) == _policy._GIVEN_AT_MOST
+    made_last = Agent(model=ScriptedModel([]), system=f"system {_policy._GIVEN_AT_MOST + 9}")
+    assert made_last._state.policy in _policy._GIVEN.values()
+
+
 @pytest.mark.parametrize("stored", [False, True])
 async def test_a_session_that_compacts_holds_what_its_context_holds(stored, tmp_path):
     """Issue 38: a long session held every message it had ever had (3.8 KB a

@@ -131,7 +131,14 @@ class SessionPolicy:
 
     @classmethod
     def build(cls, **options: Any) -> SessionPolicy:
-        """Check every option (``TypeError``/``ValueError`` naming it), then fix them."""
+        """Check every option (``TypeError``/``ValueError`` naming it), then fix them.
+        Options given as plain values already seen give the policy they made then,
+        unchecked again (the checks depend on the values alone)."""
+        given = _given_key(options)
+        if given is not None:
+            known = _GIVEN.get(given)
+            if known is not None:
+                return known
         check_system(options["system"])
         check_tool_execution(
             options["tool_execution"], options["max_parallel_tools"], options["tool_grace_period"]
@@ -180,7 +187,12 @@ class SessionPolicy:
         key = _sharing_key(policy)
         if key is None:
             return policy
-        return _POLICIES.setdefault(key, policy)
+        shared = _POLICIES.setdefault(key, policy)
+        if given is not None:
+            if len(_GIVEN) >= _GIVEN_AT_MOST:
+                del _GIVEN[next(iter(_GIVEN))]  # the oldest
+            _GIVEN[given] = shared
+        return shared
 
     def spec(
         self,
@@ -221,6 +233,26 @@ _POLICIES: weakref.WeakValueDictionary[tuple[Any, ...], SessionPolicy] = (
 )
 """Policies of live agents that can be shared, by their plain values; an entry goes
 with the last agent holding its policy."""
+
+_GIVEN: dict[tuple[Any, ...], SessionPolicy] = {}
+"""The last ``_GIVEN_AT_MOST`` shared policies made, by the options as given
+(``_given_key``): an agent made with options seen before skips their checks and
+the policy's making (most of what ``Agent()`` cost), even when the agents made
+with them before are gone (as when each request makes its agent)."""
+
+_GIVEN_AT_MOST = 64
+
+_PLAIN = frozenset((type(None), bool, int, float, str))
+
+
+def _given_key(options: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """The options, each with its type (``1``, ``1.0`` and ``True`` never stand for
+    one another), when every one is a plain value or the default token count:
+    nothing else a check reads. None otherwise (no user object is hashed)."""
+    for value in options.values():
+        if type(value) not in _PLAIN and value is not estimate_tokens:
+            return None
+    return tuple((type(value), value) for value in options.values())
 
 
 def takes_context(name: str, hook: object, arguments: int) -> bool:
