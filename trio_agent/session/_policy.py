@@ -190,7 +190,7 @@ class SessionPolicy:
         shared = _POLICIES.setdefault(key, policy)
         if given is not None:
             if len(_GIVEN) >= _GIVEN_AT_MOST:
-                del _GIVEN[next(iter(_GIVEN))]  # the oldest
+                _GIVEN.clear()  # start over (one call: safe beside agents made in threads)
             _GIVEN[given] = shared
         return shared
 
@@ -235,7 +235,7 @@ _POLICIES: weakref.WeakValueDictionary[tuple[Any, ...], SessionPolicy] = (
 with the last agent holding its policy."""
 
 _GIVEN: dict[tuple[Any, ...], SessionPolicy] = {}
-"""The last ``_GIVEN_AT_MOST`` shared policies made, by the options as given
+"""Up to ``_GIVEN_AT_MOST`` shared policies made, by the options as given
 (``_given_key``): an agent made with options seen before skips their checks and
 the policy's making (most of what ``Agent()`` cost), even when the agents made
 with them before are gone (as when each request makes its agent)."""
