@@ -23,7 +23,8 @@ work the contract requires:
   ``Agent`` (as ``benchmarks/resume.py`` builds its ``plain`` shape): the
   resume itself, against msgspec's typed decode of the last snapshot's
   transcript alone, the least any resume that holds the transcript as
-  messages must spend.
+  messages must spend, and against reading the bytes from that snapshot on
+  (``read_ms``), the least one that keeps them to decode later must spend.
 
 Run: ``python benchmarks/floors.py [--only w2,w3,resume] [--turns N]
 [--rounds N] [--json]`` (defaults: all three, 100,000 turns, 15 rounds;
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -185,6 +187,20 @@ class _SnapshotLine(msgspec.Struct):
     state: _State
 
 
+def _read_seconds(path: Path, start: int, repeat: int) -> list[float]:
+    """Reading the file's bytes from ``start`` to its end (from the page cache, the
+    file just written and read): what a resume that keeps the transcript as bytes,
+    to decode when first used, would still spend before it returns."""
+    times = []
+    with open(path, "rb", buffering=0) as file:
+        size = os.fstat(file.fileno()).st_size
+        for _ in range(repeat):
+            began = time.perf_counter()
+            os.pread(file.fileno(), size - start, start)
+            times.append(time.perf_counter() - began)
+    return times
+
+
 async def resume(turns: int, repeat: int) -> dict[str, Any]:
     """A never-compacting session's resume, against decoding its transcript alone."""
     with tempfile.TemporaryDirectory() as where:
@@ -192,7 +208,8 @@ async def resume(turns: int, repeat: int) -> dict[str, Any]:
         await resume_bench.build(store, turns, "plain")
         times = await resume_bench.resume_seconds(store, repeat, "plain")
         data = store.path("long").read_bytes()
-    start = data.rindex(b'\n{"kind":"snapshot"') + 1
+        start = data.rindex(b'\n{"kind":"snapshot"') + 1
+        reads = _read_seconds(store.path("long"), start, repeat)
     line = data[start : data.index(b"\n", start)]
     raw = msgspec.json.decode(line, type=_SnapshotLine).state.messages
     decoder = msgspec.json.Decoder(tuple[Message, ...])
@@ -206,6 +223,7 @@ async def resume(turns: int, repeat: int) -> dict[str, Any]:
         "turns": turns,
         "resume_ms": round(statistics.median(times) * 1000, 1),
         "decode_ms": round(statistics.median(decodes) * 1000, 1),
+        "read_ms": round(statistics.median(reads) * 1000, 1),
         "messages": len(messages),
         "snapshot_mb": round(len(raw) / 1e6, 1),
         "records_after_mb": round((len(data) - start - len(line)) / 1e6, 1),
