@@ -135,3 +135,29 @@ def test_an_agents_options_keep_its_deps_type():
     assert agent.options.deps_type is Deps
     again = Agent(**agent.options.as_keywords())
     assert again.options.deps_type is Deps and again.options.max_steps == 5
+
+
+async def test_an_agents_options_hold_settings_of_their_own():
+    """Agents made with equal settings share one policy, and ``agent.options`` gave
+    that policy's own ``ModelSettings``: a change to its ``extra_body`` or
+    ``extra_headers`` (dicts) reached every agent made alike, mid-session too. The
+    options now hold a copy, and still make an agent with the same policy."""
+    from trio_agent import ModelSettings
+    from trio_agent.testing import scripted_response
+
+    def made() -> tuple[Agent, ScriptedModel]:
+        model = ScriptedModel([scripted_response("r1", "ok")])
+        settings = ModelSettings(extra_body={"k": 1}, extra_headers={"x-k": "1"})
+        return Agent(model=model, settings=settings), model
+
+    (mine, _), (other, model) = made(), made()
+    options = mine.options
+    assert options.settings is not None and options.settings.extra_body is not None
+    assert options.settings.extra_headers is not None
+    options.settings.extra_body["k"] = "changed"
+    options.settings.extra_headers["x-k"] = "changed"
+    await other.prompt("hi")
+    sent = model.requests[0].settings
+    assert sent is not None and (sent.extra_body, sent.extra_headers) == ({"k": 1}, {"x-k": "1"})
+    assert mine.options.settings == other.options.settings
+    assert Agent(**mine.options.as_keywords())._state.policy is other._state.policy

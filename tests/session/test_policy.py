@@ -68,6 +68,40 @@ async def test_regression_agents_with_equal_hooks_each_call_their_own():
     assert (a_hook.seen, b_hook.seen) == ([], ["c1"])
 
 
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    name: str
+    hold: bool = dataclasses.field(compare=False)
+    asked: list = dataclasses.field(default_factory=list, compare=False, hash=False)
+
+    async def __call__(self, call):
+        self.asked.append(call.id)
+        return self.hold
+
+
+async def test_regression_agents_with_equal_approval_policies_each_ask_their_own():
+    """Two agents whose ``approval`` policies compare equal shared one policy object,
+    as the other hooks once did: one agent's calls were put to the other's policy,
+    which let them run unapproved; and an approval policy that cannot be hashed (a
+    plain ``@dataclass`` with ``__call__``) made ``Agent()`` raise ``TypeError``."""
+    lenient, strict = Gate("gate", hold=False), Gate("gate", hold=True)
+    a = Agent(model=two_step_model(), tools=ToolRegistry([add]), approval=lenient)
+    assert a.turns == 0  # alive (and so is its policy) while b runs
+    b = Agent(model=two_step_model(), tools=ToolRegistry([add]), approval=strict)
+    result = await b.prompt("go")
+    assert (lenient.asked, strict.asked) == ([], ["c1"])
+    assert result.end.reason == "awaiting_approval"
+    assert [call.id for call in b.pending_approvals] == ["c1"]
+
+    @dataclasses.dataclass
+    class Rule:  # eq by fields, so no __hash__
+        async def __call__(self, call):
+            return True
+
+    ruled = Agent(model=ScriptedModel([]), approval=Rule())
+    assert type(ruled._state.policy.approval) is Rule
+
+
 def test_regression_an_unusable_seed_is_refused_at_once():
     """Issue 13 (review of the room-making split): a seed that cannot seed a random generator was
     taken, and failed at the first retry."""

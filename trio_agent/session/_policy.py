@@ -291,14 +291,16 @@ def takes_context(name: str, hook: object, arguments: int) -> bool:
 
 def _sharing_key(policy: SessionPolicy) -> tuple[Any, ...] | None:
     """A key by which agents may share ``policy``: only one made of plain values
-    (no hook, the default retries and token count), each with its type, so that
-    ``1``, ``1.0`` and ``True`` never stand for one another. None: not shared."""
+    (no hook, the approval policy included, the default retries and token count),
+    each with its type, so that ``1``, ``1.0`` and ``True`` never stand for one
+    another. None: not shared (a hook equal to another is still not the other)."""
     hooks = (
         policy.transform_context,
         policy.before_tool_call,
         policy.after_tool_call,
         policy.should_stop_turn,
         policy.compact,
+        policy.approval,
     )
     if any(hook is not None for hook in hooks) or policy.retry is not DEFAULT_RETRY:
         return None

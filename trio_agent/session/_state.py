@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 import trio
 
+from .._settings import check_settings
 from ..engine._approvals import Approvals
 from ..engine._fallback import model_label
 from ..engine._options import (
@@ -156,8 +157,9 @@ class SessionState:
 
     def options(self) -> AgentOptions:
         """The options this state was built with (as checked), to build another
-        agent alike."""
-        output = self.output
+        agent alike. The settings are a copy: the policy's may be shared with
+        other agents, and their dicts would reach those."""
+        output, policy = self.output, self.policy
         return AgentOptions(
             model=self.model,
             tools=self.tools,
@@ -169,7 +171,8 @@ class SessionState:
             fsync=self.fsync,
             name=self.name,
             deps_type=self.deps_type,
-            **{key: getattr(self.policy, key) for key in POLICY_OPTIONS},
+            **{key: getattr(policy, key) for key in POLICY_OPTIONS if key != "settings"},
+            settings=check_settings(policy.settings),  # a private copy
         )
 
     def spec(
