@@ -141,6 +141,15 @@ def test_an_agent_made_again_with_the_same_plain_options_takes_the_policy_made_f
     # a hook is not a plain value: such an agent's options are checked each time
     hooked = Agent(model=ScriptedModel([]), before_tool_call=Audit("a"))._state.policy
     assert all(hooked is not kept for kept in _policy._GIVEN.values())
+    # the options by name, in whatever order they are given
+    from trio_agent.session._policy import POLICY_OPTIONS, SessionPolicy
+
+    given = {name: getattr(again._state.policy, name) for name in POLICY_OPTIONS}
+    given["max_steps"], given["retry"] = 9, None  # as given to Agent(): no retry policy
+    backwards = SessionPolicy.build(**dict(reversed(given.items())))
+    assert (backwards.max_steps, backwards.system) == (9, "be brief")
+    key = _policy._given_key(given)
+    assert key is not None and _policy._given_key(dict(reversed(given.items()))) == key
     # bounded: when full, it starts over
     for n in range(_policy._GIVEN_AT_MOST + 10):
         Agent(model=ScriptedModel([]), system=f"system {n}")

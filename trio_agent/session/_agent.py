@@ -624,11 +624,11 @@ class Agent(Generic[OutputT, DepsT]):
 
     @property
     def queued_steering(self) -> tuple[Message, ...]:
-        return self._state.inbox.steering
+        return tuple(self._state.inbox.steering)
 
     @property
     def queued_follow_ups(self) -> tuple[Message, ...]:
-        return self._state.inbox.follow_ups
+        return tuple(self._state.inbox.follow_ups)
 
     def clear_queued(self) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
         """Remove and return the queued (steering, follow-up) messages."""

@@ -67,14 +67,14 @@ class Inbox:
     of the current turn), follow-ups (when it would end), and the ids of those
     and of pending prompts, reserved so nothing can clash with them later."""
 
-    # tuples, made again at each change: a queue is short, only added to and taken
-    # whole, and the empty tuple is shared (an empty list is 56 B a session, an
-    # empty deque 600 B). ``reserved`` is a dict: an empty set is 216 B.
+    # a queue is the shared empty tuple until something is queued, then a list of its
+    # own, and the empty tuple again once taken whole (an empty list is 56 B a
+    # session, an empty deque 600 B). ``reserved`` is a dict: an empty set is 216 B.
     __slots__ = ("follow_ups", "reserved", "steering")
 
     def __init__(self) -> None:
-        self.steering: tuple[Message, ...] = ()
-        self.follow_ups: tuple[Message, ...] = ()
+        self.steering: list[Message] | tuple[()] = ()
+        self.follow_ups: list[Message] | tuple[()] = ()
         self.reserved: dict[str, None] = {}
 
     def admit(self, message: str | UserMessage, conversation: Conversation) -> UserMessage:
@@ -100,22 +100,30 @@ class Inbox:
 
     def steer(self, message: str | UserMessage, conversation: Conversation) -> None:
         """Queue ``message`` (checked, ``admit``) for the next request."""
-        self.steering = (*self.steering, self.admit(message, conversation))
+        user = self.admit(message, conversation)
+        if self.steering:
+            self.steering.append(user)
+        else:
+            self.steering = [user]
 
     def follow_up(self, message: str | UserMessage, conversation: Conversation) -> None:
         """Queue ``message`` (checked, ``admit``) for when the turn would end."""
-        self.follow_ups = (*self.follow_ups, self.admit(message, conversation))
+        user = self.admit(message, conversation)
+        if self.follow_ups:
+            self.follow_ups.append(user)
+        else:
+            self.follow_ups = [user]
 
     def clear(self) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
         """Take both queues: (steering, follow-ups)."""
         return self.take_steering(), self.take_follow_ups()
 
     def take_steering(self) -> tuple[Message, ...]:
-        taken, self.steering = self.steering, ()
+        taken, self.steering = tuple(self.steering), ()
         return drain(taken, self.reserved)
 
     def take_follow_ups(self) -> tuple[Message, ...]:
-        taken, self.follow_ups = self.follow_ups, ()
+        taken, self.follow_ups = tuple(self.follow_ups), ()
         return drain(taken, self.reserved)
 
     def release(self, prompt: Message | None) -> None:
@@ -134,7 +142,7 @@ class Inbox:
 
     def requeue(self, taken: Sequence[Message]) -> None:
         """Put a turn's input back, first in line (its turn could not take it)."""
-        self.follow_ups = (*taken, *self.follow_ups)
+        self.follow_ups = [*taken, *self.follow_ups] or ()
         self.reserved.update(dict.fromkeys(message.id for message in taken))
 
     def take_for_turn(self, prompt: Message | None) -> tuple[Message, ...]:

@@ -249,10 +249,11 @@ def _given_key(options: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """The options, each with its type (``1``, ``1.0`` and ``True`` never stand for
     one another), when every one is a plain value or the default token count:
     nothing else a check reads. None otherwise (no user object is hashed)."""
-    for value in options.values():
+    values = [options[name] for name in POLICY_OPTIONS]  # in one order, whoever calls
+    for value in values:
         if type(value) not in _PLAIN and value is not estimate_tokens:
             return None
-    return tuple((type(value), value) for value in options.values())
+    return tuple((type(value), value) for value in values)
 
 
 def takes_context(name: str, hook: object, arguments: int) -> bool:
