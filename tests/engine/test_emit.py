@@ -152,3 +152,28 @@ async def test_issue_38_a_cancel_after_chunk_k_stops_chunk_k_plus_one():
             assert kinds == ["message.accepted", *["model.chunk"] * (k + 1), "run.finished"]
             assert k == 5 or isinstance(run.result, Cancelled), (checkpoints, k)
             assert_stream_shape(events, run.result)
+
+
+async def test_an_emitter_is_silent_exactly_while_no_one_receives_and_nothing_records():
+    """Issue 38: ``silent`` is kept as the emitter's sink changes, not asked each
+    time: a consumer that leaves makes an emitter with no journal silent, a
+    journal attached makes it speak, and one let go makes it silent again."""
+    from typing import Any
+
+    from trio_agent.engine._emit import Emitter
+    from trio_agent.engine._handoff import Handoff
+
+    assert Emitter(None).silent
+    handoff: Handoff[Any] = Handoff()
+    emit = Emitter(handoff)
+    assert not emit.silent
+    handoff.close_receiving()  # the consumer left
+    await emit("lost")
+    assert emit.silent and emit.next == 1
+    journal: Any = object()  # never asked: nothing is emitted while it is attached
+    emit.attach(journal)
+    assert not emit.silent
+    emit.attach(None)
+    assert emit.silent
+    recorded = Emitter(None, journal=journal)
+    assert not recorded.silent

@@ -35,7 +35,7 @@ class Emitter:
     channel (``wait()`` without ``async with``) events are counted and dropped.
     """
 
-    __slots__ = ("_journal", "_owed", "_send", "next")
+    __slots__ = ("_journal", "_owed", "_send", "next", "silent")
 
     def __init__(
         self,
@@ -47,6 +47,10 @@ class Emitter:
         self._owed: tuple[Callable[[int], Any], ...] = ()  # a tuple: nothing until owed
         self._journal = journal
         self.next = start
+        # No one receives the events and no journal waits on them (``wait()`` without
+        # ``async with``): an event is counted (``skip``), not made. Kept as the sink
+        # changes: read once or more a step, with no property call.
+        self.silent = send is None and journal is None
 
     async def __call__(self, event: Any, pause: bool = True) -> None:
         """Deliver ``event`` (a cancellation point). ``pause=False`` (streamed chunks):
@@ -64,13 +68,8 @@ class Emitter:
                 await send.put(event, pause)  # a cancelled hand-over delivers nothing
             except trio.BrokenResourceError:
                 self._send = None  # the consumer left; the run is being cancelled
+                self.silent = self._journal is None
         self.next += 1
-
-    @property
-    def silent(self) -> bool:
-        """No one receives the events and no journal waits on them (``wait()``
-        without ``async with``): an event is counted (``skip``), not made."""
-        return self._send is None and self._journal is None
 
     def skip(self) -> None:
         """Count an event a silent emitter would drop, without making it."""
@@ -80,6 +79,7 @@ class Emitter:
         """Wait on ``journal`` from the next event on (a session's ledger made after
         its turn's emitter: on the session's first use)."""
         self._journal = journal
+        self.silent = self._send is None and journal is None
 
     @property
     def owed(self) -> int:
@@ -98,7 +98,7 @@ class Emitter:
         ``finish`` delivers them just before the last event: the stream and
         the transcript always agree.
         """
-        if self._send is None and self._journal is None:  # silent: counted only
+        if self.silent:  # counted only
             self.next += len(makers)
             return
         for index, make in enumerate(makers):
