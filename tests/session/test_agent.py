@@ -591,6 +591,15 @@ async def test_an_agent_can_continue_request_and_event_numbering():
     assert events[0].sequence == 500
 
 
+@pytest.mark.parametrize("start", [1, 9, 10, 99, 100, 999, 1000, 12345])
+async def test_a_request_id_is_its_number_in_three_digits_at_least(start):
+    """``request-{n:03d}``, however the id is made (issue 38 made it without the
+    format spec): zeros up to three digits, every digit past them."""
+    agent, model = agent_with([scripted_response("r1", "x")], request_sequence_start=start)
+    await agent.prompt("go")
+    assert model.requests[0].id == f"request-{start:03d}"
+
+
 async def test_a_turns_budget_is_per_turn_and_request_numbers_run_on():
     """Issue 14: a step budget is per turn, and request numbers run on past it across turns."""
     agent = Agent(

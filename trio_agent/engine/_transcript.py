@@ -38,7 +38,10 @@ def _call_positions(message: Message | None) -> dict[str, int]:
     """Call id -> position among the calls of ``message`` (an assistant message)."""
     if type(message) is not AssistantMessage:
         return {}
-    return {b.id: i for i, b in enumerate(message.content) if type(b) is ToolCall}
+    content = message.content
+    if len(content) == 1:  # most messages: one call, or one text
+        return {content[0].id: 0} if type(content[0]) is ToolCall else {}
+    return {b.id: i for i, b in enumerate(content) if type(b) is ToolCall}
 
 
 @final

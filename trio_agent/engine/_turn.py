@@ -315,7 +315,7 @@ async def _step(
     await trio.lowlevel.checkpoint_if_cancelled()  # never open a request once cancelled
     spec = step_spec(spec)  # the tool sources' lists as they are now, for the whole step
     request = ModelRequest(
-        id=f"request-{conv.requests + 1:03d}",
+        id="request-" + str(conv.requests + 1).zfill(3),  # request-{n:03d}, without the format spec
         messages=conv.snapshot(),
         tools=spec.specs,
         system=spec.system,
