@@ -60,8 +60,11 @@ async def run_tool_batch(
     calls that ignore cancellation may go on after the batch (the run's or
     the agent's nursery), if any.
     """
-    calls = [block for block in message.content if type(block) is ToolCall]
-    held: frozenset[str] = frozenset()
+    content = message.content
+    if len(content) == 1 and type(content[0]) is ToolCall:  # most steps: one call
+        calls = [content[0]]
+    else:
+        calls = [block for block in content if type(block) is ToolCall]
     plain_hooks = hooks is DEFAULT_HOOKS
     if not plain_hooks and hooks.may_hold(calls, spec):  # a person's approval first
         held = await hooks.hold_calls(calls, spec)

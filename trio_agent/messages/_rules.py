@@ -372,7 +372,8 @@ class Linker:
                     f"{message.tool_name!r} but call {call.id!r} is to {call.name!r}",
                 )
         else:
-            self.require_answered(index)
+            if self.open_calls:
+                self.require_answered(index)
             if type(message) is AssistantMessage:
                 for block in message.content:
                     if type(block) is ToolCall:
