@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import HealthCheck, settings
 
 # The shared helpers (tests/support/) import by their plain names from any folder.
 sys.path.insert(0, str(Path(__file__).parent / "support"))
@@ -12,6 +13,12 @@ import reaper
 # Every process this run starts carries its mark, and a watchdog ends them all
 # once the run ends, however it ends (kill -9 included): nothing outlives it.
 reaper.start()
+
+# The suite runs on a loaded 2-core machine: no property test is held to a
+# wall-clock bound (an example's deadline, or how fast its inputs are drawn).
+# A test's own @settings inherits this and changes only what it names.
+settings.register_profile("loaded", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("loaded")
 
 pytest_plugins = ["proxyserver"]  # a real proxy server (proxy.py) for the proxy tests
 

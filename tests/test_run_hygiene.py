@@ -82,3 +82,15 @@ def test_a_run_killed_outright_leaves_no_process_behind(tmp_path):
     while any(alive(pid) for pid in children):
         assert time.monotonic() < deadline, f"left running: {children}"
         time.sleep(0.05)
+
+
+def test_no_property_test_is_held_to_a_wall_clock_bound():
+    """A property test drawing its inputs slowly on a loaded machine failed
+    hypothesis's ``too_slow`` health check (``test_arguments.py``: one input in
+    4 s), and each example had a 200 ms deadline: the suite's profile lifts both,
+    and a test's own ``@settings`` keeps that unless it says otherwise."""
+    from hypothesis import HealthCheck, settings
+
+    for held in (settings(), settings(max_examples=5)):
+        assert held.deadline is None
+        assert HealthCheck.too_slow in held.suppress_health_check

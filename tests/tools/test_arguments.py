@@ -7,6 +7,7 @@ same error."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import pytest
@@ -92,3 +93,42 @@ def test_every_scalar_in_every_place_converts_as_the_full_conversion_does(given:
 def test_what_the_plain_conversion_refuses_it_refuses_as_the_full_one(given: dict[str, Any]):
     plain, full = _both(scalars._arguments)
     assert _outcome(plain, given) == _outcome(full, given)
+
+
+class Size(enum.Enum):
+    SMALL = "small"
+
+
+def _scale(default: Any) -> Any:
+    @tool(name="scale")
+    async def scale(x: float = default) -> Any:  # type: ignore[assignment]
+        """A default made by a factory."""
+        return x
+
+    return scale
+
+
+async def test_tools_whose_defaults_share_their_json_keep_their_own_defaults():
+    """Built arguments are kept by their tool's name and fields, and a default was
+    keyed by its JSON alone: ``inf``, ``nan`` and ``None`` are all ``null``, so a
+    tool built with ``inf`` got the arguments (and the default) of one built
+    before it with ``None``; an enum member and its value were one key too."""
+    import math
+
+    assert await _scale(None).execute({}) is None
+    assert await _scale(math.inf).execute({}) == math.inf
+    assert math.isnan(await _scale(math.nan).execute({}))
+    assert await _scale(-math.inf).execute({}) == -math.inf
+
+    @tool(name="sized")
+    async def by_value(size: Size = "small") -> Any:  # type: ignore[assignment]
+        """The default as the enum's value."""
+        return size
+
+    @tool(name="sized")
+    async def by_member(size: Size = Size.SMALL) -> Any:
+        """The default as the enum's member."""
+        return size
+
+    assert await by_value.execute({}) == "small"
+    assert await by_member.execute({}) is Size.SMALL

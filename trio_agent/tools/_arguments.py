@@ -83,18 +83,25 @@ and schema are most of what that costs. Bounded."""
 
 
 def _definition_key(tool_name: str, fields: list[tuple[Any, ...]]) -> Hashable | None:
-    """What decides the arguments: names, annotations, and defaults by their JSON
-    (so ``1``, ``1.0`` and ``True`` differ); None when some part cannot be a key
-    (a ``Field(...)`` default, an unhashable annotation)."""
+    """What decides the arguments: names, annotations, and defaults by their type
+    and JSON (so ``1``, ``1.0`` and ``True`` differ, and so do an enum member and
+    its value), a float by its repr (``nan``, ``inf`` and ``None`` are all JSON
+    ``null``); None when some part cannot be a key (a ``Field(...)`` default, an
+    unhashable annotation)."""
     try:
         key = (
             tool_name,
-            tuple((field[0], field[1], *map(msgspec.json.encode, field[2:])) for field in fields),
+            tuple((field[0], field[1], *map(_default_key, field[2:])) for field in fields),
         )
         hash(key)
     except (TypeError, msgspec.EncodeError):
         return None
     return key
+
+
+def _default_key(default: Any) -> tuple[Any, ...]:
+    kind = type(default)
+    return (kind, repr(default) if kind is float else msgspec.json.encode(default))
 
 
 def arguments_of(
