@@ -40,6 +40,15 @@ def drain(taken: tuple[Message, ...], reserved: dict[str, None]) -> tuple[Messag
     return taken
 
 
+def _added(queue: list[Message] | tuple[()], message: Message) -> list[Message]:
+    """``queue`` with ``message`` at its end: a list of its own from the first one
+    (the empty queue is the shared empty tuple)."""
+    if queue:
+        queue.append(message)
+        return queue
+    return [message]
+
+
 def owes_reply(conversation: Conversation) -> bool:
     """Whether the model owes an answer: the transcript ends on a user message or a
     tool result, or on an assistant message whose calls are not all answered."""
@@ -100,19 +109,11 @@ class Inbox:
 
     def steer(self, message: str | UserMessage, conversation: Conversation) -> None:
         """Queue ``message`` (checked, ``admit``) for the next request."""
-        user = self.admit(message, conversation)
-        if self.steering:
-            self.steering.append(user)
-        else:
-            self.steering = [user]
+        self.steering = _added(self.steering, self.admit(message, conversation))
 
     def follow_up(self, message: str | UserMessage, conversation: Conversation) -> None:
         """Queue ``message`` (checked, ``admit``) for when the turn would end."""
-        user = self.admit(message, conversation)
-        if self.follow_ups:
-            self.follow_ups.append(user)
-        else:
-            self.follow_ups = [user]
+        self.follow_ups = _added(self.follow_ups, self.admit(message, conversation))
 
     def clear(self) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
         """Take both queues: (steering, follow-ups)."""
