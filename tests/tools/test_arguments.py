@@ -132,3 +132,22 @@ async def test_tools_whose_defaults_share_their_json_keep_their_own_defaults():
 
     assert await by_value.execute({}) == "small"
     assert await by_member.execute({}) is Size.SMALL
+
+
+def _pair(default: Any) -> Any:
+    @tool(name="pair")
+    async def pair(x: tuple[float, int] = default) -> Any:  # type: ignore[assignment]
+        """A default that holds a float."""
+        return x
+
+    return pair
+
+
+async def test_tools_whose_nested_defaults_share_their_json_keep_their_own_defaults():
+    """The same, a level down: ``(inf, 0)`` and ``(nan, 0)`` are both ``[null,0]``."""
+    import math
+
+    assert await _pair((math.inf, 0)).execute({}) == (math.inf, 0)
+    nan, zero = await _pair((math.nan, 0)).execute({})
+    assert math.isnan(nan) and zero == 0
+    assert await _pair((1.0, 2)).execute({}) == (1.0, 2)

@@ -83,11 +83,10 @@ and schema are most of what that costs. Bounded."""
 
 
 def _definition_key(tool_name: str, fields: list[tuple[Any, ...]]) -> Hashable | None:
-    """What decides the arguments: names, annotations, and defaults by their type
-    and JSON (so ``1``, ``1.0`` and ``True`` differ, and so do an enum member and
-    its value), a float by its repr (``nan``, ``inf`` and ``None`` are all JSON
-    ``null``); None when some part cannot be a key (a ``Field(...)`` default, an
-    unhashable annotation)."""
+    """What decides the arguments: names, annotations, and defaults by their type,
+    JSON and repr (so ``1``, ``1.0`` and ``True`` differ, and so do an enum member
+    and its value, and ``nan``, ``inf`` and ``None``, all JSON ``null``); None when
+    some part cannot be a key (a ``Field(...)`` default, an unhashable annotation)."""
     try:
         key = (
             tool_name,
@@ -100,8 +99,10 @@ def _definition_key(tool_name: str, fields: list[tuple[Any, ...]]) -> Hashable |
 
 
 def _default_key(default: Any) -> tuple[Any, ...]:
-    kind = type(default)
-    return (kind, repr(default) if kind is float else msgspec.json.encode(default))
+    """A default by its type, its JSON and its repr: the JSON of ``nan``, ``inf`` and
+    ``None`` is ``null`` at any depth (``(inf, 0)``); a repr that names an object's
+    address only makes a tool be built again."""
+    return (type(default), msgspec.json.encode(default), repr(default))
 
 
 def arguments_of(
