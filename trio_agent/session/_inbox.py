@@ -22,7 +22,6 @@ from ..messages._ir import (
 __all__ = [
     "RESERVED_PREFIXES",
     "Inbox",
-    "drain",
     "interrupted_results",
     "new_id",
     "owes_reply",
@@ -30,14 +29,6 @@ __all__ = [
 
 RESERVED_PREFIXES = ("message-", "tool-result-", "output-retry-")
 """Id prefixes of the messages the loop makes; input messages may not use them."""
-
-
-def drain(taken: tuple[Message, ...], reserved: dict[str, None]) -> tuple[Message, ...]:
-    """``taken``, a whole queue, whose ids are no longer reserved (once in the
-    transcript, it refuses them)."""
-    for message in taken:
-        reserved.pop(message.id, None)
-    return taken
 
 
 def _added(queue: list[Message] | tuple[()], message: Message) -> list[Message]:
@@ -121,11 +112,18 @@ class Inbox:
 
     def take_steering(self) -> tuple[Message, ...]:
         taken, self.steering = tuple(self.steering), ()
-        return drain(taken, self.reserved)
+        return self._released(taken)
 
     def take_follow_ups(self) -> tuple[Message, ...]:
         taken, self.follow_ups = tuple(self.follow_ups), ()
-        return drain(taken, self.reserved)
+        return self._released(taken)
+
+    def _released(self, taken: tuple[Message, ...]) -> tuple[Message, ...]:
+        """``taken``, a whole queue, whose ids are no longer reserved (once in the
+        transcript, it refuses them)."""
+        for message in taken:
+            self.reserved.pop(message.id, None)
+        return taken
 
     def release(self, prompt: Message | None) -> None:
         """Let ``prompt``'s id go: its turn did not start, so it took nothing."""
