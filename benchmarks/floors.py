@@ -19,6 +19,11 @@ work the contract requires:
   (each function's suspended frame, by name), and in its transcript (the
   messages, their ids, texts and arguments, and the sets of ids the
   transcript checks new ones against), measured on one finished run.
+- ``w3-floor``: what W3's 5 KB leaves a library. 1,000 tasks each run W3's
+  workload to its end, then keep only its scripted model and the nine messages
+  a run holds at its peak (``floor``: the least any run on a trio task that
+  keeps its transcript as messages holds), or its whole agent
+  (``session_between_turns``: the agent less its ten messages).
 - ``resume``: a session of ``--turns`` turns that never compacts, built by an
   ``Agent`` (as ``benchmarks/resume.py`` builds its ``plain`` shape): the
   resume itself, against msgspec's typed decode of the last snapshot's
@@ -26,8 +31,8 @@ work the contract requires:
   messages must spend, and against reading the bytes from that snapshot on
   (``read_ms``), the least one that keeps them to decode later must spend.
 
-Run: ``python benchmarks/floors.py [--only w2,w3,resume] [--turns N]
-[--rounds N] [--json]`` (defaults: all three, 100,000 turns, 15 rounds;
+Run: ``python benchmarks/floors.py [--only w2,w3,w3-floor,resume] [--turns N]
+[--rounds N] [--json]`` (defaults: all four, 100,000 turns, 15 rounds;
 about a minute, most of it building the long session).
 """
 
@@ -48,6 +53,7 @@ from typing import Any
 
 import msgspec
 import trio
+import trio.testing
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE / "peers")]
@@ -124,6 +130,58 @@ def _transcript_bytes(messages: Sequence[Message], script: object) -> int:
     ids = dict.fromkeys(m.id for m in held)
     size = sum(sys.getsizeof(item) for item in _held(held, shared))
     return size + sys.getsizeof(ids) + sys.getsizeof(dict.fromkeys(calls))
+
+
+async def _held_after_runs(runs: int, keep: int | None) -> float:
+    """Bytes a task holds, ``runs`` tasks at once, each after running W3's workload
+    to its end and keeping its scripted model and then only the transcript's first
+    ``keep`` messages (``None``: its whole agent), suspended on an event: tracemalloc's
+    count while all of them wait (no peak: nothing of the run is left but that)."""
+    plan = peer.turn_plan(W3_REQUESTS)
+    responses = tuple(peer.script(W3_REQUESTS - 1, final="final-0"))
+    go = trio.Event()
+
+    async def one() -> None:
+        model = ScriptedModel(responses, record_requests=False, chunk_checkpoints=False)
+        agent: Agent[Any, Any] | None = Agent(model=model, tools=[peer.add], max_steps=W3_REQUESTS)
+        for start, _ in plan:
+            await agent.prompt(peer.turn_prompt(start))
+        held = agent if keep is None else list(agent.messages)[:keep]
+        agent = None  # only ``held`` (and ``model``) stay
+        await go.wait()
+        del held
+
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    async with trio.open_nursery() as nursery:
+        for _ in range(runs):
+            nursery.start_soon(one)
+        await trio.testing.wait_all_tasks_blocked()
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - base
+        go.set()
+    tracemalloc.stop()
+    return held / runs
+
+
+async def w3_floor(runs: int) -> dict[str, Any]:
+    """What W3's 5 KB leaves a library: the bytes of a task that holds W3's scripted
+    model and the nine messages a run holds at its peak (the final answer is the
+    tenth), and nothing else, against the agent a finished run leaves, less its ten
+    messages (the session between turns: the agent, its state, its checks)."""
+    task = await _held_after_runs(runs, 0)
+    peak_messages = await _held_after_runs(runs, W3_REQUESTS * 2 - 1)
+    all_messages = await _held_after_runs(runs, W3_REQUESTS * 2)
+    agent = await _held_after_runs(runs, None)
+    return {
+        "figure": "w3-floor",
+        "runs": runs,
+        "task_and_model": round(task),
+        "floor": round(peak_messages),
+        "left_at_5kb": round(5000 - peak_messages),
+        "session_between_turns": round(agent - all_messages),
+    }
 
 
 async def w3(runs: int) -> dict[str, Any]:
@@ -234,6 +292,7 @@ async def main(only: set[str], turns: int, rounds: int, as_json: bool) -> None:
     jobs: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
         "w2": lambda: w2(rounds),
         "w3": lambda: w3(1000),
+        "w3-floor": lambda: w3_floor(1000),
         "resume": lambda: resume(turns, 3),
     }
     for name, job in jobs.items():
@@ -244,13 +303,13 @@ async def main(only: set[str], turns: int, rounds: int, as_json: bool) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="w2,w3,resume")
+    parser.add_argument("--only", default="w2,w3,w3-floor,resume")
     parser.add_argument("--turns", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     chosen = set(args.only.split(","))
-    unknown = chosen - {"w2", "w3", "resume"}
+    unknown = chosen - {"w2", "w3", "w3-floor", "resume"}
     if unknown:
         parser.error(f"unknown figures: {sorted(unknown)}")
     trio.run(main, chosen, args.turns, args.rounds, args.json)
