@@ -15,15 +15,16 @@ work the contract requires:
   the floor W2 would reach if a step cost nothing but its events, and
   ``step_us_for_target`` what a step could cost at 0.85.
 - ``w3``: 1,000 concurrent runs of W3's shape (4 tool steps, a final text),
-  at the peak: the bytes a run holds in all (tracemalloc), in coroutine frames
-  (each function's suspended frame, by name), and in its transcript (the
-  messages, their ids, texts and arguments, and the sets of ids the
-  transcript checks new ones against), measured on one finished run.
-- ``w3-floor``: what W3's 5 KB leaves a library. 1,000 tasks each run W3's
-  workload to its end, then keep only its scripted model and the nine messages
-  a run holds at its peak (``floor``: the least any run on a trio task that
-  keeps its transcript as messages holds), or its whole agent
-  (``session_between_turns``: the agent less its ten messages).
+  at the peak: the bytes a run holds in all (tracemalloc's peak), in coroutine
+  frames (each function's suspended frame, by name, sampled near the peak in
+  runs of their own), and in its transcript (the messages, their ids, texts
+  and arguments, and the sets of ids the transcript checks new ones against),
+  measured on one finished run.
+- ``w3-floor``: W3's run written by hand, with no agent (the scripted model,
+  the messages, the tool run): its peak with each call kept as a copy of its
+  own, as the library keeps the calls a model sends (``bare_copies``), and with
+  the model's own objects (``bare_shared``); and what an agent holds between
+  turns beyond its ten messages (``session_between_turns``).
 - ``resume``: a session of ``--turns`` turns that never compacts, built by an
   ``Agent`` (as ``benchmarks/resume.py`` builds its ``plain`` shape): the
   resume itself, against msgspec's typed decode of the last snapshot's
@@ -47,6 +48,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,7 +64,18 @@ import resume as resume_bench  # noqa: E402  (this directory's script)
 import trio_agent_peer as peer  # noqa: E402
 from _common import TURN_REQUESTS, W3_REQUESTS  # noqa: E402
 
-from trio_agent import Agent, JsonlStore, Message, ToolCall  # noqa: E402
+from trio_agent import (  # noqa: E402
+    Agent,
+    AssistantMessage,
+    JsonlStore,
+    Message,
+    ToolCall,
+    Transcript,
+    UserMessage,
+)
+from trio_agent.messages._ir import tool_result  # noqa: E402  (the library's own result)
+from trio_agent.messages._view import Window  # noqa: E402  (the library's own view)
+from trio_agent.model import ModelRequest  # noqa: E402
 from trio_agent.testing import ScriptedModel  # noqa: E402
 
 W2_TARGET = 0.85
@@ -165,21 +178,74 @@ async def _held_after_runs(runs: int, keep: int | None) -> float:
     return held / runs
 
 
+async def _bare_run(responses: tuple[Any, ...], copies: bool) -> list[Message]:
+    """W3's run written by hand, with no agent: the user message, five requests
+    through the scripted model (each over a view of the transcript, as the
+    library's), each answer appended, each ``add`` call run and its result
+    appended. ``copies``: each call kept as a copy of its own with its own
+    arguments, as the library keeps the calls a model sends (else the model's
+    objects are kept)."""
+    model = ScriptedModel(responses, record_requests=False, chunk_checkpoints=False)
+    messages: list[Message] = [UserMessage(f"user-{uuid.uuid4().hex[:12]}", "add them")]
+    number = 0
+    while True:
+        number += 1
+        view = Transcript(Window(messages, len(messages)))
+        request = ModelRequest("request-" + str(number).zfill(3), view, _W3_SPECS)
+        async with model.stream(request) as stream:
+            async for _ in stream:
+                pass
+            response = await stream.response()
+        del stream, request, view
+        content = response.content
+        if copies:
+            content = tuple(
+                ToolCall(b.id, b.name, dict(b.arguments)) if type(b) is ToolCall else b
+                for b in content
+            )
+        messages.append(AssistantMessage(f"message-{response.id}", content))
+        calls = [block for block in content if type(block) is ToolCall]
+        if not calls:
+            return messages
+        for call in calls:
+            value = await peer.add(**call.arguments)
+            messages.append(tool_result(call, str(value), False))
+
+
+_W3_SPECS = (peer.add.spec(),)
+
+
+async def _true_peak(runs: int, run: Callable[[], Awaitable[object]]) -> float:
+    """tracemalloc's peak (not a sample of it) over ``runs`` concurrent ``run()``s,
+    a run."""
+    await run()  # warm-up
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    async with trio.open_nursery() as nursery:
+        for _ in range(runs):
+            nursery.start_soon(run)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    return peak / runs
+
+
 async def w3_floor(runs: int) -> dict[str, Any]:
-    """What W3's 5 KB leaves a library: the bytes of a task that holds W3's scripted
-    model and the nine messages a run holds at its peak (the final answer is the
-    tenth), and nothing else, against the agent a finished run leaves, less its ten
-    messages (the session between turns: the agent, its state, its checks)."""
-    task = await _held_after_runs(runs, 0)
-    peak_messages = await _held_after_runs(runs, W3_REQUESTS * 2 - 1)
+    """What W3's 5 KB leaves a library, against a run written by hand with no
+    agent (``bare_*``: W3's peak with the calls copied as the library copies them,
+    and with the model's own), and what an agent holds between turns beyond its
+    ten messages (the agent a finished run leaves, less its messages alone)."""
+    responses = tuple(peer.script(W3_REQUESTS - 1, final="final-0"))
+    copied = await _true_peak(runs, lambda: _bare_run(responses, True))
+    shared = await _true_peak(runs, lambda: _bare_run(responses, False))
     all_messages = await _held_after_runs(runs, W3_REQUESTS * 2)
     agent = await _held_after_runs(runs, None)
     return {
         "figure": "w3-floor",
         "runs": runs,
-        "task_and_model": round(task),
-        "floor": round(peak_messages),
-        "left_at_5kb": round(5000 - peak_messages),
+        "bare_copies": round(copied),
+        "bare_shared": round(shared),
         "session_between_turns": round(agent - all_messages),
     }
 
@@ -223,7 +289,9 @@ async def w3(runs: int) -> dict[str, Any]:
     frames = {k: v / runs for k, v in peak[1].items() if v >= runs * 16}
     frames.pop("w3.<locals>.watch", None)
     in_frames = sum(frames.values())
-    total = peak[0] / runs
+    # the bytes: tracemalloc's own peak, in runs of their own (the watcher's samples
+    # can miss the peak, and its lists of objects would count in it)
+    total = await _true_peak(runs, lambda: peer.run(W3_REQUESTS))
     return {
         "figure": "w3",
         "runs": runs,
