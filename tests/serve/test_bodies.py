@@ -144,3 +144,22 @@ def test_no_input_gets_a_server_error(http, session, call, body, route):
         cursor = body.decode("latin-1").replace("\n", " ").replace("\r", " ")
         response = http.get(f"/sessions/never-{quoted}/events", params={"after": cursor})
     check(response)
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/ag-ui", b'{"threadId": "t", "runId": "r", "messages": [], "state": %s}'),
+        ("/ag-ui", b'{"threadId": "t", "runId": "r", "messages": [{"role": "u", "content": %s}]}'),
+        ("/v1/responses", b'{"input": %s}'),
+        ("/v1/responses", b'{"input": "hi", "tools": %s}'),
+    ],
+)
+def test_json_nested_too_deeply_is_a_400(http, path, body):
+    """Deeply nested JSON where any value is taken (a payload, content, unused
+    fields) made msgspec raise RecursionError, which no handler caught: a 500."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    response = http.post(path, content=body % deep)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert "nested" in (error if isinstance(error, str) else error["message"])

@@ -78,6 +78,8 @@ def decode_body(data: bytes, kind: type[T]) -> T:
         raise ApiError(400, f"the JSON body does not fit: {exc}") from None
     except msgspec.DecodeError as exc:
         raise ApiError(400, f"the body is not JSON: {exc}") from None
+    except RecursionError:  # msgspec's own depth limit, where a field takes any value
+        raise ApiError(400, "the JSON body is nested too deeply") from None
 
 
 def session_id_of(text: str) -> str:
