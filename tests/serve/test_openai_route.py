@@ -4,10 +4,15 @@ it names."""
 
 from __future__ import annotations
 
+import json
+
 import openai
+import serve_agents
 import trio
 from openai_sdk import in_thread, session_of
 from serving import client, running
+from sse_client import finished, read_until
+from waiting import wait_until
 
 from trio_agent import JsonlStore
 from trio_agent.ledger import derive
@@ -134,3 +139,24 @@ async def test_instructions_sent_again_with_approval_answers_alone_are_left_out(
     async with running(tmp_path) as (server, url):
         answered = await in_thread(talk, url)
     assert answered.status == "completed" and answered.output_text.startswith("after ")
+
+
+async def test_a_client_waiting_for_a_whole_response_going_away_cancels_it_under_cancel(
+    tmp_path,
+):
+    """Bug: a request without ``stream`` waited for its turn to end without
+    listening for its client, so with ``on_disconnect="cancel"`` a client that
+    went away left its turn running (as a reader that never leaves), where a
+    streamed one cancelled it."""
+    body = json.dumps({"model": "any", "input": "hold g"}).encode()
+    head = b"POST /v1/responses HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\n"
+    async with running(tmp_path, on_disconnect="cancel") as (server, url), client(url) as http:
+        host, _, port = url.removeprefix("http://").rpartition(":")
+        async with await trio.open_tcp_stream(host, int(port)) as stream:
+            await stream.send_all(head + b"content-length: %d\r\n\r\n" % len(body) + body)
+            await serve_agents.holding.setdefault("g", trio.Event()).wait()
+            [session] = [s["id"] for s in (await http.get("/sessions")).json()["sessions"]]
+            assert server.hub.readers(session) == 1
+        await wait_until(lambda: server.hub.running_turn(session) is None)
+        events = await read_until(url, f"/sessions/{session}/events", finished(1))
+    assert events[-1][1]["event"]["result"]["end"]["reason"] == "cancelled"

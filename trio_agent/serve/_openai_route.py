@@ -6,10 +6,11 @@ official SDKs raise them as their own ``BadRequestError`` and the like."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final
 
 import msgspec
+import trio
 from starlette.responses import Response
 
 from ..ledger._derive import derive
@@ -24,7 +25,7 @@ from ._responses_input import (
     new_session_id,
     response_id,
 )
-from ._sse import EventStream, pump
+from ._sse import EventStream, client_gone, pump
 from ._views import Decision, Moved, check_decisions
 
 __all__ = ["openai_error", "responses"]
@@ -49,8 +50,13 @@ def openai_error(status: int, message: str, *, code: str | None = None) -> Respo
     return Response(msgspec.json.encode({"error": error}), status, media_type="application/json")
 
 
-async def responses(hub: Hub, body: bytes) -> Response:
-    """The response to a Responses request ``body``, or its error."""
+Receive = Callable[[], Awaitable[Any]]
+
+
+async def responses(hub: Hub, body: bytes, receive: Receive) -> Response:
+    """The response to a Responses request ``body``, or its error; ``receive``: the
+    request's ASGI channel (read whole), on which a client waiting for a whole
+    response is heard going away."""
     try:
         request = ResponsesRequest.of(decode_body(body, ResponsesBody))
         session_id, turn, cursor = await _start(hub, request)
@@ -60,7 +66,7 @@ async def responses(hub: Hub, body: bytes) -> Response:
         return openai_error(exc.status, exc.message)
     if request.body.stream:
         return EventStream(watch, cursor, framing)
-    return await _whole(watch, cursor, framing)
+    return await _whole(watch, cursor, framing, receive)
 
 
 async def _start(hub: Hub, request: ResponsesRequest) -> tuple[str, int, int]:
@@ -123,17 +129,31 @@ async def _branch(hub: Hub, session_id: str, turn: int, decisions: Sequence[Deci
         raise ApiError(503, f"cannot branch from response {turn} of {session_id}: {exc}") from None
 
 
-async def _whole(watch: Watch, cursor: int, framing: ResponsesFraming) -> Response:
+async def _whole(
+    watch: Watch, cursor: int, framing: ResponsesFraming, receive: Receive
+) -> Response:
     """The response once the turn has ended (the client waits). The feed closing
-    first (the server stops) is a 503; the turn goes on being recorded."""
+    first (the server stops) is a 503; the turn goes on being recorded. A client
+    that goes away first leaves as a reader of the session's events does (under
+    ``on_disconnect="cancel"``, the last one cancels the turn)."""
+    gone = False
 
     async def out(body: bytes) -> None:
         pass
 
+    async def until_gone(scope: trio.CancelScope) -> None:
+        nonlocal gone
+        await client_gone(receive)
+        gone = True
+        scope.cancel()
+
     try:
-        await pump(watch.feed, framing, cursor, out)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(until_gone, nursery.cancel_scope)
+            await pump(watch.feed, framing, cursor, out)
+            nursery.cancel_scope.cancel()
     finally:
-        watch.leave(False)
+        watch.leave(gone)
     if not framing.done:
         return openai_error(503, "the server stopped before the response was whole")
     return Response(msgspec.json.encode(framing.response), 200, media_type="application/json")

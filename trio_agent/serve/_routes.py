@@ -88,7 +88,7 @@ class _Routes:
             body = await _body(request)
         except ApiError as exc:
             return openai_error(exc.status, exc.message)
-        return await responses(self.hub, body)
+        return await responses(self.hub, body, request.receive)
 
 
 async def _agui_run(hub: Hub, given: AguiInput) -> EventStream:

@@ -24,7 +24,7 @@ from starlette.responses import Response
 from ._feed import Feed
 from ._hub import Watch
 
-__all__ = ["EventStream", "Framing", "SessionFraming", "frame", "pump"]
+__all__ = ["EventStream", "Framing", "SessionFraming", "client_gone", "frame", "pump"]
 
 HEADERS: Final = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -63,6 +63,13 @@ class SessionFraming:
 
     def frame(self, sequence: int, line: bytes) -> bytes:
         return frame(sequence, line)
+
+
+async def client_gone(receive: Callable[[], Awaitable[Any]]) -> None:
+    """Return once the client has gone away (ASGI ``http.disconnect``); the request's
+    body must have been read whole. Cancellation: it stops listening."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def pump(
@@ -135,7 +142,6 @@ class EventStream(Response):
         self.cursor = await pump(feed, self.framing, self.cursor, out, keepalive)
 
     async def _until_disconnect(self, receive: Any, scope: trio.CancelScope) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
+        await client_gone(receive)
         self.disconnected = True
         scope.cancel()
