@@ -151,7 +151,7 @@ async def test_serve_sends_keep_alives_as_often_as_told_and_refuses_a_bad_period
         with trio.fail_after(WAIT):
             async with await trio.open_tcp_stream(host, int(port)) as stream:
                 await stream.send_all(
-                    f"GET {EVENTS}?after={last} HTTP/1.1\r\nhost: t\r\n\r\n".encode()
+                    f"GET {EVENTS}?after={last} HTTP/1.1\r\nhost: {host}\r\n\r\n".encode()
                 )
                 while b": keep-alive" not in got:
                     got += await stream.receive_some(4096)

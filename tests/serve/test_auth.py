@@ -90,3 +90,34 @@ async def test_the_token_as_a_cookie_serves_a_browser_and_the_page_needs_none(tm
         assert response.status_code == 202
         events = await read_until(url, "/sessions/s/events", finished(1), headers=good)
         assert events[-1][1]["event"]["result"]["final_text"] == "echo: hi"
+
+
+async def test_without_a_token_only_requests_to_loopback_from_no_other_site_are_served(tmp_path):
+    """Bug: with no token (loopback), any web page open in the user's browser could
+    drive the server: a form or a no-cors fetch of another site (``text/plain``, no
+    preflight) started turns and decided held calls, and a page on a name rebound
+    to 127.0.0.1 (DNS rebinding) read every session. Now a request whose Origin is
+    another site, or whose Host is no loopback name, is a 403 with a JSON error."""
+    async with running(tmp_path) as (server, url), client(url) as http:
+        port = url.rpartition(":")[2]
+        plain = {"content-type": "text/plain"}
+        for origin in ["https://evil.example", "null", f"http://localhost:{int(port) + 1}"]:
+            forged = await http.post(
+                "/sessions/s/turns",
+                content=b'{"message": "hi"}',
+                headers={**plain, "origin": origin},
+            )
+            assert forged.status_code == 403, origin
+            assert "loopback" in forged.json()["error"]
+        for host in [f"evil.example:{port}", "127.0.0.1.evil.example", f"user@evil.example:{port}"]:
+            assert (await http.get("/sessions", headers={"host": host})).status_code == 403, host
+            assert (await http.get("/", headers={"host": host})).status_code == 403, host
+        assert server.hub.running_turn("s") is None
+        assert (await http.get("/sessions")).json() == {"sessions": []}
+        own = await http.post("/sessions/s/turns", json={"message": "hi"}, headers={"origin": url})
+        assert own.status_code == 202  # the page, from this server's own origin
+        for host in [f"localhost:{port}", f"127.0.0.1:{port}", "localhost"]:
+            assert (await http.get("/sessions", headers={"host": host})).status_code == 200
+    async with running(tmp_path, token=TOKEN) as (server, url), client(url) as http:
+        behind = {"host": "agents.example.com", "Authorization": f"Bearer {TOKEN}"}
+        assert (await http.get("/sessions", headers=behind)).status_code == 200  # a proxy's name

@@ -20,7 +20,7 @@ async def read_raw(url: str, path: str, until: bytes) -> bytes:
     got = b""
     with trio.fail_after(WAIT):
         async with await trio.open_tcp_stream(host, int(port)) as stream:
-            await stream.send_all(f"GET {path} HTTP/1.1\r\nhost: t\r\n\r\n".encode())
+            await stream.send_all(f"GET {path} HTTP/1.1\r\nhost: {host}\r\n\r\n".encode())
             while until not in got:
                 chunk = await stream.receive_some(65536)
                 assert chunk, got

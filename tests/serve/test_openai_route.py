@@ -149,7 +149,7 @@ async def test_a_client_waiting_for_a_whole_response_going_away_cancels_it_under
     went away left its turn running (as a reader that never leaves), where a
     streamed one cancelled it."""
     body = json.dumps({"model": "any", "input": "hold g"}).encode()
-    head = b"POST /v1/responses HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\n"
+    head = b"POST /v1/responses HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
     async with running(tmp_path, on_disconnect="cancel") as (server, url), client(url) as http:
         host, _, port = url.removeprefix("http://").rpartition(":")
         async with await trio.open_tcp_stream(host, int(port)) as stream:

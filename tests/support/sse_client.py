@@ -53,7 +53,11 @@ async def read_until(
     with trio.fail_after(WAIT):
         async with await _connect(base_url) as stream:
             connection = h11.Connection(h11.CLIENT)
-            sent = [("host", "test"), ("accept", "text/event-stream"), *(headers or {}).items()]
+            sent = [
+                ("host", _host(base_url)),
+                ("accept", "text/event-stream"),
+                *(headers or {}).items(),
+            ]
             request = h11.Request(method="GET", target=path, headers=sent)
             await stream.send_all(connection.send(request) + connection.send(h11.EndOfMessage()))
             parser, buffer = SseParser(), b""
@@ -73,6 +77,12 @@ async def read_until(
                                 return got
                 elif isinstance(item, h11.EndOfMessage | h11.ConnectionClosed):
                     return got
+
+
+def _host(base_url: str) -> str:
+    """The Host header for the server: its own address (a server without a token
+    answers only requests to a loopback name)."""
+    return base_url.removeprefix("http://")
 
 
 async def _connect(base_url: str) -> trio.SocketStream:
@@ -98,7 +108,7 @@ async def post_stream(base_url: str, path: str, body: bytes, headers: dict[str, 
         async with await _connect(base_url) as stream:
             connection = h11.Connection(h11.CLIENT)
             sent = [
-                ("host", "test"),
+                ("host", _host(base_url)),
                 ("content-type", "application/json"),
                 ("content-length", str(len(body))),
                 *(headers or {}).items(),

@@ -13,6 +13,12 @@ cookie only with the header ``x-trio-agent-page``, which the page sends and a
 form or a page of another origin cannot (a browser asks the server first,
 which says no): a page on another port of the same host is the same site and
 would carry the cookie.
+
+Without a token (loopback only) the server trusts this machine, not the pages a
+browser on it shows: a request from another site's page (its ``Origin``: a form
+or a script there can send one without asking the server first) or to a name
+that is no loopback name (``Host``: a page of a name its owner points at
+127.0.0.1, DNS rebinding, could read the answers) is a 403.
 """
 
 from __future__ import annotations
@@ -20,11 +26,11 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from typing import Any, Final, final
-from urllib.parse import unquote_to_bytes
+from urllib.parse import unquote_to_bytes, urlsplit
 
 import msgspec
 
-__all__ = ["BearerAuth", "check_binding", "check_token", "is_loopback"]
+__all__ = ["BearerAuth", "check_binding", "check_token", "from_this_machine", "is_loopback"]
 
 _CHALLENGE: Final = (b"www-authenticate", b'Bearer realm="trio-agent"')
 COOKIE: Final = "trio_agent_token"
@@ -63,6 +69,22 @@ def check_binding(host: str, token: str | None) -> None:
         )
 
 
+def from_this_machine(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a request may be served without a token: it names a loopback host
+    (``Host``, once) and, if a browser sent it, a page of that same host and port
+    sent it (``Origin``)."""
+    hosts = [value for name, value in headers if name.lower() == b"host"]
+    origins = [value for name, value in headers if name.lower() == b"origin"]
+    try:
+        host = hosts[0].decode("ascii").lower()
+        name = urlsplit(f"//{host}").hostname
+        sites = [urlsplit(origin.decode("ascii")).netloc.lower() for origin in origins]
+    except (IndexError, UnicodeDecodeError, ValueError):
+        return False
+    loopback = len(hosts) == 1 and name is not None and is_loopback(name)
+    return loopback and all(site == host for site in sites)
+
+
 @final
 class BearerAuth:
     """The ASGI application ``app``, behind ``token`` (None: open, for loopback)."""
@@ -85,18 +107,38 @@ class BearerAuth:
         return len(found) == 1 and hmac.compare_digest(found[0], self._token)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        safe = scope["type"] != "http" or scope["method"] in ("GET", "HEAD")
-        public = scope["type"] == "http" and safe and scope["path"] in PUBLIC
-        if scope["type"] == "lifespan" or public or self.allowed(scope.get("headers", []), safe):
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
             return
-        if scope["type"] != "http":  # a websocket: refused before it is accepted
-            await send({"type": "websocket.close", "code": 1008})
+        headers = scope.get("headers", [])
+        if self._token is None and not from_this_machine(headers):
+            await _refuse(scope, send, 403, _LOOPBACK_ONLY)
             return
-        body = msgspec.json.encode({"error": "a bearer token is needed (Authorization: Bearer)"})
-        headers = [(b"content-type", b"application/json"), _CHALLENGE]
-        await send({"type": "http.response.start", "status": 401, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        safe = scope["type"] != "http" or scope["method"] in ("GET", "HEAD")
+        public = scope["type"] == "http" and safe and scope["path"] in PUBLIC
+        if public or self.allowed(headers, safe):
+            await self.app(scope, receive, send)
+            return
+        await _refuse(scope, send, 401, "a bearer token is needed (Authorization: Bearer)")
+
+
+_LOOPBACK_ONLY: Final = (
+    "without a token this server answers only requests to a loopback address "
+    "(localhost, 127.0.0.1, [::1]) not sent by another site's page; set a token to serve others"
+)
+
+
+async def _refuse(scope: Any, send: Any, status: int, message: str) -> None:
+    """Answer ``status`` with a JSON error, having read nothing of the request."""
+    if scope["type"] != "http":  # a websocket: refused before it is accepted
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    headers = [(b"content-type", b"application/json")]
+    if status == 401:
+        headers.append(_CHALLENGE)
+    body = msgspec.json.encode({"error": message})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _cookie(header: bytes) -> bytes | None:
