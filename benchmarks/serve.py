@@ -50,6 +50,12 @@ make_agent = agent_maker(model=CallableModel(_answer, record_requests=False))
 
 
 # -- a minimal client: HTTP/1.1 over a socket, the stream kept as bytes
+def _authority(url: str) -> str:
+    """The server's own address, as ``Host``: a server without a token answers
+    only requests that name a loopback host."""
+    return url.removeprefix("http://")
+
+
 async def _request(url: str, head: str, body: bytes = b"") -> trio.SocketStream:
     host, _, port = url.removeprefix("http://").rpartition(":")
     stream = await trio.open_tcp_stream(host, int(port))
@@ -60,7 +66,8 @@ async def _request(url: str, head: str, body: bytes = b"") -> trio.SocketStream:
 async def post_turn(url: str, session: str, message: str) -> None:
     body = b'{"message": "%s"}' % message.encode()
     head = (
-        f"POST /sessions/{session}/turns HTTP/1.1\r\nhost: b\r\ncontent-type: application/json"
+        f"POST /sessions/{session}/turns HTTP/1.1\r\nhost: {_authority(url)}\r\n"
+        "content-type: application/json"
         f"\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
     )
     stream = await _request(url, head, body)
@@ -81,7 +88,7 @@ class Reader:
 
     async def connect(self, url: str, session: str, after: int) -> None:
         query = f"?after={after}" if after >= 0 else ""  # -1: from the first event
-        head = f"GET /sessions/{session}/events{query} HTTP/1.1\r\nhost: b\r\n\r\n"
+        head = f"GET /sessions/{session}/events{query} HTTP/1.1\r\nhost: {_authority(url)}\r\n\r\n"
         self.stream = await _request(url, head)
         while b"\r\n\r\n" not in self.data:
             self.data += await self.stream.receive_some(65536)
