@@ -613,3 +613,31 @@ async def test_regression_sessions_that_never_asked_share_one_empty_map_and_noth
     assert [call.id for call in second.pending_approvals] == ["c2"]
     assert [name for name, _ in first_desk.ran] == ["read", "write"]
     assert [name for name, _ in second_desk.ran] == ["read"]
+
+
+async def test_deciding_on_a_closed_session_is_refused_and_the_call_stays_pending(tmp_path):
+    """``approve``/``reject`` on an agent whose session ``aclose()`` closed returned as
+    if the decision counted: with no ledger open it was kept in memory only, the
+    agent listed the call as decided, and the session (resumed anywhere) still had
+    it undecided. The decision was lost in silence. It is now a ``RuntimeError``
+    that says to resume the session, and nothing changes."""
+    from trio_agent import JsonlStore
+    from trio_agent.ledger import derive
+
+    desk = Desk()
+    store = JsonlStore(tmp_path)
+    agent = Agent(model=ScriptedModel(three_calls()), tools=desk.tools, store=store, session_id="s")
+    await agent.prompt("go")
+    await agent.aclose()
+    with pytest.raises(RuntimeError, match=r"closed; resume it with Agent\.resume"):
+        await agent.approve("c2", by="ann")
+    with pytest.raises(RuntimeError, match=r"closed; resume it with Agent\.resume"):
+        await agent.reject("c3", "no", by="ann")
+    assert [c.id for c in agent.pending_approvals] == ["c2", "c3"]
+    assert agent.decided_approvals == ()
+    derived = derive((await store.load("s")).records)
+    assert [c.id for c in derived.pending_approvals] == ["c2", "c3"] and derived.decisions == {}
+    again = await Agent.resume(store, "s", model=ScriptedModel([]), tools=desk.tools)
+    await again.approve("c2", by="ann")  # where the decision is recorded
+    await again.aclose()
+    assert list(derive((await store.load("s")).records).decisions) == ["c2"]

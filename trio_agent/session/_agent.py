@@ -548,9 +548,11 @@ class Agent(Generic[OutputT, DepsT]):
         """Approve a held call, once: the next turn runs it (with ``arguments`` in
         place of the model's, if given: checked like a model's). Recorded in the
         ledger, durably, before this returns; ``ValueError`` for an unknown call or
-        one already decided; ``RuntimeError`` while a turn runs. Cancellation: the
-        record is made at once and flushed shielded."""
+        one already decided; ``RuntimeError`` while a turn runs, or once ``aclose()``
+        closed the session (decide after ``Agent.resume``: no decision is kept
+        unrecorded). Cancellation: the record is made at once and flushed shielded."""
         state = self._state
+        state.check_open()
         busy = state.active is not None
         approvals, ledger, tools = state.approvals, state.ledger, state.tools
         await decide(approvals, ledger, tools, busy, call_id, True, "", by, arguments)
@@ -559,6 +561,7 @@ class Agent(Generic[OutputT, DepsT]):
         """Reject a held call, once: the next turn answers it with an error result
         carrying ``reason`` (the model reads it). As ``approve`` otherwise."""
         state = self._state
+        state.check_open()
         busy = state.active is not None
         approvals, ledger, tools = state.approvals, state.ledger, state.tools
         await decide(approvals, ledger, tools, busy, call_id, False, reason, by, None)

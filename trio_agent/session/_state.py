@@ -250,6 +250,12 @@ class SessionState:
                         "in tool_sources=) when you resume the session"
                     )
 
+    def check_open(self) -> None:
+        """``RuntimeError`` once ``aclose()`` closed the session: nothing more is
+        recorded in it (a decision taken now would count nowhere)."""
+        if self.closed is not None:
+            raise RuntimeError(self.closed)
+
     def check_free(self) -> None:
         """``RuntimeError`` if a turn runs or the session is closed."""
         if self.active is not None or self.closed is not None:
