@@ -336,3 +336,27 @@ async def test_a_tool_now_declared_once_is_not_run_again_whatever_was_recorded(t
     await agent.prompt()
     await agent.aclose()
     assert [name for name, _ in far.runs] == ["put"]  # the live run only
+
+
+async def test_a_call_run_again_is_not_counted_twice_against_the_tool_call_limits(tmp_path):
+    """The rerun of a call cut by a crash went through the usage meter as a new call:
+    the session's tool_calls count (read from the ledger on resume) already held its
+    first dispatch, so under ``session_usage_limits=UsageLimits(tool_calls=1)`` the
+    one call was counted twice, blocked, and answered "this call did not run" (false:
+    its first run's outcome is unknown), and the live count disagreed with the one a
+    later resume derives. A rerun is the call admitted at its first dispatch."""
+    from trio_agent import UsageLimits
+
+    far = await crash_in(tmp_path, [ToolCall("c1", "put", {"key": "k"})], "c1")
+    limits = UsageLimits(tool_calls=1)
+    model = ScriptedModel([scripted_response("r3", "stored it")])
+    agent = await Agent.resume(
+        far.crashed, SESSION, model=model, tools=far.tools(), session_usage_limits=limits
+    )
+    result = await agent.prompt()
+    await agent.aclose()
+    assert result.end.reason == "completed" and result.final_text == "stored it"
+    [answer] = results_for(result.messages, "c1")
+    assert answer.content == "stored k" and not answer.is_error
+    assert far.runs == [("put", f"{SESSION}/c1")] * 2  # the live run, the rerun
+    assert derive((await far.crashed.load(SESSION)).records).tool_calls == 1

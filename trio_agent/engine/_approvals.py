@@ -73,6 +73,9 @@ class Approvals:
     """Calls of a resumed session to run again (their first run's outcome is unknown
     and their effect allows it), open in the transcript like held calls; the next
     turn runs them before anything else (``run_again``). Not held: they ran once."""
+    rerunning: str | None = None
+    """The call ``run_again`` runs again now: counted as a tool call at its first
+    dispatch (``UsageLimits``), so not counted again."""
 
     def hold(self, call: ToolCall) -> None:
         held = self.held = _own(self.held)

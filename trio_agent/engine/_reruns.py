@@ -30,7 +30,8 @@ async def run_again(
 ) -> None:
     """Run each call in ``approvals.reruns`` again, in call order, one at a time,
     as any call (``before_tool_call`` and ``after_tool_call`` included), but
-    never held for approval again: it was let run once. A call leaves
+    never held for approval again, nor counted again against ``UsageLimits``:
+    it was let run once. A call leaves
     ``reruns`` just before it is run, so a cancellation never runs it twice in
     this process; one cancelled before its dispatch is answered as interrupted
     by the next turn (the ledger still says its outcome is unknown)."""
@@ -40,4 +41,8 @@ async def run_again(
         del reruns[call_id]
         decision = ApprovalDecision(call_id=call_id, approved=True, reason=_RAN_BEFORE)
         batch = AssistantMessage(f"rerun-{call_id}", (call,))
-        await run_passing(batch, decision, approvals, conversation, spec, hooks, emit, host)
+        approvals.rerunning = call_id
+        try:
+            await run_passing(batch, decision, approvals, conversation, spec, hooks, emit, host)
+        finally:
+            approvals.rerunning = None

@@ -278,6 +278,8 @@ class SessionHooks(StepHooks):
         meter = self._meter
         if meter is None or call.name == OUTPUT_TOOL_NAME:  # the output tool is no tool call
             return None
+        if call.id == self._approvals.rerunning:  # counted when it was first dispatched
+            return None
         # last, with no await before the call is dispatched: what it counts is what runs
         return meter.admit_call()
 
