@@ -13,8 +13,10 @@ from helpers import add, call
 
 from trio_agent import (
     Agent,
+    FallbackModel,
     JsonlStore,
     ToolRegistry,
+    TransientModelError,
     TurnUsageLimit,
     Usage,
     UsageLimits,
@@ -155,6 +157,46 @@ async def test_session_limits_hold_across_resume(tmp_path):
     # one call ran in turn 1: of the two asked for now, the second is past the limit
     assert result.end == TurnUsageLimit(name="tool_calls", scope="session", used=3, limit=2)
     assert model.call_count == 1
+
+
+class Down:
+    """A model whose every attempt fails as a provider's would (a 503)."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def stream(self, request):
+        self.attempts += 1
+        raise TransientModelError("503 from the first model")
+
+
+@pytest.mark.parametrize(
+    ("name", "limit", "used"),
+    [("requests", 2, 2), ("input_tokens", 200, 200), ("total_tokens", 220, 220)],
+)
+async def test_session_requests_and_tokens_hold_across_resume_and_a_fallback(
+    tmp_path, name, limit, used
+):
+    """DESIGN 12.3: what the session's earlier turns used, read from the ledger on
+    resume, counts against ``session_usage_limits``; a ``FallbackModel``'s failed
+    attempt is no request and has no tokens (one step, answered by the next model)."""
+    store = JsonlStore(tmp_path)
+    limits = UsageLimits(**{name: limit})
+    down = Down()
+    first = ScriptedModel([answer(1)])
+    agent = Agent(model=FallbackModel(down, first), store=store, session_usage_limits=limits)
+    async with agent:
+        assert (await agent.prompt("one")).end.reason == "completed"
+    assert down.attempts == 1 and first.call_count == 1
+    later = ScriptedModel([answer(2), answer(3)])
+    resumed = await Agent.resume(
+        store, agent.session_id, model=FallbackModel(down, later), session_usage_limits=limits
+    )
+    async with resumed:
+        assert (await resumed.prompt("two")).end.reason == "completed"
+        third = await resumed.prompt("three")
+    assert third.end == TurnUsageLimit(name=name, scope="session", used=used, limit=limit)
+    assert later.call_count == 1 and down.attempts == 2  # the third turn sent nothing
 
 
 async def test_a_cost_limit_prices_each_answer():
