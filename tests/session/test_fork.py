@@ -179,3 +179,22 @@ async def test_a_fork_goes_from_one_kind_of_store_to_another(tmp_path, request, 
     finally:
         for store in (origin, other):
             await close_store(store)
+
+
+async def test_a_store_that_is_not_a_session_store_is_refused_naming_it(tmp_path):
+    """``Agent(store="sessions")`` says the store must be a ``SessionStore``, but
+    ``Agent.fork`` and ``Agent.resume`` given a directory name (as pydantic-ai's
+    and the Agents SDK's users write a path) failed deep inside with
+    ``AttributeError: 'str' object has no attribute 'load'``. Each now raises a
+    ``TypeError`` naming the argument, before anything is read or written."""
+    store = JsonlStore(tmp_path)
+    await three_turns(store)
+    with pytest.raises(TypeError, match=r"^store must be a SessionStore, got 'sessions'"):
+        await Agent.fork("sessions", "src", at_turn=1, new_session_id="x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^to_store must be a SessionStore, got "):
+        await Agent.fork(store, "src", at_turn=1, new_session_id="x", to_store=str(tmp_path))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^store must be a SessionStore, got None"):
+        await Agent.resume(None, "src", model=ScriptedModel([]))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^store must be a SessionStore, got "):
+        await Agent.resume(str(tmp_path), "src", model=ScriptedModel([]))  # type: ignore[arg-type]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["src.jsonl"]

@@ -36,6 +36,7 @@ __all__ = [
     "check_metadata",
     "check_optional_hook",
     "check_positive",
+    "check_session_store",
     "check_store",
     "check_system",
     "check_tool_execution",
@@ -201,10 +202,16 @@ def check_store(store: Any, session_id: object, fsync: object) -> None:
         if session_id is not None or fsync != "step":
             raise ValueError("session_id and fsync need a store")
         return
+    check_session_store(store)
+    check_fsync(fsync)
+
+
+def check_session_store(store: object, name: str = "store") -> None:
+    """``TypeError`` naming ``name`` unless ``store`` is a ``SessionStore`` (it can
+    ``create``, ``reopen`` and ``load``): a directory's name is not one."""
     for method in ("create", "reopen", "load"):
         if not callable(getattr(store, method, None)):
-            raise TypeError(f"store must be a SessionStore, got {store!r}")
-    check_fsync(fsync)
+            raise TypeError(f"{name} must be a SessionStore, got {store!r:.200}")
 
 
 def check_tool_sources(sources: object) -> tuple[ToolSource, ...]:

@@ -14,7 +14,13 @@ import trio
 
 from .._settings import ModelSettings, check_run_settings, check_settings, merge_settings
 from ..engine._approvals import ApprovalPolicy, decide, private_copy
-from ..engine._options import check_cancel_scope, check_fsync, claim_cancel_scope, model_of
+from ..engine._options import (
+    check_cancel_scope,
+    check_fsync,
+    check_session_store,
+    claim_cancel_scope,
+    model_of,
+)
 from ..engine._run import exit_nursery, require_trio
 from ..events import OutputT, TurnResult
 from ..messages._ir import Message, ToolCall, ToolResultMessage, UserMessage
@@ -422,7 +428,8 @@ class Agent(Generic[OutputT, DepsT]):
         ledger raises ``LedgerCorruptError``. Cancellation: nothing is held
         afterwards (the writer is closed).
         """
-        check_fsync(fsync)  # before anything is opened
+        check_session_store(store)  # before anything is opened
+        check_fsync(fsync)
         require_trio()
         given = locals()
         options = AgentOptions(
@@ -462,7 +469,8 @@ class Agent(Generic[OutputT, DepsT]):
         Errors: ``LedgerError`` naming the turn when the session has no such
         turn, or the turn has not ended (the writer died in it: resume it first);
         ``SessionExistsError`` when ``new_session_id`` exists; ``ValueError`` for
-        a bad id or ``at_turn``; ``LedgerCorruptError`` for a damaged source.
+        a bad id or ``at_turn``; ``TypeError`` for a store that is not a
+        ``SessionStore``; ``LedgerCorruptError`` for a damaged source.
         A call the source left to run again after a crash (``rerun_calls``) is
         answered ``TOOL_OUTCOME_UNKNOWN`` in the fork, never run there (its
         idempotency key is the source's). Cancellation: the new session is

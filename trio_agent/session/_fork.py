@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import trio
 
+from ..engine._options import check_session_store
 from ..ledger._fork import fork_records
 from ..ledger._ledger import SessionWriter
 from ..ledger._records import Record, SessionExistsError, record_encoder
@@ -50,6 +51,9 @@ async def fork_session(
 ) -> str:
     """Fork (``Agent.fork``'s contract); the new session's id. ``check`` sees the new
     session's records before anything is written (what it raises, nothing is)."""
+    check_session_store(store)
+    if to_store is not None:
+        check_session_store(to_store, "to_store")
     check_session_id(session_id)
     new = new_id("session") if new_session_id is None else check_session_id(new_session_id)
     target = store if to_store is None else to_store
