@@ -360,3 +360,40 @@ async def test_a_call_run_again_is_not_counted_twice_against_the_tool_call_limit
     assert answer.content == "stored k" and not answer.is_error
     assert far.runs == [("put", f"{SESSION}/c1")] * 2  # the live run, the rerun
     assert derive((await far.crashed.load(SESSION)).records).tool_calls == 1
+
+
+async def test_an_approved_call_run_again_after_a_crash_keeps_the_approvers_arguments(tmp_path):
+    """A held call approved with edited arguments ran with them, and its process died
+    mid-call; the resume ran it again with the model's own arguments, which nobody
+    approved (``deploy(env="prod")`` where the person had said ``"staging"``), under
+    the same idempotency key. A call run again runs as it was dispatched: with the
+    approver's arguments."""
+    live, crashed = JsonlStore(tmp_path / "live"), JsonlStore(tmp_path / "crashed")
+    ran: list[tuple[str, str]] = []
+
+    @tool(effect="idempotent", requires_approval=True)
+    async def deploy(env: str, ctx: ToolContext) -> str:
+        """Deploy to an environment (the same key twice deploys once)."""
+        ran.append((env, ctx.idempotency_key))
+        if not crashed.directory.exists():  # what a kill -9 now leaves on disk
+            crashed.directory.mkdir()
+            shutil.copy(live.path(SESSION), crashed.path(SESSION))
+        return f"deployed {env}"
+
+    script = [
+        scripted_response("r1", [ToolCall("c1", "deploy", {"env": "prod"})]),
+        scripted_response("r2", "done"),
+    ]
+    agent = Agent(model=ScriptedModel(script), tools=[deploy], store=live, session_id=SESSION)
+    async with agent:
+        assert (await agent.prompt("deploy")).end.reason == "awaiting_approval"
+        await agent.approve("c1", arguments={"env": "staging"}, by="ann")
+        await agent.prompt()
+    model = ScriptedModel([scripted_response("r3", "deployed again")])
+    resumed = await Agent.resume(crashed, SESSION, model=model, tools=[deploy])
+    assert [call.arguments for call in resumed.rerun_calls] == [{"env": "staging"}]
+    result = await resumed.prompt()
+    await resumed.aclose()
+    assert ran == [("staging", f"{SESSION}/c1")] * 2  # never "prod"
+    [answer] = results_for(result.messages, "c1")
+    assert answer.content == "deployed staging"

@@ -302,6 +302,14 @@ class Replay:
                 ) from None
         self.decided[call_id] = record.decision
 
+    def _as_dispatched(self, call: ToolCall) -> ToolCall:
+        """``call`` as it was dispatched: with the arguments its approver set, if any
+        (a call run again must not run with the model's, which nobody approved)."""
+        decision = self.decided.get(call.id)
+        if decision is None or not decision.approved or decision.arguments is None:
+            return call
+        return ToolCall(call.id, call.name, decision.arguments)
+
     def _approved(self, call_id: str) -> bool:
         decision = self.decided.get(call_id)
         return decision is not None and decision.approved
@@ -372,7 +380,7 @@ class Replay:
         session.pending_approvals = tuple(pending)
         session.decisions = {c.id: self.decided[c.id] for c in pending if c.id in self.decided}
         session.reruns = tuple(
-            call
+            self._as_dispatched(call)
             for key, call in self.conversation.linker.open_calls.items()
             if key in session.effects and key not in session.cancelled and key not in session.failed
         )

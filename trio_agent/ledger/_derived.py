@@ -97,8 +97,9 @@ class DerivedSession:
     ``reruns``: the calls of the last assistant message dispatched with no
     recorded end (their process died during them) whose tool's effect was
     ``"idempotent"`` or ``"pure"`` (``tool/call``'s ``effect``), in call
-    order: a resume leaves them open and the next turn runs them again, with
-    the same idempotency key. ``effects``: the effect of each call dispatched
+    order, each with the arguments it was dispatched with (an approver's, when
+    they were edited): a resume leaves them open and the next turn runs them
+    again, with the same idempotency key. ``effects``: the effect of each call dispatched
     and not ended, when it is not ``"once"``.
 
     What the session used, for its usage limits: ``steps`` (model requests it
