@@ -641,3 +641,34 @@ async def test_deciding_on_a_closed_session_is_refused_and_the_call_stays_pendin
     await again.approve("c2", by="ann")  # where the decision is recorded
     await again.aclose()
     assert list(derive((await store.load("s")).records).decisions) == ["c2"]
+
+
+def test_deciding_from_asyncio_says_so_at_once_and_decides_nothing(tmp_path):
+    """``asyncio.run(agent.approve(...))`` on a session with a store wrote the decision
+    and kept it, then failed deep inside the ledger's flush with "must be called from
+    async context": the caller saw an error, yet the call ran at the next turn. Deciding
+    from asyncio now says the library runs on trio, before anything is decided."""
+    import asyncio
+
+    from trio_agent import JsonlStore
+    from trio_agent.ledger import derive
+
+    desk = Desk()
+    store = JsonlStore(tmp_path)
+    model = ScriptedModel([*three_calls(), scripted_response("r3", "after")])
+    agent = Agent(model=model, tools=desk.tools, store=store, session_id="s")
+    trio.run(agent.prompt, "go")
+    for decide in (lambda: agent.approve("c2"), lambda: agent.reject("c3", "no")):
+        with pytest.raises(RuntimeError, match=r"^trio-agent runs on trio; call it from trio\.run"):
+            asyncio.run(decide())
+    assert [c.id for c in agent.pending_approvals] == ["c2", "c3"]
+
+    async def later() -> Any:
+        recorded = derive((await store.load("s")).records)
+        result = await agent.prompt()  # nothing decided: still waiting
+        await agent.aclose()
+        return recorded, result
+
+    recorded, result = trio.run(later)
+    assert recorded.decisions == {} and result.end.reason == "awaiting_approval"
+    assert [name for name, _ in desk.ran] == ["read"]

@@ -161,6 +161,7 @@ def test_driven_from_asyncio_the_library_says_at_once_that_it_runs_on_trio(tmp_p
         enter_agent,
         enter_run,
         lambda: Agent.resume(JsonlStore(tmp_path), "s", model=ScriptedModel([])),
+        lambda: Agent.fork(JsonlStore(tmp_path), "s", at_turn=0, new_session_id="t"),
     ]
     for entry in entries:
         with pytest.raises(RuntimeError) as caught:

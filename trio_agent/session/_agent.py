@@ -559,6 +559,7 @@ class Agent(Generic[OutputT, DepsT]):
         one already decided; ``RuntimeError`` while a turn runs, or once ``aclose()``
         closed the session (decide after ``Agent.resume``: no decision is kept
         unrecorded). Cancellation: the record is made at once and flushed shielded."""
+        require_trio()  # before anything is decided
         state = self._state
         state.check_open()
         busy = state.active is not None
@@ -568,6 +569,7 @@ class Agent(Generic[OutputT, DepsT]):
     async def reject(self, call_id: str, reason: str = "", *, by: str = "") -> None:
         """Reject a held call, once: the next turn answers it with an error result
         carrying ``reason`` (the model reads it). As ``approve`` otherwise."""
+        require_trio()  # before anything is decided
         state = self._state
         state.check_open()
         busy = state.active is not None
