@@ -31,11 +31,17 @@ def parse_head(buffer: bytes, provider: str) -> tuple[int, dict[str, str], bytes
     close`` (RFC 9112 6.3), as is an HTTP/1.0 response that does not ask to
     be kept alive. ``ModelResponseError`` if the bytes are not an HTTP
     response (a folded or nameless field too), or the head is longer than
-    ``MAX_HEAD_BYTES``."""
+    ``MAX_HEAD_BYTES``, or the interim responses and blank lines before it
+    are (else a server sending them without end would be read for ever, and
+    held: the caller keeps the whole buffer until the head is found)."""
+    size = len(buffer)
     while True:
-        start = 0
-        while buffer.startswith(b"\r\n", start):
-            start += 2
+        start = _BLANK_LINES.match(buffer).end()  # type: ignore[union-attr]  # always matches
+        if size - len(buffer) + start > MAX_HEAD_BYTES:
+            raise ModelResponseError(
+                f"{provider}: more than {MAX_HEAD_BYTES} bytes of interim responses and "
+                "blank lines before the response head"
+            )
         end = buffer.find(b"\r\n\r\n", start)
         if end == -1 or end - start > MAX_HEAD_BYTES:
             if len(buffer) - start > MAX_HEAD_BYTES:
@@ -57,6 +63,9 @@ def parse_head(buffer: bytes, provider: str) -> tuple[int, dict[str, str], bytes
         status = int(code)
         if not 100 <= status < 200:
             return status, _fields(lines, version, provider), buffer
+
+
+_BLANK_LINES = re.compile(rb"(?:\r\n)*")  # in C: a Python loop per line is quadratic over reads
 
 
 _LISTS = frozenset({"transfer-encoding", "connection"})
