@@ -6,12 +6,26 @@ what went wrong before."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import trio
 from loopback import Reply
+from rawserver import Raw
 from sse_bodies import openai_model, read
+from waiting import WAIT
 
 from trio_agent import ModelResponseError
+from trio_agent.providers import OpenAIChatModel
+from trio_agent.providers.http._http import MAX_DOCUMENT_BYTES
 from trio_agent.providers.http._wire import MAX_HEAD_BYTES, parse_head
+
+KEY = "sk-test-SECRET-0123456789"
+
+
+def chat(url: str, **options: Any) -> OpenAIChatModel:
+    return OpenAIChatModel("m", api_key=KEY, base_url=f"{url}/v1", proxy=None, **options)
+
 
 # ------------------------------------------------------------------ the head
 
@@ -33,3 +47,39 @@ def test_the_head_after_a_few_interim_responses_is_still_read():
     head = b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n\r\nHTTP/1.1 200 OK\r\nx: y\r\n\r\n"
     found = parse_head(head + b"rest", "P")
     assert found is not None and found[0] == 200 and found[2] == b"rest"
+
+
+# ------------------------------------------------------------------ the body
+
+
+async def test_a_json_200_of_blanks_without_end_is_not_read_for_ever():
+    """A 200 labelled JSON was read until six bytes that are not blanks came, with
+    nothing else to stop it: a body of blanks without end was read and held for
+    ever (and stripped again at every read). Past ``MAX_DOCUMENT_BYTES`` it is the
+    error of a JSON body that is too long, and the connection is closed."""
+    sent = 0
+    left = trio.Event()
+
+    async def blanks(raw: Raw, stream: Any, index: int) -> None:
+        nonlocal sent
+        await raw.read_request(stream)
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n"
+        await stream.send_all(head)
+        piece = b" " * 65536
+        try:
+            while sent < 8 * MAX_DOCUMENT_BYTES:  # the bound only a failing test reaches
+                await stream.send_all(piece)
+                sent += len(piece)
+        finally:
+            left.set()
+
+    server = Raw(blanks)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        async with chat(server.url) as model:
+            with pytest.raises(ModelResponseError, match="longer than"):
+                await read(model)
+        with trio.fail_after(WAIT):
+            await left.wait()
+        nursery.cancel_scope.cancel()
+    assert sent < 2 * MAX_DOCUMENT_BYTES  # the client went away soon after the limit

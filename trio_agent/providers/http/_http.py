@@ -269,15 +269,22 @@ class HTTPStream:
         self, limit: int, start: tuple[bytes, bool] = (b"", False), strip: bool = False
     ) -> tuple[bytes, bool]:
         """The (decoded) body, after what ``start`` read of it, up to about ``limit``
-        bytes (not counting leading blanks, with ``strip``), and whether it ended."""
+        bytes (not counting leading blanks, with ``strip``), and whether it ended.
+        Never more than ``MAX_DOCUMENT_BYTES`` (and a read): a body of blanks
+        without end is not read, and held, for ever."""
         body, ended = start
-        while not ended and len(body.lstrip() if strip else body) < limit:
+        pieces = [body]  # joined once: adding each piece to the body is quadratic
+        size = len(body)
+        counted = len(body.lstrip()) if strip else size  # bytes that count toward limit
+        while not ended and counted < limit and size <= MAX_DOCUMENT_BYTES:
             piece = await self._decoded_bytes()
             if piece is None:
                 ended = True
             else:
-                body += piece
-        return body, ended
+                pieces.append(piece)
+                size += len(piece)
+                counted += len(piece.lstrip()) if strip and not counted else len(piece)
+        return b"".join(pieces), ended
 
     async def _take_document(self, start: tuple[bytes, bool]) -> None:
         """A JSON 200: an error object is raised with the server's text; anything
