@@ -12,15 +12,17 @@ import pytest
 import trio
 from loopback import Reply
 from rawserver import Raw
-from sse_bodies import openai_model, read
+from sse_bodies import DONE, choice, openai_model, read, sse
 from waiting import WAIT
 
-from trio_agent import ModelResponseError
+from trio_agent import ModelResponseError, TextBlock
 from trio_agent.providers import OpenAIChatModel
 from trio_agent.providers.http._http import MAX_DOCUMENT_BYTES
+from trio_agent.providers.http._sse import SSEParser
 from trio_agent.providers.http._wire import MAX_HEAD_BYTES, parse_head
 
 KEY = "sk-test-SECRET-0123456789"
+HELLO = sse(choice({"content": "Hi"}), choice({}, "stop")) + DONE
 
 
 def chat(url: str, **options: Any) -> OpenAIChatModel:
@@ -83,3 +85,26 @@ async def test_a_json_200_of_blanks_without_end_is_not_read_for_ever():
             await left.wait()
         nursery.cancel_scope.cancel()
     assert sent < 2 * MAX_DOCUMENT_BYTES  # the client went away soon after the limit
+
+
+@pytest.mark.parametrize("split", range(len("\ufeffdata: ".encode()) + 1))
+def test_a_byte_order_mark_starting_the_stream_is_dropped_wherever_the_reads_split(split):
+    """A byte order mark before the first event made its ``data:`` line unreadable,
+    and the event was dropped without a word (the SSE rules drop the mark)."""
+    body = "\ufeff".encode() + HELLO
+    parser = SSEParser()
+    datas = parser.feed(body[:split]) + parser.feed(body[split:])
+    assert len(datas) == 2 and b'"Hi"' in datas[0] and parser.done
+
+
+async def test_a_byte_order_mark_before_the_first_event_loses_nothing(loopback):
+    """The first event after a byte order mark was lost: the answer came out empty."""
+    loopback.replies.append(Reply(body="\ufeff".encode() + HELLO))
+    chunks, response = await read(openai_model(loopback))
+    assert response.content == (TextBlock("Hi"),)
+
+
+def test_a_byte_order_mark_later_in_the_stream_is_not_dropped():
+    parser = SSEParser()
+    assert parser.feed(b"data: a\n\n") == [b"a"]
+    assert parser.feed("\ufeffdata: b\n\n".encode()) == []  # not at the start: not a field

@@ -18,6 +18,7 @@ DONE = b"[DONE]"
 # front of its buffer), so the scan looks for a literal prefix, in C.
 _DATA = re.compile(rb"\ndata: ?([^\n]*(?:\ndata:[^\n]*)*)")
 _MORE_DATA = re.compile(rb"\ndata: ?")
+_BOM = "\ufeff".encode()
 
 
 @final
@@ -30,6 +31,8 @@ class SSEParser:
     newlines, as the SSE rules say. Event names and comments are dropped (the
     adapters read the type from the data).
 
+    A byte order mark that starts the stream is dropped (else its first line
+    would not read as a field, and the first event would be lost).
     Lines end in CRLF, LF or a bare CR, mixed as they come (the SSE rules allow
     all three). Each read is normalised to LF as it arrives; a read that ends in
     CR ends its line at once (an event it completes goes out now, not on the next
@@ -42,17 +45,25 @@ class SSEParser:
     split the bytes, the events handed out are the same.
     """
 
-    __slots__ = ("_buffer", "_cr", "done")
+    __slots__ = ("_buffer", "_cr", "_start", "done")
 
     def __init__(self) -> None:
         self._buffer = b"\n"  # always starts with a line end: see _DATA; never a CR
         self._cr = False  # the last read ended in CR
+        self._start: bytes | None = b""  # the stream's first bytes, until a BOM is ruled out
         self.done = False  # a data: [DONE] event came: the stream is over
 
     def feed(self, data: bytes) -> list[bytes]:
         """The data of the events ``data`` completes, in order (none past ``[DONE]``)."""
         if self.done:
             return []
+        if self._start is not None:  # a byte order mark first is dropped, as the SSE rules say
+            data = self._start + data
+            if _BOM.startswith(data):  # all of it may be the start of one: wait
+                self._start = data
+                return []
+            self._start = None
+            data = data.removeprefix(_BOM)
         if self._cr and data:
             self._cr = False
             if data[:1] == b"\n":  # the second half of a CRLF split between reads
