@@ -6,6 +6,7 @@ what went wrong before."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -15,8 +16,9 @@ from rawserver import Raw
 from sse_bodies import DONE, choice, openai_model, read, sse
 from waiting import WAIT
 
-from trio_agent import ModelResponseError, TextBlock
-from trio_agent.providers import OpenAIChatModel
+from trio_agent import ModelResponseError, TextBlock, ToolCall
+from trio_agent.limits import MAX_ASSISTANT_BLOCKS, MAX_STEP_TEXT
+from trio_agent.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 from trio_agent.providers.http._http import MAX_DOCUMENT_BYTES
 from trio_agent.providers.http._sse import SSEParser
 from trio_agent.providers.http._wire import MAX_HEAD_BYTES, parse_head
@@ -25,8 +27,66 @@ KEY = "sk-test-SECRET-0123456789"
 HELLO = sse(choice({"content": "Hi"}), choice({}, "stop")) + DONE
 
 
+def events(*payloads: dict[str, Any]) -> bytes:
+    """Named events (Anthropic's and the Responses API's streams name each one)."""
+    return b"".join(
+        b"event: %s\ndata: %s\n\n" % (p["type"].encode(), json.dumps(p).encode()) for p in payloads
+    )
+
+
+def anthropic(url: str, **options: Any) -> AnthropicModel:
+    return AnthropicModel("m", api_key=KEY, base_url=url, proxy=None, **options)
+
+
+def responses(url: str, **options: Any) -> OpenAIResponsesModel:
+    return OpenAIResponsesModel("m", api_key=KEY, base_url=f"{url}/v1", proxy=None, **options)
+
+
 def chat(url: str, **options: Any) -> OpenAIChatModel:
     return OpenAIChatModel("m", api_key=KEY, base_url=f"{url}/v1", proxy=None, **options)
+
+
+MESSAGE_START = {"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 3}}}
+
+
+def block_start(index: int, kind: str = "text", **fields: Any) -> dict[str, Any]:
+    return {
+        "type": "content_block_start",
+        "index": index,
+        "content_block": {"type": kind, **fields},
+    }
+
+
+def text_delta(index: int, text: str) -> dict[str, Any]:
+    return {
+        "type": "content_block_delta",
+        "index": index,
+        "delta": {"type": "text_delta", "text": text},
+    }
+
+
+def tool_use(index: int, call_id: str) -> list[dict[str, Any]]:
+    return [
+        block_start(index, "tool_use", id=call_id, name="echo", input={}),
+        {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": "input_json_delta", "partial_json": "{}"},
+        },
+        {"type": "content_block_stop", "index": index},
+    ]
+
+
+def function_call(index: int, call_id: str) -> list[dict[str, Any]]:
+    item = {"type": "function_call", "id": f"fc_{index}", "call_id": call_id, "name": "echo"}
+    return [
+        {"type": "response.output_item.added", "output_index": index, "item": item},
+        {
+            "type": "response.output_item.done",
+            "output_index": index,
+            "item": {**item, "arguments": "{}"},
+        },
+    ]
 
 
 # ------------------------------------------------------------------ the head
@@ -108,3 +168,75 @@ def test_a_byte_order_mark_later_in_the_stream_is_not_dropped():
     parser = SSEParser()
     assert parser.feed(b"data: a\n\n") == [b"a"]
     assert parser.feed("\ufeffdata: b\n\n".encode()) == []  # not at the start: not a field
+
+
+# ------------------------------------------------------------------ held content
+
+
+async def test_tool_calls_past_the_block_limit_are_refused_as_they_come(loopback):
+    """A chat stream's tool calls were held until the body ended, however many
+    came (hundreds of megabytes of them); the server could also put the end off
+    for ever. One more than ``MAX_ASSISTANT_BLOCKS`` is refused at once."""
+    calls = [
+        choice({"tool_calls": [{"index": i, "id": f"c{i}", "function": {"name": "echo"}}]})
+        for i in range(MAX_ASSISTANT_BLOCKS + 1)
+    ]
+    body = sse(*calls)
+    loopback.replies.append(Reply(body=body, hang_after=len(body)))  # and then nothing
+    model = openai_model(loopback, read_seconds=WAIT)
+    with pytest.raises(ModelResponseError, match=f"more than {MAX_ASSISTANT_BLOCKS} blocks"):
+        await read(model)
+
+
+async def test_as_many_calls_as_the_limit_are_taken(loopback):
+    calls = [
+        choice({"tool_calls": [{"index": i, "id": f"c{i}", "function": {"name": "echo"}}]})
+        for i in range(MAX_ASSISTANT_BLOCKS)
+    ]
+    loopback.replies.append(Reply(body=sse(*calls, choice({}, "tool_calls")) + DONE))
+    chunks, response = await read(openai_model(loopback))
+    assert len(response.content) == MAX_ASSISTANT_BLOCKS
+    assert all(type(block) is ToolCall for block in response.content)
+
+
+def text_after_a_call(kind: str) -> bytes:
+    """A stream making a tool call, then more text than a step may have (held back
+    by the adapter until the end), and not ending."""
+    piece = "y" * 4096
+    count = MAX_STEP_TEXT // len(piece) + 1
+    if kind == "anthropic":
+        deltas = [text_delta(1, piece) for _ in range(count)]
+        return events(MESSAGE_START, *tool_use(0, "t1"), block_start(1), *deltas)
+    deltas = [{"type": "response.output_text.delta", "delta": piece} for _ in range(count)]
+    return events(*function_call(0, "c1"), *deltas)
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "responses"])
+async def test_text_held_after_a_tool_call_is_bounded_as_it_comes(loopback, kind):
+    """What streams after a tool call (held until the stop reason says whether the
+    call stands) was held without a bound: a server streaming text there without
+    end filled the memory (half a gigabyte in a few seconds). More than a step's
+    ``MAX_STEP_TEXT`` is refused at once."""
+    body = text_after_a_call(kind)
+    loopback.replies.append(Reply(body=body, hang_after=len(body)))
+    make = anthropic if kind == "anthropic" else responses
+    async with make(loopback.url, read_seconds=WAIT) as model:
+        with pytest.raises(ModelResponseError, match="characters of text held back"):
+            await read(model)
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "responses"])
+async def test_blocks_past_the_limit_are_refused_as_they_come(loopback, kind):
+    """Anthropic content blocks and Responses function calls were held without a
+    bound until the end (hundreds of megabytes). One more than
+    ``MAX_ASSISTANT_BLOCKS`` is refused at once."""
+    count = MAX_ASSISTANT_BLOCKS + 1
+    if kind == "anthropic":
+        body = events(MESSAGE_START, *(e for i in range(count) for e in tool_use(i, f"t{i}")))
+    else:
+        body = events(*(e for i in range(count) for e in function_call(i, f"c{i}")))
+    loopback.replies.append(Reply(body=body, hang_after=len(body)))
+    make = anthropic if kind == "anthropic" else responses
+    async with make(loopback.url, read_seconds=WAIT) as model:
+        with pytest.raises(ModelResponseError, match=f"more than {MAX_ASSISTANT_BLOCKS} blocks"):
+            await read(model)

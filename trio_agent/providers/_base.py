@@ -7,12 +7,12 @@ import os
 import ssl
 import urllib.parse
 from collections import deque
-from typing import Any, Final, Self
+from typing import Any, Final, Self, final
 
 import msgspec
 
 from .._settings import ModelSettings, check_headers, check_settings, merge_settings, tool_choice_of
-from ..limits import MAX_STEP_CHUNKS
+from ..limits import MAX_ASSISTANT_BLOCKS, MAX_STEP_CHUNKS, MAX_STEP_TEXT, MAX_STEP_THINKING
 from ..model import (
     ModelError,
     ModelRequest,
@@ -318,6 +318,38 @@ past the soft limit, a step's whole ``MAX_STEP_TEXT`` goes out in 128 chunks
 more and its ``MAX_STEP_THINKING`` in 64, which leaves 64 of the 256 for calls,
 redacted thinking and changes of kind."""
 _MERGEABLE: Final = frozenset({TextDelta, ThinkingDelta})
+
+
+@final
+class Held:
+    """What a stream holds back until its message ends (tool calls; in the
+    Anthropic and Responses streams, the blocks after the first call too),
+    counted against the step limits no message past them passes: blocks (a call
+    is one), code points of text, of thinking (signatures and redacted data
+    included). One more than a limit is a ``ModelResponseError`` at once: held
+    until the body ended, a server that never ends it would fill the memory."""
+
+    __slots__ = ("_provider", "blocks", "text", "thinking")
+
+    def __init__(self, provider: str) -> None:
+        self._provider = provider
+        self.blocks = 0
+        self.text = 0
+        self.thinking = 0
+
+    def add(self, blocks: int = 0, text: int = 0, thinking: int = 0) -> None:
+        self.blocks += blocks
+        self.text += text
+        self.thinking += thinking
+        for what, count, limit in (
+            ("blocks (tool calls among them)", self.blocks, MAX_ASSISTANT_BLOCKS),
+            ("characters of text held back", self.text, MAX_STEP_TEXT),
+            ("characters of thinking held back", self.thinking, MAX_STEP_THINKING),
+        ):
+            if count > limit:
+                raise ModelResponseError(
+                    f"{self._provider} sent more than {limit} {what} in one message"
+                )
 
 
 class SSEModelStream:

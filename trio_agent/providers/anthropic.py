@@ -18,7 +18,14 @@ from ..model import (
 )
 from ._anthropic_wire import messages, output_config, settings_fields
 from ._arguments import MAX_ARGUMENT_BYTES, CallParts
-from ._base import ProviderModel, SSEModelStream, api_url, decode_document, not_the_shape
+from ._base import (
+    Held,
+    ProviderModel,
+    SSEModelStream,
+    api_url,
+    decode_document,
+    not_the_shape,
+)
 from .http._errors import decode_all, stream_error
 from .http._http import HTTPStream
 from .http._pool import ConnectionPool
@@ -298,6 +305,7 @@ class _AnthropicStream(SSEModelStream):
         super().__init__(http, request)
         self._max_argument_bytes = max_argument_bytes
         self._blocks: dict[int, _OpenBlock] = {}
+        self._holding = Held("Anthropic")  # every block; what is not live, until the end
         self._live = True  # no tool_use block has started yet
         self._stop: str | None = None
         self._stopped = False  # message_stop came
@@ -327,6 +335,8 @@ class _AnthropicStream(SSEModelStream):
                             if thinking or signature:
                                 _flush(pending, thinking, signature)
                             pending.append(delta)
+                        else:
+                            self._holding.add(text=len(delta.text))
                 elif type(delta) is _JsonDelta:
                     if block.kind in ("text", "thinking"):
                         raise _misplaced("input_json_delta", index, block)
@@ -339,6 +349,8 @@ class _AnthropicStream(SSEModelStream):
                         block.parts.append(delta.thinking)
                         if block.live:
                             thinking.append(delta.thinking)
+                        else:
+                            self._holding.add(thinking=len(delta.thinking))
                 elif type(delta) is _SignatureDelta:
                     if block.kind != "thinking":
                         raise _misplaced("signature_delta", index, block)
@@ -346,6 +358,8 @@ class _AnthropicStream(SSEModelStream):
                         block.signature.append(delta.signature)
                         if block.live:
                             signature.append(delta.signature)
+                        else:
+                            self._holding.add(thinking=len(delta.signature))
             elif event.type == "content_block_delta" and event.delta is not None:
                 self._block(event.index)  # a delta of a type we do not stream: checked only
             else:
@@ -386,6 +400,11 @@ class _AnthropicStream(SSEModelStream):
         block is live: before the first tool call)."""
         if cb.type == "tool_use":
             self._live = False
+        if self._live:
+            self._holding.add(blocks=1)
+        else:  # what the block starts with is held too
+            thought = len(cb.thinking or "") + len(cb.signature or "") + len(cb.data or "")
+            self._holding.add(1, len(cb.text or ""), thought)
         block = self._blocks[index] = _OpenBlock(cb, self._live, self._max_argument_bytes)
         chunk: Any = None
         if cb.type == "text" and cb.text:

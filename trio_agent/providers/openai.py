@@ -18,7 +18,14 @@ from ..model import (
     Usage,
 )
 from ._arguments import MAX_ARGUMENT_BYTES, CallParts
-from ._base import ProviderModel, SSEModelStream, api_url, decode_document, not_the_shape
+from ._base import (
+    Held,
+    ProviderModel,
+    SSEModelStream,
+    api_url,
+    decode_document,
+    not_the_shape,
+)
 from ._openai_wire import (
     SEND_REASONING,
     SendReasoning,
@@ -288,6 +295,7 @@ class _OpenAIStream(SSEModelStream):
         self._reasoning: list[str] = []  # this read's reasoning, not yet queued
         self._refused = False
         self._calls: dict[int, CallParts] = {}  # by the call's index
+        self._holding = Held("OpenAI")  # the calls, until the end
         self._stop: str | None = None
         self._usage: Usage | None = None
 
@@ -382,6 +390,7 @@ class _OpenAIStream(SSEModelStream):
             index = last + 1 if last < 0 or (part.id and known and known.id != part.id) else last
         slot = self._calls.get(index)
         if slot is None:
+            self._holding.add(blocks=1)
             slot = self._calls[index] = CallParts(self._max_argument_bytes)
         if part.id:
             slot.id = part.id

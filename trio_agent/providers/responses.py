@@ -19,7 +19,14 @@ from ..model import (
     Usage,
 )
 from ._arguments import MAX_ARGUMENT_BYTES, CallParts
-from ._base import ProviderModel, SSEModelStream, api_url, decode_document, not_the_shape
+from ._base import (
+    Held,
+    ProviderModel,
+    SSEModelStream,
+    api_url,
+    decode_document,
+    not_the_shape,
+)
 from ._responses_wire import PROVIDER, input_items, settings_fields, text_format, tools
 from .http._errors import decode_all, stream_error
 from .http._http import HTTPStream
@@ -291,6 +298,7 @@ class _ResponsesStream(SSEModelStream):
         self._calls: dict[int, CallParts] = {}  # by output index
         self._summary: tuple[str, int] | None = None  # the summary part deltas go to
         self._held: list[Any] | None = None
+        self._holding = Held(PROVIDER)  # the calls and what is held, until the end
         self._sent: list[Any] = []  # every chunk that went out, in order
         self._run: list[str] = []  # the pieces of the delta being merged
         self._run_kind: type | None = None
@@ -299,6 +307,13 @@ class _ResponsesStream(SSEModelStream):
 
     def _emit(self, chunk: Any) -> None:
         if self._held is not None:
+            kind = type(chunk)
+            if kind is TextDelta:
+                self._holding.add(text=len(chunk.text))
+            elif kind is ThinkingDelta:
+                self._holding.add(thinking=len(chunk.thinking))
+            else:  # a reasoning item
+                self._holding.add(1, thinking=len(chunk.data))
             self._held.append(chunk)
         else:
             self._out(chunk)
@@ -402,6 +417,7 @@ class _ResponsesStream(SSEModelStream):
             item = event.item
             if item is not None and item.type == "function_call":
                 parts = CallParts(self._max_argument_bytes, item.call_id or "", item.name or "")
+                self._holding.add(blocks=1)
                 self._calls[event.output_index] = parts
         elif kind == "response.output_item.done":
             self._item_done(event)
@@ -450,7 +466,8 @@ class _ResponsesStream(SSEModelStream):
             self._emit(RedactedThinkingBlock(msgspec.json.encode(data).decode()))
         elif item.type == "function_call":
             parts = self._calls.pop(event.output_index, None)
-            if parts is None:
+            if parts is None:  # done, never added
+                self._holding.add(blocks=1)
                 parts = CallParts(self._max_argument_bytes)
             parts.id, parts.name = item.call_id or parts.id, item.name or parts.name
             if not parts.id or not parts.name:
