@@ -89,6 +89,12 @@ def function_call(index: int, call_id: str) -> list[dict[str, Any]]:
     ]
 
 
+COMPLETED = {
+    "type": "response.completed",
+    "response": {"id": "resp_1", "status": "completed", "usage": {"input_tokens": 1}},
+}
+
+
 # ------------------------------------------------------------------ the head
 
 
@@ -239,4 +245,48 @@ async def test_blocks_past_the_limit_are_refused_as_they_come(loopback, kind):
     make = anthropic if kind == "anthropic" else responses
     async with make(loopback.url, read_seconds=WAIT) as model:
         with pytest.raises(ModelResponseError, match=f"more than {MAX_ASSISTANT_BLOCKS} blocks"):
+            await read(model)
+
+
+# ------------------------------------------------------------------ events
+
+
+NEGATIVE_USAGE = {
+    "openai": sse(
+        choice({"content": "Hi"}),
+        choice({}, "stop"),
+        {"id": "c", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": -(10**9)}},
+    )
+    + DONE,
+    "anthropic": events(
+        MESSAGE_START,
+        block_start(0),
+        text_delta(0, "Hi"),
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": -7},
+        },
+        {"type": "message_stop"},
+    ),
+    "responses": events(
+        {"type": "response.output_text.delta", "delta": "Hi"},
+        {**COMPLETED, "response": {**COMPLETED["response"], "usage": {"output_tokens": -7}}},
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
+@pytest.mark.parametrize("count", ["-7", "1" + "0" * 30])
+async def test_a_token_count_below_zero_or_past_64_bits_is_refused(loopback, kind, count):
+    """Usage counts were taken as sent: a negative one lowered the turn's totals, so
+    a server could pass the user's ``UsageLimits`` unseen, and one past 64 bits went
+    on to telemetry and stores that cannot take it. Either is an event that does
+    not decode."""
+    body = NEGATIVE_USAGE[kind].replace(b"-1000000000", b"-7").replace(b"-7", count.encode())
+    loopback.replies.append(Reply(body=body))
+    make = {"openai": chat, "anthropic": anthropic, "responses": responses}[kind]
+    async with make(loopback.url) as model:
+        with pytest.raises(ModelResponseError, match=r"does not decode|malformed"):
             await read(model)

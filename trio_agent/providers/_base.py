@@ -7,7 +7,7 @@ import os
 import ssl
 import urllib.parse
 from collections import deque
-from typing import Any, Final, Self, final
+from typing import Annotated, Any, Final, Self, final
 
 import msgspec
 
@@ -29,6 +29,11 @@ from .http._proxy import proxy_for
 from .http._secrets import Redactor, scrub_error
 
 _NO_SETTINGS: Final = ModelSettings()
+
+TokenCount = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+"""A token count in a provider's usage, as the wire structs take it: a negative
+one (which would let a turn's usage limits be passed unseen) or one past 64 bits
+makes the event one that does not decode."""
 
 
 class ProviderFacts(msgspec.Struct, frozen=True, gc=False):

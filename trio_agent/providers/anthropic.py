@@ -22,6 +22,7 @@ from ._base import (
     Held,
     ProviderModel,
     SSEModelStream,
+    TokenCount,
     api_url,
     decode_document,
     not_the_shape,
@@ -57,10 +58,10 @@ class _BlockDelta(msgspec.Struct, gc=False):
 
 
 class _Usage(msgspec.Struct, gc=False):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_input_tokens: int | None = None
-    cache_creation_input_tokens: int | None = None
+    input_tokens: TokenCount = 0
+    output_tokens: TokenCount = 0
+    cache_read_input_tokens: TokenCount | None = None
+    cache_creation_input_tokens: TokenCount | None = None
 
 
 class _Message(msgspec.Struct, gc=False):

@@ -22,6 +22,7 @@ from ._base import (
     Held,
     ProviderModel,
     SSEModelStream,
+    TokenCount,
     api_url,
     decode_document,
     not_the_shape,
@@ -69,12 +70,12 @@ class _Choice(msgspec.Struct, gc=False):
 
 
 class _PromptDetails(msgspec.Struct, gc=False):
-    cached_tokens: int = 0
+    cached_tokens: TokenCount = 0
 
 
 class _Usage(msgspec.Struct, gc=False):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    prompt_tokens: TokenCount = 0
+    completion_tokens: TokenCount = 0
     prompt_tokens_details: _PromptDetails | None = None
 
 

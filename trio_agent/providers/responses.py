@@ -23,6 +23,7 @@ from ._base import (
     Held,
     ProviderModel,
     SSEModelStream,
+    TokenCount,
     api_url,
     decode_document,
     not_the_shape,
@@ -46,14 +47,14 @@ class _ErrorBody(msgspec.Struct, gc=False):
 
 
 class _InputDetails(msgspec.Struct, gc=False):
-    cached_tokens: int = 0
-    cache_write_tokens: int = 0
+    cached_tokens: TokenCount = 0
+    cache_write_tokens: TokenCount = 0
 
 
 class _Usage(msgspec.Struct, gc=False):
-    input_tokens: int = 0
+    input_tokens: TokenCount = 0
     input_tokens_details: _InputDetails | None = None
-    output_tokens: int = 0
+    output_tokens: TokenCount = 0
 
 
 class _Incomplete(msgspec.Struct, gc=False):
