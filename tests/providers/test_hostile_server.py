@@ -290,3 +290,25 @@ async def test_a_token_count_below_zero_or_past_64_bits_is_refused(loopback, kin
     async with make(loopback.url) as model:
         with pytest.raises(ModelResponseError, match=r"does not decode|malformed"):
             await read(model)
+
+
+@pytest.mark.parametrize("piece", [0, 7])
+async def test_anthropic_events_after_message_stop_are_not_taken(loopback, piece):
+    """An event after ``message_stop`` in the same read was taken into the message
+    (a later read's was not): what the answer said hung on how the bytes were
+    split. Nothing after the message's end is taken, however they are split."""
+    body = events(
+        MESSAGE_START,
+        block_start(0),
+        text_delta(0, "Hi"),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}},
+        {"type": "message_stop"},
+        block_start(1),
+        text_delta(1, "MORE"),
+    )
+    loopback.replies.append(Reply(body=body, piece=piece))
+    async with anthropic(loopback.url) as model:
+        chunks, response = await read(model)
+    assert response.content == (TextBlock("Hi"),)
+    assert [chunk.text for chunk in chunks] == ["Hi"]

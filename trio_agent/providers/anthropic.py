@@ -367,6 +367,8 @@ class _AnthropicStream(SSEModelStream):
                 if event.type == "content_block_start" and (thinking or signature):
                     _flush(pending, thinking, signature)  # the block may stream a chunk
                 self._take(event)
+                if self._stopped:  # message_stop: what follows it in this read is not taken,
+                    break  # as nothing in a later one is (wherever the reads split)
                 index = -1  # it may have started a block anew
         if thinking or signature:
             _flush(pending, thinking, signature)
