@@ -47,6 +47,10 @@ def chat(url: str, **options: Any) -> OpenAIChatModel:
 
 
 MESSAGE_START = {"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 3}}}
+MESSAGE_END = [
+    {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 1}},
+    {"type": "message_stop"},
+]
 
 
 def block_start(index: int, kind: str = "text", **fields: Any) -> dict[str, Any]:
@@ -312,3 +316,25 @@ async def test_anthropic_events_after_message_stop_are_not_taken(loopback, piece
         chunks, response = await read(model)
     assert response.content == (TextBlock("Hi"),)
     assert [chunk.text for chunk in chunks] == ["Hi"]
+
+
+async def test_an_anthropic_block_started_twice_is_refused(loopback):
+    """A second ``content_block_start`` for an index already started replaced the
+    first block: a tool call there vanished without a word and the other ran."""
+    body = events(MESSAGE_START, *tool_use(0, "a"), *tool_use(0, "b"), *MESSAGE_END)
+    loopback.replies.append(Reply(body=body))
+    async with anthropic(loopback.url) as model:
+        with pytest.raises(ModelResponseError, match="started content block 0 twice"):
+            await read(model)
+
+
+async def test_a_responses_call_added_twice_at_one_index_is_refused(loopback):
+    """A second ``output_item.added`` function call at the index of one still open
+    replaced it: the first call vanished without a word."""
+    item = {"type": "function_call", "id": "fc", "call_id": "a", "name": "echo"}
+    added = {"type": "response.output_item.added", "output_index": 0, "item": item}
+    body = events(added, {**added, "item": {**item, "call_id": "b"}}, COMPLETED)
+    loopback.replies.append(Reply(body=body))
+    async with responses(loopback.url) as model:
+        with pytest.raises(ModelResponseError, match="added output item 0 twice"):
+            await read(model)

@@ -401,6 +401,8 @@ class _AnthropicStream(SSEModelStream):
         """A content block starts; text or thinking it already holds streams, and
         redacted thinking, which arrives whole, goes out as one chunk (if the
         block is live: before the first tool call)."""
+        if index in self._blocks:  # taken as a new block, it would drop the first (a call)
+            raise ModelResponseError(f"Anthropic started content block {index} twice")
         if cb.type == "tool_use":
             self._live = False
         if self._live:

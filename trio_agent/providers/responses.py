@@ -417,6 +417,10 @@ class _ResponsesStream(SSEModelStream):
         elif kind == "response.output_item.added":
             item = event.item
             if item is not None and item.type == "function_call":
+                if event.output_index in self._calls:  # it would drop the open call
+                    raise ModelResponseError(
+                        f"{PROVIDER} added output item {event.output_index} twice"
+                    )
                 parts = CallParts(self._max_argument_bytes, item.call_id or "", item.name or "")
                 self._holding.add(blocks=1)
                 self._calls[event.output_index] = parts
