@@ -7,6 +7,7 @@ what went wrong before."""
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 
 import pytest
@@ -338,3 +339,38 @@ async def test_a_responses_call_added_twice_at_one_index_is_refused(loopback):
     async with responses(loopback.url) as model:
         with pytest.raises(ModelResponseError, match="added output item 0 twice"):
             await read(model)
+
+
+# ------------------------------------------------------------------ content codings
+
+
+def gzipped(data: bytes) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return packer.compress(data) + packer.flush()
+
+
+def test_a_read_that_inflates_to_megabytes_comes_out_a_piece_at_a_time():
+    """A read of a few kilobytes that inflated to 64 MiB came out whole, in one
+    piece (and was copied again into the event parser's buffer): 130 MB for one
+    small read of a gzip bomb. Each ``feed`` now gives at most ``PIECE_BYTES``,
+    the rest on ``feed(b"")`` while ``backlog`` says so."""
+    from trio_agent.providers.http._inflate import PIECE_BYTES, Inflater
+
+    body = b"data: " + b"x" * (8 * 1024 * 1024)
+    inflater = Inflater("gzip", "P")
+    pieces = [inflater.feed(gzipped(body))]
+    while inflater.backlog:
+        pieces.append(inflater.feed(b""))
+    assert max(map(len, pieces)) <= PIECE_BYTES
+    assert b"".join(pieces) == body and not inflater.cut_off
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+async def test_a_compressed_stream_read_in_pieces_is_whole(loopback, coding):
+    texts = [f"{i:06d}" * 2000 for i in range(40)]  # more than a piece, inflated
+    plain = sse(*(choice({"content": t}) for t in texts), choice({}, "stop")) + DONE
+    packed = gzipped(plain) if coding == "gzip" else zlib.compress(plain, 9)
+    loopback.replies.append(Reply(body=packed, headers={"content-encoding": coding}))
+    async with chat(loopback.url) as model:
+        chunks, response = await read(model)
+    assert response.content == (TextBlock("".join(texts)),)

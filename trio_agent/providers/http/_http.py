@@ -398,15 +398,17 @@ class HTTPStream:
                 )
             ahead, self._ahead = self._ahead, None
             return self._parser.feed(ahead)
-        data = await self._body_bytes()
-        if self._inflater is not None:
-            data = self._inflate(data)
+        data = await self._decoded_bytes()
         if data is None:
             return None
         return self._parser.feed(data)
 
     async def _decoded_bytes(self) -> bytes | None:
-        """``_body_bytes``, decoded from gzip or deflate if the body came so."""
+        """``_body_bytes``, decoded from gzip or deflate if the body came so (what a
+        read inflated past one piece first: see ``Inflater.backlog``)."""
+        if self._inflater is not None and self._inflater.backlog:
+            await trio.lowlevel.checkpoint()  # a piece per read, as from the socket
+            return self._inflater.feed(b"")
         data = await self._body_bytes()
         return data if self._inflater is None else self._inflate(data)
 
