@@ -398,7 +398,10 @@ class HTTPStream:
                 )
             ahead, self._ahead = self._ahead, None
             return self._parser.feed(ahead)
-        data = await self._decoded_bytes()
+        if self._inflater is None:  # the common case, one frame less a read
+            data = await self._body_bytes()
+        else:
+            data = await self._decoded_bytes()
         if data is None:
             return None
         return self._parser.feed(data)
