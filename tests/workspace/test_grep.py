@@ -36,3 +36,31 @@ async def test_regression_grep_said_no_match_when_it_stopped_before_the_file_tha
     small = Workspace(tmp_path, max_entries=5)  # 20 files: all searched
     assert (await small.grep("needle")).startswith("zz_last.txt")
     assert "searched only" not in await small.grep("needle")
+
+
+async def test_regression_a_model_regex_is_compiled_off_the_event_loop(tmp_path, monkeypatch):
+    """Review: grep checked a regex with ``re.compile`` on the trio thread. A pattern of under
+    1000 characters such as ``(?i)([\\0-\\uffff]|...)`` takes about 0.4 s to compile: each call
+    held the event loop that long. It is checked in a worker thread now."""
+    import re
+
+    import trio
+
+    slow = "(?i)(" + "|".join([r"[\0-\uffff]"] * 80) + ")"
+    on_loop = []
+    real = re.compile
+
+    def compile(pattern, flags=0):
+        if pattern == slow:
+            try:
+                trio.lowlevel.current_task()
+                on_loop.append(True)
+            except RuntimeError:  # a worker thread: no trio task here
+                on_loop.append(False)
+        return real(pattern, flags)
+
+    monkeypatch.setattr(re, "compile", compile)
+    (tmp_path / "notes.txt").write_text("alpha\n")
+    assert await Workspace(tmp_path).grep(slow, regex=True) == "notes.txt:1: alpha"
+    assert on_loop and not any(on_loop)
+

@@ -344,8 +344,9 @@ class Workspace:
         parts = self._parts(path)
         if type(pattern) is not str or not pattern or len(pattern) > 1000:
             raise WorkspaceError("pattern must be a non-empty string of at most 1000 characters")
-        try:
-            re.compile(pattern if regex else re.escape(pattern))
+        try:  # in a thread: a short pattern can take most of a second to compile
+            if regex:
+                await trio.to_thread.run_sync(re.compile, pattern, abandon_on_cancel=True)
         except re.error as exc:
             raise WorkspaceError(f"bad regex: {exc}") from None
         context = tool_context() if progress is None else progress
