@@ -3,6 +3,8 @@ and a search cut short by ``max_entries`` that says so."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from trio_agent.workspace import Workspace
@@ -64,3 +66,27 @@ async def test_regression_a_model_regex_is_compiled_off_the_event_loop(tmp_path,
     assert await Workspace(tmp_path).grep(slow, regex=True) == "notes.txt:1: alpha"
     assert on_loop and not any(on_loop)
 
+
+@pytest.mark.parametrize("regex", [False, True])
+async def test_regression_grep_holds_few_descriptors_and_never_skips_a_file_for_want_of_one(
+    tmp_path, regex
+):
+    """Review: grep opened every file it would search (up to ``4 * max_entries``, 2000 by
+    default) before searching any. Past the descriptor limit (1024 by default on Linux) a
+    literal search skipped the files it could not open and said "(no match)", and a regex
+    search failed with EMFILE; the rest of the agent (its connections) starved meanwhile.
+    Files are opened a batch at a time now."""
+    import resource
+
+    for i in range(400):
+        (tmp_path / f"f{i:03}.txt").write_text("nothing here\n")
+    (tmp_path / "f399.txt").write_text("needle\n")
+    workspace = Workspace(tmp_path)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 200, hard))
+    try:
+        found = await workspace.grep("ne+dle" if regex else "needle", regex=regex)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert found == "f399.txt:1: needle"

@@ -1,11 +1,13 @@
-"""Matching lines in files that are already open, a regex in a child process.
+"""Matching lines in files opened a batch at a time, a regex in a child process.
 
-Both ways read only descriptors opened (without following symlinks) by the
-caller; nothing here opens a path. A literal cannot backtrack, so it is
-matched in a worker thread. A regex is matched by a child Python process that
-inherits the descriptors: a pattern that backtracks catastrophically is ended
-at the time limit instead of holding this process (a thread cannot be
-stopped). Either way reports how far it got, paced (``Meter``).
+The caller opens the files (without following symlinks), ``BATCH`` at a time,
+so a search never holds more descriptors than that (a tree of 2000 files
+would pass the usual limit of 1024); nothing here opens a path. A literal
+cannot backtrack, so it is matched in a worker thread. A regex is matched by
+a child Python process per batch that inherits the descriptors: a pattern
+that backtracks catastrophically is ended at the time limit instead of
+holding this process (a thread cannot be stopped). Either way reports how far
+it got, paced (``Meter``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import msgspec
@@ -23,8 +25,10 @@ import trio
 from ._errors import WorkspaceError
 from ._progress import Meter
 
-__all__ = ["Progress", "grep_opened"]
+__all__ = ["BATCH", "Progress", "grep_opened"]
 
+BATCH = 128
+"""Files open at once during a search (each batch is closed before the next is opened)."""
 
 Progress = Callable[[int, int, int], None]
 """Called with (files searched, bytes read, matching lines) as a grep goes on."""
@@ -33,7 +37,8 @@ Progress = Callable[[int, int, int], None]
 async def grep_opened(
     pattern: str,
     regex: bool,
-    opened: list[tuple[str, int]],
+    names: list[str],
+    open_batch: Callable[[list[str]], Awaitable[list[tuple[str, int]]]],
     *,
     max_bytes: int,
     max_lines: int,
@@ -43,41 +48,74 @@ async def grep_opened(
     every: float,
 ) -> list[str]:
     """``name:line: text`` for lines matching ``pattern`` (a regex if ``regex``) in
-    ``opened`` (name to show, descriptor), the first ``max_bytes`` of each file;
-    at most ``max_lines`` lines. A regex child gets ``seconds``. ``progress``
-    gets the counts so far every ``every`` seconds (none in the first ones).
+    the files ``names``, the first ``max_bytes`` of each; at most ``max_lines``
+    lines. ``open_batch`` opens up to ``BATCH`` of them, giving (name to show,
+    descriptor) of each it could open; they are closed here. The whole search
+    gets ``seconds``. ``progress`` gets the counts so far every ``every`` seconds
+    (none in the first ones).
 
     Cancellation: a literal search stops at its next file; a regex child is
-    killed and reaped, then ``Cancelled`` propagates."""
+    killed and reaped, then ``Cancelled`` propagates; the batch's descriptors
+    are closed either way."""
+    meter = Meter(every)
+    found: list[str] = []
+    base = [0, 0]  # files searched and bytes read in the batches before
+    last = [0, 0]  # the same in this batch, so far
+
+    def searched(files: int, read: int, matches: int) -> None:  # after each file
+        last[:] = [files, read]
+        if meter.due():
+            progress(base[0] + files, base[1] + read, len(found) + matches)
+
+    try:
+        with trio.fail_after(seconds):
+            for start in range(0, len(names), BATCH):
+                opened = await open_batch(names[start : start + BATCH])
+                try:
+                    found += await _grep_batch(
+                        pattern, regex, opened, max_bytes, max_lines - len(found), cwd, searched
+                    )
+                finally:
+                    for _, fd in opened:
+                        os.close(fd)
+                base[0], base[1] = base[0] + last[0], base[1] + last[1]
+                last[:] = [0, 0]
+                if len(found) >= max_lines:
+                    break
+    except trio.TooSlowError:
+        what = "the regex" if regex else "the search"
+        raise WorkspaceError(
+            f"{what} took longer than {seconds} s"
+            + (" (it may backtrack too much)" if regex else "")
+        ) from None
+    return found
+
+
+async def _grep_batch(
+    pattern: str,
+    regex: bool,
+    opened: list[tuple[str, int]],
+    max_bytes: int,
+    max_lines: int,
+    cwd: Path,
+    searched: Progress,
+) -> list[str]:
+    """The matching lines of one batch of opened files; ``searched`` after each file."""
     if not opened:
         return []
     if not regex:  # a literal cannot backtrack: match it here, in a thread
-        meter = Meter(every)
 
-        def searched(files: int, read: int, matches: int) -> None:
+        def checked(files: int, read: int, matches: int) -> None:
             trio.from_thread.check_cancelled()
-            if meter.due():
-                progress(files, read, matches)
+            searched(files, read, matches)
 
         return await trio.to_thread.run_sync(
-            _grep_fds, re.escape(pattern), opened, max_bytes, max_lines, searched
+            _grep_fds, re.escape(pattern), opened, max_bytes, max_lines, checked
         )
     request = msgspec.json.encode(
-        {
-            "pattern": pattern,
-            "files": opened,
-            "max_bytes": max_bytes,
-            "max_lines": max_lines,
-            "every": every,
-        }
+        {"pattern": pattern, "files": opened, "max_bytes": max_bytes, "max_lines": max_lines}
     )
-    try:
-        with trio.fail_after(seconds):
-            return await _run_child(request, [fd for _, fd in opened], cwd, progress)
-    except trio.TooSlowError:
-        raise WorkspaceError(
-            f"the regex took longer than {seconds} s (it may backtrack too much)"
-        ) from None
+    return await _run_child(request, [fd for _, fd in opened], cwd, searched)
 
 
 async def _run_child(request: bytes, fds: list[int], cwd: Path, progress: Progress) -> list[str]:
@@ -178,14 +216,12 @@ def _grep_fds(
 
 # The child process of a regex grep: it reads a JSON request on stdin and matches
 # in the descriptors it inherited; it never opens a path itself. Its stdout is
-# lines: "P [files, bytes, matches]" (progress, at most one per "every" seconds,
-# none in the first) and, last, "R [lines...]" (the result).
+# lines: "P [files, bytes, matches]" after each file (a batch has at most BATCH;
+# the parent paces the reports) and, last, "R [lines...]" (the result).
 _GREP_CHILD = """
-import json, os, re, sys, time
+import json, os, re, sys
 request = json.load(sys.stdin)
 matcher = re.compile(request["pattern"])
-every = request["every"]
-due = time.monotonic() + every
 out = []
 read = 0
 for done, (rel, fd) in enumerate(request["files"], 1):
@@ -199,8 +235,6 @@ for done, (rel, fd) in enumerate(request["files"], 1):
                     break
     if len(out) >= request["max_lines"]:
         break
-    if time.monotonic() >= due:
-        due = time.monotonic() + every
-        print("P", json.dumps([done, read, len(out)]), flush=True)
+    print("P", json.dumps([done, read, len(out)]), flush=True)
 print("R", json.dumps(out), flush=True)
 """

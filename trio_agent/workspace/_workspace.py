@@ -9,6 +9,7 @@ a caller can change them on the instance between calls.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -334,9 +335,10 @@ class Workspace:
         the files found, then searched, so far go to ``progress``.
 
         A literal pattern is matched here. A regex is matched in a child process
-        on the files opened here (their descriptors are passed on), so a pattern
-        that backtracks catastrophically is ended at ``run_seconds`` instead of
-        holding this process. Cancellation while the files are found returns at
+        on the files opened here (their descriptors are passed on, ``BATCH`` at a
+        time), so a pattern that backtracks catastrophically is ended at
+        ``run_seconds`` (the whole search's limit) instead of holding this
+        process. Cancellation while the files are found returns at
         once (the walk's thread stops at its next entry); while they are
         searched, a literal search stops at its next file and a regex child is
         killed.
@@ -354,41 +356,54 @@ class Workspace:
         def find_files(check: Check) -> list[str]:
             return self._grep_files(parts, check, context)
 
-        def open_files() -> list[tuple[str, int]]:
-            """(name to show, descriptor) of each file; not abandoned: it holds descriptors."""
-            opened = []
-            for rel in names[: self.max_entries * 4]:
+        async def open_files(batch: list[str]) -> list[tuple[str, int]]:
+            """(name to show, descriptor) of each file of ``batch`` that is still one;
+            out of descriptors is an error, never a file silently skipped."""
+
+            def work() -> list[tuple[str, int]]:  # not abandoned: it holds descriptors
+                opened: list[tuple[str, int]] = []
+                done = False
                 try:
-                    fd = self._open(self._parts(rel), os.O_RDONLY)
-                except (OSError, WorkspaceError):
-                    continue
-                opened.append((without_lone_surrogates(rel), fd))
-            return opened
+                    for rel in batch:
+                        try:
+                            fd = self._open(self._parts(rel), os.O_RDONLY)
+                        except OSError as exc:  # gone or replaced: skipped
+                            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                                raise
+                            continue
+                        except WorkspaceError:
+                            continue
+                        opened.append((without_lone_surrogates(rel), fd))
+                    done = True
+                finally:
+                    if not done:
+                        for _, fd in opened:
+                            os.close(fd)
+                return opened
+
+            return await in_thread(path, work)
 
         def searched(files: int, read: int, matches: int) -> None:
             context.report(
-                f"{files} of {len(opened)} files searched ({size_text(read)}), "
+                f"{files} of {len(searching)} files searched ({size_text(read)}), "
                 f"{matches} matching lines",
-                files / len(opened),
+                files / len(searching),
             )
 
         names = await abandonable(path, "the walk", self.run_seconds, find_files)
-        opened = await in_thread(path, open_files)
-        try:
-            lines = await grep_opened(
-                pattern,
-                regex,
-                opened,
-                max_bytes=self.max_read_bytes,
-                max_lines=self.max_entries + 1,
-                seconds=self.run_seconds,
-                cwd=self.root,
-                progress=searched,
-                every=self.progress_seconds,
-            )
-        finally:
-            for _, fd in opened:
-                os.close(fd)
+        searching = names[: self.max_entries * 4]
+        lines = await grep_opened(
+            pattern,
+            regex,
+            searching,
+            open_files,
+            max_bytes=self.max_read_bytes,
+            max_lines=self.max_entries + 1,
+            seconds=self.run_seconds,
+            cwd=self.root,
+            progress=searched,
+            every=self.progress_seconds,
+        )
         if len(lines) > self.max_entries:
             lines = [*lines[: self.max_entries], "[... more matches]"]
         limit = self.max_entries * 4
