@@ -192,3 +192,29 @@ async def test_regression_the_walk_time_limit_holds_inside_one_big_directory(
         with pytest.raises(WorkspaceError, match=r"listing 'many' took longer than 0.3 s"):
             await workspace.list_dir("many")
     assert len(calls) <= 7, len(calls)
+
+
+async def test_regression_a_deep_tree_is_walked_whole_with_few_descriptors(workspace):
+    """Review: the walk held one descriptor per directory level (up to 512 under the
+    1024-character path limit): past the descriptor limit, a deep tree with a side branch at
+    each level failed with EMFILE or, where the open of a subdirectory failed, lost what is
+    below it without a word, and the agent's connections starved meanwhile. At most a few
+    levels are held now; a dropped one is opened again by its path, without following links."""
+    import resource
+
+    deep = workspace.root.joinpath(*["d"] * 150)
+    deep.mkdir(parents=True)
+    (deep / "needle.txt").write_text("x")
+    for level in range(150):  # a side branch at each level: every level has more to walk
+        (workspace.root.joinpath(*["d"] * level) / "e").mkdir()
+    workspace.max_output_chars = 100_000  # all 150 paths of the side branches
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 64, hard))
+    try:
+        found = await workspace.glob("**/needle.txt")
+        every = await workspace.glob("**/e")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert found == "/".join(["d"] * 150) + "/needle.txt"
+    assert len(every.splitlines()) == 150

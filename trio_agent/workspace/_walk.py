@@ -9,11 +9,12 @@ descriptors it opened on the way out. Symlinks are listed, never followed.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
 from collections.abc import Callable, Generator, Sequence
-from typing import TypeVar
+from typing import TypeVar, final
 
 import trio
 
@@ -74,32 +75,81 @@ def walk(
     root_fd: int, parts: Sequence[str], max_path_chars: int, check: Check
 ) -> Generator[tuple[str, int], None, None]:
     """(relative path, mode) of everything below ``parts``, depth first in name
-    order, symlinks not followed, ``check()`` per entry. One descriptor per open
-    level, all closed when the walk ends or is closed; a directory whose path is
-    already ``max_path_chars`` long is listed, not entered (no tool could use
-    what is below it)."""
-    levels: list[tuple[int, str, list[str]]] = []  # (fd, path, subdirectories left)
+    order, symlinks not followed, ``check()`` per entry. At most ``_HELD`` levels
+    hold a descriptor (a tree may be 512 levels deep): a deeper walk drops the
+    shallower ones' and opens one again from the root when it gets back to it
+    (component by component, never through a symlink; a directory replaced
+    meanwhile is not walked further). All are closed when the walk ends or is
+    closed. A directory whose path is already ``max_path_chars`` long is listed,
+    not entered (no tool could use what is below it)."""
+    levels: list[_Level] = []
     try:
-        levels.append(
-            (open_parts(root_fd, parts, os.O_RDONLY | os.O_DIRECTORY), "/".join(parts), [])
-        )
+        top = open_parts(root_fd, parts, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            levels.append(_Level(top, "/".join(parts), os.fstat(top)))
+        except OSError:
+            os.close(top)
+            raise
         while True:
-            fd, rel, subdirs = levels[-1]
-            for name in _names(fd, check):
+            level = levels[-1]
+            assert level.fd is not None  # the deepest level is always held
+            for name in _names(level.fd, check):
                 check()
-                mode = _mode(name, fd)
+                mode = _mode(name, level.fd)
                 if mode is None:
                     continue
-                path = f"{rel}/{name}" if rel else name
+                path = f"{level.rel}/{name}" if level.rel else name
                 yield path, mode
                 if stat.S_ISDIR(mode) and len(path) < max_path_chars:
-                    subdirs.append(name)
-            subdirs.reverse()  # popped from the end: in name order
-            if not _descend(levels):
+                    level.left.append(name)
+            level.left.reverse()  # popped from the end: in name order
+            if not _descend(root_fd, levels):
                 return
     finally:
-        for fd, _, _ in levels:
+        for level in levels:
+            level.close()
+
+
+_HELD = 16
+"""Levels of a walk that hold a descriptor at once."""
+_NO_DESCRIPTOR = (errno.EMFILE, errno.ENFILE)
+
+
+@final
+class _Level:
+    """One directory of a walk: its descriptor (None when dropped), its path from
+    the root, its identity (to know it again), and its subdirectories left."""
+
+    __slots__ = ("fd", "identity", "left", "rel")
+
+    def __init__(self, fd: int, rel: str, info: os.stat_result) -> None:
+        self.fd: int | None = fd
+        self.rel = rel
+        self.identity = (info.st_dev, info.st_ino)
+        self.left: list[str] = []
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def reopen(self, root_fd: int) -> bool:
+        """Hold a descriptor again (opened from the root); False if the directory
+        is no longer there, or is another one."""
+        try:
+            fd = open_parts(root_fd, self.rel.split("/") if self.rel else [], os.O_RDONLY)
+        except OSError as exc:
+            if exc.errno in _NO_DESCRIPTOR:
+                raise
+            return False
+        except WorkspaceError:
+            return False
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != self.identity or not stat.S_ISDIR(info.st_mode):
             os.close(fd)
+            return False
+        self.fd = fd
+        return True
 
 
 def _names(dir_fd: int, check: Check) -> list[str]:
@@ -121,20 +171,31 @@ def _mode(name: str, dir_fd: int) -> int | None:
         return None
 
 
-def _descend(levels: list[tuple[int, str, list[str]]]) -> bool:
+def _descend(root_fd: int, levels: list[_Level]) -> bool:
     """Open and push the next directory of a depth-first walk, closing the levels
-    that are done; False when the walk is over."""
+    that are done and dropping the descriptors of those more than ``_HELD`` up;
+    False when the walk is over."""
     while levels:
-        fd, rel, left = levels[-1]
-        if not left:
+        level = levels[-1]
+        if not level.left or (level.fd is None and not level.reopen(root_fd)):
             levels.pop()
-            os.close(fd)
+            level.close()
             continue
-        name = left.pop()
+        assert level.fd is not None
+        name = level.left.pop()
         try:
-            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-        except OSError:  # gone, or replaced (by a symlink too) since it was listed
+            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=level.fd)
+        except OSError as exc:  # gone, or replaced (by a symlink too) since it was listed
+            if exc.errno in _NO_DESCRIPTOR:  # never a directory silently skipped
+                raise
             continue
-        levels.append((child, f"{rel}/{name}" if rel else name, []))
+        try:
+            info = os.fstat(child)
+        except OSError:
+            os.close(child)
+            raise
+        levels.append(_Level(child, f"{level.rel}/{name}" if level.rel else name, info))
+        if len(levels) > _HELD:
+            levels[-_HELD - 1].close()
         return True
     return False
