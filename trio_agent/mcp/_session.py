@@ -25,6 +25,7 @@ from typing import Any, Final, Self, final
 import mcp.types as mcp_types
 import trio
 from mcp.client.session import ClientSession, IncomingMessage
+from mcp.shared.dispatcher import ProgressFnT
 
 from .._log import MCP as logger
 from ..engine._run import require_trio
@@ -417,8 +418,8 @@ class MCPServerBase:
             session = await self._usable()
             connection = self._connection
             try:
-                result = await session.call_tool(
-                    name, checked, progress_callback=on_progress if self._progress else None
+                result = await _call_tool(
+                    session, name, checked, on_progress if self._progress else None
                 )
                 break
             except Exception as exc:
@@ -522,6 +523,24 @@ class MCPServerBase:
 
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         logger.debug("%s log (%s): %.2000s", self.label, params.level, params.data)
+
+
+async def _call_tool(
+    session: ClientSession,
+    name: str,
+    arguments: dict[str, Any],
+    on_progress: ProgressFnT | None,
+) -> mcp_types.CallToolResult:
+    """``tools/call``, its result left unchecked against the tool's ``outputSchema``:
+    the SDK's ``call_tool`` checks it with ``jsonschema`` on the event loop, where a
+    server's ``pattern`` (``^(a+)+$``) or ``$ref`` bomb holds it for hours, and the
+    result is the server's word whatever its own schema says."""
+    request = mcp_types.CallToolRequest(
+        params=mcp_types.CallToolRequestParams(name=name, arguments=arguments)
+    )
+    return await session.send_request(
+        request, mcp_types.CallToolResult, progress_callback=on_progress
+    )
 
 
 def _failure_in(exc: BaseException) -> BaseException | None:
