@@ -17,6 +17,7 @@ import trio
 pytest.importorskip("mcp")
 
 from trio_agent.mcp import MCPServerStdio
+from trio_agent.tools import ToolArgumentsError
 
 WAIT = 120  # seconds: only a failing test waits this long
 SERVER = str(Path(__file__).with_name("hostile_server.py"))
@@ -62,3 +63,38 @@ async def test_a_tools_output_schema_is_not_matched_on_the_event_loop(monkeypatc
     assert outcome == "the text"
     assert asked == []
 
+
+def ref_bomb(levels: int) -> dict[str, Any]:
+    """An inputSchema whose ``a`` applies each level's schema twice, to ``levels``:
+    2**levels checks of one argument."""
+    defs: dict[str, Any] = {
+        f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
+        for i in range(levels)
+    }
+    defs[f"d{levels}"] = {"type": "object"}
+    return {"type": "object", "$defs": defs, "properties": {"a": {"$ref": "#/$defs/d0"}}}
+
+
+async def test_an_input_schema_that_refers_to_itself_exponentially_refuses_the_call():
+    """A ``$ref`` bomb in an inputSchema: ``jsonschema`` checked the arguments on
+    the trio thread, each level twice, 20 levels holding it some 25 s, 30 for
+    hours (no deadline can end it: the loop is held). The check now stops past
+    ``CHECK_STEPS`` keywords and refuses the call, saying why."""
+    tools = [{"name": "bomb", "inputSchema": ref_bomb(20)}]
+    with trio.fail_after(WAIT):
+        async with hostile("tools", tools) as server:
+            [tool] = server.tools()
+            with pytest.raises(ToolArgumentsError, match=r"could not be checked .* steps"):
+                await tool.execute({"a": {}})
+
+
+async def test_an_input_schema_with_references_still_checks_arguments():
+    """The step bound leaves sane ``$ref``s alone: a bomb of a few levels still
+    checks (and here refuses an argument of the wrong type, at its path)."""
+    tools = [{"name": "refs", "inputSchema": ref_bomb(4)}]
+    with trio.fail_after(WAIT):
+        async with hostile("tools", tools) as server:
+            [tool] = server.tools()
+            assert await tool.execute({"a": {}}) == "done"
+            with pytest.raises(ToolArgumentsError, match=r"not of type 'object' - at `\$\.a`"):
+                await tool.execute({"a": 1})

@@ -34,8 +34,10 @@ from jsonschema import ValidationError
 __all__ = [
     "PATTERN_SECONDS",
     "Answers",
+    "CHECK_STEPS",
     "PatternError",
     "Scan",
+    "TooCostly",
     "Undecided",
     "checking_class",
     "errors_of",
@@ -89,6 +91,25 @@ class Undecided(Exception):
             f"this argument could not be checked against the schema's pattern {pattern!r} "
             f"within {PATTERN_SECONDS:g} s (the pattern may backtrack too much); the call "
             f"was refused - at `{json_path(arguments, self.text)}`"
+        )
+
+
+CHECK_STEPS: Final = 20_000
+"""Keywords one call's arguments may be checked against, all applications
+together: some 0.1 s of ``jsonschema`` on the event loop. Sane schemas need far
+fewer (the arguments hold at most 257 values); a ``$ref`` can make a schema
+apply itself twice at each of 30 levels, 2**30 checks, which is refused."""
+
+
+class TooCostly(Exception):
+    """A check that would apply more than ``CHECK_STEPS`` keywords."""
+
+    def describe(self) -> str:
+        """The refusal the model sees."""
+        return (
+            f"these arguments could not be checked against the tool's schema: it takes more "
+            f"than {CHECK_STEPS} steps (the schema may refer to itself many times over); "
+            "the call was refused"
         )
 
 
@@ -288,6 +309,8 @@ async def _run_child(request: bytes, take: Callable[[bytes], None]) -> None:
 # ---------------------------------------------------------------- the keywords
 
 _ANSWERS: ContextVar[Answers | None] = ContextVar("trio_agent_mcp_answers", default=None)
+_STEPS: ContextVar[list[int] | None] = ContextVar("trio_agent_mcp_steps", default=None)
+"""The keyword applications left to the check under way (one cell)."""
 _CLASSES: dict[Any, Any] = {}
 
 
@@ -298,26 +321,46 @@ def checking_class(cls: Any) -> Any:
     ``Answers`` of ``errors_of`` instead of running ``re``. Its
     ``unevaluatedProperties``, which runs ``re`` on the ``patternProperties`` it
     finds, makes a schema that holds one unusable (``PatternError``). No format
-    checker is on: ``format: regex`` compiles nothing."""
+    checker is on: ``format: regex`` compiles nothing. Every keyword counts
+    against ``CHECK_STEPS`` (``TooCostly`` past it)."""
     extended = _CLASSES.get(cls)
     if extended is None:
-        keywords = {k: v for k, v in _KEYWORDS.items() if k in cls.VALIDATORS}
+        keywords = dict(cls.VALIDATORS)
+        keywords.update((k, v) for k, v in _KEYWORDS.items() if k in cls.VALIDATORS)
         if "unevaluatedProperties" in cls.VALIDATORS:
             keywords["unevaluatedProperties"] = _unevaluated(
                 cls.VALIDATORS["unevaluatedProperties"]
             )
-        extended = _CLASSES[cls] = jsonschema.validators.extend(cls, keywords)
+        counted = {k: _counted(v) for k, v in keywords.items()}
+        extended = _CLASSES[cls] = jsonschema.validators.extend(cls, counted)
     return extended
 
 
 def errors_of(checker: Any, arguments: dict[str, Any], answers: Answers) -> list[Any]:
     """The ``ValidationError``s of ``arguments`` (sorted by path), the patterns'
-    matches taken from ``answers``; ``Undecided`` for one they lack."""
+    matches taken from ``answers``; ``Undecided`` for one they lack, ``TooCostly``
+    past ``CHECK_STEPS``."""
     token = _ANSWERS.set(answers)
+    steps = _STEPS.set([CHECK_STEPS])
     try:
         return sorted(checker.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     finally:
+        _STEPS.reset(steps)
         _ANSWERS.reset(token)
+
+
+def _counted(keyword: Any) -> Any:
+    """``keyword`` counting each application against the check's steps."""
+
+    def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        left = _STEPS.get()
+        if left is not None:
+            left[0] -= 1
+            if left[0] < 0:
+                raise TooCostly
+        return keyword(validator, value, instance, schema)
+
+    return counted
 
 
 def _search(pattern: object, text: str) -> bool:

@@ -26,6 +26,7 @@ from ..messages import ImageBlock, InputBlock, TextBlock
 from ..tools import ToolArgumentsError, ToolEffect, ToolError, ToolResult
 from ._patterns import (
     Answers,
+    TooCostly,
     Undecided,
     checking_class,
     errors_of,
@@ -158,7 +159,9 @@ def validator(schema: dict[str, Any]) -> Validator:
     nowhere, a pattern that does not compile) leaves the arguments to the
     server. The schema's patterns are matched in a child process
     (``_mcp_patterns``), never here: a match not decided within
-    ``PATTERN_SECONDS`` refuses the call, naming where. Cancellation: a child
+    ``PATTERN_SECONDS`` refuses the call, naming where, as does a check that
+    would apply more than ``CHECK_STEPS`` keywords (a ``$ref`` bomb would hold
+    the event loop for hours). Cancellation: a child
     matching patterns is killed, then ``Cancelled`` propagates."""
     quick = _quick_check(schema)
     full: list[Any] = []  # (validator, its Scan) once built; [None]: unusable
@@ -184,6 +187,8 @@ def validator(schema: dict[str, Any]) -> Validator:
             errors = errors_of(checker, arguments, answers)
         except Undecided as undecided:
             raise ToolArgumentsError(undecided.describe(arguments)) from None
+        except TooCostly as costly:  # the arguments' doing as much as the schema's: not kept
+            raise ToolArgumentsError(costly.describe()) from None
         except Exception as exc:  # not a usable schema: the server judges the arguments
             logger.info(
                 "an inputSchema that cannot be used to check arguments: %s", type(exc).__name__
