@@ -16,7 +16,7 @@ import trio
 
 pytest.importorskip("mcp")
 
-from trio_agent.mcp import MCPServerStdio
+from trio_agent.mcp import MCPServerError, MCPServerStdio
 from trio_agent.tools import ToolArgumentsError
 
 WAIT = 120  # seconds: only a failing test waits this long
@@ -25,12 +25,17 @@ EVIL = "^(a+)+$"
 OK_SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}}
 
 
-def hostile(mode: str, tools: list[dict[str, Any]] | None = None, **env: Any) -> MCPServerStdio:
+def hostile(
+    mode: str,
+    tools: list[dict[str, Any]] | None = None,
+    init_seconds: float = WAIT / 4,
+    **env: Any,
+) -> MCPServerStdio:
     """The hostile server in ``mode``, listing ``tools`` (else one tool, ``ok``)."""
     environment = {"MODE": mode, **{key: str(value) for key, value in env.items()}}
     if tools is not None:
         environment["TOOLS"] = json.dumps(tools)
-    return MCPServerStdio(sys.executable, [SERVER], env=environment, init_seconds=WAIT / 4)
+    return MCPServerStdio(sys.executable, [SERVER], env=environment, init_seconds=init_seconds)
 
 
 async def test_a_tools_output_schema_is_not_matched_on_the_event_loop(monkeypatch):
@@ -98,3 +103,16 @@ async def test_an_input_schema_with_references_still_checks_arguments():
             assert await tool.execute({"a": {}}) == "done"
             with pytest.raises(ToolArgumentsError, match=r"not of type 'object' - at `\$\.a`"):
                 await tool.execute({"a": 1})
+
+
+async def test_a_listing_never_answered_ends_refresh_within_init_seconds():
+    """A server that answers the first ``tools/list`` and no other held
+    ``refresh()`` for ever (and the listing after a ``list_changed``, so no later
+    change was ever seen): only the first listing was bounded. Every listing
+    now is, by ``init_seconds``; the list stays as it was."""
+    with trio.fail_after(WAIT):
+        async with hostile("hang_list", init_seconds=5) as server:
+            before = server.tools()
+            with pytest.raises(MCPServerError, match="tools/list was not answered within 5 s"):
+                await server.refresh()
+            assert server.tools() == before

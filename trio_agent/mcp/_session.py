@@ -326,7 +326,7 @@ class MCPServerBase:
         """The first ``tools/list``, bounded by ``init_seconds`` as ``initialize`` is."""
         covered = self._listing.fresh()
         with trio.move_on_after(self._init_seconds) as scope:
-            await self._list()
+            await self._list_pages()
         self._listing.ended(covered)
         if scope.cancelled_caught:
             why = await self._why_not_started()
@@ -338,7 +338,8 @@ class MCPServerBase:
         """List the server's tools again and return the new list (also what
         ``tools()`` returns from now on). ``MCPServerError`` if the server is
         gone (with ``restart=True``, it is started again first) or the listing
-        fails. Cancellation leaves the previous list in place."""
+        fails or is not answered within ``init_seconds``. Cancellation leaves
+        the previous list in place."""
         self._require_session()  # RuntimeError outside the block
         try:
             await self._usable()
@@ -347,6 +348,16 @@ class MCPServerBase:
         return await self._list()
 
     async def _list(self) -> tuple[Tool, ...]:
+        """``_list_pages`` within ``init_seconds`` (a server that never answers must
+        not hold ``refresh()``, nor the listing after a change, for ever); an
+        ``MCPServerError`` past it, the previous list kept."""
+        with trio.move_on_after(self._init_seconds):
+            return await self._list_pages()
+        raise MCPServerError(
+            f"{self.label}: tools/list was not answered within {self._init_seconds:g} s"
+        )
+
+    async def _list_pages(self) -> tuple[Tool, ...]:
         """``tools/list`` on the current connection, every page; the list kept."""
         session = self._require_session()
         listed: list[mcp_types.Tool] = []
