@@ -17,6 +17,7 @@ import trio
 pytest.importorskip("mcp")
 
 from trio_agent.mcp import MCPServerError, MCPServerStdio
+from trio_agent.mcp._listing import MAX_SERVER_REQUESTS
 from trio_agent.tools import ToolArgumentsError
 
 WAIT = 120  # seconds: only a failing test waits this long
@@ -116,3 +117,28 @@ async def test_a_listing_never_answered_ends_refresh_within_init_seconds():
             with pytest.raises(MCPServerError, match="tools/list was not answered within 5 s"):
                 await server.refresh()
             assert server.tools() == before
+
+
+def tasks_alive() -> int:
+    """The tasks of this ``trio.run``, all of them."""
+    count, nurseries = 0, list(trio.lowlevel.current_root_task().child_nurseries)
+    while nurseries:
+        for task in nurseries.pop().child_tasks:
+            count += 1
+            nurseries.extend(task.child_nurseries)
+    return count
+
+
+async def test_a_server_asking_without_reading_the_answers_holds_bounded_tasks():
+    """The SDK runs a task per request the server sends, which waits until its
+    answer is written: 100,000 pings from a server that never read the answers
+    made a task for each (100,000 pings: 930 MB). The server's open requests are bounded
+    (``MAX_SERVER_REQUESTS``); the rest are dropped, and the call still gets
+    its answer."""
+    with trio.fail_after(WAIT):
+        async with hostile("flood", FLOOD="ping", COUNT=5000) as server:
+            before = tasks_alive()
+            [tool] = server.tools()
+            assert await tool.execute({}) == "done"
+            during = tasks_alive()  # the server has read none of our answers yet
+    assert during - before <= MAX_SERVER_REQUESTS + 8  # observed before: 1,015 more

@@ -1,6 +1,7 @@
-"""Keeping an MCP server's tool list current: which announced changes
-(``notifications/tools/list_changed``) a listing has taken in, the task that
-lists again, and how long a call waits for it.
+"""Watching an MCP session's streams: keeping the server's tool list current
+(which announced changes, ``notifications/tools/list_changed``, a listing
+has taken in, the task that lists again, how long a call waits for it), and
+bounding the server's requests that wait for an answer.
 
 ``ListWatch`` notes each announcement as the session's read stream delivers
 it (the SDK hands notifications to spawned tasks, so one sent before a
@@ -10,19 +11,34 @@ ended; ``run`` lists again after each announcement, one listing at a time;
 ``settle`` lets a call wait, bounded, for the changes announced before it
 returned, never for later ones (a server that announces changes all the
 time cannot hold a call).
+
+A server may send requests (``ping``, ``sampling/createMessage``,
+``roots/list``, ...). The SDK runs a task for each, and that task waits
+until its answer is written; a server that sends requests and never reads
+the answers makes such tasks without end (100,000 pings: 930 MB, and
+growing). ``RequestGate`` keeps the ids of the server's requests taken and
+not yet answered, at most ``MAX_SERVER_REQUESTS``: a request past the bound,
+or with the id of one still open, is dropped unanswered (logged once per
+connection), so memory stays bounded and the rest of the connection (the
+answer to a call, say) still flows. An answer written, or the server's
+``notifications/cancelled`` for its request, frees its place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Self, final
+from typing import Any, Final, Self, final
 
 import anyio
 import mcp.types as mcp_types
 import trio
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 
-__all__ = ["ListWatch", "Listing"]
+from .._log import MCP as logger
+
+__all__ = ["MAX_SERVER_REQUESTS", "AnswerWatch", "ListWatch", "Listing", "RequestGate"]
 
 _LIST_CHANGED = "notifications/tools/list_changed"
 
@@ -30,11 +46,18 @@ _LIST_CHANGED = "notifications/tools/list_changed"
 @final
 class ListWatch:
     """The session's read stream, calling ``on_change`` for each
-    ``tools/list_changed`` as it is read, in the order the server sent it."""
+    ``tools/list_changed`` as it is read, in the order the server sent it;
+    what ``admit`` refuses is dropped."""
 
-    def __init__(self, stream: Any, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        stream: Any,
+        on_change: Callable[[], None],
+        admit: Callable[[SessionMessage | Exception], bool],
+    ) -> None:
         self._stream = stream  # the transport's: a ReadStream of the SDK
         self._on_change = on_change
+        self._admit = admit
 
     @property
     def last_context(self) -> Any:
@@ -42,6 +65,8 @@ class ListWatch:
 
     async def receive(self) -> SessionMessage | Exception:
         item: SessionMessage | Exception = await self._stream.receive()
+        while not self._admit(item):
+            item = await self._stream.receive()
         if isinstance(item, SessionMessage):
             message = item.message
             if isinstance(message, mcp_types.JSONRPCNotification) and (
@@ -124,3 +149,75 @@ class Listing:
             return True
         self.done = max(self.done, target)
         return False
+
+
+MAX_SERVER_REQUESTS: Final = 32
+"""The server's requests taken and not yet answered, at once."""
+
+
+@final
+class RequestGate:
+    """Which of the server's requests are open; see the module."""
+
+    __slots__ = ("_label", "_open", "_told")
+
+    def __init__(self, label: str) -> None:
+        self._label = label
+        self._open: set[object] = set()
+        self._told = False
+
+    def admit(self, item: SessionMessage | Exception) -> bool:
+        """Whether ``item``, read from the server, goes on to the session."""
+        if not isinstance(item, SessionMessage):
+            return True
+        message = item.message
+        if isinstance(message, mcp_types.JSONRPCNotification):
+            if message.method == "notifications/cancelled":
+                cancelled = cancelled_request_id_from_params(message.params)
+                if cancelled is not None:
+                    self._open.discard(coerce_request_id(cancelled))
+            return True
+        if not isinstance(message, mcp_types.JSONRPCRequest):
+            return True
+        key = coerce_request_id(message.id)
+        if key in self._open or len(self._open) >= MAX_SERVER_REQUESTS:
+            if not self._told:
+                self._told = True
+                logger.warning(
+                    "%s: it sent requests faster than it read their answers (or reused an "
+                    "open request's id): such requests are dropped unanswered",
+                    self._label,
+                )
+            return False
+        self._open.add(key)
+        return True
+
+    def answered(self, item: SessionMessage) -> None:
+        """``item`` is being written to the server: an answer frees its request's place."""
+        message = item.message
+        if isinstance(message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
+            if message.id is not None:
+                self._open.discard(coerce_request_id(message.id))
+
+
+@final
+class AnswerWatch:
+    """The session's write stream, telling ``gate`` of each answer it carries
+    once the transport has taken it."""
+
+    def __init__(self, stream: Any, gate: RequestGate) -> None:
+        self._stream = stream  # the transport's: a WriteStream of the SDK
+        self._gate = gate
+
+    async def send(self, item: SessionMessage) -> None:
+        await self._stream.send(item)
+        self._gate.answered(item)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

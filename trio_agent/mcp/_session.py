@@ -32,7 +32,7 @@ from ..engine._run import require_trio
 from ..errors import describe, first_leaf
 from ..tools._context import tool_context
 from ..tools._tool import Tool, ToolError
-from ._listing import Listing, ListWatch
+from ._listing import AnswerWatch, Listing, ListWatch, RequestGate
 from ._stdio import Streams
 from ._tools import (
     Validator,
@@ -267,9 +267,10 @@ class MCPServerBase:
             with trio.CancelScope() as bound:
                 async with contextlib.AsyncExitStack() as stack:
                     read, write = await self._open(stack, self._nurseries())
+                    gate = RequestGate(self.label)
                     session = ClientSession(
-                        ListWatch(read, self._listing.changed),
-                        write,
+                        ListWatch(read, self._listing.changed, gate.admit),
+                        AnswerWatch(write, gate),
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
                         client_info=_CLIENT,
