@@ -39,6 +39,13 @@ def hostile(
     return MCPServerStdio(sys.executable, [SERVER], env=environment, init_seconds=init_seconds)
 
 
+def listing_file(tmp_path: Path, tools: list[dict[str, Any]]) -> str:
+    """A file holding ``tools`` for the server (too big for its environment)."""
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(tools))
+    return str(path)
+
+
 async def test_a_tools_output_schema_is_not_matched_on_the_event_loop(monkeypatch):
     """The SDK's ``call_tool`` checked ``structuredContent`` against the server's
     ``outputSchema`` with ``jsonschema`` (Python's ``re``) on the trio thread:
@@ -142,3 +149,35 @@ async def test_a_server_asking_without_reading_the_answers_holds_bounded_tasks()
             assert await tool.execute({}) == "done"
             during = tasks_alive()  # the server has read none of our answers yet
     assert during - before <= MAX_SERVER_REQUESTS + 8  # observed before: 1,015 more
+
+
+@pytest.mark.parametrize(
+    ("count", "description"),
+    [(1025, ""), (65, "d" * 256 * 1024)],
+    ids=["1025 tools", "17 MB of tools"],
+)
+async def test_a_listing_too_big_to_take_is_refused_at_entry(tmp_path, count, description):
+    """100,000 tools in one page took 10 s to take in, the event loop held 8.8 s
+    of it, and 1 GB (100 pages of such: 100 times that). A listing is now held to
+    ``MAX_TOOLS`` tools and ``MAX_LISTING_BYTES``, checked page by page: past
+    either, the server cannot be used, and the error says why."""
+    tools = [
+        {"name": f"t{i}", "description": description, "inputSchema": OK_SCHEMA}
+        for i in range(count)
+    ]
+    server = hostile("tools", TOOLS_FILE=listing_file(tmp_path, tools))
+    with trio.fail_after(WAIT), pytest.raises(MCPServerError, match="more than 1024 tools"):
+        async with server:
+            pass
+
+
+async def test_a_tool_whose_schema_is_too_big_is_left_out(tmp_path, caplog):
+    """A single inputSchema of tens of MB was copied on the event loop (seconds
+    held); one over 256 KiB now leaves its tool out, with a warning, as one nested
+    too deeply does; the server's other tools stay."""
+    big = {"type": "object", "properties": {"a": {"type": "string", "description": "d" * 2**18}}}
+    tools = [{"name": "big", "inputSchema": big}, {"name": "ok", "inputSchema": OK_SCHEMA}]
+    with trio.fail_after(WAIT):
+        async with hostile("tools", TOOLS_FILE=listing_file(tmp_path, tools)) as server:
+            assert [tool.name for tool in server.tools()] == ["ok"]
+    assert "tool 'big' left out: its inputSchema is over 256 KiB" in caplog.text

@@ -35,10 +35,13 @@ from ..tools._tool import Tool, ToolError
 from ._listing import AnswerWatch, Listing, ListWatch, RequestGate
 from ._stdio import Streams
 from ._tools import (
+    MAX_LISTING_BYTES,
+    MAX_TOOLS,
     Validator,
     check_call,
     describe_error,
     effect_of,
+    listed_bytes,
     parameters_of,
     result_value,
     too_deep,
@@ -362,24 +365,32 @@ class MCPServerBase:
         """``tools/list`` on the current connection, every page; the list kept."""
         session = self._require_session()
         listed: list[mcp_types.Tool] = []
+        size = 0
         cursor: str | None = None
         try:
             for _ in range(_MAX_PAGES):
                 params = None if cursor is None else mcp_types.PaginatedRequestParams(cursor=cursor)
                 page = await session.list_tools(params=params)
                 listed.extend(page.tools)
+                size += listed_bytes(page.tools)
                 cursor = page.next_cursor
-                if cursor is None:
+                if cursor is None or len(listed) > MAX_TOOLS or size > MAX_LISTING_BYTES:
                     break
         except Exception as exc:
             why = describe_error(exc)
             if too_deep(why):  # the SDK could not parse the listing: no tool can be had
                 why = "the server sent a tool schema nested too deeply to read"
             raise MCPServerError(f"{self.label}: tools/list failed: {why}") from exc
+        if len(listed) > MAX_TOOLS or size > MAX_LISTING_BYTES:  # memory, and time to take them
+            raise MCPServerError(
+                f"{self.label}: tools/list refused: it lists more than {MAX_TOOLS} tools "
+                f"or {MAX_LISTING_BYTES // 2**20} MiB of them"
+            )
         tools: list[Tool] = []
         for name, listed_tool in tool_names(
             listed, self.prefix, self._allow, self._deny, self.label
         ):
+            await trio.lowlevel.checkpoint()  # a copy of each schema is made: others run between
             try:
                 tools.append(self._tool(name, listed_tool))
             except (ValueError, TypeError) as exc:  # a schema we cannot take: the others stay

@@ -36,11 +36,14 @@ from ._patterns import (
 )
 
 __all__ = [
+    "MAX_LISTING_BYTES",
+    "MAX_TOOLS",
     "NESTED_TOO_DEEPLY",
     "Validator",
     "check_call",
     "effect_of",
     "describe_error",
+    "listed_bytes",
     "parameters_of",
     "result_value",
     "too_deep",
@@ -48,6 +51,12 @@ __all__ = [
     "validator",
 ]
 
+MAX_TOOLS: Final = 1024
+"""Tools one listing may hold (every page together); a longer one is refused."""
+MAX_LISTING_BYTES: Final = 16 * 2**20
+"""Bytes of one listing's tools (every page together, as JSON); past it, refused."""
+_MAX_SCHEMA_BYTES: Final = 256 * 1024
+"""Bytes of one tool's ``inputSchema`` as JSON; a bigger one leaves its tool out."""
 _NOT_NAME: Final = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_NAME: Final = 64
 _MAX_ERRORS_SHOWN: Final = 3
@@ -93,6 +102,11 @@ def tool_names(
     return kept
 
 
+def listed_bytes(listed: Iterable[mcp_types.Tool]) -> int:
+    """The size of ``listed`` as JSON, to hold a listing to ``MAX_LISTING_BYTES``."""
+    return sum(len(tool.model_dump_json(by_alias=True)) for tool in listed)
+
+
 def effect_of(listed: mcp_types.Tool) -> ToolEffect:
     """The tool's effect from the server's annotations: ``readOnlyHint`` makes it
     ``"pure"``, else ``idempotentHint`` ``"idempotent"``; anything else (none
@@ -107,10 +121,18 @@ def effect_of(listed: mcp_types.Tool) -> ToolEffect:
 
 def parameters_of(listed_tool: mcp_types.Tool) -> dict[str, Any]:
     """The tool's ``inputSchema`` as plain JSON (an object schema at least);
-    ``ValueError`` saying why for one nested too deeply to take."""
+    ``ValueError`` saying why for one nested too deeply or too big to take (a
+    copy of it is made on the event loop: some 0.1 s at the bound)."""
+    deep = f"its inputSchema is nested more than {_MAX_SCHEMA_DEPTH} levels deep"
+    try:
+        encoded = msgspec.json.encode(listed_tool.input_schema)  # the size first: it is quick
+    except RecursionError:
+        raise ValueError(deep) from None
+    if len(encoded) > _MAX_SCHEMA_BYTES:
+        raise ValueError(f"its inputSchema is over {_MAX_SCHEMA_BYTES // 1024} KiB")
     if _nesting(listed_tool.input_schema, _MAX_SCHEMA_DEPTH) > _MAX_SCHEMA_DEPTH:
-        raise ValueError(f"its inputSchema is nested more than {_MAX_SCHEMA_DEPTH} levels deep")
-    schema = msgspec.json.decode(msgspec.json.encode(listed_tool.input_schema))
+        raise ValueError(deep)
+    schema = msgspec.json.decode(encoded)
     if not isinstance(schema, dict):
         return {"type": "object"}
     schema.setdefault("type", "object")
