@@ -181,3 +181,28 @@ async def test_a_tool_whose_schema_is_too_big_is_left_out(tmp_path, caplog):
         async with hostile("tools", TOOLS_FILE=listing_file(tmp_path, tools)) as server:
             assert [tool.name for tool in server.tools()] == ["ok"]
     assert "tool 'big' left out: its inputSchema is over 256 KiB" in caplog.text
+
+
+async def test_a_second_entry_while_the_first_is_under_way_is_refused():
+    """Two tasks entering one server at once both got past the "entered once"
+    check (it looked at state set only once entry was done): each started a
+    connection over the other's, and both failed with an unrelated error. The
+    second entry is now a ``RuntimeError`` at once; the first is unharmed."""
+    server = hostile("tools")
+    errors: list[Exception] = []
+    listed: list[str] = []
+
+    async def enter() -> None:
+        try:
+            async with server:
+                listed.extend(tool.name for tool in server.tools())
+        except Exception as exc:
+            errors.append(exc)
+
+    with trio.fail_after(WAIT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(enter)
+            nursery.start_soon(enter)
+    [error] = errors
+    assert isinstance(error, RuntimeError) and "can be entered once" in str(error)
+    assert listed == ["ok"]

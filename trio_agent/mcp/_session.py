@@ -120,6 +120,7 @@ class MCPServerBase:
         self._nursery: trio.Nursery | None = None
         self._listing = Listing()
         self._closed = False
+        self._entered = False  # set as entry starts: a second entry, even a concurrent one, fails
 
     def tools(self) -> tuple[Tool, ...]:
         """The server's tools as it last listed them (filtered and named), as
@@ -176,8 +177,9 @@ class MCPServerBase:
         list the tools. ``MCPServerError`` if any of it fails; a cancelled entry
         ends what it started before the cancellation propagates."""
         require_trio()  # from asyncio: say so, not an error from deep in the SDK's nursery
-        if self._stack is not None or self._closed:
+        if self._entered:
             raise RuntimeError(f"{self.label} can be entered once")
+        self._entered = True
         stack = contextlib.AsyncExitStack()
         entered = False
         try:
