@@ -13,8 +13,12 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
+from waiting import wait_until
 
 pytest.importorskip("mcp")
+
+from mcp.shared import jsonrpc_dispatcher
 
 from trio_agent.mcp import MCPServerError, MCPServerStdio
 from trio_agent.mcp._listing import MAX_SERVER_REQUESTS
@@ -206,3 +210,30 @@ async def test_a_second_entry_while_the_first_is_under_way_is_refused():
     [error] = errors
     assert isinstance(error, RuntimeError) and "can be entered once" in str(error)
     assert listed == ["ok"]
+
+
+async def test_cancelling_calls_to_a_server_that_stopped_reading_returns_at_once(
+    tmp_path, monkeypatch
+):
+    """The SDK writes a cancelled call's ``notifications/cancelled`` shielded, for
+    up to 5 s (60 here): with a server that stopped reading its stdin (the pipe
+    full of our calls), cancelling a call held the canceller that long. The
+    notification is now handed to a task of the connection, which writes it
+    when it can: the cancelled calls return at once."""
+    monkeypatch.setattr(jsonrpc_dispatcher, "_ABANDON_WRITE_TIMEOUT", 60.0)
+    record = tmp_path / "record"
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    tools = [{"name": "ok", "inputSchema": schema}]
+    with trio.fail_after(WAIT * 2):
+        async with hostile("hang_call", tools, DEAF=1, RECORD=record) as server:
+            [tool] = server.tools()
+            with trio.CancelScope() as calls:
+                async with trio.open_nursery() as nursery:
+                    for _ in range(40):  # 160 KB: more than the pipe holds
+                        nursery.start_soon(tool.execute, {"a": "x" * 4000})
+                    await wait_until(lambda: record.exists() and "call" in record.read_text())
+                    await trio.testing.wait_all_tasks_blocked()
+                    cancelled_at = trio.current_time()
+                    calls.cancel()
+            held = trio.current_time() - cancelled_at
+    assert held < 30  # observed before: 60, the SDK's bound

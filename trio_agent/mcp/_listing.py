@@ -153,6 +153,9 @@ class Listing:
 
 MAX_SERVER_REQUESTS: Final = 32
 """The server's requests taken and not yet answered, at once."""
+_LATER: Final = 256
+"""Cancellations waiting to be written (``AnswerWatch``)."""
+_CANCELLED: Final = "notifications/cancelled"
 
 
 @final
@@ -172,7 +175,7 @@ class RequestGate:
             return True
         message = item.message
         if isinstance(message, mcp_types.JSONRPCNotification):
-            if message.method == "notifications/cancelled":
+            if message.method == _CANCELLED:
                 cancelled = cancelled_request_id_from_params(message.params)
                 if cancelled is not None:
                     self._open.discard(coerce_request_id(cancelled))
@@ -203,17 +206,41 @@ class RequestGate:
 @final
 class AnswerWatch:
     """The session's write stream, telling ``gate`` of each answer it carries
-    once the transport has taken it."""
+    once the transport has taken it.
+
+    A ``notifications/cancelled`` is not written by its sender but by
+    ``forward`` (a task of the connection), so that a cancelled call returns at
+    once: the SDK writes it shielded, for up to 5 s, and a server that stopped
+    reading held the canceller that long. Past ``_LATER`` waiting, one is dropped.
+    """
 
     def __init__(self, stream: Any, gate: RequestGate) -> None:
         self._stream = stream  # the transport's: a WriteStream of the SDK
         self._gate = gate
+        self._later, self._pending = trio.open_memory_channel[SessionMessage](_LATER)
 
     async def send(self, item: SessionMessage) -> None:
+        message = item.message
+        if isinstance(message, mcp_types.JSONRPCNotification) and message.method == _CANCELLED:
+            try:
+                self._later.send_nowait(item)
+            except (trio.WouldBlock, trio.ClosedResourceError):
+                logger.debug("a notifications/cancelled was dropped: the server reads none")
+            return
         await self._stream.send(item)
         self._gate.answered(item)
 
+    async def forward(self) -> None:
+        """Write the notifications ``send`` left, in order, until cancelled or the
+        transport is closed."""
+        async for item in self._pending:
+            try:
+                await self._stream.send(item)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return
+
     async def aclose(self) -> None:
+        self._later.close()
         await self._stream.aclose()
 
     async def __aenter__(self) -> Self:

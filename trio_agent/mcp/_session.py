@@ -273,9 +273,10 @@ class MCPServerBase:
                 async with contextlib.AsyncExitStack() as stack:
                     read, write = await self._open(stack, self._nurseries())
                     gate = RequestGate(self.label)
+                    answers = AnswerWatch(write, gate)
                     session = ClientSession(
                         ListWatch(read, self._listing.changed, gate.admit),
-                        AnswerWatch(write, gate),
+                        answers,
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
                         client_info=_CLIENT,
@@ -286,6 +287,7 @@ class MCPServerBase:
                     await self._first_list()
                     async with trio.open_nursery() as refreshing:
                         refreshing.start_soon(self._listing.run, self._relist)
+                        refreshing.start_soon(answers.forward)
                         started = True
                         task_status.started()
                         await connection.stop.wait()
