@@ -220,7 +220,10 @@ def _imported(reference: str, module_name: str, where: str) -> Any:
 
 def _at(exc: BaseException) -> str:
     """Where the application raised ``exc``: the file and line of its innermost
-    frame outside Python's own library (the import machinery, ``os``, ...), or ""."""
+    frame outside Python's own library (the import machinery, ``os``, ...), or "".
+    A module that does not compile raised nowhere: it is named at its own line."""
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        return f" (at {exc.filename}:{exc.lineno})"
     stdlib = sysconfig.get_path("stdlib")
     frames: Sequence[traceback.FrameSummary] = traceback.extract_tb(exc.__traceback__)
     own = [
