@@ -24,3 +24,47 @@ async def test_an_agent_module_with_a_syntax_error_is_named_at_its_own_file_and_
     assert error.startswith("trio-agent run: error: --agent typo:agent: importing typo raised ")
     assert error.endswith(f"(at {tmp_path / 'typo.py'}:3)"), error
     assert "_app.py" not in error and "Traceback" not in done.stderr.decode()
+
+
+UNICODE_APP = '''
+from trio_agent import Agent, ModelRequest
+from trio_agent.testing import CallableModel, scripted_response
+
+
+def answer(request: ModelRequest):
+    return scripted_response(request.id, "caf\\u00e9 \\u2713 \\U0001f389")
+
+
+agent = Agent(model=CallableModel(answer), system="s")
+'''
+
+
+async def test_a_terminal_that_cannot_encode_the_text_gets_it_escaped_and_json_stays_json(
+    tmp_path,
+):
+    """On a terminal whose encoding cannot show the text (ASCII, Latin-1), ``run``,
+    ``show`` and their ``--json`` lines print it escaped as ``\\uXXXX`` (still
+    valid JSON, decoding to the text), and the command ends as its turn did (the
+    bug: the first such character ended the command with exit 2 and the codec's
+    error, as if the user had misused it)."""
+    import json
+
+    (tmp_path / "uni.py").write_text(UNICODE_APP)
+    env = {**ENV, "PYTHONIOENCODING": "ascii"}
+    ran = await cli(
+        [*SCRIPT, "run", "--agent", "uni:agent", "--ledger", "u.jsonl", "na\u00efve?"],
+        env=env,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr
+    out = ran.stdout.decode("ascii")
+    assert "user: na\\u00efve?" in out
+    assert "caf\\u00e9 \\u2713 \\ud83c\\udf89" in out
+    shown = await cli([*SCRIPT, "show", "u.jsonl"], env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "assistant: caf\\u00e9 \\u2713 \\ud83c\\udf89" in shown.stdout.decode("ascii")
+    for args in (["show", "--json", "u.jsonl"], ["run", "--agent", "uni:agent", "--json", "x"]):
+        done = await cli([*SCRIPT, *args], env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        lines = [json.loads(line) for line in done.stdout.decode("ascii").splitlines()]
+        assert "caf\u00e9 \u2713 \U0001f389" in json.dumps(lines, ensure_ascii=False)

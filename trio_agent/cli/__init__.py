@@ -15,6 +15,8 @@ as ``--approve`` says), ``_commands`` (demo, run, resume), ``_approve``
 from __future__ import annotations
 
 import argparse
+import codecs
+import io
 import json
 import logging
 import sys
@@ -93,10 +95,37 @@ def _verbose(level: int) -> Iterator[None]:
         root.setLevel(before)
 
 
+def _json_escape(error: UnicodeError) -> tuple[str, int]:
+    """A character stdout's encoding cannot write, as ``\\uXXXX`` (a pair of them
+    beyond the BMP): readable, and still valid inside a ``--json`` line's string."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    escaped = []
+    for char in error.object[error.start : error.end]:
+        code = ord(char)
+        if code > 0xFFFF:
+            code -= 0x10000
+            escaped.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            escaped.append(f"\\u{code:04x}")
+    return "".join(escaped), error.end
+
+
+codecs.register_error("trio-agent-escape", _json_escape)
+
+
+def _escape_what_stdout_cannot_encode() -> None:
+    """A terminal that is not UTF-8 (ASCII, Latin-1) gets what it cannot show
+    escaped, rather than the command failing on the first such character."""
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="trio-agent-escape")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``trio-agent`` and ``python -m trio_agent``; returns the exit code."""
     from .. import __version__
 
+    _escape_what_stdout_cannot_encode()
     parsers = build_parser(__version__)
     args = parsers.main.parse_args(argv)  # a usage error exits 2 here
     with _verbose(args.verbose + args.verbose_before):
