@@ -68,3 +68,69 @@ async def test_a_terminal_that_cannot_encode_the_text_gets_it_escaped_and_json_s
         assert done.returncode == 0, done.stderr
         lines = [json.loads(line) for line in done.stdout.decode("ascii").splitlines()]
         assert "caf\u00e9 \u2713 \U0001f389" in json.dumps(lines, ensure_ascii=False)
+
+
+HOLDING_APP = '''
+from trio_agent import Agent, ModelRequest, ToolCall, tool
+from trio_agent.testing import CallableModel, scripted_response
+
+
+@tool(requires_approval=True)
+async def refund(amount: int) -> str:
+    """Refund an amount (needs a yes)."""
+    return f"refunded {amount}"
+
+
+def answer(request: ModelRequest):
+    if request.messages[-1].role == "user":
+        return scripted_response(request.id, [ToolCall("c1", "refund", {"amount": 5})])
+    return scripted_response(request.id, "done")
+
+
+agent = Agent(model=CallableModel(answer), tools=[refund], system="s")
+'''
+
+
+def _into_a_closed_pipe(args: list[str], cwd: Path) -> tuple[int, bytes]:
+    """Run ``trio-agent ARGS`` with stdout a pipe whose reader has gone (``| head``
+    once it has read its line): the exit code and stderr."""
+    import subprocess
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [*SCRIPT, *args], stdout=write, stderr=subprocess.PIPE, cwd=cwd, env=ENV, check=False
+        )
+    finally:
+        os.close(write)
+    return done.returncode, done.stderr
+
+
+async def test_a_reader_that_went_away_stops_the_printing_quietly_and_the_work_stands(tmp_path):
+    """``show``, ``schema``, ``fork`` and ``approve`` into a pipe whose reader went
+    away (``| head -1``) stop printing quietly and exit 0, the fork made and the
+    decision recorded (the bug: each said "[Errno 32] Broken pipe" and exited 2,
+    bad usage, though ``approve`` had recorded its decision and ``fork`` made its
+    session)."""
+    from trio_agent.ledger import derive
+    from trio_agent.stores import parse_jsonl
+
+    (tmp_path / "hold.py").write_text(HOLDING_APP)
+    ran = await cli(
+        [*SCRIPT, "run", "--agent", "hold:agent", "--ledger", "h.jsonl", "--approve", "defer", "x"],
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 3, ran.stderr
+    for args in (
+        ["show", "h.jsonl"],
+        ["show", "--json", "h.jsonl"],
+        ["schema"],
+        ["fork", "h.jsonl", "--at-turn", "0", "--new-id", "f1"],
+        ["approve", "h.jsonl", "c1", "--by", "ann"],
+    ):
+        code, stderr = _into_a_closed_pipe(args, tmp_path)
+        assert (code, stderr) == (0, b""), args
+    assert (tmp_path / "f1.jsonl").exists()
+    derived = derive(parse_jsonl("h", (tmp_path / "h.jsonl").read_bytes()).records)
+    assert derived.decisions["c1"].approved and derived.decisions["c1"].by == "ann"

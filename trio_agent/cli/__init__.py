@@ -19,6 +19,8 @@ import codecs
 import io
 import json
 import logging
+import os
+import select
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -146,6 +148,13 @@ def _run(parsers: Parsers, args: argparse.Namespace) -> int:
     except AppError as exc:
         print(f"trio-agent: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except BrokenPipeError as exc:
+        if not _stdout_reader_gone():
+            print(f"trio-agent: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        # `| head -1` has read its fill: not a failure, and what was done stands.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return EXIT_OK
     except (ValueError, OSError) as exc:  # a workspace that is no directory, a bad file
         print(f"trio-agent: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -157,3 +166,14 @@ def _run(parsers: Parsers, args: argparse.Namespace) -> int:
             print(f"trio-agent: {type(exc).__name__}: {exc}", file=sys.stderr)
             return EXIT_FAILED
         raise
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (poll says POLLERR)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):
+        return False
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poll.poll(0))
