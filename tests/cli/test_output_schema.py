@@ -271,3 +271,12 @@ def test_read_output_schema_reads_a_good_file(tmp_path):
     assert read_output_schema(schema_file(tmp_path)).schema == SCHEMA
     with pytest.raises(UsageError, match="not JSON"):
         read_output_schema(schema_file(tmp_path, "\xff", "bad.json"))
+
+
+def test_a_schema_file_nested_too_deeply_to_read_is_a_usage_error(tmp_path):
+    """A schema file nested deeper than the JSON reader goes is a usage error naming
+    the file (the bug: the reader's RecursionError escaped as a traceback, exit 1)."""
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"type": "object", "properties": {"a": ' * 3000 + "{}" + "}}" * 3000)
+    with pytest.raises(UsageError, match=r"^--output-schema .*deep\.json: not JSON: nested"):
+        read_output_schema(str(deep))

@@ -302,6 +302,8 @@ def read_output_schema(file: str) -> OutputSchema:
         schema = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"{where}: not JSON: {exc}") from None
+    except RecursionError:  # the reader's own bound on nesting
+        raise UsageError(f"{where}: not JSON: nested too deeply to read") from None
     if not isinstance(schema, dict):
         raise UsageError(f"{where}: a JSON Schema object is needed, got {_json_type(schema)}")
     if schema.get("type") != "object":
