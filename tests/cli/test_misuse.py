@@ -134,3 +134,24 @@ async def test_a_reader_that_went_away_stops_the_printing_quietly_and_the_work_s
     assert (tmp_path / "f1.jsonl").exists()
     derived = derive(parse_jsonl("h", (tmp_path / "h.jsonl").read_bytes()).records)
     assert derived.decisions["c1"].approved and derived.decisions["c1"].by == "ann"
+
+
+async def test_approve_arguments_nested_too_deeply_are_a_usage_error_and_nothing_is_recorded(
+    tmp_path,
+):
+    """``approve --arguments`` with JSON nested past the reader's bound is a usage
+    error (exit 2) and the ledger is left as it was (the bug: the reader's
+    RecursionError escaped as a traceback, exit 1)."""
+    (tmp_path / "hold.py").write_text(HOLDING_APP)
+    ran = await cli(
+        [*SCRIPT, "run", "--agent", "hold:agent", "--ledger", "h.jsonl", "--approve", "defer", "x"],
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 3, ran.stderr
+    before = (tmp_path / "h.jsonl").read_bytes()
+    deep = '{"a": ' * 3000 + "1" + "}" * 3000
+    done = await cli([*SCRIPT, "approve", "h.jsonl", "c1", "--arguments", deep], cwd=tmp_path)
+    assert done.returncode == 2
+    assert "argument --arguments: not JSON" in done.stderr.decode()
+    assert b"Traceback" not in done.stderr
+    assert (tmp_path / "h.jsonl").read_bytes() == before

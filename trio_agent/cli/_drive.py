@@ -408,7 +408,7 @@ class Driver:
                 return call.arguments
             try:
                 value = json.loads(text)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # nested past the reader's bound
                 self.printer.ask(f"not JSON ({exc}); try again\n")
                 continue
             problem = arguments_problem(self.tools, call.name, value)

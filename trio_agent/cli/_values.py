@@ -93,7 +93,7 @@ def json_object(text: str) -> dict[str, object]:
     """A JSON object, as argparse's ``type`` (``approve --arguments``)."""
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # nested past the reader's bound
         raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"a JSON object is needed, got {text!r:.80}")
