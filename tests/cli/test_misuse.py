@@ -26,7 +26,7 @@ async def test_an_agent_module_with_a_syntax_error_is_named_at_its_own_file_and_
     assert "_app.py" not in error and "Traceback" not in done.stderr.decode()
 
 
-UNICODE_APP = '''
+UNICODE_APP = """
 from trio_agent import Agent, ModelRequest
 from trio_agent.testing import CallableModel, scripted_response
 
@@ -36,7 +36,7 @@ def answer(request: ModelRequest):
 
 
 agent = Agent(model=CallableModel(answer), system="s")
-'''
+"""
 
 
 async def test_a_terminal_that_cannot_encode_the_text_gets_it_escaped_and_json_stays_json(
