@@ -155,3 +155,20 @@ async def test_approve_arguments_nested_too_deeply_are_a_usage_error_and_nothing
     assert "argument --arguments: not JSON" in done.stderr.decode()
     assert b"Traceback" not in done.stderr
     assert (tmp_path / "h.jsonl").read_bytes() == before
+
+
+async def test_an_agent_module_that_exits_as_it_is_imported_is_a_usage_error_naming_it(
+    tmp_path,
+):
+    """A module given to ``--agent`` that calls ``sys.exit`` as it is imported (a
+    script's ``sys.exit(main())`` left unguarded) is a usage error naming where
+    (the bug: the command quietly exited with the module's code, 0 here, as if
+    the task had run)."""
+    (tmp_path / "script.py").write_text("import sys\n\nsys.exit(0)\n")
+    done = await cli([*SCRIPT, "run", "--agent", "script:agent", "x"], cwd=tmp_path)
+    error = done.stderr.decode().splitlines()[-1]
+    assert done.returncode == 2
+    assert error == (
+        "trio-agent run: error: --agent script:agent: importing script raised SystemExit: 0 "
+        f"(at {tmp_path / 'script.py'}:3)"
+    )

@@ -211,7 +211,7 @@ def _imported(reference: str, module_name: str, where: str) -> Any:
         raise UsageError(
             f"--agent {reference}: importing {module_name} failed: {exc}{_at(exc)}"
         ) from None
-    except Exception as exc:  # the application's own error, as it imports
+    except (Exception, SystemExit) as exc:  # the application's own error, as it imports
         raise UsageError(
             f"--agent {reference}: importing {module_name} raised "
             f"{type(exc).__name__}: {exc}{_at(exc)}"
