@@ -295,6 +295,35 @@ async def test_a_message_over_the_line_limit_is_named_as_such(monkeypatch):
     assert "closed its stdout" not in str(caught.value), str(caught.value)
 
 
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\\.:ResourceWarning")
+async def test_a_long_message_is_parsed_off_the_trio_thread(monkeypatch):
+    """Review of issue 38: each stdout line was validated by the SDK on the trio
+    thread, so a server's 64 MiB answer stalled every task for most of a second.
+    A line over 64 KiB is parsed in a worker thread; short ones stay inline."""
+    import threading
+
+    from trio_agent.mcp import _stdio as _mcp_stdio
+
+    parsed_on: list[tuple[int, bool]] = []  # (line length, on the trio thread)
+    trio_thread = threading.current_thread()
+    parse = _mcp_stdio._parse
+
+    def recording(line: bytes, label: str):
+        parsed_on.append((len(line), threading.current_thread() is trio_thread))
+        return parse(line, label)
+
+    monkeypatch.setattr(_mcp_stdio, "_parse", recording)
+    with trio.fail_after(WAIT):
+        async with edge_server("big_server.py") as mcp:
+            tools = {t.name: t for t in mcp.tools()}
+            text = await tools["big"].execute({"mb": 1})
+            assert await tools["add"].execute({"a": 1, "b": 2}) == "3"
+    assert text == "x" * 2**20
+    long = [inline for length, inline in parsed_on if length > 2**20]
+    assert long == [False], parsed_on
+    assert any(inline for length, inline in parsed_on if length < 2**16), parsed_on
+
+
 async def test_a_server_never_entered_is_a_clear_error_at_once_not_an_empty_tool_list(tmp_path):
     """Issue 35: an MCP server given in ``tool_sources=`` (or whose ``tools()`` was
     read) without ``async with server:`` offered zero tools, and the turn "completed"

@@ -46,6 +46,9 @@ EXIT_GRACE: Final = 1.0
 """Seconds the server gets to exit after its stdin closes, and again after SIGTERM."""
 _MAX_LINE: Final = 64 * 1024 * 1024
 """Bytes of one stdout line (one JSON-RPC message); a longer one ends the connection."""
+_PARSE_INLINE: Final = 64 * 1024
+"""Bytes of a stdout line parsed on the trio thread; a longer one is parsed in a
+worker thread (a 64 MiB message takes the SDK's validation most of a second)."""
 _MAX_STDERR_LINE: Final = 4000
 """Characters of one stderr line passed to ``logging``."""
 _STDERR_TAIL: Final = 5
@@ -153,7 +156,7 @@ class StdioProcess:
                         del buffer[: end + 1]
                         scanned = 0
                         if line.strip():
-                            await to_session.send(_parse(line, self.label))
+                            await to_session.send(await _parsed(line, self.label))
                     scanned = len(buffer)
                     if len(buffer) > _MAX_LINE:
                         self.reason = f"it sent a message over {_MAX_LINE // 2**20} MiB"
@@ -242,6 +245,15 @@ async def _end_group(process: trio.Process) -> None:
     for stream in (process.stdout, process.stderr):
         if stream is not None:
             await stream.aclose()
+
+
+async def _parsed(line: bytes, label: str) -> SessionMessage | Exception:
+    """``_parse`` of a line, in a worker thread when it is long (never a long
+    validation on the trio thread). Cancelled meanwhile, it waits for the thread
+    (bounded by the line limit) and the line is dropped with its connection."""
+    if len(line) <= _PARSE_INLINE:
+        return _parse(line, label)
+    return await trio.to_thread.run_sync(_parse, line, label)
 
 
 def _parse(line: bytes, label: str) -> SessionMessage | Exception:
