@@ -97,6 +97,9 @@ async def test_bad_runs_are_refused_with_a_json_error(tmp_path):
         ]:
             status, error = await post_stream(url, "/ag-ui", body)
             assert status == 400 and isinstance(error["error"], str), (body, status, error)
+    # Review of issue 38: a run refused for its input opened the thread's event
+    # log first, leaving an empty file for a thread that never ran.
+    assert [path for path in tmp_path.rglob("*") if path.is_file()] == []
 
 
 async def test_thinking_streams_as_reasoning_events(tmp_path):

@@ -97,12 +97,17 @@ async def _agui_run(hub: Hub, given: AguiInput) -> EventStream:
     if not 1 <= len(given.run_id) <= MAX_CALL_ID:
         raise ApiError(400, f"a runId has 1 to {MAX_CALL_ID} characters")
     decided, offers, answers = decisions_of(given), offers_of(given), answers_of(given)
+    # the input refused before anything is opened (a thread's event log, its agent);
+    # a run that may go on from its answers knows its message once they are given
+    goes_on = bool(answers) and given.messages[-1].role == "tool"
+    message = None if given.resume or goes_on else message_of(given)
     frontend: frozenset[str] = frozenset()
     if offers or answers:
         frontend = await hub.offer_tools(session_id, offers)
     cursor = await hub.last_sequence(session_id)
     answered = [await hub.answer_call(session_id, call_id, text) for call_id, text in answers]
-    message = None if given.resume else message_of(given, any(answered))
+    if goes_on and not given.resume:
+        message = message_of(given, any(answered))
     for call_id, approved, reason in decided:
         await hub.decide(session_id, call_id, approved, reason)
     turn = await hub.start_turn(session_id, message)
