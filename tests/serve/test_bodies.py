@@ -163,3 +163,58 @@ def test_json_nested_too_deeply_is_a_400(http, path, body):
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert "nested" in (error if isinstance(error, str) else error["message"])
+
+
+@pytest.mark.parametrize("route", ["/sessions/s/turns", "/ag-ui", "/v1/responses"])
+def test_a_body_announced_over_the_cap_is_refused_before_it_is_read(base_url, route):
+    """Review of issue 38: a body whose Content-Length passed the cap was read up
+    to the cap before the 413, so a client announcing 2 MiB and sending nothing
+    held the request open. The announced length alone is refused at once."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(base_url)
+    with socket.create_connection((where.hostname, where.port), timeout=60) as sock:
+        sock.sendall(
+            f"POST {route} HTTP/1.1\r\nHost: {where.netloc}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {MAX_BODY_BYTES + 1}\r\n\r\n"
+            "{".encode()
+        )
+        answer = b""
+        while b"\r\n\r\n" not in answer:  # observed: no answer until the body came
+            data = sock.recv(65536)
+            if not data:
+                break
+            answer += data
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+
+
+@pytest.mark.parametrize(
+    ("announced", "refused"),
+    [
+        ("5", False),
+        (str(MAX_BODY_BYTES), False),
+        (str(MAX_BODY_BYTES + 1), True),
+        ("9" * 40, True),
+        ("²", False),
+        ("-1", False),
+        ("0" * 30 + "1", False),
+    ],
+)
+async def test_only_an_announced_length_over_the_cap_is_refused_unread(announced, refused):
+    """The Content-Length check: a decimal over the cap is refused before a byte
+    is read; anything else is left to the read's own count (which takes ``{}``)."""
+    from trio_agent.serve._bodies import read_body
+
+    read: list[bytes] = []
+
+    async def chunks():
+        read.append(b"{}")
+        yield b"{}"
+
+    if refused:
+        with pytest.raises(ApiError) as caught:
+            await read_body(chunks(), announced=announced)
+        assert caught.value.status == 413 and read == []
+    else:
+        assert await read_body(chunks(), announced=announced) == b"{}"

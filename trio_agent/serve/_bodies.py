@@ -56,8 +56,13 @@ class Decision(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reason: str = ""
 
 
-async def read_body(chunks: AsyncIterator[bytes], limit: int = MAX_BODY_BYTES) -> bytes:
-    """The body, whole; ``ApiError(413)`` once it passes ``limit`` bytes."""
+async def read_body(
+    chunks: AsyncIterator[bytes], limit: int = MAX_BODY_BYTES, announced: str | None = None
+) -> bytes:
+    """The body, whole; ``ApiError(413)`` once it passes ``limit`` bytes, or at
+    once when its ``Content-Length`` (``announced``) says it will."""
+    if _announced_over(announced, limit):
+        raise ApiError(413, f"the request body is larger than {limit} bytes")
     parts: list[bytes] = []
     size = 0
     async for chunk in chunks:
@@ -66,6 +71,15 @@ async def read_body(chunks: AsyncIterator[bytes], limit: int = MAX_BODY_BYTES) -
             raise ApiError(413, f"the request body is larger than {limit} bytes")
         parts.append(chunk)
     return b"".join(parts)
+
+
+def _announced_over(announced: str | None, limit: int) -> bool:
+    """Whether a ``Content-Length`` says more than ``limit`` bytes (one that is no
+    decimal number is left to the HTTP layer, and the read's own count)."""
+    if announced is None or not (announced.isascii() and announced.isdigit()):
+        return False
+    digits = announced.lstrip("0")
+    return len(digits) > 18 or int(digits or "0") > limit
 
 
 def decode_body(data: bytes, kind: type[T]) -> T:

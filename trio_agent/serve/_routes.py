@@ -117,8 +117,9 @@ async def _agui_run(hub: Hub, given: AguiInput) -> EventStream:
 
 async def _body(request: Request) -> bytes:
     """The request's body, capped; a body refused part way is not read further."""
+    announced = request.headers.get("content-length")
     async with aclosing(request.stream()) as chunks:
-        return await read_body(chunks)
+        return await read_body(chunks, announced=announced)
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
