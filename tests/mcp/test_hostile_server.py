@@ -6,6 +6,7 @@ JSON-RPC, so it can send what no SDK server would)."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from pathlib import Path
@@ -153,6 +154,26 @@ async def test_a_server_asking_without_reading_the_answers_holds_bounded_tasks()
             assert await tool.execute({}) == "done"
             during = tasks_alive()  # the server has read none of our answers yet
     assert during - before <= MAX_SERVER_REQUESTS + 8  # observed before: 1,015 more
+
+
+async def test_a_server_flooding_its_stdout_with_garbage_does_not_flood_the_log(caplog):
+    """Review of issue 38: each stdout line that was no JSON-RPC message was a
+    warning, so a server writing garbage in a loop filled the log. Ten are
+    warnings (and a note that more go to DEBUG); the rest are DEBUG records."""
+    caplog.set_level(logging.DEBUG, logger="trio_agent.mcp")
+    with trio.fail_after(WAIT):
+        async with hostile("flood", FLOOD="garbage", COUNT=500) as server:
+            [tool] = server.tools()
+            assert await tool.execute({}) == "done"
+    ours = [r for r in caplog.records if r.name == "trio_agent.mcp"]
+    warned = [r.getMessage() for r in ours if r.levelno == logging.WARNING]
+    lines = [text for text in warned if "not a JSON-RPC message" in text]
+    assert len(lines) == 10 and "this is not JSON 9" in lines[9], warned
+    # each line is also handed to the session as an error: noted the same way
+    assert sum("more of these are logged at DEBUG" in text for text in warned) == 2
+    assert len(warned) == 22, warned
+    noted = [r for r in ours if r.levelno == logging.DEBUG and "not a JSON-RPC" in r.getMessage()]
+    assert len(noted) == 490
 
 
 @pytest.mark.parametrize(

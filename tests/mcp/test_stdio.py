@@ -308,9 +308,9 @@ async def test_a_long_message_is_parsed_off_the_trio_thread(monkeypatch):
     trio_thread = threading.current_thread()
     parse = _mcp_stdio._parse
 
-    def recording(line: bytes, label: str):
+    def recording(line: bytes, bad):
         parsed_on.append((len(line), threading.current_thread() is trio_thread))
-        return parse(line, label)
+        return parse(line, bad)
 
     monkeypatch.setattr(_mcp_stdio, "_parse", recording)
     with trio.fail_after(WAIT):

@@ -33,6 +33,7 @@ from ..errors import describe, first_leaf
 from ..tools._context import tool_context
 from ..tools._tool import Tool, ToolError
 from ._listing import AnswerWatch, Listing, ListWatch, RequestGate
+from ._noise import Noise
 from ._stdio import Streams
 from ._tools import (
     MAX_LISTING_BYTES,
@@ -121,6 +122,7 @@ class MCPServerBase:
         self._listing = Listing()
         self._closed = False
         self._entered = False  # set as entry starts: a second entry, even a concurrent one, fails
+        self._noise = Noise(label)  # what the server sent that is no message
 
     def tools(self) -> tuple[Tool, ...]:
         """The server's tools as it last listed them (filtered and named), as
@@ -546,7 +548,7 @@ class MCPServerBase:
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
-            logger.warning("%s: %s", self.label, describe_error(message))
+            self._noise.note(describe_error(message))
 
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         logger.debug("%s log (%s): %.2000s", self.label, params.level, params.data)

@@ -32,6 +32,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from .._log import MCP as logger
+from ._noise import Noise
 from ._tools import NESTED_TOO_DEEPLY, too_deep
 
 __all__ = ["EXIT_DRAIN", "StdioProcess", "Streams"]
@@ -147,6 +148,7 @@ class StdioProcess:
         assert process.stdout is not None
         buffer = bytearray()
         scanned = 0  # bytes of buffer known to hold no line end
+        bad = Noise(self.label)
         try:
             async with to_session:
                 async for chunk in process.stdout:
@@ -156,7 +158,7 @@ class StdioProcess:
                         del buffer[: end + 1]
                         scanned = 0
                         if line.strip():
-                            await to_session.send(await _parsed(line, self.label))
+                            await to_session.send(await _parsed(line, bad))
                     scanned = len(buffer)
                     if len(buffer) > _MAX_LINE:
                         self.reason = f"it sent a message over {_MAX_LINE // 2**20} MiB"
@@ -247,16 +249,16 @@ async def _end_group(process: trio.Process) -> None:
             await stream.aclose()
 
 
-async def _parsed(line: bytes, label: str) -> SessionMessage | Exception:
+async def _parsed(line: bytes, bad: Noise) -> SessionMessage | Exception:
     """``_parse`` of a line, in a worker thread when it is long (never a long
     validation on the trio thread). Cancelled meanwhile, it waits for the thread
     (bounded by the line limit) and the line is dropped with its connection."""
     if len(line) <= _PARSE_INLINE:
-        return _parse(line, label)
-    return await trio.to_thread.run_sync(_parse, line, label)
+        return _parse(line, bad)
+    return await trio.to_thread.run_sync(_parse, line, bad)
 
 
-def _parse(line: bytes, label: str) -> SessionMessage | Exception:
+def _parse(line: bytes, bad: Noise) -> SessionMessage | Exception:
     """One stdout line as a message; a line that is not one is logged and
     passed on as the error (the session hands it to its message handler),
     unless it answers a request we can name: then that request gets an error
@@ -264,7 +266,7 @@ def _parse(line: bytes, label: str) -> SessionMessage | Exception:
     try:
         message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValueError as exc:
-        logger.warning("%s: not a JSON-RPC message on stdout: %.200r", label, line)
+        bad.note(f"not a JSON-RPC message on stdout: {line[:200]!r}")
         answered = _ANSWER_ID.match(line)
         if answered is None:
             return exc
