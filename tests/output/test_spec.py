@@ -689,3 +689,43 @@ async def test_a_turns_own_output_type_does_not_take_the_agents_validator():
     assert plain.end.reason == "completed" and plain.output == "plain words"
     checked = await agent.prompt("again", output_type=str, output_validator=short)
     assert checked.output == "ok" and checked.steps == 2
+
+
+async def test_a_turns_own_validator_checks_the_agents_output_type():
+    """A turn given ``output_validator=`` without ``output_type=`` dropped it without
+    a word: the agent's answer was taken unchecked (or its own validator ran)."""
+    seen: list[Person] = []
+
+    async def adult(person: Person) -> None:
+        seen.append(person)
+        if person.age < 18:
+            raise OutputError("an adult, please")
+
+    agent = Agent(
+        model=ScriptedModel(
+            [
+                answer("r1", "c1", {"name": "Kim", "age": 9}),
+                answer("r2", "c2", {"name": "Kim", "age": 39}),
+            ]
+        ),
+        output_type=Person,
+    )
+    result = await agent.prompt("who?", output_validator=adult)
+    assert result.output == Person("Kim", 39) and result.steps == 2
+    assert [person.age for person in seen] == [9, 39]
+
+
+async def test_a_validator_for_a_turn_with_no_output_type_is_refused():
+    """``output_validator=`` on a turn of an agent with no output type was dropped
+    without a word (nothing to check, nothing said); its message's id stays free."""
+
+    async def never(value: object) -> None:
+        raise OutputError("no")
+
+    agent = Agent(model=ScriptedModel([scripted_response("r1", "plain")]))
+    with pytest.raises(ValueError, match="output_validator"):
+        agent.turn(UserMessage("u1", "hi"), output_validator=never)
+    with pytest.raises(ValueError, match="output_validator"):
+        await agent.prompt("hi", output_validator=never)
+    result = await agent.prompt(UserMessage("u1", "hi"))
+    assert result.final_text == "plain" and agent.turns == 1

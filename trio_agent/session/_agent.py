@@ -728,6 +728,8 @@ class Agent(Generic[OutputT, DepsT]):
         (``Agent(output_type=)``, with the agent's mode and retries, and this
         turn's ``output_validator``, if any: the agent's is for its own type);
         ``str`` asks for plain text. ``TurnResult.output`` holds the answer.
+        ``output_validator`` alone checks the agent's output type in place of
+        the agent's validator (``ValueError`` when there is no output type).
         ``deps``: this turn's dependencies, as they are (not copied, never
         recorded): its tools read them as ``ctx.deps``, its tool-call hooks too,
         and the calls it runs after their approval (given by an earlier turn)
@@ -766,6 +768,13 @@ class Agent(Generic[OutputT, DepsT]):
         if usage_limits is not None:
             check_limits("usage_limits", usage_limits)
             check_priced(state.model, state.policy.prices, usage_limits)
+        if output_type is None and output_validator is not None:  # for the agent's type
+            if state.output is None:
+                raise ValueError(
+                    "output_validator checks a typed answer: this turn has no output_type "
+                    "(pass output_type=, or give the agent one)"
+                )
+            output_type = state.output.type
         output = (  # the agent's validator is for its own type
             state.output
             if output_type is None
