@@ -448,6 +448,44 @@ async def test_a_hook_returning_the_wrong_thing_fails_the_turn(hook, returned):
     assert hook in result.end.detail
 
 
+@pytest.mark.parametrize("returned", ["no", 1, [False]])
+async def test_should_stop_turn_returning_what_is_not_a_bool_fails_the_turn(returned):
+    """``should_stop_turn`` returning a truthy value that is not a bool ("no", a
+    coroutine it forgot to await) ended the turn as blocked, saying the hook
+    "returned True"."""
+
+    async def stop(state):
+        return returned
+
+    agent, model = agent_with(
+        [
+            scripted_response("r1", [call("add", "c1", {"left": 1, "right": 1})]),
+            scripted_response("r2", "never"),
+        ],
+        should_stop_turn=stop,
+    )
+    result = await agent.prompt(u("u1"))
+    assert result.end.reason == "failed" and result.end.code == "HOOK_ERROR"
+    assert "should_stop_turn must return a bool" in result.end.detail
+    assert model.call_count == 1
+    validate_transcript(result.messages)  # the batch completed
+
+
+async def test_should_stop_turn_returning_none_goes_on():
+    async def stop(state):
+        return None
+
+    agent, model = agent_with(
+        [
+            scripted_response("r1", [call("add", "c1", {"left": 1, "right": 1})]),
+            scripted_response("r2", "two"),
+        ],
+        should_stop_turn=stop,
+    )
+    result = await agent.prompt(u("u1"))
+    assert result.end == TurnCompleted() and result.final_text == "two"
+
+
 async def test_per_turn_step_budget():
     script = [
         scripted_response(f"r{i}", [call("add", f"c{i}", {"left": i, "right": 0})])

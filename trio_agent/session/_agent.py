@@ -112,7 +112,8 @@ class Agent(Generic[OutputT, DepsT]):
     returns the messages to send (the transcript itself is unchanged);
     ``before_tool_call(call)`` returns None or ``block(reason)``;
     ``after_tool_call(call, result)`` returns the result to record;
-    ``should_stop_turn(state)`` returning True ends the turn as ``blocked``;
+    ``should_stop_turn(state)`` returning True ends the turn as ``blocked``
+    (False or None goes on; anything else fails it, ``HOOK_ERROR``);
     ``compact(messages)`` returns a shorter transcript when a request would
     not fit ``context_window``. A hook that raises ends the turn as failed
     with ``HOOK_ERROR``, the transcript intact. ``before_tool_call(call, ctx)``

@@ -325,8 +325,14 @@ class SessionHooks(StepHooks):
     async def after_step(self, state: TurnState) -> TurnEnd | None:
         policy = self._policy
         stop = policy.should_stop_turn
-        if stop is not None and await call_hook("should_stop_turn", stop, state):
-            return TurnBlocked(detail="should_stop_turn returned True")
+        if stop is not None:
+            verdict = await call_hook("should_stop_turn", stop, state)
+            if verdict is not None and type(verdict) is not bool:  # "no", a coroutine: not True
+                raise StepError(
+                    HOOK_ERROR, f"hook should_stop_turn must return a bool, got {verdict!r:.200}"
+                )
+            if verdict:
+                return TurnBlocked(detail="should_stop_turn returned True")
         if policy.max_turn_tokens is not None and state.total_tokens >= policy.max_turn_tokens:
             return TurnTokenBudget(used=state.total_tokens, limit=policy.max_turn_tokens)
         limit = policy.max_repeated_failures
