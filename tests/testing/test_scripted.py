@@ -253,3 +253,37 @@ async def test_a_long_scripted_session_keeps_every_request_without_copying_the_t
     # copies would hold 1 + 3 + ... + (2 * turns - 1) = turns**2 message references
     # (8 bytes each: 2.9 MB here); shared views hold a few per request
     assert kept < turns * turns * 8 / 2, kept
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"hang_at": 3}, ValueError),  # "abc" in 2 chunks: 0..2 only
+        ({"raise_at": -1}, ValueError),
+        ({"hang_at": "0"}, ValueError),
+        ({"raise_at": True}, ValueError),
+        ({"raise_at": 0, "error": "boom"}, TypeError),
+    ],
+)
+def test_a_fault_that_could_never_happen_is_refused_when_scripted(options, error):
+    """``hang_at``/``raise_at`` past the stream, negative or not an int never fired:
+    the test that scripted the fault passed without testing it. An ``error`` that
+    is no exception failed the run later with an ``AttributeError`` of ours."""
+    with pytest.raises(error, match="hang_at|raise_at|error must be"):
+        scripted_response("r1", "abc", text_chunks=2, **options)
+
+
+def test_faults_at_each_end_of_the_stream_are_taken():
+    assert scripted_response("r1", "abc", text_chunks=2, hang_at=2).hang_at == 2
+    assert scripted_response("r1", [], raise_at=0).raise_at == 0
+    chunks = [TextDelta("a")] * 3
+    assert scripted_response("r1", "ignored", chunks=chunks, raise_at=3).raise_at == 3
+
+
+@pytest.mark.parametrize("script", ["hello", [{"id": "r1"}], [scripted_response("r1", "a"), 5]])
+def test_a_script_entry_that_is_no_response_is_refused_when_the_model_is_made(script):
+    """A script entry that is neither a ``ScriptedResponse`` nor an exception (a str,
+    which is a sequence of them, a dict) failed each run that reached it with an
+    ``AttributeError`` of ours, reported as the model's error."""
+    with pytest.raises(TypeError, match="ScriptedResponse"):
+        ScriptedModel(script)

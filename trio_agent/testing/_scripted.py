@@ -123,7 +123,10 @@ def scripted_response(
 
     ``stop_reason`` defaults to ``"tool_call"`` when the content has a tool
     call and ``"stop"`` otherwise. ``text_chunks`` splits each text block
-    into that many deltas. See ``ScriptedResponse`` for the fault options.
+    into that many deltas. See ``ScriptedResponse`` for the fault options:
+    ``hang_at``/``raise_at`` outside ``0..len(chunks)`` (a fault that could
+    never happen) is a ``ValueError``, an ``error`` that is not an exception a
+    ``TypeError``.
     """
     blocks: tuple[Block, ...] = (
         (TextBlock(content),) if isinstance(content, str) else tuple(content)
@@ -132,10 +135,11 @@ def scripted_response(
         stop_reason = "tool_call" if any(type(b) is ToolCall for b in blocks) else "stop"
     elif stop_reason == "toolCall":
         stop_reason = "tool_call"
-    if raise_at is not None and error is None:
-        error = RuntimeError(f"scripted failure in response {id!r}")
     if type(text_chunks) is not int or text_chunks < 1:
         raise ValueError(f"text_chunks must be an int >= 1, got {text_chunks!r}")
+    _check_faults(blocks, text_chunks, chunks, hang_at, raise_at, error)
+    if raise_at is not None and error is None:
+        error = RuntimeError(f"scripted failure in response {id!r}")
     return ScriptedResponse(
         id=id,
         content=blocks,
@@ -149,6 +153,29 @@ def scripted_response(
         raise_at=raise_at,
         error=error,
     )
+
+
+def _check_faults(
+    blocks: tuple[Block, ...],
+    text_chunks: int,
+    chunks: Sequence[Any] | None,
+    hang_at: object,
+    raise_at: object,
+    error: object,
+) -> None:
+    """``ValueError`` for a fault position the stream never reaches (it would
+    never happen, and a test of it would pass without testing anything);
+    ``TypeError`` for an ``error`` that cannot be raised."""
+    if hang_at is not None or raise_at is not None:
+        last = len(chunks_of(blocks, text_chunks) if chunks is None else tuple(chunks))
+        for name, at in (("hang_at", hang_at), ("raise_at", raise_at)):
+            if at is not None and (type(at) is not int or not 0 <= at <= last):
+                raise ValueError(
+                    f"{name} must be None or an int in 0..{last} (before chunk k; {last}: "
+                    f"in response()), got {at!r}"
+                )
+    if error is not None and not isinstance(error, BaseException):
+        raise TypeError(f"error must be an exception, got {error!r:.80}")
 
 
 @final
@@ -207,7 +234,7 @@ class ScriptedModel:
     """A ``Model`` that answers request ``n`` with the ``n``-th scripted entry.
 
     An entry is a ``ScriptedResponse`` or an exception, raised when the
-    stream is opened. ``requests`` records every request in order and
+    stream is opened (anything else: ``TypeError`` here). ``requests`` records every request in order and
     ``call_count`` counts them. Asking past the script raises
     ``ScriptExhaustedError`` (the run fails with ``MODEL_ERROR``).
 
@@ -242,6 +269,12 @@ class ScriptedModel:
             raise TypeError(f"chunk_checkpoints must be a bool, got {chunk_checkpoints!r}")
         self._every_chunk = chunk_checkpoints
         self._script = responses if type(responses) is tuple else tuple(responses)
+        for index, entry in enumerate(self._script):  # not when asked: a late AttributeError
+            if type(entry) is not ScriptedResponse and not isinstance(entry, BaseException):
+                raise TypeError(
+                    f"ScriptedModel: response {index} must be a ScriptedResponse (build it "
+                    f"with scripted_response) or an exception, got {entry!r:.80}"
+                )
         self._record = record_requests
         self._count = 0
         self.requests: list[ModelRequest] = []
