@@ -693,6 +693,23 @@ async def test_regression_prompt_after_aclose_is_refused_saying_to_resume(tmp_pa
     assert kinds(tmp_path / "s.jsonl").count("turn/start") == 2
 
 
+async def test_input_queued_after_aclose_is_refused_saying_to_resume(tmp_path):
+    """``steer()`` and ``follow_up()`` after ``aclose()`` queued the message without a
+    word, though no turn of the closed session could take it (nor a resumed one)."""
+    store = JsonlStore(tmp_path)
+    agent = Agent(model=model(), store=store, session_id="s")
+    await agent.prompt("one")
+    await agent.aclose()
+    with pytest.raises(RuntimeError, match=r"session 's' is closed; resume it"):
+        agent.steer("late")
+    with pytest.raises(RuntimeError, match=r"session 's' is closed; resume it"):
+        agent.follow_up(UserMessage("u9", "later"))
+    assert agent.queued_steering == () and agent.queued_follow_ups == ()
+    resumed = await Agent.resume(store, "s", model=model())
+    resumed.follow_up(UserMessage("u9", "later"))  # its id was not kept
+    await resumed.aclose()
+
+
 async def test_an_agent_left_async_with_takes_no_more_turns(tmp_path):
     """Review 14 (sessions and stores): an agent whose ``async with`` block was left takes no more
     turns."""

@@ -654,14 +654,18 @@ class Agent(Generic[OutputT, DepsT]):
 
         The running tool batch still finishes first. With no turn running it
         waits for the next one. Raises ``TypeError``/``TranscriptError`` for
-        a bad message at once.
+        a bad message at once, ``RuntimeError`` once ``aclose()`` closed the
+        session (no turn of it would take the message).
         """
         state = self._state
+        state.check_open()
         state.inbox.steer(message, state.conversation)
 
     def follow_up(self, message: str | UserMessage) -> None:
-        """Queue input delivered when the current turn would otherwise end; it continues it."""
+        """Queue input delivered when the current turn would otherwise end; it continues it.
+        Errors as for ``steer()``."""
         state = self._state
+        state.check_open()
         state.inbox.follow_up(message, state.conversation)
 
     # -- turns
