@@ -269,7 +269,7 @@ def test_a_fault_that_could_never_happen_is_refused_when_scripted(options, error
     """``hang_at``/``raise_at`` past the stream, negative or not an int never fired:
     the test that scripted the fault passed without testing it. An ``error`` that
     is no exception failed the run later with an ``AttributeError`` of ours."""
-    with pytest.raises(error, match="hang_at|raise_at|error must be"):
+    with pytest.raises(error, match=r"hang_at|raise_at|error must be"):
         scripted_response("r1", "abc", text_chunks=2, **options)
 
 

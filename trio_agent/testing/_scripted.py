@@ -234,9 +234,10 @@ class ScriptedModel:
     """A ``Model`` that answers request ``n`` with the ``n``-th scripted entry.
 
     An entry is a ``ScriptedResponse`` or an exception, raised when the
-    stream is opened (anything else: ``TypeError`` here). ``requests`` records every request in order and
-    ``call_count`` counts them. Asking past the script raises
-    ``ScriptExhaustedError`` (the run fails with ``MODEL_ERROR``).
+    stream is opened (anything else: ``TypeError`` here). ``requests``
+    records every request in order and ``call_count`` counts them. Asking
+    past the script raises ``ScriptExhaustedError`` (the run fails with
+    ``MODEL_ERROR``).
 
     The requests of a session share its transcript (each holds a
     ``Transcript`` view of it, not a copy), so the log grows with the
