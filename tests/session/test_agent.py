@@ -9,6 +9,7 @@ from types import MappingProxyType
 import msgspec
 import pytest
 import trio
+import trio.testing
 from helpers import add, agent_with, call
 from sessions import add_text, adding, kinds, model, u, user_texts
 
@@ -718,6 +719,29 @@ async def test_an_agent_left_async_with_takes_no_more_turns(tmp_path):
         await agent.prompt("one")
     with pytest.raises(RuntimeError, match="is closed"):
         await agent.prompt("two")
+
+
+async def test_leaving_async_with_while_a_turn_runs_elsewhere_says_the_session_is_open(tmp_path):
+    """Leaving ``async with agent`` while a turn started in another task still ran
+    skipped the close without a word: the ledger stayed open, its writer lock held
+    (``Agent.resume`` in the same process: ``SessionLockedError``)."""
+    store = JsonlStore(tmp_path)
+    agent = Agent(
+        model=ScriptedModel([scripted_response("r1", "never", hang_at=0)]),
+        store=store,
+        session_id="s",
+    )
+    async with trio.open_nursery() as nursery:
+        with pytest.raises(RuntimeError, match="still runs: the session is not closed"):
+            async with agent:
+                nursery.start_soon(agent.prompt, "one")
+                await trio.testing.wait_all_tasks_blocked()
+        assert agent.running
+        nursery.cancel_scope.cancel()
+    await agent.aclose()  # the turn has ended: now it closes
+    resumed = await Agent.resume(store, "s", model=model())
+    assert resumed.resume_warnings == () and user_texts(resumed) == ["one"]
+    await resumed.aclose()
 
 
 async def test_an_agent_closed_before_its_session_was_made_creates_nothing_later(tmp_path):

@@ -488,8 +488,11 @@ class Agent(Generic[OutputT, DepsT]):
         entered again after one), then open a nursery for the agent's lifetime,
         where a tool call that ignores cancellation goes on after its turn ended
         (``tool_grace_period``), so no turn waits for it. Leaving the block waits
-        for such calls, then closes the ledger. Cancellation: the ledger is
-        either made whole (the worker thread is waited for) or not at all."""
+        for such calls, then closes the ledger. A turn of the agent still running
+        then (started in another task) keeps the session open: leaving the
+        block raises ``RuntimeError`` saying so (``aclose()`` once it ended).
+        Cancellation: the ledger is either made whole (the worker thread is
+        waited for) or not at all."""
         state = self._state
         if self._host_manager is not None or state.closed is not None:
             raise RuntimeError(state.closed or "an Agent can be entered only once")
@@ -506,6 +509,12 @@ class Agent(Generic[OutputT, DepsT]):
             self._state.host = None
             if self._state.active is None:
                 await self.aclose()
+        if self._state.active is not None and exc is None:  # not closed: say so
+            raise RuntimeError(
+                "left `async with agent` while a turn of it, started in another task, "
+                "still runs: the session is not closed; await the turn inside the block, "
+                "or call aclose() once it has ended"
+            )
 
     async def aclose(self) -> None:
         """Record ``session/closed``, flush and close the session's ledger (if it has
