@@ -199,6 +199,25 @@ def test_a_registered_tool_named_like_the_output_tool_is_refused():
     )
 
 
+async def test_an_agent_with_a_tool_named_like_the_output_tool_is_refused_at_once():
+    """An ``Agent`` given ``output_type=`` and a tool taking the output tool's name
+    was made, then every turn failed as it started; a turn's own ``output_type=``
+    made a ``TurnRun`` that failed only when entered, its message's id kept."""
+
+    @tool(name=OUTPUT_TOOL_NAME)
+    async def clash() -> str:
+        """Takes the name."""
+        return ""
+
+    with pytest.raises(ValueError, match="rename the tool"):
+        Agent(model=ScriptedModel([]), tools=[clash], output_type=Person)
+    agent = Agent(model=ScriptedModel([scripted_response("r1", "plain")]), tools=[clash])
+    with pytest.raises(ValueError, match="rename the tool"):
+        agent.turn(UserMessage("u1", "hi"), output_type=Person)
+    result = await agent.prompt(UserMessage("u1", "hi"))  # its id was let go
+    assert result.final_text == "plain" and agent.turns == 1
+
+
 async def test_a_second_output_call_in_the_same_answer_changes_nothing():
     script = [
         scripted_response(

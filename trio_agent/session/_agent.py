@@ -26,7 +26,7 @@ from ..events import OutputT, TurnResult
 from ..messages._ir import Message, ToolCall, ToolResultMessage, UserMessage
 from ..messages._view import Transcript
 from ..model import Model
-from ..output._spec import OutputValidator, offered, output_spec
+from ..output._spec import OutputValidator, check_output_tool, offered, output_spec
 from ..tools._context import DepsT
 from ..tools._tool import Tool, ToolRegistry, ToolSource
 from ._hooks import closed_message
@@ -794,6 +794,8 @@ class Agent(Generic[OutputT, DepsT]):
             if output_type is None
             else output_spec(output_type, state.output_mode, state.output_retries, output_validator)
         )
+        if output is not None and output.tool is not None:  # now, its message's id free
+            check_output_tool(state.tools)
         settings = check_settings(settings)  # the turn's, over the agent's (checked whole now)
         check_run_settings(
             merge_settings(state.policy.settings, settings),

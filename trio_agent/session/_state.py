@@ -36,7 +36,7 @@ from ..engine._transcript import Conversation
 from ..ledger._errors import LedgerError
 from ..messages._ir import Message, ToolResultMessage, UserMessage
 from ..model import Model, ModelSettings
-from ..output._spec import OutputSpec, OutputValidator, output_spec
+from ..output._spec import OutputSpec, OutputValidator, check_output_tool, output_spec
 from ..tools._tool import ToolRegistry, ToolSource
 from ._hooks import BUSY
 from ._inbox import Inbox, interrupted_results, new_id
@@ -121,6 +121,8 @@ class SessionState:
         )
         output = output_spec(options.output_type, mode, retries, validator)
         tools = registry_of(options.tools)
+        if output is not None and output.tool is not None:  # at once, not at the first turn
+            check_output_tool(tools)
         policy = SessionPolicy.build(**{key: getattr(options, key) for key in POLICY_OPTIONS})
         check_priced(model, policy.prices, policy.usage_limits, policy.session_usage_limits)
         check_int("request_sequence_start", request_sequence_start, 1)
