@@ -280,3 +280,57 @@ async def test_a_session_with_no_hook_configured_awaits_none_on_its_steps(monkey
         "after_step",
         "prepare_request",
     ]
+
+
+async def test_plain_functions_serve_as_hooks_as_async_ones_do():
+    """Review of issue 38: a hook written as a plain function (as pydantic-ai's
+    history processors may be) passed the agent's check and failed each turn
+    with HOOK_ERROR ("can't be used in 'await' expression"). Each hook may be
+    a plain function; what it returns is used as an async hook's result is."""
+    from trio_agent import block
+
+    seen: list[str] = []
+
+    def transform(messages):
+        seen.append("transform")
+        return messages
+
+    def before(call):
+        seen.append(f"before {call.id}")
+        return block("not now") if call.id == "c2" else None
+
+    def after(call, result):
+        seen.append(f"after {call.id}")
+        return result
+
+    def stop(state):
+        seen.append(f"stop {state.steps}")
+        return state.steps >= 2
+
+    agent, model = agent_with(
+        [
+            scripted_response("r1", [call("add", "c1", {"left": 1, "right": 2})]),
+            scripted_response("r2", [call("add", "c2", {"left": 3, "right": 4})]),
+            scripted_response("r3", "never asked"),
+        ],
+        transform_context=transform,
+        before_tool_call=before,
+        after_tool_call=after,
+        should_stop_turn=stop,
+    )
+    result = await agent.prompt("add")
+    assert type(result.end).__name__ == "TurnBlocked", result
+    assert seen == [
+        "transform",
+        "before c1",
+        "after c1",
+        "stop 1",
+        "transform",
+        "before c2",
+        "after c2",
+        "stop 2",
+    ]
+    results = [m for m in agent.messages if m.role == "tool_result"]
+    assert results[0].content == '{"sum":3}' and not results[0].is_error
+    assert "not now" in results[1].content and results[1].is_error
+    assert model.call_count == 2

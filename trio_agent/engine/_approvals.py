@@ -127,8 +127,9 @@ class Approvals:
 
 # --------------------------------------------------------------- the engine's side
 
-ApprovalPolicy = Callable[[ToolCall], Awaitable[bool]]
-"""``Agent(approval=...)``: given a call, whether it needs a person's yes."""
+ApprovalPolicy = Callable[[ToolCall], Awaitable[bool] | bool]
+"""``Agent(approval=...)``: given a call, whether it needs a person's yes (an async
+function, or a plain one, called on the trio thread)."""
 
 
 def _requested(call: ToolCall) -> Callable[[int], ApprovalRequested]:

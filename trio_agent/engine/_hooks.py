@@ -5,6 +5,7 @@ the same way, by the loop and the session), ``TurnState``, and the
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, final
@@ -290,10 +291,15 @@ paths (``hooks is DEFAULT_HOOKS``), so the core pays for no hook call."""
 
 
 async def call_hook(name: str, call: Callable[..., Any], *args: Any) -> Any:
-    """Await ``call(*args)``; an exception from it fails the turn as ``HOOK_ERROR``
-    naming ``name`` (cancellation propagates, also when the hook turned it into an error)."""
+    """``call(*args)``, awaited when it returns an awaitable (a hook is an async
+    function, or a plain one, called on the trio thread); an exception from it
+    fails the turn as ``HOOK_ERROR`` naming ``name`` (cancellation propagates,
+    also when the hook turned it into an error)."""
     try:
-        return await call(*args)
+        returned = call(*args)
+        if inspect.isawaitable(returned):
+            returned = await returned
+        return returned
     except StepError:
         raise
     except Exception as exc:

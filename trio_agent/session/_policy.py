@@ -51,29 +51,34 @@ __all__ = [
 ]
 
 
-TransformContext = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
-BeforeToolCall = (
-    Callable[[ToolCall], Awaitable["ToolBlocked | None"]]
-    | Callable[[ToolCall, ToolContext[Any]], Awaitable["ToolBlocked | None"]]
-)
-"""``before_tool_call(call)``, or ``(call, ctx)`` to get the call's ``ToolContext``."""
-AfterToolCall = (
-    Callable[[ToolCall, ToolResultMessage], Awaitable[ToolResultMessage]]
-    | Callable[[ToolCall, ToolResultMessage, ToolContext[Any]], Awaitable[ToolResultMessage]]
-)
-"""``after_tool_call(call, result)``, or ``(call, result, ctx)`` to get the call's
-``ToolContext``."""
-ShouldStopTurn = Callable[[TurnState], Awaitable[bool]]
-Compact = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]]]
-CountTokens = Callable[[ModelRequest], int]
-
-
 @final
 @attrs.frozen
 class ToolBlocked:
     """What ``before_tool_call`` returns to stop a call; build it with ``block(reason)``."""
 
     reason: str
+
+
+TransformContext = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]] | Sequence[Message]]
+"""A hook is an async function or a plain one (called on the trio thread: keep it
+quick); so is each below."""
+BeforeToolCall = (
+    Callable[[ToolCall], Awaitable[ToolBlocked | None] | ToolBlocked | None]
+    | Callable[[ToolCall, ToolContext[Any]], Awaitable[ToolBlocked | None] | ToolBlocked | None]
+)
+"""``before_tool_call(call)``, or ``(call, ctx)`` to get the call's ``ToolContext``."""
+AfterToolCall = (
+    Callable[[ToolCall, ToolResultMessage], Awaitable[ToolResultMessage] | ToolResultMessage]
+    | Callable[
+        [ToolCall, ToolResultMessage, ToolContext[Any]],
+        Awaitable[ToolResultMessage] | ToolResultMessage,
+    ]
+)
+"""``after_tool_call(call, result)``, or ``(call, result, ctx)`` to get the call's
+``ToolContext``."""
+ShouldStopTurn = Callable[[TurnState], Awaitable[bool | None] | bool | None]
+Compact = Callable[[tuple[Message, ...]], Awaitable[Sequence[Message]] | Sequence[Message]]
+CountTokens = Callable[[ModelRequest], int]
 
 
 def block(reason: str) -> ToolBlocked:
