@@ -254,6 +254,22 @@ def hooks_may_take_the_calls_context(model: ta.Model) -> None:
     ta.Agent(model=model, before_tool_call=before_plain)
 
 
+def keep_last_four(messages: tuple[ta.Message, ...]) -> list[ta.Message]:
+    return list(messages[-4:])
+
+
+def hooks_may_be_plain_functions(model: ta.Model) -> None:
+    ta.Agent(
+        model=model,
+        transform_context=keep_last_four,
+        compact=keep_last_four,
+        before_tool_call=lambda call: None,
+        should_stop_turn=lambda state: state.steps > 3,
+        approval=lambda call: call.name == "rm",
+    )
+    ta.Agent(model=model, should_stop_turn=lambda state: "no")  # type: ignore[arg-type,return-value]
+
+
 def a_bare_context_and_the_approval_lists(ctx: ta.ToolContext, agent: ta.Agent) -> None:
     assert_type(ctx.deps, Any)
     assert_type(ta.tool_context().deps, Any)
