@@ -497,3 +497,30 @@ async def test_a_dict_with_int_keys_is_filled_from_json_object_keys():
     assert await total.execute({"scores": {"1": 2.5, "7": 1.0}}) == 3.5
     with pytest.raises(ToolArgumentsError, match="key"):
         await total.execute({"scores": {"one": 2.5}})
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"description": 5}, "tool description must be a str, got 5"),
+        ({"exclusive": 1}, "tool exclusive must be a bool, got 1"),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_named_in_one_line(options, said):
+    """Review of issue 38: ``@tool(description=5)`` (and ``as_tool``) raised attrs'
+    own error, a tuple of its internals; it says which field and what it must be."""
+
+    with pytest.raises(TypeError) as caught:
+
+        @tool(**options)
+        async def f(x: int) -> int:
+            """Return x."""
+            return x
+
+    assert str(caught.value) == said
+    with pytest.raises(TypeError, match=r"^tool progress must be a bool, got 'yes'$"):
+        Tool("t", "d", {"type": "object"}, f_execute, progress="yes")  # type: ignore[arg-type]
+
+
+async def f_execute(arguments: dict) -> str:
+    return ""

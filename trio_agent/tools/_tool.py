@@ -103,6 +103,19 @@ def _check_name(_: object, __: object, name: Any) -> None:
         raise ValueError(f"tool name must be 1 to 64 letters, digits, '_' or '-', got {name!r}")
 
 
+def _check_type(expected: type) -> Callable[[object, attrs.Attribute[Any], Any], None]:
+    """A validator saying in one line what the field must be (attrs' own raises a
+    tuple of its internals)."""
+
+    def check(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, expected):
+            raise TypeError(
+                f"tool {attribute.name} must be a {expected.__name__}, got {value!r:.80}"
+            )
+
+    return check
+
+
 def _check_parameters(_: object, __: object, parameters: Any) -> None:
     if not is_json_object(parameters):  # a spec's read-only schema too: tools can be rebuilt
         raise TypeError(f"tool parameters must be a JSON Schema dict, got {parameters!r}")
@@ -165,14 +178,14 @@ class Tool(Generic[P, R]):
     """
 
     name: str = attrs.field(validator=_check_name)
-    description: str = attrs.field(validator=attrs.validators.instance_of(str))
+    description: str = attrs.field(validator=_check_type(str))
     parameters: dict[str, Any] = attrs.field(validator=_check_parameters)
     execute: Callable[[dict[str, Any]], Awaitable[Any]] = attrs.field(
         validator=_check_execute, repr=False
     )
-    exclusive: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    exclusive: bool = attrs.field(default=False, validator=_check_type(bool))
     """Runs alone in a parallel batch: calls before it finish first, calls after it wait."""
-    progress: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    progress: bool = attrs.field(default=False, validator=_check_type(bool))
     """Reports progress through ``tool_context().report(...)`` (``tool.updated`` events)."""
     requires_approval: ApprovalRule = attrs.field(default=False, validator=_check_approval_rule)
     """An ``Agent`` holds each call until a person approves it (``agent.approve``):
