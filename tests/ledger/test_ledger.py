@@ -600,7 +600,7 @@ async def test_closing_the_ledger_while_a_turn_runs_is_refused(tmp_path):
     )
     async with agent.turn(UserMessage("u1", "go")) as run:
         await run.__anext__()
-        with pytest.raises(RuntimeError, match="while a turn runs"):
+        with pytest.raises(RuntimeError, match="cannot close the agent while a turn of it runs"):
             await agent.aclose()
         run.cancel()
     await agent.aclose()

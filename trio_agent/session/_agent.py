@@ -525,7 +525,7 @@ class Agent(Generic[OutputT, DepsT]):
         one without a store has nothing to close and goes on."""
         state = self._state
         if state.active is not None:
-            raise RuntimeError("cannot close the ledger while a turn runs; cancel it first")
+            raise RuntimeError("cannot close the agent while a turn of it runs; cancel it first")
         if state.session_id is not None:  # a session with a store: no turn records in it now
             state.closed = closed_message(state.session_id, state.pending is None)
         ledger = state.detach()
