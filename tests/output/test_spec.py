@@ -748,3 +748,29 @@ async def test_a_validator_for_a_turn_with_no_output_type_is_refused():
         await agent.prompt("hi", output_validator=never)
     result = await agent.prompt(UserMessage("u1", "hi"))
     assert result.final_text == "plain" and agent.turns == 1
+
+
+async def test_a_hook_blocking_the_answers_call_is_named_when_the_turn_fails():
+    """Review of issue 38: ``before_tool_call`` sees the output tool's call too; an
+    allow-list hook that blocked it failed the turn with OUTPUT_INVALID saying
+    "the answer's arguments were refused", though they were never looked at.
+    The failure names the hook and its reason."""
+    from trio_agent import block
+
+    async def only_add(call):
+        return None if call.name == "add" else block(f"{call.name} is not allowed")
+
+    good = {"name": "Ann", "age": 3}
+    agent = Agent(
+        model=ScriptedModel([answer("r1", "c1", good), answer("r2", "c2", good)]),
+        output_type=Person,
+        output_retries=1,
+        before_tool_call=only_add,
+    )
+    result = await agent.prompt("who is it?")
+    assert result.end.code == OUTPUT_INVALID, result.end
+    assert result.end.detail == (
+        "before_tool_call blocked the answer's call: "
+        f"{OUTPUT_TOOL_NAME} is not allowed (2 attempts)"
+    )
+    validate_transcript(result.messages)

@@ -21,7 +21,7 @@ import trio
 
 from ..errors import HOOK_ERROR, TOOL_FATAL, StepError, describe
 from ..events import ToolFinished, ToolStarted, ToolUpdated
-from ..limits import check_arguments
+from ..limits import OUTPUT_TOOL_NAME, check_arguments
 from ..messages._ir import (
     AssistantMessage,
     ToolCall,
@@ -101,7 +101,11 @@ async def _gate(call: ToolCall, spec: TurnSpec, hooks: StepHooks, plain: bool) -
         if not hooks.gates_calls:
             return None
         reason = await call_hook("before_tool_call", hooks.before_tool_call, call)
-        return None if reason is None else str(reason)
+        if reason is None:
+            return None
+        if call.name == OUTPUT_TOOL_NAME and spec.output is not None:  # the turn says why
+            spec.output.reason = f"before_tool_call blocked the answer's call: {reason}"
+        return str(reason)
     tool = spec.tools.get(call.name)
     if tool is None or tool.requires_approval is False:
         return None
