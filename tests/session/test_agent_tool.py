@@ -206,6 +206,28 @@ async def test_an_inner_failure_is_an_error_result() -> None:
     assert "400 bad request" in result.content
 
 
+async def test_inner_calls_held_for_approval_are_an_error_result_naming_them() -> None:
+    """Review of issue 38: an inner turn that ended holding calls for approval was
+    an error result saying only "the agent's turn ended: awaiting_approval". It
+    names the calls and says they did not run (a fresh copy has no one to ask)."""
+
+    @tool(requires_approval=True)
+    async def pay(amount: int) -> str:
+        """Pay."""
+        return "paid"
+
+    inner = inner_agent([scripted_response("r1", [call("pay", "p1", {"amount": 5})])], tools=[pay])
+    outer = outer_agent([asks("buy", "c1", "x"), "held"], inner.as_tool("buy", "B."))
+
+    turn = await outer.prompt("go")
+
+    [result] = results(turn)
+    assert result.is_error
+    assert answer_of(result) == (
+        "Tool \"buy\" failed: the agent's calls p1 need a person's approval first; they did not run"
+    )
+
+
 async def test_inner_max_steps_is_an_error_result() -> None:
     @tool
     async def look() -> str:

@@ -49,6 +49,7 @@ from ..events import (
     ToolFinished,
     ToolStarted,
     ToolUpdated,
+    TurnAwaitingApproval,
     TurnBlocked,
     TurnCancelled,
     TurnCompleted,
@@ -304,6 +305,9 @@ def _failure(result: TurnResult, max_seconds: float | None) -> str | None:
         return "the agent's model refused to answer" + _quoted(result.final_text)
     if type(end) is TurnContentFilter:
         return "the provider's content filter stopped the agent's answer"
+    if type(end) is TurnAwaitingApproval:
+        calls = ", ".join(end.call_ids)
+        return f"the agent's calls {calls} need a person's approval first; they did not run"
     return f"the agent's turn ended: {end.reason}"
 
 
