@@ -235,3 +235,26 @@ async def test_resume_checks_each_stored_message_once(tmp_path, monkeypatch):
     await resumed.aclose()
     assert len(checks) == stored and len(set(checks)) == stored
     assert len(links) == stored
+
+
+async def test_a_ledger_copied_under_another_id_is_refused_naming_both(tmp_path):
+    """Bug: a ledger copied (or renamed) to another session's file was resumed as
+    that session, though its records name the first: each snapshot the resumed
+    session wrote named the first session, so every later resume warned and replayed
+    the whole ledger. Refused, naming both ids; a fork makes a session of it."""
+    from trio_agent import LedgerCorruptError
+    from trio_agent.stores import SnapshotPolicy
+
+    store = JsonlStore(tmp_path, snapshots=SnapshotPolicy(every_turns=1))
+    agent = agent_on(store, sums())
+    await agent.prompt(UserMessage("u1", "go"))
+    await agent.aclose()
+    shutil.copy(store.path("s1"), store.path("copy"))
+    before = store.path("copy").read_bytes()
+    with pytest.raises(LedgerCorruptError, match=r"copy: its records are those of session 's1'"):
+        await Agent.resume(store, "copy", model=ScriptedModel([]))
+    assert store.path("copy").read_bytes() == before  # nothing written
+    forked = await Agent.fork(store, "copy", at_turn=1, new_session_id="mine")
+    resumed = await Agent.resume(store, forked, model=ScriptedModel([]))
+    await resumed.aclose()
+    assert resumed.resume_warnings == ()

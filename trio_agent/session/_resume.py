@@ -14,7 +14,7 @@ from ..engine._approvals import Approvals
 from ..engine._options import registry_of
 from ..ledger._derive import DerivedSession, derive, derive_own
 from ..ledger._ledger import Ledger
-from ..ledger._records import LedgerCorruptError, SessionChangedError, SnapshotRecord
+from ..ledger._records import LedgerCorruptError, Record, SessionChangedError, SnapshotRecord
 from ..messages._ir import ToolResultMessage
 from ..stores._base import LoadedSession, SessionStore
 from ._limits import session_used
@@ -86,7 +86,7 @@ async def load_derived(
     load_tail = getattr(store, "load_tail", None)
     if load_tail is None:
         loaded = await store.load(session_id)
-        return loaded, derive(loaded.records), loaded.warnings
+        return loaded, _own(session_id, loaded.records), loaded.warnings
     try:
         tail: LoadedSession = await load_tail(session_id)
     except LedgerCorruptError as exc:  # the records after the snapshot do not load
@@ -100,7 +100,7 @@ async def derive_from_tail(
     """``load_derived`` of a tail already loaded (a store's ``load_tail``): bounded
     by the last snapshot, not by the session's length."""
     if not tail.records or type(tail.records[0]) is not SnapshotRecord:
-        return tail, derive(tail.records), tail.warnings  # no snapshot: the whole ledger
+        return tail, _own(session_id, tail.records), tail.warnings  # no snapshot: the whole ledger
     try:
         return tail, derive_own(session_id, tail.records), tail.warnings
     except LedgerCorruptError as exc:  # in the snapshot, or in the records after it
@@ -116,7 +116,21 @@ async def _whole(
     )
     LEDGER.warning("%s", said)
     loaded = await store.load(session_id)
-    return loaded, derive(loaded.records), (said, *loaded.warnings)
+    return loaded, _own(session_id, loaded.records), (said, *loaded.warnings)
+
+
+def _own(session_id: str, records: tuple[Record, ...]) -> DerivedSession:
+    """``derive`` of a whole ledger loaded as ``session_id``'s. One whose records are
+    another session's (a ledger copied or renamed) is refused, naming both: taken
+    over, it would write snapshots that name the other session, which no resume of
+    ``session_id`` could use."""
+    derived = derive(records)
+    if derived.session_id != session_id:
+        raise LedgerCorruptError(
+            f"{session_id}: its records are those of session {derived.session_id!r} (a ledger "
+            "copied or renamed: fork it to go on under another id)"
+        )
+    return derived
 
 
 async def resume_session(
