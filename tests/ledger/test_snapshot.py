@@ -138,3 +138,22 @@ async def test_a_snapshot_that_matches_its_checksum_still_has_its_links_checked(
     await agent.aclose()
     assert any("the whole ledger was replayed" in w for w in agent.resume_warnings)
     assert list(agent.messages) == whole.messages
+
+
+async def test_a_snapshot_nested_past_the_decoders_depth_is_passed_over(tmp_path):
+    """Bug: a snapshot line nesting deeper than the decoder goes raised a bare
+    ``RecursionError`` out of the resume, where a snapshot that does not decode is
+    a cache passed over: the whole ledger is replayed, with a warning."""
+    store = await _session(tmp_path)
+    whole = derive((await store.load("s")).records)
+    path = store.path("s")
+    data = path.read_bytes()
+    start = data.rindex(b'\n{"kind":"snapshot"') + 1
+    deep = b'{"kind":"snapshot","state":{"metadata":' + b"[" * 5000 + b"]" * 5000 + b"}}"
+    path.write_bytes(data[:start] + deep + data[data.index(b"\n", start) :])
+    loaded = await store.load("s")
+    assert any("damaged" in warning for warning in loaded.warnings), loaded.warnings
+    agent = await Agent.resume(store, "s", model=CallableModel(_answer))
+    await agent.aclose()
+    assert any("the whole ledger was replayed" in w for w in agent.resume_warnings)
+    assert list(agent.messages) == whole.messages

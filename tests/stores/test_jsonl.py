@@ -185,3 +185,21 @@ async def test_a_stale_load_is_refused_even_when_the_size_came_back_by_chance(tm
     with pytest.raises(SessionChangedError):
         store.reopen(stale)
     assert (await records_of(store))[-1].kind == "session/closed"
+
+
+async def test_a_line_nested_past_the_decoders_depth_is_corrupt_not_a_recursion_error(tmp_path):
+    """Bug: a line whose JSON nests deeper than the decoder goes (a hand edit, a hostile
+    file) raised a bare ``RecursionError`` out of ``load``, ``load_tail`` and the
+    resume: it is a ``LedgerCorruptError`` naming the line, as any other bad line."""
+    store = JsonlStore(tmp_path)
+    agent = agent_on(store, sums())
+    await agent.prompt(UserMessage("u1", "go"))
+    await agent.aclose()
+    path = store.path("s1")
+    deep = b'"metadata":{"a":' + b"[" * 5000 + b"]" * 5000 + b"}"
+    path.write_bytes(path.read_bytes().replace(b'"metadata":{}', deep, 1))
+    for load in (store.load, store.load_tail):
+        with pytest.raises(LedgerCorruptError, match=r"s1: line 1 is corrupt: .*recursion"):
+            await load("s1")
+    with pytest.raises(LedgerCorruptError, match="line 1 is corrupt"):
+        await Agent.resume(store, "s1", model=ScriptedModel([]))

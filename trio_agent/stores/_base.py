@@ -144,7 +144,7 @@ def _line_by_line(
         expected = len(records) + (first_seq or 0)
         try:
             record = record_decoder.decode(line)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, RecursionError) as exc:  # nested past the decoder's depth
             if not line.startswith(SNAPSHOT_LINE) or (first_seq is None and not records):
                 raise LedgerCorruptError(
                     f"{session_id}: line {line_number} is corrupt: {exc}"
@@ -192,7 +192,7 @@ def _whole_lines(
         return None
     try:
         records = record_decoder.decode_lines(memoryview(data)[:valid])
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     if len(records) != lines:
         return None
