@@ -127,3 +127,20 @@ async def test_show_reads_a_jsonl_stores_directory_and_refuses_what_is_no_store(
 
     both = await cli([*TRIO_AGENT, "show", "--store", str(directory), "--dsn", "x", "c"])
     assert both.returncode == 2 and "not allowed with argument" in said(both)
+
+
+async def test_show_reads_a_record_edited_by_hand_as_text(tmp_path):
+    """Bug: a record's body set by hand in the ``sqlite3`` shell (stored as TEXT, not
+    a BLOB) made ``show --store`` end in a ``TypeError`` traceback; it is read as
+    its UTF-8."""
+    database = tmp_path / "sessions.db"
+    store = SqliteStore(database)
+    await (await record(store, "a", "answer a")).aclose()
+    await store.aclose()
+    with sqlite3.connect(database) as db:
+        (body,) = db.execute("SELECT body FROM records WHERE seq = 2").fetchone()
+        db.execute("UPDATE records SET body = ? WHERE seq = 2", (bytes(body).decode(),))
+    db.close()
+    shown = await cli([*TRIO_AGENT, "show", "--store", str(database), "a"])
+    assert shown.returncode == 0, said(shown)
+    assert "user: hello a" in shown.stdout.decode()

@@ -545,3 +545,29 @@ print('ok')
         check=False,
     )
     assert bare.returncode == 0, bare.stderr
+
+
+async def test_a_record_edited_by_hand_as_text_loads_as_its_json(tmp_path):
+    """Bug: a record's body set by hand in the ``sqlite3`` shell is stored as TEXT,
+    not a BLOB: ``load`` and ``load_tail`` failed with a bare ``TypeError`` (bytes of
+    a str). Text is read as its UTF-8, so the edit loads; a body that is no record
+    is a ``LedgerCorruptError`` naming its line."""
+    store = SqliteStore(tmp_path / "s.db")
+    agent = agent_on(store, sums())
+    await agent.prompt(UserMessage("u1", "go"))
+    await agent.aclose()
+    await store.aclose()
+    with closing(sqlite3.connect(tmp_path / "s.db")) as db:
+        (body,) = db.execute("SELECT body FROM records WHERE seq = 2").fetchone()
+        edited = bytes(body).decode().replace('"go"', '"gone"')
+        db.execute("UPDATE records SET body = ? WHERE seq = 2", (edited,))
+        db.commit()
+    for load in (store.load, store.load_tail):
+        records = (await load("s1")).records
+        assert derive(records).messages[0] == UserMessage("u1", "gone")
+    with closing(sqlite3.connect(tmp_path / "s.db")) as db:
+        db.execute("UPDATE records SET body = 7 WHERE seq = 2")
+        db.commit()
+    with pytest.raises(LedgerCorruptError, match="line 3 is corrupt"):
+        await store.load("s1")
+    await store.aclose()

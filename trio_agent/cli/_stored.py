@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..ledger._records import LedgerError
-from ..stores._base import LoadedSession, check_session_id, parse_jsonl
+from ..stores._base import LoadedSession, check_session_id, parse_jsonl, stored_body
 from ..stores._lock import holder_of
 from ._errors import UsageError
 
@@ -124,4 +124,4 @@ def _sqlite_bodies(path: Path, session_id: str) -> list[bytes]:
     if not rows:
         held = _listed(_sqlite_sessions(path))
         raise UsageError(f"no session {session_id!r} in {path}{held}")
-    return [bytes(row[0]) for row in rows]  # a BLOB column
+    return [stored_body(row[0]) for row in rows]

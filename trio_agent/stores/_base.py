@@ -37,6 +37,7 @@ __all__ = [
     "bounded",
     "check_session_id",
     "parse_jsonl",
+    "stored_body",
 ]
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
@@ -104,6 +105,15 @@ class SessionStore(Protocol):
 
 SNAPSHOT_LINE: Final = b'{"kind":"snapshot",'
 """How a snapshot record's line begins (msgspec writes the tag first)."""
+
+
+def stored_body(value: object) -> bytes:
+    """A record's body as a database row holds it: a BLOB as the store writes it,
+    or a value put there by hand (text from the ``sqlite3`` shell) as its UTF-8,
+    which ``parse_jsonl`` then decodes or refuses like any line."""
+    return (
+        bytes(value) if isinstance(value, bytes | bytearray | memoryview) else str(value).encode()
+    )
 
 
 def parse_jsonl(

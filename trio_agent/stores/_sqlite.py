@@ -39,6 +39,7 @@ from ._base import (
     WriterState,
     check_session_id,
     parse_jsonl,
+    stored_body,
 )
 from ._lock import WriterLock
 
@@ -336,7 +337,7 @@ class SqliteStore:
             "SELECT body FROM records WHERE session_id = ? AND seq >= ? ORDER BY seq",
             (session_id, first),
         )
-        return [bytes(row[0]) for row in rows]
+        return [stored_body(row[0]) for row in rows]
 
     # -- the store
     def _lock_for(self, session_id: str) -> WriterLock:
