@@ -426,8 +426,9 @@ class Agent(Generic[OutputT, DepsT]):
         continues. ``resume_warnings``
         says when the last writer did not close the session (it crashed or was
         killed) and reports a torn last line, which is ignored; a damaged
-        ledger raises ``LedgerCorruptError``. Cancellation: nothing is held
-        afterwards (the writer is closed).
+        ledger raises ``LedgerCorruptError``, and so does one whose records are
+        another session's (copied or renamed: fork it). Cancellation: nothing is
+        held afterwards (the writer is closed).
         """
         check_session_store(store)  # before anything is opened
         check_fsync(fsync)
