@@ -571,3 +571,14 @@ async def test_a_record_edited_by_hand_as_text_loads_as_its_json(tmp_path):
     with pytest.raises(LedgerCorruptError, match="line 3 is corrupt"):
         await store.load("s1")
     await store.aclose()
+
+
+def test_a_database_in_memory_is_refused_as_no_store(tmp_path, monkeypatch):
+    """Bug: ``SqliteStore(":memory:")`` made a store whose sessions lived in its one
+    connection: ``aclose()`` (or the store's collection) lost them all without a
+    word, and a ``:memory:.locks`` directory was left in the working directory.
+    It is a ``ValueError``; nothing is made."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="needs a database file"):
+        SqliteStore(":memory:")
+    assert list(tmp_path.iterdir()) == []

@@ -137,7 +137,8 @@ class SqliteStore:
     first used) stores its first records at once (one small transaction, no
     fsync, never a wait on a busy database). The database's directory is made,
     with its parents, when the first session is created; ``sqlite3`` is
-    imported when the store first uses it.
+    imported when the store first uses it. ``path`` is a file: ``":memory:"``
+    (a database that ends with its connection) is a ``ValueError``.
 
     The database connection is the store's, shared by all its sessions: a
     session's creation and close cost no connection and no checkpoint (SQLite
@@ -156,6 +157,11 @@ class SqliteStore:
         *,
         snapshots: SnapshotPolicy | None = DEFAULT_SNAPSHOTS,
     ) -> None:
+        if os.fspath(path) == ":memory:":  # SQLite's name for a database of one connection
+            raise ValueError(
+                "SqliteStore needs a database file: ':memory:' would lose every session "
+                "when its connection closes"
+            )
         self.path = Path(path)
         self.snapshots = check_snapshots(snapshots)
         # The connection, when one is open: a list the finalizer shares, which closes
