@@ -144,3 +144,18 @@ async def test_show_reads_a_record_edited_by_hand_as_text(tmp_path):
     shown = await cli([*TRIO_AGENT, "show", "--store", str(database), "a"])
     assert shown.returncode == 0, said(shown)
     assert "user: hello a" in shown.stdout.decode()
+
+
+async def test_a_stored_name_with_escape_sequences_is_shown_inert(tmp_path):
+    """Bug: the usage error of ``show DIR`` lists the sessions the directory holds by
+    their file names, written to the terminal as they were: a name holding an
+    escape sequence (a downloaded archive's) drove the terminal (retitled it, or
+    worse). Error texts show their control characters as ``\\xNN``."""
+    store = JsonlStore(tmp_path)
+    await (await record(store, "a")).aclose()
+    os.link(store.path("a"), tmp_path / "x\x1b]0;owned\x07y.jsonl")
+    for argv in (["show", str(tmp_path)], ["show", "--store", str(tmp_path), "nope"]):
+        done = await cli([*TRIO_AGENT, *argv])
+        assert done.returncode == 2
+        assert b"\x1b" not in done.stderr and b"\x07" not in done.stderr
+        assert "x\\x1b]0;owned\\x07y" in done.stderr.decode()

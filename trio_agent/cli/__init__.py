@@ -140,32 +140,40 @@ def _run(parsers: Parsers, args: argparse.Namespace) -> int:
     except UsageError as exc:
         parser = parsers.commands[args.command]
         parser.print_usage(sys.stderr)
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        print(f"{parser.prog}: error: {_said(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except AppError as exc:
-        print(f"trio-agent: {exc}", file=sys.stderr)
+        print(f"trio-agent: {_said(exc)}", file=sys.stderr)
         return EXIT_FAILED
     except BrokenPipeError as exc:
         if not _stdout_reader_gone():
-            print(f"trio-agent: {exc}", file=sys.stderr)
+            print(f"trio-agent: {_said(exc)}", file=sys.stderr)
             return EXIT_USAGE
         # `| head -1` has read its fill: not a failure, and what was done stands.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return EXIT_OK
     except (ValueError, OSError) as exc:  # a workspace that is no directory, a bad file
-        print(f"trio-agent: {exc}", file=sys.stderr)
+        print(f"trio-agent: {_said(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
         from ..ledger._records import LedgerError
         from ..model import ModelError
 
         if isinstance(exc, LedgerError | ModelError):
-            print(f"trio-agent: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"trio-agent: {type(exc).__name__}: {_said(exc)}", file=sys.stderr)
             return EXIT_FAILED
         raise
+
+
+def _said(exc: BaseException) -> str:
+    """An error's text for the terminal, its control characters shown as ``\\xNN``
+    (``visible``): a file's name or a stored session id may hold escape sequences."""
+    from ._output import visible
+
+    return visible(str(exc))
 
 
 def _stdout_reader_gone() -> bool:
