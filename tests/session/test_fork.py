@@ -198,3 +198,33 @@ async def test_a_store_that_is_not_a_session_store_is_refused_naming_it(tmp_path
     with pytest.raises(TypeError, match=r"^store must be a SessionStore, got "):
         await Agent.resume(str(tmp_path), "src", model=ScriptedModel([]))  # type: ignore[arg-type]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["src.jsonl"]
+
+
+async def test_a_fork_that_fails_to_write_leaves_no_part_of_its_session(tmp_path, monkeypatch):
+    """Bug: a JSONL fork wrote its records a line at a time, so one that failed
+    midway (a full disk) left the new session with part of the history: the same
+    id could not be forked onto again, and a resume went on from the cut history
+    as if its writer had crashed. A new session is written whole or not at all,
+    and can be forked again."""
+    import errno
+    import os
+
+    from trio_agent.stores import _jsonl
+
+    store = JsonlStore(tmp_path)
+    seen = await three_turns(store)
+    real_write = os.write
+
+    def full_at_turn_2(fd, data):
+        if b'"kind":"turn/start","turn":2' in data:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(_jsonl.os, "write", full_at_turn_2)
+    with pytest.raises(LedgerError, match="No space left"):
+        await Agent.fork(store, "src", at_turn=3, new_session_id="f")
+    monkeypatch.undo()
+    assert store.path("f").read_bytes() == b""  # a session never made
+    await Agent.fork(store, "src", at_turn=3, new_session_id="f")
+    derived = derive((await store.load("f")).records)
+    assert derived.turns == 3 and tuple(derived.messages) == seen[2]

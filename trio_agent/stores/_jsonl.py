@@ -1,7 +1,8 @@
 """Sessions as JSONL files: one ``{session_id}.jsonl`` per session, one record a line.
 
 Each line is written to the OS inline, on the trio thread (about a
-microsecond); fsyncs run in the shared pool of ``_fsync`` and cover every
+microsecond; a new session's first lines at its ``commit``, in one write, so
+it is created whole or not at all); fsyncs run in the shared pool of ``_fsync`` and cover every
 line written before them (group commit). The session's writer holds an
 flock on the ledger file itself for as long as it is open.
 """
@@ -28,12 +29,29 @@ __all__ = ["JsonlStore"]
 @final
 class _JsonlWriter:
     """Appends whole lines to the session file: a write that fails is undone (the
-    file is cut back to its last whole line) and breaks the writer."""
+    file is cut back to its last whole line) and breaks the writer. A new
+    session's lines (``new``) are kept until its ``commit`` writes them at once,
+    so a session is created whole or not at all: a failed write leaves the file
+    empty, a session that can be created again."""
 
-    __slots__ = ("__weakref__", "_close_fd", "_fd", "_path", "_state", "_sync", "snapshots")
+    __slots__ = (
+        "__weakref__",
+        "_close_fd",
+        "_fd",
+        "_new",
+        "_path",
+        "_state",
+        "_sync",
+        "snapshots",
+    )
 
     def __init__(
-        self, fd: int, path: Path, state: WriterState, snapshots: SnapshotPolicy | None
+        self,
+        fd: int,
+        path: Path,
+        state: WriterState,
+        snapshots: SnapshotPolicy | None,
+        new: bool = False,
     ) -> None:
         self.snapshots = snapshots  # the ledger writes snapshots by it
         self._fd = fd
@@ -41,19 +59,26 @@ class _JsonlWriter:
         self._state = state
         self._sync = SyncedFile(fd)
         self._close_fd = weakref.finalize(self, os.close, fd)  # once, however it ends
+        self._new: list[bytes] | None = [] if new else None  # until the first commit
 
     def append(self, line: bytes) -> None:
         if not self._state.usable:
             self._state.check()
+        if self._new is not None:
+            self._new.append(line)
+            return
+        self._write(line, 1)
+
+    def _write(self, data: bytes, lines: int) -> None:
         try:
-            written = os.write(self._fd, line)
-            if written != len(line):
-                self._write_rest(memoryview(line)[written:], written)
+            written = os.write(self._fd, data)
+            if written != len(data):
+                self._write_rest(memoryview(data)[written:], written)
         except OSError as exc:
             raise self._state.fail(
                 LedgerError(f"cannot write the ledger of {self._state.session_id!r}: {exc}")
             ) from exc
-        self._sync.written += 1
+        self._sync.written += lines
 
     def _write_rest(self, rest: memoryview, done: int) -> None:
         """The rest of a line after a short write; on failure the part written is
@@ -72,10 +97,16 @@ class _JsonlWriter:
             raise
 
     def commit(self) -> None:
-        """Nothing to do: every line is already with the OS."""
+        """A new session's lines, in one write; after that, nothing to do: every line
+        is already with the OS."""
         self._state.check()
+        lines, self._new = self._new, None
+        if lines:
+            self._write(b"".join(lines), len(lines))
 
     async def flush(self, durable: bool) -> None:
+        if self._new is not None:
+            self.commit()
         if not durable:
             return
         if not self._state.usable:
@@ -150,7 +181,7 @@ class JsonlStore:
                     lock.release()
                     raise session_exists(session_id, self.directory) from None
                 os.ftruncate(fd, 0)
-            writer = _JsonlWriter(fd, path, WriterState(session_id, lock), self.snapshots)
+            writer = _JsonlWriter(fd, path, WriterState(session_id, lock), self.snapshots, True)
             made = True
         except OSError as exc:
             raise LedgerError(f"cannot create session {session_id!r} at {path}: {exc}") from exc
