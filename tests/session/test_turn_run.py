@@ -300,3 +300,22 @@ async def test_a_scope_entered_while_the_session_is_created_refuses_the_turn_bef
     assert (await agent.prompt(UserMessage("u1", "one"))).end.reason == "completed"
     await agent.aclose()
     assert kinds(tmp_path / "s.jsonl").count("turn/start") == 1
+
+
+async def test_a_turn_entered_holds_the_session_before_its_first_event():
+    """Docs review: ``async with agent.turn(a):`` then ``agent.prompt(b)`` in the block,
+    before the first event, ran ``b`` and failed the entered turn in its own task (an
+    exception group out of the block); one turn runs at a time, and the entered one
+    is it, so ``prompt(b)`` is refused and ``a`` runs to its end."""
+    agent = Agent(model=model())
+    async with agent.turn(UserMessage("u1", "one")) as turn:
+        assert agent.running
+        with pytest.raises(RuntimeError, match="already running a turn"):
+            await agent.prompt(UserMessage("u2", "two"))
+        with pytest.raises(RuntimeError, match="already running a turn"):
+            async with agent.turn("three"):
+                pass
+        result = await turn.wait()
+    assert result.end.reason == "completed" and user_texts(agent) == ["one"]
+    assert (await agent.prompt(UserMessage("u2", "two"))).end.reason == "completed"  # id let go
+    assert user_texts(agent) == ["one", "two"]

@@ -70,6 +70,10 @@ class EventRun(Generic[E, R]):
     def _emitter(self, send: Handoff[E] | None) -> Emitter:
         return Emitter(send)
 
+    def _on_enter(self) -> None:
+        """Called as ``async with`` enters, before the run's task starts (it may
+        raise to refuse the entry); nothing by default."""
+
     # -- shared
     @property
     def result(self) -> R | None:
@@ -99,6 +103,7 @@ class EventRun(Generic[E, R]):
             raise RuntimeError("a run can be entered (or awaited) only once")
         require_trio()
         self._phase = _OPEN
+        self._on_enter()
         send = self._receive = Handoff[E]()
         self._nursery_manager = trio.open_nursery()
         nursery = await self._nursery_manager.__aenter__()

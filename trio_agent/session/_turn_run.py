@@ -91,6 +91,13 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         state = self._state
         return Emitter(send, start=state.next_sequence, journal=state.ledger)
 
+    def _on_enter(self) -> None:
+        """Take the session as ``async with turn:`` enters, before the turn's task
+        starts: another turn made inside the block is then refused with
+        ``RuntimeError`` rather than taking the session from under this one (which
+        then failed in its task). ``RuntimeError`` here if a turn already runs."""
+        self._state.claim(self, self._scope, self._prompt)
+
     async def _drive(self, emit: Emitter, host: trio.Nursery | None) -> None:
         # One frame for the whole turn: a suspended turn's coroutine frames are
         # most of what it costs in memory.
@@ -103,7 +110,8 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         try:
             limited = self._limits or policy.usage_limits or policy.session_usage_limits
             meter = self._meter = None if limited is None else await self._usage_meter()
-            session.claim(self, self._scope, self._prompt)
+            if session.active is not self:  # awaited inline: not claimed on entry
+                session.claim(self, self._scope, self._prompt)
             if session.pending is not None:  # the session's first use: create its ledger
                 await session.open(self._prompt)
                 emit.attach(session.ledger)
