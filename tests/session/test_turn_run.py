@@ -319,3 +319,26 @@ async def test_a_turn_entered_holds_the_session_before_its_first_event():
     assert result.end.reason == "completed" and user_texts(agent) == ["one"]
     assert (await agent.prompt(UserMessage("u2", "two"))).end.reason == "completed"  # id let go
     assert user_texts(agent) == ["one", "two"]
+
+
+async def test_a_decision_inside_an_entered_turn_is_refused_before_its_first_event():
+    """Docs review: ``approve()`` inside ``async with agent.turn(...)`` before the turn's
+    first event was taken (the turn had not yet claimed the agent), and the turn then
+    ran the call; deciding while a turn runs is refused, and the call stays held."""
+
+    @tool(requires_approval=True)
+    async def pay(amount: int) -> str:
+        """Pay."""
+        return f"paid {amount}"
+
+    agent = Agent(
+        model=ScriptedModel([scripted_response("r1", [ToolCall("c1", "pay", {"amount": 3})])]),
+        tools=[pay],
+    )
+    assert (await agent.prompt("pay")).end.reason == "awaiting_approval"
+    async with agent.turn() as turn:
+        with pytest.raises(RuntimeError, match="between turns"):
+            await agent.approve("c1")
+        result = await turn.wait()
+    assert result.end.reason == "awaiting_approval" and result.steps == 0
+    assert [call.id for call in agent.pending_approvals] == ["c1"]
