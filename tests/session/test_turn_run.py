@@ -342,3 +342,37 @@ async def test_a_decision_inside_an_entered_turn_is_refused_before_its_first_eve
         result = await turn.wait()
     assert result.end.reason == "awaiting_approval" and result.steps == 0
     assert [call.id for call in agent.pending_approvals] == ["c1"]
+
+
+async def test_a_turn_whose_tools_cannot_be_read_as_it_starts_lets_the_agent_go():
+    """Review of issue 38: once an entered turn held its agent from the entry, a
+    tool source failing as the turn's task read it (its tool gone between
+    ``turn()`` and the entry, which a ``tool_choice`` naming it finds) left the
+    agent held by a turn that never ran: every later turn was refused as
+    "already running". The error leaves the block and the agent is free, the
+    message's id with it."""
+    from trio_agent import ModelSettings
+
+    @tool
+    async def lookup() -> str:
+        """Look up."""
+        return "found"
+
+    class Flaky:
+        def __init__(self) -> None:
+            self.gone = False
+
+        def tools(self) -> list:
+            return [] if self.gone else [lookup]
+
+    source = Flaky()
+    agent = Agent(model=model(), tool_sources=[source])
+    turn = agent.turn(UserMessage("u1", "one"), settings=ModelSettings(tool_choice="lookup"))
+    source.gone = True
+    with pytest.raises(ValueError, match="lookup"):
+        async with turn:
+            async for _ in turn:
+                pass
+    assert not agent.running and agent.turns == 0
+    assert (await agent.prompt(UserMessage("u1", "one"))).end.reason == "completed"
+    assert user_texts(agent) == ["one"]

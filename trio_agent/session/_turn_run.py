@@ -104,7 +104,13 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         session = self._state
         conversation = session.conversation
         policy = session.policy
-        spec = session.spec(self._settings, self._output, self._deps)  # the tools as now
+        try:
+            spec = session.spec(self._settings, self._output, self._deps)  # the tools as now
+        except Exception:  # a source changed since turn(): the entry's claim is let go
+            if session.active is self:
+                session.end_turn(self, emit.next)
+                session.inbox.release(self._prompt)
+            raise
         turn_state = TurnState()
         outcome: TurnOutcome | None = None
         try:
