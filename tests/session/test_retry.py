@@ -3,6 +3,7 @@ grouped errors included."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 import trio
 from helpers import add, agent_with, call
@@ -23,6 +24,7 @@ from trio_agent import (
     tool,
     validate_transcript,
 )
+from trio_agent.stores import JsonlStore
 from trio_agent.testing import ScriptedModel, scripted_response
 
 
@@ -78,6 +80,29 @@ async def test_transient_failures_are_retried_with_growing_backoff(autojump_cloc
     assert chunk_attempts == [1, 1, 3, 4]
     assert result.messages[-1].content == (TextBlock("done"),)
     validate_transcript(result.messages)
+
+
+async def test_a_retried_step_records_its_input_and_its_start_once(autojump_clock, tmp_path):
+    """DESIGN 8.1: what must happen once per step (recording the user message,
+    opening the request) happens once, however many attempts the step takes."""
+    store = JsonlStore(tmp_path)
+    agent, model = new_agent(
+        [flaky("a1", chunks=1), flaky("a2"), scripted_response("ok", "done")],
+        store=store,
+        session_id="s1",
+    )
+    async with agent:
+        result = await agent.prompt(UserMessage("u1", "go"))
+    assert result.end == TurnCompleted() and model.call_count == 3
+    records = [msgspec.to_builtins(r) for r in (await store.load("s1")).records]
+    kinds = [r["kind"] for r in records]
+    assert kinds.count("turn/start") == 1 and kinds.count("step/start") == 1
+    assert [r["request_id"] for r in records if r["kind"] == "step/start"] == ["request-001"]
+    assert [r["attempt"] for r in records if r["kind"] == "attempt/failed"] == [1, 2]
+    assert [r["message"]["id"] for r in records if r["kind"] == "message"] == ["u1", "message-ok"]
+    # the failed attempts come after the step opened and before its one answer
+    assert kinds.index("step/start") < kinds.index("attempt/failed")
+    assert kinds.index("attempt/failed") < kinds.index("step/end")
 
 
 async def test_backoff_is_capped_and_jittered(autojump_clock):
