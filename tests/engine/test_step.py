@@ -360,6 +360,22 @@ async def test_invalid_unicode_in_a_delta_fails():
 
 
 @pytest.mark.parametrize(
+    ("entry", "match"),
+    [
+        (spy_call({}, id="c\udc80"), "tool call id is not valid Unicode"),
+        (scripted_response("r1", [ToolCall("c1", "sp\udc80y", {})]), "name is not valid Unicode"),
+        (spy_call({"k\udc80": 1}), "not valid Unicode"),
+        (scripted_response("r\udc80", "hi"), "response id is not valid Unicode"),
+    ],
+)
+async def test_every_string_of_a_step_must_be_valid_unicode(entry, match):
+    """DESIGN 7: all strings of a step are valid Unicode, not only the text deltas;
+    the first bad chunk is not emitted."""
+    events, _ = await assert_protocol_error(entry, match)
+    assert not any(e.type == "model.chunk" and isinstance(e.chunk, ToolCall) for e in events)
+
+
+@pytest.mark.parametrize(
     "response",
     [
         None,

@@ -97,6 +97,24 @@ INVALID = {
         "INVALID_FIELD",
     ),
     "lone surrogate": ([UserMessage("u", "bad \udc00")], "INVALID_UNICODE"),
+    "lone surrogate in a message id": ([UserMessage("u\udc00", "x")], "INVALID_UNICODE"),
+    "lone surrogate in a text block": ([assistant("a1", TextBlock("\udc00"))], "INVALID_UNICODE"),
+    "lone surrogate in a call id": (
+        [user(), assistant("a1", call("add", "c\udc00")), result("c\udc00", id="r1")],
+        "INVALID_UNICODE",
+    ),
+    "lone surrogate in a tool name": (
+        [user(), assistant("a1", call("a\udc00", "c1")), result("c1", "a\udc00")],
+        "INVALID_UNICODE",
+    ),
+    "lone surrogate in a result": (
+        [
+            user(),
+            assistant("a1", call("add", "c1")),
+            ToolResultMessage("r1", "c1", "add", "bad \udc00"),
+        ],
+        "INVALID_UNICODE",
+    ),
     "non-JSON arguments": (
         [user(), assistant("a1", call("add", "c1", {"x": float("nan")})), result("c1")],
         "INVALID_ARGUMENTS",
