@@ -14,6 +14,7 @@ from sessions import u, wait
 from trio_agent import (
     Agent,
     AssistantMessage,
+    FatalToolError,
     ToolCall,
     ToolRegistry,
     ToolResultMessage,
@@ -166,3 +167,40 @@ async def test_calls_a_cut_turn_left_open_are_answered_then_the_model_continues(
     assert result.final_text == "done"
     answered = model.requests[1].messages[-1]
     assert type(answered) is ToolResultMessage and answered.is_error
+
+
+@pytest.mark.parametrize("ending", ["max_steps", "fatal"])
+async def test_input_queued_in_a_turn_that_has_no_next_step_waits_for_the_next_turn(ending):
+    """DESIGN 8.1: steering goes before the next step of the current turn, and a
+    follow-up when the turn would end; a turn that ends on its step budget or a
+    fatal tool error has neither, so both stay queued, in order, for the next turn."""
+
+    @tool
+    async def work(fail: bool) -> str:
+        agent.steer(u("s1", "steer"))
+        agent.follow_up(u("f1", "follow"))
+        if fail:
+            raise FatalToolError("disk on fire")
+        return "done"
+
+    model = ScriptedModel(
+        [
+            scripted_response("r1", [call("work", "c1", {"fail": ending == "fatal"})]),
+            scripted_response("r2", "after the steering"),
+            scripted_response("r3", "after the follow-up"),
+        ]
+    )
+    agent = Agent(model=model, tools=ToolRegistry([work]), max_steps=1)
+    first = await agent.prompt(u("u1"))
+    assert first.end.reason == ("failed" if ending == "fatal" else "max_steps")
+    assert model.call_count == 1
+    assert "s1" not in [m.id for m in first.messages]
+    assert agent.queued_steering == (u("s1", "steer"),)
+    assert agent.queued_follow_ups == (u("f1", "follow"),)
+    # one step a turn: the steering opens the next turn, the follow-up the one after
+    second = await agent.prompt()
+    assert [m.id for m in second.messages][-2:] == ["s1", "message-r2"]
+    assert agent.queued_follow_ups == (u("f1", "follow"),)
+    third = await agent.prompt()
+    assert [m.id for m in third.messages][-2:] == ["f1", "message-r3"]
+    assert agent.queued_steering == agent.queued_follow_ups == ()
