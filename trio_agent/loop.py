@@ -19,9 +19,11 @@ from .engine._hooks import RunKey, TurnSpec, TurnState, build_spec
 from .engine._lifecycle import end_turn, leave_turn, start_turn
 from .engine._options import (
     check_loop_options,
+    check_scope_unused,
     check_sources_ready,
     check_tool_execution,
     check_tool_sources,
+    claim_cancel_scope,
     model_of,
 )
 from .engine._outcomes import result_of
@@ -116,7 +118,10 @@ def run_agent_loop(
     """Prepare a run of the agent loop; nothing runs until it is entered or awaited.
 
     Synchronous, and callable outside ``trio.run``. Raises ``TypeError`` or
-    ``ValueError`` for a bad option before returning. Snapshots ``messages``
+    ``ValueError`` for a bad option before returning. A ``cancel_scope`` serves
+    this run alone: given again (to a run or a turn) it is refused, and one
+    entered before the run starts raises ``ValueError`` there, before any event.
+    Snapshots ``messages``
     (rebuilt, with private copies of tool arguments) and ``tools`` at once,
     so later changes by the caller do not reach the run. An invalid
     transcript is not raised here: the run reports it as its only event,
@@ -181,6 +186,7 @@ def run_agent_loop(
         deps,
         RunKey(),  # the run's own id, for its calls' idempotency keys, made if needed
     )
+    claim_cancel_scope(cancel_scope)  # this run's own: no other run or turn may take it now
     return AgentRun(
         spec, conversation, invalid, trio.CancelScope() if cancel_scope is None else cancel_scope
     )
@@ -223,6 +229,9 @@ class AgentRun(EventRun[Event, Completed[OutputT] | Cancelled | MaxSteps | Faile
         nursery) also sets ``Cancelled`` and emits ``run.finished``, then
         propagates.
         """
+        # a scope entered since run_agent_loop checked it: refused as it would have been
+        # then, before any event (no checkpoint from here to the run's own `with scope`)
+        check_scope_unused(self._scope)
         check_sources_ready(self._spec.sources)  # an MCP server never entered: say so now
         conversation = self._conversation
         if conversation is None:

@@ -129,6 +129,40 @@ async def test_used_cancel_scope_raises():
         run_agent_loop(**options(cancel_scope=active))
 
 
+async def test_regression_a_scope_given_to_one_run_is_refused_for_another():
+    """One cancel scope given to two runs was accepted, and the second, started after
+    the first, ended Failed(INTERNAL_ERROR) with trio's RuntimeError; it is refused
+    with ValueError when given, as a turn's scope is."""
+    scope = trio.CancelScope()
+    first = run_agent_loop(**options(cancel_scope=scope, model=ok_model("r1")))
+    with pytest.raises(ValueError, match="already given to another turn"):
+        run_agent_loop(**options(cancel_scope=scope))
+    with pytest.raises(ValueError, match="already given to another turn"):
+        Agent(model=ScriptedModel([])).turn("x", cancel_scope=scope)
+    assert (await first.wait()).status == "completed"
+
+
+@pytest.mark.parametrize("how", ["wait", "async with"])
+async def test_regression_a_scope_entered_before_its_run_starts_raises_valueerror(how):
+    """A scope entered after run_agent_loop returned and before the run started gave
+    a run.finished with Failed(INTERNAL_ERROR) and trio's RuntimeError; the run
+    refuses it as run_agent_loop does, with ValueError and no event."""
+    scope = trio.CancelScope()
+    model = ok_model("r1")
+    run = run_agent_loop(**options(cancel_scope=scope, model=model))
+    with scope:
+        pass
+    events = []
+    with pytest.raises(ValueError, match="already been entered"):
+        if how == "wait":
+            await run.wait()
+        else:
+            async with run:
+                async for event in run:
+                    events.append(event)
+    assert events == [] and run.result is None and model.call_count == 0
+
+
 def test_fresh_cancel_scope_is_accepted():
     run_agent_loop(**options(cancel_scope=trio.CancelScope()))
 
