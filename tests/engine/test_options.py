@@ -134,6 +134,8 @@ async def test_regression_a_scope_given_to_one_run_is_refused_for_another():
     the first, ended Failed(INTERNAL_ERROR) with trio's RuntimeError; it is refused
     with ValueError when given, as a turn's scope is."""
     scope = trio.CancelScope()
+    with pytest.raises(ValueError, match="max_parallel_tools"):  # a refused call keeps no scope
+        run_agent_loop(**options(cancel_scope=scope), max_parallel_tools=0)
     first = run_agent_loop(**options(cancel_scope=scope, model=ok_model("r1")))
     with pytest.raises(ValueError, match="already given to another turn"):
         run_agent_loop(**options(cancel_scope=scope))
