@@ -31,7 +31,8 @@ from ..messages._ir import (
 )
 from ..messages._rules import checked_message
 from ..tools._context import CURRENT, ToolContext
-from ..tools._tool import FatalToolError, Tool, execute_tool_call
+from ..tools._execute import execute_tool_call
+from ..tools._tool import FatalToolError, Tool
 from ._emit import Emitter, Journal
 from ._hooks import DEFAULT_HOOKS, StepHooks, TurnSpec, call_hook, key_of
 from ._transcript import Conversation

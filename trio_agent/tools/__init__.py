@@ -11,6 +11,7 @@ from ._context import MAX_PROGRESS_TEXT as MAX_PROGRESS_TEXT
 from ._context import PROGRESS_INTERVAL as PROGRESS_INTERVAL
 from ._context import ToolContext as ToolContext
 from ._context import tool_context as tool_context
+from ._execute import execute_tool_call as execute_tool_call
 from ._tool import TOOL_EFFECTS as TOOL_EFFECTS
 from ._tool import FatalToolError as FatalToolError
 from ._tool import Tool as Tool
@@ -20,7 +21,6 @@ from ._tool import ToolError as ToolError
 from ._tool import ToolRegistry as ToolRegistry
 from ._tool import ToolResult as ToolResult
 from ._tool import ToolSource as ToolSource
-from ._tool import execute_tool_call as execute_tool_call
 from ._tool import tool as tool
 
 __all__ = [
