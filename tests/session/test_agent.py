@@ -449,22 +449,27 @@ async def test_a_hook_returning_the_wrong_thing_fails_the_turn(hook, returned):
     assert hook in result.end.detail
 
 
+def _stopping_with(returned: object):
+    """An agent whose ``should_stop_turn`` returns ``returned``, after a tool step."""
+
+    async def stop(state):
+        return returned
+
+    return agent_with(
+        [
+            scripted_response("r1", [call("add", "c1", {"left": 1, "right": 1})]),
+            scripted_response("r2", "two"),
+        ],
+        should_stop_turn=stop,
+    )
+
+
 @pytest.mark.parametrize("returned", ["no", 1, [False]])
 async def test_should_stop_turn_returning_what_is_not_a_bool_fails_the_turn(returned):
     """``should_stop_turn`` returning a truthy value that is not a bool ("no", a
     coroutine it forgot to await) ended the turn as blocked, saying the hook
     "returned True"."""
-
-    async def stop(state):
-        return returned
-
-    agent, model = agent_with(
-        [
-            scripted_response("r1", [call("add", "c1", {"left": 1, "right": 1})]),
-            scripted_response("r2", "never"),
-        ],
-        should_stop_turn=stop,
-    )
+    agent, model = _stopping_with(returned)
     result = await agent.prompt(u("u1"))
     assert result.end.reason == "failed" and result.end.code == "HOOK_ERROR"
     assert "should_stop_turn must return a bool" in result.end.detail
@@ -473,16 +478,7 @@ async def test_should_stop_turn_returning_what_is_not_a_bool_fails_the_turn(retu
 
 
 async def test_should_stop_turn_returning_none_goes_on():
-    async def stop(state):
-        return None
-
-    agent, model = agent_with(
-        [
-            scripted_response("r1", [call("add", "c1", {"left": 1, "right": 1})]),
-            scripted_response("r2", "two"),
-        ],
-        should_stop_turn=stop,
-    )
+    agent, _ = _stopping_with(None)
     result = await agent.prompt(u("u1"))
     assert result.end == TurnCompleted() and result.final_text == "two"
 
