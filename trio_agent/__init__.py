@@ -69,6 +69,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .ledger import SessionChangedError as SessionChangedError
     from .ledger import SessionExistsError as SessionExistsError
     from .ledger import SessionLockedError as SessionLockedError
+    from .ledger import SessionNotFoundError as SessionNotFoundError
     from .ledger import TOOL_CANCELLED as TOOL_CANCELLED
     from .ledger import TOOL_NOT_STARTED as TOOL_NOT_STARTED
     from .ledger import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
@@ -223,6 +224,7 @@ _EXPORTS: dict[str, str] = {
     "SessionExistsError": "ledger",
     "LeaseLostError": "ledger",
     "SessionLockedError": "ledger",
+    "SessionNotFoundError": "ledger",
     "TOOL_CANCELLED": "ledger",
     "TOOL_NOT_STARTED": "ledger",
     "TOOL_OUTCOME_UNKNOWN": "ledger",
@@ -405,6 +407,7 @@ __all__ = [
     "SessionEvent",
     "SessionExistsError",
     "SessionLockedError",
+    "SessionNotFoundError",
     "SessionStore",
     "SqliteStore",
     "StepError",

@@ -73,7 +73,7 @@ async def test_a_worker_answers_submitted_input_and_drains_on_sigterm(
         assert "user: write a.txt" in text and "== turn 1 ended: completed" in text
         assert "closed cleanly by its last writer" in text  # the inbox was empty: let go
         refused = await cli([*base, "ghost", "hello"])
-        assert refused.returncode == 1 and b"no session 'ghost'" in refused.stderr
+        assert refused.returncode == 2 and b"no session 'ghost'" in refused.stderr
     finally:
         worker.send_signal(signal.SIGTERM)
         code, stderr = await _stopped(worker)

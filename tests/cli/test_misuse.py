@@ -172,3 +172,35 @@ async def test_an_agent_module_that_exits_as_it_is_imported_is_a_usage_error_nam
         "trio-agent run: error: --agent script:agent: importing script raised SystemExit: 0 "
         f"(at {tmp_path / 'script.py'}:3)"
     )
+
+
+async def test_a_session_not_there_or_not_free_is_a_usage_error_for_every_command(tmp_path):
+    """Review of issue 38: the exit code for one mistake depended on the command:
+    an unknown session was 2 for ``show`` and 1 for ``fork``, a session another
+    process writes 2 for ``approve`` and 1 for ``resume``. Both are usage errors
+    (2), each naming the session, for every command."""
+    from trio_agent import Agent, JsonlStore
+    from trio_agent.testing import CallableModel
+
+    (tmp_path / "uni.py").write_text(UNICODE_APP)
+    ran = await cli(
+        [*SCRIPT, "run", "--agent", "uni:agent", "--ledger", "ledgers/s.jsonl", "hi"],
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr
+    for command in (["fork", "--at-turn", "1"], ["show"]):
+        done = await cli([*SCRIPT, *command, "--store", "ledgers", "nosuch"], cwd=tmp_path)
+        said = done.stderr.decode()
+        assert done.returncode == 2 and "no session 'nosuch'" in said, (command, said)
+        assert "Traceback" not in said
+    held = await Agent.resume(JsonlStore(tmp_path / "ledgers"), "s", model=CallableModel(print))
+    try:  # this process writes the session now
+        done = await cli(
+            [*SCRIPT, "resume", "--agent", "uni:agent", "--message", "again", "ledgers/s.jsonl"],
+            cwd=tmp_path,
+        )
+    finally:
+        await held.aclose()
+    said = done.stderr.decode()
+    assert done.returncode == 2 and "session 's' already has a writer" in said, said
+    assert "Traceback" not in said

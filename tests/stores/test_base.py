@@ -52,6 +52,26 @@ async def test_loading_from_a_missing_directory_makes_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+async def test_a_session_that_is_not_there_is_a_session_not_found_error(tmp_path, kind):
+    """Review of issue 38: a session not stored was a bare ``LedgerError``, so a
+    caller (the command line's exit code) could not tell it from a ledger that
+    failed. It is ``SessionNotFoundError`` (a ``LedgerError``), from every way in."""
+    from trio_agent import SessionNotFoundError
+
+    store = make_store(kind, tmp_path)
+    async with Agent(model=ok_model(), store=store, session_id="there"):
+        pass
+    with pytest.raises(SessionNotFoundError, match="no session 'nosuch'"):
+        await store.load("nosuch")
+    with pytest.raises(SessionNotFoundError, match="no session 'nosuch'"):
+        await store.load_tail("nosuch")
+    with pytest.raises(SessionNotFoundError, match="no session 'nosuch'"):
+        await Agent.resume(store, "nosuch", model=ok_model())
+    assert issubclass(SessionNotFoundError, LedgerError)
+    await close_store(store)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
 async def test_an_existing_session_says_to_resume_it(tmp_path, kind):
     """Issue 14: an existing session's error says what to do: resume it."""
     store = make_store(kind, tmp_path)

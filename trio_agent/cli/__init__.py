@@ -138,10 +138,7 @@ def _run(parsers: Parsers, args: argparse.Namespace) -> int:
     try:
         return _unwrapped(_command(args.command), args)
     except UsageError as exc:
-        parser = parsers.commands[args.command]
-        parser.print_usage(sys.stderr)
-        print(f"{parser.prog}: error: {_said(exc)}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage(parsers, args, exc)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -159,13 +156,23 @@ def _run(parsers: Parsers, args: argparse.Namespace) -> int:
         print(f"trio-agent: {_said(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
-        from ..ledger._records import LedgerError
+        from ..ledger._records import LedgerError, SessionLockedError, SessionNotFoundError
         from ..model import ModelError
 
+        if isinstance(exc, SessionNotFoundError | SessionLockedError):  # asked of a session
+            return _usage(parsers, args, exc)  # that is not there, or not free: as `show`
         if isinstance(exc, LedgerError | ModelError):
             print(f"trio-agent: {type(exc).__name__}: {_said(exc)}", file=sys.stderr)
             return EXIT_FAILED
         raise
+
+
+def _usage(parsers: Parsers, args: argparse.Namespace, exc: Exception) -> int:
+    """A usage error: the command's usage line, then what was wrong; exit 2."""
+    parser = parsers.commands[args.command]
+    parser.print_usage(sys.stderr)
+    print(f"{parser.prog}: error: {_said(exc)}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _said(exc: BaseException) -> str:

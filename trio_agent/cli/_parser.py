@@ -51,8 +51,9 @@ run and resume, {"schema": 1, "record": {...}} for show. `trio-agent schema`
 prints their JSON Schema.
 
 exit codes: 0 the turn completed, 1 it ended otherwise (failed, max_steps, ...)
-or the ledger or the provider failed, 2 bad usage (or a decision that cannot be
-made), 3 tool calls were left waiting for approval, 130 interrupted (Ctrl-C)."""
+or the ledger or the provider failed, 2 bad usage (a session not there or not
+free, a decision that cannot be made), 3 tool calls were left waiting for
+approval, 130 interrupted (Ctrl-C)."""
 
 APPROVE_MODES: Final = ("ask", "auto", "deny", "wait", "defer")
 GUARDED_TOOLS: Final = ("write_file", "edit_file", "run")

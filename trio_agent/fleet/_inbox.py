@@ -23,6 +23,7 @@ from ..ledger import (
     LedgerError,
     MessageRecord,
     Record,
+    SessionNotFoundError,
     StepStartRecord,
     TurnEndRecord,
     TurnStartRecord,
@@ -217,7 +218,7 @@ def _insert(
             (session_id, session_id),
         ).fetchone() or (False,)
         if not known:
-            raise LedgerError(
+            raise SessionNotFoundError(
                 f"no session {session_id!r} in {store!r}: submit(..., create=True) starts one"
             )
     row = connection.execute(

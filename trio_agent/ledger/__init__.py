@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ._errors import SessionChangedError as SessionChangedError
     from ._errors import SessionExistsError as SessionExistsError
     from ._errors import SessionLockedError as SessionLockedError
+    from ._errors import SessionNotFoundError as SessionNotFoundError
     from ._errors import session_exists as session_exists
     from ._ledger import SEQUENCE_BLOCK as SEQUENCE_BLOCK
     from ._ledger import FsyncPolicy as FsyncPolicy
@@ -92,6 +93,7 @@ __all__ = [
     "SessionClosedRecord",
     "SessionExistsError",
     "SessionLockedError",
+    "SessionNotFoundError",
     "SessionStartRecord",
     "SessionWriter",
     "SnapshotRecord",
@@ -140,6 +142,7 @@ __getattr__ = _lazy(
         "SessionClosedRecord": "._records",
         "SessionExistsError": "._errors",
         "SessionLockedError": "._errors",
+        "SessionNotFoundError": "._errors",
         "SessionStartRecord": "._records",
         "SessionWriter": "._ledger",
         "SnapshotRecord": "._records",

@@ -11,6 +11,7 @@ __all__ = [
     "SessionChangedError",
     "SessionExistsError",
     "SessionLockedError",
+    "SessionNotFoundError",
     "session_exists",
 ]
 
@@ -25,6 +26,10 @@ class LedgerCorruptError(LedgerError):
 
 class SessionLockedError(LedgerError):
     """The session already has a writer (in this process or another); the message names it."""
+
+
+class SessionNotFoundError(LedgerError):
+    """No session is stored under the id asked for; the message names the store."""
 
 
 class LeaseLostError(LedgerError):

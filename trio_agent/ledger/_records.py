@@ -23,6 +23,7 @@ from ._errors import LedgerError as LedgerError
 from ._errors import SessionChangedError as SessionChangedError
 from ._errors import SessionExistsError as SessionExistsError
 from ._errors import SessionLockedError as SessionLockedError
+from ._errors import SessionNotFoundError as SessionNotFoundError
 from ._errors import session_exists as session_exists
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "SessionClosedRecord",
     "SessionExistsError",
     "SessionLockedError",
+    "SessionNotFoundError",
     "SessionStartRecord",
     "SnapshotRecord",
     "StepEndRecord",

@@ -18,7 +18,12 @@ from typing import Final, final
 import trio
 
 from ..ledger._ledger import DEFAULT_SNAPSHOTS, SessionWriter, SnapshotPolicy, check_snapshots
-from ..ledger._records import LedgerError, SessionChangedError, session_exists
+from ..ledger._records import (
+    LedgerError,
+    SessionChangedError,
+    SessionNotFoundError,
+    session_exists,
+)
 from ._base import SNAPSHOT_LINE, LoadedSession, WriterState, check_session_id, parse_jsonl
 from ._fsync import FsyncClosedError, SyncedFile
 from ._lock import WriterLock
@@ -235,7 +240,7 @@ class JsonlStore:
         try:
             data = await trio.Path(path).read_bytes()
         except FileNotFoundError:
-            raise LedgerError(f"no session {session_id!r} at {path}") from None
+            raise SessionNotFoundError(f"no session {session_id!r} at {path}") from None
         except OSError as exc:
             raise LedgerError(f"cannot read session {session_id!r} at {path}: {exc}") from exc
         return parse_jsonl(session_id, data)
@@ -249,7 +254,7 @@ class JsonlStore:
         try:
             data, offset = await trio.to_thread.run_sync(_read_tail, path)
         except FileNotFoundError:
-            raise LedgerError(f"no session {session_id!r} at {path}") from None
+            raise SessionNotFoundError(f"no session {session_id!r} at {path}") from None
         except OSError as exc:
             raise LedgerError(f"cannot read session {session_id!r} at {path}: {exc}") from exc
         return parse_jsonl(session_id, data, first_seq=None if offset else 0, offset=offset)

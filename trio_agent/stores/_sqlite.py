@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 import trio
 
 from ..ledger._ledger import DEFAULT_SNAPSHOTS, SessionWriter, SnapshotPolicy, check_snapshots
-from ..ledger._records import LedgerCorruptError, LedgerError, SessionChangedError, session_exists
+from ..ledger._records import (
+    LedgerCorruptError,
+    LedgerError,
+    SessionChangedError,
+    SessionNotFoundError,
+    session_exists,
+)
 from ._base import (
     SNAPSHOT_LINE,
     LoadedSession,
@@ -376,7 +382,7 @@ class SqliteStore:
         check_session_id(session_id)
         bodies = await self.run(f"load session {session_id!r}", self._select, session_id)
         if not bodies:
-            raise LedgerError(f"no session {session_id!r} in {self.path}")
+            raise SessionNotFoundError(f"no session {session_id!r} in {self.path}")
         return parse_jsonl(session_id, b"\n".join(bodies) + b"\n")
 
     async def load_tail(self, session_id: str) -> LoadedSession:
@@ -385,7 +391,7 @@ class SqliteStore:
         check_session_id(session_id)
         bodies = await self.run(f"load session {session_id!r}", self._select, session_id, True)
         if not bodies:
-            raise LedgerError(f"no session {session_id!r} in {self.path}")
+            raise SessionNotFoundError(f"no session {session_id!r} in {self.path}")
         return parse_jsonl(session_id, b"\n".join(bodies) + b"\n", first_seq=None)
 
     async def aclose(self) -> None:

@@ -42,6 +42,7 @@ from ...ledger import (
     LeaseLostError,
     LedgerError,
     SessionChangedError,
+    SessionNotFoundError,
     SessionWriter,
     session_exists,
 )
@@ -490,7 +491,7 @@ class PostgresStore:
         check_session_id(session_id)
         bodies = await self.run(f"load session {session_id!r}", self.select, session_id)
         if not bodies:
-            raise LedgerError(f"no session {session_id!r} in {self!r}")
+            raise SessionNotFoundError(f"no session {session_id!r} in {self!r}")
         return parse_jsonl(session_id, b"\n".join(bodies) + b"\n")
 
     async def load_tail(self, session_id: str) -> LoadedSession:
@@ -503,7 +504,7 @@ async def _load_tail(store: PostgresStore, session_id: str) -> LoadedSession:
     check_session_id(session_id)
     bodies = await store.run(f"load session {session_id!r}", store.select, session_id, True)
     if not bodies:
-        raise LedgerError(f"no session {session_id!r} in {store!r}")
+        raise SessionNotFoundError(f"no session {session_id!r} in {store!r}")
     return parse_jsonl(session_id, b"\n".join(bodies) + b"\n", first_seq=None)
 
 
