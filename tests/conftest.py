@@ -1,4 +1,6 @@
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -7,6 +9,10 @@ from hypothesis import HealthCheck, settings
 
 # The shared helpers (tests/support/) import by their plain names from any folder.
 sys.path.insert(0, str(Path(__file__).parent / "support"))
+
+# The command line seals what `run` records with a key in the user's config
+# directory: the suite's runs (and the processes it starts) keep theirs apart.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="trio-agent-config-")
 
 import reaper
 

@@ -260,7 +260,10 @@ async def test_run_records_its_configuration_and_resume_needs_no_flags(loopback,
         cwd=tmp_path,  # a relative workspace is recorded absolute
     )
     assert done.returncode == 0, done.stderr
-    assert derive(records(ledger)).metadata == {
+    metadata = derive(records(ledger)).metadata
+    seal = metadata["cli"].pop("seal")  # this user's, over the rest (tests/cli/test_trust.py)
+    assert isinstance(seal, str) and len(seal) == 64
+    assert metadata == {
         "cli": {
             "format": 1,
             "provider": "openai",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -35,7 +35,7 @@ from ..tools._tool import ToolRegistry, ToolSource
 from ..workspace._errors import WorkspaceError
 from ..workspace._workspace import Workspace
 from ._app import AppAgent, load_agent, refuse_beside, tools_of
-from ._config import RunConfig, Settings, given, recorded, resolve
+from ._config import METADATA_KEY, RunConfig, Settings, dropped_by, given, recorded, resolve
 from ._drive import (
     EXIT_AWAITING,
     EXIT_FAILED,
@@ -51,6 +51,7 @@ from ._mcp import all_tools, open_servers
 from ._output import Output, Printer, describe_end
 from ._output_schema import read_output_schema
 from ._parser import DEFAULT_SYSTEM
+from ._trust import check_trusted
 
 if TYPE_CHECKING:
     from ..providers.anthropic import AnthropicModel
@@ -333,7 +334,7 @@ def resume(args: argparse.Namespace) -> int:
     if args.agent is not None:
         return _resume_with(args, load_agent(args.agent), store, session_id, mode)
     flags = given(args)
-    config = _resumed_config(flags, recorded(derived.metadata), derived.system, session_id)
+    config = _resumed_config(flags, derived.metadata, derived.system, session_id)
     if config.workspace is None and (args.sandbox is not None or args.allow_network):
         raise UsageError(
             "--sandbox and --allow-network confine the workspace's run tool: they need "
@@ -364,16 +365,20 @@ def resume(args: argparse.Namespace) -> int:
 
 
 def _resumed_config(
-    flags: Settings, record: Settings | None, system: str, session_id: str
+    flags: Settings, metadata: Mapping[str, Any] | None, system: str, session_id: str
 ) -> RunConfig:
-    """The configuration a resume without ``--agent`` runs with: the record, the
-    flags over it. A session ``run --agent`` made needs ``--agent`` again; one
+    """The configuration a resume without ``--agent`` runs with: the record (its
+    commands, key and directory only if this user sealed it: ``check_trusted``),
+    the flags over it. A session ``run --agent`` made needs ``--agent`` again; one
     ``run`` did not record needs ``--provider`` and ``--model`` (the workspace
     tools only with ``--workspace``)."""
+    record = recorded(metadata)
     if record is not None and record.agent is not None:
         raise UsageError(
             f"this session was run with --agent {record.agent}; pass --agent {record.agent}"
         )
+    if record is not None and metadata is not None:
+        check_trusted(metadata[METADATA_KEY], record, flags, dropped_by(flags, record))
     if record is None and (flags.provider is None or flags.model is None):
         raise UsageError(
             f"session {session_id} was not started by `trio-agent run` (its ledger records "

@@ -25,6 +25,7 @@ from ._parser import (
     DEFAULT_RETRIES,
     KEY_VARIABLES,
 )
+from ._trust import sealed
 
 if TYPE_CHECKING:
     from ..providers.anthropic import AnthropicModel
@@ -37,6 +38,7 @@ __all__ = [
     "RunConfig",
     "Settings",
     "agent_metadata",
+    "dropped_by",
     "resolve",
     "ssl_context",
 ]
@@ -113,7 +115,7 @@ class RunConfig(Struct, kw_only=True):
         for name in ("mcp", "mcp_env"):
             if not data[name]:
                 del data[name]
-        return {METADATA_KEY: data}
+        return {METADATA_KEY: sealed(data)}
 
     def key_variable(self) -> str:
         return self.api_key_env or KEY_VARIABLES[self.provider]
@@ -203,6 +205,14 @@ def ssl_context(ca_file: str) -> ssl.SSLContext:
         raise UsageError(
             f"--ca-file {ca_file}: not a PEM file of CA certificates ({exc})"
         ) from None
+
+
+def dropped_by(flags: Settings, record: Settings) -> set[str]:
+    """The recorded settings a resume leaves unused because ``--provider`` names
+    another provider than the record's (``resolve`` drops them)."""
+    if flags.provider is not None and record.provider not in (None, flags.provider):
+        return set(_PROVIDER_SETTINGS)
+    return set()
 
 
 def agent_metadata(reference: str, own: Mapping[str, Any]) -> dict[str, Any]:

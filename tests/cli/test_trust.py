@@ -1,0 +1,136 @@
+"""A ledger's recorded configuration is acted on by ``resume`` only when this user
+recorded it (``cli/_trust.py``): a ledger handed over, or edited, cannot start a
+command, send the API key elsewhere or give the model a directory without the
+flags saying so again. Each through a real subprocess against the loopback
+server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+import sys
+
+from cli_runner import BASE_ENV, TRIO_AGENT, cli, text_stream
+from loopback import Reply
+
+from trio_agent.cli._trust import TRUSTED, check_trusted, sealed
+
+
+async def _recorded(loopback, tmp_path, env) -> tuple:
+    """A session ``run`` recorded with a workspace, a server and a key variable."""
+    (tmp_path / "ws").mkdir()
+    ledger = tmp_path / "sessions" / "s.jsonl"
+    loopback.replies.append(Reply(body=text_stream("first answer")))
+    done = await cli(
+        [
+            *TRIO_AGENT,
+            "run",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--workspace",
+            "ws",
+            "--base-url",
+            f"{loopback.url}/v1",
+            "--api-key-env",
+            "MY_KEY",
+            "--ledger",
+            str(ledger),
+            "hello",
+        ],
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    return ledger, tmp_path / "ws"
+
+
+def _mine(tmp_path, name: str) -> dict:
+    config = tmp_path / name
+    config.mkdir()
+    return {**BASE_ENV, "MY_KEY": "sk-mine-123", "XDG_CONFIG_HOME": str(config)}
+
+
+async def test_a_ledger_from_another_user_needs_its_commands_key_and_directory_given_again(
+    loopback, tmp_path
+):
+    """Review of issue 38: ``resume`` acted on whatever configuration the ledger
+    recorded: a ledger someone handed over could name the server the key is sent
+    to and the variable it is read from (or start a command, below). Another
+    user's recording is refused until each such setting is given again, and then
+    it runs."""
+    ledger, workspace = await _recorded(loopback, tmp_path, _mine(tmp_path, "alice"))
+    bob = _mine(tmp_path, "bob")
+    asked = len(loopback.requests)
+    refused = await cli([*TRIO_AGENT, "resume", str(ledger), "--message", "go on"], env=bob)
+    said = refused.stderr.decode()
+    assert refused.returncode == 2, said
+    assert "not recorded by you on this machine" in said
+    base_url = f"{loopback.url}/v1"
+    for flag in (f"--base-url {base_url}", "--api-key-env MY_KEY", f"--workspace {workspace}"):
+        assert flag in said, said
+    assert len(loopback.requests) == asked  # nothing was sent
+
+    loopback.replies.append(Reply(body=text_stream("second answer")))
+    again = ["--base-url", base_url, "--api-key-env", "MY_KEY", "--workspace", str(workspace)]
+    ran = await cli([*TRIO_AGENT, "resume", str(ledger), *again, "--message", "go on"], env=bob)
+    assert ran.returncode == 0, ran.stderr
+    assert loopback.requests[-1].headers["authorization"] == "Bearer sk-mine-123"
+
+
+async def test_a_command_edited_into_a_ledger_is_never_started(loopback, tmp_path):
+    """A server command written into a sealed recording (by hand, by anyone) breaks
+    its seal: the resume starts nothing and names the flag that would start it."""
+    alice = _mine(tmp_path, "alice")
+    ledger, _ = await _recorded(loopback, tmp_path, alice)
+    marker = tmp_path / "started"
+    lines = ledger.read_bytes().splitlines()
+    start = json.loads(lines[0])
+    assert start["kind"] == "session/start"
+    command = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    start["metadata"]["cli"]["mcp"] = [{"kind": "stdio", "prefix": "x", "command": command}]
+    ledger.write_bytes(b"\n".join([json.dumps(start).encode(), *lines[1:]]) + b"\n")
+    asked = len(loopback.requests)
+    refused = await cli([*TRIO_AGENT, "resume", str(ledger), "--message", "go on"], env=alice)
+    said = refused.stderr.decode()
+    assert refused.returncode == 2, said
+    assert f"--mcp {shlex.quote('x=' + shlex.join(command))}" in said, said
+    assert not marker.exists() and len(loopback.requests) == asked
+
+
+async def test_this_users_recording_needs_no_flags_and_its_key_is_private(loopback, tmp_path):
+    alice = _mine(tmp_path, "alice")
+    ledger, _ = await _recorded(loopback, tmp_path, alice)
+    key = tmp_path / "alice" / "trio-agent" / "ledger-key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and len(key.read_bytes()) == 32
+    loopback.replies.append(Reply(body=text_stream("second answer")))
+    ran = await cli([*TRIO_AGENT, "resume", str(ledger), "--message", "go on"], env=alice)
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_only_the_settings_that_reach_beyond_the_answer_are_held_back(tmp_path, monkeypatch):
+    """The rule alone: settings that start commands, send the key or give a
+    directory need this user's seal or a flag; the model and its limits do not,
+    and settings a change of provider drops are not asked for."""
+    import pytest
+
+    from trio_agent.cli._config import Settings
+    from trio_agent.cli._errors import UsageError
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "me"))
+    plain = {"format": 1, "provider": "openai", "model": "m", "max_steps": 3}
+    check_trusted(plain, Settings(provider="openai", model="m"), Settings(), set())
+    risky = {**plain, "base_url": "http://elsewhere/v1", "workspace": "/"}
+    record = Settings(provider="openai", model="m", base_url="http://elsewhere/v1", workspace="/")
+    with pytest.raises(UsageError, match=r"--base-url http://elsewhere/v1 --workspace /$"):
+        check_trusted(risky, record, Settings(), set())
+    check_trusted(risky, record, Settings(workspace="/w"), {"base_url"})  # given, dropped
+    check_trusted(sealed(risky), record, Settings(), set())  # this user's own
+    tampered = {**sealed(risky), "workspace": "/home"}
+    with pytest.raises(UsageError, match="--workspace /home"):
+        check_trusted(tampered, Settings(workspace="/home"), Settings(), set())
+    assert set(TRUSTED) == {"mcp", "mcp_env", "base_url", "api_key_env", "ca_file", "workspace"}
+    assert os.environ["XDG_CONFIG_HOME"] == str(tmp_path / "me")
