@@ -180,3 +180,23 @@ async def test_bad_frontend_tools_and_tool_messages_are_refused(tmp_path):
             body = {"threadId": "t", "runId": "r", "messages": messages, "tools": tools}
             status, error = await post_stream(url, "/ag-ui", json.dumps(body).encode())
             assert status == 400 and isinstance(error["error"], str), (tools, messages, error)
+
+
+async def test_a_refused_resume_records_none_of_its_decisions(tmp_path):
+    """Bug: a run's resume entries were decided one by one, so a run whose second
+    entry names no held call was refused (404) after the first decision was
+    recorded: the client's corrected run then got a 409 ("decided already") and
+    the held call could no longer be answered as the interrupt asked."""
+    async with running(tmp_path) as (server, url), client(url) as http:
+        first = await run(url, run_input("r1", "guard"))
+        call_id = first[1].tool_call_id
+        approve = ResumeEntry(interrupt_id=call_id, status="resolved", payload={"approved": True})
+        stray = ResumeEntry(interrupt_id="nosuch", status="resolved", payload={"approved": True})
+        status, error = await post_stream(url, "/ag-ui", run_input("r2", resume=[approve, stray]))
+        assert status == 404 and "nosuch" in error["error"]
+        state = (await http.get("/sessions/t")).json()
+        assert [c["id"] for c in state["pending_approvals"]] == [call_id]
+        assert (state["decided_approvals"], state["turns"]) == ([], 1)
+        second = await run(url, run_input("r3", resume=[approve]))
+    assert (second[1].tool_call_id, second[1].content) == (call_id, "done n")
+    assert second[-1].outcome.type == "success"

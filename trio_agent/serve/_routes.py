@@ -92,7 +92,8 @@ class _Routes:
 
 
 async def _agui_run(hub: Hub, given: AguiInput) -> EventStream:
-    """An AG-UI run: the resume entries decided, then a turn, streamed as AG-UI."""
+    """An AG-UI run: the resume entries decided (all, or none when one cannot be),
+    then a turn, streamed as AG-UI."""
     session_id = session_id_of(given.thread_id)
     if not 1 <= len(given.run_id) <= MAX_CALL_ID:
         raise ApiError(400, f"a runId has 1 to {MAX_CALL_ID} characters")
@@ -108,9 +109,10 @@ async def _agui_run(hub: Hub, given: AguiInput) -> EventStream:
     answered = [await hub.answer_call(session_id, call_id, text) for call_id, text in answers]
     if goes_on and not given.resume:
         message = message_of(given, any(answered))
-    for call_id, approved, reason in decided:
-        await hub.decide(session_id, call_id, approved, reason)
-    turn = await hub.start_turn(session_id, message)
+    if decided:  # all recorded, or none (a refused run), then the turn, under one lock
+        turn = await hub.respond(session_id, decided, message)
+    else:
+        turn = await hub.start_turn(session_id, message)
     framing = AguiFraming(given.thread_id, given.run_id, turn, frontend)
     return EventStream(await hub.watch(session_id), cursor, framing)
 
