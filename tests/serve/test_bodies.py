@@ -218,3 +218,59 @@ async def test_only_an_announced_length_over_the_cap_is_refused_unread(announced
         assert caught.value.status == 413 and read == []
     else:
         assert await read_body(chunks(), announced=announced) == b"{}"
+
+
+response_texts = st.text(st.characters(codec="utf-8"), max_size=12).filter(
+    lambda text: "hold" not in text  # the test agent's call that waits for its release
+) | st.sampled_from(["echo", "guard", "", "\x00"])
+odd = st.sampled_from([None, 0, 1.5, True, [], {}, "x", [{}], {"text": "x"}])
+part = (
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["input_text", "text", "input_image"]), "text": response_texts}
+    )
+    | st.fixed_dictionaries({"type": st.sampled_from(["input_text", "text"]) | odd})
+    | odd
+)
+message_item = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "user", "system", "developer", "assistant", "tool", ""]),
+        "content": st.one_of(
+            st.lists(part, max_size=3), st.lists(part, min_size=1), response_texts
+        ),
+    },
+    optional={"type": st.just("message")},
+)
+approval_item = st.fixed_dictionaries(
+    {
+        "type": st.just("mcp_approval_response"),
+        "approval_request_id": st.sampled_from(["c-request-001", ""]) | odd,
+        "approve": st.booleans() | odd,
+    },
+    optional={"reason": response_texts | odd},
+)
+response_items = st.one_of(
+    message_item, message_item, approval_item, st.fixed_dictionaries({"type": odd}), odd
+)
+response_bodies = st.fixed_dictionaries(
+    {"input": st.lists(response_items, min_size=1, max_size=3)},
+    optional={
+        "instructions": response_texts | odd,
+        "previous_response_id": st.sampled_from(["resp_table_1", "resp__1", "resp_x_0", "resp_"]),
+        "tools": odd,
+    },
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(body=response_bodies)
+def test_no_responses_request_gets_a_server_error(http, body):
+    """``POST /v1/responses`` with request-shaped bodies of every odd kind (items,
+    roles, contents, approval answers, response ids): a 2xx or an OpenAI-shaped
+    4xx, never a 500."""
+    response = http.post("/v1/responses", content=json.dumps(body).encode())
+    assert response.status_code in ALLOWED, (response.status_code, response.text)
+    if response.status_code >= 400:
+        error = response.json()["error"]
+        assert isinstance(error["type"], str) and isinstance(error["message"], str)
