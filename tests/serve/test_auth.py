@@ -47,8 +47,13 @@ async def test_with_a_token_every_request_needs_it(tmp_path):
         for headers in wrong:
             for method, path in [
                 ("GET", "/sessions"),
+                ("GET", "/sessions/s"),
                 ("POST", "/sessions/s/turns"),
                 ("GET", "/sessions/s/events"),
+                ("POST", "/sessions/s/cancel"),
+                ("POST", "/sessions/s/approvals/c1"),
+                ("POST", "/ag-ui"),
+                ("POST", "/v1/responses"),
             ]:
                 response = await http.request(method, path, headers=headers, json={"message": "x"})
                 assert response.status_code == 401, (headers, path)
