@@ -84,6 +84,16 @@ async def test_one_tool_run_appends_call_and_result_before_second_request():
     assert_stream_shape(events, result)
 
 
+@pytest.mark.parametrize("text", ['{"left": 20, "right": 22}', "42", "null"])
+async def test_without_an_output_type_the_output_is_none_whatever_the_text(text):
+    """Section 11.4: ``Completed.output`` is None without ``output_type``, even
+    when the final text is JSON; the request asks for no output shape."""
+    run, model = start([scripted_response("r1", text, "stop")])
+    _, result = await settle(run)
+    assert isinstance(result, Completed) and result.final_text == text
+    assert result.output is None and model.requests[0].output is None
+
+
 async def test_first_request_carries_transcript_specs_and_system():
     _, script = one_tool_script()
     run, model = start(script, system="Be brief.")

@@ -151,6 +151,10 @@ async def test_deciding_twice_or_an_unknown_call_raises_and_records_nothing():
     for unknown in ("c1", "nope"):  # c1 needed no approval: it is not held
         with pytest.raises(ValueError, match="waiting for approval"):
             await agent.approve(unknown)
+        with pytest.raises(ValueError, match="waiting for approval"):
+            await agent.reject(unknown, "no")
+    assert [c.id for c in agent.pending_approvals] == ["c3"]
+    assert [c.id for c in agent.decided_approvals] == ["c2"]
     with pytest.raises(TypeError):
         await agent.approve(3)  # type: ignore[arg-type]
 
