@@ -138,3 +138,27 @@ async def test_a_stopped_hub_takes_no_session_in(tmp_path):
     with pytest.raises(ApiError) as raised:
         await stopped.watch("s")
     assert raised.value.status == 503
+
+
+async def test_a_held_call_is_pending_after_a_restart_and_runs_only_once_approved(tmp_path):
+    """Section 11.5 over HTTP: pending approvals survive the server process; a
+    turn posted before the decision leaves the call held (it never runs without
+    its recorded approval); the decision, made on the new server, lets the next
+    turn run it."""
+    async with running(tmp_path) as (server, url), client(url) as http:
+        await http.post("/sessions/s/turns", json={"message": "guard"})
+        await read_until(url, EVENTS, finished(1))
+    async with running(tmp_path) as (server, url), client(url) as http:
+        [call] = (await http.get("/sessions/s")).json()["pending_approvals"]
+        assert (await http.post("/sessions/s/turns", json={})).json() == {"turn": 2}
+        events = await read_until(url, EVENTS, finished(2))
+        assert end_of(events, 2)["end"]["reason"] == "awaiting_approval"
+        assert not [d for _, d in events if d["event"]["type"] == "tool.finished"]
+        await wait_until(lambda: server.hub.running_turn("s") is None)
+        path = f"/sessions/s/approvals/{call['id']}"
+        assert (await http.post(path, json={"approved": True})).status_code == 200
+        assert (await http.post("/sessions/s/turns", json={})).json() == {"turn": 3}
+        events = await read_until(url, EVENTS, finished(3))
+    ran = [d["event"]["result"] for _, d in events if d["event"]["type"] == "tool.finished"]
+    assert [r["content"] for r in ran] == ["done n"]
+    assert end_of(events, 3)["final_text"] == "after guard"
