@@ -9,6 +9,8 @@ Names kept for an old spelling are listed too (``StepFailure``,
 from __future__ import annotations
 
 import importlib
+import inspect
+from typing import Any
 
 import pytest
 
@@ -696,3 +698,88 @@ def test_public_classes_of_private_modules_survive_a_pickle_round_trip():
     for error in (MCPServerError("down"), LedgerError("broken")):
         again = pickle.loads(pickle.dumps(error))
         assert type(again) is type(error) and str(again) == str(error)
+
+
+def _shape(function: Any) -> list[tuple[str, str, object]]:
+    """Each parameter as (name, kind, default), ``self`` left out."""
+    return [
+        (p.name, p.kind.name, p.default)
+        for p in inspect.signature(function).parameters.values()
+        if p.name != "self"
+    ]
+
+
+def _has(function: Any, *expected: tuple[str, str, object]) -> None:
+    shape = _shape(function)
+    for each in expected:
+        assert each in shape, (function, each, shape)
+
+
+def test_the_second_and_third_waves_keep_the_signatures_design_md_names():
+    """Sections 11 and 12 name these parameters (and their defaults): renaming
+    one, making it positional or dropping its default breaks callers."""
+    from trio_agent import Agent, FallbackModel, ModelSettings, UsageLimits, run_agent_loop, tool
+    from trio_agent.fleet import Worker, submit
+    from trio_agent.mcp import MCPServerHTTP, MCPServerStdio
+    from trio_agent.providers import (
+        AnthropicModel,
+        OpenAIChatModel,
+        OpenAIResponsesModel,
+        infer_model,
+    )
+    from trio_agent.stores import PostgresStore
+    from trio_agent.workspace import Workspace
+
+    empty, pos, kw = inspect.Parameter.empty, "POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY"
+    _has(tool, ("requires_approval", kw, False), ("effect", kw, "once"))
+    _has(Agent.reject, ("call_id", pos, empty), ("reason", pos, ""))
+    _has(Agent.approve, ("call_id", pos, empty))
+    _has(
+        Agent.fork,
+        ("store", pos, empty),
+        ("session_id", pos, empty),
+        ("at_turn", kw, empty),
+        ("new_session_id", kw, None),
+    )
+    limits = ("requests", "input_tokens", "output_tokens", "total_tokens", "tool_calls", "cost")
+    assert [name for name, _, _ in _shape(UsageLimits)] == list(limits)
+    assert all(default is None for _, _, default in _shape(UsageLimits))
+    assert _shape(FallbackModel)[:2] == [("first", pos, empty), ("rest", "VAR_POSITIONAL", empty)]
+    settings = ModelSettings()
+    for name in ModelSettings.__struct_fields__:
+        assert getattr(settings, name) in (None, ()), name
+    assert set(ModelSettings.__struct_fields__) == {
+        *("max_tokens", "temperature", "top_p", "stop", "seed", "tool_choice"),
+        *("parallel_tool_calls", "reasoning_effort", "thinking_budget"),
+        *("extra_body", "extra_headers"),
+    }
+    for run in (run_agent_loop, Agent):
+        _has(run, ("settings", kw, None), ("output_type", kw, None), ("output_retries", kw, 2))
+    _has(run_agent_loop, ("deps", kw, None))
+    _has(Agent, ("usage_limits", kw, None), ("session_usage_limits", kw, None))
+    for turn in (Agent.prompt, Agent.turn):
+        _has(turn, ("settings", kw, None), ("output_type", kw, None), ("deps", kw, None))
+        _has(turn, ("usage_limits", kw, None))
+    for provider in (OpenAIChatModel, OpenAIResponsesModel, AnthropicModel):
+        for name in ("api_key", "base_url", "settings", "default_headers", "ssl_context"):
+            _has(provider, (name, kw, None))
+        for name in ("connect_seconds", "read_seconds", "proxy"):
+            assert name in [n for n, kind, _ in _shape(provider) if kind == kw], (provider, name)
+        assert "VAR_KEYWORD" not in [kind for _, kind, _ in _shape(provider)], provider
+    assert _shape(infer_model)[0] == ("name", pos, empty)
+    assert _shape(MCPServerStdio)[:5] == [
+        ("command", pos, empty),
+        ("args", pos, ()),
+        ("env", pos, None),
+        ("cwd", pos, None),
+        ("prefix", pos, None),
+    ]
+    assert _shape(MCPServerHTTP)[:3] == [
+        ("url", pos, empty),
+        ("headers", pos, None),
+        ("prefix", pos, None),
+    ]
+    _has(PostgresStore, ("dsn", pos, empty), ("listen_dsn", kw, None))
+    assert [n for n, _, _ in _shape(submit)[:3]] == ["store", "session_id", "message"]
+    assert [n for n, _, _ in _shape(Worker)[:2]] == ["store", "make_agent"]
+    _has(Workspace, ("root", pos, empty), ("sandbox", kw, "auto"), ("network", kw, False))
