@@ -302,3 +302,30 @@ async def test_the_ledger_and_the_command_line_say_which_limit_ended_the_turn(tm
     assert describe_end(result.end) == "usage_limit: the turn's requests limit (1 of 1)"
     cost = TurnUsageLimit(name="cost", scope="session", used=0.25, limit=0.2)
     assert describe_end(cost) == "usage_limit: the session's cost limit ($0.2500 of $0.2000)"
+
+
+async def test_an_approved_call_is_held_to_the_tool_call_limit_of_the_turn_that_runs_it():
+    """The approved calls a turn runs first are a batch like any other: past the
+    turn's ``tool_calls`` limit they get the error result and do not run, and the
+    turn ends with ``usage_limit`` (an approval is no way around a limit)."""
+    from trio_agent import tool
+
+    ran: list[int] = []
+
+    @tool(requires_approval=True)
+    async def guarded(left: int) -> str:
+        """A call that needs a yes."""
+        ran.append(left)
+        return "ran"
+
+    script = [scripted_response("r1", [call("guarded", "c1", {"left": 1})]), answer(2)]
+    model = ScriptedModel(script)
+    agent = Agent(model=model, tools=[guarded])
+    assert (await agent.prompt("go")).end.reason == "awaiting_approval"
+    await agent.approve("c1")
+    result = await agent.prompt(usage_limits=UsageLimits(tool_calls=0))
+    assert result.end == TurnUsageLimit(name="tool_calls", scope="turn", used=1, limit=0)
+    assert ran == [] and model.call_count == 1
+    validate_transcript(result.messages)
+    [answered] = [m for m in result.messages if type(m).__name__ == "ToolResultMessage"]
+    assert answered.is_error and "tool_calls limit (0) is reached" in answered.content
