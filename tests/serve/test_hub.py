@@ -25,14 +25,16 @@ def end_of(events, turn):
 
 
 async def test_a_turn_is_answered_at_once_and_a_second_is_refused_while_it_runs(tmp_path):
-    """202 with the turn's number before the turn ends; 409 for another turn while
-    it runs; then the next turn is number 2."""
+    """202 with the turn's number before the turn ends; 409 for another turn, or a
+    decision, while it runs; then the next turn is number 2."""
     async with running(tmp_path) as (server, url), client(url) as http:
         response = await http.post("/sessions/s/turns", json={"message": "hold g"})
         assert (response.status_code, response.json()) == (202, {"turn": 1})
         assert server.hub.running_turn("s") == 1
         busy = await http.post("/sessions/s/turns", json={"message": "more"})
         assert busy.status_code == 409 and "turn 1" in busy.json()["error"]
+        deciding = await http.post("/sessions/s/approvals/c1", json={"approved": True})
+        assert deciding.status_code == 409 and "turn 1" in deciding.json()["error"]
         state = (await http.get("/sessions/s")).json()
         assert state["running_turn"] == 1
         serve_agents.release("g")
