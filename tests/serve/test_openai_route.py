@@ -160,3 +160,23 @@ async def test_a_client_waiting_for_a_whole_response_going_away_cancels_it_under
         await wait_until(lambda: server.hub.running_turn(session) is None)
         events = await read_until(url, f"/sessions/{session}/events", finished(1))
     assert events[-1][1]["event"]["result"]["end"]["reason"] == "cancelled"
+
+
+async def test_a_client_waiting_for_a_whole_response_going_away_detaches_by_default(tmp_path):
+    """Section 12.5: a client that goes away detaches by default; the turn of a
+    whole (not streamed) response it waited for goes on and is recorded whole."""
+    body = json.dumps({"model": "any", "input": "hold g"}).encode()
+    head = b"POST /v1/responses HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
+    async with running(tmp_path) as (server, url), client(url) as http:
+        host, _, port = url.removeprefix("http://").rpartition(":")
+        async with await trio.open_tcp_stream(host, int(port)) as stream:
+            await stream.send_all(head + b"content-length: %d\r\n\r\n" % len(body) + body)
+            await serve_agents.holding.setdefault("g", trio.Event()).wait()
+            [session] = [s["id"] for s in (await http.get("/sessions")).json()["sessions"]]
+            assert server.hub.readers(session) == 1
+        await wait_until(lambda: server.hub.readers(session) == 0)
+        assert server.hub.running_turn(session) == 1  # it goes on without its reader
+        serve_agents.release("g")
+        events = await read_until(url, f"/sessions/{session}/events", finished(1))
+    result = events[-1][1]["event"]["result"]
+    assert (result["end"]["reason"], result["final_text"]) == ("completed", "after hold g")
