@@ -200,3 +200,21 @@ async def test_a_refused_resume_records_none_of_its_decisions(tmp_path):
         second = await run(url, run_input("r3", resume=[approve]))
     assert (second[1].tool_call_id, second[1].content) == (call_id, "done n")
     assert second[-1].outcome.type == "success"
+
+
+async def test_a_cancelled_interrupt_rejects_its_call_which_never_runs(tmp_path):
+    """A resume entry ``cancelled`` (the person dismissed the question) is a no,
+    never a yes: the call is answered with an error result and does not run; a
+    resolved entry saying ``approved: false`` gives the person's reason."""
+    async with running(tmp_path) as (server, url):
+        first = await run(url, run_input("r1", "guard"))
+        cancelled = ResumeEntry(interrupt_id=first[1].tool_call_id, status="cancelled")
+        second = await run(url, run_input("r2", resume=[cancelled]))
+        third = await run(url, run_input("r3", "guard"))
+        no = {"approved": False, "reason": "not now"}
+        refused = ResumeEntry(interrupt_id=third[1].tool_call_id, status="resolved", payload=no)
+        fourth = await run(url, run_input("r4", resume=[refused]))
+    for events, words in [(second, "the approval was cancelled"), (fourth, "not now")]:
+        [result] = [e for e in events if e.type.value == "TOOL_CALL_RESULT"]
+        assert result.content != "done n" and words in result.content, result.content
+        assert events[-1].outcome.type == "success"
