@@ -20,6 +20,7 @@ from wire_builders import ALL_WIRES, pieces
 
 from trio_agent import (
     MAX_ARGUMENT_CHARS,
+    MAX_STEP_TEXT,
     OUTPUT_INVALID,
     OUTPUT_TOOL_NAME,
     REJECTED_ARGUMENTS,
@@ -354,6 +355,22 @@ async def test_an_answer_of_10000_code_points_is_taken_whole(server, wire, mode)
         assert result.messages[-1].content == "final result accepted"
     else:
         assert result.final_text == raw
+
+
+LONGEST = ("é" + "\U0001f600" + "x" * 8) * (MAX_STEP_TEXT // 10 - 10)  # 4 bytes and 2 a point
+
+
+@EVERY_WIRE_AND_MODE
+async def test_an_answer_near_max_step_text_code_points_is_taken_whole(server, wire, mode):
+    """Section 11.4: outputs up to ``MAX_STEP_TEXT`` code points work, whatever
+    their bytes as UTF-8 or escaped JSON (the provider's argument byte cap is a
+    tool call's, not an output's)."""
+    raw = json.dumps({"title": "t", "body": LONGEST}, ensure_ascii=mode == "tool")
+    assert MAX_STEP_TEXT - 200 < len(raw) <= MAX_STEP_TEXT or mode == "tool"
+    server.replies.append(answer(wire, mode, raw))
+    _, result = await record(loop(wire, server, mode, output_type=Essay))
+    assert type(result) is Completed and result.steps == 1, result
+    assert result.output == Essay("t", LONGEST)
 
 
 @EVERY_WIRE_IN_TOOL_MODE
