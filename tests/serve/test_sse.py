@@ -58,3 +58,55 @@ async def test_the_server_stopping_ends_the_streams_and_cancels_nothing(tmp_path
             serve_agents.release("g")
         assert seen[-1][1]["event"]["type"] == "turn.finished"
         assert seen[-1][1]["event"]["result"]["end"]["reason"] == "completed"
+
+
+async def test_an_events_data_is_byte_for_byte_the_line_json_prints():
+    """Section 12.5: ``data:`` is the event's JSON as ``--json`` prints it. Two
+    encoders make the two (the event log's and the command line's): every event of
+    a turn with thinking, a tool call of odd text and a typed output must come out
+    of both alike."""
+    import msgspec
+
+    from trio_agent import Agent, tool
+    from trio_agent.cli._output import Printer
+    from trio_agent.messages import TextBlock, ThinkingBlock, ToolCall
+    from trio_agent.serve._eventlog import encode_event
+    from trio_agent.testing import ScriptedModel, scripted_response
+
+    class Report(msgspec.Struct):
+        title: str
+        score: float
+
+    @tool
+    async def note(text: str) -> str:
+        """Keep a note."""
+        return f"kept {text}"
+
+    odd = 'é😀\u2028"\\</script>\x1f'
+    script = [
+        scripted_response(
+            "r1", [ThinkingBlock("hmm", "sig"), ToolCall("c1", "note", {"text": odd})]
+        ),
+        scripted_response("r2", [TextBlock(msgspec.json.encode(Report(odd, 0.5)).decode())]),
+    ]
+    agent = Agent(
+        model=ScriptedModel(script), tools=[note], output_type=Report, output_mode="native"
+    )
+
+    class Out:
+        is_terminal = False
+
+        def __init__(self) -> None:
+            self.text = ""
+
+        def write(self, text: str) -> None:
+            self.text += text
+
+    out, lines = Out(), []
+    printer = Printer(out, as_json=True)  # type: ignore[arg-type]
+    async with agent.turn("go") as run:
+        async for event in run:
+            printer(event)
+            lines.append(encode_event(event))
+    assert lines and b'"output":{"title":' in lines[-1] and b"thinking" in lines[2]
+    assert out.text.encode() == b"".join(line + b"\n" for line in lines)
