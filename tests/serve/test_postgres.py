@@ -101,3 +101,36 @@ async def _waiting_on(store, backend: int) -> bool:
     sql = "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
     row = await store.run("look at the locks", lambda c: c.execute(sql, (backend,)).fetchone())
     return row[0] > 0
+
+
+async def test_a_role_without_create_privilege_serves_events_from_a_table_made_before(
+    pg_cluster,
+):
+    """A server whose role may use the schema but not create in it (the events
+    table made by a migration role, as the store's own tables may be) reads and
+    logs events. Bug: every first use ran ``CREATE TABLE IF NOT EXISTS``, which
+    PostgreSQL refuses without CREATE privilege on the schema even when the
+    table is there: every event read and write failed ("permission denied")."""
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    owner = PostgresPlace(pg_cluster.dsn, schema=schema)
+    role = f"app_{schema}"
+    try:
+        writer = await owner.events.writer("s")
+        assert await writer.append(0, b'{"seen": 0}')
+        with psycopg.connect(pg_cluster.dsn, autocommit=True) as connection:
+            connection.execute(f"CREATE ROLE {role} LOGIN")
+            connection.execute("REVOKE CREATE ON DATABASE postgres FROM PUBLIC")
+            connection.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {role}')
+            connection.execute(
+                f'GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "{schema}" TO {role}'
+            )
+    finally:
+        await owner.aclose()
+    app = PostgresPlace(pg_cluster.dsn.replace("user=postgres", f"user={role}"), schema=schema)
+    try:
+        assert await app.events.read("s", -1) == [(0, b'{"seen": 0}')]
+        writer = await app.events.writer("s")
+        assert await writer.append(1, b'{"seen": 1}')
+        assert [sequence for sequence, _ in await app.events.read("s", -1)] == [0, 1]
+    finally:
+        await app.aclose()

@@ -20,6 +20,7 @@ from typing import Any, Final, final
 import trio
 
 from ..fleet._listen import channel, listening
+from ..ledger import LedgerError
 from ..ledger._derive import DerivedSession
 from ..stores._base import parse_jsonl
 from ..stores.postgres._store import PostgresStore
@@ -92,10 +93,23 @@ def _last(connection: Any, store: PostgresStore, session_id: str) -> int:
 
 
 def _make_table(connection: Any, store: PostgresStore) -> None:
-    # servers started together make it at once: CREATE ... IF NOT EXISTS alone is
-    # not safe against that (one fails on the catalog's unique index), so the
-    # makers take turns, as the inbox's do (in the store's transaction)
+    """Make the events table where it is missing (in the store's transaction). A
+    table that is there is only looked at: an application role with no CREATE
+    privilege on the schema (a migration role made it) serves too, where
+    ``CREATE TABLE IF NOT EXISTS`` alone is refused for want of that privilege,
+    the table there or not. Servers started together make it at once: that
+    statement alone is not safe against that either (one fails on the catalog's
+    unique index), so the makers take turns, as the inbox's do, and each looks
+    again once it has its turn."""
+    if _has_table(connection, store):
+        return
+    if not store.create_schema:
+        raise LedgerError(
+            f"{store!r}: schema {store.schema!r} has no serve_events table, and may not make one"
+        )
     connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{store.schema}.events",))
+    if _has_table(connection, store):  # made by the one whose turn it was
+        return
     connection.execute(
         f"""CREATE TABLE IF NOT EXISTS {_table(store)} (
             session_id text NOT NULL,
@@ -103,6 +117,11 @@ def _make_table(connection: Any, store: PostgresStore) -> None:
             line bytea NOT NULL,
             PRIMARY KEY (session_id, sequence))"""
     )
+
+
+def _has_table(connection: Any, store: PostgresStore) -> bool:
+    row = connection.execute("SELECT to_regclass(%s) IS NOT NULL", (_table(store),)).fetchone()
+    return bool(row and row[0])
 
 
 @final
