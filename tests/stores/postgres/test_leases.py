@@ -7,9 +7,10 @@ import threading
 
 import pytest
 from leases import lease_ended
-from waiting import WAIT, wait_until
+from waiting import WAIT, wait_until, wait_until_async
 
 from trio_agent import Agent
+from trio_agent.ledger import LedgerError
 from trio_agent.testing import ScriptedModel
 
 pytest.importorskip("psycopg")
@@ -54,3 +55,32 @@ async def test_a_renewal_under_way_when_the_writer_closes_does_not_take_the_sess
     finally:
         go.set()
         hold.set()
+
+
+async def test_a_lease_the_heartbeat_could_not_free_is_freed_once_the_database_answers(
+    pg_store,
+):
+    """A writer closed while the database did not answer (its own free and the
+    heartbeat's first one fail) has its lease freed by the heartbeat once the
+    database answers again, not left to expire. Bug: the heartbeat dropped a
+    free that failed, so the session stayed locked for the rest of its lease (a
+    worker's claims let go during a database restart: their sessions held by
+    nobody for up to ``lease_seconds``), though ``Claims.release`` counts on the
+    heartbeat's thread to try again."""
+    store = pg_store(lease_seconds=600)  # expires long after the test
+    refused: list[str] = []
+    real = store.call
+
+    def call(what, function, *args):
+        if what == "free the lease" or (what == "free leases" and not refused):
+            refused.append(what)
+            raise LedgerError("the database does not answer")
+        return real(what, function, *args)
+
+    store.call = call
+    async with Agent(model=ScriptedModel([]), store=store, session_id="s1"):
+        pass
+    await wait_until(lambda: "free leases" in refused)
+    await wait_until_async(lambda: lease_ended(store, "s1"))
+    resumed = await Agent.resume(store, "s1", model=ScriptedModel([]))
+    await resumed.aclose()

@@ -14,8 +14,9 @@ store's ``call``); nothing here knows what the sessions are for.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, final
 
 import attrs
 
@@ -24,7 +25,19 @@ from ...ledger import LeaseLostError, LedgerError, SessionLockedError
 if TYPE_CHECKING:
     from psycopg import Connection
 
-__all__ = ["Handoff", "Heartbeat", "Held", "Lease", "LeaseTable", "Leased", "Owner"]
+__all__ = [
+    "RETRY_SECONDS",
+    "Handoff",
+    "Heartbeat",
+    "Held",
+    "Lease",
+    "LeaseTable",
+    "Leased",
+    "Owner",
+]
+
+RETRY_SECONDS: Final = 1.0
+"""How often a lease the heartbeat could not free is tried again."""
 
 
 class Owner(Protocol):
@@ -237,14 +250,17 @@ class Lease:
 class Heartbeat:
     """Renews the held leases from a thread of its own, every third of the lease's
     length, in one statement; marks a lease taken over as ``lost``; frees the
-    leases let go. Runs while a lease is held or waits to be freed, and ends by
-    itself after (a daemon thread: it never keeps a process alive). Its
-    statements are short and bounded by the connection's timeouts."""
+    leases let go. A free that fails (the database away) is tried again every
+    ``RETRY_SECONDS`` until the lease would have expired by itself. Runs while a
+    lease is held or waits to be freed, and ends by itself after (a daemon
+    thread: it never keeps a process alive). Its statements are short and
+    bounded by the connection's timeouts."""
 
     def __init__(self, owner: Owner) -> None:
         self._owner = owner
         self._held: set[Lease] = set()
-        self._freed: list[Leased] = []
+        self._freed: list[tuple[Leased, float]] = []  # with when to stop trying
+        self._stops = 0  # how many times ``stop`` was called
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -255,9 +271,10 @@ class Heartbeat:
             self._start()
 
     def let_go(self, lease: Leased) -> None:
+        until = time.monotonic() + self._owner.lease_seconds  # expired by then anyway
         with self._lock:
             self._held.discard(lease)
-            self._freed.append(lease)
+            self._freed.append((lease, until))
             self._start()
         self._wake.set()
 
@@ -266,6 +283,7 @@ class Heartbeat:
         with self._lock:
             self._held.clear()
             self._freed.clear()
+            self._stops += 1
         self._wake.set()
 
     def _start(self) -> None:
@@ -281,18 +299,36 @@ class Heartbeat:
         while True:
             with self._lock:
                 held, freed, self._freed = list(self._held), self._freed, []
+                stops = self._stops
                 if not held and not freed:
                     self._thread = None
                     return
-            try:
-                if freed:
-                    owner.call("free leases", owner.free, freed)
-                if held:
+            wait = interval
+            if freed and not self._free(freed, stops):
+                wait = min(interval, RETRY_SECONDS)
+            if held:
+                try:
                     kept = owner.call("renew leases", owner.renew, held)
+                except LedgerError:
+                    pass  # the next flush says what is wrong; the lease may still be renewed
+                else:
                     for lease in held:
                         if lease.epoch not in kept.get(lease.session_id, ()):
                             lease.lost = True
-            except LedgerError:
-                pass  # the next flush says what is wrong; the lease may still be renewed
-            self._wake.wait(interval)
+            self._wake.wait(wait)
             self._wake.clear()
+
+    def _free(self, freed: list[tuple[Leased, float]], stops: int) -> bool:
+        """Free ``freed``; whether it was done. Not done, the leases that have not
+        expired by themselves yet wait to be freed again (unless the store was
+        closed meanwhile)."""
+        owner = self._owner
+        try:
+            owner.call("free leases", owner.free, [lease for lease, _ in freed])
+            return True
+        except LedgerError:
+            now = time.monotonic()
+            with self._lock:
+                if stops == self._stops:
+                    self._freed += [(lease, until) for lease, until in freed if until > now]
+            return False
