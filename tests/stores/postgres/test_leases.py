@@ -72,7 +72,7 @@ async def test_a_lease_the_heartbeat_could_not_free_is_freed_once_the_database_a
     real = store.call
 
     def call(what, function, *args):
-        if what == "free the lease" or (what == "free leases" and not refused):
+        if what == "free the lease" or (what == "free leases" and what not in refused):
             refused.append(what)
             raise LedgerError("the database does not answer")
         return real(what, function, *args)
