@@ -368,3 +368,36 @@ async def test_cancelling_a_worker_during_a_slow_claim_returns_at_once_and_lets_
         with trio.fail_after(WAIT):  # not the lease's ten minutes: it was let go
             assert (await wait_for_turn(store, "s", number)).final_text == "answered hello"
         other.drain()
+
+
+async def test_an_agent_on_another_store_is_an_error_and_its_session_left(pg_store, caplog):
+    """``make_agent`` makes the agent on a store of its own (the same database):
+    its writer is refused the lease the worker claimed for it. The worker says
+    so as an error and leaves the session for ``BACKOFF_SECONDS``, its input
+    kept. Bug: it took this for another worker holding the session (an INFO
+    record), let the claim go and claimed the session again at once: a loop
+    that hammered the database for ever, the input never answered, nothing
+    said at the levels an operator reads."""
+    store = pg_store()
+    other = pg_store(schema=store.schema)
+    claimed: list[str] = []
+
+    async def make(given, session_id, new):
+        claimed.append(session_id)
+        return await agent_maker(model=CallableModel(answers))(other, session_id, new)
+
+    number = await submit(store, "s", "hello", create=True)
+    worker = Worker(store, make, poll_seconds=0.2)
+    with caplog.at_level(logging.INFO, logger="trio_agent.fleet"):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(worker.run)
+            await wait_until(lambda: any(r.levelno >= logging.ERROR for r in caplog.records))
+            worker.drain()
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "make_agent must make the agent on the worker's store" in errors[0]
+    assert claimed == ["s"]  # left, not claimed again at once
+    waiting = await store.run(
+        "read the inbox",
+        lambda c: c.execute(f'SELECT id FROM "{store.schema}".inbox WHERE done IS NULL').fetchall(),
+    )
+    assert [row[0] for row in waiting] == [number]

@@ -91,6 +91,22 @@ class Claims:
                 pass
         store.heartbeat.let_go(held)  # away or failing: the heartbeat's thread tries again
 
+    async def still_held(self, session_id: str) -> bool:
+        """Whether the lease claimed for ``session_id`` waits for its writer and is
+        still this worker's (its writer refused by it: the writer is another
+        store's). It stays claimed, to be let go by ``release``; False when the
+        database cannot tell."""
+        store = self._store
+        held = store.take_back(session_id)
+        if held is None:
+            return False
+        store.hand_over(session_id, held.epoch)  # still to be let go
+        try:
+            kept = await store.run("look at a claim", store.renew, [held])
+        except LedgerError:
+            return False
+        return held.epoch in kept.get(session_id, ())
+
     def _let_go_later(self, session_id: str) -> None:
         held = self._store.take_back(session_id)
         if held is not None:

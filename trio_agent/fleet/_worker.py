@@ -215,7 +215,18 @@ class Worker:
         try:
             await self._session(session_id, exists)
         except (LeaseLostError, SessionLockedError) as exc:
-            FLEET.info("session %s: another worker has it: %s", session_id, exc)
+            if isinstance(exc, SessionLockedError) and await self._claims.still_held(session_id):
+                FLEET.error(  # claimed again at once, it would be refused again, forever
+                    "session %s: its agent cannot take the lease this worker holds for it: "
+                    "make_agent must make the agent on the worker's store (the store it is "
+                    "given); left for %s s: %s",
+                    session_id,
+                    BACKOFF_SECONDS,
+                    exc,
+                )
+                self._back_off(session_id)
+            else:
+                FLEET.info("session %s: another worker has it: %s", session_id, exc)
         except LedgerCorruptError as exc:
             FLEET.error("session %s: ledger damaged, its input refused: %s", session_id, exc)
             await self._refuse_all(session_id, f"the session's ledger is damaged: {exc}")
