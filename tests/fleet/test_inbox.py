@@ -4,10 +4,12 @@ refused."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import trio
 import trio.testing
-from waiting import wait_until
+from waiting import WAIT, wait_until
 
 from trio_agent import Agent, LedgerError
 from trio_agent.fleet import submit, wait_for_turn
@@ -81,3 +83,41 @@ async def test_the_fleet_makes_its_inbox_and_the_store_knows_none(pg_store):
     number = await submit(store, session.session_id, "more")
     assert "inbox" in await _tables(store) and number >= 1
     assert await submit(reader, session.session_id, "and more") == number + 1
+
+
+async def test_a_cancelled_wait_for_turn_returns_while_its_read_hangs(pg_store):
+    """Cancelling ``wait_for_turn`` returns at once, as it says, even while its
+    look at the input hangs (the database away: the pool waits 30 s for a
+    connection). Bug: the look was a store call that cancellation waits for, so
+    a cancelled wait stayed until the database answered or the pool gave up."""
+    store = pg_store()
+    number = await submit(store, "s", "hello", create=True)
+    looking, answer = threading.Event(), threading.Event()
+    real = store.call
+
+    def call(what, function, *args):
+        if what.startswith("read input"):
+            looking.set()
+            answer.wait()  # until the test has seen the wait return
+        return real(what, function, *args)
+
+    store.call = call
+    returned = trio.Event()
+    waiting: list[trio.CancelScope] = []
+
+    async def wait() -> None:
+        with trio.CancelScope() as scope:
+            waiting.append(scope)
+            await wait_for_turn(store, "s", number)
+        returned.set()
+
+    async with trio.open_nursery() as nursery:
+        try:
+            nursery.start_soon(wait)
+            await wait_until(looking.is_set)
+            waiting[0].cancel()
+            with trio.move_on_after(WAIT):
+                await returned.wait()
+            assert returned.is_set()
+        finally:
+            answer.set()  # the hung read ends (the wait, not abandoning it, too)

@@ -306,8 +306,9 @@ async def wait_for_turn(store: PostgresStore, session_id: str, turn: int) -> Tur
     reached at first; once it was, a lost connection is waited out (looking
     again every second). Wakes on the workers' notification (``LISTEN``), and
     looks again every second should one be lost. Cancellation: returns at
-    once (a waiting thread is abandoned; it ends within a second and closes
-    its connection).
+    once (a waiting thread is abandoned: a listener's ends within a second and
+    closes its connection, a read once the database answers or the pool gives
+    up).
     """
     store = postgres_store(store, "wait_for_turn")
     check_session_id(session_id)
@@ -342,15 +343,21 @@ class _Waiter:
         self.reached = False
 
     async def look(self) -> TurnResult[Any] | None:
-        """The input's result if it was answered, else None."""
+        """The input's result if it was answered, else None. Cancellation: returns
+        at once; the read, abandoned, ends in its thread (it changes nothing, and
+        while the database is away it waits for a connection for long)."""
         where = f"session {self.session_id!r}"
+        store = self.store
         try:
-            row = await self.store.run(
+            row = await trio.to_thread.run_sync(
+                store.call,
                 f"read input {self.turn} of {where}",
                 _outcome,
-                self.store,
+                store,
                 self.session_id,
                 self.turn,
+                limiter=store.limiter,
+                abandon_on_cancel=True,
             )
         except LedgerError:
             if not self.reached:
