@@ -123,6 +123,34 @@ async def test_a_schema_of_another_version_is_refused(pg_store):
         again.close()
 
 
+async def test_a_schema_whose_tables_are_another_applications_is_refused(pg_cluster):
+    """A store given a schema that already has a table named as one of its own
+    (``public`` with the application's ``records``) refuses it, and leaves it as
+    it was. Bug: it wrote its ``meta`` table there, taking the schema for its
+    own, and failed later on the first session ("column seq does not exist"),
+    or not at all on a table whose columns happened to fit."""
+    import uuid
+
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_cluster.dsn, autocommit=True) as connection:
+        connection.execute(f'CREATE SCHEMA "{schema}"')
+        connection.execute(f'CREATE TABLE "{schema}".records (id int PRIMARY KEY, note text)')
+    store = PostgresStore(pg_cluster.dsn, schema=schema)
+    try:
+        with pytest.raises(LedgerError, match=r"has tables named as trio-agent's \(records\)"):
+            await store.load("s1")
+    finally:
+        store.close()
+    with psycopg.connect(pg_cluster.dsn, autocommit=True) as connection:
+        tables = connection.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+            (schema,),
+        ).fetchall()
+    assert tables == [("records",)]
+
+
 @pytest.mark.parametrize(
     ("options", "says"),
     [

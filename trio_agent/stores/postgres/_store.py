@@ -358,17 +358,25 @@ class PostgresStore:
             return self._pool[0]
 
     def _check_schema(self, connection: Connection[Any]) -> None:
-        """The schema's version, read first; the schema made only when missing."""
+        """The schema's version, read first; the schema made only when missing (its
+        makers take turns, each looking again once it has its turn). Tables of
+        ours that are there without ``meta`` are another application's (ours are
+        made in one transaction): refused, never taken as ours."""
         s = self.schema
-        (exists,) = connection.execute(
-            "SELECT to_regclass(%s) IS NOT NULL", (f'"{s}".meta',)
-        ).fetchone() or (False,)
-        if not exists and not self.create_schema:
+        if not _has_table(connection, s, "meta") and not self.create_schema:
             raise LedgerError(f"{self!r}: there is no trio-agent schema {s!r} in this database")
-        if not exists:  # in the caller's transaction
+        if not _has_table(connection, s, "meta"):  # in the caller's transaction
             connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (s,))
-            for statement in _schema_sql(s):
-                connection.execute(statement)
+            if not _has_table(connection, s, "meta"):  # another maker made it meanwhile
+                foreign = [t for t in ("records", "leases") if _has_table(connection, s, t)]
+                if foreign:
+                    raise LedgerError(
+                        f"{self!r}: schema {s!r} has tables named as trio-agent's "
+                        f"({', '.join(foreign)}) that trio-agent did not make; give "
+                        "PostgresStore a schema of its own"
+                    )
+                for statement in _schema_sql(s):
+                    connection.execute(statement)
         row = connection.execute(
             f"""SELECT value FROM "{s}".meta WHERE key = 'schema_version'"""
         ).fetchone()
@@ -506,6 +514,13 @@ async def _load_tail(store: PostgresStore, session_id: str) -> LoadedSession:
     if not bodies:
         raise SessionNotFoundError(f"no session {session_id!r} in {store!r}")
     return parse_jsonl(session_id, b"\n".join(bodies) + b"\n", first_seq=None)
+
+
+def _has_table(connection: Connection[Any], schema: str, table: str) -> bool:
+    row = connection.execute(
+        "SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}".{table}',)
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def _close_pool(pools: list[Any]) -> None:
