@@ -157,6 +157,10 @@ async def test_a_schema_whose_tables_are_another_applications_is_refused(pg_clus
         ({"schema": "Bad-Name"}, "schema"),
         ({"lease_seconds": 0}, "lease_seconds"),
         ({"max_connections": 0}, "max_connections"),
+        # a holder not a str was stored as text and compared as given: every renewal
+        # failed ("operator does not exist: text = smallint") without a word
+        ({"holder": 7}, "holder"),
+        ({"holder": "pod\x00a"}, "holder"),
     ],
 )
 def test_bad_options_are_refused(options, says):

@@ -229,6 +229,9 @@ class PostgresStore:
             raise ValueError(f"schema must be a lower-case SQL name, got {schema!r}")
         if not (isinstance(lease_seconds, int | float) and 0 < lease_seconds < 86400):
             raise ValueError(f"lease_seconds must be a number of seconds, got {lease_seconds!r}")
+        if holder is not None and (type(holder) is not str or "\x00" in holder):
+            # stored as text, yet compared as given: another type failed every renewal
+            raise ValueError(f"holder must be a str without NUL characters, got {holder!r}")
         if type(max_connections) is not int or max_connections < 1:
             raise ValueError(f"max_connections must be an int >= 1, got {max_connections!r}")
         self.snapshots = check_snapshots(snapshots)
