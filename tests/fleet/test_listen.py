@@ -4,6 +4,8 @@ server ends, and a worker's listening connection ending with it."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import trio
 import trio.testing
@@ -82,3 +84,45 @@ async def test_a_workers_listening_connection_ends_with_it(pg_store):
 
 async def _no_listener(store) -> bool:
     return await _listening(store) == 0
+
+
+async def test_a_cancelled_open_returns_at_once_and_its_late_connection_is_closed(pg_store):
+    """Cancelling a listener's ``open`` (a ``wait_for_turn`` or a worker cancelled
+    while the database is slow to connect: up to ``connect_timeout``, 10 s a
+    try) returns at once, and the connection its thread makes after is closed.
+    Bug: the open was a thread hop that cancellation waits for, so a cancelled
+    ``wait_for_turn`` stayed until the connection was made or refused."""
+    from trio_agent.fleet._listen import Listener, channel
+
+    store = pg_store()
+    connecting, connect = threading.Event(), threading.Event()
+    made: list = []
+    real = store.listen_connection
+
+    def slow():
+        connecting.set()
+        connect.wait()  # until the test has seen the open return
+        made.append(real())
+        return made[-1]
+
+    store.listen_connection = slow
+    listener = Listener(store, channel(store, "inbox"))
+    returned = trio.Event()
+
+    async def opening(scope: trio.CancelScope) -> None:
+        with scope:
+            await listener.open()
+        returned.set()
+
+    scope = trio.CancelScope()
+    async with trio.open_nursery() as nursery:
+        try:
+            nursery.start_soon(opening, scope)
+            await wait_until(connecting.is_set)
+            scope.cancel()
+            with trio.move_on_after(WAIT):
+                await returned.wait()
+            assert returned.is_set()
+        finally:
+            connect.set()
+    await wait_until(lambda: made and made[0].closed)

@@ -78,8 +78,14 @@ class Listener:
         await self.aclose()
 
     async def open(self) -> None:
-        """Connect and ``LISTEN`` (``LedgerError`` when the database cannot be reached)."""
-        await trio.to_thread.run_sync(self._open, limiter=self._limiter)
+        """Connect and ``LISTEN`` (``LedgerError`` when the database cannot be reached).
+        Cancellation: returns at once (a connection may take ``connect_timeout``);
+        the listener is closed, and the abandoned thread closes what it connects."""
+        try:
+            await trio.to_thread.run_sync(self._open, limiter=self._limiter, abandon_on_cancel=True)
+        except trio.Cancelled:
+            await self.aclose()
+            raise
 
     async def aclose(self) -> None:
         """Close the connection now, or let an abandoned wait's thread close it."""
@@ -88,19 +94,23 @@ class Listener:
             await trio.to_thread.run_sync(self._close_if_idle)
 
     def _open(self) -> None:
-        with self._store.failures(f"listen on {self._channel!r}"):
-            connection = self._store.listen_connection()
-            if connection is None:
-                self.polling = True
-                return
-            listening = False
-            try:
-                connection.execute(f'LISTEN "{self._channel}"')
-                listening = True
-            finally:
-                if not listening:
-                    connection.close()
-        self._connection = connection
+        try:
+            with self._busy, self._store.failures(f"listen on {self._channel!r}"):
+                connection = self._store.listen_connection()
+                if connection is None:
+                    self.polling = True
+                    return
+                listening = False
+                try:
+                    connection.execute(f'LISTEN "{self._channel}"')
+                    listening = True
+                finally:
+                    if not listening:
+                        connection.close()
+                self._connection = connection
+        finally:  # after the lock is let go: closed meanwhile (the open abandoned)
+            if self._closing:
+                self._close_if_idle()
 
     async def wait(self, seconds: float) -> list[str]:
         """The payloads notified since the last wait, waiting up to ``seconds``
