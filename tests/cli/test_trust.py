@@ -134,3 +134,23 @@ def test_only_the_settings_that_reach_beyond_the_answer_are_held_back(tmp_path, 
         check_trusted(tampered, Settings(workspace="/home"), Settings(), set())
     assert set(TRUSTED) == {"mcp", "mcp_env", "base_url", "api_key_env", "ca_file", "workspace"}
     assert os.environ["XDG_CONFIG_HOME"] == str(tmp_path / "me")
+
+
+def test_an_empty_recorded_workspace_needs_the_seal_as_any_other(tmp_path, monkeypatch):
+    """Review: an unsealed record's settings were held back only when truthy, and a
+    recorded ``"workspace": ""`` resolves to the current directory: a ledger handed
+    over gave the model the workspace tools over wherever ``resume`` ran."""
+    import pytest
+
+    from trio_agent.cli._commands import _resumed_config
+    from trio_agent.cli._config import Settings
+    from trio_agent.cli._errors import UsageError
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "me"))
+    config = {"format": 1, "provider": "openai", "model": "m", "workspace": ""}
+    with pytest.raises(UsageError, match="--workspace ''"):
+        _resumed_config(Settings(), {"cli": config}, "system", "s")
+    given = _resumed_config(Settings(workspace=str(tmp_path)), {"cli": config}, "system", "s")
+    assert given.workspace == str(tmp_path)
+    sealed_config = _resumed_config(Settings(), {"cli": sealed(config)}, "system", "s")
+    assert sealed_config.workspace == os.getcwd()  # this user's own record, as recorded

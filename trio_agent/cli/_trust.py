@@ -96,7 +96,9 @@ def check_trusted(config: Mapping[str, Any], record: Any, flags: Any, dropped: s
     unsure = [
         name
         for name in TRUSTED
-        if getattr(record, name) and getattr(flags, name) is None and name not in dropped
+        if getattr(record, name) not in (None, [])  # "" is a workspace too: the cwd
+        and getattr(flags, name) is None
+        and name not in dropped
     ]
     if not unsure or _is_mine(config):
         return
