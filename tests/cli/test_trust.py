@@ -154,3 +154,54 @@ def test_an_empty_recorded_workspace_needs_the_seal_as_any_other(tmp_path, monke
     assert given.workspace == str(tmp_path)
     sealed_config = _resumed_config(Settings(), {"cli": sealed(config)}, "system", "s")
     assert sealed_config.workspace == os.getcwd()  # this user's own record, as recorded
+
+
+def test_a_key_others_can_read_seals_nothing_and_a_refusal_says_so(tmp_path, monkeypatch):
+    """Review: the key was used whatever its mode or owner: one others could read
+    (a config directory copied with its modes lost, or a symlink to a shared
+    file) let them seal a ledger of theirs as this user's."""
+    import pytest
+
+    from trio_agent.cli._config import Settings
+    from trio_agent.cli._errors import UsageError
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "me"))
+    record = Settings(provider="openai", model="m", workspace="/")
+    plain = {"format": 1, "provider": "openai", "model": "m", "workspace": "/"}
+    config = sealed(plain)
+    check_trusted(config, record, Settings(), set())  # sealed, and the key private
+    key = tmp_path / "me" / "trio-agent" / "ledger-key"
+    key.chmod(0o644)
+    with pytest.raises(UsageError, match=r"read or written by others \(chmod 600 it\)"):
+        check_trusted(config, record, Settings(), set())
+    assert "seal" not in sealed(plain)  # nor does it seal
+    shared = tmp_path / "shared-key"
+    shared.write_bytes(key.read_bytes())
+    shared.chmod(0o666)
+    key.unlink()
+    key.symlink_to(shared)
+    with pytest.raises(UsageError, match="by others"):
+        check_trusted(config, record, Settings(), set())
+
+
+def test_a_key_that_could_not_be_written_leaves_no_key_behind(tmp_path, monkeypatch):
+    """Review: the key was written in place: a write that failed (a full disk, a
+    crash) raised out of ``run`` and left an empty key file, which sealed
+    nothing ever after, without a word."""
+    import errno
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "me"))
+    real_fdopen = os.fdopen
+
+    def full_disk(fd: int, *args, **kwargs):
+        os.close(fd)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    config = {"format": 1, "provider": "openai", "model": "m"}
+    monkeypatch.setattr(os, "fdopen", full_disk)
+    assert "seal" not in sealed(config)  # this run goes on, unsealed
+    monkeypatch.setattr(os, "fdopen", real_fdopen)
+    folder = tmp_path / "me" / "trio-agent"
+    assert list(folder.iterdir()) == []
+    assert "seal" in sealed(config)  # the next run makes the key
+    assert [p.name for p in folder.iterdir()] == ["ledger-key"]

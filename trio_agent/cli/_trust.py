@@ -7,7 +7,7 @@ holds it (``--base-url``, ``--api-key-env``, ``--ca-file``), and over which
 directory the model gets its tools (``--workspace``). ``run`` seals what it
 records with a key only this user can read (``ledger-key`` in
 ``$XDG_CONFIG_HOME/trio-agent``, else ``~/.config/trio-agent``, made on first
-use, mode 0600). ``resume`` acts on those settings only when the seal is this
+use, mode 0600, and not used when others could read or replace it). ``resume`` acts on those settings only when the seal is this
 user's; otherwise each must be given again as a flag (fail closed), and the
 error says which, with their recorded values. Settings that only shape the
 answer (the model, its limits, the system prompt) are used either way.
@@ -20,6 +20,7 @@ import hmac
 import os
 import secrets
 import shlex
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -45,28 +46,69 @@ def _key_path() -> Path:
 
 def _key(create: bool) -> bytes | None:
     """This user's sealing key (made when ``create`` and missing); None when there
-    is none, or it cannot be read or made (then nothing is sealed: a resume asks
-    for the flags again)."""
+    is none, or it cannot be read or made, or others could read or replace it
+    (``_key_problem``: then nothing is sealed and a resume asks for the flags
+    again)."""
     path = _key_path()
     try:
-        key = path.read_bytes()
+        return _read_key(path)
     except FileNotFoundError:
         if not create:
             return None
-        try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process made it meanwhile
-            return _key(False)
-        except OSError:
-            return None
-        key = secrets.token_bytes(_KEY_BYTES)
-        with os.fdopen(fd, "wb") as file:
-            file.write(key)
-        return key
+    except (OSError, ValueError):
+        return None
+    try:
+        return _make_key(path)
+    except FileExistsError:  # another process made it meanwhile
+        return _key(False)
     except OSError:
         return None
-    return key if len(key) == _KEY_BYTES else None
+
+
+def _read_key(path: Path) -> bytes:
+    """The key at ``path``; ValueError when it is not a key only this user can
+    read and write (its owner, its mode, its length)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO does not hang; a symlink: its file
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            raise ValueError(f"{path} is not a file of yours")
+        if info.st_mode & 0o077:
+            raise ValueError(f"{path} can be read or written by others (chmod 600 it)")
+        key = file.read(_KEY_BYTES + 1)
+    if len(key) != _KEY_BYTES:
+        raise ValueError(f"{path} holds no key of {_KEY_BYTES} bytes")
+    return key
+
+
+def _make_key(path: Path) -> bytes:
+    """A new key at ``path``, whole once there: written aside, then linked in
+    (FileExistsError when another process was first), so that no reader ever
+    finds it empty or part written, even after a crash."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = secrets.token_bytes(_KEY_BYTES)
+    aside = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(key)
+            file.flush()
+            os.fsync(file.fileno())
+        os.link(aside, path)
+    finally:
+        aside.unlink(missing_ok=True)
+    return key
+
+
+def _key_problem() -> str:
+    """Why this user's key cannot be used, or ``""``: said by a refused resume."""
+    try:
+        _read_key(_key_path())
+    except FileNotFoundError:
+        return ""
+    except (OSError, ValueError) as exc:
+        return f" (your key cannot be used: {exc})"
+    return ""
 
 
 def _mac(key: bytes, config: Mapping[str, Any]) -> str:
@@ -106,7 +148,8 @@ def check_trusted(config: Mapping[str, Any], record: Any, flags: Any, dropped: s
     raise UsageError(
         "the ledger's recorded configuration was not recorded by you on this machine (it "
         "bears no seal of yours), and it would start commands, send your API key or give "
-        f"the model a directory: give each such setting again if you mean it: {again}"
+        f"the model a directory{_key_problem()}: give each such setting again if you mean "
+        f"it: {again}"
     )
 
 
