@@ -7,10 +7,11 @@ holds it (``--base-url``, ``--api-key-env``, ``--ca-file``), and over which
 directory the model gets its tools (``--workspace``). ``run`` seals what it
 records with a key only this user can read (``ledger-key`` in
 ``$XDG_CONFIG_HOME/trio-agent``, else ``~/.config/trio-agent``, made on first
-use, mode 0600, and not used when others could read or replace it). ``resume`` acts on those settings only when the seal is this
-user's; otherwise each must be given again as a flag (fail closed), and the
-error says which, with their recorded values. Settings that only shape the
-answer (the model, its limits, the system prompt) are used either way.
+use, mode 0600, and not used when others could read or replace it). ``resume``
+acts on those settings only when the seal is this user's; otherwise each must
+be given again as a flag (fail closed), and the error says which, with their
+recorded values. Settings that only shape the answer (the model, its limits,
+the system prompt) are used either way.
 """
 
 from __future__ import annotations
