@@ -376,3 +376,23 @@ async def test_a_turn_whose_tools_cannot_be_read_as_it_starts_lets_the_agent_go(
     assert not agent.running and agent.turns == 0
     assert (await agent.prompt(UserMessage("u1", "one"))).end.reason == "completed"
     assert user_texts(agent) == ["one"]
+
+
+async def test_a_turn_driven_inline_a_second_time_is_refused():
+    """Review: an entered turn holds the session, and its driving skipped the claim
+    when the session was its own: ``drive_inline()`` of a turn already entered, or
+    already driven inline, ran the same turn twice at once over one conversation."""
+    agent = Agent(model=model())
+    async with agent.turn(UserMessage("u1", "one")) as turn:
+        with pytest.raises(RuntimeError, match="only once"):
+            await turn.drive_inline()
+        result = await turn.wait()
+    assert result.end.reason == "completed" and user_texts(agent) == ["one"]
+
+    again = agent.turn(UserMessage("u2", "two"))
+    first = again.drive_inline()
+    with pytest.raises(RuntimeError, match="only once"):
+        await again.drive_inline()
+    await first
+    assert again.result is not None and again.result.end.reason == "completed"
+    assert user_texts(agent) == ["one", "two"] and not agent.running

@@ -142,7 +142,10 @@ class EventRun(Generic[E, R]):
         ``await run.drive_inline()``, then ``run.result``. A plain method returning
         the run's own coroutine, so the caller awaits it with no frame between
         (``Agent.prompt`` keeps one frame per suspended turn). For a run not yet
-        entered; ``wait()`` is the way for everyone else."""
+        entered; ``wait()`` is the way for everyone else (``RuntimeError`` for a run
+        entered or driven already: the same run twice at once)."""
+        if self._phase != _NEW:
+            raise RuntimeError("a run can be entered (or awaited) only once")
         require_trio()
         self._phase = _INLINE
         return self._drive(self._emitter(None), None)
