@@ -396,3 +396,32 @@ async def test_a_turn_driven_inline_a_second_time_is_refused():
     await first
     assert again.result is not None and again.result.end.reason == "completed"
     assert user_texts(agent) == ["one", "two"] and not agent.running
+
+
+async def test_a_turn_awaited_whose_tools_cannot_be_read_lets_its_message_id_go():
+    """Review: a turn whose tools could not be read as it started let its message id
+    go only when it was entered; awaited (``prompt()``, ``wait()``) the id stayed
+    queued, and sending the message again was refused as a duplicate for good."""
+    from trio_agent import ModelSettings
+
+    @tool
+    async def lookup() -> str:
+        """Look up."""
+        return "found"
+
+    class Flaky:
+        def __init__(self) -> None:
+            self.gone = False
+
+        def tools(self) -> list:
+            return [] if self.gone else [lookup]
+
+    source = Flaky()
+    agent = Agent(model=model(), tool_sources=[source])
+    turn = agent.turn(UserMessage("u1", "one"), settings=ModelSettings(tool_choice="lookup"))
+    source.gone = True
+    with pytest.raises(ValueError, match="lookup"):
+        await turn.wait()
+    assert not agent.running and agent.turns == 0
+    assert (await agent.prompt(UserMessage("u1", "one"))).end.reason == "completed"
+    assert user_texts(agent) == ["one"]

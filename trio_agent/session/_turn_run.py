@@ -106,10 +106,10 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         policy = session.policy
         try:
             spec = session.spec(self._settings, self._output, self._deps)  # the tools as now
-        except Exception:  # a source changed since turn(): the entry's claim is let go
+        except Exception:  # a source changed since turn(): the claim and the id let go
             if session.active is self:
                 session.end_turn(self, emit.next)
-                session.inbox.release(self._prompt)
+            session.inbox.release(self._prompt)  # inline too: nothing claimed, id admitted
             raise
         turn_state = TurnState()
         outcome: TurnOutcome | None = None
