@@ -205,3 +205,34 @@ def test_a_key_that_could_not_be_written_leaves_no_key_behind(tmp_path, monkeypa
     assert list(folder.iterdir()) == []
     assert "seal" in sealed(config)  # the next run makes the key
     assert [p.name for p in folder.iterdir()] == ["ledger-key"]
+
+
+def test_a_relative_config_home_is_not_where_the_key_is(tmp_path, monkeypatch):
+    """Review: a relative ``XDG_CONFIG_HOME`` (which the XDG spec says to ignore) was
+    taken from the directory ``resume`` ran in: a folder handed over with a ledger
+    and a key of its own under it had its ledger taken for this user's."""
+    import hashlib
+    import hmac
+
+    import msgspec
+    import pytest
+
+    from trio_agent.cli._config import Settings
+    from trio_agent.cli._errors import UsageError
+
+    theirs = tmp_path / "handed" / "trio-agent"
+    theirs.mkdir(parents=True)
+    key = theirs / "ledger-key"
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o600)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", "handed")
+    plain = {"format": 1, "provider": "openai", "model": "m", "workspace": "/"}
+    body = msgspec.json.encode(plain, order="sorted")
+    forged = {**plain, "seal": hmac.new(b"k" * 32, body, hashlib.sha256).hexdigest()}
+    record = Settings(provider="openai", model="m", workspace="/")
+    with pytest.raises(UsageError, match="--workspace /"):
+        check_trusted(forged, record, Settings(), set())
+    check_trusted(sealed(plain), record, Settings(), set())  # the key under $HOME
+    assert (tmp_path / "home" / ".config" / "trio-agent" / "ledger-key").exists()

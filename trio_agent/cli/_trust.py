@@ -41,7 +41,15 @@ _KEY_BYTES: Final = 32
 
 
 def _key_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    """Where this user's key is: a relative ``XDG_CONFIG_HOME`` is ignored, as the
+    XDG spec says (else the key would be whatever the directory ``resume`` runs
+    in holds, a ledger's own folder say); ``ValueError`` when no absolute place
+    is known (no home)."""
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".config")
+    if not os.path.isabs(base):
+        raise ValueError("no home directory to keep the key in")
     return Path(base) / "trio-agent" / "ledger-key"
 
 
@@ -50,8 +58,8 @@ def _key(create: bool) -> bytes | None:
     is none, or it cannot be read or made, or others could read or replace it
     (``_key_problem``: then nothing is sealed and a resume asks for the flags
     again)."""
-    path = _key_path()
     try:
+        path = _key_path()
         return _read_key(path)
     except FileNotFoundError:
         if not create:
