@@ -236,3 +236,35 @@ def test_a_relative_config_home_is_not_where_the_key_is(tmp_path, monkeypatch):
         check_trusted(forged, record, Settings(), set())
     check_trusted(sealed(plain), record, Settings(), set())  # the key under $HOME
     assert (tmp_path / "home" / ".config" / "trio-agent" / "ledger-key").exists()
+
+
+def test_run_reads_the_sealing_key_before_trio_starts(tmp_path, monkeypatch):
+    """Review: ``run`` (and each new session of a fleet worker) sealed its record as
+    the agent was made, reading the key file (and making it, with an fsync) on the
+    trio thread, a blocking call there."""
+    import trio
+
+    import trio_agent.cli._trust as trust
+    from trio_agent.cli import main
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "me"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    (tmp_path / "ws").mkdir()
+    in_trio: list[bool] = []
+    real_key = trust._key
+
+    def key(create: bool) -> bytes | None:
+        try:
+            trio.lowlevel.current_task()
+            in_trio.append(True)
+        except RuntimeError:
+            in_trio.append(False)
+        return real_key(create)
+
+    monkeypatch.setattr(trust, "_key", key)
+    args = ["run", "--provider", "openai", "--model", "m", "--workspace", str(tmp_path / "ws")]
+    args += ["--base-url", "http://127.0.0.1:1/v1", "--retries", "0", "--ledger"]
+    code = main([*args, str(tmp_path / "s.jsonl"), "hello"])
+    assert code == 1  # nothing answers on port 1
+    assert in_trio == [False]
+    assert b'"seal"' in (tmp_path / "s.jsonl").read_bytes().splitlines()[0]

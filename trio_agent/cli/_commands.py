@@ -232,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
     workspace = workspace_for(config.workspace, args)
     workspace_tools = workspace.tools()
     early = _early_settings(config, workspace_tools)  # a usage error now, before anything runs
+    metadata = config.metadata()  # sealed: the key is read (or made) before trio runs
     output = Output(sys.stdout, sys.stderr)
     printer = Printer(output, as_json=args.json)
     printer.note(sandbox_line(workspace))
@@ -247,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
         options = {**shared(model, tools, sources, settings, config), **typed, "approval": policy}
         agent = Agent(
             **options,
-            metadata=config.metadata(),
+            metadata=metadata,
             store=None if location is None else location[0],
             session_id=None if location is None else location[1],
         )

@@ -78,8 +78,10 @@ def _session_maker(
     sources: list[ToolSource],
     settings: ModelSettings | None,
     config: RunConfig,
+    metadata: dict[str, Any],
 ) -> Any:
-    """``make_agent``: each session with the workspace tools in ``root/SESSION``."""
+    """``make_agent``: each session with the workspace tools in ``root/SESSION``, a new
+    one recording ``metadata`` (the configuration, sealed before trio started)."""
 
     async def make_agent(store: PostgresStore, session_id: str, new: bool) -> Agent:
         where = root / session_id
@@ -87,7 +89,7 @@ def _session_maker(
         tools = workspace_for(where, args).tools()
         options = shared(model, tools, sources, settings, config)
         if new:
-            return Agent(**options, metadata=config.metadata(), store=store, session_id=session_id)
+            return Agent(**options, metadata=metadata, store=store, session_id=session_id)
         return await Agent.resume(store, session_id, **options)
 
     return make_agent
@@ -118,6 +120,7 @@ def worker(args: argparse.Namespace) -> int:
     workspace = workspace_for(root, args)
     names = list(workspace.tools().names())
     early = None if config.mcp else config.settings(names)  # a usage error before trio
+    metadata = config.metadata()  # sealed: the key is read (or made) before trio runs
     store = _store(args.dsn, args.schema, **store_options)
 
     async def body() -> int:
@@ -127,7 +130,7 @@ def worker(args: argparse.Namespace) -> int:
                 if servers:
                     every = all_tools(list(workspace.tools()), servers)
                     settings = config.settings([tool.name for tool in every])
-                make = _session_maker(args, root, model, list(servers), settings, config)
+                make = _session_maker(args, root, model, list(servers), settings, config, metadata)
                 return await _work(args, store, make, sandbox_line(workspace))
         finally:
             await model.aclose()
