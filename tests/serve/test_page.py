@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import sys
+from unittest.mock import ANY
 
+import page_hostile_child
 import pytest
 import trio
 from paths import SUPPORT
 from serving import client, running
-from waiting import WAIT
+from sse_client import finished, read_until
+from waiting import WAIT, wait_until
 
 TOKEN = "a-token-for-the-page-0001;=%"  # printable, with what a cookie must encode
 
@@ -55,3 +58,51 @@ async def test_the_page_streams_a_turn_and_approves_a_held_call_in_chromium(tmp_
     assert seen["same_after_reload"] is True
     assert seen["errors"] == []
     assert shot.stat().st_size > 10_000
+
+
+async def hostile(tmp_path, scenario: str, turns: int = 0) -> object:
+    """What ``page_hostile_child.py`` saw in ``scenario``, the session ``many``
+    holding ``turns`` finished turns first."""
+    child = [sys.executable, str(SUPPORT / "page_hostile_child.py")]
+    async with running(tmp_path / "store") as (server, url), client(url) as http:
+        for n in range(turns):
+            posted = await http.post("/sessions/many/turns", json={"message": f"m{n}"})
+            assert posted.status_code == 202, posted.text
+            await read_until(url, "/sessions/many/events", finished(n + 1))
+            await wait_until(lambda: server.hub.running_turn("many") is None)
+        with trio.fail_after(4 * WAIT):
+            done = await trio.run_process(
+                [*child, url, scenario], capture_stdout=True, capture_stderr=True, check=False
+            )
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout)
+
+
+async def test_an_address_of_bad_percent_encoding_is_said_not_thrown(tmp_path):
+    """``#%E0%A4%A`` made ``decodeURIComponent`` throw an uncaught URIError: the
+    page said nothing and opened nothing."""
+    seen = await hostile(tmp_path, "hash")
+    assert seen == {"errors": [], "said": ANY}
+    assert "percent-encoding" in seen["said"]
+
+
+async def test_a_reload_asks_for_the_sessions_list_a_bounded_number_of_times(tmp_path):
+    """A reload replays every turn's end, and each asked for the sessions list:
+    30 turns, 32 requests at once (thousands for a long session)."""
+    turns = page_hostile_child.TURNS
+    requests = await hostile(tmp_path, "replay", turns)
+    assert requests <= 4  # on loading, then after the turns' ends: one, and one after it
+
+
+async def test_a_call_whose_id_holds_a_slash_is_approved_from_the_page(tmp_path):
+    """A model names its calls: one named ``a/b`` was held for good, as its
+    decision (``approvals/a%2Fb``, decoded before routing) matched no route: 404."""
+    assert await hostile(tmp_path, "slash") == "done n"
+
+
+async def test_the_transcript_follows_a_streamed_answer(tmp_path):
+    """The answer grew below the view (only a new element scrolled, and only if
+    the view was at the end before it), each chunk copying the whole text so
+    far (``textContent +=``)."""
+    distance = await hostile(tmp_path, "follow")
+    assert distance < 40

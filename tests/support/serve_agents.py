@@ -4,6 +4,7 @@ that answers each user message by what it says, and the tools it calls.
 - ``"hold NAME"``: a ``hold`` call, which waits for ``release(NAME)`` (in this
   process), then the text ``held NAME``;
 - ``"guard"``: a ``guarded`` call, held for a person's approval, then ``guarded``;
+  ``"guard call ID"``: the same, the call's id ``ID``;
 - ``"think"``: thinking (``pondering``), then the text ``thought``;
 - ``"use frontend"``: a call of ``pick_color``, a tool the AG-UI client offers,
   then ``the client said ANSWER``;
@@ -70,8 +71,9 @@ def answers(request):
         name = text.removeprefix("hold ")
         call = ToolCall(f"c-{request.id}", "hold", {"name": name})
         return scripted_response(f"r-{request.id}", [call])
-    if text == "guard":
-        call = ToolCall(f"c-{request.id}", "guarded", {"note": "n"})
+    if text == "guard" or text.startswith("guard call "):
+        call_id = text.removeprefix("guard call ") if text != "guard" else f"c-{request.id}"
+        call = ToolCall(call_id, "guarded", {"note": "n"})
         return scripted_response(f"r-{request.id}", [call])
     if text == "use frontend":
         call = ToolCall(f"c-{request.id}", "pick_color", {"hint": "warm"})

@@ -152,7 +152,12 @@ def build_app(hub: Hub, *, token: str | None = None) -> BearerAuth:
             Route("/sessions/{session_id}/turns", routes.turns, methods=["POST"]),
             Route("/sessions/{session_id}/events", routes.events, methods=["GET"]),
             Route("/sessions/{session_id}/cancel", routes.cancel, methods=["POST"]),
-            Route("/sessions/{session_id}/approvals/{call_id}", routes.approvals, methods=["POST"]),
+            # a model names its calls: an id may hold "/" (sent as %2F, decoded before routing)
+            Route(
+                "/sessions/{session_id}/approvals/{call_id:path}",
+                routes.approvals,
+                methods=["POST"],
+            ),
             Route("/ag-ui", routes.agui, methods=["POST"]),
             Route("/v1/responses", routes.responses, methods=["POST"]),
         ],

@@ -6,6 +6,10 @@
 
 const $ = (id) => document.getElementById(id);
 let open = null; // the open session: {id, source, items, running}
+let follow = true; // the transcript keeps its end in view until the reader scrolls up
+let lastTop = 0; // where the transcript was scrolled to last (by the page or the reader)
+const pending = new Map(); // streamed text not yet shown: node -> [text, ...]
+let frame = 0; // the animation frame that shows it, once asked for
 
 function element(tag, className, text) {
   const made = document.createElement(tag);
@@ -43,8 +47,28 @@ function showError(text) {
   $("error").hidden = !text;
 }
 
-// -- the sessions list
-async function refreshSessions() {
+// -- the sessions list: one request at a time, and at most one more after it
+// for every caller meanwhile (a reload replays a turn end per turn: thousands)
+let listing = null;
+let listingNext = null;
+
+function refreshSessions() {
+  if (!listing) {
+    listing = listSessions().finally(() => {
+      listing = null;
+    });
+    return listing;
+  }
+  if (!listingNext) {
+    listingNext = listing.then(() => {
+      listingNext = null;
+      return refreshSessions();
+    });
+  }
+  return listingNext;
+}
+
+async function listSessions() {
   try {
     const { sessions } = await api("GET", "/sessions");
     const list = $("sessions");
@@ -72,7 +96,10 @@ async function openSession(id) {
   if (open && open.source) open.source.close();
   open = { id, source: null, items: new Map(), running: false, pieceNo: 0, lastKind: "" };
   $("title").textContent = id;
+  pending.clear();
   $("transcript").replaceChildren();
+  follow = true;
+  lastTop = 0;
   $("message").disabled = $("send").disabled = false;
   setRunning(false);
   showError("");
@@ -104,12 +131,46 @@ function setRunning(running) {
   $("status").textContent = running ? "running" : "idle";
 }
 
-function add(node) {
+// The transcript changes once per animation frame: streamed text waits in
+// `pending` (a piece growing by `textContent +=` copied all of it per chunk),
+// and the end is brought into view then, without a layout per event.
+function show() {
+  if (!frame) frame = requestAnimationFrame(flush);
+}
+
+function applyText() {
+  for (const [node, parts] of pending) node.append(parts.join(""));
+  pending.clear();
+}
+
+function flush() {
+  frame = 0;
+  applyText();
   const transcript = $("transcript");
-  const atEnd = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
-  transcript.append(node);
-  if (atEnd) transcript.scrollTop = transcript.scrollHeight;
+  if (follow) transcript.scrollTop = transcript.scrollHeight;
+  lastTop = transcript.scrollTop;
+}
+
+function add(node) {
+  applyText(); // the text streamed so far is in before anything after it
+  $("transcript").append(node);
+  show();
   return node;
+}
+
+function appendText(node, text) {
+  const parts = pending.get(node);
+  if (parts) parts.push(text);
+  else pending.set(node, [text]);
+  show();
+}
+
+function scrolled() {
+  // the transcript grows between frames: only a move up is the reader leaving the end
+  const transcript = $("transcript");
+  if (transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40) follow = true;
+  else if (transcript.scrollTop < lastTop) follow = false;
+  lastTop = transcript.scrollTop;
 }
 
 function textOf(content) {
@@ -177,8 +238,7 @@ function piece(attempt, kind, text) {
     }
     open.items.set(key, node);
   }
-  const target = kind === "text" ? node : node.querySelector("pre");
-  target.textContent += text;
+  appendText(kind === "text" ? node : node.querySelector("pre"), text);
 }
 
 function toolBox(call) {
@@ -289,7 +349,13 @@ function useToken(event) {
 }
 
 function fromHash() {
-  const id = decodeURIComponent(location.hash.slice(1));
+  let id;
+  try {
+    id = decodeURIComponent(location.hash.slice(1));
+  } catch (_) {
+    showError("the address after # is no session id (it is not valid percent-encoding)");
+    return;
+  }
   if (id && (!open || open.id !== id)) openSession(id);
 }
 
@@ -301,6 +367,7 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("cancel").addEventListener("click", cancelTurn);
   $("refresh").addEventListener("click", refreshSessions);
+  $("transcript").addEventListener("scroll", scrolled);
   $("new-session").addEventListener("submit", (event) => {
     event.preventDefault();
     const id = $("new-session-id").value.trim();

@@ -1,0 +1,95 @@
+"""Drives the serving page in headless Chromium (Debian's, through playwright's
+synchronous API, in this child process) where a model or a visitor makes it
+hard: ``python page_hostile_child.py BASE_URL SCENARIO`` (``replay``: the
+session ``many`` holds ``TURNS`` finished turns already). It prints one JSON
+value, what it saw in that scenario:
+
+- ``hash``: an address whose ``#`` part is no valid percent-encoding: the
+  page's errors and what it says;
+- ``replay``: the requests for the sessions list while ``many`` is replayed;
+- ``slash``: the result shown once a call whose id holds ``/`` is approved;
+- ``follow``: how far from its end the transcript is after a long streamed answer.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+from playwright.sync_api import Page, expect, sync_playwright
+
+WAIT_MS = 60_000
+TURNS = 30
+
+
+def hash_part(page: Page, base_url: str, errors: list[str]) -> dict[str, object]:
+    page.goto(f"{base_url}/#%E0%A4%A")
+    expect(page.locator("#error")).to_be_visible(timeout=WAIT_MS)
+    return {"errors": list(errors), "said": page.locator("#error").text_content()}
+
+
+COUNT_LISTS = """
+window.listed = 0;
+const fetchOnce = window.fetch;
+window.fetch = (path, init) => {
+  if (String(path) === "/sessions") window.listed += 1;
+  return fetchOnce(path, init);
+};
+"""
+
+
+def replay(page: Page, base_url: str, turns: int) -> int:
+    """The requests for the sessions list the page made by the time it showed
+    every turn's end (counted in the page, as it calls ``fetch``)."""
+    page.add_init_script(COUNT_LISTS)
+    page.goto(f"{base_url}/#many")
+    expect(page.locator(".end")).to_have_count(turns, timeout=WAIT_MS)
+    return int(page.evaluate("window.listed"))
+
+
+def slash(page: Page, base_url: str) -> str | None:
+    page.goto(f"{base_url}/#slash")
+    page.fill("#message", "guard call a/b")
+    page.click("#send")
+    page.locator(".tool button.approve").click(timeout=WAIT_MS)
+    expect(page.locator(".tool .result")).to_have_count(1, timeout=WAIT_MS)
+    return page.locator(".tool .result").text_content()
+
+
+def follow(page: Page, base_url: str) -> float:
+    page.goto(f"{base_url}/#long")
+    page.fill("#message", "\n".join(f"line {n}" for n in range(300)))
+    page.click("#send")
+    expect(page.locator(".end")).to_have_count(1, timeout=WAIT_MS)
+    page.evaluate("new Promise((done) => requestAnimationFrame(() => done()))")  # it scrolls
+    return float(
+        page.evaluate(
+            "(() => { const t = document.getElementById('transcript');"
+            " return t.scrollHeight - t.scrollTop - t.clientHeight; })()"
+        )
+    )
+
+
+def main(base_url: str, scenario: str) -> None:
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True)
+        page = browser.new_page(viewport={"width": 1100, "height": 760})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        seen: object
+        if scenario == "hash":
+            seen = hash_part(page, base_url, errors)
+        elif scenario == "replay":
+            seen = replay(page, base_url, TURNS)
+        elif scenario == "slash":
+            seen = slash(page, base_url)
+        else:
+            seen = follow(page, base_url)
+        browser.close()
+    print(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
