@@ -94,6 +94,13 @@ async def test_a_reload_asks_for_the_sessions_list_a_bounded_number_of_times(tmp
     assert requests <= 4  # on loading, then after the turns' ends: one, and one after it
 
 
+async def test_a_refused_event_stream_is_said_and_asks_for_the_token(tmp_path):
+    """An event stream answered 401 (or any refusal) is closed by the browser for
+    good; the page said "reconnecting…" for ever and never asked for the token."""
+    seen = await hostile(tmp_path, "refused", 1)
+    assert seen == "disconnected"
+
+
 async def test_a_call_whose_id_holds_a_slash_is_approved_from_the_page(tmp_path):
     """A model names its calls: one named ``a/b`` was held for good, as its
     decision (``approvals/a%2Fb``, decoded before routing) matched no route: 404."""

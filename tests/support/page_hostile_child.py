@@ -7,6 +7,7 @@ value, what it saw in that scenario:
 - ``hash``: an address whose ``#`` part is no valid percent-encoding: the
   page's errors and what it says;
 - ``replay``: the requests for the sessions list while ``many`` is replayed;
+- ``refused``: what the page says when the event stream is refused;
 - ``slash``: the result shown once a call whose id holds ``/`` is approved;
 - ``follow``: how far from its end the transcript is after a long streamed answer.
 """
@@ -17,7 +18,7 @@ import json
 import shutil
 import sys
 
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, Route, expect, sync_playwright
 
 WAIT_MS = 60_000
 TURNS = 30
@@ -71,6 +72,30 @@ def follow(page: Page, base_url: str) -> float:
     )
 
 
+def refused(page: Page, base_url: str) -> str | None:
+    """The session ``many``'s event stream is answered 401 (a token changed under
+    the page), and the sessions list from then on: what the status says once
+    the page shows the token form."""
+    refused_yet: list[bool] = []
+
+    def events(route: Route) -> None:
+        refused_yet.append(True)  # before the page can see the refusal
+        route.fulfill(status=401, body="{}")
+
+    def sessions(route: Route) -> None:
+        if refused_yet:
+            route.fulfill(status=401, body="{}")
+        else:
+            route.continue_()
+
+    page.route("**/sessions/many/events", events)
+    page.route("**/sessions", sessions)
+    page.goto(f"{base_url}/#many")
+    expect(page.locator("#login")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator("#error")).to_be_visible(timeout=WAIT_MS)
+    return page.locator("#status").text_content()
+
+
 def main(base_url: str, scenario: str) -> None:
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     with sync_playwright() as playwright:
@@ -83,6 +108,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = hash_part(page, base_url, errors)
         elif scenario == "replay":
             seen = replay(page, base_url, TURNS)
+        elif scenario == "refused":
+            seen = refused(page, base_url)
         elif scenario == "slash":
             seen = slash(page, base_url)
         else:

@@ -118,7 +118,16 @@ function listen() {
     render(JSON.parse(message.data).event);
   };
   session.source.onerror = () => {
-    if (open === session) $("status").textContent = "reconnecting…";
+    if (open !== session) return;
+    if (session.source.readyState !== EventSource.CLOSED) {
+      $("status").textContent = "reconnecting…";
+      return;
+    }
+    // refused (not a 200 of text/event-stream): the browser tries no more
+    session.source = null;
+    $("status").textContent = "disconnected";
+    showError("the event stream was refused; reload the page to try again");
+    refreshSessions(); // a 401 shows the token form
   };
   session.source.onopen = () => {
     if (open === session) $("status").textContent = session.running ? "running" : "idle";
