@@ -101,6 +101,13 @@ async def test_a_refused_event_stream_is_said_and_asks_for_the_token(tmp_path):
     assert seen == "disconnected"
 
 
+async def test_a_held_call_is_decided_once_however_often_approve_is_clicked(tmp_path):
+    """A second click before the first decision's answer sent a second one, which
+    the server refused (decided already) and the page showed as an error."""
+    seen = await hostile(tmp_path, "twice")
+    assert seen == {"decisions": 1, "error": ""}
+
+
 async def test_a_call_whose_id_holds_a_slash_is_approved_from_the_page(tmp_path):
     """A model names its calls: one named ``a/b`` was held for good, as its
     decision (``approvals/a%2Fb``, decoded before routing) matched no route: 404."""

@@ -8,6 +8,7 @@ value, what it saw in that scenario:
   page's errors and what it says;
 - ``replay``: the requests for the sessions list while ``many`` is replayed;
 - ``refused``: what the page says when the event stream is refused;
+- ``twice``: the decisions sent when approve is clicked twice at once;
 - ``slash``: the result shown once a call whose id holds ``/`` is approved;
 - ``follow``: how far from its end the transcript is after a long streamed answer.
 """
@@ -96,6 +97,35 @@ def refused(page: Page, base_url: str) -> str | None:
     return page.locator("#status").text_content()
 
 
+COUNT_DECISIONS = """
+window.decisions = 0;
+const fetchFirst = window.fetch;
+window.fetch = (path, init) => {
+  if (String(path).includes("/approvals/")) window.decisions += 1;
+  return fetchFirst(path, init);
+};
+"""
+
+
+def twice(page: Page, base_url: str) -> dict[str, object]:
+    """approve clicked twice in one task (a double click faster than the
+    server): the decisions the page sent, and what it showed."""
+    page.add_init_script(COUNT_DECISIONS)
+    page.goto(f"{base_url}/#twice")
+    page.fill("#message", "guard")
+    page.click("#send")
+    expect(page.locator(".tool button.approve")).to_be_visible(timeout=WAIT_MS)
+    page.evaluate(
+        "(() => { const approve = document.querySelector('.tool button.approve');"
+        " approve.click(); approve.click(); })()"
+    )
+    expect(page.locator(".end")).to_have_count(2, timeout=WAIT_MS)  # the turn that ran it
+    return {
+        "decisions": page.evaluate("window.decisions"),
+        "error": page.locator("#error").text_content(),
+    }
+
+
 def main(base_url: str, scenario: str) -> None:
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     with sync_playwright() as playwright:
@@ -110,6 +140,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = replay(page, base_url, TURNS)
         elif scenario == "refused":
             seen = refused(page, base_url)
+        elif scenario == "twice":
+            seen = twice(page, base_url)
         elif scenario == "slash":
             seen = slash(page, base_url)
         else:

@@ -287,8 +287,15 @@ function held(call) {
   const reason = element("input");
   reason.placeholder = "reason (optional)";
   approve.type = reject.type = "button";
-  approve.onclick = () => decide(call.id, true, reason.value);
-  reject.onclick = () => decide(call.id, false, reason.value);
+  const choose = (approved) => {
+    // once: a second click while the first is sent was refused as decided already
+    approve.disabled = reject.disabled = reason.disabled = true;
+    decide(call.id, approved, reason.value).finally(() => {
+      approve.disabled = reject.disabled = reason.disabled = false;
+    });
+  };
+  approve.onclick = () => choose(true);
+  reject.onclick = () => choose(false);
   row.append(approve, reject, reason);
   box.append(row);
 }
