@@ -12,7 +12,7 @@ import shlex
 import stat
 import sys
 
-from cli_runner import BASE_ENV, TRIO_AGENT, cli, text_stream
+from cli_runner import BASE_ENV, TRIO_AGENT, cli, command, text_stream
 from loopback import Reply
 
 from trio_agent.cli._trust import TRUSTED, check_trusted, sealed
@@ -24,23 +24,7 @@ async def _recorded(loopback, tmp_path, env) -> tuple:
     ledger = tmp_path / "sessions" / "s.jsonl"
     loopback.replies.append(Reply(body=text_stream("first answer")))
     done = await cli(
-        [
-            *TRIO_AGENT,
-            "run",
-            "--provider",
-            "openai",
-            "--model",
-            "m",
-            "--workspace",
-            "ws",
-            "--base-url",
-            f"{loopback.url}/v1",
-            "--api-key-env",
-            "MY_KEY",
-            "--ledger",
-            str(ledger),
-            "hello",
-        ],
+        command(loopback, "ws", "run", "--api-key-env", "MY_KEY", "--ledger", str(ledger), "hi"),
         env=env,
         cwd=tmp_path,
     )

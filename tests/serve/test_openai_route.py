@@ -5,6 +5,7 @@ it names."""
 from __future__ import annotations
 
 import json
+from contextlib import asynccontextmanager
 
 import openai
 import serve_agents
@@ -141,6 +142,23 @@ async def test_instructions_sent_again_with_approval_answers_alone_are_left_out(
     assert answered.status == "completed" and answered.output_text.startswith("after ")
 
 
+@asynccontextmanager
+async def _whole_request_left(tmp_path, **options):
+    """A server (``options``), and a session whose whole (not streamed) response a
+    client waited for on a socket of its own, then left while its turn was held
+    (``hold g``): yields the server, its URL and the session."""
+    body = json.dumps({"model": "any", "input": "hold g"}).encode()
+    head = b"POST /v1/responses HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
+    async with running(tmp_path, **options) as (server, url), client(url) as http:
+        host, _, port = url.removeprefix("http://").rpartition(":")
+        async with await trio.open_tcp_stream(host, int(port)) as stream:
+            await stream.send_all(head + b"content-length: %d\r\n\r\n" % len(body) + body)
+            await serve_agents.holding.setdefault("g", trio.Event()).wait()
+            [session] = [s["id"] for s in (await http.get("/sessions")).json()["sessions"]]
+            assert server.hub.readers(session) == 1
+        yield server, url, session
+
+
 async def test_a_client_waiting_for_a_whole_response_going_away_cancels_it_under_cancel(
     tmp_path,
 ):
@@ -148,15 +166,7 @@ async def test_a_client_waiting_for_a_whole_response_going_away_cancels_it_under
     listening for its client, so with ``on_disconnect="cancel"`` a client that
     went away left its turn running (as a reader that never leaves), where a
     streamed one cancelled it."""
-    body = json.dumps({"model": "any", "input": "hold g"}).encode()
-    head = b"POST /v1/responses HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
-    async with running(tmp_path, on_disconnect="cancel") as (server, url), client(url) as http:
-        host, _, port = url.removeprefix("http://").rpartition(":")
-        async with await trio.open_tcp_stream(host, int(port)) as stream:
-            await stream.send_all(head + b"content-length: %d\r\n\r\n" % len(body) + body)
-            await serve_agents.holding.setdefault("g", trio.Event()).wait()
-            [session] = [s["id"] for s in (await http.get("/sessions")).json()["sessions"]]
-            assert server.hub.readers(session) == 1
+    async with _whole_request_left(tmp_path, on_disconnect="cancel") as (server, url, session):
         await wait_until(lambda: server.hub.running_turn(session) is None)
         events = await read_until(url, f"/sessions/{session}/events", finished(1))
     assert events[-1][1]["event"]["result"]["end"]["reason"] == "cancelled"
@@ -165,15 +175,7 @@ async def test_a_client_waiting_for_a_whole_response_going_away_cancels_it_under
 async def test_a_client_waiting_for_a_whole_response_going_away_detaches_by_default(tmp_path):
     """Section 12.5: a client that goes away detaches by default; the turn of a
     whole (not streamed) response it waited for goes on and is recorded whole."""
-    body = json.dumps({"model": "any", "input": "hold g"}).encode()
-    head = b"POST /v1/responses HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
-    async with running(tmp_path) as (server, url), client(url) as http:
-        host, _, port = url.removeprefix("http://").rpartition(":")
-        async with await trio.open_tcp_stream(host, int(port)) as stream:
-            await stream.send_all(head + b"content-length: %d\r\n\r\n" % len(body) + body)
-            await serve_agents.holding.setdefault("g", trio.Event()).wait()
-            [session] = [s["id"] for s in (await http.get("/sessions")).json()["sessions"]]
-            assert server.hub.readers(session) == 1
+    async with _whole_request_left(tmp_path) as (server, url, session):
         await wait_until(lambda: server.hub.readers(session) == 0)
         assert server.hub.running_turn(session) == 1  # it goes on without its reader
         serve_agents.release("g")

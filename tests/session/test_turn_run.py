@@ -344,13 +344,15 @@ async def test_a_decision_inside_an_entered_turn_is_refused_before_its_first_eve
     assert [call.id for call in agent.pending_approvals] == ["c1"]
 
 
-async def test_a_turn_whose_tools_cannot_be_read_as_it_starts_lets_the_agent_go():
+@pytest.mark.parametrize("driven", ["entered", "awaited"])
+async def test_a_turn_whose_tools_cannot_be_read_as_it_starts_lets_the_agent_go(driven):
     """Review of issue 38: once an entered turn held its agent from the entry, a
     tool source failing as the turn's task read it (its tool gone between
     ``turn()`` and the entry, which a ``tool_choice`` naming it finds) left the
     agent held by a turn that never ran: every later turn was refused as
-    "already running". The error leaves the block and the agent is free, the
-    message's id with it."""
+    "already running"; awaited (``prompt()``, ``wait()``) its message id stayed
+    queued. The error leaves the block and the agent is free, the message's id
+    with it, however the turn was driven."""
     from trio_agent import ModelSettings
 
     @tool
@@ -370,9 +372,12 @@ async def test_a_turn_whose_tools_cannot_be_read_as_it_starts_lets_the_agent_go(
     turn = agent.turn(UserMessage("u1", "one"), settings=ModelSettings(tool_choice="lookup"))
     source.gone = True
     with pytest.raises(ValueError, match="lookup"):
-        async with turn:
-            async for _ in turn:
-                pass
+        if driven == "awaited":
+            await turn.wait()
+        else:
+            async with turn:
+                async for _ in turn:
+                    pass
     assert not agent.running and agent.turns == 0
     assert (await agent.prompt(UserMessage("u1", "one"))).end.reason == "completed"
     assert user_texts(agent) == ["one"]
@@ -396,32 +401,3 @@ async def test_a_turn_driven_inline_a_second_time_is_refused():
     await first
     assert again.result is not None and again.result.end.reason == "completed"
     assert user_texts(agent) == ["one", "two"] and not agent.running
-
-
-async def test_a_turn_awaited_whose_tools_cannot_be_read_lets_its_message_id_go():
-    """Review: a turn whose tools could not be read as it started let its message id
-    go only when it was entered; awaited (``prompt()``, ``wait()``) the id stayed
-    queued, and sending the message again was refused as a duplicate for good."""
-    from trio_agent import ModelSettings
-
-    @tool
-    async def lookup() -> str:
-        """Look up."""
-        return "found"
-
-    class Flaky:
-        def __init__(self) -> None:
-            self.gone = False
-
-        def tools(self) -> list:
-            return [] if self.gone else [lookup]
-
-    source = Flaky()
-    agent = Agent(model=model(), tool_sources=[source])
-    turn = agent.turn(UserMessage("u1", "one"), settings=ModelSettings(tool_choice="lookup"))
-    source.gone = True
-    with pytest.raises(ValueError, match="lookup"):
-        await turn.wait()
-    assert not agent.running and agent.turns == 0
-    assert (await agent.prompt(UserMessage("u1", "one"))).end.reason == "completed"
-    assert user_texts(agent) == ["one"]
