@@ -34,6 +34,7 @@ async def records_per_second(store, policy: str, writers: int, name: str) -> flo
     async def one(index: int) -> None:
         ledger = Ledger(store.create(f"{name}-{index}"), 0, policy)
         ledger.session_started("s", 0.0, "")
+        ledger.commit()  # created, as Ledger.create stores it: each record then goes on its own
         for i in range(per_writer):
             ledger.step_started(f"request-{i:03d}")
             if policy == "always" or (policy == "step" and i % 8 == 7):
@@ -53,6 +54,7 @@ async def shared_ledger_always(store, tasks: int, name: str) -> tuple[float, int
     writer = store.create(name)
     ledger = Ledger(writer, 0, "always")
     ledger.session_started("s", 0.0, "")
+    ledger.commit()
 
     async def one(index: int) -> None:
         for i in range(RECORDS // tasks):
@@ -79,6 +81,7 @@ async def many_ledgers(store, count: int, records: int, name: str) -> tuple[floa
     async def one(ledger: Ledger) -> None:
         nonlocal peak
         ledger.session_started("s", 0.0, "")
+        ledger.commit()
         for i in range(records):
             ledger.step_started(f"request-{i:03d}")
             if i % 8 == 7:
@@ -103,6 +106,7 @@ async def create_and_close_seconds(store, name: str, count: int = 100) -> float:
     for index in range(count):
         ledger = Ledger(store.create(f"{name}-{index}"), 0, "never")
         ledger.session_started("s", 0.0, "")
+        ledger.commit()
         await ledger.aclose()
     return (time.perf_counter() - start) / count
 
