@@ -203,3 +203,31 @@ async def test_a_line_nested_past_the_decoders_depth_is_corrupt_not_a_recursion_
             await load("s1")
     with pytest.raises(LedgerCorruptError, match="line 1 is corrupt"):
         await Agent.resume(store, "s1", model=ScriptedModel([]))
+
+
+async def test_a_ledger_saved_with_a_byte_order_mark_is_refused_saying_so(tmp_path):
+    """Review of issue 38: a ledger an editor saved with a UTF-8 byte order mark
+    failed as "line 1 is corrupt: invalid character"; the error names the mark."""
+    store = JsonlStore(tmp_path)
+    agent = Agent(model=ScriptedModel([scripted_response("r1", "ok")]), store=store, session_id="s")
+    await agent.prompt(UserMessage("u1", "go"))
+    await agent.aclose()
+    store.path("s").write_bytes(b"\xef\xbb\xbf" + store.path("s").read_bytes())
+    with pytest.raises(LedgerCorruptError, match="line 1 begins with a UTF-8 byte order mark"):
+        await store.load("s")
+    with pytest.raises(LedgerCorruptError, match="byte order mark"):
+        await Agent.resume(store, "s", model=ScriptedModel([]))
+
+
+async def test_resuming_an_empty_ledger_names_the_session_and_how_to_start_it_again(tmp_path):
+    """Review of issue 38: an empty ledger (a creation cut short) failed a resume
+    with "the ledger is empty", naming neither the session nor what to do."""
+    store = JsonlStore(tmp_path)
+    store.path("s").write_bytes(b"")
+    with pytest.raises(
+        LedgerCorruptError, match=r"^s: the ledger holds no record .*session_id='s'"
+    ):
+        await Agent.resume(store, "s", model=ScriptedModel([]))
+    agent = Agent(model=ScriptedModel([scripted_response("r1", "ok")]), store=store, session_id="s")
+    assert (await agent.prompt(UserMessage("u1", "go"))).end.reason == "completed"
+    await agent.aclose()

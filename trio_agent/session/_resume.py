@@ -123,7 +123,13 @@ def _own(session_id: str, records: tuple[Record, ...]) -> DerivedSession:
     """``derive`` of a whole ledger loaded as ``session_id``'s. One whose records are
     another session's (a ledger copied or renamed) is refused, naming both: taken
     over, it would write snapshots that name the other session, which no resume of
-    ``session_id`` could use."""
+    ``session_id`` could use. One with no record (its creation cut short) is
+    refused, naming the session and what to do."""
+    if not records:
+        raise LedgerCorruptError(
+            f"{session_id}: the ledger holds no record (its creation was cut short): "
+            f"start the session again, Agent(store=..., session_id={session_id!r})"
+        )
     derived = derive(records)
     if derived.session_id != session_id:
         raise LedgerCorruptError(

@@ -105,6 +105,7 @@ class SessionStore(Protocol):
 
 SNAPSHOT_LINE: Final = b'{"kind":"snapshot",'
 """How a snapshot record's line begins (msgspec writes the tag first)."""
+_BOM: Final = b"\xef\xbb\xbf"
 
 
 def stored_body(value: object) -> bytes:
@@ -155,6 +156,11 @@ def _line_by_line(
         try:
             record = record_decoder.decode(line)
         except (msgspec.DecodeError, RecursionError) as exc:  # nested past the decoder's depth
+            if line.startswith(_BOM):  # saved by an editor that marks its UTF-8
+                raise LedgerCorruptError(
+                    f"{session_id}: line {line_number} begins with a UTF-8 byte order mark "
+                    "(an editor saved the ledger with one): remove those 3 bytes"
+                ) from None
             if not line.startswith(SNAPSHOT_LINE) or (first_seq is None and not records):
                 raise LedgerCorruptError(
                     f"{session_id}: line {line_number} is corrupt: {exc}"
