@@ -62,7 +62,7 @@ async def test_input_ids_are_reserved_when_queued():
     """Queued input did not reserve its id, so one id could be queued twice or take a prefix the
     session gives out."""
     agent, _ = agent_with([scripted_response("r1", "x")])
-    agent.turn(u("p1"))  # created, not yet run: its id is taken
+    pending = agent.turn(u("p1"))  # created, not yet run: its id is taken while it is held
     with pytest.raises(TranscriptError, match="queued"):
         agent.steer(u("p1"))
     with pytest.raises(TranscriptError, match="prefix"):
@@ -72,6 +72,7 @@ async def test_input_ids_are_reserved_when_queued():
     agent.steer(u("s1"))
     agent.clear_queued()
     agent.steer(u("s1"))  # cleared ids can be queued again
+    del pending
 
 
 async def test_clearing_the_queue_while_a_hook_awaits_cannot_make_two_answers_in_a_row():

@@ -18,6 +18,7 @@ from trio_agent import (
     AssistantMessage,
     ToolCall,
     ToolRegistry,
+    TranscriptError,
     TurnCancelled,
     TurnFailed,
     UserMessage,
@@ -401,3 +402,28 @@ async def test_a_turn_driven_inline_a_second_time_is_refused():
     await first
     assert again.result is not None and again.result.end.reason == "completed"
     assert user_texts(agent) == ["one", "two"] and not agent.running
+
+
+async def test_regression_a_turn_made_and_dropped_lets_its_message_id_go():
+    """A ``TurnRun`` made and never entered nor awaited kept its message's id reserved for the
+    session's whole life: the same message could never be sent again ("is queued")."""
+    agent = Agent(model=ScriptedModel([scripted_response("r1", "ok")]))
+    pending = agent.turn(UserMessage("u1", "hi"))
+    with pytest.raises(TranscriptError, match="queued"):
+        agent.steer(UserMessage("u1", "hi"))  # held: still its turn's
+    del pending
+    result = await agent.prompt(UserMessage("u1", "hi"))
+    assert [m.id for m in result.messages] == ["u1", "message-r1"]
+
+
+async def test_a_turn_that_ran_keeps_its_message_after_it_is_dropped():
+    """Dropping a turn that was entered lets nothing go: its message is in the transcript."""
+    agent = Agent(model=ScriptedModel([scripted_response("r1", "ok")]))
+    run = agent.turn(UserMessage("u1", "hi"))
+    async with run:
+        agent.steer(UserMessage("s1", "more"))  # queued while the turn runs
+        await run.wait()
+    del run
+    with pytest.raises(TranscriptError, match="u1"):
+        agent.steer(UserMessage("u1", "again"))
+    assert "s1" in [m.id for m in agent.messages]

@@ -76,6 +76,11 @@ class EventRun(Generic[E, R]):
 
     # -- shared
     @property
+    def _never_started(self) -> bool:
+        """Neither entered nor awaited yet (a run made and perhaps dropped)."""
+        return self._phase == _NEW
+
+    @property
     def result(self) -> R | None:
         """The result once the run has finished, else None."""
         return self._result

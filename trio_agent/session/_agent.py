@@ -728,6 +728,9 @@ class Agent(Generic[OutputT, DepsT]):
     ) -> TurnRun[Any]:
         """A turn on ``message`` (if any) plus the queued input; nothing runs until entered.
 
+        ``message``'s id is the turn's from now on (nothing queued can take it);
+        a turn dropped without being entered or awaited lets it go.
+
         With no message and nothing queued the model is called only when it
         owes an answer (``awaiting_reply``): the turn continues the
         conversation; otherwise it ends with zero steps. ``cancel_scope``: a

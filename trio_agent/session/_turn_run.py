@@ -81,6 +81,13 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         self._spec: TurnSpec | None = None  # the turn's, once it has begun
         self._meter: UsageMeter | None = None  # with usage limits: what the turn used
 
+    def __del__(self) -> None:
+        # A turn made and dropped without ever being entered or awaited lets its
+        # message's id go, as a turn that could not start does (the id is reserved
+        # from ``turn()`` on, so nothing queued meanwhile can take it).
+        if self._prompt is not None and self._never_started:
+            self._state.inbox.release(self._prompt)
+
     @property
     def owner(self) -> object:
         """What this turn belongs to: its agent's session (an opaque value; turns of
