@@ -98,3 +98,44 @@ async def test_progress_of_a_nested_run_is_not_attributed_to_the_outer_call(auto
             if isinstance(event, ToolUpdated):
                 updates.append((event.call.id, event.message))
     assert updates == [("o1", "outer progress")]
+
+
+async def test_report_of_a_fraction_no_float_can_hold_never_raises_even_from_a_thread(
+    autojump_clock,
+):
+    """``ctx.report("x", 10**400)`` raised ``OverflowError`` (an int too big for a float),
+    and from a worker thread, where the report is handed to the trio thread, it crashed
+    the whole program with ``TrioInternalError``; so did a ``__float__`` that raises.
+    Such a fraction is dropped like any other that is not a number."""
+    seen = []
+
+    class Broken:
+        def __float__(self) -> float:
+            raise RuntimeError("no float")
+
+    @tool
+    async def overflowing(ctx: ToolContext) -> str:
+        ctx.report("in the task", 10**400)
+        await trio.sleep(1)
+        await trio.to_thread.run_sync(ctx.report, "from a thread", 10**400)
+        await trio.sleep(1)
+        await trio.to_thread.run_sync(ctx.report, "broken", Broken())
+        await trio.sleep(1)
+        ctx.report("fine", 0.5)
+        await trio.sleep(1)
+        return "ok"
+
+    run = run_agent_loop(
+        messages=[user()],
+        model=ScriptedModel(
+            [scripted_response("r1", [call("overflowing", "o1")]), scripted_response("r2", "ok")]
+        ),
+        tools=ToolRegistry([overflowing]),
+        max_steps=2,
+    )
+    async with run:
+        async for event in run:
+            if isinstance(event, ToolUpdated):
+                seen.append((event.message, event.fraction))
+    assert run.result.messages[2].content == "ok"
+    assert seen == [("fine", 0.5)]

@@ -113,7 +113,7 @@ class ToolContext(Generic[DepsT]):
         if fraction is not None:
             try:
                 fraction = float(fraction)
-            except (TypeError, ValueError):
+            except Exception:  # not a number, an int too big for a float, a __float__ that raises
                 fraction = math.nan
             if math.isnan(fraction):
                 self.dropped += 1
