@@ -73,3 +73,21 @@ async def test_regression_tool_results_for_names_not_utf8_encode(workspace):
     for answer in answers:
         answer.content.encode("utf-8")
         assert "caf\ufffd" in answer.content
+
+
+async def test_a_name_with_a_newline_is_listed_as_one_name_not_two(workspace):
+    """A file named ``notes\\nsecret.txt`` was listed by ``list_dir``, ``glob`` and ``grep``
+    as two lines, ``notes`` and ``secret.txt``: names that do not exist, and none that does.
+    A name with a control character or line separator (or a leading quote) is shown as a
+    JSON string, whose value reads the file."""
+    import json
+
+    for name in ("notes\nsecret.txt", "tab\there", '"quoted"', "sep\u2028x"):
+        (workspace.root / name).write_text("needle\n")
+    listed = (await workspace.list_dir(".")).split("\n")
+    assert listed == ['"\\"quoted\\""', '"notes\\nsecret.txt"', '"sep\\u2028x"', '"tab\\there"']
+    assert (await workspace.glob("*")).split("\n") == listed
+    found = (await workspace.grep("needle")).split("\n")
+    assert found == [f"{name}:1: needle" for name in listed]
+    for shown in listed:
+        assert await workspace.read_file(json.loads(shown)) == "needle\n"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,10 +22,15 @@ import trio
 
 from ._errors import WorkspaceError
 
-__all__ = ["explain", "in_thread", "open_parts", "path_parts", "regular"]
+__all__ = ["explain", "in_thread", "open_parts", "path_parts", "regular", "shown"]
 
 T = TypeVar("T")
 _NUL = "\x00"
+_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Characters a name cannot show as it is in a listing of one name a line: control
+characters and line separators."""
+_QUOTED = re.compile('[\x00-\x1f\x7f-\x9f\u2028\u2029"\\\\]')
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"', "\\": "\\\\"}
 
 
 def path_parts(path: object, root: Path, max_chars: int) -> list[str]:
@@ -44,6 +50,22 @@ def path_parts(path: object, root: Path, max_chars: int) -> list[str]:
     if ".." in parts:
         raise WorkspaceError(f"{path!r} uses '..'; paths stay inside the workspace")
     return parts
+
+
+def shown(name: str) -> str:
+    r"""A name (or path) as a listing of one name a line shows it: as it is, or,
+    when a control character or line separator in it would make it read as
+    other names (``a\nb`` as ``a`` and ``b``), or it starts with a quote (and
+    would read as this form), as a JSON string in quotes (``"a\nb"``), whose
+    value is the path the model sends back."""
+    if not name.startswith('"') and _BREAKING.search(name) is None:
+        return name
+    return '"' + _QUOTED.sub(_escape, name) + '"'
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return _ESCAPES.get(char) or f"\\u{ord(char):04x}"
 
 
 def open_parts(root_fd: int, parts: Sequence[str], flags: int, *, create_dirs: bool = False) -> int:

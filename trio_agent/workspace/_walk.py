@@ -19,7 +19,7 @@ from typing import TypeVar, final
 import trio
 
 from ._errors import WorkspaceError
-from ._paths import explain, open_parts
+from ._paths import explain, open_parts, shown
 
 __all__ = ["Check", "abandonable", "list_entries", "walk"]
 
@@ -65,7 +65,7 @@ def list_entries(
             mode = _mode(name, fd)
             if mode is not None:  # None: gone since it was listed
                 mark = "/" if stat.S_ISDIR(mode) else "@" if stat.S_ISLNK(mode) else ""
-                lines.append(name + mark)
+                lines.append(shown(name) + mark)
     finally:
         os.close(fd)
     return lines, len(names)

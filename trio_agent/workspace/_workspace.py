@@ -27,7 +27,7 @@ from ._binds import pin_binds
 from ._errors import WorkspaceError
 from ._glob import Glob
 from ._grep import grep_opened
-from ._paths import in_thread, open_parts, path_parts, regular
+from ._paths import in_thread, open_parts, path_parts, regular, shown
 from ._process import run_command
 from ._progress import Meter, size_text
 from ._sandbox import (
@@ -321,7 +321,7 @@ class Workspace:
 
         found = await abandonable(pattern, "the walk", self.run_seconds, work)
         more = [f"[... more than {limit}]"] if len(found) > limit else []
-        return _text(found[:limit] + more, self.max_output_chars) or "(no match)"
+        return _text([*map(shown, found[:limit]), *more], self.max_output_chars) or "(no match)"
 
     async def grep(
         self,
@@ -373,7 +373,7 @@ class Workspace:
                             continue
                         except WorkspaceError:
                             continue
-                        opened.append((without_lone_surrogates(rel), fd))
+                        opened.append((without_lone_surrogates(shown(rel)), fd))
                     done = True
                 finally:
                     if not done:
