@@ -13,11 +13,13 @@ from helpers import call, user
 from trio_agent import (
     Agent,
     Tool,
+    ToolCall,
     ToolError,
     ToolRegistry,
     TurnCompleted,
     execute_tool_call,
     run_agent_loop,
+    tool,
 )
 from trio_agent.testing import ScriptedModel, scripted_response
 
@@ -157,3 +159,33 @@ async def test_an_exception_whose_str_raises_still_gives_an_error_result(error):
     assert answer.content.endswith("(its message could not be read: RuntimeError)")
     if error is Unprintable:
         assert answer.content.startswith('Tool "produce" raised Unprintable: ')
+
+
+async def test_a_str_int_or_float_subclass_returned_is_its_value_not_an_error():
+    """A tool that returned a ``str`` subclass (``numpy.str_``, ``markupsafe.Markup``), or
+    held one or an ``int`` or ``float`` subclass in what it returned, got an error result
+    ("cannot be encoded as JSON"): its output was lost. A ``str`` subclass is the content,
+    as a ``str`` is; in a value, each is its plain value (not what an override says)."""
+
+    class Name(str):
+        def __str__(self) -> str:
+            return "overridden"
+
+    class Count(int):
+        pass
+
+    class Ratio(float):
+        pass
+
+    @tool
+    async def plain_text() -> str:
+        return Name("Ada")
+
+    @tool
+    async def record() -> dict[str, Any]:
+        return {"name": Name("Ada"), "count": Count(3), "ratio": Ratio(0.5)}
+
+    text = await execute_tool_call(ToolRegistry([plain_text]), ToolCall("c1", "plain_text", {}))
+    assert (text.content, text.is_error) == ("Ada", False)
+    value = await execute_tool_call(ToolRegistry([record]), ToolCall("c2", "record", {}))
+    assert (value.content, value.is_error) == ('{"name":"Ada","count":3,"ratio":0.5}', False)

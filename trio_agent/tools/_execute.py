@@ -4,6 +4,7 @@ and what a tool returns turned into its result message."""
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any, Final
 
 import msgspec
@@ -31,7 +32,7 @@ _REJECTED_REASON_CHARS: Final = 512
 async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMessage:
     """Run one call and return its result message (id ``tool-result-{call.id}``).
 
-    A ``str`` return is the content; a ``ToolResult``, one ``TextBlock``,
+    A ``str`` return (a subclass's too) is the content; a ``ToolResult``, one ``TextBlock``,
     ``ImageBlock`` or ``DocumentBlock``, or a list of them is content blocks
     (checked like a message's: media type, size; a list that mixes blocks and
     other values is an error result saying so); any other return is
@@ -82,6 +83,8 @@ async def execute_tool_call(tools: ToolRegistry, call: ToolCall) -> ToolResultMe
         return tool_result(call, value, False)
     if type(value) in _MAYBE_CONTENT and _is_content(value):  # one test for a dict
         return _content_result(call, value)
+    if isinstance(value, str) and not isinstance(value, Enum):  # numpy.str_, Markup: a str
+        return tool_result(call, str.__str__(value), False)
     # Only the encoding is guarded (the tool has returned), so nothing the tool
     # raised is taken for an encoding failure; inline: one call less per result.
     try:

@@ -21,7 +21,7 @@ import pathlib
 import re
 import sys
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any, Final, Literal, final
 
 import attrs
@@ -135,7 +135,8 @@ class _Unsupported(TypeError):
 def enc_hook(value: Any) -> Any:
     """A value msgspec cannot encode as JSON builtins: a ``pathlib`` path is its
     string, a ``Transcript`` its messages, a pydantic value what pydantic dumps in
-    JSON mode; ``TypeError`` else."""
+    JSON mode, a subclass of ``str``, ``int`` or ``float`` its plain value;
+    ``TypeError`` else."""
     if isinstance(value, pathlib.PurePath):
         return str(value)
     if type(value) is Transcript:
@@ -152,9 +153,17 @@ def enc_hook(value: Any) -> Any:
             adapter = None
         if adapter is not None:
             return adapter.dump_python(value, mode="json")
+    for base, plain in _SCALARS:  # a subclass msgspec refuses (numpy.str_, Markup): its value
+        if isinstance(value, base):  # (by the base's own method: not an override's)
+            return plain(value)
     raise _Unsupported(f"Encoding objects of type {kind.__qualname__} is unsupported")
 
 
+_SCALARS: Final[tuple[tuple[type, Callable[[Any], Any]], ...]] = (
+    (str, str.__str__),
+    (int, int.__int__),
+    (float, float.__float__),
+)
 _plain_json = msgspec.json.Encoder().encode
 _hooked_json = msgspec.json.Encoder(enc_hook=enc_hook).encode
 
