@@ -70,28 +70,40 @@ async def test_with_a_token_every_request_needs_it(tmp_path):
         assert events[-1][1]["event"]["result"]["final_text"] == "echo: hi"
 
 
-async def test_the_token_as_a_cookie_serves_a_browser_and_the_page_needs_none(tmp_path):
-    """A browser's EventSource sends no header: the token cookie (percent-encoded)
-    serves it; a wrong one, or two, does not; a POST on the cookie needs the page's
-    header too. The page's files hold no data and are served without a token;
-    nothing else is."""
-    good = {"Cookie": f"other=1; trio_agent_token={quote(TOKEN, safe='')}"}
+async def test_the_token_as_a_cookie_is_refused_and_the_page_needs_none(tmp_path):
+    """Bug: the token was also taken from the page's cookie ``trio_agent_token``,
+    which a page served on another port of the same host can read and send
+    (cookies are scoped by host, not port). Now a request with that cookie (and
+    the page's old header) and no ``Authorization`` is a 401, on every route; a
+    token in the URL is no token either. The page's files hold no data and are
+    served without a token; nothing else is."""
+    old = {
+        "Cookie": f"other=1; trio_agent_token={quote(TOKEN, safe='')}",
+        "x-trio-agent-page": "1",
+    }
     async with running(tmp_path, token=TOKEN) as (server, url), client(url) as http:
         for path in ["/", "/page/page.js", "/page/page.css"]:
             assert (await http.get(path)).status_code == 200, path
         assert (await http.get("/page/index.html")).status_code == 401
         assert (await http.post("/", json={})).status_code == 401
-        for cookie in [
-            f"trio_agent_token={TOKEN}x",
-            f"trio_agent_token={TOKEN}; trio_agent_token={TOKEN}",
-            f"trio_agent_tokens={TOKEN}",
+        for method, path in [
+            ("GET", "/sessions"),
+            ("GET", "/sessions/s"),
+            ("POST", "/sessions/s/turns"),
+            ("GET", "/sessions/s/events"),
+            ("POST", "/sessions/s/cancel"),
+            ("POST", "/sessions/s/approvals"),
+            ("POST", "/sessions/s/approvals/c1"),
+            (
+                "GET",
+                f"/sessions?token={quote(TOKEN, safe='')}&access_token={quote(TOKEN, safe='')}",
+            ),
         ]:
-            assert (await http.get("/sessions", headers={"Cookie": cookie})).status_code == 401
-        assert (await http.get("/sessions", headers=good)).status_code == 200
-        forged = await http.post("/sessions/s/turns", headers=good, json={"message": "hi"})
-        assert forged.status_code == 401  # a form of another page on this host could send it
-        page = {**good, "x-trio-agent-page": "1"}
-        response = await http.post("/sessions/s/turns", headers=page, json={"message": "hi"})
+            response = await http.request(method, path, headers=old, json={"message": "hi"})
+            assert response.status_code == 401, path
+        assert server.hub.running_turn("s") is None  # nothing reached the hub
+        good = {"Authorization": f"Bearer {TOKEN}"}
+        response = await http.post("/sessions/s/turns", headers=good, json={"message": "hi"})
         assert response.status_code == 202
         events = await read_until(url, "/sessions/s/events", finished(1), headers=good)
         assert events[-1][1]["event"]["result"]["final_text"] == "echo: hi"

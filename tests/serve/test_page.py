@@ -16,7 +16,7 @@ from serving import client, running
 from sse_client import finished, read_until
 from waiting import WAIT, wait_until
 
-TOKEN = "a-token-for-the-page-0001;=%"  # printable, with what a cookie must encode
+TOKEN = "a-token-for-the-page-0001;=%&#"  # printable, with what a URL must encode
 
 
 async def test_the_page_and_its_files_are_served_with_a_strict_policy(tmp_path):
@@ -28,23 +28,30 @@ async def test_the_page_and_its_files_are_served_with_a_strict_policy(tmp_path):
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert '<script src="/page/page.js"' in page.text
     assert "script-src 'self'" in page.headers["content-security-policy"]
-    assert script.status_code == 200 and "EventSource" in script.text
+    assert script.status_code == 200 and "text/event-stream" in script.text
     assert style.status_code == 200 and style.headers["content-type"].startswith("text/css")
     assert missing.status_code == 404 and missing.json()["error"]
 
 
-@pytest.mark.parametrize("token", [None, TOKEN])
-async def test_the_page_streams_a_turn_and_approves_a_held_call_in_chromium(tmp_path, token):
+@pytest.mark.parametrize("how", [None, "form", "fragment"])
+async def test_the_page_streams_a_turn_and_approves_a_held_call_in_chromium(tmp_path, how):
     """Send a message, see the answer; ask for thinking (folded); a held call shows
     approve and reject; approve runs it and the answer follows; a reload rebuilds
     the same transcript from the event stream. With a token, the page asks for it
-    and goes on with it as a cookie (EventSource sends no header)."""
+    (or takes it from ``#token=``) and sends it as ``Authorization: Bearer``, the
+    event stream's requests too.
+
+    Bug: the page kept the token in a cookie, which a page served on another port
+    of the same host can read and send (cookies are scoped by host, not port).
+    Now no cookie is set, the token is kept in the tab's ``sessionStorage``, and
+    it is in no request's URL or ``Referer`` nor left in the address bar."""
     shot = tmp_path / "page.png"
     child = [sys.executable, str(SUPPORT / "page_child.py")]
+    token = None if how is None else TOKEN
     async with running(tmp_path / "store", token=token) as (server, url):
         with trio.fail_after(4 * WAIT):
             done = await trio.run_process(
-                [*child, url, str(shot), *([] if token is None else [token])],
+                [*child, url, str(shot), *([] if how is None else [how, TOKEN])],
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
@@ -58,6 +65,17 @@ async def test_the_page_streams_a_turn_and_approves_a_held_call_in_chromium(tmp_
     assert seen["same_after_reload"] is True
     assert seen["errors"] == []
     assert shot.stat().st_size > 10_000
+    assert seen["cookies"] == [] and seen["stored"] == token
+    assert "token" not in seen["address"]
+    leaks = [r for r in seen["requests"] if "a-token" in r["url"] or r["referer"]]
+    assert leaks == []
+    api = [r for r in seen["requests"] if "/sessions" in r["url"]]
+    if token is None:
+        assert not any(r["auth"] for r in api)
+    else:  # from the token given on (the form: after the 401s that asked for it)
+        given = next(n for n, r in enumerate(api) if r["auth"])
+        assert all(r["auth"] for r in api[given:]) and (how == "form") == (given > 0)
+    assert any("/events" in r["url"] and r["auth"] == (token is not None) for r in api)
 
 
 async def hostile(tmp_path, scenario: str, turns: int = 0) -> object:

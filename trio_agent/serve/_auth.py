@@ -3,16 +3,15 @@
 ``check_binding`` refuses to serve on an address other than loopback without a
 token. ``BearerAuth`` wraps the application: with a token, every request needs
 ``Authorization: Bearer <token>`` (compared in constant time), else 401 with a
-JSON error and nothing of the request is read. A browser cannot put a header on
-an ``EventSource`` or a page load, so the token is also taken from the cookie
-``trio_agent_token`` (percent-encoded; the page sets it ``SameSite=Strict``, so
-no other site's request carries it), and the page's own files, which hold no
-data, are served to anyone: ``GET /``, ``/page/page.js``, ``/page/page.css``.
-A request that changes something (not ``GET`` or ``HEAD``) is taken on the
-cookie only with the header ``x-trio-agent-page``, which the page sends and a
-form or a page of another origin cannot (a browser asks the server first,
-which says no): a page on another port of the same host is the same site and
-would carry the cookie.
+JSON error and nothing of the request is read. The page's own files, which
+hold no data, are served to anyone: ``GET /``, ``/page/page.js``,
+``/page/page.css``. The token is taken from that header only, never from a
+cookie or the URL: a cookie is scoped by host, not port, so a page served on
+another port of the same host could read it and send it; a URL goes to logs
+and to ``Referer``. The page keeps the token in ``sessionStorage`` and sends
+the header itself (its event stream too, read with ``fetch``), and a page of
+another origin cannot send that header without asking the server first
+(CORS), which says no: no request forged elsewhere carries the token.
 
 Without a token (loopback only) the server trusts this machine, not the pages a
 browser on it shows: a request from another site's page (its ``Origin``: a form
@@ -26,15 +25,13 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from typing import Any, Final, final
-from urllib.parse import unquote_to_bytes, urlsplit
+from urllib.parse import urlsplit
 
 import msgspec
 
 __all__ = ["BearerAuth", "check_binding", "check_token", "from_this_machine", "is_loopback"]
 
 _CHALLENGE: Final = (b"www-authenticate", b'Bearer realm="trio-agent"')
-COOKIE: Final = "trio_agent_token"
-PAGE_HEADER: Final = b"x-trio-agent-page"
 PUBLIC: Final = frozenset({"/", "/page/page.js", "/page/page.css"})
 """The page's files: served without the token (they hold no session's data)."""
 
@@ -93,18 +90,12 @@ class BearerAuth:
         self.app = app
         self._token = None if token is None else token.encode()
 
-    def allowed(self, headers: list[tuple[bytes, bytes]], safe: bool = True) -> bool:
-        """Whether the request carries the token (``safe``: it changes nothing)."""
+    def allowed(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        """Whether the request carries the token, in one ``Authorization`` header."""
         if self._token is None:
             return True
         given = [value for name, value in headers if name.lower() == b"authorization"]
-        if given:
-            return len(given) == 1 and hmac.compare_digest(given[0], b"Bearer " + self._token)
-        if not safe and not any(name.lower() == PAGE_HEADER for name, _ in headers):
-            return False  # a cross-site form would carry the cookie, never this header
-        cookies = [_cookie(value) for name, value in headers if name.lower() == b"cookie"]
-        found = [value for value in cookies if value is not None]
-        return len(found) == 1 and hmac.compare_digest(found[0], self._token)
+        return len(given) == 1 and hmac.compare_digest(given[0], b"Bearer " + self._token)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -114,9 +105,9 @@ class BearerAuth:
         if self._token is None and not from_this_machine(headers):
             await _refuse(scope, send, 403, _LOOPBACK_ONLY)
             return
-        safe = scope["type"] != "http" or scope["method"] in ("GET", "HEAD")
-        public = scope["type"] == "http" and safe and scope["path"] in PUBLIC
-        if public or self.allowed(headers, safe):
+        safe = scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
+        public = safe and scope["path"] in PUBLIC
+        if public or self.allowed(headers):
             await self.app(scope, receive, send)
             return
         await _refuse(scope, send, 401, "a bearer token is needed (Authorization: Bearer)")
@@ -140,13 +131,3 @@ async def _refuse(scope: Any, send: Any, status: int, message: str) -> None:
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
-
-def _cookie(header: bytes) -> bytes | None:
-    """The token cookie's value in a ``Cookie`` header, percent-decoded; None when
-    absent (or given twice: refused, as two Authorization headers are)."""
-    values = []
-    for pair in header.split(b";"):
-        name, sep, value = pair.strip().partition(b"=")
-        if sep and name == COOKIE.encode():
-            values.append(unquote_to_bytes(value))
-    return values[0] if len(values) == 1 else None

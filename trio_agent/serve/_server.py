@@ -60,8 +60,8 @@ class Server:
     events are logged beside its records (``DIR/.events/``, or the schema's
     ``serve_events`` table).
 
-    ``token``: every request needs ``Authorization: Bearer <token>`` (or the
-    page's cookie ``trio_agent_token``; the page's own files need none);
+    ``token``: every request needs ``Authorization: Bearer <token>`` (the
+    page sends it too; only the page's own files need none);
     required unless ``host`` is loopback (``ValueError`` at once otherwise).
     ``on_disconnect``: ``"detach"`` (a turn goes on when its readers go away)
     or ``"cancel"``. ``drain_seconds``: how long ``stop()`` lets turns finish.

@@ -1,11 +1,21 @@
 // The session page: the sessions, and one session's transcript live from its
-// event stream (EventSource: on a reconnect it sends Last-Event-ID, and the
-// server resumes exactly after it). Everything the model or a tool wrote is
-// put in as text (textContent), never as HTML.
+// event stream (read with fetch, as server-sent events: on a reconnect it sends
+// Last-Event-ID, and the server resumes exactly after it). Everything the model
+// or a tool wrote is put in as text (textContent), never as HTML.
+//
+// The token, when the server has one, is kept in sessionStorage (this tab, this
+// origin: scheme, host and port) and sent as `Authorization: Bearer`, never as a
+// cookie (a page on another port of the same host could read or send one) nor
+// in a URL (logs, Referer). An address `#token=...` gives it: read, kept, and
+// taken out of the address bar before any request.
 "use strict";
 
+const TOKEN_KEY = "trio-agent-token";
+const RETRY_MS = 1000; // the first wait before the event stream is asked for again
+const RETRY_MAX_MS = 15000;
+
 const $ = (id) => document.getElementById(id);
-let open = null; // the open session: {id, source, items, running}
+let open = null; // the open session: {id, source (its stream's AbortController), items, running}
 let follow = true; // the transcript keeps its end in view until the reader scrolls up
 let lastTop = 0; // where the transcript was scrolled to last (by the page or the reader)
 const pending = new Map(); // streamed text not yet shown: node -> [text, ...]
@@ -18,10 +28,34 @@ function element(tag, className, text) {
   return made;
 }
 
+function token() {
+  try {
+    return sessionStorage.getItem(TOKEN_KEY);
+  } catch (_) {
+    return memoryToken; // storage refused (a browser's setting): this page's memory
+  }
+}
+
+let memoryToken = null;
+
+function keepToken(value) {
+  memoryToken = value || null;
+  try {
+    if (value) sessionStorage.setItem(TOKEN_KEY, value);
+    else sessionStorage.removeItem(TOKEN_KEY);
+  } catch (_) {
+    // kept in memory only
+  }
+}
+
+function authorized(headers) {
+  const value = token();
+  if (value) headers.authorization = `Bearer ${value}`;
+  return headers;
+}
+
 async function api(method, path, body) {
-  // the header says this page sent it: with the token as a cookie, the server
-  // takes a POST only with it (a form on another page cannot send it)
-  const init = { method, headers: { "x-trio-agent-page": "1" } };
+  const init = { method, headers: authorized({}), credentials: "omit", cache: "no-store" };
   if (body !== undefined) {
     init.headers["content-type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -93,7 +127,7 @@ async function listSessions() {
 
 // -- a session
 async function openSession(id) {
-  if (open && open.source) open.source.close();
+  if (open && open.source) open.source.abort();
   open = { id, source: null, items: new Map(), running: false, pieceNo: 0, lastKind: "" };
   $("title").textContent = id;
   pending.clear();
@@ -109,29 +143,115 @@ async function openSession(id) {
   else $("status").textContent = "new session: send a message to start it";
 }
 
+// -- the event stream: server-sent events over fetch (EventSource can send no
+// Authorization header), resumed after the last id seen
+function sseParser(dispatch) {
+  // Lines end in \r\n, \n or \r; a \r last in a chunk waits for the next (it may
+  // be half of \r\n). A blank line dispatches the event gathered, if it has data.
+  let buffer = "";
+  let data = [];
+  let id = null;
+  let type = "";
+  const line = (text) => {
+    if (text === "") {
+      if (data.length) dispatch({ id, type: type || "message", data: data.join("\n") });
+      data = [];
+      type = "";
+      return;
+    }
+    if (text[0] === ":") return; // a comment: the keep-alive
+    const colon = text.indexOf(":");
+    const field = colon < 0 ? text : text.slice(0, colon);
+    let value = colon < 0 ? "" : text.slice(colon + 1);
+    if (value[0] === " ") value = value.slice(1);
+    if (field === "data") data.push(value);
+    else if (field === "event") type = value;
+    else if (field === "id" && !value.includes("\0")) id = value;
+  };
+  return (chunk) => {
+    buffer += chunk;
+    let start = 0;
+    for (let at = 0; at < buffer.length; at++) {
+      const char = buffer[at];
+      if (char !== "\n" && char !== "\r") continue;
+      if (char === "\r" && at + 1 === buffer.length) break; // half of \r\n, perhaps
+      line(buffer.slice(start, at));
+      if (char === "\r" && buffer[at + 1] === "\n") at++;
+      start = at + 1;
+    }
+    buffer = buffer.slice(start);
+  };
+}
+
 function listen() {
   const session = open;
   if (session.source) return;
-  session.source = new EventSource(sessionPath(session.id, "/events"));
-  session.source.onmessage = (message) => {
-    if (open !== session) return;
-    render(JSON.parse(message.data).event);
-  };
-  session.source.onerror = () => {
-    if (open !== session) return;
-    if (session.source.readyState !== EventSource.CLOSED) {
-      $("status").textContent = "reconnecting…";
+  const stop = new AbortController();
+  session.source = stop;
+  session.lastId = null;
+  stream(session, stop.signal);
+}
+
+async function stream(session, signal) {
+  let wait = RETRY_MS;
+  while (!signal.aborted && open === session) {
+    const headers = authorized({ accept: "text/event-stream" });
+    if (session.lastId !== null) headers["last-event-id"] = session.lastId;
+    let answer;
+    try {
+      answer = await fetch(sessionPath(session.id, "/events"), {
+        headers,
+        signal,
+        credentials: "omit",
+        cache: "no-store",
+      });
+    } catch (_) {
+      answer = null; // the network: try again
+    }
+    if (signal.aborted || open !== session) return;
+    if (answer && !refusedStream(answer)) {
+      $("status").textContent = session.running ? "running" : "idle";
+      wait = RETRY_MS;
+      if (!(await readEvents(session, answer, signal))) return;
+    } else if (answer) {
+      // refused (not a 200 of text/event-stream): no use asking again as it is
+      session.source = null;
+      $("status").textContent = "disconnected";
+      showError("the event stream was refused; reload the page to try again");
+      refreshSessions(); // a 401 shows the token form
       return;
     }
-    // refused (not a 200 of text/event-stream): the browser tries no more
-    session.source = null;
-    $("status").textContent = "disconnected";
-    showError("the event stream was refused; reload the page to try again");
-    refreshSessions(); // a 401 shows the token form
-  };
-  session.source.onopen = () => {
-    if (open === session) $("status").textContent = session.running ? "running" : "idle";
-  };
+    $("status").textContent = "reconnecting…";
+    await new Promise((done) => setTimeout(done, wait));
+    wait = Math.min(wait * 2, RETRY_MAX_MS);
+  }
+}
+
+function refusedStream(answer) {
+  const kind = answer.headers.get("content-type") || "";
+  return answer.status !== 200 || !kind.startsWith("text/event-stream") || !answer.body;
+}
+
+async function readEvents(session, answer, signal) {
+  // true when the stream ended and may be asked for again; false when this page left it
+  const reader = answer.body.getReader();
+  const text = new TextDecoder();
+  const push = sseParser((event) => {
+    if (event.id !== null) session.lastId = event.id;
+    if (event.type === "message" && open === session) render(JSON.parse(event.data).event);
+  });
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      push(text.decode(value, { stream: true }));
+      if (open !== session) break;
+    }
+  } catch (_) {
+    // cut off: asked for again after the last event seen
+  }
+  reader.cancel().catch(() => {});
+  return !signal.aborted && open === session;
 }
 
 function setRunning(running) {
@@ -353,18 +473,42 @@ async function cancelTurn() {
 
 function useToken(event) {
   event.preventDefault();
-  // A cookie, as EventSource can send no header; SameSite=Strict: no other site's request carries it.
-  document.cookie = `trio_agent_token=${encodeURIComponent($("token").value)}; Path=/; SameSite=Strict`;
+  keepToken($("token").value);
   $("token").value = "";
+  reopen();
+}
+
+function reopen() {
+  // with a new token: the sessions and the open session asked for again
   $("login").hidden = true;
   showError("");
   const id = open && open.id;
+  if (open && open.source) open.source.abort();
   open = null;
   if (id) openSession(id);
   else refreshSessions();
 }
 
+function tokenFromHash() {
+  // `#token=...`: kept, then taken out of the address (and of this history entry)
+  if (!location.hash.startsWith("#token=")) return false;
+  let given = "";
+  try {
+    given = decodeURIComponent(location.hash.slice("#token=".length));
+  } catch (_) {
+    given = "";
+  }
+  history.replaceState(null, "", location.pathname + location.search);
+  if (given) keepToken(given);
+  else showError("the token in the address is not valid percent-encoding");
+  return Boolean(given);
+}
+
 function fromHash() {
+  if (tokenFromHash()) {
+    reopen(); // given while the page was open
+    return;
+  }
   let id;
   try {
     id = decodeURIComponent(location.hash.slice(1));
@@ -374,6 +518,8 @@ function fromHash() {
   }
   if (id && (!open || open.id !== id)) openSession(id);
 }
+
+tokenFromHash(); // before anything is asked of the server, or shown
 
 document.addEventListener("DOMContentLoaded", () => {
   $("composer").addEventListener("submit", send);
