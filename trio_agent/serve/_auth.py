@@ -130,4 +130,3 @@ async def _refuse(scope: Any, send: Any, status: int, message: str) -> None:
     body = msgspec.json.encode({"error": message})
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
