@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from urllib.parse import quote
 
 import pytest
 import serve_agents
 import trio
 from serving import client, running
 from sse_client import finished, read_until
+from waiting import wait_until
 
 from trio_agent import Agent
 from trio_agent.ledger import derive
@@ -117,3 +119,76 @@ async def test_a_session_another_server_holds_is_a_409(tmp_path):
             assert "in use elsewhere" in error
             # where the ledger lives is the server's business, not the client's
             assert str(tmp_path) not in error and ".jsonl" not in error
+
+
+ODD_CALL_IDS = [".", "..", "a/b", "50%", "%2F", "é ü\t"]
+
+
+async def held(server, http, url, session_id, call_id):
+    """The session ``session_id`` with one call, ``call_id``, held for approval."""
+    posted = await http.post(
+        f"/sessions/{session_id}/turns", json={"message": f"guard call {call_id}"}
+    )
+    assert posted.status_code == 202, posted.text
+    await read_until(url, f"/sessions/{session_id}/events", finished(1))
+    await wait_until(lambda: server.hub.running_turn(session_id) is None)
+    [call] = (await http.get(f"/sessions/{session_id}")).json()["pending_approvals"]
+    assert call["id"] == call_id
+
+
+async def test_any_call_id_is_decided_with_the_id_in_the_body(tmp_path):
+    """Bug: the calls ``.`` and ``..`` could not be decided: the route takes the id
+    in its path (``approvals/{call_id:path}``), and browsers and HTTP clients
+    take ``.`` and ``..`` out of a path before sending it. Now ``POST
+    /sessions/{id}/approvals`` takes ``{"call_id": ..., "approved": ...}``: every
+    id is decided, and the path form still serves the ids a path can hold."""
+    async with running(tmp_path) as (server, url), client(url) as http:
+        for n, call_id in enumerate(ODD_CALL_IDS):
+            await held(server, http, url, f"s{n}", call_id)
+            body = {"call_id": call_id, "approved": True, "reason": "fine"}
+            decided = await http.post(f"/sessions/s{n}/approvals", json=body)
+            assert (decided.status_code, decided.json()) == (
+                200,
+                {"call": call_id, "approved": True},
+            )
+            again = await http.post(f"/sessions/s{n}/approvals", json=body)
+            assert again.status_code == 409, again.text
+            state = (await http.get(f"/sessions/s{n}")).json()
+            assert [c["id"] for c in state["decided_approvals"]] == [call_id]
+            assert (await http.post(f"/sessions/s{n}/turns", json={})).json() == {"turn": 2}
+            events = await read_until(url, f"/sessions/s{n}/events", finished(2))
+            assert events[-1][1]["event"]["result"]["final_text"] == f"after guard call {call_id}"
+        for n, call_id in enumerate(["a/b", "50%", "%2F"]):
+            await held(server, http, url, f"p{n}", call_id)
+            path = f"/sessions/p{n}/approvals/{quote(call_id, safe='')}"
+            decided = await http.post(path, json={"approved": False})
+            assert decided.json() == {"call": call_id, "approved": False}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{}",
+        b'{"approved": true}',
+        b'{"call_id": "", "approved": true}',
+        b'{"call_id": "' + b"c" * 257 + b'", "approved": true}',
+        b'{"call_id": 5, "approved": true}',
+        b'{"call_id": "c", "approved": true, "extra": 1}',
+        b'{"call_id": "\\ud800", "approved": true}',
+        b'["c", true]',
+    ],
+)
+async def test_a_decision_with_no_usable_call_id_in_its_body_is_a_400(tmp_path, body):
+    async with running(tmp_path) as (server, url), client(url) as http:
+        response = await http.post("/sessions/s/approvals", content=body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]
+
+
+async def test_a_decision_on_no_waiting_call_in_the_body_is_a_404(tmp_path):
+    async with running(tmp_path) as (server, url), client(url) as http:
+        await held(server, http, url, "s", "c1")
+        for call_id in ["..", "c", "c1/", "c" * 256]:
+            body = {"call_id": call_id, "approved": True}
+            response = await http.post("/sessions/s/approvals", json=body)
+            assert response.status_code == 404, (call_id, response.text)

@@ -9,7 +9,8 @@ value, what it saw in that scenario:
 - ``replay``: the requests for the sessions list while ``many`` is replayed;
 - ``refused``: what the page says when the event stream is refused;
 - ``twice``: the decisions sent when approve is clicked twice at once;
-- ``slash``: the result shown once a call whose id holds ``/`` is approved;
+- ``odd``: the results shown once calls of ids ``ODD_IDS`` (``.``, ``..``, one
+  holding ``/``, one ``%``) are approved, each in a session of its own;
 - ``follow``: how far from its end the transcript is after a long streamed answer.
 """
 
@@ -50,13 +51,21 @@ def replay(page: Page, base_url: str, turns: int) -> int:
     return int(page.evaluate("window.listed"))
 
 
-def slash(page: Page, base_url: str) -> str | None:
-    page.goto(f"{base_url}/#slash")
-    page.fill("#message", "guard call a/b")
-    page.click("#send")
-    page.locator(".tool button.approve").click(timeout=WAIT_MS)
-    expect(page.locator(".tool .result")).to_have_count(1, timeout=WAIT_MS)
-    return page.locator(".tool .result").text_content()
+ODD_IDS = [".", "..", "a/b", "50%"]
+
+
+def odd(page: Page, base_url: str) -> list[str | None]:
+    results = []
+    for n, call_id in enumerate(ODD_IDS):
+        page.goto(f"{base_url}/#odd-{n}")
+        expect(page.locator("#title")).to_have_text(f"odd-{n}", timeout=WAIT_MS)
+        page.fill("#message", f"guard call {call_id}")
+        page.click("#send")
+        page.locator(".tool button.approve").click(timeout=WAIT_MS)
+        expect(page.locator(".tool .result")).to_have_count(1, timeout=WAIT_MS)
+        expect(page.locator(".end")).to_have_count(2, timeout=WAIT_MS)
+        results.append(page.locator(".tool .result").text_content())
+    return results
 
 
 def follow(page: Page, base_url: str) -> float:
@@ -101,7 +110,7 @@ COUNT_DECISIONS = """
 window.decisions = 0;
 const fetchFirst = window.fetch;
 window.fetch = (path, init) => {
-  if (String(path).includes("/approvals/")) window.decisions += 1;
+  if (String(path).includes("/approvals")) window.decisions += 1;
   return fetchFirst(path, init);
 };
 """
@@ -142,8 +151,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = refused(page, base_url)
         elif scenario == "twice":
             seen = twice(page, base_url)
-        elif scenario == "slash":
-            seen = slash(page, base_url)
+        elif scenario == "odd":
+            seen = odd(page, base_url)
         else:
             seen = follow(page, base_url)
         browser.close()

@@ -30,9 +30,26 @@ from ._openai_route import openai_error, responses
 from ._page import Page
 from ._sse import EventStream
 
-__all__ = ["build_app", "json_response"]
+__all__ = ["CallDecision", "build_app", "json_response"]
 
 MAX_CALL_ID: Final = 256
+
+
+class CallDecision(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``POST /sessions/{id}/approvals``: the decision on the held call ``call_id``,
+    named in the body: a path cannot carry every id (``.`` and ``..`` are taken
+    out of a URL by browsers and HTTP clients before it is sent)."""
+
+    call_id: str
+    approved: bool
+    reason: str = ""
+
+
+def call_id_of(text: str) -> str:
+    """A held call's id as asked for; ``ApiError(400)`` when none can have it."""
+    if not 1 <= len(text) <= MAX_CALL_ID:
+        raise ApiError(400, f"a call id has 1 to {MAX_CALL_ID} characters")
+    return text
 
 
 def json_response(value: Any, status: int = 200) -> Response:
@@ -72,13 +89,22 @@ class _Routes:
         return json_response({"turn": await self.hub.cancel(session_id)}, 202)
 
     async def approvals(self, request: Request) -> Response:
+        """The decision on the call named in the path (``%2F`` for a ``/`` in it)."""
         session_id = session_id_of(request.path_params["session_id"])
-        call_id = request.path_params["call_id"]
-        if not 1 <= len(call_id) <= MAX_CALL_ID:
-            raise ApiError(400, f"a call id has 1 to {MAX_CALL_ID} characters")
+        call_id = call_id_of(request.path_params["call_id"])
         given = decode_body(await _body(request), Decision)
-        await self.hub.decide(session_id, call_id, given.approved, given.reason)
-        return json_response({"call": call_id, "approved": given.approved})
+        return await self._decide(session_id, call_id, given.approved, given.reason)
+
+    async def approval(self, request: Request) -> Response:
+        """The decision on the call named in the body (any id: ``.`` and ``..`` too)."""
+        session_id = session_id_of(request.path_params["session_id"])
+        given = decode_body(await _body(request), CallDecision)
+        call_id = call_id_of(given.call_id)
+        return await self._decide(session_id, call_id, given.approved, given.reason)
+
+    async def _decide(self, session_id: str, call_id: str, approved: bool, reason: str) -> Response:
+        await self.hub.decide(session_id, call_id, approved, reason)
+        return json_response({"call": call_id, "approved": approved})
 
     async def agui(self, request: Request) -> Response:
         return await _agui_run(self.hub, decode_body(await _body(request), AguiInput))
@@ -152,7 +178,9 @@ def build_app(hub: Hub, *, token: str | None = None) -> BearerAuth:
             Route("/sessions/{session_id}/turns", routes.turns, methods=["POST"]),
             Route("/sessions/{session_id}/events", routes.events, methods=["GET"]),
             Route("/sessions/{session_id}/cancel", routes.cancel, methods=["POST"]),
-            # a model names its calls: an id may hold "/" (sent as %2F, decoded before routing)
+            # a model names its calls: in the body, any id; in the path, one may hold
+            # "/" (sent as %2F, decoded before routing) but cannot be "." or ".."
+            Route("/sessions/{session_id}/approvals", routes.approval, methods=["POST"]),
             Route(
                 "/sessions/{session_id}/approvals/{call_id:path}",
                 routes.approvals,

@@ -434,7 +434,9 @@ async function decide(callId, approved, reason) {
   const session = open;
   showError("");
   try {
-    await api("POST", sessionPath(session.id, `/approvals/${encodeURIComponent(callId)}`), {
+    // the id in the body: a path cannot hold "." or ".." (URLs drop them)
+    await api("POST", sessionPath(session.id, "/approvals"), {
+      call_id: callId,
       approved,
       reason,
     });
