@@ -142,3 +142,28 @@ async def test_the_transcript_follows_a_streamed_answer(tmp_path):
     far (``textContent +=``)."""
     distance = await hostile(tmp_path, "follow")
     assert distance < 40
+
+
+async def test_a_cut_event_stream_is_resumed_after_the_last_event_seen(tmp_path):
+    """The page reads its event stream with fetch (an EventSource can send no
+    Authorization header): a stream that ends, here in the middle of an event,
+    is asked for again with ``Last-Event-ID``, the id of the last whole event,
+    and the transcript goes on with no turn shown twice or missing."""
+    turns = page_hostile_child.TURNS_RESUMED
+    seen = await hostile(tmp_path, "resume", turns)
+    assert seen["asked"] == [None, seen["last"]]
+    assert (seen["marks"], seen["users"]) == (turns, turns)
+
+
+async def test_the_page_parses_server_sent_events_however_they_are_cut(tmp_path):
+    """Lines end in CRLF, LF or CR, a CR last in a chunk may be half of a CRLF,
+    comments are skipped, data lines are joined, an event with no data or no
+    blank line after it is not dispatched."""
+    seen = await hostile(tmp_path, "parser")
+    assert seen["whole"] == [
+        {"id": "1", "type": "message", "data": '{"a":\n 1}'},
+        {"id": "1", "type": "other", "data": "x"},
+        {"id": "2", "type": "message", "data": "é"},
+        {"id": "2", "type": "message", "data": ""},
+    ]
+    assert all(seen["cuts"]) and seen["single"]

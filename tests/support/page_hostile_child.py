@@ -11,7 +11,11 @@ value, what it saw in that scenario:
 - ``twice``: the decisions sent when approve is clicked twice at once;
 - ``odd``: the results shown once calls of ids ``ODD_IDS`` (``.``, ``..``, one
   holding ``/``, one ``%``) are approved, each in a session of its own;
-- ``follow``: how far from its end the transcript is after a long streamed answer.
+- ``follow``: how far from its end the transcript is after a long streamed answer;
+- ``resume``: the event stream of ``many`` cut after its first turn and part
+  of an event: the ``Last-Event-ID`` the page asks again with, and the turns
+  it shows then;
+- ``parser``: the page's SSE parser fed a stream whole and cut at every place.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import urllib.request
 
 from playwright.sync_api import Page, Route, expect, sync_playwright
 
 WAIT_MS = 60_000
 TURNS = 30
+TURNS_RESUMED = 3
 
 
 def hash_part(page: Page, base_url: str, errors: list[str]) -> dict[str, object]:
@@ -135,6 +141,72 @@ def twice(page: Page, base_url: str) -> dict[str, object]:
     }
 
 
+def first_turn(base_url: str) -> tuple[bytes, str]:
+    """The event stream of ``many`` up to its first ``turn.finished``, as sent,
+    and the id of that event."""
+    sent: list[bytes] = []
+    with urllib.request.urlopen(f"{base_url}/sessions/many/events", timeout=60) as stream:
+        for line in stream:
+            sent.append(line)
+            if line.startswith(b"id: "):
+                last = line[4:].strip().decode()
+            if line.startswith(b"data: ") and b'"turn.finished"' in line:
+                sent.append(stream.readline())  # the blank line that ends it
+                return b"".join(sent), last
+    raise AssertionError("no turn finished")
+
+
+def resume(page: Page, base_url: str, turns: int) -> dict[str, object]:
+    """The first event stream is the first turn and half an event, then it ends."""
+    body, last = first_turn(base_url)
+    asked: list[str | None] = []
+
+    def events(route: Route) -> None:
+        asked.append(route.request.headers.get("last-event-id"))
+        if len(asked) == 1:
+            cut = body + b'id: 999999\ndata: {"schema": 1, "ev'
+            headers = {"content-type": "text/event-stream"}
+            route.fulfill(status=200, headers=headers, body=cut)
+        else:
+            route.continue_()
+
+    page.route("**/sessions/many/events", events)
+    page.goto(f"{base_url}/#many")
+    expect(page.locator(".end")).to_have_count(turns, timeout=WAIT_MS)
+    return {
+        "asked": asked[:2],
+        "last": last,
+        "marks": page.locator(".turn-mark").count(),
+        "users": page.locator(".user").count(),
+    }
+
+
+PARSE = r"""
+(() => {
+  const text = ": hi\r\nid: 1\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n" +
+    "event: other\rdata: x\r\rid: 2\ndata:é\n\ndata\n\nid\n: keep-alive\n\n" +
+    "data: no end";
+  const parse = (chunks) => {
+    const out = [];
+    const push = sseParser((event) => out.push(event));
+    for (const chunk of chunks) push(chunk);
+    return JSON.stringify(out);
+  };
+  const whole = parse([text]);
+  const cuts = [];
+  for (let at = 0; at <= text.length; at++) {
+    cuts.push(parse([text.slice(0, at), text.slice(at)]) === whole);
+  }
+  return { whole: JSON.parse(whole), cuts, single: parse(text.split("")) === whole };
+})()
+"""
+
+
+def parser(page: Page, base_url: str) -> object:
+    page.goto(f"{base_url}/")
+    return page.evaluate(PARSE)
+
+
 def main(base_url: str, scenario: str) -> None:
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     with sync_playwright() as playwright:
@@ -151,6 +223,10 @@ def main(base_url: str, scenario: str) -> None:
             seen = refused(page, base_url)
         elif scenario == "twice":
             seen = twice(page, base_url)
+        elif scenario == "resume":
+            seen = resume(page, base_url, TURNS_RESUMED)
+        elif scenario == "parser":
+            seen = parser(page, base_url)
         elif scenario == "odd":
             seen = odd(page, base_url)
         else:
