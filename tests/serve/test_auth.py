@@ -138,3 +138,30 @@ async def test_without_a_token_only_requests_to_loopback_from_no_other_site_are_
     async with running(tmp_path, token=TOKEN) as (server, url), client(url) as http:
         behind = {"host": "agents.example.com", "Authorization": f"Bearer {TOKEN}"}
         assert (await http.get("/sessions", headers=behind)).status_code == 200  # a proxy's name
+
+
+async def test_no_other_site_is_let_send_the_token(tmp_path):
+    """With no cookie, a request forged by another site's page (a form, or a
+    ``fetch`` from another port of this host) carries no token: it is a 401;
+    and the browser's question before a ``fetch`` with an ``Authorization``
+    header (a CORS preflight) is answered with no leave to send one."""
+    async with running(tmp_path, token=TOKEN) as (server, url), client(url) as http:
+        port = int(url.rpartition(":")[2])
+        for origin in ["https://evil.example", f"http://127.0.0.1:{port + 1}", "null"]:
+            form = await http.post(
+                "/sessions/s/turns",
+                content=b"message=hi",
+                headers={"origin": origin, "content-type": "application/x-www-form-urlencoded"},
+            )
+            assert form.status_code == 401, origin
+            preflight = await http.options(
+                "/sessions/s/approvals",
+                headers={
+                    "origin": origin,
+                    "access-control-request-method": "POST",
+                    "access-control-request-headers": "authorization, content-type",
+                },
+            )
+            assert preflight.status_code >= 400, origin
+            assert not any(name.startswith("access-control-") for name in preflight.headers)
+        assert server.hub.running_turn("s") is None

@@ -78,11 +78,15 @@ async def test_the_page_streams_a_turn_and_approves_a_held_call_in_chromium(tmp_
     assert any("/events" in r["url"] and r["auth"] == (token is not None) for r in api)
 
 
-async def hostile(tmp_path, scenario: str, turns: int = 0) -> object:
+async def hostile(tmp_path, scenario: str, turns: int = 0, token: str | None = None) -> object:
     """What ``page_hostile_child.py`` saw in ``scenario``, the session ``many``
-    holding ``turns`` finished turns first."""
+    holding ``turns`` finished turns first (the server's token: ``token``)."""
     child = [sys.executable, str(SUPPORT / "page_hostile_child.py")]
-    async with running(tmp_path / "store") as (server, url), client(url) as http:
+    auth = {} if token is None else {"authorization": f"Bearer {token}"}
+    async with (
+        running(tmp_path / "store", token=token) as (server, url),
+        client(url, headers=auth) as http,
+    ):
         for n in range(turns):
             posted = await http.post("/sessions/many/turns", json={"message": f"m{n}"})
             assert posted.status_code == 202, posted.text
@@ -167,3 +171,13 @@ async def test_the_page_parses_server_sent_events_however_they_are_cut(tmp_path)
         {"id": "2", "type": "message", "data": ""},
     ]
     assert all(seen["cuts"]) and seen["single"]
+
+
+async def test_a_token_no_header_can_carry_is_refused_by_the_page(tmp_path):
+    """A token typed with a character no HTTP header can carry (``é``) was kept:
+    every request of the page then failed in ``fetch`` itself (no status, a
+    message about ISO-8859-1), and the event stream was asked for again for
+    ever. Now the page says what a token is and keeps nothing."""
+    seen = await hostile(tmp_path, "badtoken", token=TOKEN)
+    assert seen["stored"] is None and seen["login"] is True
+    assert "printable ASCII" in seen["said"]

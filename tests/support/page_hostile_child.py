@@ -15,7 +15,9 @@ value, what it saw in that scenario:
 - ``resume``: the event stream of ``many`` cut after its first turn and part
   of an event: the ``Last-Event-ID`` the page asks again with, and the turns
   it shows then;
-- ``parser``: the page's SSE parser fed a stream whole and cut at every place.
+- ``parser``: the page's SSE parser fed a stream whole and cut at every place;
+- ``badtoken``: a token no header can carry typed into the token form: what
+  the page keeps and says.
 """
 
 from __future__ import annotations
@@ -207,6 +209,19 @@ def parser(page: Page, base_url: str) -> object:
     return page.evaluate(PARSE)
 
 
+def badtoken(page: Page, base_url: str) -> dict[str, object]:
+    page.goto(f"{base_url}/#bad")
+    expect(page.locator("#login")).to_be_visible(timeout=WAIT_MS)
+    page.fill("#token", "é" * 20)
+    page.click("#login button")
+    expect(page.locator("#error")).to_contain_text("token", timeout=WAIT_MS)
+    return {
+        "stored": page.evaluate("sessionStorage.getItem('trio-agent-token')"),
+        "login": page.locator("#login").is_visible(),
+        "said": page.locator("#error").text_content(),
+    }
+
+
 def main(base_url: str, scenario: str) -> None:
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     with sync_playwright() as playwright:
@@ -225,6 +240,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = twice(page, base_url)
         elif scenario == "resume":
             seen = resume(page, base_url, TURNS_RESUMED)
+        elif scenario == "badtoken":
+            seen = badtoken(page, base_url)
         elif scenario == "parser":
             seen = parser(page, base_url)
         elif scenario == "odd":

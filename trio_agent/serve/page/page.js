@@ -473,10 +473,19 @@ async function cancelTurn() {
   }
 }
 
+function usable(value) {
+  // as the server takes it: a header can carry nothing else (fetch throws)
+  if (/^[\x21-\x7e]{16,4096}$/.test(value)) return true;
+  showError("a token is 16 to 4096 printable ASCII characters, no space");
+  return false;
+}
+
 function useToken(event) {
   event.preventDefault();
-  keepToken($("token").value);
+  const value = $("token").value;
   $("token").value = "";
+  if (!usable(value)) return;
+  keepToken(value);
   reopen();
 }
 
@@ -501,9 +510,13 @@ function tokenFromHash() {
     given = "";
   }
   history.replaceState(null, "", location.pathname + location.search);
-  if (given) keepToken(given);
-  else showError("the token in the address is not valid percent-encoding");
-  return Boolean(given);
+  if (!given) {
+    showError("the token in the address is not valid percent-encoding");
+    return false;
+  }
+  if (!usable(given)) return false;
+  keepToken(given);
+  return true;
 }
 
 function fromHash() {
