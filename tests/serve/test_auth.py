@@ -64,6 +64,9 @@ async def test_with_a_token_every_request_needs_it(tmp_path):
         assert (await http.get("/sessions", headers=twice)).status_code == 401
         good = {"Authorization": f"Bearer {TOKEN}"}
         assert (await http.get("/sessions", headers=good)).status_code == 200
+        for scheme in ("bearer", "BEARER"):  # a scheme is any case (RFC 9110): it was a 401
+            lower = {"Authorization": f"{scheme} {TOKEN}"}
+            assert (await http.get("/sessions", headers=lower)).status_code == 200
         response = await http.post("/sessions/s/turns", headers=good, json={"message": "hi"})
         assert response.status_code == 202
         events = await read_until(url, "/sessions/s/events", finished(1), headers=good)

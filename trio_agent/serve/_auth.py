@@ -91,11 +91,14 @@ class BearerAuth:
         self._token = None if token is None else token.encode()
 
     def allowed(self, headers: list[tuple[bytes, bytes]]) -> bool:
-        """Whether the request carries the token, in one ``Authorization`` header."""
+        """Whether the request carries the token, in one ``Authorization`` header
+        (its scheme in any case, as RFC 9110 has it: ``bearer`` is ``Bearer``)."""
         if self._token is None:
             return True
         given = [value for name, value in headers if name.lower() == b"authorization"]
-        return len(given) == 1 and hmac.compare_digest(given[0], b"Bearer " + self._token)
+        if len(given) != 1 or given[0][:7].lower() != b"bearer ":
+            return False
+        return hmac.compare_digest(given[0][7:], self._token)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
