@@ -139,3 +139,30 @@ async def test_report_of_a_fraction_no_float_can_hold_never_raises_even_from_a_t
                 seen.append((event.message, event.fraction))
     assert run.result.messages[2].content == "ok"
     assert seen == [("fine", 0.5)]
+
+
+async def test_regression_an_infinite_fraction_is_dropped_as_the_docs_say(autojump_clock):
+    """``ctx.report("x", float("inf"))`` was shown as done (clamped to 1.0), though
+    ``report`` says anything that is not a finite number is dropped."""
+    seen = []
+
+    @tool
+    async def infinite(ctx: ToolContext) -> str:
+        for fraction in (math.inf, -math.inf, math.nan, 0.25):
+            ctx.report(str(fraction), fraction)
+            await trio.sleep(1)
+        return "ok"
+
+    run = run_agent_loop(
+        messages=[user()],
+        model=ScriptedModel(
+            [scripted_response("r1", [call("infinite", "i1")]), scripted_response("r2", "ok")]
+        ),
+        tools=ToolRegistry([infinite]),
+        max_steps=2,
+    )
+    async with run:
+        async for event in run:
+            if isinstance(event, ToolUpdated):
+                seen.append((event.message, event.fraction))
+    assert seen == [("0.25", 0.25)]

@@ -374,3 +374,11 @@ def test_regression_a_dropped_workspace_closes_its_root_descriptor(tmp_path):
         assert os.readlink(link) != str(tmp_path)  # the number may be reused since
     except FileNotFoundError:
         pass
+
+
+async def test_regression_a_command_starting_with_a_dash_is_run_as_a_command(workspace):
+    """``run("-x")`` was read by ``sh -c`` as its own option ("-c requires an argument"):
+    a command is the command, whatever it starts with."""
+    for command in ("-x", "+x"):
+        said = await workspace.run(command)
+        assert "not found" in said and "requires an argument" not in said, said

@@ -115,7 +115,7 @@ class ToolContext(Generic[DepsT]):
                 fraction = float(fraction)
             except Exception:  # not a number, an int too big for a float, a __float__ that raises
                 fraction = math.nan
-            if math.isnan(fraction):
+            if not math.isfinite(fraction):  # nan, or an infinity: no place in [0, 1]
                 self.dropped += 1
                 return
             fraction = min(1.0, max(0.0, fraction))

@@ -494,7 +494,7 @@ class Confinement:
         (binding ``held``, which ``prepare`` opened; joining ``cgroup`` first, when
         there is one; with the network when the workspace has it or ``network``
         asks), or as it is."""
-        shell = ["/bin/sh", "-c", command]
+        shell = ["/bin/sh", "-c", "--", command]  # "--": a command may start with - or +
         if self.sandbox.mode == "none":
             return shell
         if held is None:
