@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import serve_agents
 from ag_ui.core import (
     AssistantMessage,
     Event,
@@ -21,14 +22,22 @@ from pydantic import TypeAdapter
 from serving import client, running
 from sse_client import post_stream
 
+import trio_agent
+from trio_agent.fleet import agent_maker
+from trio_agent.messages._ir import content_text
+from trio_agent.serve._frontend import MAX_ANSWER_CHARS
+from trio_agent.testing import CallableModel, scripted_response
+
 EVENTS = TypeAdapter(Event)
 
 
-def run_input(run_id: str, text: str | None = None, resume=None, messages=None, tools=()) -> bytes:
+def run_input(
+    run_id: str, text: str | None = None, resume=None, messages=None, tools=(), thread="t"
+) -> bytes:
     if messages is None:
         messages = [] if text is None else [UserMessage(id=f"u-{run_id}", content=text)]
     value = RunAgentInput(
-        thread_id="t", run_id=run_id, messages=messages, resume=resume, tools=list(tools)
+        thread_id=thread, run_id=run_id, messages=messages, resume=resume, tools=list(tools)
     )
     return json.dumps(value.model_dump(by_alias=True, exclude_none=True, mode="json")).encode()
 
@@ -218,3 +227,148 @@ async def test_a_cancelled_interrupt_rejects_its_call_which_never_runs(tmp_path)
         [result] = [e for e in events if e.type.value == "TOOL_CALL_RESULT"]
         assert result.content != "done n" and words in result.content, result.content
         assert events[-1].outcome.type == "success"
+
+
+def two_frontend_calls(request):
+    """``"use two"``: two calls of pick_color in one step, then the answers
+    joined; ``"refuse"``: a refusal; else as serve_agents."""
+    asked = [m for m in request.messages if isinstance(m, trio_agent.UserMessage)][-1].content
+    last = request.messages[-1]
+    if asked.startswith("use ") and isinstance(last, trio_agent.ToolResultMessage):
+        got = [content_text(m.content) for m in request.messages[-2:]]
+        return scripted_response(f"r-{request.id}", f"the client said {' and '.join(got)}")
+    if asked in ("use two", "use three"):
+        calls = [trio_agent.ToolCall(f"c-{request.id}-{n}", "pick_color", {}) for n in (1, 2)]
+        if asked == "use three":  # and a call held for approval
+            calls.append(trio_agent.ToolCall(f"c-{request.id}-3", "guarded", {"note": "n"}))
+        return scripted_response(f"r-{request.id}", calls)
+    if asked == "refuse":
+        return scripted_response(f"r-{request.id}", "I will not", stop_reason="refusal")
+    if asked == "loop":  # calls ping for ever
+        return scripted_response(
+            f"r-{request.id}", [trio_agent.ToolCall(f"c-{request.id}", "ping", {})]
+        )
+    return serve_agents.answers(request)
+
+
+@trio_agent.tool
+async def ping() -> str:
+    """Answer pong."""
+    return "pong"
+
+
+make_two = agent_maker(model=CallableModel(two_frontend_calls), tools=[serve_agents.guarded])
+
+
+async def test_a_refused_turn_is_a_run_error_not_a_success(tmp_path):
+    """Bug: a turn that ended in the model's refusal (or a limit, a hook's stop)
+    was framed as RUN_FINISHED with outcome success, its reason only in
+    ``result``: CopilotKit and every AG-UI client showed it as a completed run.
+    It is a RUN_ERROR whose code names the end; a normal end is unchanged."""
+    async with running(tmp_path, factory=make_two) as (server, url):
+        events = await run(url, run_input("r1", "refuse"))
+        normal = await run(url, run_input("r2", "hi"))
+    assert types(events)[-2:] == ["TEXT_MESSAGE_END", "RUN_ERROR"]
+    assert (events[-1].code, events[-1].message) == ("REFUSAL", "the model refused to answer")
+    assert normal[-1].type.value == "RUN_FINISHED" and normal[-1].outcome.type == "success"
+
+
+async def test_a_run_stopped_by_a_limit_names_the_limit_in_its_run_error(tmp_path):
+    maker = agent_maker(model=CallableModel(two_frontend_calls), max_steps=1, tools=[ping])
+    async with running(tmp_path, factory=maker) as (server, url):
+        events = await run(url, run_input("r1", "loop"))
+    assert events[-1].type.value == "RUN_ERROR" and events[-1].code == "MAX_STEPS"
+    assert events[-1].message == "the turn spent its 1 steps"
+
+
+def answer(call_id: str, text: str, n: int = 0) -> ToolMessage:
+    return ToolMessage(id=f"t-{call_id}-{n}", content=text, tool_call_id=call_id)
+
+
+async def two_calls(url: str, text: str = "use two") -> tuple[list, list[str]]:
+    """A run whose turn calls pick_color twice (and ``"use three"``: guarded);
+    its history and the calls' ids."""
+    asked = UserMessage(id="u-r1", content=text)
+    first = await run(url, run_input("r1", messages=[asked], tools=[PICK]))
+    starts = [e for e in first if e.type.value == "TOOL_CALL_START"]
+    ids = [e.tool_call_id for e in starts]
+    reasons = ["frontend_tool"] * 2 + ["tool_approval"] * (len(ids) - 2)
+    assert [i.reason for i in first[-1].outcome.interrupts] == reasons
+    calls = [
+        ToolCall(
+            id=e.tool_call_id,
+            type="function",
+            function=FunctionCall(name=e.tool_call_name, arguments="{}"),
+        )
+        for e in starts
+    ]
+    return [asked, AssistantMessage(id="a-r1", tool_calls=calls)], ids
+
+
+async def test_a_run_with_one_bad_answer_records_none_of_its_answers(tmp_path):
+    """Bug: a run's tool messages were recorded one by one (each call approved in
+    turn), so a run refused for its second answer had recorded the first: the
+    corrected run then found that call decided and the turn could not go on
+    as the client meant. Now every answer is checked first; one bad answer (a
+    call answered twice, an answer too long, an answer to a call held for
+    approval, with a bad resume entry) refuses the run with a JSON error and
+    records none; the good batch is then recorded whole."""
+    async with running(tmp_path, factory=make_two) as (server, url), client(url) as http:
+        history, (one, two, held) = await two_calls(url, "use three")
+        stray = ResumeEntry(interrupt_id="nosuch", status="resolved", payload={"approved": True})
+        long = "x" * (MAX_ANSWER_CHARS + 1)
+        for answers, resume, status, words in [
+            ([answer(one, "teal"), answer(two, "red"), answer(two, "blue", 1)], None, 400, "twice"),
+            ([answer(one, "teal"), answer(two, long)], None, 400, "characters"),
+            ([answer(one, "teal"), answer(held, "yes")], None, 400, "resume entry"),
+            ([answer(one, "teal"), answer(two, "red")], [stray], 404, "nosuch"),
+        ]:
+            body = run_input("r2", messages=[*history, *answers], tools=[PICK], resume=resume)
+            got, error = await post_stream(url, "/ag-ui", body)
+            assert got == status and words in error["error"], (got, error)
+            state = (await http.get("/sessions/t")).json()
+            assert [c["id"] for c in state["pending_approvals"]] == [one, two, held]
+            assert (state["decided_approvals"], state["turns"]) == ([], 1)
+        resume = [ResumeEntry(interrupt_id=held, status="resolved", payload={"approved": True})]
+        both = [*history, answer(one, "teal"), answer(two, "red")]
+        done = await run(url, run_input("r3", messages=both, tools=[PICK], resume=resume))
+    results = {e.tool_call_id: e.content for e in done if e.type.value == "TOOL_CALL_RESULT"}
+    assert results == {one: "teal", two: "red", held: "done n"}
+    assert done[-1].outcome.type == "success"
+
+
+async def test_answers_recorded_before_a_restart_are_the_calls_results_after_it(tmp_path):
+    """Bug: the client's answers were kept in memory only (the calls' approvals
+    alone reached the ledger): a server that stopped before the turn ran them
+    gave each call "the client gave no answer" once it came back. Each answer
+    is recorded in the ledger with its call's approval, and found again."""
+    async with running(tmp_path, factory=make_two) as (server, url):
+        history, (one, two) = await two_calls(url)
+        assert await server.hub.answer_calls("t", [(one, "teal"), (two, "red")])
+    async with running(tmp_path, factory=make_two) as (server, url):
+        asked = UserMessage(id="u-2", content="hi")
+        events = await run(url, run_input("r2", messages=[*history, asked], tools=[PICK]))
+    results = {e.tool_call_id: e.content for e in events if e.type.value == "TOOL_CALL_RESULT"}
+    assert results == {one: "teal", two: "red"}
+
+
+async def test_answers_sent_again_or_for_calls_not_open_here_record_nothing(tmp_path):
+    """A hostile or confused client: an answer to another thread's open call, or
+    one sent again with different text after the call was answered, decides
+    nothing; the same answer sent again (a retried request) goes on as one."""
+    async with running(tmp_path, factory=make_two) as (server, url), client(url) as http:
+        history, (one, two) = await two_calls(url)
+        hostile = [UserMessage(id="u", content="hi"), answer(one, "x")]
+        other = run_input("o1", messages=hostile, tools=[PICK], thread="other")
+        status, error = await post_stream(url, "/ag-ui", other)
+        assert status == 400 and "user message" in error["error"]
+        state = (await http.get("/sessions/t")).json()
+        assert [c["id"] for c in state["pending_approvals"]] == [one, two]
+        assert await server.hub.answer_calls("t", [(one, "teal")])
+        again = run_input("r2", messages=[*history, answer(one, "blue")], tools=[PICK])
+        status, error = await post_stream(url, "/ag-ui", again)
+        assert status == 409 and "decided already" in error["error"]
+        same = [*history, answer(one, "teal"), answer(two, "red")]
+        done = await run(url, run_input("r3", messages=same, tools=[PICK]))
+    results = {e.tool_call_id: e.content for e in done if e.type.value == "TOOL_CALL_RESULT"}
+    assert results == {one: "teal", two: "red"}

@@ -12,8 +12,12 @@ and ``REASONING_END``;
 each tool call as ``TOOL_CALL_START``/``ARGS``/``END`` and its result as
 ``TOOL_CALL_RESULT``; then ``RUN_FINISHED`` with its outcome (``success``,
 ``interrupt`` with one interrupt per call held for approval, ``cancelled``)
-or ``RUN_ERROR`` for a failed turn. Frames are built by hand as plain JSON
-(camelCase), so the library needs no AG-UI package.
+or ``RUN_ERROR`` for a failed turn, and for one that stopped short of an
+answer (a refusal, a limit, a hook): its ``code`` the end's reason in
+capitals (``REFUSAL``, ``MAX_STEPS``, ``USAGE_LIMIT``, ...), since an AG-UI
+client reads a ``RUN_FINISHED`` as a success whatever its ``result`` says.
+Frames are built by hand as plain JSON (camelCase), so the library needs no
+AG-UI package.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any, Final, final
 
 import msgspec
 
-from ..events import SessionEvent, TurnFinished, TurnResult
+from ..events import SessionEvent, TurnEnd, TurnFinished, TurnResult
 from ..messages._ir import ToolCall, content_text
 from ..model import TextDelta, ThinkingDelta
 from ._bodies import ApiError, Decision
@@ -253,6 +257,8 @@ class AguiFraming:
         end = result.end
         if end.reason == "failed":
             return {"type": "RUN_ERROR", "message": end.detail, "code": end.code}
+        if end.reason not in _FINISHED:  # stopped short of an answer: no success
+            return {"type": "RUN_ERROR", "message": _stopped(end), "code": end.reason.upper()}
         finished: dict[str, Any] = {
             "type": "RUN_FINISHED",
             "threadId": self.thread_id,
@@ -286,6 +292,32 @@ class AguiFraming:
             "message": "approve this tool call?",
             "responseSchema": _DECISION_SCHEMA,
         }
+
+
+_FINISHED: Final = frozenset({"completed", "awaiting_approval", "cancelled"})
+"""The ends framed as ``RUN_FINISHED``; every other one is a ``RUN_ERROR``."""
+
+_STOPPED: Final = {
+    "length": "the answer was cut at the model's output-token limit",
+    "refusal": "the model refused to answer",
+    "content_filter": "the provider's content policy cut the answer",
+    "interrupted": "the server stopped during the turn",
+}
+
+
+def _stopped(end: TurnEnd) -> str:
+    """Why a turn stopped short of an answer, for a person to read."""
+    if end.reason == "max_steps":
+        return f"the turn spent its {end.max_steps} steps"
+    if end.reason == "token_budget":
+        return f"the turn used {end.used} tokens, its budget {end.limit}"
+    if end.reason == "usage_limit":
+        return f"the {end.scope}'s {end.name} limit was reached ({end.used} of {end.limit})"
+    if end.reason == "repeated_failure":
+        return f"the tool {end.tool_name} failed {end.count} times in a row"
+    if end.reason == "blocked":
+        return f"a hook stopped the turn: {end.detail}"
+    return _STOPPED.get(end.reason, end.reason)
 
 
 _DECISION_SCHEMA: Final = {

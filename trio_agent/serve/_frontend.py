@@ -2,9 +2,11 @@
 and runs itself. ``FrontendTools`` is a session's tool source of them: each
 is a ``Tool`` whose every call is held (``requires_approval``), so a call
 ends the turn, and the run, as an interrupt for the client. The client's
-answer, a tool message in the next run, is recorded as the call's answer and
-the call approved; the turn then runs it, and running it gives that answer
-back (it never runs anything here).
+answer, a tool message in the next run, is recorded as the call's approval,
+the answer its reason (``by`` ``ANSWERED_BY``): in the ledger, so a server
+that restarts finds it (``recall``); the turn then runs the call, and running
+it gives that answer back (it never runs anything here). A run's answers are
+checked together first (``check_answers``), so a refused run records none.
 
 The tools are kept by name for as long as the session is served here, the
 latest offer of a name winning: a held call still finds its tool when the
@@ -13,19 +15,39 @@ run answering it offers none.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final, final
 
 import attrs
 
+from ..events import ApprovalDecision
 from ..session._agent import Agent
 from ..tools._context import tool_context
 from ..tools._tool import Tool, ToolRegistry
 from ._bodies import ApiError
+from ._views import Decision, check_decisions
 
-__all__ = ["FrontendTools", "ToolOffer", "own_tools", "with_frontend"]
+__all__ = [
+    "ANSWERED_BY",
+    "Answer",
+    "MAX_ANSWER_CHARS",
+    "FrontendTools",
+    "ToolOffer",
+    "check_answers",
+    "own_tools",
+    "record_answers",
+    "with_frontend",
+]
 
 MAX_TOOLS: Final = 128
+MAX_ANSWER_CHARS: Final = 1 << 18
+"""The longest answer to a frontend tool's call: it is recorded twice (the
+approval's reason, then the call's result) and read by the model."""
 NO_ANSWER: Final = "the client gave no answer to this call"
+Answer = tuple[str, str]
+"""A client's answer to a call: (the call's id, the answer as text)."""
+ANSWERED_BY: Final = "ag-ui client"
+"""Who approved a frontend tool's call with the client's answer as its reason."""
 
 
 @final
@@ -83,12 +105,95 @@ class FrontendTools:
         """The client's answer to call ``call_id``, for the call to return."""
         self._answers[call_id] = content
 
+    def answered(self, call_id: str) -> str | None:
+        """The answer kept for call ``call_id`` (not yet returned), if any."""
+        return self._answers.get(call_id)
+
     def forget(self, call_id: str) -> None:
         self._answers.pop(call_id, None)
+
+    def recall(self, decisions: Mapping[str, ApprovalDecision]) -> None:
+        """Take back the answers the ledger holds (a session's ``decisions``, by
+        call id: those approved by ``ANSWERED_BY``), for calls not yet run: an
+        agent made anew (a restarted server) returns them as recorded."""
+        for call_id, decision in decisions.items():
+            if decision.approved and decision.by == ANSWERED_BY:
+                self._answers.setdefault(call_id, decision.reason)
 
     async def _answer(self, arguments: dict[str, Any]) -> str:
         call_id = tool_context().call.id
         return self._answers.pop(call_id, NO_ANSWER)
+
+
+def check_answers(
+    answers: Sequence[Answer],
+    waiting: Mapping[str, str],
+    decided: Collection[str],
+    frontend: FrontendTools | None,
+) -> tuple[list[Answer], bool]:
+    """A run's answers (call id, text), all checked before any is recorded: the
+    answers to record, and whether the run goes on from its answers (one is
+    new, or repeats the one recorded). ``waiting``: the held calls not decided,
+    each by its tool's name; ``decided``: those decided and not yet run.
+    ``ApiError``: 400 for a call answered twice in the run, an answer longer
+    than ``MAX_ANSWER_CHARS``, or an answer to a held call of a tool not the
+    client's (a resume entry decides it); 409 for a call decided already with
+    another answer, or by a decision. An answer to a call not open here (an
+    earlier run's, sent again with the history; another thread's) is passed
+    over: it records nothing."""
+    names = frozenset() if frontend is None else frontend.names()
+    fresh: list[Answer] = []
+    goes_on, seen = False, set()
+    for call_id, content in answers:
+        if call_id in seen:
+            raise ApiError(400, f"call {call_id!r} is answered twice in this run")
+        seen.add(call_id)
+        if len(content) > MAX_ANSWER_CHARS:
+            raise ApiError(
+                400, f"the answer to call {call_id!r} is over {MAX_ANSWER_CHARS} characters"
+            )
+        if call_id in waiting:
+            if waiting[call_id] not in names:
+                raise ApiError(
+                    400,
+                    f"call {call_id!r} waits for approval, not for an answer: "
+                    "a resume entry decides it",
+                )
+            fresh.append((call_id, content))
+            goes_on = True
+        elif call_id in decided:
+            if frontend is None or frontend.answered(call_id) != content:
+                raise ApiError(409, f"call {call_id!r} is decided already")
+            goes_on = True  # the same answer, sent again: recorded once
+    return fresh, goes_on
+
+
+async def record_answers(
+    agent: Agent,
+    frontend: FrontendTools | None,
+    answers: Sequence[Answer],
+    decisions: Sequence[Decision],
+) -> bool:
+    """Between turns: record the client's answers to held calls of its frontend
+    tools, all or none: ``check_answers`` first (and the run's resume entries,
+    ``decisions``, recorded after them, checked with them: ``check_decisions``),
+    then each call approved, its answer the approval's reason, in the ledger
+    before this returns; the next turn returns each answer as its call's
+    result. Whether the run goes on from them (``check_answers``)."""
+    waiting = {call.id: call.name for call in agent.pending_approvals}
+    decided = {call.id for call in agent.decided_approvals}
+    fresh, goes_on = check_answers(answers, waiting, decided, frontend)
+    now = {call_id for call_id, _ in fresh}  # decided by the answers
+    check_decisions(decisions, set(waiting) - now, decided | now)
+    for call_id, content in fresh:
+        assert frontend is not None  # check_answers gives none without its tools
+        frontend.answer(call_id, content)
+        try:
+            await agent.approve(call_id, by=ANSWERED_BY, reason=content)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            frontend.forget(call_id)
+            raise ApiError(409, str(exc)) from None
+    return goes_on
 
 
 def own_tools(agent: Agent) -> frozenset[str]:

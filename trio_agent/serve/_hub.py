@@ -26,7 +26,7 @@ from ..session._agent import Agent
 from ..session._turn_run import TurnRun
 from ._bodies import ApiError, period_seconds
 from ._feed import Feed
-from ._frontend import FrontendTools, ToolOffer, own_tools, with_frontend
+from ._frontend import Answer, FrontendTools, ToolOffer, own_tools, record_answers, with_frontend
 from ._making import Making, lost_race
 from ._place import Place
 from ._views import Decision, Moved, check_decisions, in_use_elsewhere, state_json
@@ -275,7 +275,8 @@ class Hub:
         if live.agent is not None:
             return live.agent
         await self._settled(session_id)
-        new = await self.place.state(session_id) is None
+        recorded = await self.place.state(session_id)
+        new = recorded is None
         if new and not create:
             raise ApiError(404, f"no session {session_id!r}")
         try:
@@ -293,6 +294,8 @@ class Hub:
             )
         if live.frontend is not None:
             made = await with_frontend(made, live.frontend, self.place.store, new)
+            if recorded is not None:  # answers recorded before a restart, not yet run
+                live.frontend.recall(recorded.decisions)
         live.agent, live.new = made, new
         self._look(session_id)
         return made
@@ -315,25 +318,21 @@ class Hub:
             live.frontend.offer(offers, own_tools(agent))
             return live.frontend.names()
 
-    async def answer_call(self, session_id: str, call_id: str, content: str) -> bool:
-        """Record the client's answer to a held call of a frontend tool and approve
-        it (the next turn returns the answer as the call's result); False when no
-        such call waits (an answer from an earlier run, sent again)."""
-        live = await self._known(session_id)
-        frontend = live.frontend
-        async with live.lock:
-            agent = await self._agent(live, session_id, create=False)
-            waiting = {call.id: call.name for call in agent.pending_approvals}
-            decided = {call.id for call in agent.decided_approvals}
-        if frontend is None or call_id in decided or waiting.get(call_id) not in frontend.names():
+    async def answer_calls(
+        self, session_id: str, answers: Sequence[Answer], decisions: Sequence[Decision] = ()
+    ) -> bool:
+        """Record the client's answers to held calls of its frontend tools, all or
+        none, as ``record_answers`` does (``decisions``: the run's resume entries,
+        checked with them); whether the run goes on from them. ``ApiError``: as
+        ``record_answers``; 409 while a turn runs."""
+        if not answers:
             return False
-        frontend.answer(call_id, content)
-        try:
-            await self.decide(session_id, call_id, True, "answered by the client")
-        except ApiError:
-            frontend.forget(call_id)
-            raise
-        return True
+        live = await self._known(session_id)
+        async with live.lock:
+            if live.run is not None:
+                raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
+            agent = await self._agent(live, session_id, create=False)
+            return await record_answers(agent, live.frontend, answers, decisions)
 
     async def start_turn(self, session_id: str, message: str | None) -> int:
         """Start a turn on ``message`` (the session made if new); its number, at once.

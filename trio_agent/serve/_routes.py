@@ -132,9 +132,9 @@ async def _agui_run(hub: Hub, given: AguiInput) -> EventStream:
     if offers or answers:
         frontend = await hub.offer_tools(session_id, offers)
     cursor = await hub.last_sequence(session_id)
-    answered = [await hub.answer_call(session_id, call_id, text) for call_id, text in answers]
+    answered = await hub.answer_calls(session_id, answers, decided)  # all, or none
     if goes_on and not given.resume:
-        message = message_of(given, any(answered))
+        message = message_of(given, answered)
     if decided:  # all recorded, or none (a refused run), then the turn, under one lock
         turn = await hub.respond(session_id, decided, message)
     else:

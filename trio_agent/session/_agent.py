@@ -562,10 +562,16 @@ class Agent(Generic[OutputT, DepsT]):
         return self._state.approvals.decided_calls()
 
     async def approve(
-        self, call_id: str, *, arguments: dict[str, Any] | None = None, by: str = ""
+        self,
+        call_id: str,
+        *,
+        arguments: dict[str, Any] | None = None,
+        by: str = "",
+        reason: str = "",
     ) -> None:
         """Approve a held call, once: the next turn runs it (with ``arguments`` in
-        place of the model's, if given: checked like a model's). Recorded in the
+        place of the model's, if given: checked like a model's); ``reason`` is
+        kept with the decision (the model does not read it). Recorded in the
         ledger, durably, before this returns; ``ValueError`` for an unknown call or
         one already decided; ``RuntimeError`` while a turn runs, or once ``aclose()``
         closed the session (decide after ``Agent.resume``: no decision is kept
@@ -575,7 +581,7 @@ class Agent(Generic[OutputT, DepsT]):
         state.check_open()
         busy = state.active is not None
         approvals, ledger, tools = state.approvals, state.ledger, state.tools
-        await decide(approvals, ledger, tools, busy, call_id, True, "", by, arguments)
+        await decide(approvals, ledger, tools, busy, call_id, True, reason, by, arguments)
 
     async def reject(self, call_id: str, reason: str = "", *, by: str = "") -> None:
         """Reject a held call, once: the next turn answers it with an error result
