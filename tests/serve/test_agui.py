@@ -372,3 +372,46 @@ async def test_answers_sent_again_or_for_calls_not_open_here_record_nothing(tmp_
         done = await run(url, run_input("r3", messages=same, tools=[PICK]))
     results = {e.tool_call_id: e.content for e in done if e.type.value == "TOOL_CALL_RESULT"}
     assert results == {one: "teal", two: "red"}
+
+
+async def test_a_thread_is_offered_a_bounded_number_of_tools_and_none_named_final_result(
+    tmp_path,
+):
+    """Hostile client: the tools offered are kept for the thread, each run's
+    added to the last's, so runs of 128 new names each grew them (and every
+    model request) without end; and a tool named like the output tool
+    (final_result) was taken. Both are a 400 now, the same tools again fine."""
+    user = [UserMessage(id="u", content="hi")]
+
+    def tools(first: int, count: int = 128) -> list[Tool]:
+        return [
+            Tool(name=f"t{n}", description="", parameters={}) for n in range(first, first + count)
+        ]
+
+    async with running(tmp_path) as (server, url):
+        assert (await run(url, run_input("r1", messages=user, tools=tools(0))))[-1].outcome
+        assert (await run(url, run_input("r2", messages=user, tools=tools(0))))[-1].outcome
+        for offered in [tools(128, 1), [Tool(name="final_result", description="", parameters={})]]:
+            body = run_input("r3", messages=user, tools=offered)
+            status, error = await post_stream(url, "/ag-ui", body)
+            assert status == 400 and "tool" in error["error"], (status, error)
+
+
+async def test_a_resume_entry_cannot_approve_a_frontend_call_without_its_answer(tmp_path):
+    """Hostile client: a resume entry approving a frontend_tool interrupt (it
+    asks for a tool message) approved the call with no answer, and the model
+    was told "the client gave no answer". It is a 400 and decides nothing; a
+    cancelled entry still rejects the call."""
+    async with running(tmp_path) as (server, url), client(url) as http:
+        asked = UserMessage(id="u-1", content="use frontend")
+        first = await run(url, run_input("r1", messages=[asked], tools=[PICK]))
+        call_id = first[1].tool_call_id
+        yes = ResumeEntry(interrupt_id=call_id, status="resolved", payload={"approved": True})
+        status, error = await post_stream(url, "/ag-ui", run_input("r2", resume=[yes]))
+        assert status == 400 and "tool message" in error["error"]
+        state = (await http.get("/sessions/t")).json()
+        assert [c["id"] for c in state["pending_approvals"]] == [call_id]
+        no = ResumeEntry(interrupt_id=call_id, status="cancelled")
+        second = await run(url, run_input("r3", resume=[no], tools=[PICK]))
+    [result] = [e for e in second if e.type.value == "TOOL_CALL_RESULT"]
+    assert "the approval was cancelled" in result.content

@@ -9,8 +9,8 @@ it gives that answer back (it never runs anything here). A run's answers are
 checked together first (``check_answers``), so a refused run records none.
 
 The tools are kept by name for as long as the session is served here, the
-latest offer of a name winning: a held call still finds its tool when the
-run answering it offers none.
+latest offer of a name winning (``MAX_TOOLS`` in all): a held call still
+finds its tool when the run answering it offers none.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from typing import Any, Final, final
 import attrs
 
 from ..events import ApprovalDecision
+from ..limits import OUTPUT_TOOL_NAME
+from ..messages._ir import ToolCall
 from ..session._agent import Agent
 from ..tools._context import tool_context
 from ..tools._tool import Tool, ToolRegistry
@@ -35,7 +37,6 @@ __all__ = [
     "ToolOffer",
     "check_answers",
     "own_tools",
-    "record_answers",
     "with_frontend",
 ]
 
@@ -83,7 +84,7 @@ class FrontendTools:
             raise ApiError(400, f"a run offers at most {MAX_TOOLS} tools")
         made = {}
         for offer in offers:
-            if offer.name in taken:
+            if offer.name in taken or offer.name == OUTPUT_TOOL_NAME:
                 raise ApiError(400, f"tools: the agent has its own tool {offer.name!r}")
             parameters = offer.parameters
             if parameters is None:
@@ -99,18 +100,13 @@ class FrontendTools:
                 )
             except (TypeError, ValueError) as exc:
                 raise ApiError(400, f"tools: {exc}") from None
+        if len(self._tools.keys() | made.keys()) > MAX_TOOLS:  # kept across runs: bounded
+            raise ApiError(400, f"a thread is offered at most {MAX_TOOLS} tools in all")
         self._tools.update(made)
-
-    def answer(self, call_id: str, content: str) -> None:
-        """The client's answer to call ``call_id``, for the call to return."""
-        self._answers[call_id] = content
 
     def answered(self, call_id: str) -> str | None:
         """The answer kept for call ``call_id`` (not yet returned), if any."""
         return self._answers.get(call_id)
-
-    def forget(self, call_id: str) -> None:
-        self._answers.pop(call_id, None)
 
     def recall(self, decisions: Mapping[str, ApprovalDecision]) -> None:
         """Take back the answers the ledger holds (a session's ``decisions``, by
@@ -119,6 +115,42 @@ class FrontendTools:
         for call_id, decision in decisions.items():
             if decision.approved and decision.by == ANSWERED_BY:
                 self._answers.setdefault(call_id, decision.reason)
+
+    def check_approvals(self, decisions: Sequence[Decision], waiting: Sequence[ToolCall]) -> None:
+        """``ApiError(400)`` for a decision approving a held call of one of these
+        tools: the client runs it and answers with a tool message (approved
+        bare, the call would return no answer). A rejection is a no, as for any
+        held call."""
+        tools = {call.id: call.name for call in waiting}
+        for call_id, approved, _ in decisions:
+            if approved and tools.get(call_id) in self._tools:
+                raise ApiError(
+                    400, f"call {call_id!r} is the client's to run: answer it with a tool message"
+                )
+
+    async def record(
+        self, agent: Agent, answers: Sequence[Answer], decisions: Sequence[Decision]
+    ) -> bool:
+        """Between turns: record the client's answers to held calls of these tools,
+        all or none: ``check_answers`` first (and the run's resume entries,
+        ``decisions``, recorded after them, checked with them), then each call
+        approved, its answer the approval's reason, in the ledger before this
+        returns; the next turn returns each answer as its call's result. Whether
+        the run goes on from them (``check_answers``)."""
+        waiting = agent.pending_approvals
+        decided = {call.id for call in agent.decided_approvals}
+        fresh, goes_on = check_answers(answers, {c.id: c.name for c in waiting}, decided, self)
+        now = {call_id for call_id, _ in fresh}  # decided by the answers
+        check_decisions(decisions, {c.id for c in waiting} - now, decided | now)
+        self.check_approvals(decisions, waiting)
+        for call_id, content in fresh:
+            self._answers[call_id] = content
+            try:
+                await agent.approve(call_id, by=ANSWERED_BY, reason=content)
+            except (ValueError, TypeError, RuntimeError) as exc:
+                self._answers.pop(call_id, None)
+                raise ApiError(409, str(exc)) from None
+        return goes_on
 
     async def _answer(self, arguments: dict[str, Any]) -> str:
         call_id = tool_context().call.id
@@ -166,34 +198,6 @@ def check_answers(
                 raise ApiError(409, f"call {call_id!r} is decided already")
             goes_on = True  # the same answer, sent again: recorded once
     return fresh, goes_on
-
-
-async def record_answers(
-    agent: Agent,
-    frontend: FrontendTools | None,
-    answers: Sequence[Answer],
-    decisions: Sequence[Decision],
-) -> bool:
-    """Between turns: record the client's answers to held calls of its frontend
-    tools, all or none: ``check_answers`` first (and the run's resume entries,
-    ``decisions``, recorded after them, checked with them: ``check_decisions``),
-    then each call approved, its answer the approval's reason, in the ledger
-    before this returns; the next turn returns each answer as its call's
-    result. Whether the run goes on from them (``check_answers``)."""
-    waiting = {call.id: call.name for call in agent.pending_approvals}
-    decided = {call.id for call in agent.decided_approvals}
-    fresh, goes_on = check_answers(answers, waiting, decided, frontend)
-    now = {call_id for call_id, _ in fresh}  # decided by the answers
-    check_decisions(decisions, set(waiting) - now, decided | now)
-    for call_id, content in fresh:
-        assert frontend is not None  # check_answers gives none without its tools
-        frontend.answer(call_id, content)
-        try:
-            await agent.approve(call_id, by=ANSWERED_BY, reason=content)
-        except (ValueError, TypeError, RuntimeError) as exc:
-            frontend.forget(call_id)
-            raise ApiError(409, str(exc)) from None
-    return goes_on
 
 
 def own_tools(agent: Agent) -> frozenset[str]:

@@ -26,7 +26,7 @@ from ..session._agent import Agent
 from ..session._turn_run import TurnRun
 from ._bodies import ApiError, period_seconds
 from ._feed import Feed
-from ._frontend import Answer, FrontendTools, ToolOffer, own_tools, record_answers, with_frontend
+from ._frontend import FrontendTools, ToolOffer, own_tools, with_frontend
 from ._making import Making, lost_race
 from ._place import Place
 from ._views import Decision, Moved, check_decisions, in_use_elsewhere, state_json
@@ -45,6 +45,7 @@ session_id=session_id, ...)``); else resume it (``await Agent.resume(store,
 session_id, ...)``). ``trio_agent.fleet.agent_maker(**options)`` makes one."""
 
 OnDisconnect = Literal["detach", "cancel"]
+Answers = Sequence[tuple[str, str]]  # a run's answers to held calls: (call id, text)
 
 Posted = tuple[Literal["turn", "queued"], int]
 """A posted turn: ``("turn", n)`` started here, or ``("queued", n)``: input ``n`` of
@@ -319,12 +320,10 @@ class Hub:
             return live.frontend.names()
 
     async def answer_calls(
-        self, session_id: str, answers: Sequence[Answer], decisions: Sequence[Decision] = ()
+        self, session_id: str, answers: Answers, decisions: Sequence[Decision] = ()
     ) -> bool:
-        """Record the client's answers to held calls of its frontend tools, all or
-        none, as ``record_answers`` does (``decisions``: the run's resume entries,
-        checked with them); whether the run goes on from them. ``ApiError``: as
-        ``record_answers``; 409 while a turn runs."""
+        """``FrontendTools.record`` (``decisions``: the run's resume entries, checked
+        with the answers): whether the run goes on from them; 409 while a turn runs."""
         if not answers:
             return False
         live = await self._known(session_id)
@@ -332,7 +331,8 @@ class Hub:
             if live.run is not None:
                 raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
             agent = await self._agent(live, session_id, create=False)
-            return await record_answers(agent, live.frontend, answers, decisions)
+            frontend = live.frontend or FrontendTools()  # none offered: no call is its
+            return await frontend.record(agent, answers, decisions)
 
     async def start_turn(self, session_id: str, message: str | None) -> int:
         """Start a turn on ``message`` (the session made if new); its number, at once.
@@ -576,6 +576,7 @@ class Hub:
                     raise Moved(f"session {session_id} has gone on past turn {after}")
                 waiting, decided = agent.pending_approvals, agent.decided_approvals
                 check_decisions(decisions, (c.id for c in waiting), (c.id for c in decided))
+                (live.frontend or FrontendTools()).check_approvals(decisions, waiting)
                 for call_id, approved, reason in decisions:
                     try:
                         await (
