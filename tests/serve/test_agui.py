@@ -415,3 +415,15 @@ async def test_a_resume_entry_cannot_approve_a_frontend_call_without_its_answer(
         second = await run(url, run_input("r3", resume=[no], tools=[PICK]))
     [result] = [e for e in second if e.type.value == "TOOL_CALL_RESULT"]
     assert "the approval was cancelled" in result.content
+
+
+async def test_tool_messages_of_the_history_are_passed_over_whatever_they_hold(tmp_path):
+    """The checks of answers hold for open calls only: a client sends its whole
+    history again, where an earlier result may be long or repeated."""
+    async with running(tmp_path, factory=make_two) as (server, url):
+        history, (one, two) = await two_calls(url)
+        old = [answer("old", "x" * (MAX_ANSWER_CHARS + 1)), answer("old", "y", 1)]
+        both = [*old, *history, answer(one, "teal"), answer(two, "red")]
+        done = await run(url, run_input("r2", messages=both, tools=[PICK]))
+    results = {e.tool_call_id: e.content for e in done if e.type.value == "TOOL_CALL_RESULT"}
+    assert results == {one: "teal", two: "red"}

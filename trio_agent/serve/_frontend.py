@@ -167,16 +167,18 @@ def check_answers(
     answers to record, and whether the run goes on from its answers (one is
     new, or repeats the one recorded). ``waiting``: the held calls not decided,
     each by its tool's name; ``decided``: those decided and not yet run.
-    ``ApiError``: 400 for a call answered twice in the run, an answer longer
-    than ``MAX_ANSWER_CHARS``, or an answer to a held call of a tool not the
-    client's (a resume entry decides it); 409 for a call decided already with
-    another answer, or by a decision. An answer to a call not open here (an
-    earlier run's, sent again with the history; another thread's) is passed
-    over: it records nothing."""
+    ``ApiError``, for an open call: 400 for one answered twice in the run, an
+    answer longer than ``MAX_ANSWER_CHARS``, or an answer to a held call of a
+    tool not the client's (a resume entry decides it); 409 for a call decided
+    already with another answer, or by a decision. A tool message for a call
+    not open here (an earlier result, sent again with the history; another
+    thread's) is passed over, whatever it holds: it records nothing."""
     names = frozenset() if frontend is None else frontend.names()
     fresh: list[Answer] = []
     goes_on, seen = False, set()
     for call_id, content in answers:
+        if call_id not in waiting and call_id not in decided:
+            continue  # the history's (any result the client saw), or not this thread's
         if call_id in seen:
             raise ApiError(400, f"call {call_id!r} is answered twice in this run")
         seen.add(call_id)
