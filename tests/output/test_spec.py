@@ -342,6 +342,47 @@ async def test_a_validator_that_breaks_ends_the_run_with_hook_error(mode):
     validate_transcript(result.messages)
 
 
+@pytest.mark.parametrize("mode", ["tool", "native"])
+async def test_a_plain_function_validator_is_called_not_awaited(mode):
+    """A validator written as a plain ``def`` (as pydantic-ai takes, and as hooks
+    are) ended every turn ``HOOK_ERROR``: "object NoneType can't be used in
+    'await' expression", after the model had answered."""
+    seen = []
+
+    def adult(person: Person) -> Person | None:
+        seen.append(person)
+        if person.age < 18:
+            raise OutputError("give an adult")
+        return Person(person.name.upper(), person.age) if person.name == "bo" else None
+
+    script = (
+        [
+            answer("r1", "c1", {"name": "Ann", "age": 3}),
+            answer("r2", "c2", {"name": "bo", "age": 4_0}),
+        ]
+        if mode == "tool"
+        else [
+            scripted_response("r1", '{"name": "Ann", "age": 3}'),
+            scripted_response("r2", '{"name": "bo", "age": 40}'),
+        ]
+    )
+    _, result = await record(loop(script, output_validator=adult, output_mode=mode))
+    assert result.status == "completed", result
+    assert result.output == Person("BO", 40)
+    assert len(seen) == 2
+
+
+async def test_a_plain_function_validator_checks_str_output():
+    def short(text: str) -> None:
+        if len(text) > 5:
+            raise OutputError("at most 5 characters")
+
+    script = [scripted_response("r1", "far too long"), scripted_response("r2", "ok")]
+    _, result = await record(loop(script, output_type=str, output_validator=short))
+    assert result.status == "completed" and result.output == "ok"
+    assert "at most 5 characters" in result.messages[-2].content
+
+
 async def test_native_mode_reads_the_final_text_as_json_and_sends_the_schema():
     model = ScriptedModel([scripted_response("r1", '{"name": "Ann", "age": 3}')])
     run = run_agent_loop(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Container, Hashable, Sequence
 from contextvars import ContextVar
+from inspect import isawaitable
 from typing import Any, Final, Literal, final
 
 import attrs
@@ -47,7 +48,9 @@ __all__ = [
 OUTPUT_ACCEPTED: Final = "final result accepted"
 """The result the output tool's call gets when its answer is accepted."""
 
-OutputValidator = Callable[[Any], Awaitable[Any]]
+OutputValidator = Callable[[Any], Awaitable[Any]] | Callable[[Any], Any]
+"""An async function of the decoded value, or a plain one (called on the trio
+thread, as hooks are)."""
 
 
 class OutputError(Exception):
@@ -119,11 +122,14 @@ class OutputSpec:
     async def validated(self, value: Any) -> Any:
         """``value`` after the ``output_validator`` (its return value replaces the
         output unless None); ``OutputError`` becomes ``OutputInvalid``, any other
-        exception ``ValidatorFailed``. Cancellation propagates from the validator."""
+        exception ``ValidatorFailed``. A plain (not async) validator is called as
+        it is, as hooks are. Cancellation propagates from the validator."""
         if self.validator is None:
             return value
         try:
-            checked = await self.validator(value)
+            checked = self.validator(value)
+            if isawaitable(checked):
+                checked = await checked
         except OutputError as exc:
             raise OutputInvalid(str(exc) or type(exc).__name__) from None
         except Exception as exc:
@@ -205,7 +211,7 @@ def _output_spec(
     if type(retries) is not int or retries < 0:
         raise ValueError(f"output_retries must be an int >= 0, got {retries!r}")
     if validator is not None and not callable(validator):
-        raise TypeError(f"output_validator must be an async callable or None, got {validator!r}")
+        raise TypeError(f"output_validator must be a callable or None, got {validator!r}")
     if output_type is None:
         return None
     if output_type is str:
