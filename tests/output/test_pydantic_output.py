@@ -178,3 +178,54 @@ async def test_an_agents_pydantic_output_is_recorded_as_json(tmp_path):
     (record,) = [r for r in (await store.load("s1")).records if type(r) is OutputRecord]
     assert record.output == GOOD and record.error is None
     assert msgspec.json.decode(msgspec.json.encode(record.output)) == GOOD
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_strict_pydantic_model_takes_the_json_its_schema_asks_for(mode):
+    """A model with ``ConfigDict(strict=True)`` was validated from the output tool's
+    arguments as Python: the strings its schema asks for a datetime, a UUID, an
+    Enum and the list of a tuple were refused ("Input should be an instance of
+    UUID"), every try, so a tool-mode turn always ended ``OUTPUT_INVALID``
+    (native mode read the JSON text and took them)."""
+    import datetime
+    import enum
+    import uuid
+
+    import pydantic
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    class Strict(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(strict=True)
+        when: datetime.datetime
+        color: Color
+        pair: tuple[int, int]
+        id: uuid.UUID
+
+    value = {
+        "when": "2026-01-02T03:04:05Z",
+        "color": "red",
+        "pair": [1, 2],
+        "id": "12345678-1234-5678-1234-567812345678",
+    }
+    script = (
+        [scripted_response("r1", [ToolCall("c1", OUTPUT_TOOL_NAME, value)])]
+        if mode == "tool"
+        else [scripted_response("r1", json.dumps(value))]
+    )
+    agent = Agent(model=ScriptedModel(script), output_type=Strict, output_mode=mode)
+    result = await agent.prompt("when?")
+    assert result.end.reason == "completed", result.end
+    assert result.output is not None
+    assert result.output.color is Color.RED and result.output.pair == (1, 2)
+    assert result.output.id == uuid.UUID(value["id"])
+
+    reader = PartialOutput(Strict)  # the partial reader takes the call as the loop does
+    call = ToolCall("c1", OUTPUT_TOOL_NAME, value)
+    assert reader.advance(ModelChunk(sequence=0, request_id="request-001", chunk=call))
+    assert reader.value == result.output
+    reader = PartialOutput(Strict)  # and the streamed JSON before it is complete
+    text = json.dumps(value)[:-1]
+    assert reader.advance(ModelChunk(sequence=0, request_id="request-001", chunk=TextDelta(text)))
+    assert reader.value == result.output
