@@ -287,3 +287,32 @@ def test_a_script_entry_that_is_no_response_is_refused_when_the_model_is_made(sc
     ``AttributeError`` of ours, reported as the model's error."""
     with pytest.raises(TypeError, match="ScriptedResponse"):
         ScriptedModel(script)
+
+
+@pytest.mark.parametrize(
+    "script", [scripted_response("r1", "a"), RuntimeError("down"), {"r1": "a"}, 5, b"ab"]
+)
+def test_a_single_response_not_in_a_list_is_refused_saying_so(script):
+    """``ScriptedModel(scripted_response(...))``, the common slip, was refused with
+    "'ScriptedResponse' object is not iterable" (an exception entry: the same; a
+    dict: its first key named as a bad response)."""
+    with pytest.raises(TypeError, match=r"takes a list of responses.*put a single one in a list"):
+        ScriptedModel(script)
+
+
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [
+        (["Hello", "world"], r"content\[0\] .*wrap text in TextBlock.*'Hello'"),
+        ([TextBlock("a"), {"name": "f"}], r"content\[1\] must be a TextBlock, ToolCall"),
+        ({"text": "a"}, "content must be text or a sequence of blocks"),
+        (5, "content must be text or a sequence of blocks"),
+    ],
+)
+def test_content_that_is_no_blocks_is_refused_when_scripted(content, where):
+    """Content given as a list of strings, or a dict, was taken, and every run that
+    reached it failed ``MODEL_PROTOCOL_ERROR`` ("the stream yielded a str"),
+    blaming the model for a slip in the script; an int raised "'int' object is
+    not iterable"."""
+    with pytest.raises(TypeError, match=where):
+        scripted_response("r1", content)

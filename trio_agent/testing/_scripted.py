@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, final
 
 import attrs
 import trio
 
-from ..messages._ir import Block, TextBlock, ThinkingBlock, ToolCall
+from ..messages._ir import Block, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolCall
 from ..model import Chunk, ModelRequest, ModelResponse, StopReason, TextDelta, ThinkingDelta, Usage
 from ._reraise import replayable
 
@@ -128,9 +128,7 @@ def scripted_response(
     never happen) is a ``ValueError``, an ``error`` that is not an exception a
     ``TypeError``.
     """
-    blocks: tuple[Block, ...] = (
-        (TextBlock(content),) if isinstance(content, str) else tuple(content)
-    )
+    blocks = _blocks(content)
     if stop_reason is None:
         stop_reason = "tool_call" if any(type(b) is ToolCall for b in blocks) else "stop"
     elif stop_reason == "toolCall":
@@ -153,6 +151,31 @@ def scripted_response(
         raise_at=raise_at,
         error=error,
     )
+
+
+_BLOCKS = (TextBlock, ToolCall, ThinkingBlock, RedactedThinkingBlock)
+
+
+def _blocks(content: object) -> tuple[Block, ...]:
+    """``content`` as the response's blocks; ``TypeError`` naming the entry that
+    is not a block (a mistake in the script, not a model that misbehaves: that
+    is what ``chunks=`` and ``response=`` are for)."""
+    if isinstance(content, str):
+        return (TextBlock(content),)
+    if isinstance(content, Mapping) or not isinstance(content, Iterable):
+        raise TypeError(
+            "scripted_response: content must be text or a sequence of blocks (TextBlock, "
+            f"ToolCall, ThinkingBlock, RedactedThinkingBlock), got {content!r:.80}"
+        )
+    blocks = tuple(content)
+    for index, block in enumerate(blocks):
+        if type(block) not in _BLOCKS:
+            hint = " (wrap text in TextBlock)" if isinstance(block, str) else ""
+            raise TypeError(
+                f"scripted_response: content[{index}] must be a TextBlock, ToolCall, "
+                f"ThinkingBlock or RedactedThinkingBlock{hint}, got {block!r:.80}"
+            )
+    return blocks
 
 
 def _check_faults(
@@ -269,6 +292,14 @@ class ScriptedModel:
         if type(chunk_checkpoints) is not bool:
             raise TypeError(f"chunk_checkpoints must be a bool, got {chunk_checkpoints!r}")
         self._every_chunk = chunk_checkpoints
+        if isinstance(responses, (str, bytes, Mapping, ScriptedResponse, BaseException)) or (
+            not isinstance(responses, Iterable)
+        ):
+            raise TypeError(
+                "ScriptedModel takes a list of responses (each a ScriptedResponse, built with "
+                f"scripted_response, or an exception), got {responses!r:.80}: put a single "
+                "one in a list"
+            )
         self._script = responses if type(responses) is tuple else tuple(responses)
         for index, entry in enumerate(self._script):  # not when asked: a late AttributeError
             if type(entry) is not ScriptedResponse and not isinstance(entry, BaseException):
