@@ -684,3 +684,33 @@ async def test_schema_model_given_the_registry_runs_every_body_without_an_argume
     errors = [m.content for m in result.messages if getattr(m, "is_error", False)]
     assert errors == []
     assert sorted(RAN) == sorted(t.name for t in ALL_TOOLS for _ in range(5))
+
+
+class _Forecast(msgspec.Struct):
+    city: str
+    days: Annotated[int, msgspec.Meta(ge=1, le=7)]
+    sky: Literal["clear", "cloudy"]
+
+
+async def test_a_native_typed_answer_is_generated_from_its_schema():
+    """With ``output_mode="native"`` the model answered ``final_text`` ("done") where
+    the JSON was due: every turn ended ``OUTPUT_INVALID`` after three tries, each
+    calling every tool again, so an agent with a native typed answer could not
+    be tested with ``SchemaModel`` (tool mode worked: ``final_result`` is a tool)."""
+
+    @tool
+    async def lookup(city: str) -> str:
+        """Look a city up."""
+        return city
+
+    for seed in range(5):
+        model = SchemaModel([lookup], seed=seed)
+        agent = Agent(model=model, tools=[lookup], output_type=_Forecast, output_mode="native")
+        result = await agent.prompt("Forecast?")
+        assert result.end.reason == "completed", result.end
+        assert type(result.output) is _Forecast and 1 <= result.output.days <= 7
+        assert [call.name for call in model.calls] == ["lookup"]
+    model = SchemaModel([lookup], seed=4)
+    agent = Agent(model=model, tools=[lookup], output_type=_Forecast, output_mode="native")
+    again = await agent.prompt("Forecast?")
+    assert again.output == result.output  # the seed decides the answer

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, final
 
 import msgspec.inspect as mi
+import msgspec.json
 
 from ..messages._ir import ToolCall, ToolResultMessage
 from ..model import ModelRequest, ToolSpec
@@ -340,7 +341,9 @@ class SchemaModel:
     calls of each tool in ``request.tools`` (only those in ``tools``, when
     given), arguments generated from each tool's JSON Schema by
     ``tool_calls_for`` for ``seed`` and the request id; once the results are
-    in (or when there is no tool to call) it answers ``final_text``. So every
+    in (or when there is no tool to call) it answers ``final_text``, or, for a
+    request that asks for a native typed answer (``output_mode="native"``),
+    JSON generated from that answer's schema. So every
     tool body runs once per turn with arguments its own validation accepts:
     an error result means the tool failed, not its arguments. ``tools`` takes
     names, or the ``Tool``s themselves (or their ``ToolRegistry``): a tool given
@@ -395,17 +398,29 @@ class SchemaModel:
         tool = None if self._tools is None else self._tools.get(spec.name)
         return tool if tool is not None and tool.spec() == spec else spec
 
+    def _final(self, request: ModelRequest, response_id: str) -> ScriptedResponse:
+        """``final_text``; or, when the request asks for a native answer
+        (``request.output``), JSON generated from its schema for the seed."""
+        if request.output is None:
+            return scripted_response(response_id, self._final_text)
+        rng = random.Random(f"{self._seed}/{request.id}/{request.output.name}")
+        try:
+            answer = generate(request.output.schema, RandomSource(rng))
+        except SchemaError as exc:
+            raise SchemaError(f"the answer's schema: {exc}") from None
+        return scripted_response(response_id, msgspec.json.encode(answer).decode())
+
     def _answer(self, request: ModelRequest) -> ScriptedResponse:
         response_id = f"schema-{request.id}"
         if request.messages and type(request.messages[-1]) is ToolResultMessage:
-            return scripted_response(response_id, self._final_text)
+            return self._final(request, response_id)
         specs = [s for s in request.tools if self._tools is None or s.name in self._tools]
         if self._tools is not None:
             missing = set(self._tools) - {s.name for s in specs}
             if missing:
                 raise ValueError(f"SchemaModel: request {request.id!r} offers no {sorted(missing)}")
         if not specs:
-            return scripted_response(response_id, self._final_text)
+            return self._final(request, response_id)
         calls = tool_calls_for(
             [self._source(s) for s in specs],
             seed=self._seed,
