@@ -48,6 +48,7 @@ class _Block(msgspec.Struct, gc=False):
     thinking: str | None = None
     signature: str | None = None
     data: str | None = None
+    input: msgspec.Raw = msgspec.Raw()  # a tool_use block's arguments, as sent at its start
 
 
 class _BlockDelta(msgspec.Struct, gc=False):
@@ -106,7 +107,7 @@ class _BlockDeltaEvent(msgspec.Struct, gc=False, tag_field="type", tag="content_
 
 
 class _DocumentBlock(_Block, gc=False):
-    input: msgspec.Raw = msgspec.Raw()  # a tool_use block's arguments, as sent
+    """A block of a whole message (its ``input`` the tool call's arguments)."""
 
 
 class _Document(msgspec.Struct, gc=False):
@@ -143,7 +144,17 @@ class _OpenBlock:
     its signature pieces (thinking); a tool call's id, name and arguments
     (``call``: the argument pieces of a ``tool_use`` block, bounded)."""
 
-    __slots__ = ("call", "complete", "id", "kind", "live", "name", "parts", "signature")
+    __slots__ = (
+        "call",
+        "complete",
+        "id",
+        "kind",
+        "live",
+        "name",
+        "parts",
+        "seeded",
+        "signature",
+    )
 
     def __init__(self, block: _Block, live: bool, max_argument_bytes: int) -> None:
         self.kind = block.type
@@ -153,6 +164,7 @@ class _OpenBlock:
         self.id = block.id
         self.name = block.name
         self.complete = False
+        self.seeded = False  # ``call`` holds the start's whole input, until a delta comes
         # streamed as it comes: blocks before the message's first tool call; the
         # rest go out in order once the stop reason says whether the calls stand
         self.live = live
@@ -342,6 +354,9 @@ class _AnthropicStream(SSEModelStream):
                     if block.kind in ("text", "thinking"):
                         raise _misplaced("input_json_delta", index, block)
                     if delta.partial_json:
+                        if block.seeded:  # the deltas are the arguments, not the start's
+                            block.seeded = False
+                            block.call.replace("")
                         block.call.add(delta.partial_json)
                 elif type(delta) is ThinkingDelta:
                     if block.kind != "thinking":
@@ -376,7 +391,7 @@ class _AnthropicStream(SSEModelStream):
     def _take_document(self, body: bytes) -> None:
         """A whole message, taken as the events that would stream it: each block
         starts whole (its text one ``TextDelta``, its thinking one
-        ``ThinkingDelta``), a tool_use block's ``input`` as its one argument piece."""
+        ``ThinkingDelta``), a tool_use block's ``input`` its arguments (``_start``)."""
         document = decode_document(_document_decoder, body, "Anthropic", _DOCUMENT)
         if document.type != "message" or document.stop_reason is None:
             what = "no stop_reason" if document.type == "message" else f"type {document.type!r}"
@@ -384,9 +399,7 @@ class _AnthropicStream(SSEModelStream):
         message = _Message(document.id, document.usage, document.model)
         self._take(_Event("message_start", message=message))
         for index, block in enumerate(document.content):
-            self._start(index, block)
-            if block.type == "tool_use":
-                self._blocks[index].call.add(bytes(block.input).decode())
+            self._start(index, block)  # a tool_use block's input is its arguments
             self._take(_Event("content_block_stop", index=index))
         self._take(_Event("message_delta", delta=_BlockDelta(stop_reason=document.stop_reason)))
         self._take(_Event("message_stop"))
@@ -411,6 +424,11 @@ class _AnthropicStream(SSEModelStream):
             thought = len(cb.thinking or "") + len(cb.signature or "") + len(cb.data or "")
             self._holding.add(1, len(cb.text or ""), thought)
         block = self._blocks[index] = _OpenBlock(cb, self._live, self._max_argument_bytes)
+        if cb.type == "tool_use" and _has_input(cb.input):
+            # Anthropic starts a call with "input": {} and streams its arguments; some
+            # compatible servers (Ollama's) send them whole here, with no delta after
+            block.call.add(bytes(cb.input).decode())
+            block.seeded = True
         chunk: Any = None
         if cb.type == "text" and cb.text:
             block.parts.append(cb.text)
@@ -520,6 +538,11 @@ class _AnthropicStream(SSEModelStream):
         if kind == "tool_use" and keep_calls:
             return self._call(index, block)
         return None
+
+
+def _has_input(raw: msgspec.Raw) -> bool:
+    """Whether a tool_use block's start holds arguments (more than ``{}``)."""
+    return bool(raw) and bytes(raw).strip() != b"{}"
 
 
 def _chunk_of(item: Any) -> Any:

@@ -295,7 +295,8 @@ class _OpenAIStream(SSEModelStream):
         self._text: list[str] | None = None  # the pieces of the last group, if it is text
         self._reasoning: list[str] = []  # this read's reasoning, not yet queued
         self._refused = False
-        self._calls: dict[int, CallParts] = {}  # by the call's index
+        self._calls: dict[int, CallParts] = {}  # the call now at each index
+        self._order: list[tuple[int, int, CallParts]] = []  # (index, arrival, call), each call
         self._holding = Held("OpenAI")  # the calls, until the end
         self._stop: str | None = None
         self._usage: Usage | None = None
@@ -384,15 +385,20 @@ class _OpenAIStream(SSEModelStream):
                 self._finish_reason = choice.finish_reason
 
     def _take_call(self, part: _ToolCallDelta) -> None:
+        """One delta of a call. A delta with an id that is not the id of the call at
+        its index starts a new call there (Ollama, LiteLLM's Responses bridge and
+        others send every parallel call at index 0, each with its own id); the
+        deltas without an id that follow go to it."""
         index = part.index
         if index is None:  # servers that omit it: a new id starts a new call
             last = max(self._calls, default=-1)
             known = self._calls.get(last)
             index = last + 1 if last < 0 or (part.id and known and known.id != part.id) else last
         slot = self._calls.get(index)
-        if slot is None:
+        if slot is None or (part.id and slot.id and slot.id != part.id):
             self._holding.add(blocks=1)
             slot = self._calls[index] = CallParts(self._max_argument_bytes)
+            self._order.append((index, len(self._order), slot))
         if part.id:
             slot.id = part.id
         if part.function is not None:
@@ -419,8 +425,7 @@ class _OpenAIStream(SSEModelStream):
             # a refusal never reads as a clean stop, and carries no tool calls
             stop = "refusal" if self._refused else "tool_call" if self._calls else "stop"
         if stop == "tool_call":
-            for index in sorted(self._calls):
-                slot = self._calls[index]
+            for index, _, slot in sorted(self._order, key=lambda entry: entry[:2]):
                 if not slot.id or not slot.name:
                     raise ModelResponseError(f"OpenAI tool call {index} has no id or name")
                 call = slot.call()
