@@ -10,7 +10,7 @@ from typing import Any
 from loopback import Reply
 from sse_bodies import DONE, choice, openai_model, read, sse
 
-from trio_agent import ToolCall
+from trio_agent import TextBlock, ToolCall
 from trio_agent.providers import AnthropicModel
 
 KEY = "sk-test-SECRET-0123456789"
@@ -85,3 +85,14 @@ async def test_anthropic_call_deltas_replace_the_arguments_at_its_start(loopback
     model = AnthropicModel("m", api_key=KEY, base_url=loopback.url)
     _, response = await read(model)
     assert response.content == (ToolCall("toolu_1", "echo", {"path": "b"}),)
+
+
+async def test_an_empty_data_line_kept_alive_is_not_an_event(loopback):
+    """Proxies send a bare ``data:`` line as a keep-alive: it was handed out as an
+    event of no data, which does not decode, and the whole answer failed. The
+    SSE rules dispatch no event for an empty data buffer."""
+    keep_alive = b"data:\n\ndata: \n\n"
+    body = keep_alive + sse(choice({"content": "Hi"})) + keep_alive + sse(choice({}, "stop"))
+    loopback.replies.append(Reply(body=body + DONE))
+    _, response = await read(openai_model(loopback))
+    assert response.content == (TextBlock("Hi"),)

@@ -38,6 +38,10 @@ class SSEParser:
     CR ends its line at once (an event it completes goes out now, not on the next
     read), and a LF first in the next read is the rest of that CRLF, dropped.
 
+    An event whose data is empty (a bare ``data:`` line, which proxies send to
+    keep a connection alive) is no event, as the SSE rules say: it is not
+    handed out (it would be an event that does not decode).
+
     An event whose data is ``[DONE]`` ends the stream, for every adapter (OpenAI
     ends its streams so; LiteLLM its Responses and Messages streams too): it is
     not handed out, ``done`` turns True, and nothing after it is (the rest of
@@ -86,6 +90,8 @@ class SSEParser:
         if buffer.count(b"\ndata:", 0, cut + 1) != len(values):  # an event with several
             values = [_MORE_DATA.sub(b"\n", value) for value in values]  # data lines (rare)
         self._buffer = buffer[cut + 1 :]
+        if b"" in values:  # an empty data: line, a keep-alive: no event (the SSE rules)
+            values = [value for value in values if value]
         if DONE in values:  # the last event, nearly always: a read's one list scan
             values = values[: values.index(DONE)]
             self.done = True
