@@ -47,12 +47,19 @@ class SSEParser:
     not handed out, ``done`` turns True, and nothing after it is (the rest of
     that read and every later read are dropped unparsed). Wherever the reads
     split the bytes, the events handed out are the same.
+
+    A read that completes no event is kept as it is, not added to what came
+    before: an event sent a few bytes a read is joined once, when it ends
+    (joined at every read, a megabyte event cost seconds of CPU).
     """
 
-    __slots__ = ("_buffer", "_cr", "_start", "done")
+    __slots__ = ("_buffer", "_cr", "_last", "_more", "_size", "_start", "done")
 
     def __init__(self) -> None:
         self._buffer = b"\n"  # always starts with a line end: see _DATA; never a CR
+        self._more: list[bytes] = []  # reads after _buffer that completed no event
+        self._size = 1  # bytes of _buffer and _more
+        self._last = b"\n"  # the last byte of them
         self._cr = False  # the last read ended in CR
         self._start: bytes | None = b""  # the stream's first bytes, until a BOM is ruled out
         self.done = False  # a data: [DONE] event came: the stream is over
@@ -75,25 +82,36 @@ class SSEParser:
         if b"\r" in data:
             self._cr = data.endswith(b"\r")
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        buffer = self._buffer + data
-        cut = buffer.rfind(b"\n\n")
-        if cut == -1:
-            self._buffer = buffer
-            if len(buffer) > MAX_EVENT_BYTES + 1:
+        if not data:
+            return []
+        if b"\n\n" not in data and not (data[:1] == b"\n" == self._last):  # no event ends
+            self._more.append(data)
+            self._size += len(data)
+            self._last = data[-1:]
+            if self._size > MAX_EVENT_BYTES + 1:
                 raise ModelResponseError(
                     f"a server-sent event is longer than {MAX_EVENT_BYTES} bytes"
                 )
             return []
+        if self._more:
+            self._more.append(data)
+            data = b"".join(self._more)
+            self._more.clear()
+        buffer = self._buffer + data
+        cut = buffer.rfind(b"\n\n")
         # Complete events end at cut + 1 (scanned in place, not copied); the rest keeps
         # the second line end of the blank line in front of it.
         values = _DATA.findall(buffer, 0, cut + 1)  # one scan, in C
         if buffer.count(b"\ndata:", 0, cut + 1) != len(values):  # an event with several
             values = [_MORE_DATA.sub(b"\n", value) for value in values]  # data lines (rare)
         self._buffer = buffer[cut + 1 :]
+        self._size = len(self._buffer)
+        self._last = self._buffer[-1:]  # never empty: the rest starts with a line end
         if b"" in values:  # an empty data: line, a keep-alive: no event (the SSE rules)
             values = [value for value in values if value]
         if DONE in values:  # the last event, nearly always: a read's one list scan
             values = values[: values.index(DONE)]
             self.done = True
-            self._buffer = b"\n"
+            self._buffer = self._last = b"\n"
+            self._size = 1
         return values
