@@ -45,6 +45,20 @@ async def test_parallel_calls_sent_at_one_index_are_not_merged(loopback):
     assert chunks == list(response.content)
 
 
+async def test_a_call_whose_id_changes_after_its_first_delta_stays_one_call(loopback):
+    """Poolside sends a call's later deltas with another id, and no name: they
+    are still that call's (a new call names its function)."""
+    later = {"index": 0, "id": "call_other", "function": {"arguments": "1}"}}
+    body = sse(
+        choice({"tool_calls": [call_delta("call_a", '{"x": ')]}),
+        choice({"tool_calls": [later]}),
+        choice({}, "tool_calls"),
+    )
+    loopback.replies.append(Reply(body=body + DONE))
+    _, response = await read(openai_model(loopback))
+    assert response.content == (ToolCall("call_other", "echo", {"x": 1}),)
+
+
 def events(*payloads: dict[str, Any]) -> bytes:
     return b"".join(
         b"event: %s\ndata: %s\n\n" % (p["type"].encode(), json.dumps(p).encode()) for p in payloads

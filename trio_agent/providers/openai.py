@@ -385,17 +385,26 @@ class _OpenAIStream(SSEModelStream):
                 self._finish_reason = choice.finish_reason
 
     def _take_call(self, part: _ToolCallDelta) -> None:
-        """One delta of a call. A delta with an id that is not the id of the call at
-        its index starts a new call there (Ollama, LiteLLM's Responses bridge and
-        others send every parallel call at index 0, each with its own id); the
-        deltas without an id that follow go to it."""
+        """One delta of a call. A delta that names a function, with an id that is
+        not the id of the call at its index, starts a new call there (Ollama,
+        LiteLLM's Responses bridge and others send every parallel call at index
+        0, each with its own id); the deltas that follow go to it. A new id
+        without a name is the same call's (Poolside changes the id after the
+        first delta)."""
         index = part.index
         if index is None:  # servers that omit it: a new id starts a new call
             last = max(self._calls, default=-1)
             known = self._calls.get(last)
             index = last + 1 if last < 0 or (part.id and known and known.id != part.id) else last
         slot = self._calls.get(index)
-        if slot is None or (part.id and slot.id and slot.id != part.id):
+        if slot is None or (
+            part.id
+            and slot.id
+            and slot.id != part.id
+            and slot.name
+            and part.function is not None
+            and part.function.name
+        ):
             self._holding.add(blocks=1)
             slot = self._calls[index] = CallParts(self._max_argument_bytes)
             self._order.append((index, len(self._order), slot))
