@@ -34,6 +34,7 @@ __all__ = [
     "LeaseTable",
     "Leased",
     "Owner",
+    "ordered",
 ]
 
 RETRY_SECONDS: Final = 1.0
@@ -113,12 +114,15 @@ class LeaseTable:
         self, connection: Connection[Any], session_ids: Sequence[str]
     ) -> list[tuple[str, int, bool]]:
         """Take the leases of those of ``session_ids`` that are free or expired, in
-        one statement; each taken with its epoch and whether it has records."""
+        one statement; each taken with its epoch and whether it has records. Their
+        rows are locked in session order (``ordered``), whatever order they are
+        asked in: two claims of overlapping sessions wait for each other, never
+        deadlock."""
         s = self.schema
         taken = connection.execute(
             f"""INSERT INTO "{s}".leases AS lease (session_id, holder, epoch, expires)
                 SELECT wanted, %s, 1, now() + make_interval(secs => %s)
-                FROM unnest(%s::text[]) AS wanted
+                FROM unnest(%s::text[]) AS wanted ORDER BY wanted COLLATE "C"
                 ON CONFLICT (session_id) DO UPDATE
                     SET holder = excluded.holder, epoch = lease.epoch + 1,
                         expires = excluded.expires
@@ -126,7 +130,7 @@ class LeaseTable:
                 RETURNING session_id, epoch,
                     EXISTS (SELECT 1 FROM "{s}".records AS record
                             WHERE record.session_id = lease.session_id)""",
-            (self.holder, self.seconds, list(session_ids)),
+            (self.holder, self.seconds, ordered(session_ids)),
         ).fetchall()
         return [(session_id, epoch, bool(exists)) for session_id, epoch, exists in taken]
 
@@ -194,6 +198,13 @@ class LeaseTable:
             (session_id,),
         ).fetchone()
         return None if row is None else str(row[0])
+
+
+def ordered(session_ids: Sequence[str]) -> list[str]:
+    """``session_ids`` once each, in the order every statement that locks many
+    lease rows locks them (``COLLATE "C"``: by code point, as Python sorts), so
+    that two such statements never deadlock."""
+    return sorted(set(session_ids))
 
 
 @final

@@ -1,0 +1,82 @@
+"""Fleet claims (trio_agent/fleet/_claims.py) against the suite's cluster: what two
+workers claiming at once may do to each other."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from waiting import wait_until_async
+
+from trio_agent.ledger import LedgerError
+from trio_agent.stores.postgres._leases import Held
+
+psycopg = pytest.importorskip("psycopg")
+
+PAUSE_KEY = 7_240_531  # the advisory lock the paused claims wait on
+
+
+def _pause_between_rows(connection, schema: str) -> None:
+    """A trigger that stops a claim before its second lease row (holder ``a``
+    before ``s2``, holder ``b`` before ``s1``) until the test lets it go on: each
+    holding the row it took first."""
+    connection.execute(
+        f"""CREATE FUNCTION "{schema}".pause() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF (NEW.holder = 'a' AND NEW.session_id = 's2')
+                        OR (NEW.holder = 'b' AND NEW.session_id = 's1') THEN
+                    PERFORM pg_advisory_xact_lock_shared({PAUSE_KEY});
+                END IF;
+                RETURN NEW;
+            END $$"""
+    )
+    connection.execute(
+        f"""CREATE TRIGGER pause BEFORE INSERT ON "{schema}".leases
+            FOR EACH ROW EXECUTE FUNCTION "{schema}".pause()"""
+    )
+
+
+async def _paused(store, count: int) -> bool:
+    sql = """SELECT count(*) FROM pg_locks
+             WHERE locktype = 'advisory' AND objid = %s AND NOT granted"""
+    row = await store.run("look at the locks", lambda c: c.execute(sql, (PAUSE_KEY,)).fetchone())
+    return row[0] >= count
+
+
+async def test_claims_of_overlapping_sessions_in_opposite_orders_do_not_deadlock(
+    pg_store, pg_cluster
+):
+    """Two workers claiming the same expired sessions, one listing them s1, s2 and
+    the other s2, s1: each took the lease row it listed first and waited for the
+    other's, and PostgreSQL aborted one claim ("deadlock detected"), which the
+    next poll tried again. The leases are now taken in session order. Each claim
+    is stopped by a trigger before its second row, both stopped at once, then
+    let go together."""
+    store_a = pg_store(holder="a")
+    store_b = pg_store(holder="b", schema=store_a.schema)
+    taken = await store_a.run("lease", store_a.lease_sessions, ["s1", "s2"])
+    freed = [Held(session_id, epoch) for session_id, epoch, _ in taken]
+    await store_a.run("free", store_a.free, freed)  # free again: the claims update the rows
+    await store_a.run("add the trigger", _pause_between_rows, store_a.schema)
+    pause = await trio.to_thread.run_sync(lambda: psycopg.connect(pg_cluster.dsn, autocommit=True))
+    try:
+        await trio.to_thread.run_sync(pause.execute, f"SELECT pg_advisory_lock({PAUSE_KEY})")
+        outcomes: dict[str, object] = {}
+
+        async def claim(store, name, session_ids):
+            try:
+                taken = await store.run("claim sessions", store.lease_sessions, session_ids)
+                outcomes[name] = sorted(session_id for session_id, _, _ in taken)
+            except LedgerError as exc:
+                outcomes[name] = exc
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(claim, store_a, "a", ["s1", "s2"])
+            await wait_until_async(lambda: _paused(store_a, 1))  # a holds its first row
+            nursery.start_soon(claim, store_b, "b", ["s2", "s1"])
+            await wait_until_async(lambda: _paused(store_a, 2))  # b is stopped too
+            await trio.to_thread.run_sync(pause.execute, f"SELECT pg_advisory_unlock({PAUSE_KEY})")
+    finally:
+        await trio.to_thread.run_sync(pause.close)
+    errors = [o for o in outcomes.values() if isinstance(o, LedgerError)]
+    assert not errors, errors
+    assert sorted(map(tuple, outcomes.values())) == [(), ("s1", "s2")]  # one took both
