@@ -205,7 +205,7 @@ async def test_a_stalled_worker_loses_its_session_and_writes_nothing_more(pg_sto
     # worker A's heartbeat stops (a paused process): its lease expires, worker B
     # takes the session over and answers; A's late write is fenced off
     # (only A's lease is short: B's heartbeat must not lose B's lease on a loaded machine)
-    store_a = pg_store(lease_seconds=0.6)
+    store_a = pg_store(lease_seconds=1.0)  # MIN_LEASE_SECONDS
     store_b = pg_store(schema=store_a.schema)
     resume = trio.Event()
 

@@ -47,7 +47,7 @@ def kind(request, monkeypatch):
 
 
 async def resume_when_free(store, kind: str, **options):
-    """``Agent.resume``; a killed PostgreSQL holder's lease is waited out (0.5 s
+    """``Agent.resume``; a killed PostgreSQL holder's lease is waited out (1 s
     in the children): the one store where a crash leaves the session held."""
     with trio.fail_after(WAIT):
         while True:
@@ -264,7 +264,7 @@ async def test_two_processes_racing_to_resume_one_session_exactly_one_wins(tmp_p
         directory = tmp_path / f"race-{trial}"
         directory.mkdir()
         await crash_once(directory, rng.uniform(0.0, 0.05), kind)  # left by a kill -9
-        if kind == "postgres":  # the killed holder's lease (0.5 s) ends: both may race
+        if kind == "postgres":  # the killed holder's lease (1 s) ends: both may race
             held = open_store(directory, kind)
             await wait_until_async(lambda: lease_ended(held, SESSION))  # noqa: B023 (awaited here)
             await held.aclose()

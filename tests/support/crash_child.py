@@ -206,7 +206,7 @@ def slow_snapshots(directory: Path, kind: str, hang_at: int = 0) -> None:
 
 async def main(directory: Path, kind: str, snapshots: bool) -> None:
     store = open_store(  # a killed holder's lease ends soon
-        directory, kind, lease_seconds=0.5, snapshots=EVERY_TURN if snapshots else "default"
+        directory, kind, lease_seconds=1.0, snapshots=EVERY_TURN if snapshots else "default"
     )
     agent = Agent(
         model=StepwiseModel(directory),

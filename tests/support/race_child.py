@@ -18,7 +18,7 @@ from trio_agent import Agent, SessionLockedError
 
 
 async def main(directory: Path, kind: str) -> int:
-    store = open_store(directory, kind, lease_seconds=0.5)  # a killed winner's lease ends soon
+    store = open_store(directory, kind, lease_seconds=1.0)  # a killed winner's lease ends soon
     try:
         agent = await Agent.resume(
             store,

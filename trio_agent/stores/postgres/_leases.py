@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from psycopg import Connection
 
 __all__ = [
+    "MIN_LEASE_SECONDS",
+    "RENEWALS",
     "RETRY_SECONDS",
     "Handoff",
     "Heartbeat",
@@ -39,6 +41,16 @@ __all__ = [
 
 RETRY_SECONDS: Final = 1.0
 """How often a lease the heartbeat could not free is tried again."""
+
+RENEWALS: Final = 3
+"""How many times the heartbeat renews a lease within its length (every
+``lease_seconds / RENEWALS``): two renewals may be late or fail before it expires."""
+
+MIN_LEASE_SECONDS: Final = 1.0
+"""The shortest lease a store takes: renewed every third of a second then. A
+shorter one is renewed more often than a loaded machine's thread scheduling and
+a round trip to the database can keep up with, so it would expire between two
+renewals, and another writer take a session whose writer is working."""
 
 
 class Owner(Protocol):
@@ -306,7 +318,7 @@ class Heartbeat:
 
     def _run(self) -> None:
         owner = self._owner
-        interval = owner.lease_seconds / 3
+        interval = owner.lease_seconds / RENEWALS
         while True:
             with self._lock:
                 held, freed, self._freed = list(self._held), self._freed, []

@@ -64,7 +64,16 @@ from ._connect import (
     check_connection,
     transaction,
 )
-from ._leases import Handoff, Heartbeat, Held, Lease, Leased, LeaseTable
+from ._leases import (
+    MIN_LEASE_SECONDS,
+    RENEWALS,
+    Handoff,
+    Heartbeat,
+    Held,
+    Lease,
+    Leased,
+    LeaseTable,
+)
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -168,8 +177,9 @@ class PostgresStore:
     that must not make one by a typo).
 
     ``lease_seconds``: how long a writer's hold on its session lasts unless
-    renewed; while a writer is open, a heartbeat thread renews it every third
-    of that, so only a writer that stops (its process paused, killed or cut
+    renewed, at least 1 second (``MIN_LEASE_SECONDS``: a shorter lease would
+    expire between its renewals); while a writer is open, a heartbeat thread
+    renews it every third of that, so only a writer that stops (its process paused, killed or cut
     off) loses it, and another may then take the session over (``reopen``);
     the old writer's next write raises ``LeaseLostError``. ``holder`` names
     this process in the lease (default: host and pid). The connection pool
@@ -227,8 +237,15 @@ class PostgresStore:
                 ) from None
         if type(schema) is not str or not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema must be a lower-case SQL name, got {schema!r}")
-        if not (isinstance(lease_seconds, int | float) and 0 < lease_seconds < 86400):
-            raise ValueError(f"lease_seconds must be a number of seconds, got {lease_seconds!r}")
+        if not (
+            isinstance(lease_seconds, int | float) and MIN_LEASE_SECONDS <= lease_seconds < 86400
+        ):
+            raise ValueError(
+                f"lease_seconds must be a number of seconds from {MIN_LEASE_SECONDS} "
+                f"(MIN_LEASE_SECONDS: the heartbeat renews a lease every 1/{RENEWALS} of it, "
+                "and a shorter one expires between renewals) to below 86400, got "
+                f"{lease_seconds!r}"
+            )
         if holder is not None and (type(holder) is not str or "\x00" in holder):
             # stored as text, yet compared as given: another type failed every renewal
             raise ValueError(f"holder must be a str without NUL characters, got {holder!r}")
