@@ -6,12 +6,14 @@ from __future__ import annotations
 import uuid
 
 import psycopg
+import pytest
 import serve_agents
 import trio
 from serving import client, running
 from sse_client import finished, read_until
 from waiting import wait_until, wait_until_async
 
+from trio_agent.ledger import LeaseLostError, LedgerError
 from trio_agent.serve._postgres import PostgresPlace, _make_table
 
 EVENTS = "/sessions/s/events"
@@ -115,8 +117,10 @@ async def test_a_role_without_create_privilege_serves_events_from_a_table_made_b
     owner = PostgresPlace(pg_cluster.dsn, schema=schema)
     role = f"app_{schema}"
     try:
+        held = await trio.to_thread.run_sync(owner.store.create, "s")  # events are fenced by it
         writer = await owner.events.writer("s")
         assert await writer.append(0, b'{"seen": 0}')
+        await held.aclose()
         with psycopg.connect(pg_cluster.dsn, autocommit=True) as connection:
             connection.execute(f"CREATE ROLE {role} LOGIN")
             connection.execute("REVOKE CREATE ON DATABASE postgres FROM PUBLIC")
@@ -129,8 +133,71 @@ async def test_a_role_without_create_privilege_serves_events_from_a_table_made_b
     app = PostgresPlace(pg_cluster.dsn.replace("user=postgres", f"user={role}"), schema=schema)
     try:
         assert await app.events.read("s", -1) == [(0, b'{"seen": 0}')]
+        held = await trio.to_thread.run_sync(app.store.create, "s")
         writer = await app.events.writer("s")
         assert await writer.append(1, b'{"seen": 1}')
+        await held.aclose()
         assert [sequence for sequence, _ in await app.events.read("s", -1)] == [0, 1]
     finally:
         await app.aclose()
+
+
+async def _expire(store, session_id: str) -> None:
+    """Its holder paused past its lease: the lease expired (by the database's clock)."""
+    sql = f"""UPDATE "{store.schema}".leases SET expires = now() - interval '1 second'
+              WHERE session_id = %s"""
+    await store.run("expire the lease", lambda c: c.execute(sql, (session_id,)))
+
+
+async def test_a_server_whose_lease_was_taken_over_logs_no_more_events(pg_cluster):
+    """The events of a session are fenced by its writer's lease, as its records
+    are. Bug: a server paused past its lease (another took the session over and
+    logged its own turn's events) still logged events when it woke, under the
+    sequences of the new holder's: a reader resuming from the table got the stale
+    server's events as the session's."""
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    stale, fresh = (
+        PostgresPlace(pg_cluster.dsn, schema=schema),
+        PostgresPlace(pg_cluster.dsn, schema=schema),
+    )
+    try:
+        old = await trio.to_thread.run_sync(stale.store.create, "s")
+        stale_log = await stale.events.writer("s")
+        assert await stale_log.append(0, b'{"by": "stale"}')
+        await _expire(stale.store, "s")  # the stale server is paused past its lease
+        new = await trio.to_thread.run_sync(fresh.store.create, "s")  # taken over
+        fresh_log = await fresh.events.writer("s")
+        assert await fresh_log.append(1, b'{"by": "fresh"}')
+        with pytest.raises(LeaseLostError, match="taken over"):
+            await stale_log.append(2, b'{"by": "stale"}')  # it wakes and goes on
+        with pytest.raises(LeaseLostError):  # and again, without a round trip
+            await stale_log.append(3, b'{"by": "stale"}')
+        assert await fresh_log.append(2, b'{"by": "fresh"}')
+        assert await fresh.events.read("s", -1) == [
+            (0, b'{"by": "stale"}'),
+            (1, b'{"by": "fresh"}'),
+            (2, b'{"by": "fresh"}'),
+        ]
+        await new.aclose()
+        await old.aclose()
+    finally:
+        await stale.aclose()
+        await fresh.aclose()
+
+
+async def test_a_server_with_no_writer_of_the_session_logs_no_events(pg_cluster):
+    """Events are logged only under a lease held here: a server whose writer of
+    the session closed (or never opened) is refused, never logs unfenced."""
+    place = PostgresPlace(pg_cluster.dsn, schema=f"t_{uuid.uuid4().hex[:16]}")
+    try:
+        log = await place.events.writer("s")
+        with pytest.raises(LedgerError, match="no writer holds its lease"):
+            await log.append(0, b"{}")
+        held = await trio.to_thread.run_sync(place.store.create, "s")
+        assert await log.append(0, b"{}")
+        await held.aclose()
+        with pytest.raises(LedgerError, match="no writer holds its lease"):
+            await log.append(1, b"{}")
+        assert [sequence for sequence, _ in await place.events.read("s", -1)] == [0]
+    finally:
+        await place.aclose()

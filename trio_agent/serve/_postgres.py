@@ -4,7 +4,10 @@ table ``serve_events`` of its schema, made on first use), so that a server on
 another machine resumes a stream exactly.
 
 Each event is one row, written (committed) before any client sees it; a row
-already there (a sequence written before) is not written again. The same
+already there (a sequence written before) is not written again. A row is
+fenced by the lease of the session's writer in the same store, in the same
+statement, as its records are: a server whose lease was taken over logs no
+event after the new holder's (``LeaseLostError``). The same
 transaction notifies the channel ``{schema}.serve_events`` with the session's
 id, so every server on the database (``PostgresPlace.follow``) wakes the
 readers of a session whose turns run in another: any replica serves any
@@ -53,10 +56,27 @@ class _RowWriter:
         self.last = last
 
     async def append(self, sequence: int, line: bytes) -> bool:
+        """Log the event, fenced by the lease of the session's writer in this store
+        as its records are: ``LeaseLostError`` once that lease was taken over (a
+        stale server writes no event after the new holder's), ``LedgerError`` when
+        no writer here holds the session."""
         if sequence <= self.last:
             return False
-        store = self._store
-        await store.run("log an event", _insert, store, self._session_id, sequence, line)
+        store, session_id = self._store, self._session_id
+        lease = store.heartbeat.holding(session_id)
+        if lease is None:
+            raise LedgerError(
+                f"session {session_id!r}: no writer holds its lease in {store!r}, so its "
+                "events are not logged here"
+            )
+        if lease.lost:  # found taken over already: no round trip
+            raise store.lease_lost(session_id, lease.epoch)
+        fenced = await store.run(
+            "log an event", _insert, store, session_id, lease.epoch, sequence, line
+        )
+        if not fenced:
+            lease.lost = True
+            raise store.lease_lost(session_id, lease.epoch)
         self.last = sequence
         return True
 
@@ -65,15 +85,27 @@ class _RowWriter:
 
 
 def _insert(
-    connection: Any, store: PostgresStore, session_id: str, sequence: int, line: bytes
-) -> None:
-    connection.execute(
-        f"INSERT INTO {_table(store)} (session_id, sequence, line) VALUES (%s, %s, %s) "
-        "ON CONFLICT DO NOTHING",
-        (session_id, sequence, line),
-    )
+    connection: Any, store: PostgresStore, session_id: str, epoch: int, sequence: int, line: bytes
+) -> bool:
+    """Insert the event if the session's lease is still at ``epoch`` (renewing it,
+    under its row lock, as a flush of records does); whether it was."""
+    s = store.schema
+    row = connection.execute(
+        f"""WITH fence AS (
+                UPDATE "{s}".leases SET expires = now() + make_interval(secs => %s)
+                WHERE session_id = %s AND epoch = %s RETURNING 1),
+            logged AS (
+                INSERT INTO {_table(store)} (session_id, sequence, line)
+                SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM fence)
+                ON CONFLICT DO NOTHING RETURNING 1)
+            SELECT EXISTS (SELECT 1 FROM fence), (SELECT count(*) FROM logged)""",
+        (store.lease_seconds, session_id, epoch, session_id, sequence, line),
+    ).fetchone()
+    if not row[0]:
+        return False
     notify = (channel(store, "serve_events"), session_id)
     connection.execute("SELECT pg_notify(%s, %s)", notify)  # delivered at commit
+    return True
 
 
 def _after(connection: Any, store: PostgresStore, session_id: str, after: int) -> list[Any]:

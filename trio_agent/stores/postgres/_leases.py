@@ -282,6 +282,7 @@ class Heartbeat:
     def __init__(self, owner: Owner) -> None:
         self._owner = owner
         self._held: set[Lease] = set()
+        self._holding: dict[str, Lease] = {}  # the lease last held for each session
         self._freed: list[tuple[Leased, float]] = []  # with when to stop trying
         self._stops = 0  # how many times ``stop`` was called
         self._lock = threading.Lock()
@@ -291,11 +292,20 @@ class Heartbeat:
     def hold(self, lease: Lease) -> None:
         with self._lock:
             self._held.add(lease)
+            self._holding[lease.session_id] = lease
             self._start()
+
+    def holding(self, session_id: str) -> Lease | None:
+        """The lease an open writer of this store holds on ``session_id`` (None:
+        none), for what else is fenced by it (the served events)."""
+        with self._lock:
+            return self._holding.get(session_id)
 
     def let_go(self, lease: Leased) -> None:
         until = time.monotonic() + self._owner.lease_seconds  # expired by then anyway
         with self._lock:
+            if self._holding.get(lease.session_id) is lease:
+                del self._holding[lease.session_id]
             self._held.discard(lease)
             self._freed.append((lease, until))
             self._start()
@@ -305,6 +315,7 @@ class Heartbeat:
         """Renew and free nothing more (the store is closed: its leases expire)."""
         with self._lock:
             self._held.clear()
+            self._holding.clear()
             self._freed.clear()
             self._stops += 1
         self._wake.set()
