@@ -23,6 +23,7 @@ import trio
 
 from ...ledger._records import LeaseLostError, LedgerError
 from .._base import Row
+from ._leases import locking, ordered
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -199,16 +200,18 @@ def _one(store: Committing, flush: Flush) -> tuple[str, tuple[Any, ...]]:
 
 
 def _many(store: Committing, batch: Sequence[Flush]) -> tuple[str, tuple[Any, ...]]:
-    """Many sessions' rows, each session fenced by its own lease; returns the
-    session of each row stored."""
+    """Many sessions' rows, each session fenced by its own lease (their rows locked
+    in session order: ``locking``); returns the session of each row stored."""
     s = store.schema
     fences = {(f.lease.session_id, f.lease.epoch) for f in batch}
     rows = [row for f in batch for row in f.rows]
     statement = f"""
-        WITH fence AS (
+        WITH {locking(s)},
+        fence AS (
             UPDATE "{s}".leases AS lease SET expires = now() + make_interval(secs => %s)
             FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
             WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch
+              AND lease.session_id IN (SELECT session_id FROM locked)
             RETURNING lease.session_id)
         INSERT INTO "{s}".records (session_id, seq, body)
         SELECT batch.session_id, batch.seq, batch.body
@@ -216,6 +219,7 @@ def _many(store: Committing, batch: Sequence[Flush]) -> tuple[str, tuple[Any, ..
         WHERE batch.session_id IN (SELECT session_id FROM fence)
         RETURNING session_id"""
     values = (
+        ordered([session_id for session_id, _ in fences]),
         store.lease_seconds,
         [session_id for session_id, _ in fences],
         [epoch for _, epoch in fences],

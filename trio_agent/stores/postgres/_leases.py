@@ -36,6 +36,7 @@ __all__ = [
     "LeaseTable",
     "Leased",
     "Owner",
+    "locking",
     "ordered",
 ]
 
@@ -169,17 +170,20 @@ class LeaseTable:
         )
 
     def renew(self, connection: Connection[Any], leases: Sequence[Leased]) -> dict[str, set[int]]:
-        """Renew the held ``leases`` in one statement; the epochs still held, by session.
-        A lease freed meanwhile is not renewed: ``free`` clears its holder, so a renewal
-        begun before the writer closed, and committed after, takes nothing back."""
+        """Renew the held ``leases`` in one statement (their rows locked in session
+        order: ``locking``); the epochs still held, by session. A lease freed
+        meanwhile is not renewed: ``free`` clears its holder, so a renewal begun
+        before the writer closed, and committed after, takes nothing back."""
         rows = connection.execute(
-            f"""UPDATE "{self.schema}".leases AS lease
+            f"""WITH {locking(self.schema)}
+                UPDATE "{self.schema}".leases AS lease
                 SET expires = now() + make_interval(secs => %s)
                 FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
                 WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch
-                  AND lease.holder = %s
+                  AND lease.holder = %s AND lease.session_id IN (SELECT session_id FROM locked)
                 RETURNING lease.session_id, lease.epoch""",
             (
+                ordered([x.session_id for x in leases]),
                 self.seconds,
                 [x.session_id for x in leases],
                 [x.epoch for x in leases],
@@ -195,11 +199,17 @@ class LeaseTable:
         """Let the sessions go now (their epochs stay: the next holder counts on; the
         holder is cleared, so no renewal under way renews them)."""
         connection.execute(
-            f"""UPDATE "{self.schema}".leases AS lease
+            f"""WITH {locking(self.schema)}
+                UPDATE "{self.schema}".leases AS lease
                 SET expires = now() - interval '1 second', holder = ''
                 FROM unnest(%s::text[], %s::bigint[]) AS held (session_id, epoch)
-                WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch""",
-            ([x.session_id for x in leases], [x.epoch for x in leases]),
+                WHERE lease.session_id = held.session_id AND lease.epoch = held.epoch
+                  AND lease.session_id IN (SELECT session_id FROM locked)""",
+            (
+                ordered([x.session_id for x in leases]),
+                [x.session_id for x in leases],
+                [x.epoch for x in leases],
+            ),
         )
 
     def holder_of(self, connection: Connection[Any], session_id: str) -> str | None:
@@ -210,6 +220,17 @@ class LeaseTable:
             (session_id,),
         ).fetchone()
         return None if row is None else str(row[0])
+
+
+def locking(schema: str) -> str:
+    """A ``WITH`` query ``locked`` that locks the lease rows of the sessions its
+    one parameter lists, in session order: a statement that updates many lease
+    rows updates only those of ``locked`` (``session_id IN (SELECT session_id
+    FROM locked)``), so it takes their locks in that order, whatever the plan of
+    its own join (and never deadlocks with a claim or another renewal)."""
+    return f"""locked AS (
+        SELECT session_id FROM "{schema}".leases WHERE session_id = ANY(%s::text[])
+        ORDER BY session_id COLLATE "C" FOR UPDATE)"""
 
 
 def ordered(session_ids: Sequence[str]) -> list[str]:
