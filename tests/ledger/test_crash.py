@@ -125,7 +125,10 @@ async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path, ki
     # step/start must be stored before its request is opened.
     rng = random.Random(SEED)
     seen: Counter[str] = Counter()
-    for trial in range(TRIALS[kind]):
+    trial = -1
+    while (trial := trial + 1) < TRIALS[kind] or (
+        not covered(seen, kind) and trial < TRIALS[kind] * 4
+    ):  # a loaded machine slows the child, so fewer kills land mid-call: kill more
         directory = tmp_path / f"trial-{trial}"
         directory.mkdir()
         finished = await crash_once(directory, rng.uniform(0.0, 0.08), kind)
@@ -176,12 +179,17 @@ async def test_sigkill_at_random_moments_then_load_check_and_resume(tmp_path, ki
         assert list(derive(again.records).messages) == list(result.messages)
     # the seeded kills landed at many different moments
     assert seen["killed"] >= TRIALS[kind] * 0.6, seen
-    # kills landed mid-call: once calls answered as unknown, idempotent ones run again
-    # (together as many as before both kinds; each kind in the longest trial series)
-    assert seen[TOOL_OUTCOME_UNKNOWN] + seen["rerun"] >= TRIALS[kind] // 10, seen
-    if kind == "jsonl":
-        assert seen[TOOL_OUTCOME_UNKNOWN] >= 3 and seen["rerun"] >= 3, seen
+    assert covered(seen, kind), seen
     print(f"{kind}: {dict(seen)}")  # the counts the issue's note reports (pytest -s)
+
+
+def covered(seen: Counter[str], kind: str) -> bool:
+    """Whether kills landed mid-call: once calls answered as unknown, idempotent ones
+    run again (together as many as before both kinds; each kind in the longest trial
+    series)."""
+    if seen[TOOL_OUTCOME_UNKNOWN] + seen["rerun"] < TRIALS[kind] // 10:
+        return False
+    return kind != "jsonl" or (seen[TOOL_OUTCOME_UNKNOWN] >= 3 and seen["rerun"] >= 3)
 
 
 SNAPSHOT_TRIALS = {"jsonl": 60, "sqlite": 30}
