@@ -6,7 +6,9 @@ JSON, and the argument limits holding before pydantic sees anything."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import uuid
 from typing import Annotated, Any
 
 import msgspec
@@ -258,3 +260,41 @@ def test_a_model_holding_a_type_pydantic_cannot_take_is_refused_saying_why():
     message = str(caught.value)
     assert message.startswith("@tool: ") and "parameter 'loose': type Loose" in message
     assert "not msgspec Structs" in message
+
+
+class Booking(pydantic.BaseModel):
+    """A strict model: pydantic coerces nothing in Python mode."""
+
+    model_config = pydantic.ConfigDict(strict=True)
+    id: uuid.UUID
+    at: datetime.datetime
+    seats: tuple[int, int]
+
+
+@tool
+async def book(booking: Booking, when: datetime.date) -> str:
+    """Books."""
+    assert type(booking.id) is uuid.UUID and type(booking.at) is datetime.datetime
+    return f"{booking.id} {booking.at.isoformat()} {booking.seats} {when}"
+
+
+async def test_regression_a_strict_pydantic_parameter_takes_the_json_its_schema_asks_for():
+    """A tool parameter of a strict pydantic model (``ConfigDict(strict=True)``) was
+    checked as Python objects, so it refused the very strings and arrays its schema
+    asks for (a UUID, a datetime, a tuple): every call failed. It is read as JSON."""
+    arguments = {
+        "booking": {
+            "id": "12345678-1234-5678-1234-567812345678",
+            "at": "2026-12-07T10:00:00",
+            "seats": [3, 4],
+        },
+        "when": "2026-12-08",
+    }
+    result = await execute_tool_call(ToolRegistry([book]), ToolCall("c1", "book", arguments))
+    assert not result.is_error, result.content
+    assert result.content == (
+        "12345678-1234-5678-1234-567812345678 2026-12-07T10:00:00 (3, 4) 2026-12-08"
+    )
+    wrong = {**arguments, "booking": {**arguments["booking"], "seats": ["3", 4]}}
+    refused = await execute_tool_call(ToolRegistry([book]), ToolCall("c2", "book", wrong))
+    assert refused.is_error and "`$.booking.seats[0]`" in refused.content  # still strict

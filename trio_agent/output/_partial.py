@@ -72,7 +72,6 @@ from ..model import TextDelta
 from ..tools._codec import json_type
 from ..tools._types import MsgspecType, TypeMismatch
 from ._scan import MISSING, Layouts, PrefixScanner
-from ._spec import from_json_value
 
 __all__ = ["PartialOutput", "PartialOutputIterator", "is_wrapped", "partial_output"]
 
@@ -243,7 +242,7 @@ class PartialOutput(Generic[T]):
             self._json_level = -1
             self._read_json(chunk.arguments)
             try:
-                value = from_json_value(self._codec, chunk.arguments)
+                value = self._codec.convert(chunk.arguments)
             except Exception:  # refused, or a hook of the type's that raised
                 return False
             self._accepted = True
@@ -308,7 +307,7 @@ class PartialOutput(Generic[T]):
             if reading is MISSING:
                 return False
             try:
-                value = from_json_value(self._codec, reading)
+                value = self._codec.convert(reading)
             except TypeMismatch as exc:
                 at = exc.depth
                 if at < level and exc.missing:

@@ -29,7 +29,7 @@ from ..messages._ir import AssistantMessage, ToolCall, text_from_assistant
 from ..model import OutputFormat
 from ..tools._codec import JsonType, json_type
 from ..tools._tool import Tool, ToolError, ToolRegistry, ToolSource
-from ..tools._types import MsgspecType, NotJson, TypeMismatch, json_bytes
+from ..tools._types import NotJson, TypeMismatch
 
 __all__ = [
     "OUTPUT_ACCEPTED",
@@ -40,7 +40,6 @@ __all__ = [
     "judge_output",
     "CURRENT_SLOT",
     "check_output_tool",
-    "from_json_value",
     "offered",
     "output_spec",
     "strict_ready",
@@ -101,7 +100,7 @@ class OutputSpec:
         with the reason and JSON path."""
         assert self.codec is not None
         try:
-            return from_json_value(self.codec, arguments)
+            return self.codec.convert(arguments)
         except TypeMismatch as exc:
             raise OutputInvalid(str(exc)) from None
 
@@ -136,21 +135,6 @@ class OutputSpec:
         except Exception as exc:
             raise ValidatorFailed(f"output_validator raised {describe(exc)}") from exc
         return value if checked is None else checked
-
-
-def from_json_value(codec: JsonType, value: Any) -> Any:
-    """A plain JSON value (the output tool's arguments) as the type, or
-    ``TypeMismatch``. pydantic reads it as the JSON it is (``validate_json``):
-    read as Python (``validate_python``), a strict model refused the very strings
-    its schema asks for a ``datetime``, a ``UUID``, an ``Enum`` or a tuple, so the
-    model could never answer right."""
-    if isinstance(codec, MsgspecType):
-        return codec.convert(value)
-    try:
-        text = json_bytes(value)
-    except (TypeError, ValueError) as exc:  # not JSON at all: no answer fits
-        raise TypeMismatch(f"the answer is not JSON: {exc}") from None
-    return codec.decode(text)
 
 
 @final

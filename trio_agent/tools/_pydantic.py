@@ -18,7 +18,7 @@ from pydantic.fields import FieldInfo
 
 from ..limits import OUTPUT_TOOL_NAME
 from ._schema import inline
-from ._types import NotJson, mismatch_of, unusable
+from ._types import NotJson, TypeMismatch, json_bytes, mismatch_of, unusable
 
 __all__ = ["PydanticFields", "PydanticType"]
 
@@ -49,6 +49,19 @@ def _problems(
         yield (*prefix, *error["loc"]), error["msg"], error["type"] == "missing"
 
 
+def _as_json(adapter: pydantic.TypeAdapter[Any], value: Any) -> Any:
+    """A plain JSON value (a model's arguments) validated as the JSON it is
+    (``validate_json``): read as Python objects (``validate_python``), a strict
+    model (``ConfigDict(strict=True)``) refused the very strings its schema asks
+    for a ``datetime``, a ``UUID``, an ``Enum`` or a tuple, on every call.
+    ``TypeMismatch`` for a value that is no JSON at all."""
+    try:
+        text = json_bytes(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeMismatch(f"the value is not JSON: {exc}") from None
+    return adapter.validate_json(text)
+
+
 @final
 class PydanticType:
     """A type pydantic takes: its schema, and the validation of a JSON value or of
@@ -74,9 +87,10 @@ class PydanticType:
         self.schema = inline(schema)
 
     def convert(self, value: Any) -> Any:
-        """``value`` (plain JSON) validated as the type, or ``TypeMismatch``."""
+        """``value`` (plain JSON) validated as the type, or ``TypeMismatch``: read as
+        the JSON it is (``_as_json``)."""
         try:
-            validated = self._adapter.validate_python(value)
+            validated = _as_json(self._adapter, value)
         except pydantic.ValidationError as exc:
             raise mismatch_of(_problems(exc)) from None
         return validated.response if self.wrapped else validated
@@ -138,7 +152,7 @@ class PydanticFields:
                     values[name] = default
                 continue
             try:
-                values[name] = adapter.validate_python(value)
+                values[name] = _as_json(adapter, value)
             except pydantic.ValidationError as exc:
                 problems.extend(_problems(exc, (name,)))
         if problems:
