@@ -76,11 +76,12 @@ async def test_every_command_prints_the_same_versioned_lines(loopback, tmp_path)
 async def test_schema_describes_every_event_result_and_record():
     document = await schema()
     assert document["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert document["anyOf"] == [{"$ref": "#/$defs/EventLine"}, {"$ref": "#/$defs/RecordLine"}]
+    lines = ("EventLine", "RecordLine", "WarningsLine")
+    assert document["anyOf"] == [{"$ref": f"#/$defs/{name}"} for name in lines]
     defs = document["$defs"]
     wanted = (
         names(SessionEvent) | names(Event) | names(RunResult) | names(TurnEnd) | names(Record)
-    ) | {TurnResult.__name__, "EventLine", "RecordLine"}
+    ) | {TurnResult.__name__, *lines}
     assert wanted <= set(defs)
     undocumented = sorted(n for n in wanted if not defs[n].get("description", "").strip())
     assert undocumented == []

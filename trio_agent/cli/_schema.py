@@ -2,7 +2,9 @@
 the schema version, so a consumer can tell a format it knows from a newer one.
 
 Version 1: ``{"schema": 1, "event": <SessionEvent>}`` for ``demo``, ``run`` and
-``resume``; ``{"schema": 1, "record": <Record>}`` for ``show``. Within a
+``resume``; ``{"schema": 1, "record": <Record>}`` for ``show``, after one
+``{"schema": 1, "warnings": [...]}`` when reading the ledger warned (a last
+line a crash cut off, a damaged snapshot passed over). Within a
 version, fields may be added (with defaults) but never removed or changed.
 """
 
@@ -17,7 +19,7 @@ from msgspec import Meta, Struct
 from ..events import Event, RunResult, SessionEvent, TurnEnd, TurnResult
 from ..ledger._records import Record
 
-__all__ = ["SCHEMA_VERSION", "EventLine", "RecordLine", "json_schema"]
+__all__ = ["SCHEMA_VERSION", "EventLine", "RecordLine", "WarningsLine", "json_schema"]
 
 SCHEMA_VERSION: Final = 1
 
@@ -42,6 +44,22 @@ class RecordLine(Struct, frozen=True, kw_only=True):
     record: Annotated[Record, Meta(description="The record, as the ledger holds it.")]
 
 
+class WarningsLine(Struct, frozen=True, kw_only=True):
+    """The first line of ``trio-agent show --json`` when reading the session warned
+    (its ``RecordLine`` lines follow); absent otherwise. ``show`` prints the same
+    text as ``warning:`` lines."""
+
+    schema: Annotated[Literal[1], _SCHEMA]
+    warnings: Annotated[
+        list[str],
+        Meta(
+            description="What reading the session passed over, in the order found: a last "
+            "line a crash cut off (ignored, and cut off before the next append), a damaged "
+            "snapshot (a cache: replayed past)."
+        ),
+    ]
+
+
 _DESCRIPTION: Final = (
     "One JSON object per line. demo, run and resume --json: "
     '{"schema": 1, "event": SessionEvent}; show --json: {"schema": 1, "record": Record}. '
@@ -59,7 +77,11 @@ _EVENT_TYPES: Final[dict[str, Any]] = {
     "Event": Event,
     "RunResult": RunResult,
 }
-_RECORD_TYPES: Final[dict[str, Any]] = {"RecordLine": RecordLine, "Record": Record}
+_RECORD_TYPES: Final[dict[str, Any]] = {
+    "RecordLine": RecordLine,
+    "WarningsLine": WarningsLine,
+    "Record": Record,
+}
 
 
 def _describe_tags(node: Any, components: dict[str, Any]) -> None:
@@ -92,7 +114,7 @@ def json_schema(kind: Literal["events", "records", "all"] = "all") -> dict[str, 
         lines.append("EventLine")
     if kind in ("records", "all"):
         named |= _RECORD_TYPES
-        lines.append("RecordLine")
+        lines += ["RecordLine", "WarningsLine"]
     schemas, components = msgspec.json.schema_components(
         named.values(), ref_template="#/$defs/{name}"
     )

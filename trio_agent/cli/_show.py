@@ -1,7 +1,8 @@
 """``show``: a recorded session for a person (its configuration, each turn with the
 model that ran it, calls, results, approvals asked for and decided, its accepted
 typed output, how its last writer left it, the calls still waiting for approval,
-usage), or its records as versioned JSON lines."""
+usage), or its records as versioned JSON lines (after the warnings reading it
+gave, when it gave any: a line a crash cut off)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ from ._drive import EXIT_OK
 from ._errors import UsageError
 from ._output import content_line, describe_end, json_line, one_line, visible
 from ._parser import ANTHROPIC_MAX_TOKENS, KEY_VARIABLES
-from ._schema import SCHEMA_VERSION, RecordLine
+from ._schema import SCHEMA_VERSION, RecordLine, WarningsLine
 from ._stored import read_stored, store_hint
 
 __all__ = ["show"]
@@ -81,6 +82,9 @@ def show(args: argparse.Namespace) -> int:
     out = sys.stdout
     if args.json:
         encoder = msgspec.json.Encoder()
+        if loaded.warnings:  # first, as the text form says them
+            said = WarningsLine(schema=SCHEMA_VERSION, warnings=list(loaded.warnings))
+            out.write(encoder.encode(said).decode() + "\n")
         for record in loaded.records:
             wrapped = RecordLine(schema=SCHEMA_VERSION, record=record)
             out.write(encoder.encode(wrapped).decode() + "\n")
