@@ -531,6 +531,13 @@ class ApprovalDecision(Struct, frozen=True, kw_only=True, gc=False):
         dict[str, Any] | None,
         Meta(description="Arguments the approver set in place of the model's; null: as asked."),
     ] = None
+    seal: Annotated[
+        str | None,
+        Meta(
+            description="The approver's seal on the decision and the call it decides, when "
+            "they gave one (trio-agent approve: HMAC-SHA256 under the user's key); null: none."
+        ),
+    ] = None
 
 
 class ApprovalDecided(_Event, frozen=True, tag="approval.decided"):

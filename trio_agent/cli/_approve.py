@@ -4,7 +4,9 @@ from any shell (DESIGN 11.5).
 The session is opened as its one writer (``Agent.resume``: a session has one
 writer at a time), the decision recorded (``approval/decided``, durably, with
 who and when) and the session closed again. Nothing runs here, and no model is
-asked (none is made: no key is needed); the next turn (``trio-agent resume``,
+asked (none is made: no API key is needed). The decision is sealed with this
+user's key (``_trust.decision_seal``): a resume runs an approved call only
+under such a seal, and asks again otherwise. The next turn (``trio-agent resume``,
 or a ``run --approve wait`` waiting on the session) runs or answers the call.
 A decision that cannot be made (no such call, not held, already decided, the
 session being written by a running process) is said so, with exit code 2.
@@ -33,6 +35,7 @@ from ._commands import ledger_location, read_ledger
 from ._config import recorded
 from ._drive import EXIT_OK, EXIT_USAGE, arguments_problem, call_text, os_user
 from ._output import json_line, one_line, visible
+from ._trust import decision_seal
 
 __all__ = ["approve", "reject"]
 
@@ -83,6 +86,16 @@ def _record(args: argparse.Namespace, approved: bool) -> list[str]:
             raise Refused(f"--arguments: {problem}")
     by = os_user() if args.by is None else args.by
     reason = "" if approved else args.reason
+    # sealed with this user's key (read or made before trio runs): a resume runs the
+    # call only under such a seal (_trust.decision_is_mine)
+    seal = decision_seal(
+        session_id,
+        call,
+        approved,
+        arguments=arguments,
+        by=by,
+        reason=reason,
+    )
 
     async def body() -> tuple[tuple[str, ...], tuple[str, ...]]:
         try:
@@ -95,9 +108,9 @@ def _record(args: argparse.Namespace, approved: bool) -> list[str]:
             ) from None
         try:
             if approved:
-                await agent.approve(call.id, arguments=arguments, by=by)
+                await agent.approve(call.id, arguments=arguments, by=by, seal=seal)
             else:
-                await agent.reject(call.id, reason, by=by)
+                await agent.reject(call.id, reason, by=by, seal=seal)
         except (ValueError, TypeError) as exc:  # decided meanwhile; a name that is no text
             raise Refused(str(exc)) from None
         finally:

@@ -22,6 +22,17 @@ The modes (``run``/``resume --approve``; never recorded in the ledger):
   time), the ledger polled (read only) until every held call is decided, and
   the session resumed (``Agent.resume``) and continued.
 
+An approved call runs only under this user's seal on its decision
+(``trio-agent approve`` and the asking here seal what they record:
+``_trust.decision_seal``). A session taken up (resumed, or after ``wait``)
+whose approval bears no such seal (a ledger handed over, or edited by hand;
+an application's own ``agent.approve``) has that call asked about again, as
+the mode says: ``ask`` asks (a ``n`` rejects it; stdin ending runs nothing),
+``auto`` runs it, ``deny`` rejects it, and ``defer``/``wait`` stop with a usage
+error (``approve`` cannot decide a call decided already). Such a rejection is
+not recorded as a decision (the ledger keeps one per call): the call's error
+result says it.
+
 One command's turns together make at most ``--max-steps`` model requests: a
 model that calls a denied tool again and again stops there, its calls left
 held (``EXIT_AWAITING``), as ``defer`` leaves them. Ctrl-C cancels the turn
@@ -31,6 +42,7 @@ the ledger is closed and valid.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import json
 import os
@@ -38,11 +50,11 @@ import shlex
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, TextIO, final
+from typing import Any, Final, Literal, TextIO, final
 
 import trio
 
-from ..events import TurnAwaitingApproval, TurnResult
+from ..events import ApprovalDecision, TurnAwaitingApproval, TurnResult
 from ..ledger._derive import DerivedSession
 from ..ledger._records import SessionLockedError
 from ..limits import ArgumentsError, check_arguments
@@ -52,6 +64,7 @@ from ..tools._tool import ToolRegistry
 from ._output import Printer, json_line, one_line
 from ._output_schema import OutputSchema
 from ._parser import GUARDED_TOOLS
+from ._trust import decision_is_mine, decision_seal
 
 __all__ = [
     "DENIED",
@@ -74,6 +87,7 @@ EXIT_AWAITING: Final = 3
 EXIT_INTERRUPTED: Final = 130
 
 DENIED: Final = "denied by the command line"
+UNSEALED: Final = "its approval in the ledger bears no seal of this user's"
 POLL_SECONDS: Final = 0.1
 
 
@@ -134,6 +148,13 @@ def arguments_problem(tools: ToolRegistry | None, name: str, value: Any) -> str 
 def call_text(call: ToolCall) -> str:
     """A call on one line: ``name({...})``, its arguments cut to fit."""
     return f"{one_line(call.name, 80)}({one_line(json_line(call.arguments), 120)})"
+
+
+def _as_run(call: ToolCall, decision: ApprovalDecision) -> ToolCall:
+    """``call`` as its approval runs it (with the approver's arguments, if set)."""
+    if decision.arguments is None:
+        return call
+    return ToolCall(call.id, call.name, decision.arguments)
 
 
 def decide_commands(ledger: str, calls: Sequence[ToolCall]) -> list[str]:
@@ -224,6 +245,9 @@ class Driver:
 
     async def _session(self, message: str | None) -> int:
         steps = 0
+        code = await self._settle_unsealed()
+        if code is not None:
+            return code
         while True:
             result = await self._turn(message)
             message = None
@@ -248,6 +272,9 @@ class Driver:
                 if not await self._wait(calls):
                     self._waiting = len(calls)
                     return EXIT_INTERRUPTED
+                code = await self._settle_unsealed()  # decided by another process
+                if code is not None:
+                    return code
                 continue
             if self.mode == "ask":
                 if not await self._ask(calls):
@@ -258,9 +285,130 @@ class Driver:
                 continue
             for call in calls:  # auto (a call held before) or deny
                 if self.mode == "auto":
-                    await self.agent.approve(call.id, by=self.user)
+                    await self._decide(call, True)
                 else:
-                    await self.agent.reject(call.id, DENIED, by=self.user)
+                    await self._decide(call, False, reason=DENIED)
+
+    async def _decide(
+        self,
+        call: ToolCall,
+        approved: bool,
+        *,
+        reason: str = "",
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        """Record a decision on ``call``, sealed with this user's key (read in a
+        worker thread) when the session is recorded."""
+        agent, by = self.agent, self.user
+        session_id = agent.session_id
+        seal = None
+        if session_id is not None:
+            seal = await trio.to_thread.run_sync(
+                functools.partial(
+                    decision_seal,
+                    session_id,
+                    call,
+                    approved,
+                    arguments=arguments,
+                    by=by,
+                    reason=reason,
+                )
+            )
+        if approved:
+            await agent.approve(call.id, arguments=arguments, by=by, seal=seal)
+        else:
+            await agent.reject(call.id, reason, by=by, seal=seal)
+
+    # -- approvals that bear no seal of this user's
+    async def _unsealed(self) -> list[tuple[ToolCall, ApprovalDecision]]:
+        """The held calls of the session as taken up whose decision approves them
+        without this user's seal (checked in a worker thread: the key is read)."""
+        agent = self.agent
+        session_id = agent.session_id
+        if session_id is None:
+            return []
+        decisions = agent.approval_decisions
+        approved = [(c, decisions[c.id]) for c in agent.decided_approvals]
+        approved = [(c, d) for c, d in approved if d.approved]
+        if not approved:
+            return []
+        mine = await trio.to_thread.run_sync(
+            lambda: [decision_is_mine(session_id, c, d) for c, d in approved]
+        )
+        return [pair for pair, ok in zip(approved, mine, strict=True) if not ok]
+
+    async def _settle_unsealed(self) -> int | None:
+        """Ask again about each approval that bears no seal of this user's, as the
+        mode says; None to go on, else the exit code (nothing was run)."""
+        unsealed = await self._unsealed()
+        if not unsealed:
+            return None
+        note = self.printer.note
+        note(
+            f"{len(unsealed)} call(s) are approved in the ledger, but not by you (the "
+            "decision bears no seal of yours: a ledger from someone else, or edited):"
+        )
+        for call, decision in unsealed:
+            by = f" by {one_line(decision.by, 40)}" if decision.by else ""
+            note(f"  {one_line(call.id, 80)} {call_text(_as_run(call, decision))}, approved{by}")
+        if self.mode == "auto":
+            note("--approve auto: they run")
+            return None
+        if self.mode == "deny":
+            for call, _ in unsealed:
+                self._overrule(call, f"{DENIED} ({UNSEALED})")
+            return None
+        if self.mode == "ask":
+            for call, decision in unsealed:
+                answer = await self._confirm(call, decision)
+                if answer is None:
+                    if self.interrupted:
+                        return EXIT_INTERRUPTED
+                    note("stdin ended: nothing was run")
+                    return EXIT_AWAITING
+                if type(answer) is str:
+                    self._overrule(call, answer)
+            return None
+        return self._not_left(self.mode)
+
+    def _not_left(self, mode: str) -> int:
+        """``defer``/``wait`` cannot leave unsealed approvals to another shell."""
+        path = shlex.quote(os.path.abspath(self.ledger or ""))
+        self.printer.note(
+            f"--approve {mode} leaves calls to `trio-agent approve`, which cannot decide "
+            "a call decided already, so nothing was run: decide them here, at a terminal "
+            f"(`trio-agent resume {path} --approve ask`), or reject them all "
+            "(`--approve deny`), or run them all (`--approve auto`)"
+        )
+        return EXIT_USAGE
+
+    async def _confirm(
+        self, call: ToolCall, decision: ApprovalDecision
+    ) -> Literal[True] | str | None:
+        """Whether to run ``call`` as ``decision`` approved it: True; a rejection's
+        reason; None at the end of stdin or on Ctrl-C."""
+        ask = self.printer.ask
+        ask(f"approved, but not by you: {one_line(call.name, 80)} [{one_line(call.id, 80)}]\n")
+        shown = json.dumps(_as_run(call, decision).arguments, indent=2, ensure_ascii=False)
+        ask("".join(f"  {line}\n" for line in shown.splitlines()))
+        while True:
+            answer = await self._read("run it? [y]es, [n]o: ")
+            if answer is None:
+                return None
+            word = answer.strip().lower()
+            if word in ("y", "yes"):
+                return True
+            if word in ("n", "no"):
+                reason = await self._read("why (sent to the model; Enter: no reason): ")
+                if reason is None:
+                    return None
+                return reason.strip() or UNSEALED
+            ask("please answer y or n\n")
+
+    def _overrule(self, call: ToolCall, reason: str) -> None:
+        """Reject ``call`` in place of its unsealed approval, in this process (the
+        ledger keeps one decision per call): the next turn answers it so."""
+        self.agent.overrule(call.id, reason, by=self.user)
 
     async def _turn(self, message: str | None) -> TurnResult:
         run = self.agent.turn(message)
@@ -376,15 +524,13 @@ class Driver:
                 return False
             word = answer.strip().lower()
             if word in ("y", "yes"):
-                await self.agent.approve(
-                    call.id, arguments=arguments if edited else None, by=self.user
-                )
+                await self._decide(call, True, arguments=arguments if edited else None)
                 return True
             if word in ("n", "no"):
                 reason = await self._read("why (sent to the model; Enter: no reason): ")
                 if reason is None:
                     return False
-                await self.agent.reject(call.id, reason.strip(), by=self.user)
+                await self._decide(call, False, reason=reason.strip())
                 return True
             if word in ("e", "edit"):
                 value = await self._edit(call)

@@ -19,7 +19,7 @@ import argparse
 import os
 import re
 import shlex
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Final, Literal
 
@@ -50,9 +50,13 @@ class MCPServerSpec(Struct, kw_only=True, omit_defaults=True):
     command: list[str] | None = None
     url: str | None = None
 
-    def describe(self) -> str:
-        target = shlex.join(self.command or []) if self.kind == "stdio" else self.url
-        return f"--mcp{'-http' if self.kind == 'http' else ''} {target!r}"
+    def as_flag(self, *, named: bool = True, quote: Callable[[str], str] = shlex.quote) -> str:
+        """The flag that gives this server: ``--mcp`` or ``--mcp-http``, its value
+        (``NAME=`` first, when ``named`` and it has a prefix) quoted by ``quote`` (for
+        a shell by default; ``repr`` to name it in a message)."""
+        target = shlex.join(self.command or []) if self.kind == "stdio" else str(self.url)
+        name = "" if not named or self.prefix is None else f"{self.prefix}="
+        return f"--mcp{'-http' if self.kind == 'http' else ''} {quote(name + target)}"
 
 
 def _split_prefix(text: str) -> tuple[str | None, str]:
@@ -113,7 +117,8 @@ def numbered(specs: Sequence[MCPServerSpec]) -> list[MCPServerSpec]:
         prefix = spec.prefix or f"mcp{position}"
         if prefix in seen:
             raise UsageError(
-                f"{spec.describe()} and {seen[prefix].describe()} both use the tool prefix "
+                f"{spec.as_flag(named=False, quote=repr)} and "
+                f"{seen[prefix].as_flag(named=False, quote=repr)} both use the tool prefix "
                 f"{prefix!r}: name one of them (NAME=...)"
             )
         out.append(MCPServerSpec(kind=spec.kind, prefix=prefix, command=spec.command, url=spec.url))

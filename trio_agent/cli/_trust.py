@@ -12,6 +12,13 @@ acts on those settings only when the seal is this user's; otherwise each must
 be given again as a flag (fail closed), and the error says which, with their
 recorded values. Settings that only shape the answer (the model, its limits,
 the system prompt) are used either way.
+
+The same key seals each decision ``approve``/``reject`` (and a run asking at the
+terminal) records on a held call: the MAC covers the session, the call (its id,
+tool and arguments) and the decision (approved or not, the arguments it runs
+with, who, why), so a seal does not fit another call, session or decision. A
+resume runs an approved call only under this user's seal (``decision_is_mine``);
+else it asks again (``Driver``).
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from typing import Any, Final
 
 import msgspec
 
+from ..events import ApprovalDecision
+from ..messages._ir import ToolCall
 from ._errors import UsageError
 
-__all__ = ["SEAL", "TRUSTED", "check_trusted", "sealed"]
+__all__ = ["SEAL", "TRUSTED", "check_trusted", "decision_is_mine", "decision_seal", "sealed"]
 
 SEAL: Final = "seal"
 """The key of the seal in the recorded configuration."""
@@ -137,7 +146,59 @@ def _is_mine(config: Mapping[str, Any]) -> bool:
     key = _key(create=False)
     if key is None or type(seal) is not str:
         return False
-    return hmac.compare_digest(seal, _mac(key, config))
+    return _same(seal, _mac(key, config))
+
+
+def _decision_mac(
+    key: bytes,
+    session_id: str,
+    call: ToolCall,
+    approved: bool,
+    arguments: Mapping[str, Any] | None,
+    by: str,
+    reason: str,
+) -> str:
+    # a list: never the encoding of a configuration (an object), so neither seal fits the other
+    fields = [session_id, call.id, call.name, call.arguments, approved, arguments, by, reason]
+    body = msgspec.json.encode(["approval/decided", *fields], order="sorted")
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def _same(seal: str, expected: str) -> bool:
+    """Whether a recorded ``seal`` is the ``expected`` one, in constant time (as
+    bytes: ``compare_digest`` raises on text that is not ASCII, which a ledger can
+    hold)."""
+    return hmac.compare_digest(seal.encode("utf-8", "surrogatepass"), expected.encode())
+
+
+def decision_seal(
+    session_id: str,
+    call: ToolCall,
+    approved: bool,
+    *,
+    arguments: Mapping[str, Any] | None = None,
+    by: str = "",
+    reason: str = "",
+) -> str | None:
+    """This user's seal on a decision about to be recorded on the held ``call`` of
+    ``session_id`` (the key made if need be); None when no key can be had."""
+    key = _key(create=True)
+    if key is None:
+        return None
+    return _decision_mac(key, session_id, call, approved, arguments, by, reason)
+
+
+def decision_is_mine(session_id: str, call: ToolCall, decision: ApprovalDecision) -> bool:
+    """Whether ``decision`` on the held ``call`` of ``session_id`` bears this user's
+    seal, as it stands (a seal made for another call, session or decision fails)."""
+    seal = decision.seal
+    key = _key(create=False)
+    if key is None or type(seal) is not str or decision.call_id != call.id:
+        return False
+    expected = _decision_mac(
+        key, session_id, call, decision.approved, decision.arguments, decision.by, decision.reason
+    )
+    return _same(seal, expected)
 
 
 def check_trusted(config: Mapping[str, Any], record: Any, flags: Any, dropped: set[str]) -> None:
@@ -166,15 +227,7 @@ def _as_flags(name: str, value: Any) -> str:
     """The flags that give ``value`` again, quoted for a shell."""
     flag = _FLAGS[name]
     if name == "mcp":
-        return " ".join(_mcp_flag(server) for server in value)
+        return " ".join(server.as_flag() for server in value)
     if name == "mcp_env":
         return " ".join(f"{flag} {shlex.quote(str(item))}" for item in value)
     return f"{flag} {shlex.quote(str(value))}"
-
-
-def _mcp_flag(server: Any) -> str:
-    """A recorded MCP server (``MCPServerSpec``) as its flag."""
-    named = "" if server.prefix is None else f"{server.prefix}="
-    if server.kind == "http":
-        return f"--mcp-http {shlex.quote(named + str(server.url))}"
-    return f"--mcp {shlex.quote(named + shlex.join(server.command or []))}"

@@ -254,16 +254,20 @@ async def decide(
     reason: object,
     by: object,
     arguments: object,
+    seal: object = None,
 ) -> None:
     """Record a decision on a held call (``Agent.approve`` / ``reject``): checked
     (``ValueError``/``TypeError``; ``RuntimeError`` while a turn runs), written at
-    once and kept, then flushed as durably as the session's policy asks, shielded."""
+    once and kept, then flushed as durably as the session's policy asks, shielded.
+    ``seal``: the approver's seal on it (``trio-agent approve``), recorded with it."""
     if busy:
         raise RuntimeError("decide on held calls between turns, not while a turn runs")
     call = approvals.check_decidable(call_id)
     for name, value in (("reason", reason), ("by", by)):
         if type(value) is not str or not is_valid_unicode(value):
             raise TypeError(f"{name} must be a str (valid Unicode), got {value!r:.80}")
+    if seal is not None and type(seal) is not str:
+        raise TypeError(f"seal must be a str or None, got {seal!r:.80}")
     edited = None
     if arguments is not None:
         try:
@@ -280,6 +284,7 @@ async def decide(
         by=by,  # type: ignore[arg-type]
         at=time.time(),
         arguments=edited,
+        seal=seal,
     )
     if journal is not None:
         journal.approval_decided(decision)  # recorded before it counts

@@ -414,6 +414,14 @@ class ApprovalDecidedRecord(_Record, frozen=True, tag="approval/decided"):
             "model's; null: as the model asked."
         ),
     ] = None
+    seal: Annotated[
+        str | None,
+        Meta(
+            description="The approver's seal on the decision and the call it decides "
+            "(trio-agent approve: an HMAC-SHA256 hex digest under the user's key); null or "
+            "absent: unsealed. trio-agent resume asks again about an approval it cannot verify."
+        ),
+    ] = None
 
     @classmethod
     def of(cls, seq: int, decision: ApprovalDecision) -> ApprovalDecidedRecord:
@@ -426,6 +434,7 @@ class ApprovalDecidedRecord(_Record, frozen=True, tag="approval/decided"):
             by=decision.by,
             at=decision.at,
             arguments=decision.arguments,
+            seal=decision.seal,
         )
 
     @property
@@ -438,6 +447,7 @@ class ApprovalDecidedRecord(_Record, frozen=True, tag="approval/decided"):
             by=self.by,
             at=self.at,
             arguments=self.arguments,
+            seal=self.seal,
         )
 
 

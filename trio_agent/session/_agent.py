@@ -4,6 +4,7 @@ says what a session is."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, final, overload
@@ -22,7 +23,7 @@ from ..engine._options import (
     model_of,
 )
 from ..engine._run import exit_nursery, require_trio
-from ..events import OutputT, TurnResult
+from ..events import ApprovalDecision, OutputT, TurnResult
 from ..messages._ir import Message, ToolCall, ToolResultMessage, UserMessage
 from ..messages._view import Transcript
 from ..model import Model
@@ -568,22 +569,27 @@ class Agent(Generic[OutputT, DepsT]):
         arguments: dict[str, Any] | None = None,
         by: str = "",
         reason: str = "",
+        seal: str | None = None,
     ) -> None:
         """Approve a held call, once: the next turn runs it (with ``arguments`` in
         place of the model's, if given: checked like a model's); ``reason`` is
         kept with the decision (the model does not read it). Recorded in the
-        ledger, durably, before this returns; ``ValueError`` for an unknown call or
-        one already decided; ``RuntimeError`` while a turn runs, or once ``aclose()``
-        closed the session (decide after ``Agent.resume``: no decision is kept
-        unrecorded). Cancellation: the record is made at once and flushed shielded."""
+        ledger, durably, before this returns, with ``seal`` if given (the
+        approver's attestation, kept as is: ``trio-agent approve`` seals its own);
+        ``ValueError`` for an unknown call or one already decided; ``RuntimeError``
+        while a turn runs, or once ``aclose()`` closed the session (decide after
+        ``Agent.resume``: no decision is kept unrecorded). Cancellation: the record
+        is made at once and flushed shielded."""
         require_trio()  # before anything is decided
         state = self._state
         state.check_open()
         busy = state.active is not None
         approvals, ledger, tools = state.approvals, state.ledger, state.tools
-        await decide(approvals, ledger, tools, busy, call_id, True, reason, by, arguments)
+        await decide(approvals, ledger, tools, busy, call_id, True, reason, by, arguments, seal)
 
-    async def reject(self, call_id: str, reason: str = "", *, by: str = "") -> None:
+    async def reject(
+        self, call_id: str, reason: str = "", *, by: str = "", seal: str | None = None
+    ) -> None:
         """Reject a held call, once: the next turn answers it with an error result
         carrying ``reason`` (the model reads it). As ``approve`` otherwise."""
         require_trio()  # before anything is decided
@@ -591,7 +597,31 @@ class Agent(Generic[OutputT, DepsT]):
         state.check_open()
         busy = state.active is not None
         approvals, ledger, tools = state.approvals, state.ledger, state.tools
-        await decide(approvals, ledger, tools, busy, call_id, False, reason, by, None)
+        await decide(approvals, ledger, tools, busy, call_id, False, reason, by, None, seal)
+
+    @property
+    def approval_decisions(self) -> Mapping[str, ApprovalDecision]:
+        """The decision on each call of ``decided_approvals``, by call id (as
+        recorded: who, when, the arguments it runs with, its ``seal``)."""
+        return MappingProxyType(dict(self._state.approvals.decisions))
+
+    def overrule(self, call_id: str, reason: str, *, by: str = "") -> None:
+        """Answer an approved call of ``decided_approvals`` as rejected (``reason``)
+        instead of running it, for an approval this application cannot trust
+        (``trio-agent resume``: one without the user's seal). The ledger keeps its
+        one decision: the call's error result (next turn) records this. Between
+        turns; ``ValueError`` for a call that is not decided."""
+        require_trio()
+        state = self._state
+        state.check_open()
+        if state.active is not None:
+            raise RuntimeError("overrule a decision between turns, not while a turn runs")
+        if call_id not in state.approvals.decisions:
+            raise ValueError(f"no decided call {call_id!r} waits to run in this session")
+        rejection = ApprovalDecision(
+            call_id=call_id, approved=False, reason=reason, by=by, at=time.time()
+        )
+        state.approvals.record(rejection)
 
     # -- state
     @property

@@ -1,0 +1,367 @@
+"""An approved call runs on ``resume`` only under this user's seal on its decision
+(``cli/_trust.py``): ``trio-agent approve`` (and a run asking at the terminal)
+seals what it records; an approval written by anyone else (a ledger handed
+over, or edited by hand) is asked about again, and off a terminal rejected.
+Real ``trio-agent`` subprocesses against the loopback server, and the seal's
+check itself against each way a hostile ledger could move or change one."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import msgspec
+import pytest
+import trio
+from cli_runner import BASE_ENV, ENV, TRIO_AGENT, call_stream, cli, command, text_stream
+from loopback import Reply
+
+from trio_agent import Agent, JsonlStore, ToolCall, tool
+from trio_agent.cli._mcp import MCPServerSpec, http_server, stdio_server
+from trio_agent.cli._trust import _as_flags, _is_mine, decision_is_mine, decision_seal, sealed
+from trio_agent.events import ApprovalDecision
+from trio_agent.testing import ScriptedModel, scripted_response
+
+WRITE = ("call_1", "write_file", {"path": "a.txt", "content": "from the model"})
+
+
+def lines_of(ledger: Path) -> list[dict]:
+    return [json.loads(line) for line in ledger.read_bytes().splitlines() if line.strip()]
+
+
+def decisions(ledger: Path) -> dict[str, dict]:
+    """The ``approval/decided`` records of ``ledger``, by call id."""
+    return {r["call_id"]: r for r in lines_of(ledger) if r["kind"] == "approval/decided"}
+
+
+def dispatched(ledger: Path) -> list[str]:
+    """The call ids of the ledger's ``tool/call`` records (a call dispatched)."""
+    return [r["call_id"] for r in lines_of(ledger) if r["kind"] == "tool/call"]
+
+
+def tool_results(request_body: dict) -> dict[str, str]:
+    """The tool results a model request carried, by call id."""
+    return {
+        m["tool_call_id"]: m["content"] for m in request_body["messages"] if m["role"] == "tool"
+    }
+
+
+async def _deferred(loopback, workspace: Path, ledger: Path, env=None) -> None:
+    """``run --approve defer``: a session holding ``WRITE`` for approval."""
+    loopback.replies.append(Reply(body=call_stream(*WRITE)))
+    done = await cli(
+        command(loopback, workspace, "run", "--approve", "defer", "--ledger", str(ledger), "go"),
+        env=env,
+    )
+    assert done.returncode == 3, done.stderr.decode()
+
+
+def _append(ledger: Path, **record) -> None:
+    """Write one more record at the end of ``ledger``, as a hand would."""
+    seq = lines_of(ledger)[-1]["seq"] + 1
+    with ledger.open("ab") as file:
+        file.write(json.dumps({"seq": seq, **record}).encode() + b"\n")
+
+
+async def test_an_approval_added_to_a_ledger_by_hand_is_not_run_on_resume(loopback, tmp_path):
+    """The bug: approval records were not sealed, so a line appended by hand (or a
+    ledger handed over) approving a held call had ``resume`` run it without the
+    user ever seeing it. Off a terminal it is now rejected, and nothing runs."""
+    ledger = tmp_path / "s.jsonl"
+    await _deferred(loopback, tmp_path, ledger)
+    _append(ledger, kind="approval/decided", call_id="call_1", approved=True, by="mallory")
+    loopback.replies.append(Reply(body=text_stream("fine")))
+    resumed = await cli([*TRIO_AGENT, "resume", str(ledger)])
+    out, err = resumed.stdout.decode(), resumed.stderr.decode()
+    assert resumed.returncode == 0, (out, err)
+    assert not (tmp_path / "a.txt").exists()  # never run
+    assert dispatched(ledger) == []
+    assert "approved in the ledger, but not by you" in out + err
+    assert "call_1 write_file(" in out + err
+    result = tool_results(loopback.requests[-1].json())["call_1"]
+    assert "denied by the command line" in result and "no seal" in result
+
+
+async def test_approve_then_resume_runs_the_call_under_the_users_seal(loopback, tmp_path):
+    """The documented flow stands: ``run`` defers, ``trio-agent approve`` decides
+    (sealed), ``resume`` runs it with no flag given again; the seal is recorded."""
+    ledger = tmp_path / "s.jsonl"
+    await _deferred(loopback, tmp_path, ledger)
+    edited = json.dumps({"path": "a.txt", "content": "approved"})
+    approved = await cli([*TRIO_AGENT, "approve", str(ledger), "call_1", "--arguments", edited])
+    assert approved.returncode == 0, approved.stderr.decode()
+    assert type(decisions(ledger)["call_1"]["seal"]) is str
+    loopback.replies.append(Reply(body=text_stream("done")))
+    resumed = await cli([*TRIO_AGENT, "resume", str(ledger)])
+    out = resumed.stdout.decode()
+    assert resumed.returncode == 0, (out, resumed.stderr.decode())
+    assert "not by you" not in out + resumed.stderr.decode()
+    assert (tmp_path / "a.txt").read_text() == "approved"
+
+
+async def test_a_sealed_approval_edited_in_the_ledger_is_not_run(loopback, tmp_path):
+    """Hostile: a sealed approval whose arguments are changed by hand (to run other
+    content than the user approved) loses its seal, and is not run."""
+    ledger = tmp_path / "s.jsonl"
+    await _deferred(loopback, tmp_path, ledger)
+    approved = await cli([*TRIO_AGENT, "approve", str(ledger), "call_1"])
+    assert approved.returncode == 0, approved.stderr.decode()
+    records = lines_of(ledger)
+    for record in records:
+        if record["kind"] == "approval/decided":
+            record["arguments"] = {"path": "a.txt", "content": "mallory's"}
+    ledger.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in records))
+    loopback.replies.append(Reply(body=text_stream("fine")))
+    resumed = await cli([*TRIO_AGENT, "resume", str(ledger)])
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert not (tmp_path / "a.txt").exists()
+
+
+async def test_a_handed_over_ledger_with_its_authors_approval_asks_again(loopback, tmp_path):
+    """Another user's ledger, its call approved (and sealed) by that user, resumed
+    with each setting given again: the approval is not this user's, so nothing
+    runs: ``--approve defer`` (which leaves calls to ``trio-agent approve``) is a
+    usage error saying how to decide them; off a terminal they are rejected."""
+    alice = {**ENV, "XDG_CONFIG_HOME": str(tmp_path / "alice")}
+    bob = {**ENV, "XDG_CONFIG_HOME": str(tmp_path / "bob")}
+    ledger = tmp_path / "s.jsonl"
+    await _deferred(loopback, tmp_path, ledger, env=alice)
+    approved = await cli([*TRIO_AGENT, "approve", str(ledger), "call_1"], env=alice)
+    assert approved.returncode == 0, approved.stderr.decode()
+    again = ["--workspace", str(tmp_path), "--base-url", f"{loopback.url}/v1"]
+    before = len(loopback.requests)
+    deferred = await cli(
+        [*TRIO_AGENT, "resume", str(ledger), *again, "--approve", "defer"], env=bob
+    )
+    said = deferred.stdout.decode() + deferred.stderr.decode()
+    assert deferred.returncode == 2, said
+    assert "cannot decide a call decided already" in said and "--approve ask" in said
+    assert len(loopback.requests) == before and not (tmp_path / "a.txt").exists()
+    loopback.replies.append(Reply(body=text_stream("fine")))
+    denied = await cli([*TRIO_AGENT, "resume", str(ledger), *again], env=bob)
+    assert denied.returncode == 0, denied.stderr.decode()
+    assert not (tmp_path / "a.txt").exists()
+    assert dispatched(ledger) == []
+
+
+APP = '''
+from trio_agent import Agent, tool
+from trio_agent.testing import ScriptedModel, scripted_response
+
+
+@tool(requires_approval=True)
+async def launch(target: str) -> str:
+    """Launch at a target (needs a yes)."""
+    with open("launched.txt", "a") as file:
+        file.write(target + "\\n")
+    return f"launched at {target}"
+
+
+agent = Agent(model=ScriptedModel([scripted_response("r2", "launched")]), tools=[launch])
+'''
+
+
+@tool(requires_approval=True)
+async def launch(target: str) -> str:
+    """Launch at a target (needs a yes)."""
+    raise AssertionError("never run by the application here")
+
+
+async def test_an_applications_ledger_approved_by_the_user_resumes_and_runs(tmp_path):
+    """The documented flow of an application: it records a session holding a call
+    for approval; ``trio-agent approve`` decides it and ``trio-agent resume
+    --agent`` goes on and runs it, the same user, nothing else given."""
+    (tmp_path / "app.py").write_text(textwrap.dedent(APP))
+    held = ToolCall("call_1", "launch", {"target": "moon"})
+    agent = Agent(
+        model=ScriptedModel([scripted_response("r1", [held])]),
+        tools=[launch],
+        store=JsonlStore(tmp_path),
+        session_id="app",
+    )
+    result = await agent.prompt("launch")
+    await agent.aclose()
+    assert result.end.reason == "awaiting_approval"
+    ledger = tmp_path / "app.jsonl"
+    approved = await cli([*TRIO_AGENT, "approve", str(ledger), "call_1"], cwd=tmp_path)
+    assert approved.returncode == 0, approved.stderr.decode()
+    resumed = await cli([*TRIO_AGENT, "resume", str(ledger), "--agent", "app:agent"], cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert (tmp_path / "launched.txt").read_text() == "moon\n"
+
+
+# -- the seal itself, against a hostile ledger
+
+
+@pytest.fixture
+def key_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+
+CALL = ToolCall("call_1", "run", {"command": "ls"})
+
+
+def _sealed(**given) -> ApprovalDecision:
+    arguments = given.get("arguments")
+    seal = decision_seal("s", CALL, True, arguments=arguments, by="ann")
+    return ApprovalDecision(
+        call_id="call_1", approved=True, by="ann", arguments=arguments, seal=seal
+    )
+
+
+def test_a_seal_fits_only_its_own_session_call_and_decision(key_home):
+    """Hostile: a sealed approval copied onto another call, another session, a
+    call whose tool or arguments were changed, or changed itself (its arguments,
+    its approver, a rejection turned into an approval) no longer verifies."""
+    decision = _sealed()
+    assert decision_is_mine("s", CALL, decision)
+    other = msgspec.structs.replace
+    assert not decision_is_mine("t", CALL, decision)  # another session
+    assert not decision_is_mine("s", ToolCall("call_2", "run", {"command": "ls"}), decision)
+    moved = other(decision, call_id="call_2")  # the record moved to another call
+    assert not decision_is_mine("s", ToolCall("call_2", "run", {"command": "ls"}), moved)
+    assert not decision_is_mine("s", ToolCall("call_1", "write_file", {"command": "ls"}), decision)
+    assert not decision_is_mine("s", ToolCall("call_1", "run", {"command": "rm -rf ~"}), decision)
+    assert not decision_is_mine("s", CALL, other(decision, arguments={"command": "rm -rf ~"}))
+    assert not decision_is_mine("s", CALL, other(decision, by="root"))
+    rejected = decision_seal("s", CALL, False, by="ann", reason="no")
+    flipped = ApprovalDecision(
+        call_id="call_1", approved=True, by="ann", reason="no", seal=rejected
+    )
+    assert not decision_is_mine("s", CALL, flipped)
+    edited = _sealed(arguments={"command": "pwd"})
+    assert decision_is_mine("s", CALL, edited)
+    assert not decision_is_mine("s", CALL, other(edited, arguments=None))
+
+
+def test_a_seal_of_a_configuration_is_no_seal_of_a_decision_nor_the_reverse(key_home):
+    """Hostile: one key seals both; a configuration's seal cannot pass as a
+    decision's (nor the reverse), nor can an unsealed one, or a seal that is not
+    text."""
+    config = sealed({"cli": 1})
+    as_decision = ApprovalDecision(call_id="call_1", approved=True, seal=config["seal"])
+    assert not decision_is_mine("s", CALL, as_decision)
+    assert not decision_is_mine("s", CALL, ApprovalDecision(call_id="call_1", approved=True))
+    assert not _is_mine({"cli": 1, "seal": _sealed().seal})
+
+
+def test_a_seal_that_is_not_ascii_is_refused_not_a_crash(key_home):
+    """Hostile: ``hmac.compare_digest`` raises TypeError on text that is not ASCII,
+    so a ledger whose seal held some crashed ``resume`` instead of refusing it."""
+    sealed({"cli": 1})  # the key is made: the seals are compared
+    odd = ApprovalDecision(call_id="call_1", approved=True, seal="é" * 64)
+    assert not decision_is_mine("s", CALL, odd)
+    assert not decision_is_mine("s", CALL, msgspec.structs.replace(odd, seal="\ud800"))
+    assert not _is_mine({"cli": 1, "seal": "é" * 64})
+
+
+def test_an_old_ledgers_decision_loads_unsealed():
+    """Old ledgers (no ``seal`` field) load as before: unsealed."""
+    from trio_agent.ledger._records import ApprovalDecidedRecord, record_decoder
+
+    line = b'{"seq":3,"kind":"approval/decided","call_id":"c","approved":true}'
+    record = record_decoder.decode(line)
+    assert type(record) is ApprovalDecidedRecord and record.decision.seal is None
+
+
+# -- show --json and the MCP flags
+
+
+async def test_show_json_carries_the_warnings_the_text_form_shows(loopback, tmp_path):
+    """The bug: ``show --json`` left out the warning of a last line a crash cut off
+    (the text form says it): it is now the first line, ``warnings``."""
+    ledger = tmp_path / "s.jsonl"
+    await _deferred(loopback, tmp_path, ledger)
+    with ledger.open("ab") as file:
+        file.write(b'{"seq": 99, "kind": "approval/dec')
+    text = await cli([*TRIO_AGENT, "show", str(ledger)], env=BASE_ENV)
+    warning = next(
+        line for line in text.stdout.decode().splitlines() if line.startswith("warning: ")
+    )
+    shown = await cli([*TRIO_AGENT, "show", "--json", str(ledger)], env=BASE_ENV)
+    assert shown.returncode == 0, shown.stderr.decode()
+    lines = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert lines[0] == {"schema": 1, "warnings": [warning.removeprefix("warning: ")]}
+    assert all(set(line) == {"schema", "record"} for line in lines[1:])
+
+
+def test_an_mcp_server_is_one_flag_for_the_resume_error_and_the_prefix_error():
+    """``MCPServerSpec.as_flag`` gives what ``_trust._mcp_flag`` (shell-quoted, with
+    its prefix) and ``describe`` (repr-quoted, without) gave."""
+    stdio = stdio_server("docs=npx -y 'my server'")
+    http = http_server("web=https://example.com/mcp?a=1&b=2")
+    assert _as_flags("mcp", [stdio, http]) == (
+        "--mcp 'docs=npx -y '\"'\"'my server'\"'\"'' "
+        "--mcp-http 'web=https://example.com/mcp?a=1&b=2'"
+    )
+    assert stdio.as_flag(named=False, quote=repr) == "--mcp \"npx -y 'my server'\""
+    assert http.as_flag(named=False, quote=repr) == "--mcp-http 'https://example.com/mcp?a=1&b=2'"
+    bare = MCPServerSpec(kind="stdio", command=["srv"])
+    assert bare.as_flag() == "--mcp srv"
+
+
+async def test_overrule_answers_an_approved_call_as_rejected_and_the_ledger_stays_valid(tmp_path):
+    """What ``resume`` does with an approval without the user's seal: the agent
+    keeps the seal it was given, and ``overrule`` answers the call as rejected,
+    once, without a second decision in the ledger (which replays as before)."""
+    from trio_agent.ledger import derive
+    from trio_agent.stores import parse_jsonl
+
+    held = ToolCall("call_1", "launch", {"target": "moon"})
+    store = JsonlStore(tmp_path)
+    replies = [scripted_response("r1", [held]), scripted_response("r2", "not launched")]
+    agent = Agent(model=ScriptedModel(replies), tools=[launch], store=store, session_id="s")
+    await agent.prompt("launch")
+    with pytest.raises(ValueError, match="no decided call"):
+        agent.overrule("call_1", "untrusted")
+    await agent.approve("call_1", by="mallory", seal="forged")
+    assert agent.approval_decisions["call_1"].seal == "forged"
+    agent.overrule("call_1", "untrusted", by="me")
+    result = await agent.prompt()
+    await agent.aclose()
+    assert result.end.reason == "completed"
+    answer = [m for m in agent.messages if m.role == "tool_result"][-1]
+    assert "rejected by me: untrusted" in str(answer)
+    ledger = (tmp_path / "s.jsonl").read_bytes()
+    records = parse_jsonl("s", ledger).records
+    assert [r.kind for r in records].count("approval/decided") == 1
+    assert not derive(records).pending_approvals  # answered, and the ledger replays
+
+
+async def _resume_asking(ledger: Path, answers: bytes):
+    """``resume --approve ask``, its answers read from stdin."""
+    return await trio.run_process(
+        [*TRIO_AGENT, "resume", str(ledger), "--approve", "ask"],
+        stdin=answers,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env=ENV,
+    )
+
+
+async def test_ask_asks_again_about_an_approval_without_the_users_seal(loopback, tmp_path):
+    """With someone to ask, an approval added by hand is shown ("approved, but not
+    by you") and asked about: stdin ending runs nothing; ``n`` rejects it with
+    the reason given; ``y`` runs it."""
+    for name in ("no", "yes"):
+        (tmp_path / name).mkdir()
+        await _deferred(loopback, tmp_path / name, tmp_path / name / "s.jsonl")
+        _append(
+            tmp_path / name / "s.jsonl", kind="approval/decided", call_id="call_1", approved=True
+        )
+    ledger = tmp_path / "no" / "s.jsonl"
+    ended = await _resume_asking(ledger, b"")
+    assert ended.returncode == 3, ended.stderr.decode()
+    assert "approved, but not by you: write_file [call_1]" in ended.stdout.decode()
+    assert "stdin ended: nothing was run" in ended.stdout.decode()
+    loopback.replies.append(Reply(body=text_stream("fine")))
+    refused = await _resume_asking(ledger, b"n\nnot mine\n")
+    assert refused.returncode == 0, refused.stderr.decode()
+    assert not (tmp_path / "no" / "a.txt").exists() and dispatched(ledger) == []
+    assert "not mine" in tool_results(loopback.requests[-1].json())["call_1"]
+    loopback.replies.append(Reply(body=text_stream("done")))
+    ran = await _resume_asking(tmp_path / "yes" / "s.jsonl", b"y\n")
+    assert ran.returncode == 0, ran.stderr.decode()
+    assert (tmp_path / "yes" / "a.txt").read_text() == "from the model"
