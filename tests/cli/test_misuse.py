@@ -204,3 +204,19 @@ async def test_a_session_not_there_or_not_free_is_a_usage_error_for_every_comman
     said = done.stderr.decode()
     assert done.returncode == 2 and "session 's' already has a writer" in said, said
     assert "Traceback" not in said
+
+
+async def test_regression_a_lease_shorter_than_its_renewals_is_a_usage_error_naming_the_flag(
+    tmp_path,
+):
+    """``worker --lease-seconds 0.5`` got past the command line and failed in the store
+    naming its ``lease_seconds`` parameter, which a user of the command never typed:
+    it is a usage error naming ``--lease-seconds`` and the bound, before any
+    connection."""
+    done = await cli(
+        [*SCRIPT, "worker", "--lease-seconds", "0.5", "--dsn", "postgresql:///none"],
+        cwd=tmp_path,
+    )
+    error = done.stderr.decode().splitlines()[-1]
+    assert done.returncode == 2
+    assert "argument --lease-seconds: at least 1 second is needed" in error, error

@@ -13,7 +13,16 @@ import attrs
 from .._settings import REASONING_EFFORTS
 from ..limits import MAX_AGENT_STEPS
 from ._parser_serve import serve_command
-from ._values import agent_ref, base_url, count, env_name, fraction, json_object, seconds
+from ._values import (
+    agent_ref,
+    base_url,
+    count,
+    env_name,
+    fraction,
+    json_object,
+    lease_seconds,
+    seconds,
+)
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -496,7 +505,7 @@ def _fleet_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     )
     worker.add_argument(
         "--lease-seconds",
-        type=seconds,
+        type=lease_seconds,
         default=30.0,
         metavar="S",
         help="how long a session stays with a worker that stopped renewing it (it died, "

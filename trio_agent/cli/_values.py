@@ -107,6 +107,20 @@ def seconds_or_never(text: str) -> float:
     return seconds(text)
 
 
+def lease_seconds(text: str) -> float:
+    """``--lease-seconds``: a number of seconds as ``seconds`` takes, at least
+    ``MIN_LEASE_SECONDS`` (a lease is renewed every third of it), as argparse's ``type``."""
+    from ..stores.postgres._leases import MIN_LEASE_SECONDS  # no psycopg: the bound alone
+
+    value = seconds(text)
+    if value < MIN_LEASE_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"at least {MIN_LEASE_SECONDS:g} second is needed (a lease is renewed every "
+            f"third of it, so a shorter one runs out between renewals), got {text!r}"
+        )
+    return value
+
+
 def seconds(text: str) -> float:
     """A positive, finite number of seconds, as argparse's ``type``."""
     try:
