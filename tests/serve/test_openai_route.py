@@ -16,7 +16,9 @@ from sse_client import finished, read_until
 from waiting import wait_until
 
 from trio_agent import JsonlStore
+from trio_agent.fleet import agent_maker
 from trio_agent.ledger import derive
+from trio_agent.testing import CutStream, FaultyModel
 
 
 async def test_a_refused_branch_request_leaves_no_session_behind(tmp_path):
@@ -182,3 +184,35 @@ async def test_a_client_waiting_for_a_whole_response_going_away_detaches_by_defa
         events = await read_until(url, f"/sessions/{session}/events", finished(1))
     result = events[-1][1]["event"]["result"]
     assert (result["end"]["reason"], result["final_text"]) == ("completed", "after hold g")
+
+
+def _retrying_agent(*faults: CutStream):
+    """The test agent whose model drops its stream as ``faults`` say (retried)."""
+    model = FaultyModel(serve_agents.make_agent_model(), faults=faults)
+    return agent_maker(model=model, tools=[serve_agents.hold, serve_agents.guarded])
+
+
+async def test_a_retried_attempt_leaves_neither_its_text_nor_its_calls_in_the_response(
+    tmp_path,
+):
+    """Bug: the chunks of an attempt that failed (``attempt.failed``: void, never in
+    the transcript) stayed in the response: its partial text item made
+    ``output_text`` ``"echo: echoecho: hi"`` for a turn that answered ``"echo:
+    hi"``, and its tool call was framed, then the retry's call with the same id,
+    so the SDK's stream helper raised "conflicting output identities"."""
+
+    def talk(ai: openai.OpenAI):
+        text = ai.responses.create(model="any", input="hi")
+        held = ai.responses.create(model="any", input="guard")
+        with ai.responses.stream(model="any", input="guard") as stream:
+            kinds = [event.type for event in stream]
+            streamed = stream.get_final_response()
+        return text, held, kinds, streamed
+
+    faults = CutStream(call=1, after=3), CutStream(call=3, after=1), CutStream(call=5, after=1)
+    async with running(tmp_path, factory=_retrying_agent(*faults)) as (server, url):
+        text, held, kinds, streamed = await in_thread(talk, url)
+    assert (text.output_text, [item.status for item in text.output]) == ("echo: hi", ["completed"])
+    for response in held, streamed:
+        assert [item.type for item in response.output] == ["function_call", "mcp_approval_request"]
+    assert kinds.count("response.output_item.added") == 2

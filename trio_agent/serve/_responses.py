@@ -12,6 +12,12 @@ with ``response.created`` and ``response.in_progress`` and ends with
 ``response.completed``, ``response.incomplete`` (a turn cut short, or
 cancelled) or ``response.failed``. Every event carries its
 ``sequence_number``; the frames are ``event:``/``data:`` SSE messages.
+
+An attempt that fails (``attempt.failed``: its chunks are void, the request is
+retried) leaves no item in the response: its text items are closed as
+``incomplete`` and left out of the finished response, and its tool calls,
+framed only once the attempt has gone on or ended, are never framed, so the
+retry's calls (which may have the same ids) are each framed once.
 """
 
 from __future__ import annotations
@@ -57,6 +63,9 @@ class ResponsesFraming:
         self._sequence = 0
         self._started = False
         self._open: tuple[str, str, dict[str, Any]] | None = None
+        self._owners: list[str] = []  # the attempt each output item is of
+        self._void: set[str] = set()  # attempts that failed: their items are left out
+        self._calls: tuple[str, list[ToolCall]] | None = None  # an attempt's, not yet framed
         body = request.body
         previous = body.previous_response_id
         self.response: dict[str, Any] = {
@@ -111,17 +120,38 @@ class ResponsesFraming:
 
     # -- the translation
     def _translate(self, event: SessionEvent) -> list[dict[str, Any]]:
+        if event.type == "attempt.failed":
+            attempt = f"{event.request_id}.{event.attempt}"
+            self._void.add(attempt)
+            if self._calls is not None and self._calls[0] == attempt:
+                self._calls = None  # void: never framed
+            return self._close("incomplete")  # the retry streams anew
         if event.type == "model.chunk":
             chunk, attempt = event.chunk, f"{event.request_id}.{event.attempt}"
-            if isinstance(chunk, TextDelta) and chunk.text:
-                return self._piece(attempt, "message", chunk.text)
-            if isinstance(chunk, ThinkingDelta) and chunk.thinking:
-                return self._piece(attempt, "reasoning", chunk.thinking)
             if isinstance(chunk, ToolCall):
-                return [*self._close("completed"), *self._call(chunk)]
+                out = []
+                if self._calls is None or self._calls[0] != attempt:
+                    out = [*self._flush(), *self._close("completed")]
+                    self._calls = (attempt, [])
+                self._calls[1].append(chunk)  # framed once the attempt goes on
+                return out
+            if isinstance(chunk, TextDelta) and chunk.text:
+                return [*self._flush(), *self._piece(attempt, "message", chunk.text)]
+            if isinstance(chunk, ThinkingDelta) and chunk.thinking:
+                return [*self._flush(), *self._piece(attempt, "reasoning", chunk.thinking)]
             return []
-        if event.type == "attempt.failed":
-            return self._close("incomplete")  # the retry streams anew
+        held = self._flush()  # any other event: the attempt that sent them went on
+        return [*held, *self._after_chunks(event)]
+
+    def _flush(self) -> list[dict[str, Any]]:
+        """The held tool calls of an attempt that has gone on, framed."""
+        held, self._calls = self._calls, None
+        if held is None:
+            return []
+        attempt, calls = held
+        return [framed for call in calls for framed in self._call(attempt, call)]
+
+    def _after_chunks(self, event: SessionEvent) -> list[dict[str, Any]]:
         if event.type == "tool.finished":
             text = content_text(event.result.content)
             item = {
@@ -137,9 +167,10 @@ class ResponsesFraming:
             return [*self._close("completed"), *self._finish(event.result)]
         return []
 
-    def _added(self, item: dict[str, Any]) -> dict[str, Any]:
+    def _added(self, item: dict[str, Any], attempt: str = "") -> dict[str, Any]:
         output = self.response["output"]
         output.append(item)
+        self._owners.append(attempt)
         return {"type": "response.output_item.added", "output_index": len(output) - 1, "item": item}
 
     def _done(self, item: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +210,7 @@ class ResponsesFraming:
             item = {"type": "reasoning", "id": item_id, "summary": []}
         item.update(status="in_progress", content=[part])
         self._open = (attempt, kind, item)
-        added = self._added({**item, "content": []})
+        added = self._added({**item, "content": []}, attempt)
         index = added["output_index"]
         return [
             added,
@@ -213,7 +244,7 @@ class ResponsesFraming:
             self._done(item),
         ]
 
-    def _call(self, call: ToolCall) -> list[dict[str, Any]]:
+    def _call(self, attempt: str, call: ToolCall) -> list[dict[str, Any]]:
         arguments = _arguments(call)
         item = {
             "type": "function_call",
@@ -223,7 +254,7 @@ class ResponsesFraming:
             "arguments": arguments,
             "status": "completed",
         }
-        added = self._added({**item, "arguments": "", "status": "in_progress"})
+        added = self._added({**item, "arguments": "", "status": "in_progress"}, attempt)
         where = {"item_id": item["id"], "output_index": added["output_index"]}
         self.response["output"][-1] = item
         return [
@@ -248,6 +279,8 @@ class ResponsesFraming:
                     "server_label": SERVER_LABEL,
                 }
                 out += self._whole(item)
+        kept = zip(response["output"], self._owners, strict=True)
+        response["output"] = [item for item, owner in kept if owner not in self._void]
         usage = result.usage
         response["usage"] = {
             "input_tokens": usage.input_tokens,
