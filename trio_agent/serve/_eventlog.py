@@ -7,13 +7,18 @@ with their sequences; the server writes each one here before any client
 sees it. A line is exactly the SSE ``data:`` (``{"schema": 1, "event": ...}``,
 as ``--json`` prints it). A last line with no line end (the process died
 writing it) is ignored when read and cut off before the next append.
+
+A read gives a bounded prefix of the events after a cursor (``READ_EVENTS``
+events, ``READ_BYTES`` bytes), found by a binary search of the file (its
+sequences only grow): a reader far behind, or many of them, holds one batch
+at a time, never the whole log.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Protocol, final
+from typing import BinaryIO, Final, Protocol, final
 
 import msgspec
 import trio
@@ -21,7 +26,22 @@ import trio
 from ..events import SessionEvent
 from ..tools._types import enc_hook
 
-__all__ = ["EventLog", "EventWriter", "Events", "LogWriter", "encode_event", "parse_log"]
+__all__ = [
+    "READ_BYTES",
+    "READ_EVENTS",
+    "EventLog",
+    "EventWriter",
+    "Events",
+    "LogWriter",
+    "encode_event",
+    "parse_log",
+]
+
+READ_EVENTS: Final = 4096
+"""The most events one read of a log gives (``PostgresEvents`` reads as many rows)."""
+READ_BYTES: Final = 1 << 20
+"""The most bytes of lines one read gives (one event at least, whatever its size)."""
+_SCAN_BYTES: Final = 1 << 16  # the binary search stops within this of the first line
 
 _SCHEMA_VERSION = 1  # the --json lines' version (trio_agent.cli's EventLine)
 _encoder = msgspec.json.Encoder(enc_hook=enc_hook)  # a typed output may be pydantic's
@@ -130,11 +150,24 @@ class EventLog:
 
     def _read(self, session_id: str, after: int) -> list[tuple[int, bytes]]:
         try:
-            data = self.path(session_id).read_bytes()
+            file = self.path(session_id).open("rb")
         except FileNotFoundError:
             return []
-        events, _ = parse_log(data)
-        return [(sequence, line) for sequence, line in events if sequence > after]
+        with file:
+            file.seek(_near_first_after(file, after))
+            events: list[tuple[int, bytes]] = []
+            size = 0
+            for line in file:
+                if not line.endswith(b"\n"):
+                    break  # a torn last line
+                sequence = _sequence_of(line)
+                if sequence is None or sequence <= after:
+                    continue
+                events.append((sequence, line[:-1]))
+                size += len(line)
+                if len(events) >= READ_EVENTS or size >= READ_BYTES:
+                    break
+            return events
 
     async def writer(self, session_id: str) -> LogWriter:
         """A writer appending to the session's file (made if new), its torn tail cut."""
@@ -152,3 +185,30 @@ class EventLog:
             os.close(fd)
             raise
         return LogWriter(fd, events[-1][0] if events else -1)
+
+
+def _sequence_of(line: bytes) -> int | None:
+    try:
+        return _line_decoder.decode(line).event.sequence
+    except msgspec.DecodeError:
+        return None
+
+
+def _near_first_after(file: BinaryIO, after: int) -> int:
+    """Where a line starts at most ``_SCAN_BYTES`` (and one line) before the first
+    line whose sequence is above ``after``: a binary search over the file's bytes,
+    whose lines' sequences only grow (a line that does not decode narrows it
+    leftwards: the scan from there passes over it)."""
+    low, high = 0, file.seek(0, os.SEEK_END)  # low: 0, or a line at or below ``after``
+    while high - low > _SCAN_BYTES:
+        middle = (low + high) // 2
+        file.seek(middle)
+        file.readline()  # to the next line's start
+        start = file.tell()
+        line = file.readline()
+        sequence = _sequence_of(line) if line.endswith(b"\n") and start < high else None
+        if sequence is not None and sequence <= after:
+            low = start
+        else:
+            high = middle
+    return low
