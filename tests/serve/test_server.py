@@ -12,7 +12,7 @@ import serve_agents
 import trio
 from serving import client, running
 from sse_client import finished, read_until
-from waiting import wait_until
+from waiting import WAIT, wait_until
 
 from trio_agent import Agent
 from trio_agent.ledger import derive
@@ -192,3 +192,44 @@ async def test_a_decision_on_no_waiting_call_in_the_body_is_a_404(tmp_path):
             body = {"call_id": call_id, "approved": True}
             response = await http.post("/sessions/s/approvals", json=body)
             assert response.status_code == 404, (call_id, response.text)
+
+
+async def test_a_client_that_stops_reading_does_not_keep_the_server_from_stopping(
+    tmp_path, monkeypatch
+):
+    """Bug: Hypercorn shields its socket writes, so an event stream blocked in a
+    send to a client that stopped reading (its connection left open, its window
+    full) could not be cancelled: ``stop()``, and cancelling ``run``, never
+    returned. Now the request stops waiting at the streams' cut-off, and the
+    connection is closed under the stuck write."""
+    monkeypatch.setattr("trio_agent.serve._server.STREAMS_SECONDS", 0.5)
+    async with running(tmp_path) as (server, url), client(url) as http:
+        await http.post("/sessions/s/turns", json={"message": "hi"})
+        await read_until(url, EVENTS, finished(1))
+    pad = b"x" * 2000  # 16 MB of events: more than the kernel buffers hold
+    with (tmp_path / ".events" / "s.jsonl").open("ab") as log:
+        for sequence in range(100, 8100):
+            line = b'{"schema":1,"event":{"type":"turn.started","turn":9,"sequence":%d,"pad":"%s"}}'
+            log.write(line % (sequence, pad) + b"\n")
+    server = Server(serve_agents.make_agent, store=tmp_path, port=0)
+    stopped = trio.Event()
+
+    async def serve(*, task_status=trio.TASK_STATUS_IGNORED):
+        try:
+            await server.run(task_status=task_status)
+        finally:
+            stopped.set()
+
+    async with trio.open_nursery() as nursery:
+        [url] = await nursery.start(serve)
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        stalled = trio.socket.socket()
+        stalled.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
+        await stalled.connect((host, int(port)))
+        await stalled.send(b"GET /sessions/s/events HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+        await wait_until(lambda: server.hub.readers("s") == 1)
+        server.stop()
+        with trio.move_on_after(WAIT) as waited:
+            await stopped.wait()
+        stalled.close()  # frees a server stuck in its write, so the test ends either way
+    assert not waited.cancelled_caught

@@ -27,6 +27,40 @@ __all__ = ["Server"]
 STREAMS_SECONDS: Final = 5.0  # event streams left open at shutdown are cut after this
 
 
+@final
+class _Sends:
+    """ASGI middleware: each of ``app``'s sends runs in a task of ``nursery`` (one
+    that outlives the connections), and the app waits for it, cancellably.
+    Hypercorn shields its socket writes, so a request blocked in a send to a
+    client that stopped reading (its connection open) could not be cancelled:
+    the server never stopped. Cancelled here (the server stopping), the request
+    returns, Hypercorn closes the connection, and the stuck write ends."""
+
+    def __init__(self, app: Any, nursery: trio.Nursery) -> None:
+        self.app = app
+        self.nursery = nursery
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def sending(message: Any) -> None:
+            done = trio.Event()
+            failed: list[Exception] = []
+
+            async def write() -> None:
+                try:
+                    await send(message)
+                except Exception as exc:  # the request's to raise
+                    failed.append(exc)
+                finally:
+                    done.set()
+
+            self.nursery.start_soon(write)
+            await done.wait()
+            if failed:
+                raise failed[0]
+
+        await self.app(scope, receive, sending)
+
+
 def _bind(host: str, port: int) -> str:
     return f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -127,8 +161,8 @@ class Server:
         config.bind = [f"fd://{sock.detach()}"]  # Hypercorn's from here on
         config.graceful_timeout = STREAMS_SECONDS
         config.errorlog = SERVE  # Hypercorn's own errors, silent unless logging is configured
-        app = build_app(self.hub, token=self.token)
         async with trio.open_nursery() as nursery:
+            app = _Sends(build_app(self.hub, token=self.token), nursery)
             await nursery.start(self._run_hub)
             urls = await nursery.start(
                 partial(hypercorn_serve, app, config, shutdown_trigger=self._hub_done.wait)
