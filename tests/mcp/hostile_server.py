@@ -121,6 +121,10 @@ def on_call(message: dict) -> None:
     if MODE == "result":
         result(ident, json.loads(os.environ["RESULT"]))
         return
+    if MODE == "error":
+        message = "x" * int(os.environ["ERROR_CHARS"])
+        send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32000, "message": message}})
+        return
     result(ident, {"content": [{"type": "text", "text": "done"}]})
 
 

@@ -23,7 +23,7 @@ from mcp.shared import jsonrpc_dispatcher
 
 from trio_agent.mcp import MCPServerError, MCPServerStdio
 from trio_agent.mcp._listing import MAX_SERVER_REQUESTS
-from trio_agent.tools import ToolArgumentsError
+from trio_agent.tools import ToolArgumentsError, ToolError
 
 WAIT = 120  # seconds: only a failing test waits this long
 SERVER = str(Path(__file__).with_name("hostile_server.py"))
@@ -258,3 +258,45 @@ async def test_cancelling_calls_to_a_server_that_stopped_reading_returns_at_once
                     calls.cancel()
             held = trio.current_time() - cancelled_at
     assert held < 30  # observed before: 60, the SDK's bound
+
+
+async def test_a_failed_calls_description_is_bounded_and_quick():
+    """A server's answer that is no valid result was described with pydantic's
+    own text: all its errors, 13 for each bad content block, each with the input
+    quoted. 2,000 bad blocks (40 KB) gave the model an error result of 5.6 MB,
+    formatted on the event loop (20,000: 56 MB and 1.5 s); a JSON-RPC error's
+    message reached it whole. A description now counts the errors, names the
+    first few only when there are few, and is cut to 2,000 characters."""
+    bad = {"content": [{"type": "bogus"}] * 2000}
+    with trio.fail_after(WAIT):
+        async with hostile("result", RESULT=json.dumps(bad)) as server:
+            [tool] = server.tools()
+            with pytest.raises(ToolError) as invalid:
+                await tool.execute({})
+        async with hostile("error", ERROR_CHARS=100_000) as server:
+            [tool] = server.tools()
+            with pytest.raises(ToolError) as refused:
+                await tool.execute({})
+    said = str(invalid.value)
+    assert said == "ValidationError: 26000 validation errors for CallToolResult", said[:300]
+    assert len(str(refused.value)) == 2000 and str(refused.value).endswith("x...")
+
+
+async def test_an_invalid_listing_is_described_in_a_bounded_error():
+    """Entering a server whose listing is no valid ``ListToolsResult`` gave an
+    ``MCPServerError`` of pydantic's whole text, growing with the listing (1,000
+    bad tools: 240 KB for the user to read). It names the first few errors now."""
+    tools = [{"name": f"t{i}", "inputSchema": {"type": "string"}} for i in range(1000)]
+    one_bad = [{"name": "ok", "inputSchema": OK_SCHEMA}, {"name": "s", "inputSchema": {"type": 1}}]
+    with trio.fail_after(WAIT):
+        with pytest.raises(MCPServerError) as many:
+            async with hostile("tools", tools):
+                pass
+        with pytest.raises(MCPServerError) as one:
+            async with hostile("tools", one_bad):
+                pass
+    assert str(many.value).endswith("ValidationError: 1000 validation errors for ListToolsResult")
+    assert str(one.value).endswith(
+        "ValidationError: 1 validation error for ListToolsResult: "
+        "tools.1.inputSchema.type: Input should be 'object'"
+    ), str(one.value)

@@ -18,6 +18,7 @@ from typing import Any, Final
 import jsonschema  # type: ignore[import-untyped]  # no stubs; a dependency of mcp
 import mcp.types as mcp_types
 import msgspec
+import pydantic
 import referencing
 
 from .._log import MCP as logger
@@ -63,6 +64,12 @@ _MAX_ERRORS_SHOWN: Final = 3
 _MAX_SCHEMA_DEPTH: Final = 256
 """Containers an ``inputSchema`` may nest (the SDK reads less: JSON 200 deep);
 a deeper one would reach Python's recursion limit in the copies made of it."""
+_MAX_ERROR_CHARS: Final = 2000
+"""Characters of a failed request's description (``describe_error``): the server's
+words (its error's message, what its answer got wrong) may run to megabytes."""
+_ERRORS_READ: Final = 64
+"""Validation errors of a server's answer read for its description; past these
+they are only counted (pydantic formats 260,000 of them in seconds: 56 MB)."""
 NESTED_TOO_DEEPLY: Final = "is nested too deeply to read"
 """How an answer the SDK's JSON parser refused as too deep is described."""
 _NO_RETRIEVAL: Final = referencing.Registry()
@@ -341,14 +348,38 @@ def too_deep(text: str) -> bool:
 
 
 def describe_error(exc: Exception) -> str:
-    """A readable line for a failed request: the MCP error's code and message,
-    or the exception's type and text (for an answer nested too deeply to read,
-    that, not the parser's report)."""
+    """A readable line for a failed request, at most ``_MAX_ERROR_CHARS``: the MCP
+    error's code and message, what the server's answer got wrong (the first few
+    of its validation errors, never all of them formatted), or the exception's
+    type and text (for an answer nested too deeply to read, that, not the
+    parser's report)."""
     code = getattr(exc, "code", None)
     message = getattr(getattr(exc, "error", None), "message", None)
     if isinstance(code, int) and isinstance(message, str):
         if too_deep(message):
             message = f"the server's answer {NESTED_TOO_DEEPLY}"
-        return f"MCP error {code}: {message}"
+        return _cut(f"MCP error {code}: {message}")
+    if isinstance(exc, pydantic.ValidationError):
+        return _cut(f"{type(exc).__name__}: {_invalid(exc)}")
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return _cut(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
+def _invalid(exc: pydantic.ValidationError) -> str:
+    """What a server's answer got wrong: how many errors, the first few (read only
+    when there are at most ``_ERRORS_READ``: reading them costs as formatting)."""
+    count = exc.error_count()
+    said = f"{count} validation error{'s' if count != 1 else ''} for {exc.title}"
+    if count > _ERRORS_READ:
+        return said
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    shown = "; ".join(
+        f"{'.'.join(map(str, error['loc']))}: {error['msg']}"
+        for error in errors[:_MAX_ERRORS_SHOWN]
+    )
+    more = count - _MAX_ERRORS_SHOWN
+    return f"{said}: {shown}" + (f" (and {more} more)" if more > 0 else "")
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
