@@ -21,7 +21,7 @@ pytest.importorskip("mcp")
 
 from mcp.shared import jsonrpc_dispatcher
 
-from trio_agent.mcp import MCPServerError, MCPServerStdio
+from trio_agent.mcp import MCPServerError, MCPServerHTTP, MCPServerStdio
 from trio_agent.mcp._listing import MAX_SERVER_REQUESTS
 from trio_agent.tools import ToolArgumentsError, ToolError
 
@@ -300,3 +300,80 @@ async def test_an_invalid_listing_is_described_in_a_bounded_error():
         "ValidationError: 1 validation error for ListToolsResult: "
         "tools.1.inputSchema.type: Input should be 'object'"
     ), str(one.value)
+
+
+async def serve_hostile_http(
+    answer: bytes, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """A bare streamable HTTP MCP server on loopback (one request a connection):
+    it initializes, lists ``ok``, and answers each ``tools/call`` with ``answer``
+    as one JSON body; ``task_status`` gets its URL."""
+
+    async def handle(stream: trio.SocketStream) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += await stream.receive_some(65536)
+        head, body = data.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        fields = dict(line.lower().split(": ", 1) for line in lines[1:])
+        while len(body) < int(fields.get("content-length", 0)):
+            body += await stream.receive_some(65536)
+        status, reply = "405 Method Not Allowed", b""
+        if lines[0].startswith("POST"):
+            message = json.loads(body)
+            status = "202 Accepted"
+            if "id" in message:
+                status = "200 OK"
+                if message["method"] == "initialize":
+                    result = {
+                        "protocolVersion": message["params"]["protocolVersion"],
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "hostile", "version": "0"},
+                    }
+                else:
+                    result = {"tools": [{"name": "ok", "inputSchema": OK_SCHEMA}]}
+                reply = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result})
+                reply = reply.encode()
+                if message["method"] == "tools/call":
+                    reply = answer.replace(b'"ID"', json.dumps(message["id"]).encode())
+        elif lines[0].startswith("DELETE"):
+            status = "200 OK"
+        try:
+            await stream.send_all(
+                f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
+                f"mcp-session-id: s1\r\ncontent-length: {len(reply)}\r\n"
+                "connection: close\r\n\r\n".encode()
+                + reply
+            )
+        except trio.BrokenResourceError:
+            pass  # the client stopped reading
+        await stream.aclose()
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.serve_listeners, handle, listeners)
+        task_status.started(f"http://127.0.0.1:{port}/mcp")
+
+
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
+async def test_an_http_answer_past_the_bound_is_refused_not_read_whole(monkeypatch):
+    """The SDK read an HTTP answer that is no event stream whole
+    (``response.aread()``), without bound: a server streaming an endless JSON
+    answer filled our memory (a stdio line is held to 64 MiB). Such an answer is
+    now read to ``MAX_HTTP_BODY`` at most (1 MiB here), then refused: that call
+    gets an error result, and the server goes on serving."""
+    from trio_agent.mcp import _servers
+
+    monkeypatch.setattr(_servers, "MAX_HTTP_BODY", 2**20)
+    text = "x" * (3 * 2**20)
+    answer = {"jsonrpc": "2.0", "id": "ID", "result": {"content": [{"type": "text", "text": text}]}}
+    with trio.fail_after(WAIT):
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve_hostile_http, json.dumps(answer).encode())
+            async with MCPServerHTTP(url) as server:
+                [tool] = server.tools()
+                with pytest.raises(ToolError, match="the server's answer is over 1 MiB"):
+                    await tool.execute({})  # observed before: the 3 MiB text, read whole
+                assert await server.refresh() == server.tools()  # still serving
+            nursery.cancel_scope.cancel()

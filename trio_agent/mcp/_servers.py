@@ -4,12 +4,14 @@ page says how a server is used and what a call does."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Final, final
 
+import httpx2
 import trio
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -30,6 +32,10 @@ INIT_SECONDS: Final = 30.0
 """Default bound on the server's answer to ``initialize`` (and, over HTTP,
 on reaching it)."""
 _LABEL_CHARS: Final = 80
+MAX_HTTP_BODY: Final = 64 * 1024 * 1024
+"""Bytes (decoded) of one HTTP answer that is no event stream, as of one stdio
+line; a longer one is refused (its request fails). An event stream's events are
+bounded by the SDK (1 MiB each)."""
 
 
 @final
@@ -170,7 +176,34 @@ class MCPServerHTTP(MCPServerBase):
 
     async def _open(self, stack: AsyncExitStack, nursery: trio.Nursery) -> Streams:
         client = await stack.enter_async_context(create_mcp_http_client(headers=self._headers))
+        client.event_hooks["response"].append(_bound_body)
         read, write = await stack.enter_async_context(
             streamable_http_client(self.url, http_client=client)
         )
         return read, write  # type: ignore[return-value]
+
+
+class _TooLong(httpx2.StreamError):
+    """An HTTP answer over ``MAX_HTTP_BODY``; the SDK makes it its request's error."""
+
+
+async def _bound_body(response: httpx2.Response) -> None:
+    """A response hook: an answer that is no event stream is read (by the SDK's
+    ``aread``) at most ``MAX_HTTP_BODY`` bytes, then refused. The SDK read it
+    whole: a server streaming an endless JSON answer filled our memory.
+    Cancellation: the read stops at its await, as httpx's own does."""
+    if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+        return
+
+    async def aread() -> bytes:
+        parts: list[bytes] = []
+        size = 0
+        async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+            async for part in chunks:
+                size += len(part)
+                if size > MAX_HTTP_BODY:
+                    raise _TooLong(f"the server's answer is over {MAX_HTTP_BODY // 2**20} MiB")
+                parts.append(part)
+        return b"".join(parts)
+
+    setattr(response, "aread", aread)  # noqa: B010  # the SDK calls response.aread()
