@@ -263,11 +263,11 @@ async def test_cancelling_calls_to_a_server_that_stopped_reading_returns_at_once
 async def test_a_failed_calls_description_is_bounded_and_quick():
     """A server's answer that is no valid result was described with pydantic's
     own text: all its errors, 13 for each bad content block, each with the input
-    quoted. 2,000 bad blocks (40 KB) gave the model an error result of 5.6 MB,
+    quoted. 200 bad blocks (4 KB) gave the model an error result of 560 KB,
     formatted on the event loop (20,000: 56 MB and 1.5 s); a JSON-RPC error's
     message reached it whole. A description now counts the errors, names the
     first few only when there are few, and is cut to 2,000 characters."""
-    bad = {"content": [{"type": "bogus"}] * 2000}
+    bad = {"content": [{"type": "bogus"}] * 200}
     with trio.fail_after(WAIT):
         async with hostile("result", RESULT=json.dumps(bad)) as server:
             [tool] = server.tools()
@@ -278,7 +278,7 @@ async def test_a_failed_calls_description_is_bounded_and_quick():
             with pytest.raises(ToolError) as refused:
                 await tool.execute({})
     said = str(invalid.value)
-    assert said == "ValidationError: 26000 validation errors for CallToolResult", said[:300]
+    assert said == "ValidationError: 2600 validation errors for CallToolResult", said[:300]
     assert len(str(refused.value)) == 2000 and str(refused.value).endswith("x...")
 
 
@@ -377,3 +377,69 @@ async def test_an_http_answer_past_the_bound_is_refused_not_read_whole(monkeypat
                     await tool.execute({})  # observed before: the 3 MiB text, read whole
                 assert await server.refresh() == server.tools()  # still serving
             nursery.cancel_scope.cancel()
+
+
+def sizes_validated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The lengths of the ``tools`` and ``content`` lists of each result the SDK
+    validates (on the trio thread) from now on."""
+    from mcp_types import methods
+
+    seen: list[int] = []
+    validate = methods.validate_server_result
+
+    def spy(method: str, version: str, data: Any, **kwargs: Any) -> None:
+        seen.extend(len(data.get(key) or ()) for key in ("tools", "content"))
+        validate(method, version, data, **kwargs)
+
+    monkeypatch.setattr(methods, "validate_server_result", spy)
+    return seen
+
+
+async def test_a_listing_of_too_many_tools_is_refused_before_the_sdk_validates_it(
+    tmp_path, monkeypatch
+):
+    """``MAX_TOOLS`` was checked after the SDK had validated the page, twice, on
+    the trio thread: 100,000 tools in one page still held the loop 8 s. A page
+    of more is now refused as it is parsed (in a worker thread, for a long line):
+    the SDK never sees it."""
+    seen = sizes_validated(monkeypatch)
+    tools = [{"name": f"t{i}", "inputSchema": OK_SCHEMA} for i in range(2000)]
+    server = hostile("tools", TOOLS_FILE=listing_file(tmp_path, tools))
+    with trio.fail_after(WAIT), pytest.raises(MCPServerError, match="more than 1024 tools"):
+        async with server:
+            pass
+    assert max(seen, default=0) <= 1024, max(seen)  # observed before: 2000
+
+
+async def test_a_result_of_many_content_blocks_is_joined_before_the_sdk_validates_it(
+    monkeypatch,
+):
+    """A result of many content blocks was validated by the SDK block by block,
+    twice, on the trio thread: 1,000,000 text blocks (30 MB) held the loop 25 s.
+    Runs of text blocks are now joined as the line is parsed (the result's texts
+    are joined anyway), and a result left with more blocks than a tool result may
+    hold (``MAX_CONTENT_BLOCKS``) is refused there, saying so."""
+    seen = sizes_validated(monkeypatch)
+    png = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+    texts = {"content": [{"type": "text", "text": f"{i}"} for i in range(3000)]}
+    mixed = {"content": [*texts["content"][:300], png, {"type": "text", "text": "end"}]}
+    images = {"content": [png] * 300}
+    with trio.fail_after(WAIT):
+        outcomes: list[Any] = []
+        for answer in (texts, mixed, images):
+            async with hostile("result", RESULT=json.dumps(answer)) as server:
+                [tool] = server.tools()
+                try:
+                    outcomes.append(await tool.execute({}))
+                except ToolError as exc:
+                    outcomes.append(str(exc))
+    joined, with_image, refused = outcomes
+    assert joined == "\n".join(str(i) for i in range(3000))
+    assert [type(block).__name__ for block in with_image.content] == [
+        "TextBlock",
+        "ImageBlock",
+        "TextBlock",
+    ]
+    assert with_image.content[0].text == "\n".join(str(i) for i in range(300))
+    assert "more than 256 content blocks" in refused, refused
+    assert max(seen) <= 256, max(seen)  # observed before: 3000
