@@ -6,9 +6,9 @@ Modes: ``tools`` lists TOOLS (JSON: a list of tool objects) and answers calls
 with "done"; ``hang_list`` answers tools/list once, then never again;
 ``hang_call`` never answers a tools/call (``IGNORE_TERM=1``: it ignores
 SIGTERM too); ``cursor_loop`` pages its listing with the same cursor for
-ever; ``ask`` answers a tools/call only after asking the client for sampling,
-elicitation and roots (the answers go to RECORD); ``progress`` sends progress
-notifications with bogus tokens and values before answering; ``result``
+ever; ``ask`` answers a tools/call only after asking the client for sampling
+(of MESSAGES messages), elicitation and roots (the answers go to RECORD);
+``progress`` sends progress notifications with bogus tokens and values before answering; ``result``
 answers a call with RESULT (JSON) as it is.
 """
 
@@ -74,8 +74,9 @@ def on_call(message: dict) -> None:
                 signal.pause()
         return
     if MODE == "ask":
+        hi = {"role": "user", "content": {"type": "text", "text": "hi"}}
         sampling = {
-            "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+            "messages": [hi] * int(os.environ.get("MESSAGES", "1")),
             "maxTokens": 10,
         }
         ask("sampling/createMessage", sampling, "s1")

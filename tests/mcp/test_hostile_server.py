@@ -443,3 +443,30 @@ async def test_a_result_of_many_content_blocks_is_joined_before_the_sdk_validate
     assert with_image.content[0].text == "\n".join(str(i) for i in range(300))
     assert "more than 256 content blocks" in refused, refused
     assert max(seen) <= 256, max(seen)  # observed before: 3000
+
+
+async def test_a_request_we_refuse_is_refused_without_the_sdk_validating_it(tmp_path, monkeypatch):
+    """A server's ``sampling/createMessage`` (or ``elicitation/create``) is
+    refused whatever it holds, but the SDK validated it first, on the trio
+    thread: 100,000 messages held the loop 10 s, 500,000 for 98 s. The SDK is
+    handed stand-in params instead of the server's; the server gets the same
+    refusals, and its call its answer."""
+    from mcp_types import methods
+
+    seen: list[int] = []
+    parse = methods.parse_server_request
+
+    def spy(method: str, version: str, params: Any, **kwargs: Any) -> Any:
+        seen.append(len(json.dumps(params)))
+        return parse(method, version, params, **kwargs)
+
+    monkeypatch.setattr(methods, "parse_server_request", spy)
+    record = tmp_path / "record"
+    with trio.fail_after(WAIT):
+        async with hostile("ask", MESSAGES=2000, RECORD=record) as server:
+            [tool] = server.tools()
+            assert await tool.execute({}) == "done"
+    said = record.read_text()
+    for refusal in ("Sampling not supported", "Elicitation not supported", "roots not supported"):
+        assert refusal in said, said
+    assert max(seen) < 200, seen  # observed before: 122,031 (the server's 2,000 messages)

@@ -21,7 +21,10 @@ not yet answered, at most ``MAX_SERVER_REQUESTS``: a request past the bound,
 or with the id of one still open, is dropped unanswered (logged once per
 connection), so memory stays bounded and the rest of the connection (the
 answer to a call, say) still flows. An answer written, or the server's
-``notifications/cancelled`` for its request, frees its place.
+``notifications/cancelled`` for its request, frees its place. A request the
+session refuses whatever it holds (sampling, elicitation) reaches it with
+stand-in params (``ListWatch``): the SDK validates a request's params on the
+trio thread before refusing it.
 """
 
 from __future__ import annotations
@@ -41,6 +44,17 @@ from .._log import MCP as logger
 __all__ = ["MAX_SERVER_REQUESTS", "AnswerWatch", "ListWatch", "Listing", "RequestGate"]
 
 _LIST_CHANGED = "notifications/tools/list_changed"
+_REFUSED: Final[dict[str, Callable[[], dict[str, Any]]]] = {
+    "sampling/createMessage": lambda: {"messages": [], "maxTokens": 1},
+    "elicitation/create": lambda: {
+        "message": "",
+        "requestedSchema": {"type": "object", "properties": {}},
+    },
+}
+"""The server's requests refused whatever they hold (the session has no sampling
+nor elicitation callback), and the params the SDK is handed instead of the
+server's: it validated those on the trio thread before refusing (a sampling
+request of 500,000 messages held the loop 98 s)."""
 
 
 @final
@@ -73,6 +87,12 @@ class ListWatch:
                 message.method == _LIST_CHANGED
             ):
                 self._on_change()
+            elif isinstance(message, mcp_types.JSONRPCRequest) and message.method in _REFUSED:
+                stand_in = _REFUSED[message.method]()
+                request = mcp_types.JSONRPCRequest(
+                    jsonrpc="2.0", id=message.id, method=message.method, params=stand_in
+                )
+                item = SessionMessage(request, metadata=item.metadata)
         return item
 
     def __aiter__(self) -> Self:
