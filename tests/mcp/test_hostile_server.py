@@ -470,3 +470,25 @@ async def test_a_request_we_refuse_is_refused_without_the_sdk_validating_it(tmp_
     for refusal in ("Sampling not supported", "Elicitation not supported", "roots not supported"):
         assert refusal in said, said
     assert max(seen) < 200, seen  # observed before: 122,031 (the server's 2,000 messages)
+
+
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpx?(core)?2\.:ResourceWarning")
+async def test_an_http_result_of_many_content_blocks_is_joined_before_the_sdk_validates_it(
+    monkeypatch,
+):
+    """Over HTTP too, a result of many content blocks was validated by the SDK
+    block by block, twice, on the trio thread (the stdio transport joined the
+    text runs of a long line, the HTTP one nothing): they are now joined as the
+    session reads the answer, before the SDK validates it."""
+    seen = sizes_validated(monkeypatch)
+    blocks = [{"type": "text", "text": f"{i}"} for i in range(3000)]
+    answer = {"jsonrpc": "2.0", "id": "ID", "result": {"content": blocks}}
+    with trio.fail_after(WAIT):
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve_hostile_http, json.dumps(answer).encode())
+            async with MCPServerHTTP(url) as server:
+                [tool] = server.tools()
+                joined = await tool.execute({})
+            nursery.cancel_scope.cancel()
+    assert joined == "\n".join(str(i) for i in range(3000))
+    assert max(seen) <= 256, max(seen)  # observed before: 3000

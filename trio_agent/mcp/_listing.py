@@ -40,6 +40,7 @@ from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 
 from .._log import MCP as logger
+from ._tools import taken_in
 
 __all__ = ["MAX_SERVER_REQUESTS", "AnswerWatch", "ListWatch", "Listing", "RequestGate"]
 
@@ -93,6 +94,12 @@ class ListWatch:
                     jsonrpc="2.0", id=message.id, method=message.method, params=stand_in
                 )
                 item = SessionMessage(request, metadata=item.metadata)
+            elif isinstance(message, mcp_types.JSONRPCResponse):  # over HTTP: not taken in yet
+                refused = taken_in(message.result)
+                if refused is not None:
+                    error = mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=refused)
+                    answer = mcp_types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+                    item = SessionMessage(answer, metadata=item.metadata)
         return item
 
     def __aiter__(self) -> Self:

@@ -32,9 +32,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from .._log import MCP as logger
-from ..limits import MAX_CONTENT_BLOCKS
 from ._noise import Noise
-from ._tools import MAX_TOOLS, NESTED_TOO_DEEPLY, too_deep
+from ._tools import NESTED_TOO_DEEPLY, taken_in, too_deep
 
 __all__ = ["EXIT_DRAIN", "StdioProcess", "Streams"]
 
@@ -280,49 +279,8 @@ def _parse(line: bytes, bad: Noise) -> SessionMessage | Exception:
         request_id: int | str = msgspec.json.decode(answered.group(1))
         return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
     if isinstance(message, mcp_types.JSONRPCResponse):
-        refused = _taken_in(message.result)
+        refused = taken_in(message.result)
         if refused is not None:
             error = mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=refused)
             return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
     return SessionMessage(message)
-
-
-def _taken_in(result: dict[str, object]) -> str | None:
-    """Make an answer's ``result`` cheap for the SDK to validate (it does so twice,
-    on the trio thread, some 25 us a block or a tool: 1,000,000 content blocks held
-    the loop 25 s, 100,000 tools 8 s), here, where a long line is parsed in a
-    worker thread: runs of plain text blocks are joined into one (as a result's
-    texts are joined anyway), and what we would refuse after that validation
-    is refused now, saying why (the error the request gets)."""
-    tools = result.get("tools")
-    if isinstance(tools, list) and len(tools) > MAX_TOOLS:
-        return f"tools/list refused: it lists more than {MAX_TOOLS} tools"
-    content = result.get("content")
-    if isinstance(content, list) and len(content) > MAX_CONTENT_BLOCKS:
-        content = result["content"] = _joined_texts(content)
-        if len(content) > MAX_CONTENT_BLOCKS:
-            return f"the server's answer has more than {MAX_CONTENT_BLOCKS} content blocks"
-    return None
-
-
-def _joined_texts(content: list[object]) -> list[object]:
-    """``content`` with each run of plain text blocks joined into one, by newlines."""
-    joined: list[object] = []
-    run: list[str] = []
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "text" and set(block) <= _PLAIN:
-            text = block.get("text")
-            if isinstance(text, str):
-                run.append(text)
-                continue
-        if run:
-            joined.append({"type": "text", "text": "\n".join(run)})
-            run = []
-        joined.append(block)
-    if run:
-        joined.append({"type": "text", "text": "\n".join(run)})
-    return joined
-
-
-_PLAIN: Final = frozenset({"type", "text", "annotations", "_meta"})
-"""The keys of a text block whose text is all we take of it."""

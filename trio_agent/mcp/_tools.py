@@ -22,7 +22,7 @@ import pydantic
 import referencing
 
 from .._log import MCP as logger
-from ..limits import IMAGE_MEDIA_TYPES, ArgumentsError, check_arguments
+from ..limits import IMAGE_MEDIA_TYPES, MAX_CONTENT_BLOCKS, ArgumentsError, check_arguments
 from ..messages import ImageBlock, InputBlock, TextBlock
 from ..tools import ToolArgumentsError, ToolEffect, ToolError, ToolResult
 from ._patterns import (
@@ -47,6 +47,7 @@ __all__ = [
     "listed_bytes",
     "parameters_of",
     "result_value",
+    "taken_in",
     "too_deep",
     "tool_names",
     "validator",
@@ -383,3 +384,45 @@ def _invalid(exc: pydantic.ValidationError) -> str:
 
 def _cut(text: str) -> str:
     return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
+
+
+def taken_in(result: dict[str, object]) -> str | None:
+    """Make an answer's ``result`` cheap for the SDK to validate (it does so twice,
+    on the trio thread, some 25 us a block or a tool: 1,000,000 content blocks held
+    the loop 25 s, 100,000 tools 8 s) before the session sees it (over stdio, in
+    the worker thread a long line is parsed in): runs of plain text blocks are
+    joined into one (as a result's texts are joined anyway), and what we would
+    refuse after that validation is refused now, saying why (the error the
+    request gets). None when the answer may go on."""
+    tools = result.get("tools")
+    if isinstance(tools, list) and len(tools) > MAX_TOOLS:
+        return f"tools/list refused: it lists more than {MAX_TOOLS} tools"
+    content = result.get("content")
+    if isinstance(content, list) and len(content) > MAX_CONTENT_BLOCKS:
+        content = result["content"] = _joined_texts(content)
+        if len(content) > MAX_CONTENT_BLOCKS:
+            return f"the server's answer has more than {MAX_CONTENT_BLOCKS} content blocks"
+    return None
+
+
+def _joined_texts(content: list[object]) -> list[object]:
+    """``content`` with each run of plain text blocks joined into one, by newlines."""
+    joined: list[object] = []
+    run: list[str] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text" and set(block) <= _PLAIN:
+            text = block.get("text")
+            if isinstance(text, str):
+                run.append(text)
+                continue
+        if run:
+            joined.append({"type": "text", "text": "\n".join(run)})
+            run = []
+        joined.append(block)
+    if run:
+        joined.append({"type": "text", "text": "\n".join(run)})
+    return joined
+
+
+_PLAIN: Final = frozenset({"type", "text", "annotations", "_meta"})
+"""The keys of a text block whose text is all we take of it."""
