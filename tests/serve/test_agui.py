@@ -26,7 +26,7 @@ import trio_agent
 from trio_agent.fleet import agent_maker
 from trio_agent.messages._ir import content_text
 from trio_agent.serve._frontend import MAX_ANSWER_CHARS
-from trio_agent.testing import CallableModel, scripted_response
+from trio_agent.testing import CallableModel, CutStream, FaultyModel, scripted_response
 
 EVENTS = TypeAdapter(Event)
 
@@ -427,3 +427,66 @@ async def test_tool_messages_of_the_history_are_passed_over_whatever_they_hold(t
         done = await run(url, run_input("r2", messages=both, tools=[PICK]))
     results = {e.tool_call_id: e.content for e in done if e.type.value == "TOOL_CALL_RESULT"}
     assert results == {one: "teal", two: "red"}
+
+
+def look_twice(request):
+    """``"look"``: the text ``looking``, a ping call (its id the request's, the same
+    on a retry), the text `` now``; then ``found``."""
+    if isinstance(request.messages[-1], trio_agent.ToolResultMessage):
+        return scripted_response(f"r-{request.id}", "found")
+    call = trio_agent.ToolCall(f"c-{request.id}", "ping", {})
+    blocks = [trio_agent.TextBlock("looking"), call, trio_agent.TextBlock(" now")]
+    return scripted_response(f"r-{request.id}", blocks)
+
+
+def verified(events) -> None:
+    """The checks of @ag-ui/client's ``verifyEvents`` (the Python package has no
+    verifier), and a call or message id is started once only."""
+    assert types(events)[0] == "RUN_STARTED" and types(events)[-1] == "RUN_FINISHED"
+    texts: set[str] = set()
+    calls: set[str] = set()
+    text: str | None = None
+    call: str | None = None
+    for event in events[1:-1]:
+        kind = event.type.value
+        if kind == "TEXT_MESSAGE_START":
+            assert text is None and event.message_id not in texts, event
+            text = event.message_id
+            texts.add(text)
+        elif kind in ("TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"):
+            assert event.message_id == text, event
+            text = None if kind == "TEXT_MESSAGE_END" else text
+        elif kind == "TOOL_CALL_START":
+            assert call is None and event.tool_call_id not in calls, event
+            call = event.tool_call_id
+            calls.add(call)
+        elif kind in ("TOOL_CALL_ARGS", "TOOL_CALL_END"):
+            assert event.tool_call_id == call, event
+            call = None if kind == "TOOL_CALL_END" else call
+        elif kind == "TOOL_CALL_RESULT":
+            assert event.tool_call_id in calls and call is None, event
+    assert text is None and call is None
+
+
+async def test_a_retried_attempt_frames_its_calls_never_and_ends_its_text(tmp_path):
+    """Bug: the chunks of an attempt that failed (``attempt.failed``: void, the
+    request retried) were framed as if they stood: its tool call was framed,
+    then the retry's with the same id (the client saw the call twice), and its
+    text message was left open. Now an attempt's calls are framed once it goes
+    on, never once it fails, and its text is ended at the failure."""
+    model = FaultyModel(CallableModel(look_twice), faults=[CutStream(call=1, after=3)])
+    maker = agent_maker(model=model, tools=[ping])
+    async with running(tmp_path, factory=maker) as (server, url):
+        events = await run(url, run_input("r1", "look"))
+    assert model.injected == [CutStream(call=1, after=3)]
+    starts = [e for e in events if e.type.value == "TOOL_CALL_START"]
+    [result] = [e for e in events if e.type.value == "TOOL_CALL_RESULT"]
+    assert [e.tool_call_id for e in starts] == [result.tool_call_id]
+    verified(events)
+    assert (starts[0].tool_call_name, result.content) == ("ping", "pong")
+    messages: dict[str, str] = {}
+    for event in events:
+        if event.type.value == "TEXT_MESSAGE_CONTENT":
+            messages[event.message_id] = messages.get(event.message_id, "") + event.delta
+    assert list(messages.values()) == ["looking now", "looking now", "found"]
+    assert events[-1].outcome.type == "success"

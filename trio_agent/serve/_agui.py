@@ -16,6 +16,13 @@ or ``RUN_ERROR`` for a failed turn, and for one that stopped short of an
 answer (a refusal, a limit, a hook): its ``code`` the end's reason in
 capitals (``REFUSAL``, ``MAX_STEPS``, ``USAGE_LIMIT``, ...), since an AG-UI
 client reads a ``RUN_FINISHED`` as a success whatever its ``result`` says.
+
+A model attempt that fails (``attempt.failed``: its chunks are void, the
+request is retried as the next attempt) frames none of its tool calls: an
+attempt's calls are held and framed only once the attempt has gone on (any
+later event but a chunk of it), so the retry's calls, which may have the same
+ids, are each framed once. Its text, already sent (AG-UI retracts nothing),
+is ended there and stays a message of its own; the retry's text is another.
 Frames are built by hand as plain JSON (camelCase), so the library needs no
 AG-UI package.
 """
@@ -150,8 +157,10 @@ def _data(value: dict[str, Any]) -> bytes:
 @final
 class AguiFraming:
     """The AG-UI events of turn ``turn`` of the thread, from its session events.
-    A text message is open while text streams (``_text``: its id); a call or the
-    end closes it. Done once ``RUN_FINISHED`` or ``RUN_ERROR`` is framed."""
+    A text message is open while text streams (``_text``: its id); a call framed or the
+    end closes it. An attempt's tool calls are held (``_calls``) until the attempt
+    goes on, and dropped if it fails. Done once ``RUN_FINISHED`` or ``RUN_ERROR``
+    is framed."""
 
     def __init__(
         self, thread_id: str, run_id: str, turn: int, frontend: frozenset[str] = frozenset()
@@ -165,6 +174,7 @@ class AguiFraming:
         self._text: str | None = None
         self._reasoning: str | None = None  # the open reasoning message's id
         self._started = False  # the turn's turn.started was seen
+        self._calls: tuple[str, list[ToolCall]] | None = None  # an attempt's, not yet framed
 
     def opening(self) -> bytes:
         return _data(
@@ -186,15 +196,23 @@ class AguiFraming:
         return b"".join(_data(value) for value in self._translate(event))
 
     def _translate(self, event: SessionEvent) -> list[dict[str, Any]]:
+        if event.type == "attempt.failed":
+            if self._calls is not None and self._calls[0] == f"{event.request_id}.{event.attempt}":
+                self._calls = None  # void: never framed
+            return [*self._flush(), *self._close_text()]  # the retry streams anew
         if event.type == "model.chunk":
             chunk, attempt = event.chunk, f"{event.request_id}.{event.attempt}"
-            if isinstance(chunk, TextDelta) and chunk.text:
-                return self._text_piece(attempt, chunk.text)
-            if isinstance(chunk, ThinkingDelta) and chunk.thinking:
-                return self._reasoning_piece(f"{attempt}.reasoning", chunk.thinking)
+            out = self._flush() if self._calls and self._calls[0] != attempt else []
             if isinstance(chunk, ToolCall):
-                return [*self._close_text(), *self._call(chunk)]
-            return []
+                if self._calls is None:
+                    self._calls = (attempt, [])
+                self._calls[1].append(chunk)  # framed once the attempt goes on
+            elif isinstance(chunk, TextDelta) and chunk.text:
+                out += self._text_piece(attempt, chunk.text)
+            elif isinstance(chunk, ThinkingDelta) and chunk.thinking:
+                out += self._reasoning_piece(f"{attempt}.reasoning", chunk.thinking)
+            return out
+        held = self._flush()  # any other event: the attempt that sent them went on
         if event.type == "tool.finished":
             text = content_text(event.result.content)
             result = {
@@ -204,11 +222,19 @@ class AguiFraming:
                 "content": text,
                 "role": "tool",
             }
-            return [*self._close_text(), result]
+            return [*held, *self._close_text(), result]
         if isinstance(event, TurnFinished):
             self.done = True
-            return [*self._close_text(), self._finish(event.result)]
-        return []
+            return [*held, *self._close_text(), self._finish(event.result)]
+        return held
+
+    def _flush(self) -> list[dict[str, Any]]:
+        """The held tool calls of an attempt that has gone on, framed (the open
+        text or reasoning ended first)."""
+        held, self._calls = self._calls, None
+        if held is None:
+            return []
+        return [*self._close_text(), *(framed for call in held[1] for framed in self._call(call))]
 
     def _text_piece(self, message_id: str, text: str) -> list[dict[str, Any]]:
         out = []
