@@ -16,9 +16,10 @@ from sse_client import finished, read_until
 from waiting import wait_until
 
 from trio_agent import JsonlStore
+from trio_agent import tool as trio_agent_tool
 from trio_agent.fleet import agent_maker
 from trio_agent.ledger import derive
-from trio_agent.testing import CutStream, FaultyModel
+from trio_agent.testing import CallableModel, CutStream, FaultyModel, scripted_response
 
 
 async def test_a_refused_branch_request_leaves_no_session_behind(tmp_path):
@@ -216,3 +217,42 @@ async def test_a_retried_attempt_leaves_neither_its_text_nor_its_calls_in_the_re
     for response in held, streamed:
         assert [item.type for item in response.output] == ["function_call", "mcp_approval_request"]
     assert kinds.count("response.output_item.added") == 2
+
+
+def _look_twice(request):
+    """The text ``looking``, a ``ping`` call (its id the request's: the same on a
+    retry), the text `` now``; once answered, ``found``."""
+    import trio_agent
+
+    if isinstance(request.messages[-1], trio_agent.ToolResultMessage):
+        return scripted_response(f"r-{request.id}", "found")
+    call = trio_agent.ToolCall(f"c-{request.id}", "ping", {})
+    blocks = [trio_agent.TextBlock("looking"), call, trio_agent.TextBlock(" now")]
+    return scripted_response(f"r-{request.id}", blocks)
+
+
+@trio_agent_tool
+async def ping() -> str:
+    """Answers pong."""
+    return "pong"
+
+
+async def test_regression_a_failed_attempts_call_followed_by_text_is_never_framed(tmp_path):
+    """Bug: an attempt that streamed a call and then text, and then failed, had its
+    call framed at the text (held calls went out at any text), then the retry's
+    call with the same id: the SDK's stream helper raised "conflicting output
+    identities". A call is held until its own attempt goes on."""
+    model = FaultyModel(CallableModel(_look_twice), faults=[CutStream(call=1, after=3)])
+
+    def talk(ai: openai.OpenAI):
+        with ai.responses.stream(model="any", input="look") as stream:
+            kinds = [event.type for event in stream]
+            return kinds, stream.get_final_response()
+
+    async with running(tmp_path, factory=agent_maker(model=model, tools=[ping])) as (_, url):
+        kinds, response = await in_thread(talk, url)
+    assert model.injected == [CutStream(call=1, after=3)]
+    calls = [item for item in response.output if item.type == "function_call"]
+    assert [call.call_id for call in calls] == ["c-request-001"]
+    assert response.output_text.endswith("found")
+    assert kinds[-1] == "response.completed"

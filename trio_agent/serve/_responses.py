@@ -135,11 +135,14 @@ class ResponsesFraming:
                     self._calls = (attempt, [])
                 self._calls[1].append(chunk)  # framed once the attempt goes on
                 return out
+            # text of the attempt whose calls are held keeps them held (it may still
+            # fail); another attempt's text means theirs went on
+            held = self._flush() if self._calls and self._calls[0] != attempt else []
             if isinstance(chunk, TextDelta) and chunk.text:
-                return [*self._flush(), *self._piece(attempt, "message", chunk.text)]
+                return [*held, *self._piece(attempt, "message", chunk.text)]
             if isinstance(chunk, ThinkingDelta) and chunk.thinking:
-                return [*self._flush(), *self._piece(attempt, "reasoning", chunk.thinking)]
-            return []
+                return [*held, *self._piece(attempt, "reasoning", chunk.thinking)]
+            return held
         held = self._flush()  # any other event: the attempt that sent them went on
         return [*held, *self._after_chunks(event)]
 
@@ -149,7 +152,8 @@ class ResponsesFraming:
         if held is None:
             return []
         attempt, calls = held
-        return [framed for call in calls for framed in self._call(attempt, call)]
+        closed = self._close("completed")  # text after the calls, in their attempt
+        return [*closed, *(framed for call in calls for framed in self._call(attempt, call))]
 
     def _after_chunks(self, event: SessionEvent) -> list[dict[str, Any]]:
         if event.type == "tool.finished":
