@@ -365,3 +365,44 @@ async def test_ask_asks_again_about_an_approval_without_the_users_seal(loopback,
     ran = await _resume_asking(tmp_path / "yes" / "s.jsonl", b"y\n")
     assert ran.returncode == 0, ran.stderr.decode()
     assert (tmp_path / "yes" / "a.txt").read_text() == "from the model"
+
+
+async def _approved_then_rejected(tmp_path: Path) -> Agent:
+    """A session with two held calls: ``call_1`` approved, ``call_2`` rejected."""
+    calls = [ToolCall("call_1", "launch", {"target": "moon"})]
+    calls.append(ToolCall("call_2", "launch", {"target": "mars"}))
+    replies = [scripted_response("r1", calls), scripted_response("r2", "done")]
+    agent = Agent(model=ScriptedModel(replies), tools=[launch], store=JsonlStore(tmp_path))
+    await agent.prompt("launch")
+    await agent.approve("call_1")
+    await agent.reject("call_2", "not mars, ever", by="ann", seal="ann's")
+    return agent
+
+
+async def test_overrule_of_a_rejected_call_replaced_the_reason_the_model_reads(tmp_path):
+    """The bug: ``overrule`` took a call already rejected and put its own reason in
+    place of the recorded one, so the model read a reason the ledger's decision
+    never gave (the approver's was lost). Only an approval is overruled now."""
+    agent = await _approved_then_rejected(tmp_path)
+    with pytest.raises(ValueError, match="rejected already"):
+        agent.overrule("call_2", "something else")
+    assert agent.approval_decisions["call_2"].reason == "not mars, ever"
+    agent.overrule("call_1", "untrusted")
+    await agent.prompt()
+    await agent.aclose()
+    answers = {m.tool_call_id: str(m.content) for m in agent.messages if m.role == "tool_result"}
+    assert "rejected by ann: not mars, ever" in answers["call_2"]
+    assert "untrusted" in answers["call_1"]
+
+
+async def test_overrule_took_a_reason_that_is_no_text(tmp_path):
+    """The bug: ``reject`` refuses a reason or name that is no valid text, but
+    ``overrule`` kept any object, which the next turn put in an event and the
+    model's error result. Refused as ``reject`` refuses it, the call still approved."""
+    agent = await _approved_then_rejected(tmp_path)
+    for reason, by in ((42, ""), ("bad \ud800", ""), ("why", None)):
+        with pytest.raises(TypeError):
+            agent.overrule("call_1", reason, by=by)  # type: ignore[arg-type]
+    assert agent.approval_decisions["call_1"].approved
+    await agent.aclose()
+

@@ -24,6 +24,7 @@ from ..engine._options import (
 )
 from ..engine._run import exit_nursery, require_trio
 from ..events import ApprovalDecision, OutputT, TurnResult
+from ..limits import is_valid_unicode
 from ..messages._ir import Message, ToolCall, ToolResultMessage, UserMessage
 from ..messages._view import Transcript
 from ..model import Model
@@ -610,14 +611,22 @@ class Agent(Generic[OutputT, DepsT]):
         instead of running it, for an approval this application cannot trust
         (``trio-agent resume``: one without the user's seal). The ledger keeps its
         one decision: the call's error result (next turn) records this. Between
-        turns; ``ValueError`` for a call that is not decided."""
+        turns; ``ValueError`` for a call that is not approved (undecided, or
+        rejected: its recorded reason is what the model reads), ``TypeError`` for a
+        ``reason`` or ``by`` that is no valid text (as ``reject``)."""
         require_trio()
         state = self._state
         state.check_open()
         if state.active is not None:
             raise RuntimeError("overrule a decision between turns, not while a turn runs")
-        if call_id not in state.approvals.decisions:
+        decision = state.approvals.decisions.get(call_id) if type(call_id) is str else None
+        if decision is None:
             raise ValueError(f"no decided call {call_id!r} waits to run in this session")
+        if not decision.approved:
+            raise ValueError(f"call {call_id!r} was rejected already: nothing to overrule")
+        for name, value in (("reason", reason), ("by", by)):
+            if type(value) is not str or not is_valid_unicode(value):
+                raise TypeError(f"{name} must be a str (valid Unicode), got {value!r:.80}")
         rejection = ApprovalDecision(
             call_id=call_id, approved=False, reason=reason, by=by, at=time.time()
         )
