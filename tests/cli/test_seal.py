@@ -406,3 +406,89 @@ async def test_overrule_took_a_reason_that_is_no_text(tmp_path):
     assert agent.approval_decisions["call_1"].approved
     await agent.aclose()
 
+
+RERUN_APP = '''
+from trio_agent import Agent, tool
+from trio_agent.testing import ScriptedModel, scripted_response
+
+
+@tool(requires_approval=True, effect="idempotent")
+async def launch(target: str) -> str:
+    """Launch at a target (needs a yes; launching twice is once)."""
+    with open("launched.txt", "a") as file:
+        file.write(target + "\\n")
+    return f"launched at {target}"
+
+
+agent = Agent(model=ScriptedModel([scripted_response("r9", "done")]), tools=[launch])
+'''
+
+
+@tool(name="launch", requires_approval=True, effect="idempotent")
+async def launch_again(target: str) -> str:
+    """As the application's ``launch``, in this process (writes nothing)."""
+    return f"launched at {target}"
+
+
+async def _cut_off_in_its_run(tmp_path: Path, approve) -> Path:
+    """An application's session whose held call was approved (by ``approve``), then
+    dispatched, its process dying before the result: the ledger cut after its
+    ``tool/call``, so a resume runs the call again (its tool is idempotent)."""
+    (tmp_path / "app.py").write_text(textwrap.dedent(RERUN_APP))
+    held = ToolCall("call_1", "launch", {"target": "moon"})
+    store = JsonlStore(tmp_path)
+    replies = [scripted_response("r1", [held]), scripted_response("r2", "ok")]
+    agent = Agent(model=ScriptedModel(replies), tools=[launch_again], store=store, session_id="app")
+    await agent.prompt("launch")
+    await agent.aclose()
+    ledger = tmp_path / "app.jsonl"
+    await approve(store, ledger)
+    agent = await Agent.resume(store, "app", model=ScriptedModel(replies[1:]), tools=[launch_again])
+    await agent.prompt()
+    await agent.aclose()
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    cut = [json.loads(line)["kind"] for line in lines].index("tool/call") + 1
+    ledger.write_bytes(b"".join(lines[:cut]))
+    return ledger
+
+
+async def test_a_call_run_again_after_a_crash_ran_under_an_unsealed_approval(tmp_path):
+    """The bug: a call approved without the user's seal and cut off in its run (a
+    ``tool/call`` with no result) is run again by a resume, with the approval's
+    arguments, and ``resume`` asked nothing: its check saw only calls still held,
+    and a dispatched call is not. A hostile ledger got any approval run that way.
+    Now it runs only with ``--approve auto``; otherwise nothing runs (exit 2)."""
+
+    async def mallory(store: JsonlStore, ledger: Path) -> None:
+        agent = await Agent.resume(store, "app", model=ScriptedModel([]), tools=[launch_again])
+        await agent.approve("call_1", arguments={"target": "mars"}, by="mallory")
+        await agent.aclose()
+
+    ledger = await _cut_off_in_its_run(tmp_path, mallory)
+    resume = ["resume", str(ledger), "--agent", "app:agent", "--message", "go on"]
+    resumed = await cli([*TRIO_AGENT, *resume], cwd=tmp_path)
+    err = resumed.stdout.decode() + resumed.stderr.decode()
+    assert resumed.returncode == 2, err
+    assert "not by you" in err and 'launch({"target":"mars"})' in err
+    assert not (tmp_path / "launched.txt").exists()  # never run again
+    assert dispatched(ledger) == ["call_1"]  # the ledger as it was
+    resumed = await cli([*TRIO_AGENT, *resume, "--approve", "auto"], cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert (tmp_path / "launched.txt").read_text() == "mars\n"
+
+
+async def test_a_call_the_user_approved_runs_again_after_a_crash_unasked(tmp_path):
+    """What stands: the user's own approval (``trio-agent approve``, sealed) of a
+    call cut off in its run has the resume run it again, with no question."""
+
+    async def user(store: JsonlStore, ledger: Path) -> None:
+        approved = await cli([*TRIO_AGENT, "approve", str(ledger), "call_1"], cwd=tmp_path)
+        assert approved.returncode == 0, approved.stderr.decode()
+
+    ledger = await _cut_off_in_its_run(tmp_path, user)
+    resume = ["resume", str(ledger), "--agent", "app:agent", "--message", "go on"]
+    resumed = await cli([*TRIO_AGENT, *resume], cwd=tmp_path)
+    out, err = resumed.stdout.decode(), resumed.stderr.decode()
+    assert resumed.returncode == 0, (out, err)
+    assert "not by you" not in out + err
+    assert (tmp_path / "launched.txt").read_text() == "moon\n"

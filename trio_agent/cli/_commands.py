@@ -204,6 +204,7 @@ def _driver(
         ledger=ledger,
         reopen=reopen,
         poll=None if ledger is None else _poll(ledger),
+        records=None if ledger is None else lambda: read_ledger(ledger).records,
         tools=tools,
         max_steps=max_steps,
     )

@@ -56,7 +56,7 @@ import trio
 
 from ..events import ApprovalDecision, TurnAwaitingApproval, TurnResult
 from ..ledger._derive import DerivedSession
-from ..ledger._records import SessionLockedError
+from ..ledger._records import Record, SessionLockedError
 from ..limits import ArgumentsError, check_arguments
 from ..messages._ir import ToolCall
 from ..session._agent import Agent
@@ -64,7 +64,7 @@ from ..tools._tool import ToolRegistry
 from ._output import Printer, json_line, one_line
 from ._output_schema import OutputSchema
 from ._parser import GUARDED_TOOLS
-from ._trust import decision_is_mine, decision_seal
+from ._trust import decision_is_mine, decision_seal, unsealed_reruns
 
 __all__ = [
     "DENIED",
@@ -174,7 +174,8 @@ class Driver:
 
     ``ledger``: the session's file as given (None: not recorded); ``reopen``
     resumes the session after ``wait`` let it go, ``poll`` reads and derives its
-    ledger (read only, in a worker thread); ``tools`` check edited arguments.
+    ledger (read only, in a worker thread), ``records`` reads its records (for the
+    approvals of calls run again); ``tools`` check edited arguments.
     """
 
     def __init__(
@@ -186,6 +187,7 @@ class Driver:
         ledger: str | None = None,
         reopen: Callable[[], Awaitable[Agent]] | None = None,
         poll: Callable[[], DerivedSession] | None = None,
+        records: Callable[[], Sequence[Record]] | None = None,
         tools: ToolRegistry | None = None,
         max_steps: int | None = None,
         pace: float = 0.0,
@@ -199,6 +201,7 @@ class Driver:
         self.ledger = ledger
         self.reopen = reopen
         self.poll = poll
+        self.records = records
         self.tools = tools
         self.max_steps = max_steps
         self.pace = pace
@@ -337,13 +340,37 @@ class Driver:
         )
         return [pair for pair, ok in zip(approved, mine, strict=True) if not ok]
 
+    async def _unsealed_reruns(self) -> list[ToolCall]:
+        """The calls the session runs again (their process died mid-call) that were
+        approved without this user's seal (the ledger's records read in a worker
+        thread: the resumed agent keeps no decision for a call once dispatched)."""
+        agent, read = self.agent, self.records
+        reruns, session_id = agent.rerun_calls, agent.session_id
+        if not reruns or session_id is None or read is None:
+            return []
+        return await trio.to_thread.run_sync(lambda: unsealed_reruns(session_id, read(), reruns))
+
     async def _settle_unsealed(self) -> int | None:
         """Ask again about each approval that bears no seal of this user's, as the
-        mode says; None to go on, else the exit code (nothing was run)."""
+        mode says; None to go on, else the exit code (nothing was run). A call to
+        run again under such an approval runs only with ``auto``: it cannot be
+        rejected any more (it was dispatched), so any other mode stops."""
+        note = self.printer.note
+        reruns = await self._unsealed_reruns()
+        if reruns:
+            note(
+                f"{len(reruns)} call(s) left to run again (their run was cut off) are "
+                "approved in the ledger, but not by you (the decision bears no seal of "
+                "yours: a ledger from someone else, or edited):"
+            )
+            for call in reruns:
+                note(f"  {one_line(call.id, 80)} {call_text(call)}")
+            if self.mode != "auto":
+                return self._not_rerun()
+            note("--approve auto: they run")
         unsealed = await self._unsealed()
         if not unsealed:
             return None
-        note = self.printer.note
         note(
             f"{len(unsealed)} call(s) are approved in the ledger, but not by you (the "
             "decision bears no seal of yours: a ledger from someone else, or edited):"
@@ -370,6 +397,15 @@ class Driver:
                     self._overrule(call, answer)
             return None
         return self._not_left(self.mode)
+
+    def _not_rerun(self) -> int:
+        """Calls to run again under another's approval run only with ``auto``."""
+        path = shlex.quote(os.path.abspath(self.ledger or ""))
+        self.printer.note(
+            "nothing was run: a call run once cannot be rejected; to run them again, "
+            f"after reading them: `trio-agent resume {path} --approve auto`"
+        )
+        return EXIT_USAGE
 
     def _not_left(self, mode: str) -> int:
         """``defer``/``wait`` cannot leave unsealed approvals to another shell."""

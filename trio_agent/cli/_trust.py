@@ -29,17 +29,33 @@ import os
 import secrets
 import shlex
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import msgspec
 
 from ..events import ApprovalDecision
-from ..messages._ir import ToolCall
+from ..ledger._records import (
+    ApprovalDecidedRecord,
+    ApprovalRequestedRecord,
+    CompactedRecord,
+    SnapshotRecord,
+    ToolResultRecord,
+)
+from ..ledger._snapshot import SnapshotState
+from ..messages._ir import AssistantMessage, ToolCall
 from ._errors import UsageError
 
-__all__ = ["SEAL", "TRUSTED", "check_trusted", "decision_is_mine", "decision_seal", "sealed"]
+__all__ = [
+    "SEAL",
+    "TRUSTED",
+    "check_trusted",
+    "decision_is_mine",
+    "decision_seal",
+    "sealed",
+    "unsealed_reruns",
+]
 
 SEAL: Final = "seal"
 """The key of the seal in the recorded configuration."""
@@ -199,6 +215,64 @@ def decision_is_mine(session_id: str, call: ToolCall, decision: ApprovalDecision
         key, session_id, call, decision.approved, decision.arguments, decision.by, decision.reason
     )
     return _same(seal, expected)
+
+
+def unsealed_reruns(
+    session_id: str, records: Iterable[Any], reruns: Sequence[ToolCall]
+) -> list[ToolCall]:
+    """Those of ``reruns`` (calls a resume runs again: dispatched, their process
+    died mid-call) that were held for approval and whose approval bears no seal of
+    this user's, from the ledger's ``records``: the held call as requested and its
+    decision, as a replay finds them (from the last snapshot's state on, an answer
+    or a compaction ending each); a call held with no decision or no call found
+    counts as unsealed (fail closed). Reads no key but ``decision_is_mine``'s."""
+    wanted = {call.id for call in reruns}
+    held: dict[str, ToolCall | None] = {}
+    decided: dict[str, ApprovalDecision] = {}
+    for record in records:
+        kind = type(record)
+        if kind is ApprovalRequestedRecord and record.call_id in wanted:
+            held[record.call_id] = record.call
+        elif kind is ApprovalDecidedRecord and record.call_id in wanted:
+            decided[record.call_id] = record.decision
+        elif kind is ToolResultRecord or kind is CompactedRecord:  # answered, or dropped
+            gone = {record.result.tool_call_id} if kind is ToolResultRecord else set(held)
+            for call_id in gone:
+                held.pop(call_id, None)
+                decided.pop(call_id, None)
+        elif kind is SnapshotRecord:  # the state at that point, as a resume restores it
+            held.clear()
+            decided.clear()
+            try:
+                state = msgspec.json.decode(record.state, type=SnapshotState)
+            except msgspec.DecodeError:
+                continue  # not the state a resume could start from: its records stand
+            calls = {
+                call.id: call
+                for message in state.messages
+                if type(message) is AssistantMessage
+                for call in message.content
+                if type(call) is ToolCall and call.id in wanted
+            }
+            for call_id in state.held:
+                if call_id in wanted:
+                    held[call_id] = calls.get(call_id)
+            for restored in state.decided:
+                if restored.call_id in wanted:
+                    decided[restored.call_id] = restored
+    out = []
+    for call in reruns:
+        if call.id not in held:
+            continue  # never held: its run needs no approval
+        requested, found = held[call.id], decided.get(call.id)
+        if (
+            requested is None
+            or found is None
+            or not found.approved
+            or not decision_is_mine(session_id, requested, found)
+        ):
+            out.append(call)
+    return out
 
 
 def check_trusted(config: Mapping[str, Any], record: Any, flags: Any, dropped: set[str]) -> None:
