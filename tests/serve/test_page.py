@@ -5,11 +5,13 @@ held call whose approve button runs it."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from unittest.mock import ANY
 
 import page_hostile_child
 import pytest
+import serve_agents
 import trio
 from paths import SUPPORT
 from serving import client, running
@@ -181,3 +183,26 @@ async def test_a_token_no_header_can_carry_is_refused_by_the_page(tmp_path):
     seen = await hostile(tmp_path, "badtoken", token=TOKEN)
     assert seen["stored"] is None and seen["login"] is True
     assert "printable ASCII" in seen["said"]
+
+
+async def test_a_turn_cut_off_by_a_crash_is_not_shown_running_for_ever(tmp_path):
+    """Bug: a turn cut off by a crash of its server has no ``turn.finished``, so
+    the page, and every reload of it, said "running" and offered Cancel (which
+    answered "no turn is running") until another turn ended. Now, once the event
+    stream is idle (a keep-alive), the page asks the server, which runs no turn
+    of the session any more, and says idle."""
+    async with running(tmp_path / "live") as (server, url), client(url) as http:
+        await http.post("/sessions/s/turns", json={"message": "hold cut"})
+        await wait_until(lambda: "cut" in serve_agents.holding)
+        await read_until(url, "/sessions/s/events", lambda e: e["type"] == "tool.started")
+        shutil.copytree(tmp_path / "live", tmp_path / "crashed")  # the store as a crash left it
+        serve_agents.release("cut")
+    serve_agents.reset()
+    child = [sys.executable, str(SUPPORT / "page_cut_child.py")]
+    async with running(tmp_path / "crashed", keepalive_seconds=0.2) as (server, url):
+        with trio.fail_after(4 * WAIT):
+            done = await trio.run_process(
+                [*child, url, "s"], capture_stdout=True, capture_stderr=True, check=False
+            )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert json.loads(done.stdout) == {"status": "idle", "listed_running": 0}

@@ -128,7 +128,7 @@ async function listSessions() {
 // -- a session
 async function openSession(id) {
   if (open && open.source) open.source.abort();
-  open = { id, source: null, items: new Map(), running: false, pieceNo: 0, lastKind: "" };
+  open = { id, source: null, items: new Map(), running: false, turn: 0, pieceNo: 0, lastKind: "" };
   $("title").textContent = id;
   pending.clear();
   $("transcript").replaceChildren();
@@ -145,7 +145,7 @@ async function openSession(id) {
 
 // -- the event stream: server-sent events over fetch (EventSource can send no
 // Authorization header), resumed after the last id seen
-function sseParser(dispatch) {
+function sseParser(dispatch, idle) {
   // Lines end in \r\n, \n or \r; a \r last in a chunk waits for the next (it may
   // be half of \r\n). A blank line dispatches the event gathered, if it has data.
   let buffer = "";
@@ -159,7 +159,10 @@ function sseParser(dispatch) {
       type = "";
       return;
     }
-    if (text[0] === ":") return; // a comment: the keep-alive
+    if (text[0] === ":") {
+      if (text === ": keep-alive" && idle) idle(); // caught up, and nothing new since
+      return;
+    }
     const colon = text.indexOf(":");
     const field = colon < 0 ? text : text.slice(0, colon);
     let value = colon < 0 ? "" : text.slice(colon + 1);
@@ -236,10 +239,13 @@ async function readEvents(session, answer, signal) {
   // true when the stream ended and may be asked for again; false when this page left it
   const reader = answer.body.getReader();
   const text = new TextDecoder();
-  const push = sseParser((event) => {
-    if (event.id !== null) session.lastId = event.id;
-    if (event.type === "message" && open === session) render(JSON.parse(event.data).event);
-  });
+  const push = sseParser(
+    (event) => {
+      if (event.id !== null) session.lastId = event.id;
+      if (event.type === "message" && open === session) render(JSON.parse(event.data).event);
+    },
+    () => settle(session),
+  );
   try {
     for (;;) {
       const { value, done } = await reader.read();
@@ -252,6 +258,26 @@ async function readEvents(session, answer, signal) {
   }
   reader.cancel().catch(() => {});
   return !signal.aborted && open === session;
+}
+
+async function settle(session) {
+  // A turn cut off by its server's crash has no turn.finished: once the stream is
+  // idle, ask the server whether it still runs that turn (or a later one).
+  if (!session.running || session.settling) return;
+  const turn = session.turn;
+  session.settling = true;
+  try {
+    const state = await api("GET", sessionPath(session.id));
+    const over = state.running_turn === null && state.turns >= turn;
+    if (over && open === session && session.running && session.turn === turn) {
+      setRunning(false);
+      refreshSessions();
+    }
+  } catch (_) {
+    // asked again at the next keep-alive
+  } finally {
+    session.settling = false;
+  }
 }
 
 function setRunning(running) {
@@ -315,6 +341,7 @@ function render(event) {
 
 const handlers = {
   "turn.started": (event) => {
+    open.turn = event.turn;
     add(element("div", "turn-mark", `turn ${event.turn}`));
     setRunning(true);
   },
