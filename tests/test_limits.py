@@ -207,3 +207,30 @@ def test_a_flat_object_is_checked_as_the_walk_checks_it(arguments):
         with pytest.raises(ArgumentsError) as raised:
             check_arguments(arguments)
         assert raised.value.path.startswith("$")  # the walk names what is wrong
+
+
+async def test_regression_a_huge_key_is_named_by_its_head_not_whole():
+    """A streamed call whose arguments held a key of 100,000 characters failed the turn
+    with the whole key in its path: a ``MODEL_PROTOCOL_ERROR`` detail of 100 KB, in
+    the events and the ledger. A path shows a long key's head and its length."""
+    from trio_agent import ToolCall, ToolRegistry, UserMessage, run_agent_loop, tool
+    from trio_agent.testing import ScriptedModel, scripted_response
+
+    @tool
+    async def f(x: int = 0) -> str:
+        """F."""
+        return "ok"
+
+    call = ToolCall("c1", "f", {"k" * 100_000: 1})
+    run = run_agent_loop(
+        messages=[UserMessage("u1", "go")],
+        model=ScriptedModel([scripted_response("r1", [call])]),
+        tools=ToolRegistry([f]),
+        max_steps=2,
+    )
+    failed = await run.wait()
+    assert failed.code == "MODEL_PROTOCOL_ERROR" and len(failed.detail) < 400, len(failed.detail)
+    assert f'$["{"k" * 64}... (100000 characters)"]' in failed.detail
+    from trio_agent.limits import json_path
+
+    assert json_path(["a" * 64, 0]) == f"$.{'a' * 64}[0]"  # up to the bound: as it is

@@ -220,16 +220,24 @@ def _flat_copy(
 def json_path(loc: Sequence[str | int]) -> str:
     """``$.a[0]["odd key"]``: a location as a JSON path, written as msgspec writes
     its own (an odd key quoted as JSON). The one writer of the paths the model
-    reads, for the limits here and for the validation errors of tool arguments."""
+    reads, for the limits here and for the validation errors of tool arguments.
+    A key longer than ``_KEY_SHOWN`` shows its head and its length."""
     parts = ["$"]
     for key in loc:
         if isinstance(key, int):
             parts.append(f"[{key}]")
+        elif len(key) > _KEY_SHOWN:  # a model's key may run to megabytes: its head
+            head = f"{key[:_KEY_SHOWN]}... ({len(key)} characters)"
+            parts.append(f"[{json.dumps(head, ensure_ascii=False)}]")
         elif key.isidentifier():
             parts.append(f".{key}")
         else:
             parts.append(f"[{json.dumps(key, ensure_ascii=False)}]")
     return "".join(parts)
+
+
+_KEY_SHOWN: Final = 64
+"""Characters of a key a path shows; a longer one shows its head and its length."""
 
 
 def check_arguments(arguments: object, *, output: bool = False) -> dict[str, Any]:
