@@ -397,6 +397,29 @@ async def test_a_thread_is_offered_a_bounded_number_of_tools_and_none_named_fina
             assert status == 400 and "tool" in error["error"], (status, error)
 
 
+async def test_regression_a_threads_tools_are_bounded_in_bytes_not_only_in_number(tmp_path):
+    """Hostile client: each run may offer tools of up to the body's 1 MiB, and a
+    thread keeps them across runs (and sends them with every model request):
+    128 tools of 1 MiB each held 128 MiB for one thread. A thread's tools hold at
+    most ``MAX_TOOLS_BYTES`` in all; offering the same tools again is fine."""
+    from trio_agent.serve._frontend import MAX_TOOLS_BYTES
+
+    user = [UserMessage(id="u", content="hi")]
+    big = "d" * (MAX_TOOLS_BYTES // 3)
+
+    def tools(*names: str) -> list[Tool]:
+        return [Tool(name=name, description=big, parameters={}) for name in names]
+
+    async with running(tmp_path) as (server, url):
+        assert (await run(url, run_input("r1", messages=user, tools=tools("a", "b"))))[-1].outcome
+        assert (await run(url, run_input("r2", messages=user, tools=tools("a", "b"))))[-1].outcome
+        status, error = await post_stream(
+            url, "/ag-ui", run_input("r3", messages=user, tools=tools("c"))
+        )
+        assert status == 400 and "bytes" in error["error"], (status, error)
+        assert (await run(url, run_input("r4", messages=user, tools=tools("b"))))[-1].outcome
+
+
 async def test_a_resume_entry_cannot_approve_a_frontend_call_without_its_answer(tmp_path):
     """Hostile client: a resume entry approving a frontend_tool interrupt (it
     asks for a tool message) approved the call with no answer, and the model

@@ -26,6 +26,7 @@ from ..messages._ir import ToolCall
 from ..session._agent import Agent
 from ..tools._context import tool_context
 from ..tools._tool import Tool, ToolRegistry
+from ..tools._types import json_bytes
 from ._bodies import ApiError
 from ._views import Decision, check_decisions
 
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 MAX_TOOLS: Final = 128
+MAX_TOOLS_BYTES: Final = 1 << 20
+"""Bytes of a thread's frontend tools in all (their descriptions and schemas, as
+JSON): they are kept across runs and sent with every request of the session."""
 MAX_ANSWER_CHARS: Final = 1 << 18
 """The longest answer to a frontend tool's call: it is recorded twice (the
 approval's reason, then the call's result) and read by the model."""
@@ -69,6 +73,7 @@ class FrontendTools:
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._sizes: dict[str, int] = {}  # each tool's description and schema, in bytes
         self._answers: dict[str, str] = {}
 
     def tools(self) -> list[Tool]:
@@ -82,7 +87,7 @@ class FrontendTools:
         whose name one of the agent's own tools has, in ``taken``)."""
         if len(offers) > MAX_TOOLS:
             raise ApiError(400, f"a run offers at most {MAX_TOOLS} tools")
-        made = {}
+        made, sizes = {}, {}
         for offer in offers:
             if offer.name in taken or offer.name == OUTPUT_TOOL_NAME:
                 raise ApiError(400, f"tools: the agent has its own tool {offer.name!r}")
@@ -100,9 +105,17 @@ class FrontendTools:
                 )
             except (TypeError, ValueError) as exc:
                 raise ApiError(400, f"tools: {exc}") from None
+            sizes[offer.name] = len(offer.description.encode()) + len(json_bytes(parameters))
         if len(self._tools.keys() | made.keys()) > MAX_TOOLS:  # kept across runs: bounded
             raise ApiError(400, f"a thread is offered at most {MAX_TOOLS} tools in all")
+        if sum({**self._sizes, **sizes}.values()) > MAX_TOOLS_BYTES:
+            raise ApiError(
+                400,
+                f"a thread's tools hold at most {MAX_TOOLS_BYTES} bytes of descriptions and "
+                "schemas in all",
+            )
         self._tools.update(made)
+        self._sizes.update(sizes)
 
     def answered(self, call_id: str) -> str | None:
         """The answer kept for call ``call_id`` (not yet returned), if any."""
