@@ -492,3 +492,20 @@ async def test_a_call_the_user_approved_runs_again_after_a_crash_unasked(tmp_pat
     assert resumed.returncode == 0, (out, err)
     assert "not by you" not in out + err
     assert (tmp_path / "launched.txt").read_text() == "moon\n"
+
+
+async def test_regression_a_call_owed_a_run_again_is_resumed_without_a_message(tmp_path):
+    """A crashed session whose one open call is owed a run again (an idempotent
+    tool's, cut off in its run) was refused by ``resume`` without ``--message``:
+    "nothing to continue (the model owes no reply)", though the resume owes the
+    call its run and the model its result."""
+
+    async def user(store: JsonlStore, ledger: Path) -> None:
+        approved = await cli([*TRIO_AGENT, "approve", str(ledger), "call_1"], cwd=tmp_path)
+        assert approved.returncode == 0, approved.stderr.decode()
+
+    ledger = await _cut_off_in_its_run(tmp_path, user)
+    resumed = await cli([*TRIO_AGENT, "resume", str(ledger), "--agent", "app:agent"], cwd=tmp_path)
+    out, err = resumed.stdout.decode(), resumed.stderr.decode()
+    assert resumed.returncode == 0, (out, err)
+    assert (tmp_path / "launched.txt").read_text() == "moon\n"

@@ -299,7 +299,8 @@ def _run_app(args: argparse.Namespace) -> int:
 
 def _left_by_an_interruption(loaded: LoadedSession, derived: DerivedSession) -> str | None:
     """None if an interruption left the session owing a reply that ``resume`` with
-    no message continues: calls the resume answers (left open), or a transcript
+    no message continues: calls the resume answers (left open) or runs again
+    (owed a rerun), or a transcript
     ending on a user message or a tool result in a turn that did not end (a
     crash) or ended ``interrupted`` or ``cancelled`` (Ctrl-C). Else why not: a
     turn that ended another way (``max_steps``, ``failed``, ...) is not taken up
@@ -309,6 +310,8 @@ def _left_by_an_interruption(loaded: LoadedSession, derived: DerivedSession) -> 
         return None
     if derived.pending_approvals:
         return None  # calls wait for approval: resume decides them (--approve) and goes on
+    if derived.reruns:
+        return None  # calls a crash cut off in their run: resume runs them again, goes on
     messages = derived.messages
     if not messages or type(messages[-1]) is AssistantMessage:
         return "the model owes no reply"
