@@ -300,9 +300,9 @@ def _run_app(args: argparse.Namespace) -> int:
 def _left_by_an_interruption(loaded: LoadedSession, derived: DerivedSession) -> str | None:
     """None if an interruption left the session owing a reply that ``resume`` with
     no message continues: calls the resume answers (left open) or runs again
-    (owed a rerun), or a transcript
-    ending on a user message or a tool result in a turn that did not end (a
-    crash) or ended ``interrupted`` or ``cancelled`` (Ctrl-C). Else why not: a
+    (owed a rerun), or a transcript ending on a user message or a tool result in
+    a turn that did not end (a crash) or ended ``interrupted`` or ``cancelled``
+    (Ctrl-C). Else why not: a
     turn that ended another way (``max_steps``, ``failed``, ...) is not taken up
     again without a new message. Decided from the records alone, so a refusal
     writes nothing (no resume took the ledger over)."""
