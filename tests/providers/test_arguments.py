@@ -378,12 +378,23 @@ def test_a_nest_too_deep_to_decode_is_refused_not_raised():
 
 
 def test_a_reason_is_kept_short():
-    # a path through long keys would be long: the reason is cut
-    key = "k" * 3_000
-    raw = msgspec.json.encode({key: {key[:1_000]: [[[]] * 300]}})
+    # a path through many keys would be long: the reason is cut (a path shows a
+    # long key by its head and length, so the keys are of the most it shows whole)
+    value: object = [[[]] * 300]
+    for depth in range(12):
+        value = {f"{depth:02d}" + "k" * 62: value}
+    raw = msgspec.json.encode(value)
     (reason,) = take_arguments(raw, 100_000).values()
     assert len(reason) <= MAX_REASON_CHARS < MAX_ARGUMENT_CHARS // 4
     assert "characters cut" in reason
+
+
+def test_a_path_through_huge_keys_names_each_by_its_head():
+    key = "k" * 3_000
+    raw = msgspec.json.encode({key: {key[:1_000]: [[[]] * 300]}})
+    (reason,) = take_arguments(raw, 100_000).values()
+    assert len(reason) <= MAX_REASON_CHARS
+    assert "(3000 characters)" in reason and "(1000 characters)" in reason
 
 
 def walk_counter(monkeypatch) -> list[object]:
