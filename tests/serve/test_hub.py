@@ -164,3 +164,42 @@ async def test_a_held_call_is_pending_after_a_restart_and_runs_only_once_approve
     ran = [d["event"]["result"] for _, d in events if d["event"]["type"] == "tool.finished"]
     assert [r["content"] for r in ran] == ["done n"]
     assert end_of(events, 3)["final_text"] == "after guard"
+
+
+async def test_regression_a_decision_sent_as_its_turn_ends_is_taken_not_refused(
+    tmp_path, monkeypatch
+):
+    """A client that answered a held call the moment it read the turn's end got
+    409 "turn 1 is running": the hub still held the turn while it let the session
+    go. A turn whose end is out is waited out, so the decision is taken."""
+    from trio_agent.serve import _feed
+
+    gate, publish = trio.Event(), _feed.Feed.publish
+
+    async def held_at_the_end(self, event):
+        await publish(self, event)
+        if event.type == "turn.finished":
+            await gate.wait()  # the turn's end is out; the hub still holds the turn
+
+    monkeypatch.setattr(_feed.Feed, "publish", held_at_the_end)
+    statuses: list[int] = []
+    async with running(tmp_path) as (server, url), client(url) as http:
+        await http.post("/sessions/s/turns", json={"message": "guard"})
+        events = await read_until(url, EVENTS, finished(1))
+        [call_id] = end_of(events, 1)["end"]["call_ids"]
+
+        async def decide():
+            path = f"/sessions/s/approvals/{call_id}"
+            statuses.append((await http.post(path, json={"approved": True})).status_code)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(decide)
+            await wait_until(lambda: bool(statuses) or _waiting_decision(server))
+            gate.set()
+    assert statuses == [200]
+
+
+def _waiting_decision(server) -> bool:
+    """Whether a request holds the session's lock (the decision waiting the turn out)."""
+    live = server.hub._sessions.get("s")
+    return live is not None and live.lock.locked()

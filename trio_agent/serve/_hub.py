@@ -188,6 +188,15 @@ class Hub:
         live.used = trio.current_time()
         return live
 
+    async def _ended(self, live: _Live) -> None:
+        """Under ``live.lock``: wait out a turn whose end is already out (its last
+        event published: a client may answer it at once) until it lets the session
+        go, so that answer is no 409; a turn still under way is left to the
+        caller's 409. ``_drive`` clears the run and sets ``_turn_ended`` with no
+        checkpoint between, so the event waited on is the one it sets."""
+        while live.run is not None and live.run.result is not None:
+            await self._turn_ended.wait()
+
     async def _settled(self, session_id: str) -> None:
         """Wait until the session, if it is being released as idle, is closed: its
         ledger and event log are then free to open again."""
@@ -308,6 +317,7 @@ class Hub:
         turn runs."""
         live = self._live(session_id)
         async with live.lock:
+            await self._ended(live)
             if live.run is not None:
                 raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
             if live.frontend is None:
@@ -328,6 +338,7 @@ class Hub:
             return False
         live = await self._known(session_id)
         async with live.lock:
+            await self._ended(live)
             if live.run is not None:
                 raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
             agent = await self._agent(live, session_id, create=False)
@@ -376,6 +387,7 @@ class Hub:
         """Under ``live.lock``: start a turn on ``message``; its number."""
         if self.draining or self._nursery is None:
             raise ApiError(503, "the server is stopping: no turn starts")
+        await self._ended(live)
         if live.run is not None:
             raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
         agent = await self._acquire(live, session_id, create=True)
@@ -568,6 +580,7 @@ class Hub:
         ``message`` as ``start_turn`` does; its number (0 when none starts)."""
         live = self._live(session_id) if start else await self._known(session_id)
         async with live.lock:
+            await self._ended(live)
             if live.run is not None:
                 raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
             if decisions or after is not None:
