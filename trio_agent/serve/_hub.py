@@ -188,14 +188,12 @@ class Hub:
         live.used = trio.current_time()
         return live
 
-    async def _ended(self, live: _Live) -> None:
-        """Under ``live.lock``: wait out a turn whose end is already out (its last
-        event published: a client may answer it at once) until it lets the session
-        go, so that answer is no 409; a turn still under way is left to the
-        caller's 409. ``_drive`` clears the run and sets ``_turn_ended`` with no
-        checkpoint between, so the event waited on is the one it sets."""
+    async def _free(self, live: _Live, session_id: str) -> None:
+        """Under ``live.lock``: 409 while a turn runs (one whose end is out: waited out)."""
         while live.run is not None and live.run.result is not None:
-            await self._turn_ended.wait()
+            await self._turn_ended.wait()  # set by _drive as it clears the run
+        if live.run is not None:
+            raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
 
     async def _settled(self, session_id: str) -> None:
         """Wait until the session, if it is being released as idle, is closed: its
@@ -312,14 +310,11 @@ class Hub:
 
     async def offer_tools(self, session_id: str, offers: list[ToolOffer]) -> frozenset[str]:
         """Give the session's agent the client's frontend tools (made anew with them
-        the first time); the names of all it has. ``ApiError``: 400 for a tool
-        that is no tool or has the name of one of the agent's own, 409 while a
-        turn runs."""
+        the first time); the names of all it has. ``ApiError``: 400 for a tool that
+        is no tool or has an own tool's name, 409 while a turn runs."""
         live = self._live(session_id)
         async with live.lock:
-            await self._ended(live)
-            if live.run is not None:
-                raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
+            await self._free(live, session_id)
             if live.frontend is None:
                 live.frontend = FrontendTools()
                 agent, live.agent = live.agent, None
@@ -332,15 +327,12 @@ class Hub:
     async def answer_calls(
         self, session_id: str, answers: Answers, decisions: Sequence[Decision] = ()
     ) -> bool:
-        """``FrontendTools.record`` (``decisions``: the run's resume entries, checked
-        with the answers): whether the run goes on from them; 409 while a turn runs."""
+        """``FrontendTools.record`` (with the run's resume entries): whether it goes on."""
         if not answers:
             return False
         live = await self._known(session_id)
         async with live.lock:
-            await self._ended(live)
-            if live.run is not None:
-                raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
+            await self._free(live, session_id)
             agent = await self._agent(live, session_id, create=False)
             frontend = live.frontend or FrontendTools()  # none offered: no call is its
             return await frontend.record(agent, answers, decisions)
@@ -355,13 +347,12 @@ class Hub:
             raise in_use_elsewhere(session_id, exc) from None
 
     async def post_turn(self, session_id: str, message: str | None) -> Posted:
-        """``start_turn``; but when another server holds the session and the place
-        has an inbox, ``message`` is queued there for the holder to run (as
-        ``submit`` queues it): ``("queued", its input's number)``. Then the session
-        is taken here if it can be (its holder may have let it go meanwhile).
-        ``ApiError``: as ``start_turn``; 400 for content that cannot be queued
-        (nothing is), 409 when none can be (no inbox, or no message).
-        Cancelled as it queues, the message may be queued (the holder runs it)."""
+        """``start_turn``; but when another server holds the session and the place has
+        an inbox, ``message`` is queued there for the holder (as ``submit`` does):
+        ``("queued", its input's number)``; then the session is taken here if it can
+        be. ``ApiError``: as ``start_turn``; 400 for content that cannot be queued,
+        409 when none can be (no inbox, or no message). Cancelled as it queues, the
+        message may be queued (the holder runs it)."""
         try:
             return "turn", await self._start_turn(session_id, message)
         except SessionLockedError as exc:
@@ -387,9 +378,7 @@ class Hub:
         """Under ``live.lock``: start a turn on ``message``; its number."""
         if self.draining or self._nursery is None:
             raise ApiError(503, "the server is stopping: no turn starts")
-        await self._ended(live)
-        if live.run is not None:
-            raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
+        await self._free(live, session_id)
         agent = await self._acquire(live, session_id, create=True)
         await self._settled(session_id)
         await live.feed.open()
@@ -580,9 +569,7 @@ class Hub:
         ``message`` as ``start_turn`` does; its number (0 when none starts)."""
         live = self._live(session_id) if start else await self._known(session_id)
         async with live.lock:
-            await self._ended(live)
-            if live.run is not None:
-                raise ApiError(409, f"turn {live.turn} of session {session_id} is running")
+            await self._free(live, session_id)
             if decisions or after is not None:
                 agent = await self._agent(live, session_id, create=after == 0)
                 if after is not None and agent.turns != after:
