@@ -527,6 +527,43 @@ async def test_a_report_after_a_tasks_last_step_says_it_ended_not_paused_at_a_qu
     assert ended  # the scenario's tasks do end at some checkpoints
 
 
+def trio_child_scenario() -> tuple[Any, None]:
+    @tool
+    async def nap() -> str:
+        """Sleeps in a child task that is trio's own function."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep, 1)
+        return "napped"
+
+    model = ScriptedModel(
+        [scripted_response("r1", [ToolCall("c1", "nap", {})]), scripted_response("r2", "done")]
+    )
+    agent = Agent(model=model, tools=[nap])
+    return agent.turn(UserMessage("u1", "nap")), None
+
+
+async def test_regression_a_task_of_trios_own_is_placed_inside_trio_not_at_a_question_mark(
+    autojump_clock,
+):
+    """A report cancelled in a task whose frames are all trio's (``start_soon(trio.sleep,
+    1)``) said "paused at ?"; it names trio's frame it waits in."""
+    explored = await explore_cancellation(trio_child_scenario, nothing, seconds_per_run=5)
+    inside = []
+    for k in range(1, explored.checkpoints + 1):
+        with pytest.raises(ExplorationFailure) as caught:
+            await explore_cancellation(
+                trio_child_scenario, lambda *_: pytest.fail("always"), only=k, seconds_per_run=5
+            )
+        text = str(caught.value)
+        assert "?" not in text.partition("paused at ")[2].split(")")[0]
+        where = caught.value.where
+        if where is not None and where[1] is not None and "in trio's" in where[1]:
+            assert where[1].startswith("trio/") and "no frame of the task's own" in where[1]
+            assert f"paused at {where[1]}" in text
+            inside.append(k)
+    assert inside  # the trio.sleep child was cancelled at one of its checkpoints at least
+
+
 async def test_a_tasks_predicate_that_raises_is_reported_as_itself(autojump_clock):
     """Issue 17 (review of the explorer): a ``tasks=`` predicate that raised was lost in the
     exploration's own failure; it is a TypeError caused by the predicate's error, and nothing is

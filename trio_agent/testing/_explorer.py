@@ -205,16 +205,22 @@ def _under(task: trio.lowlevel.Task, nurseries: Sequence[trio.Nursery]) -> bool:
 
 
 def _location(task: trio.lowlevel.Task) -> str | None:
-    """``file:line`` where ``task`` waits: its innermost frame outside trio (None
-    when it has no frame left: that step was its last)."""
+    """``file:line`` where ``task`` waits: its innermost frame outside trio, or for
+    a task that is trio's own from its first frame (``start_soon(trio.sleep, 5)``)
+    its innermost frame, said to be inside trio (None when it has no frame left:
+    that step was its last)."""
     if getattr(task.coro, "cr_frame", True) is None:
         return None
-    found = "?"
+    found = inside = None
     for frame, line in task.iter_await_frames():
-        name = frame.f_code.co_filename
+        code = frame.f_code
+        name = code.co_filename
         if not name.startswith(_TRIO_DIR):
             found = f"{os.path.relpath(name) if name.startswith(os.sep) else name}:{line}"
-    return found
+        else:
+            place = os.path.relpath(name, os.path.dirname(_TRIO_DIR))
+            inside = f"{place}:{line} (in trio's {code.co_name}, no frame of the task's own)"
+    return found or inside or f"the start of task {task.name}"
 
 
 class _CancelAfter(trio.abc.Instrument):
