@@ -111,6 +111,23 @@ async def test_an_invalid_answer_goes_back_with_its_json_path_then_the_fix_is_ta
     assert "1 retry left" in refused.content
 
 
+async def test_regression_the_last_tries_refusal_does_not_ask_for_another_call():
+    """The refusal of the last try said "call final_result again ... (0 retries left)"
+    though the turn ended on it; it says no retries are left and the turn ends."""
+    bad = {"name": "Ann", "age": "three"}
+    _, result = await record(
+        loop([answer(f"r{i}", f"c{i}", bad) for i in range(1, 4)], output_retries=2)
+    )
+    assert result.status == "failed" and result.code == OUTPUT_INVALID
+    refusals = [m.content for m in result.messages if m.role == "tool_result"]
+    assert len(refusals) == 3
+    assert "call final_result again" in refusals[0] and "(1 retry left)" in refusals[0]
+    assert "call final_result again" in refusals[1] and "(0 retries left)" in refusals[1]
+    assert "again" not in refusals[2] and "retries left" not in refusals[2]
+    assert "no retries are left, the turn ends without an answer" in refusals[2]
+    assert "Expected `int`, got `str` - at `$.age`" in refusals[2]
+
+
 async def test_invalid_past_the_retries_fails_with_output_invalid_and_the_path():
     bad = {"name": "Ann"}
     _, result = await record(

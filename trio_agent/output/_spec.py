@@ -314,6 +314,11 @@ def _output_tool(spec: OutputSpec) -> Tool[..., str]:
             raise ToolError("the answer could not be checked") from None
         except OutputInvalid as exc:
             slot.reason = str(exc)
+            if slot.failures >= slot.spec.retries:  # the last try: the turn ends on it
+                raise ToolError(
+                    f"the answer does not fit: {exc}; no retries are left, the turn ends "
+                    "without an answer"
+                ) from None
             raise ToolError(
                 f"the answer does not fit: {exc}; call {OUTPUT_TOOL_NAME} again with "
                 f"a corrected answer{slot.retry_hint()}"
