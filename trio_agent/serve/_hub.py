@@ -534,10 +534,10 @@ class Hub:
             await live.feed.open()
             return live.feed.last
 
-    async def cancel(self, session_id: str) -> int:
-        """Cancel the running turn; its number. ``ApiError(409)`` when none runs."""
+    async def cancel(self, session_id: str, turn: int | None = None) -> int:
+        """Cancel the running turn (if it is ``turn``); its number. ``ApiError(409)`` if none."""
         live = await self._known(session_id)
-        if live.run is None or live.turn is None:
+        if live.run is None or live.turn is None or turn not in (None, live.turn):
             if live.agent is None and self.place.inbox is not None:  # replicas
                 raise ApiError(
                     409,

@@ -1,8 +1,11 @@
 """``POST /v1/responses``, OpenAI Responses-compatible: a response is a turn of a
 session (a new one, or the session ``previous_response_id`` names), streamed as
-the Responses API's events or answered whole once the turn ends. Its errors
-are OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``, so the
-official SDKs raise them as their own ``BadRequestError`` and the like."""
+the Responses API's events, answered whole once the turn ends, or (``background``)
+answered ``in_progress`` at once. ``GET /v1/responses/{id}`` gives a response as
+its turn's logged events make it (so far, while it runs); ``POST
+/v1/responses/{id}/cancel`` cancels its turn and gives it once the turn ended.
+Errors are OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``,
+so the official SDKs raise them as their own ``BadRequestError`` and the like."""
 
 from __future__ import annotations
 
@@ -18,17 +21,18 @@ from ..ledger._records import LedgerError, Record
 from ..session._fork import fork_session
 from ._bodies import ApiError, decode_body
 from ._hub import Hub, Watch
-from ._responses import ResponsesFraming
+from ._responses import ResponsesFraming, replay
 from ._responses_input import (
     ResponsesBody,
     ResponsesRequest,
     new_session_id,
+    parse_response_id,
     response_id,
 )
 from ._sse import EventStream, client_gone, pump
 from ._views import Decision, Moved, check_decisions
 
-__all__ = ["openai_error", "responses"]
+__all__ = ["cancel_response", "openai_error", "responses", "retrieve"]
 
 _TYPES: Final = {
     401: "authentication_error",
@@ -61,6 +65,8 @@ async def responses(hub: Hub, body: bytes, receive: Receive) -> Response:
         request = ResponsesRequest.of(decode_body(body, ResponsesBody))
         session_id, turn, cursor = await _start(hub, request)
         framing = ResponsesFraming(request, response_id(session_id, turn), turn)
+        if request.body.background and not request.body.stream:  # the turn goes on
+            return _json(framing.response)  # in_progress: retrieve it, or cancel it
         watch = await hub.watch(session_id)
     except ApiError as exc:
         return openai_error(exc.status, exc.message)
@@ -156,4 +162,97 @@ async def _whole(
         watch.leave(gone)
     if not framing.done:
         return openai_error(503, "the server stopped before the response was whole")
-    return Response(msgspec.json.encode(framing.response), 200, media_type="application/json")
+    return _json(framing.response)
+
+
+def _json(response: dict[str, Any]) -> Response:
+    return Response(msgspec.json.encode(response), 200, media_type="application/json")
+
+
+async def retrieve(hub: Hub, text: str, stream: str | None) -> Response:
+    """``GET /v1/responses/{id}``: the response ``text`` names, from its session's
+    event log, or its error (404 for an id none of ours has)."""
+    try:
+        if stream not in (None, "false"):
+            raise ApiError(
+                400,
+                "stream: a response is not streamed again here; its session's "
+                "events are (GET /sessions/{id}/events)",
+            )
+        return _json(await _stored(hub, text))
+    except ApiError as exc:
+        return openai_error(exc.status, exc.message)
+
+
+async def cancel_response(hub: Hub, text: str) -> Response:
+    """``POST /v1/responses/{id}/cancel``: cancel the response's turn if it runs (as
+    ``POST /sessions/{id}/cancel`` does) and give the response once the turn has
+    ended (``cancelled``); a response already ended is given as it is, as the
+    OpenAI API does for a background response. 409 for a turn another server
+    runs (cancel it there)."""
+    try:
+        session_id, turn = _named(text)
+        if await _running(hub, session_id, turn, text):
+            await _cancel(hub, session_id, turn, text)
+        return _json(await _stored(hub, text))
+    except ApiError as exc:
+        return openai_error(exc.status, exc.message)
+
+
+def _named(text: str) -> tuple[str, int]:
+    """The session and turn of a response id; 404 for an id none of ours has (the
+    id, from a client, is not echoed)."""
+    named = parse_response_id(text)
+    if named is None:
+        raise ApiError(404, "No response found with this id: ids are resp_<session>_<turn>")
+    return named
+
+
+def _not_found(text: str) -> ApiError:
+    return ApiError(404, f"No response found with id {text!r}")
+
+
+async def _running(hub: Hub, session_id: str, turn: int, text: str) -> bool:
+    """Whether the turn runs (here, or on another server); 404 for no session."""
+    try:
+        state = await hub.state(session_id)
+    except ApiError as exc:
+        raise _not_found(text) if exc.status == 404 else exc from None
+    return bool(state["running_turn"] == turn)
+
+
+async def _stored(hub: Hub, text: str) -> dict[str, Any]:
+    """The response ``text`` names, rebuilt from its turn's logged events: whole once
+    its end is logged; ``in_progress`` with its output so far while it runs;
+    ``incomplete`` (``interrupted``) when it ended with no end logged."""
+    session_id, turn = _named(text)
+    running = await _running(hub, session_id, turn, text)  # before reading: a turn
+    framing, started = await replay(hub.place.events, session_id, turn)  # that ended
+    if not started and not running:  # by then has its end logged
+        raise _not_found(text)
+    if framing.done:
+        return framing.response
+    if running:
+        return framing.so_far()
+    framing.cut()
+    return framing.response
+
+
+async def _cancel(hub: Hub, session_id: str, turn: int, text: str) -> None:
+    """Cancel the turn and wait until it has ended here (its end logged; the feed
+    wakes its readers once the turn is cleared), or the server stops."""
+    try:
+        await hub.cancel(session_id, turn)
+    except ApiError as exc:  # a 409: it ended meanwhile, or runs elsewhere
+        if exc.status != 409 or await _running(hub, session_id, turn, text):
+            raise
+        return
+    watch = await hub.watch(session_id)
+    try:
+        while True:
+            changed = watch.feed.changed  # taken first: its end meanwhile sets it
+            if hub.running_turn(session_id) != turn or watch.feed.closed:
+                return
+            await changed.wait()
+    finally:
+        watch.leave(False)

@@ -18,6 +18,10 @@ retried) leaves no item in the response: its text items are closed as
 ``incomplete`` and left out of the finished response, and its tool calls,
 framed only once the attempt has gone on or ended, are never framed, so the
 retry's calls (which may have the same ids) are each framed once.
+
+``replay`` frames a turn again from the session's event log, for ``GET
+/v1/responses/{id}``: the response as its turn's logged events make it (so far,
+for a turn that runs).
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ import msgspec
 from ..events import SessionEvent, TurnFinished, TurnResult
 from ..messages._ir import AssistantMessage, ToolCall, content_text
 from ..model import TextDelta, ThinkingDelta
-from ._responses_input import ResponsesRequest
+from ._eventlog import Events
+from ._responses_input import ResponsesBody, ResponsesRequest, response_id
 
-__all__ = ["SERVER_LABEL", "ResponsesFraming"]
+__all__ = ["SERVER_LABEL", "ResponsesFraming", "replay"]
 
 SERVER_LABEL: Final = "trio-agent"
 _INCOMPLETE: Final = {"length": "max_output_tokens", "content_filter": "content_filter"}
@@ -101,13 +106,39 @@ class ResponsesFraming:
 
     def events(self, line: bytes) -> list[dict[str, Any]]:
         """The Responses events (without their numbers) one session event makes."""
-        event = _decode_line(line).event
+        return self.take(_decode_line(line).event)
+
+    def take(self, event: SessionEvent) -> list[dict[str, Any]]:
+        """The Responses events (without their numbers) of a decoded session event."""
         if event.type == "turn.started":
             self._started = event.turn == self.turn
             return []
         if not self._started:
             return []  # an earlier turn's
         return self._translate(event)
+
+    def so_far(self) -> dict[str, Any]:
+        """The response of a turn that runs, as far as it has gone: its items, the
+        open one with its text so far; those of a failed attempt, and the calls of
+        an attempt that may still fail, left out."""
+        output = list(self.response["output"])
+        if self._open is not None:
+            item = self._open[2]
+            output[-1] = {**item, "content": [dict(part) for part in item["content"]]}
+        kept = zip(output, self._owners, strict=True)
+        return {
+            **self.response,
+            "output": [item for item, owner in kept if owner not in self._void],
+        }
+
+    def cut(self) -> None:
+        """The turn ended with no end logged (its server stopped mid-turn): the
+        response is ``incomplete`` (reason ``interrupted``), its open item too."""
+        self._close("incomplete")
+        self._calls = None
+        self.response = self.so_far()
+        self.response.update(status="incomplete", incomplete_details={"reason": "interrupted"})
+        self.done = True
 
     def _frames(self, events: list[dict[str, Any]]) -> bytes:
         out = []
@@ -306,6 +337,40 @@ class ResponsesFraming:
             response["incomplete_details"] = {"reason": _INCOMPLETE.get(end.reason, end.reason)}
             kind = "response.incomplete"
         return [*out, {"type": kind, "response": response}]
+
+
+_STORED: Final = ResponsesRequest(ResponsesBody(), None, (), None)
+
+
+async def replay(events: Events, session_id: str, turn: int) -> tuple[ResponsesFraming, bool]:
+    """Turn ``turn`` of the session framed again from its event log (read in bounded
+    batches, up to the turn's end or the next turn's start), and whether the turn's
+    start is logged. What the log does not hold is not made up: ``model`` is the
+    default (``trio-agent``), ``instructions`` null, ``created_at`` 0, no
+    ``completed_at``; ``previous_response_id`` names the session's turn before when
+    its start is logged here (a branch's first turn has none)."""
+    framing = ResponsesFraming(_STORED, response_id(session_id, turn), turn)
+    framing.response["created_at"] = 0
+    cursor, started, previous, past = -1, False, False, False
+    while not (framing.done or past):
+        batch = await events.read(session_id, cursor)
+        if not batch:
+            break
+        for sequence, line in batch:
+            cursor, event = sequence, _decode_line(line).event
+            if event.type == "turn.started":
+                past = event.turn > turn  # a later turn: this one's end is not logged
+                if past:
+                    break
+                previous = previous or event.turn == turn - 1
+                started = started or event.turn == turn
+            framing.take(event)
+            if framing.done:
+                break
+    framing.response.pop("completed_at", None)
+    if previous:
+        framing.response["previous_response_id"] = response_id(session_id, turn - 1)
+    return framing, started
 
 
 def _calls(result: TurnResult[Any]) -> dict[str, ToolCall]:

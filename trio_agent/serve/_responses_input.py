@@ -17,9 +17,20 @@ import msgspec
 
 from ._bodies import ApiError, session_id_of
 
-__all__ = ["ResponsesBody", "ResponsesRequest", "new_session_id", "response_id", "turn_of"]
+__all__ = [
+    "MAX_RESPONSE_ID",
+    "ResponsesBody",
+    "ResponsesRequest",
+    "new_session_id",
+    "parse_response_id",
+    "response_id",
+    "turn_of",
+]
 
 PREFIX: Final = "resp_"
+MAX_RESPONSE_ID: Final = len(PREFIX) + 128 + 1 + 10
+"""The longest response id: the prefix, a session id (128 characters at most), ``_``
+and a turn number (10 digits at most)."""
 
 
 class ResponsesBody(msgspec.Struct, frozen=True):
@@ -32,6 +43,7 @@ class ResponsesBody(msgspec.Struct, frozen=True):
     instructions: str | None = None
     previous_response_id: str | None = None
     stream: bool | None = False
+    background: bool | None = False
 
 
 @final
@@ -73,11 +85,26 @@ def response_id(session_id: str, turn: int) -> str:
 def turn_of(text: str) -> tuple[str, int]:
     """The session and turn a response id names; ``ApiError(400)`` for an id none
     of ours has."""
+    named = parse_response_id(text)
+    if named is None:
+        raise ApiError(400, f"previous_response_id {text[:200]!r} is no response of this server")
+    return named
+
+
+def parse_response_id(text: str) -> tuple[str, int] | None:
+    """The session and turn a response id names, or None for an id none of ours can
+    have (too long, no ``resp_`` prefix, no turn number, no session id: ids come
+    from clients, and a session id names files)."""
+    if len(text) > MAX_RESPONSE_ID:
+        return None
     body = text.removeprefix(PREFIX)
     session, _, turn = body.rpartition("_")
     if body == text or not session or not _is_turn(turn):
-        raise ApiError(400, f"previous_response_id {text[:200]!r} is no response of this server")
-    return session_id_of(session), int(turn)
+        return None
+    try:
+        return session_id_of(session), int(turn)
+    except ApiError:
+        return None
 
 
 def _is_turn(text: str) -> bool:

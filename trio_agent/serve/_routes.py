@@ -26,7 +26,7 @@ from ._bodies import (
     session_id_of,
 )
 from ._hub import SERVE, Hub
-from ._openai_route import openai_error, responses
+from ._openai_route import cancel_response, openai_error, responses, retrieve
 from ._page import Page
 from ._sse import EventStream
 
@@ -116,6 +116,13 @@ class _Routes:
             return openai_error(exc.status, exc.message)
         return await responses(self.hub, body, request.receive)
 
+    async def response(self, request: Request) -> Response:
+        stream = request.query_params.get("stream")
+        return await retrieve(self.hub, request.path_params["response_id"], stream)
+
+    async def cancel_response(self, request: Request) -> Response:
+        return await cancel_response(self.hub, request.path_params["response_id"])
+
 
 async def _agui_run(hub: Hub, given: AguiInput) -> EventStream:
     """An AG-UI run: the resume entries decided (all, or none when one cannot be),
@@ -188,6 +195,14 @@ def build_app(hub: Hub, *, token: str | None = None) -> BearerAuth:
             ),
             Route("/ag-ui", routes.agui, methods=["POST"]),
             Route("/v1/responses", routes.responses, methods=["POST"]),
+            # any id, "/" too, reaches the handler: an id none of ours has is an
+            # OpenAI-shaped 404 (POST .../cancel is matched first)
+            Route(
+                "/v1/responses/{response_id:path}/cancel",
+                routes.cancel_response,
+                methods=["POST"],
+            ),
+            Route("/v1/responses/{response_id:path}", routes.response, methods=["GET"]),
         ],
         exception_handlers={
             ApiError: _api_error,

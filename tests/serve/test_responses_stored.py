@@ -1,0 +1,176 @@
+"""GET /v1/responses/{id} and POST /v1/responses/{id}/cancel, driven by the
+official openai SDK (``client.responses.retrieve``, ``.cancel``): a response is
+rebuilt from its turn's logged events (finished, running, or cut), a running
+one is cancelled, and an id none of ours has is an OpenAI-shaped 404 (before:
+every such request was Starlette's 404)."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+import serve_agents
+from openai_sdk import in_thread, session_of
+from serving import client, running
+from sse_client import finished, read_until
+
+
+def _started_tool(event) -> bool:
+    return event["type"] == "tool.started"
+
+
+async def test_retrieve_gives_a_finished_response_as_the_post_returned_it(tmp_path):
+    """Each response of a session, with its own turn's items only, also from a
+    server started again on the same store (the event log is durable)."""
+
+    def talk(ai: openai.OpenAI):
+        first = ai.responses.create(model="any", input="think")
+        second = ai.responses.create(model="any", input="guard", previous_response_id=first.id)
+        return first, second, ai.responses.retrieve(first.id), ai.responses.retrieve(second.id)
+
+    def again(ai: openai.OpenAI, *ids: str):
+        return [ai.responses.retrieve(i) for i in ids]
+
+    async with running(tmp_path) as (server, url):
+        first, second, got_first, got_second = await in_thread(talk, url)
+    async with running(tmp_path) as (server, url):
+        later = await in_thread(lambda ai: again(ai, first.id, second.id), url)
+    for made, got in [(first, got_first), (second, got_second), (first, later[0])]:
+        assert (got.id, got.status, got.object) == (made.id, "completed", "response")
+        assert [i.model_dump() for i in got.output] == [i.model_dump() for i in made.output]
+        assert got.usage == made.usage
+    assert got_first.output_text == "thought"
+    assert [i.type for i in later[1].output] == ["function_call", "mcp_approval_request"]
+    assert got_second.previous_response_id == first.id
+    assert got_first.previous_response_id is None
+
+
+async def test_a_running_response_is_in_progress_with_its_output_so_far(tmp_path):
+    """``background=True`` answers at once, ``in_progress``; retrieving it while its
+    turn runs gives the output so far, and once it ended the whole response."""
+    async with running(tmp_path) as (server, url):
+        made = await in_thread(
+            lambda ai: ai.responses.create(model="any", input="hold g", background=True), url
+        )
+        assert (made.status, made.output) == ("in_progress", [])
+        session = session_of(made.id)
+        await read_until(url, f"/sessions/{session}/events", _started_tool)
+        running_now = await in_thread(lambda ai: ai.responses.retrieve(made.id), url)
+        assert running_now.status == "in_progress"
+        [call] = running_now.output
+        assert (call.type, call.name) == ("function_call", "hold")
+        serve_agents.release("g")
+        await read_until(url, f"/sessions/{session}/events", finished(1))
+        done = await in_thread(lambda ai: ai.responses.retrieve(made.id), url)
+    assert done.status == "completed"
+    assert [i.type for i in done.output] == ["function_call", "function_call_output", "message"]
+    assert done.output_text == "after hold g"
+
+
+async def test_cancel_cancels_a_running_response_and_gives_it_cancelled(tmp_path):
+    """The turn is cancelled as POST /sessions/{id}/cancel does; the answer is the
+    response once its turn ended. Cancelling it again, or a finished response,
+    gives the response as it is."""
+    async with running(tmp_path) as (server, url), client(url) as http:
+
+        def start(ai: openai.OpenAI):
+            done = ai.responses.create(model="any", input="hi")
+            return done, ai.responses.create(model="any", input="hold never", background=True)
+
+        done, made = await in_thread(start, url)
+        session = session_of(made.id)
+        await read_until(url, f"/sessions/{session}/events", _started_tool)
+
+        def cancel(ai: openai.OpenAI):
+            return [ai.responses.cancel(made.id), ai.responses.cancel(made.id)]
+
+        cancelled, again = await in_thread(cancel, url)
+        assert server.hub.running_turn(session) is None
+        assert (await http.get(f"/sessions/{session}")).json()["running_turn"] is None
+        same = await in_thread(lambda ai: ai.responses.cancel(done.id), url)
+        got = await in_thread(lambda ai: ai.responses.retrieve(made.id), url)
+    for response in (cancelled, again, got):
+        assert response.status == "cancelled"
+        assert response.incomplete_details.reason == "cancelled"
+    assert (same.status, same.output_text) == ("completed", "echo: hi")
+
+
+async def test_a_response_whose_turn_was_cut_is_incomplete(tmp_path):
+    """A turn whose end is not logged (its server died mid-turn) is not running:
+    ``incomplete``, reason ``interrupted``, not ``in_progress`` for ever."""
+    async with running(tmp_path) as (server, url):
+        made = await in_thread(lambda ai: ai.responses.create(model="any", input="hi"), url)
+    log = tmp_path / ".events" / f"{session_of(made.id)}.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(line for line in lines if b'"turn.finished"' not in line))
+    async with running(tmp_path) as (server, url):
+        got = await in_thread(lambda ai: ai.responses.retrieve(made.id), url)
+    assert got.status == "incomplete" and got.incomplete_details.reason == "interrupted"
+    [message] = got.output
+    assert (message.status, message.content[0].text) == ("incomplete", "echo: hi")
+
+
+@pytest.mark.parametrize(
+    "response_id",
+    [
+        "resp_nosuch_1",
+        "resp_SESSION_2",  # a session's turn that never was
+        "resp_SESSION_0",
+        "resp_SESSION_01",
+        "resp_SESSION_99999999999",
+        "resp_SESSION",
+        "SESSION_1",
+        "resp_..%2F..%2Fetc_1",
+        "resp_.events_1",
+        "resp_%2e%2e_1",
+        "resp_a%2Fb_1",
+        "resp_%00_1",
+        "resp_" + "a" * 129 + "_1",
+        "x" * 5000,
+        "",
+    ],
+)
+async def test_an_id_none_of_ours_has_is_an_openai_shaped_404(tmp_path, response_id):
+    async with running(tmp_path) as (server, url), client(url) as http:
+        made = await in_thread(lambda ai: ai.responses.create(model="any", input="hi"), url)
+        named = response_id.replace("SESSION", session_of(made.id))
+        answers = [
+            await http.get(f"/v1/responses/{named}"),
+            await http.post(f"/v1/responses/{named}/cancel"),
+        ]
+    for answer in answers:
+        assert answer.status_code == 404, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "not_found_error" and error["message"]
+        assert "echo" not in answer.text
+
+
+async def test_the_sdk_raises_not_found_for_an_unknown_response(tmp_path):
+    """As its own ``NotFoundError``, with the error's type and message."""
+
+    def ask(ai: openai.OpenAI):
+        with pytest.raises(openai.NotFoundError) as retrieved:
+            ai.responses.retrieve("resp_nosuch_1")
+        with pytest.raises(openai.NotFoundError) as cancelled:
+            ai.responses.cancel("resp_nosuch_1")
+        for raised in (retrieved.value, cancelled.value):
+            assert raised.type == "not_found_error" and "resp_nosuch_1" in raised.message
+
+    async with running(tmp_path) as (server, url):
+        await in_thread(ask, url)
+
+
+async def test_a_token_guards_retrieve_and_cancel(tmp_path):
+    token = "a-token-for-the-tests-0001"
+
+    def ask(ai: openai.OpenAI):
+        with openai.OpenAI(base_url=str(ai.base_url), api_key=token, max_retries=0) as good:
+            made = good.responses.create(model="any", input="hi")
+            with pytest.raises(openai.AuthenticationError):
+                ai.responses.retrieve(made.id)
+            with pytest.raises(openai.AuthenticationError):
+                ai.responses.cancel(made.id)
+            return good.responses.retrieve(made.id)
+
+    async with running(tmp_path, token=token) as (server, url):
+        got = await in_thread(ask, url)
+    assert got.output_text == "echo: hi"
