@@ -13,6 +13,8 @@ from openai_sdk import in_thread, session_of
 from serving import client, running
 from sse_client import finished, read_until
 
+from trio_agent.serve._bodies import ApiError
+
 
 def _started_tool(event) -> bool:
     return event["type"] == "tool.started"
@@ -174,3 +176,20 @@ async def test_a_token_guards_retrieve_and_cancel(tmp_path):
     async with running(tmp_path, token=token) as (server, url):
         got = await in_thread(ask, url)
     assert got.output_text == "echo: hi"
+
+
+async def test_cancelling_a_response_never_cancels_another_turn_of_its_session(tmp_path):
+    """``Hub.cancel(session, turn)`` cancels only that turn: a response's cancel
+    that comes once its turn has ended, and another has started, leaves that one
+    running (it answers 409, and the route gives the ended response)."""
+    async with running(tmp_path) as (server, url), client(url) as http:
+        await http.post("/sessions/s/turns", json={"message": "hold g"})
+        await read_until(url, "/sessions/s/events", _started_tool)
+        with pytest.raises(ApiError) as refused:
+            await server.hub.cancel("s", 2)
+        assert refused.value.status == 409
+        assert server.hub.running_turn("s") == 1
+        assert await server.hub.cancel("s", 1) == 1
+        await read_until(url, "/sessions/s/events", finished(1))
+        got = await in_thread(lambda ai: ai.responses.retrieve("resp_s_1"), url)
+    assert got.status == "cancelled"

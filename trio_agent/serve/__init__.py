@@ -14,7 +14,10 @@ Starlette on Hypercorn's trio worker).
   ``{"approved": bool, "reason": "..."}``;
 - ``GET /sessions/{id}`` (its derived state) and ``GET /sessions``;
 - AG-UI 1.0 at ``POST /ag-ui`` (``threadId`` is the session): a run is a
-  turn, held calls are interrupts, a resume entry decides them.
+  turn, held calls are interrupts, a resume entry decides them;
+- OpenAI Responses at ``POST /v1/responses`` (a response is a turn;
+  ``previous_response_id`` continues its session), ``GET /v1/responses/{id}``
+  (rebuilt from the turn's logged events) and ``POST /v1/responses/{id}/cancel``.
 
 Bad input is a 4xx with a JSON ``{"error": ...}``. Importing ``trio_agent``
 imports none of this.
