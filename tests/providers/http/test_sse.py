@@ -10,11 +10,12 @@ import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from loopback import fixture
+from loopback import Reply, fixture
 from rawserver import Raw, sized
 from wire_builders import AnthropicWire, ChatWire, ResponsesWire, wires
 
 from trio_agent import ModelRequest, TextBlock, TextDelta, TransientModelError, UserMessage
+from trio_agent.providers import OpenAIChatModel
 from trio_agent.providers.http._sse import MAX_EVENT_BYTES, SSEParser
 
 
@@ -51,6 +52,45 @@ def test_a_crlf_split_between_two_reads_is_one_line_end():
 def test_multi_line_data_is_joined_and_comments_and_names_are_dropped():
     stream = b": keep-alive\n\nevent: x\ndata: a\ndata:b\n\nevent: ping\n\ndata:c\n\n"
     assert parse([stream]) == [b"a\nb", b"c"]
+
+
+SPLIT_DATA = (
+    b"data: a\nid: 3\ndata: b\n\n"  # an id between the data lines of one event
+    b"data: c\n: note\ndata: d\nevent: e\ndata:f\nretry: 5\n\n"  # a comment, a name
+    b"event: x\ndata\ndata: g\n\n"  # a data line with no colon: an empty value
+    b"data: h\nid: 4\n\n: ping\n\n"  # a field after the only data line
+    b"data:\nid: 5\n\n"  # an empty data line and an id: still no event
+)
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+def test_data_lines_split_by_another_field_or_a_comment_are_one_event(crlf):
+    """Data lines of one event with an ``id:``, ``event:`` or comment line between them were
+    read as two events; all the data lines up to the blank line are one event (the SSE rules),
+    wherever the reads split the bytes."""
+    stream = SPLIT_DATA.replace(b"\n", b"\r\n") if crlf else SPLIT_DATA
+    events = [b"a\nb", b"c\nd\nf", b"\ng", b"h"]
+    assert parse([stream]) == events
+    for at in range(1, len(stream)):
+        assert parse([stream[:at], stream[at:]]) == events
+
+
+async def test_a_chat_chunk_whose_data_lines_an_id_splits_is_one_chunk(loopback):
+    """The same over a real connection: a chunk's JSON sent as two data lines with an ``id:``
+    between them failed to decode as two events; it is one chunk."""
+    body = (
+        b'id: 1\ndata: {"id":"c","choices":[{"index":0,\nid: 2\n'
+        b'data: "delta":{"content":"Hello"},"finish_reason":null}]}\n\n'
+        b'data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    loopback.replies.append(Reply(body=body, piece=7))
+    model = OpenAIChatModel("m", api_key="k", base_url=f"{loopback.url}/v1")
+    async with model.stream(REQUEST) as stream:
+        chunks = [c async for c in stream]
+        response = await stream.response()
+    assert chunks == [TextDelta("Hello")]
+    assert response.content == (TextBlock("Hello"),)
 
 
 def test_an_unfinished_event_waits_for_its_end():
@@ -176,3 +216,4 @@ async def test_chat_events_after_done_are_not_taken():
     marker moved into the SSE layer."""
     body = ended(ChatWire) + ChatWire.text(["other"])
     assert (await read_as(ChatWire, [body]))[0] == "Hello world"
+

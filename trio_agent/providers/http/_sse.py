@@ -13,11 +13,12 @@ MAX_EVENT_BYTES = 1024 * 1024
 DONE = b"[DONE]"
 """The data of the event that ends an OpenAI-style stream (``data: [DONE]``)."""
 
-# The data of an event: its first data line's value, and any data lines right after
-# it. Every line is matched with the newline before it (the parser keeps one in
-# front of its buffer), so the scan looks for a literal prefix, in C.
-_DATA = re.compile(rb"\ndata: ?([^\n]*(?:\ndata:[^\n]*)*)")
-_MORE_DATA = re.compile(rb"\ndata: ?")
+# An event from its first data line: that line's value, then every line up to the
+# blank line that ends the event (more data lines, and any other field or comment
+# between them). Every line is matched with the newline before it (the parser
+# keeps one in front of its buffer), so the scan looks for a literal prefix, in C.
+# A line ``data`` with no colon is a data line with an empty value (the SSE rules).
+_EVENT = re.compile(rb"\ndata(?:: ?|(?=\n))([^\n]*(?:\n[^\n]+)*)")
 _BOM = "\ufeff".encode()
 
 
@@ -28,8 +29,10 @@ class SSEParser:
     Works on whole reads, in C where it can: complete events are the bytes up
     to the last blank line; their ``data:`` lines are found by one regex scan.
     An event with several ``data:`` lines (rare) has them joined with
-    newlines, as the SSE rules say. Event names and comments are dropped (the
-    adapters read the type from the data).
+    newlines, as the SSE rules say, whatever lines come between them (an
+    ``id:``, an ``event:``, a comment): all the data lines up to the blank line
+    are one event. Event names, ids and comments are dropped (the adapters read
+    the type from the data).
 
     A byte order mark that starts the stream is dropped (else its first line
     would not read as a field, and the first event would be lost).
@@ -101,9 +104,9 @@ class SSEParser:
         cut = buffer.rfind(b"\n\n")
         # Complete events end at cut + 1 (scanned in place, not copied); the rest keeps
         # the second line end of the blank line in front of it.
-        values = _DATA.findall(buffer, 0, cut + 1)  # one scan, in C
-        if buffer.count(b"\ndata:", 0, cut + 1) != len(values):  # an event with several
-            values = [_MORE_DATA.sub(b"\n", value) for value in values]  # data lines (rare)
+        values = _EVENT.findall(buffer, 0, cut + 1)  # one scan, in C
+        if b"\n" in b"".join(values):  # an event with more lines after its first data line
+            values = [_data_of(value) if b"\n" in value else value for value in values]
         self._buffer = buffer[cut + 1 :]
         self._size = len(self._buffer)
         self._last = self._buffer[-1:]  # never empty: the rest starts with a line end
@@ -115,3 +118,17 @@ class SSEParser:
             self._buffer = self._last = b"\n"
             self._size = 1
         return values
+
+
+def _data_of(value: bytes) -> bytes:
+    """The data of an event from ``value``, its first data line's value and the
+    event's lines after it: the data lines' values joined with newlines, every
+    other line (a field such as ``id:``, a comment) dropped, as the SSE rules say."""
+    lines = value.split(b"\n")
+    data = [lines[0]]
+    for line in lines[1:]:
+        if line.startswith(b"data:"):
+            data.append(line[6:] if line[5:6] == b" " else line[5:])
+        elif line == b"data":
+            data.append(b"")
+    return b"\n".join(data)
