@@ -482,3 +482,23 @@ def test_an_ipv6_host_header_keeps_its_brackets():
     """An IPv6 host lost its brackets in the Host header."""
     stream = HTTPStream("http://[::1]:8080/v1/x", {}, b"", "P", None, 1.0, 1.0)
     assert b"host: [::1]:8080\r\n" in stream._head
+
+
+@pytest.mark.parametrize("end", [b"\n", b"\r\n"])
+async def test_a_response_head_whose_lines_end_in_a_bare_lf_is_read(end):
+    """A response head whose lines end in a bare LF (as some servers and proxies send, and h11
+    accepts) was reported as cut off; it is read, CRLF or LF, mixed as they come."""
+    body = hello_body("bare")
+    head = b"HTTP/1.1 200 OK\ncontent-type: text/event-stream\r\ncontent-length: %d\n" % len(body)
+
+    async def handler(raw: Raw, stream: Any, index: int) -> None:
+        await raw.read_request(stream)
+        await stream.send_all(head + end + body)
+        await trio.sleep_forever()  # the body's length ends it, not the close
+
+    raw = Raw(handler)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(raw.serve)
+        async with OpenAIChatModel("m", api_key="k", base_url=f"{raw.url}/v1") as model:
+            assert await streamed_text(model) == "bare"
+        nursery.cancel_scope.cancel()

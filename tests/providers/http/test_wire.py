@@ -374,3 +374,17 @@ async def test_a_bad_content_length_is_a_response_error(loopback):
     loopback.replies.append(Reply(body=b"data: x\n\n", head=head))
     with pytest.raises(ModelResponseError, match="content-length"):
         await read_stream(openai_model(loopback))
+
+
+@pytest.mark.parametrize("end", [b"\n", b"\r\n"])
+def test_a_head_of_bare_lf_lines_is_parsed_and_still_bounded(end):
+    """Lines ending in a bare LF made a head look cut off for ever; they end lines as in h11,
+    blank lines before the status line too, and the size limit still holds."""
+    head = b"\nHTTP/1.1 200 OK\nx-a: 1\r\ncontent-length: 1\n" + end + b"x"
+    found = parse_head(head, "P")
+    assert found == (200, {"x-a": "1", "content-length": "1"}, b"x")
+    assert parse_head(head[:-3], "P") is None  # the blank line not there yet: wait
+    with pytest.raises(ModelResponseError, match="longer than"):
+        parse_head(b"HTTP/1.1 200 OK\nx: " + b"a" * 100_000 + b"\n\n", "P")
+    with pytest.raises(ModelResponseError, match="longer than"):
+        parse_head(b"HTTP/1.1 200 OK\nx: " + b"a" * 100_000, "P")

@@ -33,7 +33,9 @@ def parse_head(buffer: bytes, provider: str) -> tuple[int, dict[str, str], bytes
     response (a folded or nameless field too), or the head is longer than
     ``MAX_HEAD_BYTES``, or the interim responses and blank lines before it
     are (else a server sending them without end would be read for ever, and
-    held: the caller keeps the whole buffer until the head is found)."""
+    held: the caller keeps the whole buffer until the head is found).
+    Lines end in CRLF or, as h11 accepts, a bare LF (some servers and proxies
+    send those); a bare CR ends no line."""
     size = len(buffer)
     while True:
         start = _BLANK_LINES.match(buffer).end()  # type: ignore[union-attr]  # always matches
@@ -42,15 +44,17 @@ def parse_head(buffer: bytes, provider: str) -> tuple[int, dict[str, str], bytes
                 f"{provider}: more than {MAX_HEAD_BYTES} bytes of interim responses and "
                 "blank lines before the response head"
             )
-        end = buffer.find(b"\r\n\r\n", start)
-        if end == -1 or end - start > MAX_HEAD_BYTES:
+        blank = _HEAD_END.search(buffer, start)
+        if blank is None or blank.start() - start > MAX_HEAD_BYTES:
             if len(buffer) - start > MAX_HEAD_BYTES:
                 raise ModelResponseError(
                     f"{provider}: a response head longer than {MAX_HEAD_BYTES} bytes"
                 )
             return None
-        head, buffer = buffer[start:end], buffer[end + 4 :]
-        status_line, *lines = head.decode("latin-1").split("\r\n")
+        head, buffer = buffer[start : blank.start()], buffer[blank.end() :]
+        status_line, *lines = [
+            line.removesuffix("\r") for line in head.decode("latin-1").split("\n")
+        ]
         version, _, status_text = status_line.partition(" ")
         code = status_text[:3]
         if (
@@ -65,7 +69,10 @@ def parse_head(buffer: bytes, provider: str) -> tuple[int, dict[str, str], bytes
             return status, _fields(lines, version, provider), buffer
 
 
-_BLANK_LINES = re.compile(rb"(?:\r\n)*")  # in C: a Python loop per line is quadratic over reads
+_BLANK_LINES = re.compile(rb"(?:\r?\n)*")  # in C: a Python loop per line is quadratic over reads
+# The end of a head: its last line's end, then a blank line. A line may end in a
+# bare LF instead of CRLF, as h11 (and every browser) accepts.
+_HEAD_END = re.compile(rb"\n\r?\n")
 
 
 _LISTS = frozenset({"transfer-encoding", "connection"})
