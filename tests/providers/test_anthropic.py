@@ -738,3 +738,15 @@ async def test_anthropic_a_text_delta_of_the_wrong_type_does_not_decode(loopback
     loopback.replies.append(Reply(body=_anthropic_sse(*_START, bad, *_END)))
     with pytest.raises(ModelResponseError, match="does not decode"):
         await read_stream(anthropic_model(loopback))
+
+
+async def test_a_null_stop_reason_before_message_stop_is_a_clear_response_error(loopback):
+    """A ``message_delta`` with ``stop_reason: null`` and then ``message_stop`` was
+    reported as a stream that "ended before message_stop" (it had not), and retried as
+    transient. Anthropic's stop_reason is null in message_start only: it says so."""
+    null_stop = {"type": "message_delta", "delta": {"stop_reason": None}, "usage": {}}
+    body = _anthropic_sse(*_START, *_END[:2], null_stop, {"type": "message_stop"})
+    loopback.replies.append(Reply(body=body))
+    with pytest.raises(ModelResponseError, match="without a stop reason") as info:
+        await read_stream(anthropic_model(loopback))
+    assert "before message_stop" not in str(info.value)

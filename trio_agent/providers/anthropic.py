@@ -488,8 +488,13 @@ class _AnthropicStream(SSEModelStream):
         return block.call.call()
 
     def _finish(self) -> None:
-        if not self._stopped or self._stop is None:  # a [DONE] before it ends nothing
+        if not self._stopped:  # a [DONE] before it ends nothing
             raise TransientModelError("Anthropic stream ended before message_stop")
+        if self._stop is None:  # null is message_start's stop_reason only, never the end's
+            raise ModelResponseError(
+                "Anthropic stream ended (message_stop) without a stop reason: "
+                "no message_delta gave one (stop_reason null)"
+            )
         # Blocks before the first tool call streamed as they came; a call is whole
         # only now, so it and every block after it (interleaved thinking, text) go
         # out now, in the message's order, which the response keeps too: Anthropic
