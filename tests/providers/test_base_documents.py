@@ -508,3 +508,13 @@ async def test_a_documents_provider_facts_are_its_own_words(loopback, make, body
     facts = stream.provider_facts
     assert (facts.response_id, facts.finish_reason) == said[:2]
     assert facts.response_model == body["model"] and body["model"].startswith(said[2])
+
+
+async def test_an_escaped_lone_surrogate_in_a_document_is_read_as_u_fffd(loopback: Any) -> None:
+    """A whole JSON answer with an escaped lone surrogate in its text was refused as not the
+    provider's shape; it reads as U+FFFD, as in a stream."""
+    body = copy.deepcopy(CHAT_CALL)
+    body["choices"][0]["message"]["content"] = "half \ud83d an emoji"
+    loopback.replies.append(document(body))
+    _, response = await read(openai(loopback))
+    assert response.content[0] == TextBlock("half \ufffd an emoji")

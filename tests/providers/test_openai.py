@@ -566,3 +566,29 @@ async def test_max_completion_tokens_is_sent_for_newer_models(loopback):
     loopback.replies.append(Reply(body=fixture("openai_text.sse")))
     await read_stream(openai_model(loopback, max_completion_tokens=300))
     assert loopback.requests[0].json()["max_completion_tokens"] == 300
+
+
+async def test_an_escaped_lone_surrogate_in_a_chunk_is_read_as_u_fffd(loopback):
+    """An escaped lone surrogate (``"\\ud83d"``, half an emoji, as some compatible servers
+    send) made msgspec refuse the chunk and failed the whole stream; it reads as U+FFFD, as
+    lone surrogates do elsewhere, in text and in a call's arguments alike, and a whole pair
+    and an escaped backslash before ``ud800`` stay as they are."""
+    call = {"index": 0, "id": "call_1", "function": {"name": "f", "arguments": '{"a": "x'}}
+    more = {"index": 0, "function": {"arguments": '\ud800"}'}}
+    body = sse(
+        choice({"content": "Hi \ud83d"}),
+        choice({"content": "\ude00 \ud83d\ude00 \\ud800"}),
+        choice({"tool_calls": [call]}),
+        choice({"tool_calls": [more]}),
+        choice({}, "tool_calls"),
+    )
+    assert b'"Hi \\ud83d"' in body  # json.dumps escapes it so: what msgspec refuses
+    loopback.replies.append(Reply(body=body + DONE))
+    chunks, response = await read_stream(openai_model(loopback))
+    text = "Hi \ufffd\ufffd \U0001f600 \\ud800"
+    assert "".join(c.text for c in chunks if type(c) is TextDelta) == text
+    assert response.content == (
+        TextBlock(text),
+        ToolCall("call_1", "f", {"a": "x\ufffd"}),
+    )
+    assert response.stop_reason == "tool_call"

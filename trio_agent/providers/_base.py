@@ -23,6 +23,7 @@ from ..model import (
     ThinkingDelta,
 )
 from ._arguments import MAX_ARGUMENT_BYTES
+from .http._errors import without_lone_escapes
 from .http._http import HTTPStream
 from .http._pool import ConnectionPool
 from .http._proxy import proxy_for
@@ -530,6 +531,12 @@ def decode_document(
     try:
         return decoder.decode(body)
     except (msgspec.DecodeError, RecursionError) as exc:
+        repaired = without_lone_escapes(body)  # as decode_all: U+FFFD for a lone surrogate
+        if repaired != body:
+            try:
+                return decoder.decode(repaired)
+            except (msgspec.DecodeError, RecursionError):
+                pass
         raise not_the_shape(provider, what, str(exc)) from None
 
 

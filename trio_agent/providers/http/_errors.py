@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import email.utils
 import math
+import re
 import ssl
 import time
 from collections.abc import Mapping
@@ -120,15 +121,19 @@ def decode_all(
 ) -> Any:
     """The events' data, each decoded by msgspec into the provider's wire struct.
     With a ``fallback``, ``decoder`` is a narrower shortcut: an event it does not
-    accept is decoded by ``fallback``, whose verdict stands."""
+    accept is decoded by ``fallback``, whose verdict stands. An escaped lone
+    surrogate (``"\\ud800"``), which msgspec refuses and some servers send, is
+    read as U+FFFD (``without_lone_escapes``), only once msgspec has refused the
+    events: the common path pays nothing."""
     try:
-        try:
-            return [decoder.decode(data) for data in datas]
-        except msgspec.ValidationError:
-            if fallback is None:
-                raise
-        return [_decode_either(decoder, fallback, data) for data in datas]
+        return _decode_each(decoder, datas, fallback)
     except (msgspec.DecodeError, RecursionError) as exc:
+        repaired = [without_lone_escapes(data) for data in datas]
+        if repaired != datas:  # msgspec refuses lone surrogates: replaced, as elsewhere
+            try:
+                return _decode_each(decoder, repaired, fallback)
+            except (msgspec.DecodeError, RecursionError):
+                pass  # broken in another way too: reported as it came
         for data in datas:  # an error event in a shape the wire struct does not take?
             found = error_text(lenient(data))
             if found is not None:
@@ -160,6 +165,43 @@ def error_text(document: Any) -> tuple[str, str] | None:
     if type(message) is not str or not message:
         message = msgspec.json.encode(error).decode()
     return kind, message
+
+
+def _decode_each(
+    decoder: msgspec.json.Decoder[Any],
+    datas: list[bytes],
+    fallback: msgspec.json.Decoder[Any] | None,
+) -> list[Any]:
+    try:
+        return [decoder.decode(data) for data in datas]
+    except msgspec.ValidationError:
+        if fallback is None:
+            raise
+    return [_decode_either(decoder, fallback, data) for data in datas]
+
+
+# A JSON escape, read left to right so that ``\\`` is one (its second backslash
+# starts nothing): a surrogate pair, a lone surrogate (6 bytes), or any other.
+_ESCAPE = re.compile(
+    rb"\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    rb"|u[dD][89a-fA-F][0-9a-fA-F]{2}|.)",
+    re.DOTALL,
+)
+
+
+def without_lone_escapes(data: bytes) -> bytes:
+    """JSON ``data`` with each escaped lone surrogate (``\\ud800`` with no low
+    half after it, a low half alone) replaced by ``\\ufffd``, U+FFFD, as the
+    library replaces lone surrogates elsewhere (``without_lone_surrogates``): the
+    text stays readable, and encodes as UTF-8. A pair stays whole."""
+    if b"\\u" not in data:
+        return data
+    return _ESCAPE.sub(_lone_to_fffd, data)
+
+
+def _lone_to_fffd(match: re.Match[bytes]) -> bytes:
+    escape = match[0]
+    return b"\\ufffd" if len(escape) == 6 else escape  # only a lone surrogate has 6
 
 
 def _decode_either(
