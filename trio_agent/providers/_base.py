@@ -430,7 +430,13 @@ class SSEModelStream:
         self._ended = True  # the whole message: nothing more to read
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        await self._http.aclose()
+        try:
+            if exc_info[0] is None and self._ended and self._response is not None:
+                # the message is whole and taken: the body's end is read (bounded) only
+                # now, to keep the connection, so the response never waits for it
+                await self._http.drain()
+        finally:
+            await self._http.aclose()
 
     def __aiter__(self) -> Any:
         return self
@@ -459,18 +465,17 @@ class SSEModelStream:
         False once everything has been queued and taken."""
         if self._response is not None:
             return False
-        if self._ended:  # the rest of the body is only its end: read it to keep the connection
-            await self._http.drain()
-            events = None
-        else:
+        if not self._ended:
             events = await self._http.next_events()
-        if events is None:
-            self._finish()
-        else:
+            if events is None:
+                self._finish()
+                return True
             if events:
                 self._take_all(events)
             if self._http.events_ended:  # data: [DONE], for every adapter: the message is over
                 self._ended = True
+        if self._ended:  # the response now: the rest of the body, its end, is read at exit
+            self._finish()
         return True
 
     async def _merged_delta(self) -> Any:

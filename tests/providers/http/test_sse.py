@@ -217,3 +217,61 @@ async def test_chat_events_after_done_are_not_taken():
     body = ended(ChatWire) + ChatWire.text(["other"])
     assert (await read_as(ChatWire, [body]))[0] == "Hello world"
 
+
+class DrainLogged(Reads):
+    """``Reads`` that logs when the body's end is read (``drain``)."""
+
+    def __init__(self, reads: list[bytes], log: list[str]) -> None:
+        super().__init__(reads)
+        self.log = log
+
+    async def drain(self) -> None:
+        self.log.append("drain")
+        await super().drain()
+
+
+@wires()
+async def test_the_response_does_not_wait_for_the_body_end_after_the_message_ended(wire):
+    """After the message's end (``[DONE]``, or the adapter's own terminal event), the rest of
+    the body was read (up to 1 s, for a body that never ends) before the response and the last
+    chunks were made: the response is there at once; the body's end is read at the exit."""
+    model = wire.model(SimpleNamespace(url="http://127.0.0.1:9"))  # never connected
+    log: list[str] = []
+    reads = DrainLogged([ended(wire)], log)
+    async with type(model.stream(REQUEST))(reads, REQUEST, model.max_argument_bytes) as stream:
+        chunks = [c async for c in stream]
+        response = await stream.response()
+        log.append("response")
+    assert log == ["response", "drain"]
+    assert "".join(c.text for c in chunks if type(c) is TextDelta) == "Hello world"
+    assert response.content == (TextBlock("Hello world"),)
+
+
+async def test_a_connection_whose_body_ends_after_the_response_is_still_reused():
+    """The body's end, read at the stream's exit now, still gives the connection back: a
+    server that ends the chunked body only once the client has the response serves the next
+    request on the same connection."""
+    body = ended(ChatWire)
+    answered = trio.Event()
+
+    async def handler(raw: Raw, stream: Any, index: int) -> None:
+        buffer = b""
+        while (got := await raw.read_request(stream, buffer)) is not None:
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            await stream.send_all(head + b"transfer-encoding: chunked\r\n\r\n")
+            await stream.send_all(b"%x\r\n%s\r\n" % (len(body), body))
+            await answered.wait()
+            await stream.send_all(b"0\r\n\r\n")
+            buffer = got[1]
+
+    raw = Raw(handler)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(raw.serve)
+        async with ChatWire.model(raw) as model:
+            for _ in range(2):
+                async with model.stream(REQUEST) as stream:
+                    response = await stream.response()
+                    answered.set()
+                assert response.content == (TextBlock("Hello world"),)
+        nursery.cancel_scope.cancel()
+    assert raw.connections == 1
