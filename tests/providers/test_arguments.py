@@ -27,6 +27,7 @@ from trio_agent import (
     AssistantMessage,
     Completed,
     JsonlStore,
+    ModelRequest,
     ToolCall,
     ToolFinished,
     ToolRegistry,
@@ -539,3 +540,20 @@ def test_call_parts_replace_starts_over():
     parts.add("x" * 50)
     parts.replace('{"a": 1}')
     assert parts.call().arguments == {"a": 1}
+
+
+@WIRES
+async def test_a_lone_surrogate_escaped_in_a_calls_arguments_is_read_as_u_fffd(wire, loopback):
+    """Arguments whose JSON escapes a lone surrogate (``{"a": "x\\ud83d"}``, half an emoji)
+    were rejected as "not JSON: Input data was truncated" (msgspec's words): the model was told
+    to fix what it cannot see. They read as U+FFFD, as the same escape in an event does, for
+    every adapter; a typed answer's arguments too."""
+    raw = '{"a": "x\\ud83d", "b": "\\udc00y", "c": "\\ud83d\\ude00"}'
+    loopback.replies.append(Reply(body=wire.call("call-1", "f", raw)))
+    request = ModelRequest(id="r1", messages=(UserMessage("u1", "hi"),), tools=())
+    async with wire.model(loopback) as model, model.stream(request) as stream:
+        response = await stream.response()
+    (call,) = response.content
+    assert call.arguments == {"a": "x\ufffd", "b": "\ufffdy", "c": "\U0001f600"}
+    output = _arguments.take_output(raw.encode())
+    assert output == {"a": "x\ufffd", "b": "\ufffdy", "c": "\U0001f600"}

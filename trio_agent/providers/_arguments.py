@@ -27,6 +27,7 @@ from ..limits import (
     cut_text,
 )
 from ..messages._ir import ToolCall
+from .http._errors import without_lone_escapes
 
 __all__ = [
     "MAX_ARGUMENT_BYTES",
@@ -150,6 +151,9 @@ def take_arguments(raw: bytes, max_bytes: int = MAX_ARGUMENT_BYTES) -> dict[str,
     except msgspec.DecodeError as exc:
         if not raw.strip():
             return {}  # a call with no parameters, streamed as no text at all
+        repaired = without_lone_escapes(raw)  # U+FFFD for a lone surrogate, as in events
+        if repaired != raw:
+            return take_arguments(repaired, max_bytes)  # as long: once, never again
         return _refused(_not_json(exc))
     except RecursionError:
         return _refused(_TOO_DEEP)
@@ -188,6 +192,9 @@ def _object(raw: bytes) -> dict[str, Any] | str:
     try:
         arguments = _decode(raw)
     except msgspec.DecodeError as exc:
+        repaired = without_lone_escapes(raw)  # as take_arguments
+        if repaired != raw:
+            return _object(repaired)
         return {} if not raw.strip() else _not_json(exc)
     except RecursionError:
         return _TOO_DEEP
