@@ -6,12 +6,16 @@ every such request was Starlette's 404)."""
 
 from __future__ import annotations
 
+import json
+
 import openai
 import pytest
 import serve_agents
+import trio
 from openai_sdk import in_thread, session_of
 from serving import client, running
 from sse_client import finished, read_until
+from waiting import wait_until
 
 from trio_agent.serve._bodies import ApiError
 
@@ -193,3 +197,28 @@ async def test_cancelling_a_response_never_cancels_another_turn_of_its_session(t
         await read_until(url, "/sessions/s/events", finished(1))
         got = await in_thread(lambda ai: ai.responses.retrieve("resp_s_1"), url)
     assert got.status == "cancelled"
+
+
+async def test_regression_a_background_streams_client_going_away_never_cancels_its_turn(
+    tmp_path,
+):
+    """Bug: with ``"background": true, "stream": true`` under
+    ``on_disconnect="cancel"``, the client going away cancelled the turn, as for a
+    plain stream; a background response goes on without its client (OpenAI's
+    API: a client may drop the stream and retrieve the response later)."""
+    body = json.dumps({"model": "any", "input": "hold g", "background": True, "stream": True})
+    head = b"POST /v1/responses HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
+    async with running(tmp_path, on_disconnect="cancel") as (server, url), client(url) as http:
+        host, _, port = url.removeprefix("http://").rpartition(":")
+        async with await trio.open_tcp_stream(host, int(port)) as stream:
+            sent = head + b"content-length: %d\r\n\r\n" % len(body) + body.encode()
+            await stream.send_all(sent)
+            await serve_agents.holding.setdefault("g", trio.Event()).wait()
+            [session] = [s["id"] for s in (await http.get("/sessions")).json()["sessions"]]
+            assert server.hub.readers(session) == 1
+        await wait_until(lambda: server.hub.readers(session) == 0)
+        assert server.hub.running_turn(session) == 1  # it goes on without its reader
+        serve_agents.release("g")
+        await read_until(url, f"/sessions/{session}/events", finished(1))
+        got = await in_thread(lambda ai: ai.responses.retrieve(f"resp_{session}_1"), url)
+    assert (got.status, got.output_text) == ("completed", "after hold g")

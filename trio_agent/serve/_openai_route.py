@@ -70,8 +70,8 @@ async def responses(hub: Hub, body: bytes, receive: Receive) -> Response:
         watch = await hub.watch(session_id)
     except ApiError as exc:
         return openai_error(exc.status, exc.message)
-    if request.body.stream:
-        return EventStream(watch, cursor, framing)
+    if request.body.stream:  # a background one's client may go and retrieve it later
+        return EventStream(watch, cursor, framing, detached=bool(request.body.background))
     return await _whole(watch, cursor, framing, receive)
 
 

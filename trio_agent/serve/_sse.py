@@ -112,14 +112,18 @@ class EventStream(Response):
     """Streams ``watch.feed`` from after ``cursor``, framed by ``framing``, until it
     is done, the feed closes or the client disconnects. Cancellation (the server
     stops): it leaves the readers as having not disconnected, so no turn is
-    cancelled for it."""
+    cancelled for it. ``detached`` (a background response's stream): its client
+    going away never cancels the turn, whatever ``on_disconnect`` says."""
 
-    def __init__(self, watch: Watch, cursor: int, framing: Framing | None = None) -> None:
+    def __init__(
+        self, watch: Watch, cursor: int, framing: Framing | None = None, *, detached: bool = False
+    ) -> None:
         super().__init__(status_code=200)
         self.watch = watch
         self.cursor = cursor
         self.framing: Framing = SessionFraming() if framing is None else framing
         self.disconnected = False
+        self.detached = detached
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
@@ -132,7 +136,7 @@ class EventStream(Response):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 nursery.cancel_scope.cancel()
         finally:
-            self.watch.leave(self.disconnected)
+            self.watch.leave(self.disconnected and not self.detached)
 
     async def _stream(self, feed: Feed, send: Any) -> None:
         async def out(body: bytes) -> None:
