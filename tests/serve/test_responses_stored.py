@@ -222,3 +222,19 @@ async def test_regression_a_background_streams_client_going_away_never_cancels_i
         await read_until(url, f"/sessions/{session}/events", finished(1))
         got = await in_thread(lambda ai: ai.responses.retrieve(f"resp_{session}_1"), url)
     assert (got.status, got.output_text) == ("completed", "after hold g")
+
+
+async def test_regression_a_response_says_whether_it_runs_in_the_background(tmp_path):
+    """Bug: the answer to ``background=True`` had no ``background`` field (the SDK's
+    ``response.background`` was None), where OpenAI's says ``true``; a retrieved
+    response, whose request is not stored, still does not say."""
+
+    def talk(ai: openai.OpenAI):
+        made = ai.responses.create(model="any", input="hi", background=True)
+        return made, ai.responses.create(model="any", input="hi")
+
+    async with running(tmp_path) as (server, url):
+        made, plain = await in_thread(talk, url)
+        await read_until(url, f"/sessions/{session_of(made.id)}/events", finished(1))
+        got = await in_thread(lambda ai: ai.responses.retrieve(made.id), url)
+    assert (made.background, plain.background, got.background) == (True, False, None)

@@ -82,6 +82,7 @@ class ResponsesFraming:
             "output": [],
             "instructions": body.instructions,
             "previous_response_id": previous,
+            "background": bool(body.background),
             "error": None,
             "incomplete_details": None,
             "usage": None,
@@ -347,8 +348,9 @@ async def replay(events: Events, session_id: str, turn: int) -> tuple[ResponsesF
     batches, up to the turn's end or the next turn's start), and whether the turn's
     start is logged. What the log does not hold is not made up: ``model`` is the
     default (``trio-agent``), ``instructions`` null, ``created_at`` 0, no
-    ``completed_at``; ``previous_response_id`` names the session's turn before when
-    its start is logged here (a branch's first turn has none)."""
+    ``completed_at`` nor ``background``; ``previous_response_id`` names the
+    session's turn before when its start is logged here (a branch's first turn
+    has none)."""
     framing = ResponsesFraming(_STORED, response_id(session_id, turn), turn)
     framing.response["created_at"] = 0
     cursor, started, previous, past = -1, False, False, False
@@ -368,6 +370,7 @@ async def replay(events: Events, session_id: str, turn: int) -> tuple[ResponsesF
             if framing.done:
                 break
     framing.response.pop("completed_at", None)
+    framing.response.pop("background")  # the request's, not logged
     if previous:
         framing.response["previous_response_id"] = response_id(session_id, turn - 1)
     return framing, started
