@@ -238,3 +238,42 @@ async def test_regression_a_response_says_whether_it_runs_in_the_background(tmp_
         await read_until(url, f"/sessions/{session_of(made.id)}/events", finished(1))
         got = await in_thread(lambda ai: ai.responses.retrieve(made.id), url)
     assert (made.background, plain.background, got.background) == (True, False, None)
+
+
+async def test_regression_retrieving_a_response_again_reads_its_log_from_its_turn_on(
+    tmp_path, monkeypatch
+):
+    """Bug: each retrieve read the session's event log from its first event, so a
+    client polling a running background response late in a long session read the
+    whole log every time. A turn retrieved once is read again from its start (the
+    answer the same, ``previous_response_id`` too)."""
+    async with running(tmp_path) as (server, url):
+
+        def start(ai: openai.OpenAI):
+            first = ai.responses.create(model="any", input="hi")
+            second = ai.responses.create(model="any", input="ho", previous_response_id=first.id)
+            return ai.responses.create(
+                model="any", input="hold g", previous_response_id=second.id, background=True
+            )
+
+        made = await in_thread(start, url)
+        session = session_of(made.id)
+        events = await read_until(url, f"/sessions/{session}/events", _started_tool)
+        [before] = [s for s, e in events if finished(2)(e["event"])]
+        log, reads = server.hub.place.events, []
+        read = log.read
+
+        async def counted(session_id: str, after: int):
+            reads.append(after)
+            return await read(session_id, after)
+
+        monkeypatch.setattr(log, "read", counted)
+        polls = []
+        for _ in range(2):
+            reads.clear()
+            polls.append(await in_thread(lambda ai: ai.responses.retrieve(made.id), url))
+        serve_agents.release("g")
+    assert reads[0] == before  # from the turn's start, not the log's (-1)
+    for poll in polls:
+        assert (poll.status, poll.previous_response_id) == ("in_progress", f"resp_{session}_2")
+        assert [item.type for item in poll.output] == ["function_call"]

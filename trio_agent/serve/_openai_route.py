@@ -21,7 +21,7 @@ from ..ledger._records import LedgerError, Record
 from ..session._fork import fork_session
 from ._bodies import ApiError, decode_body
 from ._hub import Hub, Watch
-from ._responses import ResponsesFraming, replay
+from ._responses import ResponsesFraming, TurnStarts, replay
 from ._responses_input import (
     ResponsesBody,
     ResponsesRequest,
@@ -169,9 +169,10 @@ def _json(response: dict[str, Any]) -> Response:
     return Response(msgspec.json.encode(response), 200, media_type="application/json")
 
 
-async def retrieve(hub: Hub, text: str, stream: str | None) -> Response:
+async def retrieve(hub: Hub, text: str, stream: str | None, starts: TurnStarts) -> Response:
     """``GET /v1/responses/{id}``: the response ``text`` names, from its session's
-    event log, or its error (404 for an id none of ours has)."""
+    event log (from its turn's start, when ``starts`` knows it), or its error (404
+    for an id none of ours has)."""
     try:
         if stream not in (None, "false"):
             raise ApiError(
@@ -179,12 +180,12 @@ async def retrieve(hub: Hub, text: str, stream: str | None) -> Response:
                 "stream: a response is not streamed again here; its session's "
                 "events are (GET /sessions/{id}/events)",
             )
-        return _json(await _stored(hub, text))
+        return _json(await _stored(hub, text, starts))
     except ApiError as exc:
         return openai_error(exc.status, exc.message)
 
 
-async def cancel_response(hub: Hub, text: str) -> Response:
+async def cancel_response(hub: Hub, text: str, starts: TurnStarts) -> Response:
     """``POST /v1/responses/{id}/cancel``: cancel the response's turn if it runs (as
     ``POST /sessions/{id}/cancel`` does) and give the response once the turn has
     ended (``cancelled``); a response already ended is given as it is, as the
@@ -194,7 +195,7 @@ async def cancel_response(hub: Hub, text: str) -> Response:
         session_id, turn = _named(text)
         if await _running(hub, session_id, turn, text):
             await _cancel(hub, session_id, turn, text)
-        return _json(await _stored(hub, text))
+        return _json(await _stored(hub, text, starts))
     except ApiError as exc:
         return openai_error(exc.status, exc.message)
 
@@ -221,14 +222,15 @@ async def _running(hub: Hub, session_id: str, turn: int, text: str) -> bool:
     return bool(state["running_turn"] == turn)
 
 
-async def _stored(hub: Hub, text: str) -> dict[str, Any]:
+async def _stored(hub: Hub, text: str, starts: TurnStarts) -> dict[str, Any]:
     """The response ``text`` names, rebuilt from its turn's logged events: whole once
     its end is logged; ``in_progress`` with its output so far while it runs;
     ``incomplete`` (``interrupted``) when it ended with no end logged."""
     session_id, turn = _named(text)
-    running = await _running(hub, session_id, turn, text)  # before reading: a turn
-    framing, started = await replay(hub.place.events, session_id, turn)  # that ended
-    if not started and not running:  # by then has its end logged
+    # asked before reading: a turn that ended by then has its end logged
+    running = await _running(hub, session_id, turn, text)
+    framing, started = await replay(hub.place.events, session_id, turn, starts)
+    if not started and not running:
         raise _not_found(text)
     if framing.done:
         return framing.response

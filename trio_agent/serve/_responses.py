@@ -38,7 +38,7 @@ from ..model import TextDelta, ThinkingDelta
 from ._eventlog import Events
 from ._responses_input import ResponsesBody, ResponsesRequest, response_id
 
-__all__ = ["SERVER_LABEL", "ResponsesFraming", "replay"]
+__all__ = ["SERVER_LABEL", "ResponsesFraming", "TurnStarts", "replay"]
 
 SERVER_LABEL: Final = "trio-agent"
 _INCOMPLETE: Final = {"length": "max_output_tokens", "content_filter": "content_filter"}
@@ -343,29 +343,58 @@ class ResponsesFraming:
 _STORED: Final = ResponsesRequest(ResponsesBody(), None, (), None)
 
 
-async def replay(events: Events, session_id: str, turn: int) -> tuple[ResponsesFraming, bool]:
+@final
+class TurnStarts:
+    """Where the turns last retrieved start in their sessions' logs: the sequence
+    before a turn's ``turn.started`` and whether the turn before's start is logged,
+    for ``size`` turns at most (the oldest forgotten). A log only grows, so a turn
+    retrieved again (a client polling a background response) is read from its
+    start, not from its log's."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._starts: dict[tuple[str, int], tuple[int, bool]] = {}
+
+    def get(self, session_id: str, turn: int) -> tuple[int, bool]:
+        return self._starts.get((session_id, turn), (-1, False))
+
+    def put(self, session_id: str, turn: int, start: tuple[int, bool]) -> None:
+        self._starts.pop((session_id, turn), None)
+        self._starts[session_id, turn] = start
+        if len(self._starts) > self.size:
+            del self._starts[next(iter(self._starts))]
+
+
+async def replay(
+    events: Events, session_id: str, turn: int, starts: TurnStarts | None = None
+) -> tuple[ResponsesFraming, bool]:
     """Turn ``turn`` of the session framed again from its event log (read in bounded
-    batches, up to the turn's end or the next turn's start), and whether the turn's
-    start is logged. What the log does not hold is not made up: ``model`` is the
-    default (``trio-agent``), ``instructions`` null, ``created_at`` 0, no
-    ``completed_at`` nor ``background``; ``previous_response_id`` names the
-    session's turn before when its start is logged here (a branch's first turn
-    has none)."""
+    batches from the turn's start, if ``starts`` knows it, else from the log's, up
+    to the turn's end or the next turn's start), and whether the turn's start is
+    logged. What the log does not hold is not made up: ``model`` is the default
+    (``trio-agent``), ``instructions`` null, ``created_at`` 0, no ``completed_at``
+    nor ``background``; ``previous_response_id`` names the session's turn before
+    when its start is logged here (a branch's first turn has none)."""
     framing = ResponsesFraming(_STORED, response_id(session_id, turn), turn)
     framing.response["created_at"] = 0
-    cursor, started, previous, past = -1, False, False, False
+    starts = TurnStarts(0) if starts is None else starts
+    cursor, previous = starts.get(session_id, turn)
+    started = past = False
     while not (framing.done or past):
         batch = await events.read(session_id, cursor)
         if not batch:
             break
         for sequence, line in batch:
-            cursor, event = sequence, _decode_line(line).event
+            event = _decode_line(line).event
             if event.type == "turn.started":
                 past = event.turn > turn  # a later turn: this one's end is not logged
                 if past:
                     break
                 previous = previous or event.turn == turn - 1
-                started = started or event.turn == turn
+                if event.turn == turn and not started:
+                    started = True
+                    starts.put(session_id, turn, (cursor, previous))
+            cursor = sequence
             framing.take(event)
             if framing.done:
                 break

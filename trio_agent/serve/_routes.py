@@ -28,6 +28,7 @@ from ._bodies import (
 from ._hub import SERVE, Hub
 from ._openai_route import cancel_response, openai_error, responses, retrieve
 from ._page import Page
+from ._responses import TurnStarts
 from ._sse import EventStream
 
 __all__ = ["CallDecision", "build_app", "json_response"]
@@ -62,6 +63,7 @@ class _Routes:
 
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
+        self.starts = TurnStarts()  # where retrieved responses' turns start in their logs
 
     async def sessions(self, request: Request) -> Response:
         return json_response({"sessions": await self.hub.sessions()})
@@ -118,10 +120,10 @@ class _Routes:
 
     async def response(self, request: Request) -> Response:
         stream = request.query_params.get("stream")
-        return await retrieve(self.hub, request.path_params["response_id"], stream)
+        return await retrieve(self.hub, request.path_params["response_id"], stream, self.starts)
 
     async def cancel_response(self, request: Request) -> Response:
-        return await cancel_response(self.hub, request.path_params["response_id"])
+        return await cancel_response(self.hub, request.path_params["response_id"], self.starts)
 
 
 async def _agui_run(hub: Hub, given: AguiInput) -> EventStream:
