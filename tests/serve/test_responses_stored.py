@@ -277,3 +277,24 @@ async def test_regression_retrieving_a_response_again_reads_its_log_from_its_tur
     for poll in polls:
         assert (poll.status, poll.previous_response_id) == ("in_progress", f"resp_{session}_2")
         assert [item.type for item in poll.output] == ["function_call"]
+
+
+async def test_a_background_response_under_way_at_shutdown_is_drained_and_kept(tmp_path):
+    """A background turn runs in the hub's nursery, not in its request: the server
+    stopping drains it as any turn (cancelled once ``drain_seconds`` passed), and
+    after a restart it is retrieved ``cancelled``, its output so far kept, and
+    continued."""
+    async with running(tmp_path, drain_seconds=0) as (server, url):
+        made = await in_thread(
+            lambda ai: ai.responses.create(model="any", input="hold never", background=True), url
+        )
+        await read_until(url, f"/sessions/{session_of(made.id)}/events", _started_tool)
+
+    def again(ai: openai.OpenAI):
+        got = ai.responses.retrieve(made.id)
+        return got, ai.responses.create(model="any", input="hi", previous_response_id=made.id)
+
+    async with running(tmp_path) as (server, url):
+        got, more = await in_thread(again, url)
+    assert (got.status, [item.type for item in got.output]) == ("cancelled", ["function_call"])
+    assert (more.previous_response_id, more.output_text) == (made.id, "echo: hi")
