@@ -298,3 +298,29 @@ async def test_a_background_response_under_way_at_shutdown_is_drained_and_kept(t
         got, more = await in_thread(again, url)
     assert (got.status, [item.type for item in got.output]) == ("cancelled", ["function_call"])
     assert (more.previous_response_id, more.output_text) == (made.id, "echo: hi")
+
+
+async def test_regression_a_turn_that_never_was_is_a_404_without_reading_the_log(
+    tmp_path, monkeypatch
+):
+    """Bug: ``resp_<session>_<turn>`` for a turn past the session's read the whole
+    event log before its 404 (a client could make a long session's log be read
+    for nothing, request after request); the ledger's turns say it never was."""
+    async with running(tmp_path) as (server, url), client(url) as http:
+        made = await in_thread(lambda ai: ai.responses.create(model="any", input="hi"), url)
+        log, reads = server.hub.place.events, []
+        read = log.read
+
+        async def counted(session_id: str, after: int):
+            reads.append(after)
+            return await read(session_id, after)
+
+        monkeypatch.setattr(log, "read", counted)
+        unknown = f"resp_{session_of(made.id)}_9999999999"
+        answers = [
+            await http.get(f"/v1/responses/{unknown}"),
+            await http.post(f"/v1/responses/{unknown}/cancel"),
+        ]
+        assert (await http.get(f"/v1/responses/{made.id}")).status_code == 200
+    assert [answer.status_code for answer in answers] == [404, 404]
+    assert reads == [-1]  # the turn that was only

@@ -213,13 +213,18 @@ def _not_found(text: str) -> ApiError:
     return ApiError(404, f"No response found with id {text!r}")
 
 
-async def _running(hub: Hub, session_id: str, turn: int, text: str) -> bool:
-    """Whether the turn runs (here, or on another server); 404 for no session."""
+async def _state(hub: Hub, session_id: str, text: str) -> dict[str, Any]:
+    """The session's state (its running turn, here or on another server, and its
+    turns recorded); 404 for no session."""
     try:
-        state = await hub.state(session_id)
+        return await hub.state(session_id)
     except ApiError as exc:
         raise _not_found(text) if exc.status == 404 else exc from None
-    return bool(state["running_turn"] == turn)
+
+
+async def _running(hub: Hub, session_id: str, turn: int, text: str) -> bool:
+    """Whether the turn runs (here, or on another server); 404 for no session."""
+    return bool((await _state(hub, session_id, text))["running_turn"] == turn)
 
 
 async def _stored(hub: Hub, text: str, starts: TurnStarts) -> dict[str, Any]:
@@ -228,7 +233,10 @@ async def _stored(hub: Hub, text: str, starts: TurnStarts) -> dict[str, Any]:
     ``incomplete`` (``interrupted``) when it ended with no end logged."""
     session_id, turn = _named(text)
     # asked before reading: a turn that ended by then has its end logged
-    running = await _running(hub, session_id, turn, text)
+    state = await _state(hub, session_id, text)
+    running = state["running_turn"] == turn
+    if not running and turn > state["turns"]:  # never was (its start is recorded
+        raise _not_found(text)  # before it is logged): no log is read for it
     framing, started = await replay(hub.place.events, session_id, turn, starts)
     if not started and not running:
         raise _not_found(text)
