@@ -324,3 +324,20 @@ async def test_regression_a_turn_that_never_was_is_a_404_without_reading_the_log
         assert (await http.get(f"/v1/responses/{made.id}")).status_code == 200
     assert [answer.status_code for answer in answers] == [404, 404]
     assert reads == [-1]  # the turn that was only
+
+
+async def test_regression_input_items_of_a_response_is_a_404_that_says_what_is_served(tmp_path):
+    """Bug: ``client.responses.input_items.list(id)`` of a response that is there
+    raised ``NotFoundError`` saying "No response found with this id"; the path is
+    what is not served."""
+
+    def ask(ai: openai.OpenAI):
+        made = ai.responses.create(model="any", input="hi")
+        with pytest.raises(openai.NotFoundError) as raised:
+            ai.responses.input_items.list(made.id)
+        return raised.value
+
+    async with running(tmp_path) as (server, url):
+        raised = await in_thread(ask, url)
+    assert raised.type == "not_found_error"
+    assert "No response found" not in raised.message and "/cancel are served" in raised.message

@@ -200,11 +200,18 @@ async def cancel_response(hub: Hub, text: str, starts: TurnStarts) -> Response:
         return openai_error(exc.status, exc.message)
 
 
+_PATH: Final = "/v1/responses/{id}"
+
+
 def _named(text: str) -> tuple[str, int]:
     """The session and turn of a response id; 404 for an id none of ours has (the
-    id, from a client, is not echoed)."""
+    id, from a client, is not echoed), or for a response's path that is not
+    served (``/input_items``: it says what is, not that there is no response)."""
     named = parse_response_id(text)
     if named is None:
+        head, slash, _ = text.partition("/")
+        if slash and parse_response_id(head) is not None:  # input_items, say
+            raise ApiError(404, f"only GET {_PATH} and POST {_PATH}/cancel are served")
         raise ApiError(404, "No response found with this id: ids are resp_<session>_<turn>")
     return named
 
