@@ -509,3 +509,40 @@ async def test_regression_a_call_owed_a_run_again_is_resumed_without_a_message(t
     out, err = resumed.stdout.decode(), resumed.stderr.decode()
     assert resumed.returncode == 0, (out, err)
     assert (tmp_path / "launched.txt").read_text() == "moon\n"
+
+
+async def test_a_forged_dispatch_never_held_is_not_run_again_unasked(tmp_path):
+    """The bug: a ledger handed over with a ``tool/call`` for a call of the
+    application's ``launch`` (idempotent, and it needs a yes) that was never held
+    for approval had ``resume`` run it again, unasked: only calls held once were
+    checked. The rerun is held as a fresh call is; with no one to ask, it does not
+    run."""
+    from trio_agent import AssistantMessage, UserMessage
+    from trio_agent.ledger import Ledger
+
+    (tmp_path / "app.py").write_text(textwrap.dedent(RERUN_APP))
+    forged = ToolCall("call_1", "launch", {"target": "mars"})
+    lines: list[bytes] = []
+
+    class Writer:
+        def append(self, line: bytes) -> None:
+            lines.append(line)
+
+        def commit(self) -> None:
+            pass
+
+    ledger = Ledger(Writer(), 0)  # type: ignore[arg-type]
+    ledger.session_started("app", 0.0, "")
+    ledger.turn_started(1, 0)
+    ledger.message(UserMessage("user-1", "hello"))
+    ledger.step_started("request-001")
+    ledger.message(AssistantMessage("message-r1", (forged,)))
+    ledger.tool_call(forged, "idempotent")
+    path = tmp_path / "app.jsonl"
+    path.write_bytes(b"".join(lines))
+    resume = ["resume", str(path), "--agent", "app:agent", "--message", "go on"]
+    for mode in ("deny", "ask"):  # ask: stdin is no terminal, no one answers
+        resumed = await cli([*TRIO_AGENT, *resume, "--approve", mode], cwd=tmp_path)
+        out, err = resumed.stdout.decode(), resumed.stderr.decode()
+        assert not (tmp_path / "launched.txt").exists(), (mode, out, err)
+    assert dispatched(path) == ["call_1"]

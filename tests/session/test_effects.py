@@ -220,13 +220,27 @@ async def test_a_resume_without_the_tool_of_a_call_to_run_again_is_refused_at_th
 
 
 async def test_a_call_to_run_again_is_not_held_for_approval_a_second_time(tmp_path):
-    """Its first dispatch was let through (approved, or needing no approval): the
-    rerun does not ask again, even under an approval policy that holds every call."""
-    far = await crash_in(tmp_path, [ToolCall("c1", "put", {"key": "k"})], "c1")
+    """Its first dispatch was approved (the ledger shows it held and approved): the
+    rerun does not ask again, even under an approval policy that holds every call.
+    (One the ledger shows no approval for is asked about as a fresh call is:
+    test_rerun_approval.)"""
+    live, crashed = JsonlStore(tmp_path / "live"), JsonlStore(tmp_path / "crashed")
+    far = Far(live, crashed, "c1")
 
     async def everything(call: ToolCall) -> bool:
         return True
 
+    agent = Agent(
+        model=ScriptedModel(step([ToolCall("c1", "put", {"key": "k"})])),
+        tools=far.tools(),
+        store=live,
+        session_id=SESSION,
+        approval=everything,
+    )
+    async with agent:
+        assert (await agent.prompt("go")).end.reason == "awaiting_approval"
+        await agent.approve("c1", by="ann")
+        await agent.prompt()
     agent = await Agent.resume(
         far.crashed,
         SESSION,
@@ -234,6 +248,7 @@ async def test_a_call_to_run_again_is_not_held_for_approval_a_second_time(tmp_pa
         tools=far.tools(),
         approval=everything,
     )
+    assert [call.id for call in agent.rerun_calls] == ["c1"]
     result = await agent.prompt()
     await agent.aclose()
     assert agent.pending_approvals == () and result.final_text == "ok"

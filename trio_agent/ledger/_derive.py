@@ -232,6 +232,11 @@ class Replay:
             raise LedgerCorruptError(f"tool/call runs call {call_id!r} again after it ended")
         if call_id in session.rerunning:
             raise LedgerCorruptError(f"tool/call runs call {call_id!r} again while it runs")
+        if call_id in self.held and not self._approved(call_id):
+            raise LedgerCorruptError(
+                f"tool/call runs call {call_id!r} again, which is held for approval and "
+                "was not approved"
+            )
         session.rerunning.add(call_id)
 
     def tool_skipped(self, record: ToolSkippedRecord) -> None:
@@ -263,16 +268,18 @@ class Replay:
         self._forget(result.tool_call_id)
 
     def approval_requested(self, record: ApprovalRequestedRecord) -> None:
-        # in the step whose response made the call, before its turn ends
+        # in the step whose response made the call, before its turn ends; or, for a
+        # call owed a rerun, in the turn that would run it again (``_owed_again``)
         self._in_turn("approval/requested")
         if record.turn != self.session.open_turn:
             raise LedgerCorruptError(
                 f"approval/requested in turn {record.turn} where the open turn is "
                 f"{self.session.open_turn}"
             )
-        if self.step is None:
-            raise LedgerCorruptError("approval/requested outside a step")
-        self._open_call("approval/requested", record.call_id, dispatched=False)
+        if not self._owed_again(record.call_id):
+            if self.step is None:
+                raise LedgerCorruptError("approval/requested outside a step")
+            self._open_call("approval/requested", record.call_id, dispatched=False)
         if record.call_id in self.held:
             raise LedgerCorruptError(f"a second approval/requested for call {record.call_id!r}")
         call = self.conversation.linker.open_calls[record.call_id]
@@ -282,6 +289,20 @@ class Replay:
                 "arguments than the call"
             )
         self.held[call.id] = call
+
+    def _owed_again(self, call_id: str) -> bool:
+        """Whether ``call_id`` is a call owed a rerun, not running again now: one a
+        turn may hold for approval before it runs it again (its first dispatch let
+        through by nobody the ledger shows)."""
+        session = self.session
+        return (
+            call_id in self.conversation.linker.open_calls
+            and call_id in session.dispatched
+            and call_id in session.effects
+            and call_id not in session.cancelled
+            and call_id not in session.failed
+            and call_id not in session.rerunning
+        )
 
     def approval_decided(self, record: ApprovalDecidedRecord) -> None:
         # anywhere (usually between turns), once per held call, before its result
@@ -375,15 +396,25 @@ class Replay:
         session = self.session
         if session.open_turn is not None:  # the writer died in a turn
             session.sequence = max(session.sequence, session.reserved)
-        # a held call dispatched (approved, then run) is answered as any call
-        pending = [call for key, call in self.held.items() if key not in session.dispatched]
+        # a held call dispatched (approved, then run) is answered as any call; one
+        # held after its dispatch (owed a rerun) waits until it is approved
+        pending = [
+            call
+            for key, call in self.held.items()
+            if key not in session.dispatched or not self._approved(key)
+        ]
         session.pending_approvals = tuple(pending)
         session.decisions = {c.id: self.decided[c.id] for c in pending if c.id in self.decided}
+        waiting = {call.id for call in pending}
         session.reruns = tuple(
             self._as_dispatched(call)
             for key, call in self.conversation.linker.open_calls.items()
-            if key in session.effects and key not in session.cancelled and key not in session.failed
+            if key in session.effects
+            and key not in session.cancelled
+            and key not in session.failed
+            and key not in waiting
         )
+        session.approved_reruns = frozenset(c.id for c in session.reruns if self._approved(c.id))
         return session
 
 

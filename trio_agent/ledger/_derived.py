@@ -100,7 +100,12 @@ class DerivedSession:
     order, each with the arguments it was dispatched with (an approver's, when
     they were edited): a resume leaves them open and the next turn runs them
     again, with the same idempotency key. ``effects``: the effect of each call dispatched
-    and not ended, when it is not ``"once"``.
+    and not ended, when it is not ``"once"``. ``approved_reruns``: the ids of those
+    of ``reruns`` the ledger shows held and approved; the others (a ``tool/call``
+    is all a ledger handed over needs to name one) go through the agent's approval
+    rule before they run again, as a fresh call does, and one it holds
+    (``approval/requested`` after its dispatch) is in ``pending_approvals`` until
+    it is approved.
 
     What the session used, for its usage limits: ``steps`` (model requests it
     opened), ``tool_calls`` (calls dispatched, but the output tool's, and
@@ -134,6 +139,7 @@ class DerivedSession:
     reruns: tuple[ToolCall, ...] = ()
     effects: dict[str, str] = attrs.field(factory=dict)
     rerunning: set[str] = attrs.field(factory=set)
+    approved_reruns: frozenset[str] = frozenset()
     conversation: Conversation | None = attrs.field(default=None, repr=False)
     """The replay's own conversation, whose ``messages`` is ``messages``: each message
     checked once, as it was replayed. ``Agent.resume`` takes it over instead of
@@ -179,13 +185,23 @@ class DerivedSession:
         return closed
 
     def never_rerun(self, call_ids: Iterable[str]) -> None:
-        """Take these calls out of ``reruns``: ``closing_results`` answers them
-        ``TOOL_OUTCOME_UNKNOWN`` instead (a resume whose tool is now declared
-        ``"once"``: the stricter effect wins)."""
+        """Take these calls out of ``reruns`` (and out of ``held_again``):
+        ``closing_results`` answers them ``TOOL_OUTCOME_UNKNOWN`` instead (a resume
+        whose tool is now declared ``"once"``: the stricter effect wins)."""
         dropped = set(call_ids)
         for call_id in dropped:
             self.effects.pop(call_id, None)
+            self.decisions.pop(call_id, None)
         self.reruns = tuple(call for call in self.reruns if call.id not in dropped)
+        self.pending_approvals = tuple(
+            c for c in self.pending_approvals if c.id not in dropped or c.id not in self.dispatched
+        )
+
+    def held_again(self) -> tuple[ToolCall, ...]:
+        """The calls owed a rerun that a turn held for approval (``pending_approvals``
+        dispatched once already): their next dispatch is a rerun too."""
+        dispatched = self.dispatched
+        return tuple(call for call in self.pending_approvals if call.id in dispatched)
 
     def take_conversation(self, closing: Sequence[tuple[ToolResultMessage, str]]) -> Conversation:
         """The replay's conversation with the ``closing`` results (``closing_results``)

@@ -246,6 +246,24 @@ class SessionHooks(StepHooks):
         approvals, policy = self._approvals, self._policy.approval
         return await hold_for_approval(approvals, calls, spec, policy, self._journal, self._emit)
 
+    async def hold_reruns(self, spec: TurnSpec, unvetted: frozenset[str]) -> None:
+        """Hold the calls to run again that are ``unvetted`` (their first run let
+        through by no approval the ledger shows: a ``tool/call`` of a ledger handed
+        over or edited says nothing of who allowed it) as a fresh call of the model
+        is held, by the tool's ``requires_approval`` and the agent's ``approval``:
+        a held one leaves ``reruns`` and waits for its decision. Cancellation: what
+        was held has left ``reruns``; the rest is asked about again next turn."""
+        approvals = self._approvals
+        reruns = approvals.reruns
+        calls = [call for key, call in (reruns or {}).items() if key in unvetted]
+        if not calls or reruns is None or not self.may_hold(calls, spec):
+            return
+        try:
+            await self.hold_calls(calls, spec)
+        finally:  # held: never run again without its decision
+            for key in approvals.held:
+                reruns.pop(key, None)
+
     def still_open(self) -> frozenset[str]:
         approvals = self._approvals
         return frozenset(approvals.held).union(approvals.reruns or ())

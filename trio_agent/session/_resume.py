@@ -44,7 +44,8 @@ def _rebuilt(
     """The state the records describe, before it takes the session over: the
     replay's conversation (each message was checked once, by ``derive``) with the
     ``closing`` results. Calls held for approval or owed a rerun stay open in it
-    (the turn that resolves them answers them)."""
+    (the turn that resolves them answers them); those owed a rerun that the ledger
+    shows no approval for are ``unvetted`` (the turn asks the approval rule)."""
     system = derived.system if system is None else system
     state = SessionState.new(
         attrs.evolve(options, system=system, fsync="step"),  # the fsync policy: the ledger's
@@ -53,6 +54,7 @@ def _rebuilt(
         sequence_start=derived.sequence,
     )
     state.fsync = options.fsync
+    state.unvetted = frozenset(c.id for c in derived.reruns) - derived.approved_reruns
     if derived.pending_approvals or derived.reruns:
         state.approvals = Approvals(
             {call.id: call for call in derived.pending_approvals},
@@ -66,12 +68,13 @@ def _now_once(options: AgentOptions, derived: DerivedSession) -> list[str]:
     """The calls owed a rerun whose tool this agent now declares ``"once"``: the
     stricter of the effect recorded at dispatch and the tool's today wins (a tool
     from a tool source is known only at the turn: its recorded effect stands)."""
-    if not derived.reruns:
+    owed = (*derived.reruns, *derived.held_again())
+    if not owed:
         return []
     tools = registry_of(options.tools)
     return [
         call.id
-        for call in derived.reruns
+        for call in owed
         if (tool := tools.get(call.name)) is not None and tool.effect == "once"
     ]
 

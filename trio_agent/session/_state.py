@@ -77,6 +77,9 @@ class SessionState:
     used: Used = NOTHING_USED
     """What the session's turns used (kept only with ``session_usage_limits``)."""
     approvals: Approvals = attrs.field(factory=Approvals)
+    unvetted: frozenset[str] = frozenset()
+    """Calls to run again (``approvals.reruns``) whose first run the ledger shows no
+    approval for: the turn that runs them asks the approval rule first."""
     ledger: Ledger | None = None
     turns: int = 0
     next_sequence: int = 0

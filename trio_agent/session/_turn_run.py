@@ -208,7 +208,8 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
         host: trio.Nursery | None,
     ) -> TurnOutcome | None:
         """Append the turn's input, after running again the calls a resume left to
-        run again (``run_again``) and answering the calls the last step held
+        run again (``run_again``; those the approval rule holds, as it would a fresh
+        call, wait for their decision) and answering the calls the last step held
         for approval (run if approved, an error result if rejected); the turn's end
         if it cannot go on (undecided calls: the input waits in the inbox; nothing
         to do), else None."""
@@ -221,6 +222,7 @@ class TurnRun(EventRun[SessionEvent, TurnResult[OutputT]]):
             from ..engine._reruns import run_again  # with the tool batch: when first used
 
             ready = step_spec(spec)  # with the tool sources' tools, as they are now
+            await hooks.hold_reruns(ready, state.unvetted)  # asked as a fresh call is
             await run_again(approvals, conversation, ready, hooks, emit, state.host or host)
         if not approvals.held:
             await accept(conversation, repairs + taken, emit, first=started)

@@ -1,0 +1,193 @@
+"""A call owed a rerun after a crash goes through the approval rule as a fresh call
+of the model does, unless the ledger shows it approved (DESIGN 11.5, 12.4).
+
+The attacker hands over a ledger whose last step made a call of an idempotent tool
+that needs a person's approval, with a ``tool/call`` record (its dispatch) and no
+``approval/requested``: a resume took it for a call let through once and ran it
+again, unasked. Records are forged through the ``Ledger`` API, as anyone can."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trio_agent import (
+    Agent,
+    AssistantMessage,
+    JsonlStore,
+    TextBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    tool,
+)
+from trio_agent.events import TurnAwaitingApproval, TurnInterrupted
+from trio_agent.ledger import Ledger, LedgerCorruptError, ToolCallRecord, derive, record_decoder
+from trio_agent.ledger._derive import replay_of
+from trio_agent.testing import ScriptedModel, scripted_response
+
+SESSION = "s1"
+WIRE = ToolCall("c1", "wire", {"to": "mallory", "amount": 1000})
+
+
+class Lines:
+    """A ``SessionWriter`` that keeps its lines (what a forger writes by hand)."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+
+    def append(self, line: bytes) -> None:
+        self.lines.append(line)
+
+    def commit(self) -> None:
+        pass
+
+    async def flush(self, durable: bool) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def forged(tmp_path: Path, call: ToolCall = WIRE) -> JsonlStore:
+    """A session whose writer 'died' while ``call`` ran: dispatched as idempotent,
+    never held for approval, no end."""
+    lines = Lines()
+    ledger = Ledger(lines, 0)
+    ledger.session_started(SESSION, 0.0, "")
+    ledger.turn_started(1, 0)
+    ledger.message(UserMessage("user-1", "pay the invoice"))
+    ledger.step_started("request-001")
+    ledger.message(AssistantMessage("message-r1", (TextBlock("Paying."), call)))
+    ledger.tool_call(call, "idempotent")
+    store = JsonlStore(tmp_path)
+    writer = store.create(SESSION)
+    for line in lines.lines:
+        writer.append(line)
+    await writer.flush(True)
+    await writer.aclose()
+    return store
+
+
+def wire_tool(ran: list[dict[str, object]], requires_approval: bool = True):
+    @tool(effect="idempotent", requires_approval=requires_approval)
+    async def wire(to: str, amount: int) -> str:
+        """Wire money (the same idempotency key twice wires once)."""
+        ran.append({"to": to, "amount": amount})
+        return f"wired {amount} to {to}"
+
+    return wire
+
+
+def results(messages, call_id: str) -> list[ToolResultMessage]:
+    return [m for m in messages if type(m) is ToolResultMessage and m.tool_call_id == call_id]
+
+
+async def test_a_forged_dispatch_of_a_tool_that_requires_approval_is_not_run_again_unasked(
+    tmp_path,
+):
+    store = await forged(tmp_path)
+    ran: list[dict[str, object]] = []
+    model = ScriptedModel([scripted_response("r2", "I will not pay")])
+    agent = await Agent.resume(store, SESSION, model=model, tools=[wire_tool(ran)])
+    result = await agent.prompt()
+    assert ran == []  # held, as a fresh call of the model is
+    assert result.end.reason == "awaiting_approval" and result.steps == 0
+    assert [c.id for c in agent.pending_approvals] == ["c1"] and agent.rerun_calls == ()
+    await agent.reject("c1", reason="I never asked for this", by="ann")
+    result = await agent.prompt()
+    await agent.aclose()
+    assert ran == [] and result.final_text == "I will not pay"
+    [answer] = results(result.messages, "c1")
+    assert answer.is_error and "I never asked for this" in answer.content
+    derived = derive((await store.load(SESSION)).records)
+    assert derived.reruns == () and derived.pending_approvals == ()
+
+
+async def test_a_forged_dispatch_held_by_the_agents_approval_rule_is_not_run_again_unasked(
+    tmp_path,
+):
+    store = await forged(tmp_path)
+    ran: list[dict[str, object]] = []
+
+    def large(call: ToolCall) -> bool:
+        return int(call.arguments.get("amount", 0)) > 100  # type: ignore[call-overload]
+
+    agent = await Agent.resume(
+        store,
+        SESSION,
+        model=ScriptedModel([]),
+        tools=[wire_tool(ran, requires_approval=False)],
+        approval=large,
+    )
+    result = await agent.prompt()
+    await agent.aclose()
+    assert ran == [] and result.end.reason == "awaiting_approval"
+    # the hold is recorded: another process finds the call still waiting
+    again = await Agent.resume(
+        store, SESSION, model=ScriptedModel([]), tools=[wire_tool(ran, requires_approval=False)]
+    )
+    assert [c.id for c in again.pending_approvals] == ["c1"] and again.rerun_calls == ()
+    assert (await again.prompt()).end.reason == "awaiting_approval" and ran == []
+    await again.aclose()
+
+
+async def test_a_rerun_held_then_approved_runs_once_recorded_as_a_rerun(tmp_path):
+    store = await forged(tmp_path)
+    ran: list[dict[str, object]] = []
+    agent = await Agent.resume(store, SESSION, model=ScriptedModel([]), tools=[wire_tool(ran)])
+    assert (await agent.prompt()).end.reason == "awaiting_approval"
+    await agent.approve("c1", by="ann")
+    await agent.aclose()
+    # decided in this process, run in another
+    model = ScriptedModel([scripted_response("r2", "paid")])
+    again = await Agent.resume(store, SESSION, model=model, tools=[wire_tool(ran)])
+    assert again.pending_approvals == () and [c.id for c in again.rerun_calls] == ["c1"]
+    result = await again.prompt()
+    await again.aclose()
+    assert ran == [{"to": "mallory", "amount": 1000}] and result.final_text == "paid"
+    records = (await store.load(SESSION)).records
+    calls = [(r.call_id, r.rerun) for r in records if r.kind == "tool/call"]
+    assert calls == [("c1", False), ("c1", True)]
+    assert [r.content for r in results(result.messages, "c1")] == ["wired 1000 to mallory"]
+
+
+async def test_a_forged_dispatch_that_needs_no_approval_runs_again_as_before(tmp_path):
+    store = await forged(tmp_path)
+    ran: list[dict[str, object]] = []
+    model = ScriptedModel([scripted_response("r2", "paid")])
+    agent = await Agent.resume(
+        store, SESSION, model=model, tools=[wire_tool(ran, requires_approval=False)]
+    )
+    result = await agent.prompt()
+    await agent.aclose()
+    assert ran == [{"to": "mallory", "amount": 1000}] and result.final_text == "paid"
+
+
+def test_a_rerun_dispatched_again_without_its_approval_is_corrupt():
+    """The replay's side: a call held again after its dispatch may be run again only
+    once approved."""
+    lines = Lines()
+    ledger = Ledger(lines, 0)
+    ledger.session_started(SESSION, 0.0, "")
+    ledger.turn_started(1, 0)
+    ledger.message(UserMessage("user-1", "pay"))
+    ledger.step_started("request-001")
+    ledger.message(AssistantMessage("message-r1", (WIRE,)))
+    ledger.tool_call(WIRE, "idempotent")
+    ledger.step_ended("request-001", "tool_call")
+    ledger.turn_ended(1, TurnInterrupted(), 5)
+    ledger.turn_started(2, 6)
+    ledger.approval_requested(WIRE)  # the turn that would run it again holds it
+    ledger.turn_ended(2, TurnAwaitingApproval(call_ids=(WIRE.id,)), 8)
+    records = [record_decoder.decode(line) for line in lines.lines]
+    snapshot = replay_of(records).take_snapshot()  # the hold survives a snapshot
+    assert [c.id for c in derive([snapshot]).pending_approvals] == ["c1"]
+    ledger.turn_started(3, 9)
+    records = [record_decoder.decode(line) for line in lines.lines]
+    held = derive(records)
+    assert [c.id for c in held.pending_approvals] == ["c1"] and held.reruns == ()
+    rerun = ToolCallRecord(seq=len(records), call_id=WIRE.id, rerun=True)  # no decision
+    with pytest.raises(LedgerCorruptError, match="held for approval and was not approved"):
+        derive([*records, rerun])
