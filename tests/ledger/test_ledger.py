@@ -914,3 +914,43 @@ async def test_metadata_and_each_turns_model_are_recorded(tmp_path):
     resumed = await Agent.resume(store, "s1", model=ok_model())
     assert dict(resumed.metadata) == start.metadata
     await resumed.aclose()
+
+
+@pytest.mark.parametrize("execution", ["sequential", "parallel"])
+async def test_a_call_a_fatal_call_kept_from_starting_is_answered_alike_live_and_resumed(
+    store, execution
+):
+    """The bug: a call that never started because an earlier call of its batch was
+    fatal was answered "interrupted" by the live session's next turn, but
+    ``TOOL_NOT_STARTED`` ("the session stopped before this call was dispatched")
+    by a resume of the same ledger: the transcript depended on whether the process
+    was restarted. Both answer it as the live session does (Tools: the transcript
+    is answered as interrupted at the next turn)."""
+
+    @tool(exclusive=True)  # in a parallel batch too, the call after it waits for it
+    async def fatal() -> str:
+        raise FatalToolError("boom")
+
+    def batch(prefix: str) -> list:
+        calls = [call("fatal", f"{prefix}c1"), call("add", f"{prefix}c2", {"left": 1, "right": 2})]
+        return [scripted_response(f"{prefix}r1", calls), scripted_response(f"{prefix}r2", "ok")]
+
+    tools = ToolRegistry([add, fatal])
+    live = Agent(model=ScriptedModel(batch("")), tools=tools, tool_execution=execution)
+    assert (await live.prompt("go")).end.code == "TOOL_FATAL"
+    await live.prompt("again")
+    [live_answer] = [m for m in live.messages if getattr(m, "tool_call_id", "") == "c2"]
+    recorded = Agent(
+        model=ScriptedModel(batch("")),
+        tools=tools,
+        store=store,
+        session_id="s1",
+        tool_execution=execution,
+    )
+    assert (await recorded.prompt("go")).end.code == "TOOL_FATAL"
+    await recorded.aclose()
+    resumed = await Agent.resume(store, "s1", model=ScriptedModel([]), tools=tools)
+    closed = {result.tool_call_id: (result, code) for result, code in resumed.closed_on_resume}
+    await resumed.aclose()
+    assert closed["c2"] == (live_answer, TOOL_NOT_STARTED)
+    assert live_answer.is_error and live_answer.content == "interrupted: no result was recorded"

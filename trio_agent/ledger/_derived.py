@@ -13,7 +13,13 @@ from ..engine._transcript import Conversation
 from ..errors import TOOL_FATAL
 from ..events import ApprovalDecision
 from ..limits import cut_text
-from ..messages._ir import AssistantMessage, Message, ToolCall, ToolResultMessage
+from ..messages._ir import (
+    INTERRUPTED_RESULT_TEXT,
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+)
 from ..messages._ir import tool_result as make_tool_result
 from ..model import Usage
 
@@ -225,7 +231,11 @@ class DerivedSession:
         ``TOOL_FATAL`` or ``TOOL_CANCELLED`` for a call recorded as such,
         ``TOOL_OUTCOME_UNKNOWN`` for one dispatched with no word of its end
         (the process died during it) unless its effect lets it run again
-        (``reruns``: left open), ``TOOL_NOT_STARTED`` for one never dispatched.
+        (``reruns``: left open), ``TOOL_NOT_STARTED`` for one never dispatched:
+        by a writer that died in its turn, with that code's text; in a turn that
+        ended without it (a fatal call before it, a cancel), with the text the live
+        session's next turn answers it with ("interrupted: no result was
+        recorded"), so the transcript is the same either way.
         A call held for approval and not dispatched (``pending_approvals``) is
         left open: the turn that resolves it answers it (an approved one
         dispatched is closed as any call).
@@ -246,7 +256,12 @@ class DerivedSession:
         for block in last.content:
             if type(block) is ToolCall and block.id not in answered:
                 code = self._closing_code(block.id)
-                result = closing_result(block, code, self.failed.get(block.id, ""))
+                if code == TOOL_NOT_STARTED and self.open_turn is None:
+                    # its turn ended without it (a fatal call before it, a cancel):
+                    # answered as the live session's next turn answers it
+                    result = make_tool_result(block, INTERRUPTED_RESULT_TEXT, True)
+                else:
+                    result = closing_result(block, code, self.failed.get(block.id, ""))
                 closing.append((result, code))
         return closing
 
