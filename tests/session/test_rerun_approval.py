@@ -191,3 +191,22 @@ def test_a_rerun_dispatched_again_without_its_approval_is_corrupt():
     rerun = ToolCallRecord(seq=len(records), call_id=WIRE.id, rerun=True)  # no decision
     with pytest.raises(LedgerCorruptError, match="held for approval and was not approved"):
         derive([*records, rerun])
+
+
+async def test_a_rerun_held_then_approved_in_the_same_process_runs_once(tmp_path):
+    store = await forged(tmp_path)
+    ran: list[dict[str, object]] = []
+    model = ScriptedModel([scripted_response("r2", "paid")])
+    agent = await Agent.resume(store, SESSION, model=model, tools=[wire_tool(ran)])
+    assert (await agent.prompt()).end.reason == "awaiting_approval" and ran == []
+    await agent.approve("c1", by="ann")
+    result = await agent.prompt()
+    await agent.aclose()
+    assert ran == [{"to": "mallory", "amount": 1000}] and result.final_text == "paid"
+    records = (await store.load(SESSION)).records
+    assert [(r.call_id, r.rerun) for r in records if r.kind == "tool/call"] == [
+        ("c1", False),
+        ("c1", True),
+    ]
+    derived = derive(records)
+    assert derived.reruns == () and derived.pending_approvals == ()

@@ -263,7 +263,7 @@ def unsealed_reruns(
     out = []
     for call in reruns:
         if call.id not in held:
-            continue  # never held: its run needs no approval
+            continue  # never held: the turn asks the approval rule, as for a fresh call
         requested, found = held[call.id], decided.get(call.id)
         if (
             requested is None

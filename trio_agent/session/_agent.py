@@ -550,9 +550,9 @@ class Agent(Generic[OutputT, DepsT]):
 
     @property
     def rerun_calls(self) -> tuple[ToolCall, ...]:
-        """Calls a resume left open to run again (their process died mid-call and
-        their tool's effect is ``"idempotent"`` or ``"pure"``), in call order: the
-        next turn runs them before anything else; empty otherwise."""
+        """Calls a resume left open to run again (process died mid-call, effect
+        ``"idempotent"``/``"pure"``), in call order, run first by the next turn but one
+        the approval rule holds (no approval in the ledger); empty otherwise."""
         reruns = self._state.approvals.reruns or {}
         return tuple(private_copy(call) for call in reruns.values())
 
