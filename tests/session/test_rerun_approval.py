@@ -210,3 +210,21 @@ async def test_a_rerun_held_then_approved_in_the_same_process_runs_once(tmp_path
     ]
     derived = derive(records)
     assert derived.reruns == () and derived.pending_approvals == ()
+
+
+async def test_a_fork_never_runs_a_rerun_held_for_approval_in_its_source(tmp_path):
+    """A rerun held again is a dispatched call, as any call owed a rerun: its key is
+    the source's, so a fork answers it ``TOOL_OUTCOME_UNKNOWN`` instead of keeping
+    it pending (approving it there would have run it again under the source's key)."""
+    store = await forged(tmp_path)
+    ran: list[dict[str, object]] = []
+    agent = await Agent.resume(store, SESSION, model=ScriptedModel([]), tools=[wire_tool(ran)])
+    assert (await agent.prompt()).end.reason == "awaiting_approval"
+    await agent.aclose()
+    fork = await Agent.fork(store, SESSION, at_turn=2, new_session_id="f1")
+    forked = await Agent.resume(store, fork, model=ScriptedModel([]), tools=[wire_tool(ran)])
+    await forked.aclose()
+    assert forked.pending_approvals == () and forked.rerun_calls == ()
+    [answer] = results(forked.messages, "c1")
+    assert answer.is_error and "TOOL_OUTCOME_UNKNOWN" in answer.content
+    assert ran == []

@@ -56,8 +56,9 @@ def fork_records(
     them), ``session/start`` naming the new id and ``created``, then
     ``session/closed``. Its configuration, usage and pending approvals are the
     source's as they stood then. A call the source left to run again after a
-    crash (``DerivedSession.reruns``) is answered ``TOOL_OUTCOME_UNKNOWN`` in the
-    fork: its idempotency key is the source's, so the fork never runs it.
+    crash (``DerivedSession.reruns``, or held for approval again: ``held_again``)
+    is answered ``TOOL_OUTCOME_UNKNOWN`` in the fork: its idempotency key is the
+    source's, so the fork never runs it.
     ``records`` are checked first (``derive``: ``LedgerCorruptError``);
     ``LedgerError`` for a turn that is not there or has not ended."""
     if type(at_turn) is not int or at_turn < 0:
@@ -76,7 +77,8 @@ def fork_records(
                 if record.seq == len(forked)
                 else msgspec.structs.replace(record, seq=len(forked))
             )
-    for call in derive(forked).reruns:
+    derived = derive(forked)
+    for call in (*derived.reruns, *derived.held_again()):  # held again: dispatched too
         result = closing_result(call, TOOL_OUTCOME_UNKNOWN)
         forked.append(ToolResultRecord(seq=len(forked), result=result, code=TOOL_OUTCOME_UNKNOWN))
     forked.append(SessionClosedRecord(seq=len(forked), sequence=sequence))
