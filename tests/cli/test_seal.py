@@ -100,6 +100,33 @@ async def test_approve_then_resume_runs_the_call_under_the_users_seal(loopback, 
     assert (tmp_path / "a.txt").read_text() == "approved"
 
 
+async def test_regression_approve_without_a_usable_key_is_refused_not_recorded_unsealed(
+    loopback, tmp_path
+):
+    """With a key others can read, ``trio-agent approve`` recorded an unsealed approval,
+    which ``resume`` then did not run but asked about again; it is refused (usage
+    error), saying why and how to decide instead, and nothing is recorded."""
+    ledger = tmp_path / "s.jsonl"
+    await _deferred(loopback, tmp_path, ledger)
+    home = tmp_path / "loose"
+    key = home / "trio-agent" / "ledger-key"
+    key.parent.mkdir(parents=True)
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o644)
+    env = {**ENV, "XDG_CONFIG_HOME": str(home)}
+    approved = await cli([*TRIO_AGENT, "approve", str(ledger), "call_1"], env=env)
+    err = approved.stderr.decode()
+    assert approved.returncode == 2, (approved.stdout.decode(), err)
+    assert "cannot be sealed" in err and "can be read or written by others" in err
+    assert "--approve ask" in err
+    assert decisions(ledger) == {}
+    rejected = await cli(
+        [*TRIO_AGENT, "reject", str(ledger), "call_1", "--reason", "not now"], env=env
+    )
+    assert rejected.returncode == 0, rejected.stderr.decode()  # a no needs no seal
+    assert decisions(ledger)["call_1"]["approved"] is False
+
+
 async def test_a_sealed_approval_edited_in_the_ledger_is_not_run(loopback, tmp_path):
     """Hostile: a sealed approval whose arguments are changed by hand (to run other
     content than the user approved) loses its seal, and is not run."""

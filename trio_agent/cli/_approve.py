@@ -35,7 +35,7 @@ from ._commands import ledger_location, read_ledger
 from ._config import recorded
 from ._drive import EXIT_OK, EXIT_USAGE, arguments_problem, call_text, os_user
 from ._output import json_line, one_line, visible
-from ._trust import decision_seal
+from ._trust import decision_seal, no_seal_reason
 
 __all__ = ["approve", "reject"]
 
@@ -96,6 +96,12 @@ def _record(args: argparse.Namespace, approved: bool) -> list[str]:
         by=by,
         reason=reason,
     )
+    if seal is None and approved:  # a resume would not run the call on it: say so now
+        raise Refused(
+            f"the approval cannot be sealed ({no_seal_reason()}), and a resume runs an "
+            "approved call only under your seal; fix the key, or decide at the terminal "
+            f"with `trio-agent resume {shlex.quote(str(args.ledger))} --approve ask`"
+        )
 
     async def body() -> tuple[tuple[str, ...], tuple[str, ...]]:
         try:

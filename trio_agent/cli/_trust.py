@@ -145,6 +145,17 @@ def _key_problem() -> str:
     return ""
 
 
+def no_seal_reason() -> str:
+    """Why ``decision_seal`` gave no seal: this user's key cannot be read or made."""
+    problem = _key_problem()
+    if problem:
+        return problem.strip(" ()")
+    try:
+        return f"your key cannot be made at {_key_path()}"
+    except ValueError as exc:
+        return f"your key cannot be kept: {exc}"
+
+
 def _mac(key: bytes, config: Mapping[str, Any]) -> str:
     body = msgspec.json.encode({k: v for k, v in config.items() if k != SEAL}, order="sorted")
     return hmac.new(key, body, hashlib.sha256).hexdigest()
