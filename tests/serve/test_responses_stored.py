@@ -341,3 +341,23 @@ async def test_regression_input_items_of_a_response_is_a_404_that_says_what_is_s
         raised = await in_thread(ask, url)
     assert raised.type == "not_found_error"
     assert "No response found" not in raised.message and "/cancel are served" in raised.message
+
+
+async def test_regression_deleting_a_response_is_an_openai_shaped_405(tmp_path):
+    """Bug: ``client.responses.delete(id)`` got Starlette's ``{"error": "Method Not
+    Allowed"}``, not OpenAI's error shape; it is one, saying responses are kept,
+    with the methods that are served (``Allow``); other ``/v1/`` paths too."""
+    async with running(tmp_path) as (server, url), client(url) as http:
+        made = await in_thread(lambda ai: ai.responses.create(model="any", input="hi"), url)
+        with pytest.raises(openai.APIStatusError) as raised:
+            await in_thread(lambda ai: ai.responses.delete(made.id), url)
+        nowhere = await http.get("/v1/models")
+        put = await http.put("/v1/responses")
+        page = await http.get("/nowhere")
+    assert raised.value.status_code == 405
+    error = raised.value.body
+    assert error["type"] == "invalid_request_error" and "responses are kept" in error["message"]
+    assert "GET" in raised.value.response.headers["allow"]
+    assert nowhere.status_code == 404 and nowhere.json()["error"]["type"] == "not_found_error"
+    assert put.status_code == 405 and put.json()["error"]["param"] is None
+    assert page.status_code == 404 and page.json() == {"error": "Not Found"}  # not under /v1/

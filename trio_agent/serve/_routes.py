@@ -165,8 +165,18 @@ async def _api_error(request: Request, exc: Exception) -> Response:
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no route, a method not served): under ``/v1/`` in
+    OpenAI's error shape, which the official SDKs read (``responses.delete`` got
+    Starlette's ``{"error": "Method Not Allowed"}``)."""
     assert isinstance(exc, HTTPException)
-    return json_response({"error": exc.detail}, exc.status_code)
+    if not request.url.path.startswith("/v1/"):
+        return json_response({"error": exc.detail}, exc.status_code)
+    said = f"{request.method} is not served at {request.url.path}"
+    if exc.status_code == 405 and request.method == "DELETE":
+        said += ": responses are kept, as their session's history is (append-only)"
+    answer = openai_error(exc.status_code, f"{exc.detail}: {said}")
+    answer.headers.update(exc.headers or {})
+    return answer
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
