@@ -8,6 +8,7 @@ through an adapter."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,15 @@ from sse_bodies import read as read_stream
 
 from trio_agent import ModelRequest, ModelResponseError, TransientModelError, UserMessage
 from trio_agent.providers import AnthropicModel
-from trio_agent.providers.http._wire import ChunkedReader, body_reader, keep_alive, parse_head
+from trio_agent.providers.http._http import HTTPStream
+from trio_agent.providers.http._wire import (
+    MAX_HEAD_BYTES,
+    ChunkedReader,
+    HeadReader,
+    body_reader,
+    keep_alive,
+    parse_head,
+)
 
 
 def read_all(pieces: list[bytes]) -> tuple[ChunkedReader, bytes]:
@@ -388,3 +397,88 @@ def test_a_head_of_bare_lf_lines_is_parsed_and_still_bounded(end):
         parse_head(b"HTTP/1.1 200 OK\nx: " + b"a" * 100_000 + b"\n\n", "P")
     with pytest.raises(ModelResponseError, match="longer than"):
         parse_head(b"HTTP/1.1 200 OK\nx: " + b"a" * 100_000, "P")
+
+
+class _Scanned:
+    """A compiled pattern of ``_wire`` that counts the bytes its scans start over."""
+
+    def __init__(self, pattern: re.Pattern[bytes]) -> None:
+        self.pattern = pattern
+        self.bytes = 0
+
+    def match(self, buffer: bytes, pos: int = 0) -> re.Match[bytes] | None:
+        self.bytes += len(buffer) - pos
+        return self.pattern.match(buffer, pos)
+
+    def search(self, buffer: bytes, pos: int = 0) -> re.Match[bytes] | None:
+        self.bytes += len(buffer) - pos
+        return self.pattern.search(buffer, pos)
+
+
+class _Reads:
+    """A connection that answers ``reads``, one a receive (as a slow server's)."""
+
+    def __init__(self, reads: list[bytes]) -> None:
+        self.reads = reads
+        self.requests_left: int | None = None
+
+    async def receive(self, seconds: float, provider: str) -> bytes:
+        return self.reads.pop(0) if self.reads else b""
+
+
+_INTERIM = b"HTTP/1.1 103 Early Hints\r\nlink: </a>\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "reads",
+    [
+        [bytes([byte]) for byte in b"HTTP/1.1 200 OK\n" + b"x-a: 1\r\n" * 500 + b"\n"],
+        [_INTERIM] * 300 + [b"HTTP/1.1 200 OK\r\n\r\n"],
+    ],
+    ids=["a byte a read", "an interim response a read"],
+)
+async def test_a_head_sent_a_piece_a_read_is_parsed_once_not_again_at_every_read(
+    monkeypatch, reads
+):
+    """The whole buffer was parsed again at each read: a 64 KiB head a byte a read, or of
+    small interim responses one a read, cost seconds of CPU (quadratic). Each byte is now
+    scanned about once: only a read that ends a blank line is parsed, and the interim
+    responses parsed are dropped."""
+    from trio_agent.providers.http import _wire
+
+    scans = [_Scanned(_wire._BLANK_LINES), _Scanned(_wire._HEAD_END)]
+    monkeypatch.setattr(_wire, "_BLANK_LINES", scans[0])
+    monkeypatch.setattr(_wire, "_HEAD_END", scans[1])
+    sent, count = sum(len(read) for read in reads), len(reads)
+    http = HTTPStream("http://127.0.0.1:9/", {}, b"", "P", None, 1.0, 1.0)
+    status, headers = await http._read_head(_Reads(reads))  # type: ignore[arg-type]
+    assert (status, headers.get("x-a", "1")) == (200, "1")
+    # each read is looked at with the two bytes before it; the head parsed once or so
+    assert sum(scan.bytes for scan in scans) <= 3 * count + 4 * sent
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_a_head_fed_in_reads_is_the_head_parse_head_finds(size):
+    """``HeadReader`` (the head a read at a time) answers as ``parse_head`` on the whole,
+    for any split into reads: mixed CRLF and bare LF line ends, blank lines and interim
+    responses first, a blank line split across reads."""
+    wire = b"\r\n\n" + _INTERIM * 3 + b"HTTP/1.1 200 OK\nx-a: 1\r\nx-b: 2\n\r\nrest"
+    reader = HeadReader("P")
+    found = None
+    for at in range(0, len(wire), size):
+        found = reader.feed(wire[at : at + size])
+        if found is not None:
+            break
+    assert found is not None
+    whole = parse_head(wire, "P")
+    assert whole is not None
+    assert found[:2] == whole[:2] == (200, {"x-a": "1", "x-b": "2"})
+    assert whole[2] == b"rest" and b"rest".startswith(found[2])  # what its read had of it
+
+
+def test_interim_responses_a_read_past_the_limit_are_refused():
+    """Dropped once parsed, the interim responses still count toward their limit."""
+    reader = HeadReader("P")
+    with pytest.raises(ModelResponseError, match="interim responses and blank lines"):
+        for _ in range(2 * MAX_HEAD_BYTES // len(_INTERIM)):
+            reader.feed(_INTERIM)

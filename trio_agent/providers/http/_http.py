@@ -24,7 +24,7 @@ from ._connection import default_tls_context as default_tls_context
 from ._errors import error_for_status, error_text, lenient
 from ._pool import ConnectionPool
 from ._proxy import absolute_target, proxy_answered, refused
-from ._wire import BodyReader, UntilCloseReader, body_reader, keep_alive, parse_head
+from ._wire import BodyReader, HeadReader, UntilCloseReader, body_reader, keep_alive
 
 if TYPE_CHECKING:
     from ._proxy import Proxy
@@ -215,16 +215,19 @@ class HTTPStream:
     async def _read_head(self, connection: Connection) -> tuple[int, dict[str, str]]:
         """The status and headers of the response (past any interim 1xx ones);
         the body's reader is ready for what came after them."""
-        buffer = b""
-        while (found := parse_head(buffer, self._provider)) is None:
+        reader = HeadReader(self._provider)
+        read = False  # any byte of the response
+        found = None
+        while found is None:
             data = await connection.receive(self._read_seconds, self._provider)
             if not data:
                 raise TransientModelError(
                     f"{self._provider}: the response head was cut off"
-                    if buffer
+                    if read
                     else f"{self._provider}: the server closed the connection before answering"
                 )
-            buffer += data
+            read = True
+            found = reader.feed(data)
         status, headers, rest = found
         self._reader = body_reader(self._provider, status, headers, rest)
         self._keep = keep_alive(headers)

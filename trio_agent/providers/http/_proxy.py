@@ -36,7 +36,7 @@ from ...model import (
 )
 from ._errors import lenient, retry_after, transport_error
 from ._redirect import request_target
-from ._wire import parse_head
+from ._wire import HeadReader
 
 ENVIRONMENT: Final = "environment"
 """The default of ``proxy=``: take the proxy from the environment variables."""
@@ -426,15 +426,16 @@ async def _answer(
     """Read the proxy's answer to the CONNECT: the bytes after its head, or the
     error its status stands for."""
     where = f"{provider}: proxy {proxy.shown}"
-    buffer = b""
-    while (head := parse_head(buffer, where)) is None:
+    reader = HeadReader(where)  # each byte parsed once, whatever the reads
+    head = None
+    while head is None:
         with trio.CancelScope(deadline=trio.current_time() + seconds):
             data = await stream.receive_some(65536)
             if not data:
                 raise TransientModelError(
                     f"{where} closed the connection before answering the CONNECT to {authority}"
                 )
-            buffer += data
+            head = reader.feed(bytes(data))
             continue
         raise TransientModelError(  # only the deadline ends the scope early
             f"{where} did not answer the CONNECT to {authority} within {seconds} s (read timeout)"

@@ -35,11 +35,55 @@ def parse_head(buffer: bytes, provider: str) -> tuple[int, dict[str, str], bytes
     are (else a server sending them without end would be read for ever, and
     held: the caller keeps the whole buffer until the head is found).
     Lines end in CRLF or, as h11 accepts, a bare LF (some servers and proxies
-    send those); a bare CR ends no line."""
-    size = len(buffer)
+    send those); a bare CR ends no line. A reader fed a read at a time uses
+    ``HeadReader``, which parses each byte once."""
+    found, _, _ = _parse(buffer, 0, provider)
+    return found
+
+
+@final
+class HeadReader:
+    """``parse_head`` fed a read at a time: ``feed`` each read; the head (as
+    ``parse_head`` gives it) once it is all there, else None.
+
+    Each byte is looked at about once, whatever the reads: the reads are joined
+    and parsed only once one ends a blank line (or passes the size limit), and
+    the interim responses and blank lines parsed are dropped, counted toward
+    their limit. Parsing the whole buffer again at each read cost seconds of
+    CPU for a 64 KiB head sent a byte a read, or made of interim responses."""
+
+    __slots__ = ("_pieces", "_provider", "_size", "_skipped", "_tail")
+
+    def __init__(self, provider: str) -> None:
+        self._provider = provider
+        self._pieces: list[bytes] = []  # reads not yet parsed (after what _parse left)
+        self._size = 0  # bytes of them
+        self._skipped = 0  # bytes of interim responses and blank lines dropped
+        self._tail = b""  # the last two bytes fed: a blank line may end across reads
+
+    def feed(self, data: bytes) -> tuple[int, dict[str, str], bytes] | None:
+        self._pieces.append(data)
+        self._size += len(data)
+        seen = self._tail + data
+        self._tail = seen[-2:]
+        if _HEAD_END.search(seen) is None and self._size <= MAX_HEAD_BYTES:
+            return None  # no line ends a blank line: nothing new to parse
+        buffer = b"".join(self._pieces)
+        found, rest, self._skipped = _parse(buffer, self._skipped, self._provider)
+        self._pieces = [rest]
+        self._size = len(rest)
+        return found
+
+
+def _parse(
+    buffer: bytes, skipped: int, provider: str
+) -> tuple[tuple[int, dict[str, str], bytes] | None, bytes, int]:
+    """``parse_head``'s answer for ``buffer``, after ``skipped`` bytes of interim
+    responses and blank lines already dropped; and, when it is None, the bytes
+    not parsed yet and the bytes skipped now."""
     while True:
         start = _BLANK_LINES.match(buffer).end()  # type: ignore[union-attr]  # always matches
-        if size - len(buffer) + start > MAX_HEAD_BYTES:
+        if skipped + start > MAX_HEAD_BYTES:
             raise ModelResponseError(
                 f"{provider}: more than {MAX_HEAD_BYTES} bytes of interim responses and "
                 "blank lines before the response head"
@@ -50,8 +94,9 @@ def parse_head(buffer: bytes, provider: str) -> tuple[int, dict[str, str], bytes
                 raise ModelResponseError(
                     f"{provider}: a response head longer than {MAX_HEAD_BYTES} bytes"
                 )
-            return None
+            return None, buffer[start:], skipped + start
         head, buffer = buffer[start : blank.start()], buffer[blank.end() :]
+        skipped += blank.end()
         status_line, *lines = [
             line.removesuffix("\r") for line in head.decode("latin-1").split("\n")
         ]
@@ -66,7 +111,7 @@ def parse_head(buffer: bytes, provider: str) -> tuple[int, dict[str, str], bytes
             raise ModelResponseError(f"{provider}: not an HTTP response")
         status = int(code)
         if not 100 <= status < 200:
-            return status, _fields(lines, version, provider), buffer
+            return (status, _fields(lines, version, provider), buffer), b"", skipped
 
 
 _BLANK_LINES = re.compile(rb"(?:\r?\n)*")  # in C: a Python loop per line is quadratic over reads
