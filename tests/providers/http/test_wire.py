@@ -482,3 +482,14 @@ def test_interim_responses_a_read_past_the_limit_are_refused():
     with pytest.raises(ModelResponseError, match="interim responses and blank lines"):
         for _ in range(2 * MAX_HEAD_BYTES // len(_INTERIM)):
             reader.feed(_INTERIM)
+
+
+@pytest.mark.parametrize(
+    "line", [b"content-type: text/event-stream\rx-b: 2", b"x-a: 1\r\r", b"x-a\r: 1"]
+)
+def test_a_bare_cr_in_a_header_line_is_refused_not_kept_in_a_value(line):
+    """A bare CR ends no line (only CRLF and LF do), and it was kept inside the value:
+    ``a: b\\rc: d`` read as one field whose value held a CR and a second field, which
+    RFC 9112 says to refuse (or read as a space). It is refused, as h11 does."""
+    with pytest.raises(ModelResponseError, match="a bad header line"):
+        parse_head(b"HTTP/1.1 200 OK\r\n" + line + b"\r\nx-c: 3\n\r\n", "P")

@@ -35,7 +35,8 @@ def parse_head(buffer: bytes, provider: str) -> tuple[int, dict[str, str], bytes
     are (else a server sending them without end would be read for ever, and
     held: the caller keeps the whole buffer until the head is found).
     Lines end in CRLF or, as h11 accepts, a bare LF (some servers and proxies
-    send those); a bare CR ends no line. A reader fed a read at a time uses
+    send those); a bare CR ends no line, and a field line with one is refused
+    (as h11 and RFC 9112 do). A reader fed a read at a time uses
     ``HeadReader``, which parses each byte once."""
     found, _, _ = _parse(buffer, 0, provider)
     return found
@@ -130,7 +131,14 @@ def _fields(lines: list[str], version: str, provider: str) -> dict[str, str]:
     headers: dict[str, str] = {}
     for line in lines:
         name, colon, value = line.partition(":")
-        if not colon or not name or name != name.strip() or " " in name or "\t" in name:
+        if (
+            not colon
+            or not name
+            or name != name.strip()
+            or " " in name
+            or "\t" in name
+            or "\r" in line  # a bare CR ends no line, nor is it in one (RFC 9112 2.2, h11)
+        ):
             what = "a folded header line" if line[:1] in (" ", "\t") else "a bad header line"
             raise ModelResponseError(f"{provider}: {what} in the response: {line[:100]!r}")
         name, value = name.lower(), value.strip()
