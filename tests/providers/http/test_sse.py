@@ -275,3 +275,66 @@ async def test_a_connection_whose_body_ends_after_the_response_is_still_reused()
                 assert response.content == (TextBlock("Hello world"),)
         nursery.cancel_scope.cancel()
     assert raw.connections == 1
+
+
+def _end_after_the_response(end: bytes, answered: trio.Event) -> Any:
+    """A handler that sends a chat stream (chunked) whole, then, once the client has the
+    response, ``end`` in place of the body's plain end (``b""``: never ends it)."""
+    body = ended(ChatWire)
+
+    async def handler(raw: Raw, stream: Any, index: int) -> None:
+        buffer = b""
+        while (got := await raw.read_request(stream, buffer)) is not None:
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            await stream.send_all(head + b"transfer-encoding: chunked\r\n\r\n")
+            await stream.send_all(b"%x\r\n%s\r\n" % (len(body), body))
+            await answered.wait()
+            if not end:
+                await trio.sleep_forever()
+            await stream.send_all(end)
+            buffer = got[1]
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    "end", [b"", b"0\r\n\r\nHTTP/1.1 200 OK\r\n", b"5\r\nxxxxx\r\n0\r\n\r\nx"], ids=str
+)
+async def test_a_body_end_that_never_comes_or_comes_with_more_keeps_no_connection(
+    autojump_clock, end
+):
+    """The body's end, read at the stream's exit since the response comes at once: a server
+    that never ends the body (read for ``_DRAIN_SECONDS``), or sends bytes after its end (a
+    second answer nobody asked for), has its connection closed, not reused."""
+    answered = trio.Event()
+    raw = Raw(_end_after_the_response(end, answered))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(raw.serve)
+        async with ChatWire.model(raw) as model:
+            for _ in range(2):
+                async with model.stream(REQUEST) as stream:
+                    response = await stream.response()
+                    answered.set()
+                assert response.content == (TextBlock("Hello world"),)
+        nursery.cancel_scope.cancel()
+    assert raw.connections == 2
+
+
+async def test_cancelled_while_it_reads_the_body_end_at_exit_the_connection_is_closed():
+    """Cancelled in the stream's exit, while it reads the body's end: the cancellation goes
+    out, and the connection, half read, is closed, never reused."""
+    answered = trio.Event()
+    raw = Raw(_end_after_the_response(b"", answered))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(raw.serve)
+        async with ChatWire.model(raw) as model:
+            with trio.CancelScope() as scope:
+                async with model.stream(REQUEST) as stream:
+                    response = await stream.response()
+                    answered.set()
+                    scope.cancel()  # delivered at the exit's first wait: the body's end
+            assert scope.cancelled_caught and response.content == (TextBlock("Hello world"),)
+            async with model.stream(REQUEST) as stream:
+                await stream.response()
+        nursery.cancel_scope.cancel()
+    assert raw.connections == 2
