@@ -573,3 +573,39 @@ async def test_a_forged_dispatch_never_held_is_not_run_again_unasked(tmp_path):
         out, err = resumed.stdout.decode(), resumed.stderr.decode()
         assert not (tmp_path / "launched.txt").exists(), (mode, out, err)
     assert dispatched(path) == ["call_1"]
+
+
+def _insert(ledger: Path, after_kind: str, **record) -> None:
+    """Put one more record after the first of kind ``after_kind`` in ``ledger``,
+    the records after it numbered on, as a hand would."""
+    records = lines_of(ledger)
+    at = [r["kind"] for r in records].index(after_kind) + 1
+    records.insert(at, {"seq": at, **record})
+    for seq, line in enumerate(records):
+        line["seq"] = seq
+    ledger.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in records))
+
+
+async def test_an_unsealed_rerun_is_not_hidden_by_a_snapshot_no_resume_restores(tmp_path):
+    """The bug: the seal check of the calls to run again read every snapshot's
+    state, checksum or not, while a resume replays past a snapshot that does not
+    restore (the whole ledger, from ``session/start``). A snapshot added after an
+    unsealed approval, its state naming no held call and its checksum wrong, had
+    the check find nothing held (\"the turn asks the approval rule\"), while the
+    resume, from the records, found the call approved and ran it again unasked."""
+
+    async def mallory(store: JsonlStore, ledger: Path) -> None:
+        agent = await Agent.resume(store, "app", model=ScriptedModel([]), tools=[launch_again])
+        await agent.approve("call_1", by="mallory")
+        await agent.aclose()
+
+    ledger = await _cut_off_in_its_run(tmp_path, mallory)
+    state = {"format": 1, "session_id": "app"}  # nothing held, nothing decided
+    _insert(ledger, "approval/decided", kind="snapshot", state=state, crc32=1)
+    resume = ["resume", str(ledger), "--agent", "app:agent", "--message", "go on"]
+    for mode in ("deny", "ask"):  # ask: stdin is no terminal, no one answers
+        resumed = await cli([*TRIO_AGENT, *resume, "--approve", mode], cwd=tmp_path)
+        out, err = resumed.stdout.decode(), resumed.stderr.decode()
+        assert not (tmp_path / "launched.txt").exists(), (mode, out, err)
+        assert resumed.returncode == 2 and "not by you" in out + err, (mode, out, err)
+    assert dispatched(ledger) == ["call_1"]

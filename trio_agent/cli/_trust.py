@@ -234,12 +234,36 @@ def unsealed_reruns(
     """Those of ``reruns`` (calls a resume runs again: dispatched, their process
     died mid-call) that were held for approval and whose approval bears no seal of
     this user's, from the ledger's ``records``: the held call as requested and its
-    decision, as a replay finds them (from the last snapshot's state on, an answer
-    or a compaction ending each); a call held with no decision or no call found
-    counts as unsealed (fail closed). Reads no key but ``decision_is_mine``'s."""
+    decision, as either replay a resume may have made finds them, the whole
+    ledger's (no snapshot's state read) or the last snapshot's state and the
+    records after it (an answer or a compaction ending each). A call held in
+    either without this user's sealed approval of the call as it runs counts
+    (fail closed: a snapshot that does not restore is passed over by the resume,
+    and one that does is taken at its word). Reads no key but
+    ``decision_is_mine``'s."""
     wanted = {call.id for call in reruns}
-    held: dict[str, ToolCall | None] = {}
-    decided: dict[str, ApprovalDecision] = {}
+    records = list(records)
+    views = [_held(records, wanted, {}, {})]  # the whole ledger's replay
+    last = max((i for i, r in enumerate(records) if type(r) is SnapshotRecord), default=None)
+    if last is not None:
+        restored = _restored(records[last], wanted)
+        if restored is not None:
+            views.append(_held(records[last + 1 :], wanted, *restored))
+    return [
+        call
+        for call in reruns
+        if any(_unsealed(session_id, call, held, decided) for held, decided in views)
+    ]
+
+
+_Held = dict[str, ToolCall | None]
+
+
+def _held(
+    records: Iterable[Any], wanted: set[str], held: _Held, decided: dict[str, ApprovalDecision]
+) -> tuple[_Held, dict[str, ApprovalDecision]]:
+    """The ``wanted`` calls held (as requested) and their decisions after
+    ``records``, from ``held`` and ``decided`` on (a snapshot's state is not read)."""
     for record in records:
         kind = type(record)
         if kind is ApprovalRequestedRecord and record.call_id in wanted:
@@ -251,39 +275,45 @@ def unsealed_reruns(
             for call_id in gone:
                 held.pop(call_id, None)
                 decided.pop(call_id, None)
-        elif kind is SnapshotRecord:  # the state at that point, as a resume restores it
-            held.clear()
-            decided.clear()
-            try:
-                state = msgspec.json.decode(record.state, type=SnapshotState)
-            except msgspec.DecodeError:
-                continue  # not the state a resume could start from: its records stand
-            calls = {
-                call.id: call
-                for message in state.messages
-                if type(message) is AssistantMessage
-                for call in message.content
-                if type(call) is ToolCall and call.id in wanted
-            }
-            for call_id in state.held:
-                if call_id in wanted:
-                    held[call_id] = calls.get(call_id)
-            for restored in state.decided:
-                if restored.call_id in wanted:
-                    decided[restored.call_id] = restored
-    out = []
-    for call in reruns:
-        if call.id not in held:
-            continue  # never held: the turn asks the approval rule, as for a fresh call
-        requested, found = held[call.id], decided.get(call.id)
-        if (
-            requested is None
-            or found is None
-            or not found.approved
-            or not decision_is_mine(session_id, requested, found)
-        ):
-            out.append(call)
-    return out
+    return held, decided
+
+
+def _restored(
+    record: SnapshotRecord, wanted: set[str]
+) -> tuple[_Held, dict[str, ApprovalDecision]] | None:
+    """The ``wanted`` calls a snapshot's state holds and their decisions; None for
+    a state that does not decode (no resume starts from it)."""
+    try:
+        state = msgspec.json.decode(record.state, type=SnapshotState)
+    except msgspec.DecodeError:
+        return None
+    calls = {
+        call.id: call
+        for message in state.messages
+        if type(message) is AssistantMessage
+        for call in message.content
+        if type(call) is ToolCall and call.id in wanted
+    }
+    held: _Held = {call_id: calls.get(call_id) for call_id in state.held if call_id in wanted}
+    decided = {d.call_id: d for d in state.decided if d.call_id in wanted}
+    return held, decided
+
+
+def _unsealed(
+    session_id: str, call: ToolCall, held: _Held, decided: dict[str, ApprovalDecision]
+) -> bool:
+    """Whether ``call`` (as it runs again) is held in ``held`` and not approved, as
+    it runs, under this user's seal (held with no decision or no call found: fail
+    closed). Never held: the turn asks the approval rule, as for a fresh call."""
+    if call.id not in held:
+        return False
+    requested, found = held[call.id], decided.get(call.id)
+    if requested is None or found is None or not found.approved:
+        return True
+    arguments = requested.arguments if found.arguments is None else found.arguments
+    if call.name != requested.name or call.arguments != arguments:
+        return True  # not the call the decision let run
+    return not decision_is_mine(session_id, requested, found)
 
 
 def check_trusted(config: Mapping[str, Any], record: Any, flags: Any, dropped: set[str]) -> None:
