@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import zlib
 from pathlib import Path
 
 import msgspec
@@ -609,3 +610,100 @@ async def test_an_unsealed_rerun_is_not_hidden_by_a_snapshot_no_resume_restores(
         assert not (tmp_path / "launched.txt").exists(), (mode, out, err)
         assert resumed.returncode == 2 and "not by you" in out + err, (mode, out, err)
     assert dispatched(ledger) == ["call_1"]
+
+
+async def test_a_forged_dispatch_held_then_approved_by_the_user_runs_once_on_resume(tmp_path):
+    """What stands: a rerun the ledger shows no approval for, held by ``resume
+    --approve defer`` and approved with ``trio-agent approve`` (sealed), runs on
+    the next ``resume`` unasked, once."""
+    (tmp_path / "app.py").write_text(textwrap.dedent(RERUN_APP))
+    forged = ToolCall("call_1", "launch", {"target": "mars"})
+    store = JsonlStore(tmp_path)
+    agent = Agent(
+        model=ScriptedModel([scripted_response("r1", [forged])]),
+        tools=[launch_again],
+        store=store,
+        session_id="app",
+    )
+    assert (await agent.prompt("launch")).end.reason == "awaiting_approval"
+    await agent.aclose()
+    ledger = tmp_path / "app.jsonl"
+    records = [r for r in lines_of(ledger) if r["kind"] != "approval/requested"]
+    at = [r["kind"] for r in records].index("step/end")
+    records.insert(at, {"kind": "tool/call", "call_id": "call_1", "effect": "idempotent"})
+    for seq, record in enumerate(records):
+        record["seq"] = seq
+    ledger.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in records))  # never held
+    resume = ["resume", str(ledger), "--agent", "app:agent"]
+    held = await cli([*TRIO_AGENT, *resume, "--approve", "defer"], cwd=tmp_path)
+    assert held.returncode == 3, held.stdout.decode() + held.stderr.decode()
+    assert not (tmp_path / "launched.txt").exists()
+    approved = await cli([*TRIO_AGENT, "approve", str(ledger), "call_1"], cwd=tmp_path)
+    assert approved.returncode == 0, approved.stderr.decode()
+    resumed = await cli([*TRIO_AGENT, *resume, "--approve", "deny"], cwd=tmp_path)
+    out, err = resumed.stdout.decode(), resumed.stderr.decode()
+    assert resumed.returncode == 0 and "not by you" not in out + err, (out, err)
+    assert (tmp_path / "launched.txt").read_text() == "mars\n"
+    assert dispatched(ledger) == ["call_1", "call_1"]
+
+
+async def test_an_unsealed_rerun_is_not_hidden_by_a_later_snapshot_no_resume_starts_from(
+    tmp_path,
+):
+    """The bug: the seal check read the last snapshot record of the ledger as the
+    one a resume starts from, but a resume starts from the last snapshot *line*
+    (``{"kind":"snapshot",`` at its start): a snapshot that restores, its state
+    naming the call held and approved by another, then after the crash a
+    snapshot spelled otherwise, naming nothing held, had the check find nothing
+    held, while the resume, from the first, ran the call again unasked."""
+    from trio_agent import AssistantMessage, UserMessage
+    from trio_agent.events import TurnAwaitingApproval, TurnInterrupted
+    from trio_agent.ledger import Ledger, record_decoder
+    from trio_agent.ledger._derive import replay_of
+    from trio_agent.ledger._snapshot import SnapshotState
+
+    (tmp_path / "app.py").write_text(textwrap.dedent(RERUN_APP))
+    forged = ToolCall("call_1", "launch", {"target": "mars"})
+    lines: list[bytes] = []
+
+    class Writer:
+        def append(self, line: bytes) -> None:
+            lines.append(line)
+
+        def commit(self) -> None:
+            pass
+
+    ledger = Ledger(Writer(), 0)  # type: ignore[arg-type]
+    ledger.session_started("app", 0.0, "")
+    ledger.turn_started(1, 0)
+    ledger.message(UserMessage("user-1", "hello"))
+    ledger.step_started("request-001")
+    ledger.message(AssistantMessage("message-r1", (forged,)))
+    ledger.step_ended("request-001", "tool_call")
+    ledger.turn_ended(1, TurnAwaitingApproval(call_ids=("call_1",)), 5)
+    # the snapshot a resume starts from: held, and approved by mallory (no seal)
+    snapshot = replay_of(record_decoder.decode(line) for line in lines).take_snapshot()
+    state = msgspec.json.decode(snapshot.state, type=SnapshotState)
+    mallory = ApprovalDecision(call_id="call_1", approved=True, by="mallory")
+    state = msgspec.structs.replace(state, held=("call_1",), decided=(mallory,))
+    encoded = msgspec.json.encode(state)
+    snapshot = msgspec.structs.replace(
+        snapshot, state=msgspec.Raw(encoded), crc32=zlib.crc32(encoded)
+    )
+    lines.append(msgspec.json.encode(snapshot) + b"\n")
+    assert lines[-1].startswith(b'{"kind":"snapshot",')
+    ledger = Ledger(Writer(), len(lines))  # type: ignore[arg-type]
+    ledger.turn_started(2, 5)
+    ledger.tool_call(forged, "idempotent")  # its run cut off
+    ledger.turn_ended(2, TurnInterrupted(), 6)
+    decoy = {"seq": len(lines), "kind": "snapshot", "state": {"format": 1, "session_id": "app"}}
+    lines.append(json.dumps(decoy).encode() + b"\n")  # not at a line's start: never a tail's
+    path = tmp_path / "app.jsonl"
+    path.write_bytes(b"".join(lines))
+    resume = ["resume", str(path), "--agent", "app:agent", "--message", "go on"]
+    for mode in ("deny", "ask"):  # ask: stdin is no terminal, no one answers
+        resumed = await cli([*TRIO_AGENT, *resume, "--approve", mode], cwd=tmp_path)
+        out, err = resumed.stdout.decode(), resumed.stderr.decode()
+        assert not (tmp_path / "launched.txt").exists(), (mode, out, err)
+        assert resumed.returncode == 2 and "not by you" in out + err, (mode, out, err)
+    assert dispatched(path) == ["call_1"]

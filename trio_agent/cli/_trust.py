@@ -234,21 +234,31 @@ def unsealed_reruns(
     """Those of ``reruns`` (calls a resume runs again: dispatched, their process
     died mid-call) that were held for approval and whose approval bears no seal of
     this user's, from the ledger's ``records``: the held call as requested and its
-    decision, as either replay a resume may have made finds them, the whole
-    ledger's (no snapshot's state read) or the last snapshot's state and the
-    records after it (an answer or a compaction ending each). A call held in
-    either without this user's sealed approval of the call as it runs counts
-    (fail closed: a snapshot that does not restore is passed over by the resume,
-    and one that does is taken at its word). Reads no key but
+    decision, as any replay a resume may have made finds them (an answer or a
+    compaction ending each): the whole ledger's (no snapshot's state read) and,
+    for each snapshot whose state decodes, that state's and the records after it
+    (which snapshot a resume starts from is the store's to say, and it takes its
+    state at its word). A call held in any of them without this user's sealed
+    approval of the call as it runs counts (fail closed). Reads no key but
     ``decision_is_mine``'s."""
     wanted = {call.id for call in reruns}
-    records = list(records)
-    views = [_held(records, wanted, {}, {})]  # the whole ledger's replay
-    last = max((i for i, r in enumerate(records) if type(r) is SnapshotRecord), default=None)
-    if last is not None:
-        restored = _restored(records[last], wanted)
+    # what can change a view of the wanted calls, in order: few records
+    relevant = [
+        record
+        for record in records
+        if (kind := type(record)) is SnapshotRecord
+        or kind is CompactedRecord
+        or (kind is ToolResultRecord and record.result.tool_call_id in wanted)
+        or (
+            (kind is ApprovalRequestedRecord or kind is ApprovalDecidedRecord)
+            and record.call_id in wanted
+        )
+    ]
+    views = [_held(relevant, wanted, {}, {})]  # the whole ledger's replay
+    for index, record in enumerate(relevant):
+        restored = _restored(record, wanted) if type(record) is SnapshotRecord else None
         if restored is not None:
-            views.append(_held(records[last + 1 :], wanted, *restored))
+            views.append(_held(relevant[index + 1 :], wanted, *restored))
     return [
         call
         for call in reruns
@@ -263,7 +273,7 @@ def _held(
     records: Iterable[Any], wanted: set[str], held: _Held, decided: dict[str, ApprovalDecision]
 ) -> tuple[_Held, dict[str, ApprovalDecision]]:
     """The ``wanted`` calls held (as requested) and their decisions after
-    ``records``, from ``held`` and ``decided`` on (a snapshot's state is not read)."""
+    ``records``, from ``held`` and ``decided`` on (snapshots are passed over)."""
     for record in records:
         kind = type(record)
         if kind is ApprovalRequestedRecord and record.call_id in wanted:
