@@ -306,3 +306,77 @@ async def test_a_forged_dispatch_is_held_then_run_once_approved_in_each_store(tm
     assert (await third.prompt()).final_text == "paid"
     await third.aclose()
     assert ran == [{"to": "mallory", "amount": 1000}]
+
+
+@pytest.mark.parametrize("ended", [True, False], ids=["turn-ended", "writer-died"])
+@pytest.mark.parametrize("requires_approval", [True, False])
+async def test_a_call_skipped_before_it_started_is_not_run_again_after_a_resume(
+    tmp_path, ended, requires_approval
+):
+    """The bug: a call whose ``tool/call`` is followed by ``tool/skipped`` (a cancel
+    as it was about to start: it never ran) kept its idempotent effect, so a resume
+    took it for a call owed a run again: it was held with an ``approval/requested``
+    the replay then refused ("outside a step": it is not dispatched), or run again
+    with a ``tool/call`` (rerun) it refused too; either way the ledger no longer
+    loaded. It is answered as the live session's next turn answers it (code
+    ``TOOL_NOT_STARTED``) and never run."""
+    lines = Lines()
+    ledger = Ledger(lines, 0)
+    ledger.session_started(SESSION, 0.0, "")
+    ledger.turn_started(1, 0)
+    ledger.message(UserMessage("user-1", "pay"))
+    ledger.step_started("request-001")
+    ledger.message(AssistantMessage("message-r1", (WIRE,)))
+    ledger.tool_call(WIRE, "idempotent")
+    ledger.tool_skipped(WIRE)  # cancelled as it was about to start
+    if ended:
+        ledger.turn_ended(1, TurnInterrupted(), 5)
+    store = JsonlStore(tmp_path)
+    writer = store.create(SESSION)
+    for line in lines.lines:
+        writer.append(line)
+    await writer.flush(True)
+    await writer.aclose()
+    ran: list[dict[str, object]] = []
+    tools = [wire_tool(ran, requires_approval=requires_approval)]
+    model = ScriptedModel([scripted_response("r2", "not paid")])
+    agent = await Agent.resume(store, SESSION, model=model, tools=tools)
+    assert agent.rerun_calls == () and agent.pending_approvals == ()
+    [(answer, code)] = agent.closed_on_resume
+    assert answer.tool_call_id == "c1" and code == "TOOL_NOT_STARTED"
+    result = await agent.prompt("go on")
+    await agent.aclose()
+    assert ran == [] and result.final_text == "not paid"
+    derived = derive((await store.load(SESSION)).records)  # still loads
+    assert derived.reruns == () and derived.pending_approvals == ()
+
+
+def test_a_snapshot_naming_an_effect_of_a_call_never_dispatched_owes_no_rerun():
+    """The same from a snapshot's state (a cache a hand can write): an effect
+    named for a call not dispatched owes no run again; the call is one never
+    started."""
+    import zlib
+
+    import msgspec
+
+    from trio_agent.ledger._snapshot import SnapshotState
+
+    lines = Lines()
+    ledger = Ledger(lines, 0)
+    ledger.session_started(SESSION, 0.0, "")
+    ledger.turn_started(1, 0)
+    ledger.message(UserMessage("user-1", "pay"))
+    ledger.step_started("request-001")
+    ledger.message(AssistantMessage("message-r1", (WIRE,)))
+    ledger.step_ended("request-001", "tool_call")
+    ledger.turn_ended(1, TurnInterrupted(), 5)
+    snapshot = replay_of(record_decoder.decode(line) for line in lines.lines).take_snapshot()
+    state = msgspec.json.decode(snapshot.state, type=SnapshotState)
+    encoded = msgspec.json.encode(msgspec.structs.replace(state, effects={"c1": "idempotent"}))
+    snapshot = msgspec.structs.replace(
+        snapshot, state=msgspec.Raw(encoded), crc32=zlib.crc32(encoded)
+    )
+    derived = derive([snapshot])
+    assert derived.reruns == () and derived.approved_reruns == frozenset()
+    [(answer, code)] = derived.closing_results()
+    assert answer.tool_call_id == "c1" and code == "TOOL_NOT_STARTED"

@@ -244,7 +244,10 @@ class Replay:
         if record.call_id in self.session.rerunning:  # its first dispatch's outcome: unknown
             self.session.rerunning.discard(record.call_id)
             return
+        # never started: not owed a run again (its effect is moot), answered as a
+        # call never dispatched, as the live session's next turn answers it
         self.session.dispatched.discard(record.call_id)
+        self.session.effects.pop(record.call_id, None)
         if self._counted(record.call_id):
             self.session.tool_calls -= 1
 
@@ -410,6 +413,7 @@ class Replay:
             self._as_dispatched(call)
             for key, call in self.conversation.linker.open_calls.items()
             if key in session.effects
+            and key in session.dispatched  # a snapshot's state could name another
             and key not in session.cancelled
             and key not in session.failed
             and key not in waiting
