@@ -707,3 +707,38 @@ async def test_an_unsealed_rerun_is_not_hidden_by_a_later_snapshot_no_resume_sta
         assert not (tmp_path / "launched.txt").exists(), (mode, out, err)
         assert resumed.returncode == 2 and "not by you" in out + err, (mode, out, err)
     assert dispatched(path) == ["call_1"]
+
+
+def test_regression_unsealed_reruns_reads_a_ledger_of_many_snapshots_in_one_pass():
+    """The check of a rerun's seal read the records after each snapshot again for
+    that snapshot's view: a long session (a snapshot every 100 turns, a compaction
+    a turn) took time in the square of its length. One pass now, the views that
+    meet made one; each snapshot's messages are decoded only when it holds a
+    wanted call."""
+    import sys
+
+    from trio_agent.cli import _trust
+    from trio_agent.ledger._records import CompactedRecord, SnapshotRecord
+
+    call = ToolCall("c1", "write_file", {"path": "a.txt"})
+    state = msgspec.json.encode({"format": 1, "session_id": "s", "held": [], "decided": []})
+    records: list = []
+    for n in range(300):
+        records.append(SnapshotRecord(seq=2 * n + 1, state=msgspec.Raw(state)))
+        records.append(CompactedRecord(seq=2 * n + 2, messages=()))
+    counted = [0]
+
+    def lines(frame, event, arg):  # the lines the check runs, in its own module
+        if frame.f_code.co_filename != _trust.__file__:
+            return None
+        if event == "line":
+            counted[0] += 1
+        return lines
+
+    sys.settrace(lines)
+    try:
+        found = _trust.unsealed_reruns("s", records, [call])
+    finally:
+        sys.settrace(None)
+    assert found == []  # never held in any view
+    assert counted[0] < 100 * len(records), counted[0]  # tens a record (the old: 924)

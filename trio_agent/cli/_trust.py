@@ -43,8 +43,7 @@ from ..ledger._records import (
     SnapshotRecord,
     ToolResultRecord,
 )
-from ..ledger._snapshot import SnapshotState
-from ..messages._ir import AssistantMessage, ToolCall
+from ..messages._ir import AssistantMessage, Message, ToolCall
 from ._errors import UsageError
 
 __all__ = [
@@ -254,11 +253,18 @@ def unsealed_reruns(
             and record.call_id in wanted
         )
     ]
-    views = [_held(relevant, wanted, {}, {})]  # the whole ledger's replay
-    for index, record in enumerate(relevant):
-        restored = _restored(record, wanted) if type(record) is SnapshotRecord else None
-        if restored is not None:
-            views.append(_held(relevant[index + 1 :], wanted, *restored))
+    views: list[_View] = [({}, {})]  # the whole ledger's replay, then each snapshot's
+    for record in relevant:  # one pass: each view a snapshot starts joins at its place
+        kind = type(record)
+        if kind is SnapshotRecord:
+            restored = _restored(record, wanted)
+            if restored is not None:
+                views = _distinct([*views, restored])
+            continue
+        for held, decided in views:
+            _apply(record, wanted, held, decided)
+        if kind is CompactedRecord or kind is ToolResultRecord:  # views may meet here
+            views = _distinct(views)
     return [
         call
         for call in reruns
@@ -267,44 +273,78 @@ def unsealed_reruns(
 
 
 _Held = dict[str, ToolCall | None]
+_View = tuple[_Held, dict[str, ApprovalDecision]]
 
 
-def _held(
-    records: Iterable[Any], wanted: set[str], held: _Held, decided: dict[str, ApprovalDecision]
-) -> tuple[_Held, dict[str, ApprovalDecision]]:
-    """The ``wanted`` calls held (as requested) and their decisions after
-    ``records``, from ``held`` and ``decided`` on (snapshots are passed over)."""
-    for record in records:
-        kind = type(record)
-        if kind is ApprovalRequestedRecord and record.call_id in wanted:
-            held[record.call_id] = record.call
-        elif kind is ApprovalDecidedRecord and record.call_id in wanted:
-            decided[record.call_id] = record.decision
-        elif kind is ToolResultRecord or kind is CompactedRecord:  # answered, or dropped
-            gone = {record.result.tool_call_id} if kind is ToolResultRecord else set(held)
-            for call_id in gone:
-                held.pop(call_id, None)
-                decided.pop(call_id, None)
-    return held, decided
+def _apply(
+    record: Any, wanted: set[str], held: _Held, decided: dict[str, ApprovalDecision]
+) -> None:
+    """``record``'s change to a view of the ``wanted`` calls held (as requested) and
+    their decisions."""
+    kind = type(record)
+    if kind is ApprovalRequestedRecord and record.call_id in wanted:
+        held[record.call_id] = record.call
+    elif kind is ApprovalDecidedRecord and record.call_id in wanted:
+        decided[record.call_id] = record.decision
+    elif kind is ToolResultRecord or kind is CompactedRecord:  # answered, or dropped
+        gone = {record.result.tool_call_id} if kind is ToolResultRecord else set(held)
+        for call_id in gone:
+            held.pop(call_id, None)
+            decided.pop(call_id, None)
 
 
-def _restored(
-    record: SnapshotRecord, wanted: set[str]
-) -> tuple[_Held, dict[str, ApprovalDecision]] | None:
+def _distinct(views: list[_View]) -> list[_View]:
+    """``views`` less those equal to an earlier one (views of a few calls each, and
+    most the same: so a ledger of many snapshots is read in one pass, not one a
+    snapshot)."""
+    seen: dict[bytes, _View] = {}
+    for view in views:
+        seen.setdefault(
+            _encoder.encode(sorted(view[0].items()))
+            + b"|"
+            + _encoder.encode(sorted(view[1].items())),
+            view,
+        )
+    return list(seen.values())
+
+
+class _HeldState(msgspec.Struct):
+    """What of a snapshot's state says which calls are held and decided; its
+    messages left raw, decoded only when a wanted call is held."""
+
+    held: tuple[str, ...] = ()
+    decided: tuple[ApprovalDecision, ...] = ()
+    messages: msgspec.Raw = msgspec.Raw(b"[]")
+
+
+_encoder: Final = msgspec.json.Encoder()
+_held_state: Final = msgspec.json.Decoder(_HeldState)
+_messages: Final = msgspec.json.Decoder(tuple[Message, ...])
+
+
+def _restored(record: SnapshotRecord, wanted: set[str]) -> _View | None:
     """The ``wanted`` calls a snapshot's state holds and their decisions; None for
-    a state that does not decode (no resume starts from it)."""
+    a state that does not decode (no resume starts from it). Its messages are read
+    only for a wanted call it holds (one not found there: held as None, unsealed)."""
     try:
-        state = msgspec.json.decode(record.state, type=SnapshotState)
+        state = _held_state.decode(record.state)
     except msgspec.DecodeError:
         return None
-    calls = {
-        call.id: call
-        for message in state.messages
-        if type(message) is AssistantMessage
-        for call in message.content
-        if type(call) is ToolCall and call.id in wanted
-    }
-    held: _Held = {call_id: calls.get(call_id) for call_id in state.held if call_id in wanted}
+    holds = [call_id for call_id in state.held if call_id in wanted]
+    calls: dict[str, ToolCall] = {}
+    if holds:
+        try:
+            messages = _messages.decode(state.messages)
+        except msgspec.DecodeError:
+            messages = ()
+        calls = {
+            call.id: call
+            for message in messages
+            if type(message) is AssistantMessage
+            for call in message.content
+            if type(call) is ToolCall and call.id in wanted
+        }
+    held: _Held = {call_id: calls.get(call_id) for call_id in holds}
     decided = {d.call_id: d for d in state.decided if d.call_id in wanted}
     return held, decided
 
