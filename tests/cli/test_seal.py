@@ -16,6 +16,7 @@ import msgspec
 import pytest
 import trio
 from cli_runner import BASE_ENV, ENV, TRIO_AGENT, call_stream, cli, command, text_stream
+from kept_lines import KeptLines
 from loopback import Reply
 
 from trio_agent import Agent, JsonlStore, ToolCall, tool
@@ -552,14 +553,7 @@ async def test_a_forged_dispatch_never_held_is_not_run_again_unasked(tmp_path):
     forged = ToolCall("call_1", "launch", {"target": "mars"})
     lines: list[bytes] = []
 
-    class Writer:
-        def append(self, line: bytes) -> None:
-            lines.append(line)
-
-        def commit(self) -> None:
-            pass
-
-    ledger = Ledger(Writer(), 0)  # type: ignore[arg-type]
+    ledger = Ledger(KeptLines(lines), 0)
     ledger.session_started("app", 0.0, "")
     ledger.turn_started(1, 0)
     ledger.message(UserMessage("user-1", "hello"))
@@ -666,14 +660,7 @@ async def test_an_unsealed_rerun_is_not_hidden_by_a_later_snapshot_no_resume_sta
     forged = ToolCall("call_1", "launch", {"target": "mars"})
     lines: list[bytes] = []
 
-    class Writer:
-        def append(self, line: bytes) -> None:
-            lines.append(line)
-
-        def commit(self) -> None:
-            pass
-
-    ledger = Ledger(Writer(), 0)  # type: ignore[arg-type]
+    ledger = Ledger(KeptLines(lines), 0)
     ledger.session_started("app", 0.0, "")
     ledger.turn_started(1, 0)
     ledger.message(UserMessage("user-1", "hello"))
@@ -692,7 +679,7 @@ async def test_an_unsealed_rerun_is_not_hidden_by_a_later_snapshot_no_resume_sta
     )
     lines.append(msgspec.json.encode(snapshot) + b"\n")
     assert lines[-1].startswith(b'{"kind":"snapshot",')
-    ledger = Ledger(Writer(), len(lines))  # type: ignore[arg-type]
+    ledger = Ledger(KeptLines(lines), len(lines))
     ledger.turn_started(2, 5)
     ledger.tool_call(forged, "idempotent")  # its run cut off
     ledger.turn_ended(2, TurnInterrupted(), 6)

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from kept_lines import KeptLines
 from paths import LEDGERS
 
 from trio_agent import (
@@ -63,32 +64,13 @@ EDIT = ApprovalDecision(
 REJECT = ApprovalDecision(call_id=A.id, approved=False, reason="not there", by="bob")
 
 
-class Memory:
-    """A ``SessionWriter`` that keeps its lines."""
-
-    def __init__(self) -> None:
-        self.lines: list[bytes] = []
-
-    def append(self, line: bytes) -> None:
-        self.lines.append(line)
-
-    def commit(self) -> None:
-        pass
-
-    async def flush(self, durable: bool) -> None:
-        pass
-
-    async def aclose(self) -> None:
-        pass
-
-
 def records_of(lines: list[bytes]) -> list[Record]:
     return [record_decoder.decode(line) for line in lines]
 
 
 def written(write: Callable[[Ledger], Any]) -> list[Record]:
     """The records ``write`` writes through a fresh ``Ledger``."""
-    memory = Memory()
+    memory = KeptLines()
     write(Ledger(memory, 0))
     return records_of(memory.lines)
 
@@ -262,7 +244,7 @@ async def resume_and_finish(
 ) -> None:
     """Take the prefix over (as ``Agent.resume`` does), check the held call is kept
     with its decision, then resolve it: it is answered exactly once."""
-    memory = Memory()
+    memory = KeptLines()
     memory.lines = list(lines)
     ledger, closing = await Ledger.take_over(memory, derived, "step")
     assert {result.tool_call_id: c for result, c in closing}.get(A.id) == code
@@ -503,7 +485,7 @@ def test_a_request_outside_a_turn_or_in_another_turn_is_corrupt():
 
 
 def test_the_ledger_refuses_to_write_a_request_outside_a_turn():
-    memory = Memory()
+    memory = KeptLines()
     ledger = Ledger(memory, 0)
     ledger.session_started("s1", 0.0, "")
     with pytest.raises(RuntimeError, match="outside a turn"):

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import trio
+from kept_lines import KeptLines
 
 from trio_agent import (
     Agent,
@@ -33,36 +34,24 @@ SESSION = "s1"
 WIRE = ToolCall("c1", "wire", {"to": "mallory", "amount": 1000})
 
 
-class Lines:
-    """A ``SessionWriter`` that keeps its lines (what a forger writes by hand)."""
-
-    def __init__(self) -> None:
-        self.lines: list[bytes] = []
-
-    def append(self, line: bytes) -> None:
-        self.lines.append(line)
-
-    def commit(self) -> None:
-        pass
-
-    async def flush(self, durable: bool) -> None:
-        pass
-
-    async def aclose(self) -> None:
-        pass
+def called(ledger: Ledger, *blocks: Any, dispatched: ToolCall | None = None) -> Ledger:
+    """``ledger``'s first turn as far as a model's response with ``blocks``, and
+    ``dispatched`` (if given) dispatched as idempotent."""
+    ledger.session_started(SESSION, 0.0, "")
+    ledger.turn_started(1, 0)
+    ledger.message(UserMessage("user-1", "pay"))
+    ledger.step_started("request-001")
+    ledger.message(AssistantMessage("message-r1", blocks))
+    if dispatched is not None:
+        ledger.tool_call(dispatched, "idempotent")
+    return ledger
 
 
 async def forged(tmp_path: Path, call: ToolCall = WIRE, store: Any = None) -> Any:
     """A session whose writer 'died' while ``call`` ran: dispatched as idempotent,
     never held for approval, no end (in ``store``, else a ``JsonlStore``)."""
-    lines = Lines()
-    ledger = Ledger(lines, 0)
-    ledger.session_started(SESSION, 0.0, "")
-    ledger.turn_started(1, 0)
-    ledger.message(UserMessage("user-1", "pay the invoice"))
-    ledger.step_started("request-001")
-    ledger.message(AssistantMessage("message-r1", (TextBlock("Paying."), call)))
-    ledger.tool_call(call, "idempotent")
+    lines = KeptLines()
+    called(Ledger(lines, 0), TextBlock("Paying."), call, dispatched=call)
     store = JsonlStore(tmp_path) if store is None else store
     writer = store.create(SESSION)
     for line in lines.lines:
@@ -170,14 +159,8 @@ async def test_a_forged_dispatch_that_needs_no_approval_runs_again_as_before(tmp
 def test_a_rerun_dispatched_again_without_its_approval_is_corrupt():
     """The replay's side: a call held again after its dispatch may be run again only
     once approved."""
-    lines = Lines()
-    ledger = Ledger(lines, 0)
-    ledger.session_started(SESSION, 0.0, "")
-    ledger.turn_started(1, 0)
-    ledger.message(UserMessage("user-1", "pay"))
-    ledger.step_started("request-001")
-    ledger.message(AssistantMessage("message-r1", (WIRE,)))
-    ledger.tool_call(WIRE, "idempotent")
+    lines = KeptLines()
+    ledger = called(Ledger(lines, 0), WIRE, dispatched=WIRE)
     ledger.step_ended("request-001", "tool_call")
     ledger.turn_ended(1, TurnInterrupted(), 5)
     ledger.turn_started(2, 6)
@@ -320,14 +303,8 @@ async def test_a_call_skipped_before_it_started_is_not_run_again_after_a_resume(
     with a ``tool/call`` (rerun) it refused too; either way the ledger no longer
     loaded. It is answered as the live session's next turn answers it (code
     ``TOOL_NOT_STARTED``) and never run."""
-    lines = Lines()
-    ledger = Ledger(lines, 0)
-    ledger.session_started(SESSION, 0.0, "")
-    ledger.turn_started(1, 0)
-    ledger.message(UserMessage("user-1", "pay"))
-    ledger.step_started("request-001")
-    ledger.message(AssistantMessage("message-r1", (WIRE,)))
-    ledger.tool_call(WIRE, "idempotent")
+    lines = KeptLines()
+    ledger = called(Ledger(lines, 0), WIRE, dispatched=WIRE)
     ledger.tool_skipped(WIRE)  # cancelled as it was about to start
     if ended:
         ledger.turn_ended(1, TurnInterrupted(), 5)
@@ -361,13 +338,8 @@ def test_a_snapshot_naming_an_effect_of_a_call_never_dispatched_owes_no_rerun():
 
     from trio_agent.ledger._snapshot import SnapshotState
 
-    lines = Lines()
-    ledger = Ledger(lines, 0)
-    ledger.session_started(SESSION, 0.0, "")
-    ledger.turn_started(1, 0)
-    ledger.message(UserMessage("user-1", "pay"))
-    ledger.step_started("request-001")
-    ledger.message(AssistantMessage("message-r1", (WIRE,)))
+    lines = KeptLines()
+    ledger = called(Ledger(lines, 0), WIRE)
     ledger.step_ended("request-001", "tool_call")
     ledger.turn_ended(1, TurnInterrupted(), 5)
     snapshot = replay_of(record_decoder.decode(line) for line in lines.lines).take_snapshot()
