@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
@@ -40,6 +41,31 @@ __all__ = ["Observer", "SpanHandle", "observer"]
 _TOKEN_BUCKETS: Final = [4.0**n for n in range(14)]  # 1 .. 67108864, as the conventions advise
 _SECONDS_BUCKETS: Final = [0.01 * 2.0**n for n in range(14)]  # 0.01 .. 81.92 s
 _VERSION: Final = "0.1.0"
+_MAX_TEXT: Final = 256  # a model-given name or id on a span: longer is cut, never exported whole
+
+
+def _bounded(text: str) -> str:
+    """``text`` cut to ``_MAX_TEXT`` characters: a tool call's name and id, the
+    provider's response id and model are the model's (or a server's) words, and
+    a hostile one must not make every span it touches megabytes long."""
+    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
+
+
+_failed_once = False
+
+
+@contextmanager
+def _never_fails(what: str) -> Iterator[None]:
+    """Run a call into OpenTelemetry (a tracer, a span, a span processor, a
+    metric) so that its failure never fails the turn: logged (the first only),
+    then left. Cancellation is no Exception and passes through untouched."""
+    global _failed_once
+    try:
+        yield
+    except Exception as exc:
+        if not _failed_once:
+            _failed_once = True
+            LOOP.warning("tracing failed %s (%s): left out", what, type(exc).__name__)
 
 
 @final
@@ -168,7 +194,8 @@ class SpanHandle:
             from opentelemetry import context  # imported already: the span came from it
 
             trace = self._observer.instruments.trace  # type: ignore[union-attr]
-            self._token = context.attach(trace.set_span_in_context(self.span))
+            with _never_fails("making a span current"):
+                self._token = context.attach(trace.set_span_in_context(self.span))
 
     def end(self, error: BaseException | str | None = None) -> None:
         """End the span (once), its status an error when ``error`` is given
@@ -179,17 +206,20 @@ class SpanHandle:
         if self._token is not None:
             from opentelemetry import context
 
-            context.detach(self._token)  # type: ignore[arg-type]
+            with _never_fails("leaving a span's context"):
+                context.detach(self._token)  # type: ignore[arg-type]
         span = self.span
         if span is None:
             return
-        if error is not None:
-            # its type or code only: an error's text may quote a message or arguments
-            kind = _error_type(error)
-            span.set_attribute("error.type", kind)
-            status, code = self._observer.instruments.status  # type: ignore[union-attr, misc]
-            span.set_status(status(code.ERROR, kind))
-        span.end()
+        with _never_fails("ending a span"):
+            if error is not None:
+                # its type or code only: an error's text may quote a message or arguments
+                kind = _error_type(error)
+                span.set_attribute("error.type", kind)
+                status, code = self._observer.instruments.status  # type: ignore[union-attr, misc]
+                span.set_status(status(code.ERROR, kind))
+        with _never_fails("ending a span"):
+            span.end()
 
 
 def _error_type(error: BaseException | str) -> str:
@@ -267,20 +297,23 @@ class Observer:
             else (trace.set_span_in_context(parent.span))
         )
         kind = instruments.span_kind.CLIENT if client else instruments.span_kind.INTERNAL  # type: ignore[union-attr]
-        span = instruments.tracer.start_span(
-            title, context=context, kind=kind, attributes=attributes
-        )
+        span = None
+        with _never_fails("starting a span"):  # the turn runs on, this span untraced
+            span = instruments.tracer.start_span(
+                title, context=context, kind=kind, attributes=attributes
+            )
         return SpanHandle(self, span)
 
     # -- the turn
     def end_turn(self, reason: str, steps: int, usage: Usage | None, error: str | None) -> None:
         span = self.turn_span.span
         if span is not None:
-            span.set_attribute("trio_agent.turn.end", reason)
-            span.set_attribute("trio_agent.steps", steps)
-            if usage is not None:
-                span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-                span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+            with _never_fails("ending the turn's span"):
+                span.set_attribute("trio_agent.turn.end", reason)
+                span.set_attribute("trio_agent.steps", steps)
+                if usage is not None:
+                    span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+                    span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
         self.turn_span.end(error)
 
     # -- attempts
@@ -320,7 +353,8 @@ class Observer:
         handle.label = f"{request.id} attempt {attempt}"
         handle.enter()
         if self.capture and handle.span is not None:
-            record_request(handle.span, request)
+            with _never_fails("recording a request"):
+                record_request(handle.span, request)
         return handle
 
     def end_attempt(
@@ -336,35 +370,39 @@ class Observer:
         elapsed = time.perf_counter() - handle.started
         usage = None if answer is None else answer[2]
         if span is not None and answer is not None:
-            message, stop_reason, usage, facts = answer
-            said = _response_attributes(facts)
-            if "gen_ai.response.id" not in said:  # a model without facts: our id
-                said["gen_ai.response.id"] = message.id.removeprefix("message-")
-            said.setdefault("gen_ai.response.finish_reasons", (stop_reason,))
-            for key, value in said.items():
-                span.set_attribute(key, value)
-            if usage is not None:
-                span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-                span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
-                if usage.cache_read_tokens:
-                    span.set_attribute(
-                        "gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens
-                    )
-                if usage.cache_write_tokens:
-                    span.set_attribute(
-                        "gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens
-                    )
-            if self.capture:
-                record_answer(span, message)
+            with _never_fails("ending a chat span"):
+                self._answered(span, answer)
         if answer is not None:
             self.step_span = handle  # the step's tool calls are its children
-        self._measure(elapsed, usage, error)
+        with _never_fails("recording a metric"):
+            self._measure(elapsed, usage, error)
         if self.debug:
             outcome = (
                 "answered" if answer is not None else f"failed ({_error_type(error or 'error')})"
             )
             LOOP.debug("%s %s in %.3f s", handle.label, outcome, elapsed)
         handle.end(None if answer is not None else error or "error")
+
+    def _answered(self, span: Any, answer: tuple[AssistantMessage, str, Usage | None, Any]) -> None:
+        """The response's attributes on a ``chat`` span (and its content, if captured)."""
+        message, stop_reason, usage, facts = answer
+        said = _response_attributes(facts)
+        if "gen_ai.response.id" not in said:  # a model without facts: our id
+            said["gen_ai.response.id"] = _bounded(message.id.removeprefix("message-"))
+        said.setdefault("gen_ai.response.finish_reasons", (stop_reason,))
+        for key, value in said.items():
+            span.set_attribute(key, value)
+        if usage is not None:
+            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+            if usage.cache_read_tokens:
+                span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens)
+            if usage.cache_write_tokens:
+                span.set_attribute(
+                    "gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens
+                )
+        if self.capture:
+            record_answer(span, message)
 
     def _measure(
         self, elapsed: float, usage: Usage | None, error: BaseException | str | None
@@ -393,15 +431,15 @@ class Observer:
         runs); the span ends whatever happens, cancelled or failed too."""
         attributes = {
             "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": call.name,
-            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.name": _bounded(call.name),
+            "gen_ai.tool.call.id": _bounded(call.id),
             "gen_ai.tool.type": "function",
             **self.base,
         }
         if self.debug:
             LOOP.debug("tool %s call %s started", call.name, call.id)
         parent = self.step_span or self.turn_span  # none yet: a held call of a past turn
-        handle = self._start(f"execute_tool {call.name}", attributes, parent, False)
+        handle = self._start(f"execute_tool {_bounded(call.name)}", attributes, parent, False)
         handle.enter()
         result: ToolResultMessage | None = None
         try:
@@ -410,7 +448,8 @@ class Observer:
         finally:
             error = sys.exc_info()[1]
             if result is not None and self.capture and handle.span is not None:
-                record_tool(handle.span, call, result)
+                with _never_fails("recording a tool call"):
+                    record_tool(handle.span, call, result)
             if self.debug:
                 how = "error result" if result is not None and result.is_error else "result"
                 LOOP.debug(
@@ -453,6 +492,7 @@ def _response_attributes(facts: Any) -> dict[str, Any]:
     ):
         value = getattr(facts, field, None)
         if isinstance(value, str) and value:
+            value = _bounded(value)  # the server's words: a hostile one's are cut
             out[key] = (value,) if field == "finish_reason" else value
     return out
 
