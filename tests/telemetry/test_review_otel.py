@@ -11,8 +11,9 @@ import trio
 from helpers import add, call
 from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanProcessor, Tracer
+from otel_helpers import metric_points
 
-from trio_agent import Agent
+from trio_agent import Agent, Usage
 from trio_agent.telemetry import _observe
 from trio_agent.testing import ScriptedModel, scripted_response
 
@@ -94,3 +95,32 @@ async def test_a_tracer_that_raises_leaves_a_cancelled_turn_cancelled(debug_sdk,
         scope.cancel()
         await tool_turn().prompt("go")
     assert scope.cancelled_caught
+
+
+class AnthropicLike(ScriptedModel):
+    """A scripted model that says it is Anthropic's (whose ``input_tokens`` leave
+    the cached ones out)."""
+
+    provider = "Anthropic"
+    model = "claude-test"
+
+
+async def test_anthropic_input_tokens_on_spans_and_metrics_include_the_cached(debug_sdk):
+    """``gen_ai.usage.input_tokens`` "SHOULD include all types of input tokens,
+    including cached tokens" (the GenAI conventions); an Anthropic answer of 10
+    fresh, 1,000 cache-read and 200 cache-written tokens said 10 on its ``chat``
+    span, its ``invoke_agent`` span and the token metric. It says 1,210."""
+    exporter, reader, _ = debug_sdk
+    usage = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=1000, cache_write_tokens=200)
+    model = AnthropicLike([scripted_response("r1", "hi", usage=usage)])
+    assert (await Agent(model=model).prompt("go")).end.reason == "completed"
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    for name in ("chat claude-test", "invoke_agent"):
+        assert spans[name].attributes["gen_ai.usage.input_tokens"] == 1210, name
+        assert spans[name].attributes["gen_ai.usage.output_tokens"] == 5, name
+    chat = spans["chat claude-test"].attributes
+    assert chat["gen_ai.usage.cache_read.input_tokens"] == 1000
+    assert chat["gen_ai.usage.cache_creation.input_tokens"] == 200
+    points = metric_points(reader)["gen_ai.client.token.usage"]
+    by_kind = {p.attributes["gen_ai.token.type"]: p.sum for p in points}
+    assert by_kind == {"input": 1210, "output": 5}

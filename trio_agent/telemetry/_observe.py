@@ -173,15 +173,25 @@ def _model_names(model: Model) -> tuple[str, str | None]:
     return provider, name if isinstance(name, str) else None
 
 
+def _input_tokens(usage: Usage, provider: str) -> int:
+    """``gen_ai.usage.input_tokens`` as the conventions count it: every input
+    token, the cached ones too. Anthropic's ``input_tokens`` leave its cache
+    reads and writes out (``Usage`` keeps them so, as billed): added here."""
+    if provider == "anthropic":
+        return usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+    return usage.input_tokens
+
+
 @final
 class SpanHandle:
     """One span and the context that makes it current; ``end`` ends it once."""
 
-    __slots__ = ("_ended", "_observer", "_token", "label", "span", "started")
+    __slots__ = ("_ended", "_observer", "_token", "label", "provider", "span", "started")
 
     def __init__(self, observer: Observer, span: Any, label: str = "") -> None:
         self._observer = observer
         self.label = label
+        self.provider = observer.provider  # a chat span's: its model's, a fallback's own
         self.span = span
         self._token: object = None
         self._ended = False
@@ -312,7 +322,8 @@ class Observer:
                 span.set_attribute("trio_agent.turn.end", reason)
                 span.set_attribute("trio_agent.steps", steps)
                 if usage is not None:
-                    span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+                    tokens = _input_tokens(usage, self.provider)
+                    span.set_attribute("gen_ai.usage.input_tokens", tokens)
                     span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
         self.turn_span.end(error)
 
@@ -330,7 +341,7 @@ class Observer:
                 len(request.messages),
                 len(request.tools),
             )
-        base, server, name = self.base, self.server, self.model_name
+        base, server, name, provider = self.base, self.server, self.model_name, self.provider
         if model is None or model is self.model:
             model = self.model
         else:  # one of a FallbackModel's: its own names and server
@@ -351,6 +362,7 @@ class Observer:
         title = f"chat {name}" if name else "chat"
         handle = self._start(title, attributes, self.turn_span, True)
         handle.label = f"{request.id} attempt {attempt}"
+        handle.provider = provider
         handle.enter()
         if self.capture and handle.span is not None:
             with _never_fails("recording a request"):
@@ -371,11 +383,11 @@ class Observer:
         usage = None if answer is None else answer[2]
         if span is not None and answer is not None:
             with _never_fails("ending a chat span"):
-                self._answered(span, answer)
+                self._answered(span, answer, handle.provider)
         if answer is not None:
             self.step_span = handle  # the step's tool calls are its children
         with _never_fails("recording a metric"):
-            self._measure(elapsed, usage, error)
+            self._measure(elapsed, usage, error, handle.provider)
         if self.debug:
             outcome = (
                 "answered" if answer is not None else f"failed ({_error_type(error or 'error')})"
@@ -383,7 +395,9 @@ class Observer:
             LOOP.debug("%s %s in %.3f s", handle.label, outcome, elapsed)
         handle.end(None if answer is not None else error or "error")
 
-    def _answered(self, span: Any, answer: tuple[AssistantMessage, str, Usage | None, Any]) -> None:
+    def _answered(
+        self, span: Any, answer: tuple[AssistantMessage, str, Usage | None, Any], provider: str
+    ) -> None:
         """The response's attributes on a ``chat`` span (and its content, if captured)."""
         message, stop_reason, usage, facts = answer
         said = _response_attributes(facts)
@@ -393,7 +407,7 @@ class Observer:
         for key, value in said.items():
             span.set_attribute(key, value)
         if usage is not None:
-            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+            span.set_attribute("gen_ai.usage.input_tokens", _input_tokens(usage, provider))
             span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
             if usage.cache_read_tokens:
                 span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens)
@@ -405,7 +419,11 @@ class Observer:
             record_answer(span, message)
 
     def _measure(
-        self, elapsed: float, usage: Usage | None, error: BaseException | str | None
+        self,
+        elapsed: float,
+        usage: Usage | None,
+        error: BaseException | str | None,
+        provider: str,
     ) -> None:
         instruments = self.instruments
         if instruments is None or instruments.duration is None:
@@ -417,7 +435,8 @@ class Observer:
             attributes["error.type"] = _error_type(error)
         instruments.duration.record(elapsed, attributes)
         if usage is not None and instruments.tokens is not None:
-            for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+            counts = (("input", _input_tokens(usage, provider)), ("output", usage.output_tokens))
+            for kind, count in counts:
                 instruments.tokens.record(count, {**attributes, "gen_ai.token.type": kind})
 
     # -- tool calls
