@@ -15,7 +15,7 @@ from otel_helpers import metric_points
 
 from trio_agent import Agent, Usage
 from trio_agent.telemetry import _observe
-from trio_agent.testing import ScriptedModel, scripted_response
+from trio_agent.testing import ScriptedModel, explore_cancellation, scripted_response
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -124,3 +124,19 @@ async def test_anthropic_input_tokens_on_spans_and_metrics_include_the_cached(de
     points = metric_points(reader)["gen_ai.client.token.usage"]
     by_kind = {p.attributes["gen_ai.token.type"]: p.sum for p in points}
     assert by_kind == {"input": 1210, "output": 5}
+
+
+async def test_sweep_with_a_processor_that_raises_on_end(debug_sdk, monkeypatch):
+    """A turn with a tool call and a span processor raising in ``on_end``, cancelled
+    after every checkpoint in turn: each run ends as the explorer expects (cancelled
+    or completed, never the processor's RuntimeError), no span left open."""
+    monkeypatch.setattr(_observe, "_failed_once", False, raising=False)
+    exporter, _, opened = debug_sdk
+    trace.get_tracer_provider().add_span_processor(Raising("end"))  # type: ignore[attr-defined]
+
+    def check(events: list[Any], result: Any, *rest: Any) -> None:
+        assert not opened.open, sorted(opened.open.values())
+        exporter.clear()
+
+    report = await explore_cancellation(lambda: tool_turn().turn("go"), check)
+    assert report.checkpoints > 5
