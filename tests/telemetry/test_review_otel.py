@@ -4,6 +4,7 @@ fails a turn (nor leaves a span's context current)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -140,3 +141,15 @@ async def test_sweep_with_a_processor_that_raises_on_end(debug_sdk, monkeypatch)
 
     report = await explore_cancellation(lambda: tool_turn().turn("go"), check)
     assert report.checkpoints > 5
+
+
+def test_a_hostile_servers_response_id_model_and_finish_reason_are_cut():
+    """A server (or a proxy) answering with a 100,000-character response id, model
+    and finish reason put each whole on the ``chat`` span; cut to 256 characters."""
+    big = "y" * 100_000
+    facts = SimpleNamespace(response_id=big, finish_reason=big, response_model=big)
+    said = _observe._response_attributes(facts)
+    assert len(said["gen_ai.response.id"]) <= 256
+    assert len(said["gen_ai.response.model"]) <= 256
+    (reason,) = said["gen_ai.response.finish_reasons"]
+    assert len(reason) <= 256
