@@ -22,8 +22,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
@@ -54,18 +53,31 @@ def _bounded(text: str) -> str:
 _failed_once = False
 
 
-@contextmanager
-def _never_fails(what: str) -> Iterator[None]:
+@final
+class _never_fails:
     """Run a call into OpenTelemetry (a tracer, a span, a span processor, a
     metric) so that its failure never fails the turn: logged (the first only),
-    then left. Cancellation is no Exception and passes through untouched."""
-    global _failed_once
-    try:
-        yield
-    except Exception as exc:
+    then left. Cancellation is no Exception and passes through untouched. A
+    class, not a generator: it is entered several times a span."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> bool:
+        global _failed_once
+        if kind is None or not issubclass(kind, Exception):
+            return False
         if not _failed_once:
             _failed_once = True
-            LOOP.warning("tracing failed %s (%s): left out", what, type(exc).__name__)
+            LOOP.warning("tracing failed %s (%s): left out", self.what, kind.__name__)
+        return True
 
 
 @final
