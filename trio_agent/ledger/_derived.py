@@ -191,7 +191,7 @@ class DerivedSession:
         return closed
 
     def never_rerun(self, call_ids: Iterable[str]) -> None:
-        """Take these calls out of ``reruns`` (and out of ``held_again``):
+        """Take these calls out of ``reruns`` (and out of ``owed_again``):
         ``closing_results`` answers them ``TOOL_OUTCOME_UNKNOWN`` instead (a resume
         whose tool is now declared ``"once"``: the stricter effect wins)."""
         dropped = set(call_ids)
@@ -203,11 +203,13 @@ class DerivedSession:
             c for c in self.pending_approvals if c.id not in dropped or c.id not in self.dispatched
         )
 
-    def held_again(self) -> tuple[ToolCall, ...]:
-        """The calls owed a rerun that a turn held for approval (``pending_approvals``
-        dispatched once already): their next dispatch is a rerun too."""
+    def owed_again(self) -> tuple[ToolCall, ...]:
+        """Every call owed a rerun: ``reruns``, then those a turn held for approval
+        again (``pending_approvals`` dispatched once already), whose next dispatch
+        is a rerun too."""
         dispatched = self.dispatched
-        return tuple(call for call in self.pending_approvals if call.id in dispatched)
+        held = tuple(call for call in self.pending_approvals if call.id in dispatched)
+        return (*self.reruns, *held)
 
     def take_conversation(self, closing: Sequence[tuple[ToolResultMessage, str]]) -> Conversation:
         """The replay's conversation with the ``closing`` results (``closing_results``)

@@ -56,7 +56,7 @@ def fork_records(
     them), ``session/start`` naming the new id and ``created``, then
     ``session/closed``. Its configuration, usage and pending approvals are the
     source's as they stood then. A call the source left to run again after a
-    crash (``DerivedSession.reruns``, or held for approval again: ``held_again``)
+    crash (``DerivedSession.owed_again``: its reruns, held for approval again or not)
     is answered ``TOOL_OUTCOME_UNKNOWN`` in the fork: its idempotency key is the
     source's, so the fork never runs it.
     ``records`` are checked first (``derive``: ``LedgerCorruptError``);
@@ -78,7 +78,7 @@ def fork_records(
                 else msgspec.structs.replace(record, seq=len(forked))
             )
     derived = derive(forked)
-    for call in (*derived.reruns, *derived.held_again()):  # held again: dispatched too
+    for call in derived.owed_again():
         result = closing_result(call, TOOL_OUTCOME_UNKNOWN)
         forked.append(ToolResultRecord(seq=len(forked), result=result, code=TOOL_OUTCOME_UNKNOWN))
     forked.append(SessionClosedRecord(seq=len(forked), sequence=sequence))

@@ -301,7 +301,7 @@ class Ledger:
         answered (``closing_results``, returned with their codes; a call held for
         approval and not dispatched stays open, in ``derived.pending_approvals``,
         and so does one to run again, in ``derived.reruns`` or held again
-        (``held_again``): its next dispatch is recorded as a rerun)
+        (``owed_again``): its next dispatch is recorded as a rerun)
         and an open turn ended as ``interrupted``, durably. ``closing``: those
         results when the caller has them already (a resume that took the replay's
         conversation, ``DerivedSession.take_conversation``). ``history``: the records
@@ -315,7 +315,7 @@ class Ledger:
             fsync,
             reserved=derived.reserved,
             closed=derived.closed,
-            reruns=[call.id for call in (*derived.reruns, *derived.held_again())],
+            reruns=[call.id for call in derived.owed_again()],
             history=history,
         )
         done = False

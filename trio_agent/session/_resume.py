@@ -68,7 +68,7 @@ def _now_once(options: AgentOptions, derived: DerivedSession) -> list[str]:
     """The calls owed a rerun whose tool this agent now declares ``"once"``: the
     stricter of the effect recorded at dispatch and the tool's today wins (a tool
     from a tool source is known only at the turn: its recorded effect stands)."""
-    owed = (*derived.reruns, *derived.held_again())
+    owed = derived.owed_again()
     if not owed:
         return []
     tools = registry_of(options.tools)
