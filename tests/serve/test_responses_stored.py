@@ -354,10 +354,12 @@ async def test_regression_deleting_a_response_is_an_openai_shaped_405(tmp_path):
         nowhere = await http.get("/v1/models")
         put = await http.put("/v1/responses")
         page = await http.get("/nowhere")
+        long = await http.get("/v1/" + "x" * 5000)
     assert raised.value.status_code == 405
     error = raised.value.body
     assert error["type"] == "invalid_request_error" and "responses are kept" in error["message"]
     assert "GET" in raised.value.response.headers["allow"]
     assert nowhere.status_code == 404 and nowhere.json()["error"]["type"] == "not_found_error"
     assert put.status_code == 405 and put.json()["error"]["param"] is None
+    assert len(long.json()["error"]["message"]) < 300  # a client's path is not echoed whole
     assert page.status_code == 404 and page.json() == {"error": "Not Found"}  # not under /v1/

@@ -171,7 +171,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if not request.url.path.startswith("/v1/"):
         return json_response({"error": exc.detail}, exc.status_code)
-    said = f"{request.method} is not served at {request.url.path}"
+    said = f"{request.method} is not served at {request.url.path[:200]!r}"  # a client's path
     if exc.status_code == 405 and request.method == "DELETE":
         said += ": responses are kept, as their session's history is (append-only)"
     answer = openai_error(exc.status_code, f"{exc.detail}: {said}")
