@@ -80,9 +80,12 @@ async def test_the_page_streams_a_turn_and_approves_a_held_call_in_chromium(tmp_
     assert any("/events" in r["url"] and r["auth"] == (token is not None) for r in api)
 
 
-async def hostile(tmp_path, scenario: str, turns: int = 0, token: str | None = None) -> object:
+async def hostile(
+    tmp_path, scenario: str, turns: int = 0, token: str | None = None, said: str = "m"
+) -> object:
     """What ``page_hostile_child.py`` saw in ``scenario``, the session ``many``
-    holding ``turns`` finished turns first (the server's token: ``token``)."""
+    holding ``turns`` finished turns first, on messages ``said`` (``m`` gives
+    ``m0``, ``m1``...; the server's token: ``token``)."""
     child = [sys.executable, str(SUPPORT / "page_hostile_child.py")]
     auth = {} if token is None else {"authorization": f"Bearer {token}"}
     async with (
@@ -90,7 +93,8 @@ async def hostile(tmp_path, scenario: str, turns: int = 0, token: str | None = N
         client(url, headers=auth) as http,
     ):
         for n in range(turns):
-            posted = await http.post("/sessions/many/turns", json={"message": f"m{n}"})
+            message = f"m{n}" if said == "m" else said
+            posted = await http.post("/sessions/many/turns", json={"message": message})
             assert posted.status_code == 202, posted.text
             await read_until(url, "/sessions/many/events", finished(n + 1))
             await wait_until(lambda: server.hub.running_turn("many") is None)
@@ -140,6 +144,16 @@ async def test_calls_of_odd_ids_are_approved_from_the_page(tmp_path):
     body of ``POST /sessions/{id}/approvals``."""
     ids = page_hostile_child.ODD_IDS
     assert await hostile(tmp_path, "odd") == ["done n"] * len(ids)
+
+
+async def test_a_call_held_before_its_turn_ends_is_approved_once_it_has_ended(tmp_path):
+    """Bug (CI, on a loaded machine): a call is held (``approval.requested``)
+    before its turn ends, and the page showed approve at once. Clicked before the
+    turn's end, the decision was refused (409: the turn is running) and nothing
+    ran. Now approve and reject are enabled once the turn has ended."""
+    seen = await hostile(tmp_path, "early", 1, said="guard")
+    assert (seen["enabled_while_running"], seen["decisions_while_running"]) == (False, 0)
+    assert (seen["result"], seen["error"]) == ("done n", "")
 
 
 async def test_the_transcript_follows_a_streamed_answer(tmp_path):

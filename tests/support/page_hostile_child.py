@@ -9,6 +9,8 @@ value, what it saw in that scenario:
 - ``replay``: the requests for the sessions list while ``many`` is replayed;
 - ``refused``: what the page says when the event stream is refused;
 - ``twice``: the decisions sent when approve is clicked twice at once;
+- ``early``: a held call seen before its turn's end: whether approve can be
+  clicked then, and what it shows once the end has come (``many`` holds one);
 - ``odd``: the results shown once calls of ids ``ODD_IDS`` (``.``, ``..``, one
   holding ``/``, one ``%``) are approved, each in a session of its own;
 - ``follow``: how far from its end the transcript is after a long streamed answer;
@@ -131,7 +133,7 @@ def twice(page: Page, base_url: str) -> dict[str, object]:
     page.goto(f"{base_url}/#twice")
     page.fill("#message", "guard")
     page.click("#send")
-    expect(page.locator(".tool button.approve")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator(".tool button.approve")).to_be_enabled(timeout=WAIT_MS)  # turn ended
     page.evaluate(
         "(() => { const approve = document.querySelector('.tool button.approve');"
         " approve.click(); approve.click(); })()"
@@ -143,24 +145,24 @@ def twice(page: Page, base_url: str) -> dict[str, object]:
     }
 
 
-def first_turn(base_url: str) -> tuple[bytes, str]:
-    """The event stream of ``many`` up to its first ``turn.finished``, as sent,
-    and the id of that event."""
+def stream_until(base_url: str, kind: str) -> tuple[bytes, str]:
+    """The event stream of ``many`` up to its first event of type ``kind``, as
+    sent, and the id of that event."""
     sent: list[bytes] = []
     with urllib.request.urlopen(f"{base_url}/sessions/many/events", timeout=60) as stream:
         for line in stream:
             sent.append(line)
             if line.startswith(b"id: "):
                 last = line[4:].strip().decode()
-            if line.startswith(b"data: ") and b'"turn.finished"' in line:
+            if line.startswith(b"data: ") and f'"{kind}"'.encode() in line:
                 sent.append(stream.readline())  # the blank line that ends it
                 return b"".join(sent), last
-    raise AssertionError("no turn finished")
+    raise AssertionError(f"no {kind}")
 
 
 def resume(page: Page, base_url: str, turns: int) -> dict[str, object]:
     """The first event stream is the first turn and half an event, then it ends."""
-    body, last = first_turn(base_url)
+    body, last = stream_until(base_url, "turn.finished")
     asked: list[str | None] = []
 
     def events(route: Route) -> None:
@@ -181,6 +183,50 @@ def resume(page: Page, base_url: str, turns: int) -> dict[str, object]:
         "marks": page.locator(".turn-mark").count(),
         "users": page.locator(".user").count(),
     }
+
+
+def early(page: Page, base_url: str) -> dict[str, object]:
+    """The session ``many`` holds a call (its turn ended awaiting approval). The
+    page's first event stream ends just after ``approval.requested``, so the page
+    sees the turn still running; its next one waits until the approve button
+    has been looked at and clicked (in the page's own code), then goes on: is
+    the button enabled while the turn runs, the decisions sent then, and what
+    the page shows once the turn's end has come and approve is clicked."""
+    body, _ = stream_until(base_url, "approval.requested")
+    later: list[Route] = []
+    released: list[bool] = []
+
+    def events(route: Route) -> None:
+        if released:
+            route.continue_()
+        elif not later:
+            later.append(route)
+            route.fulfill(status=200, headers={"content-type": "text/event-stream"}, body=body)
+        else:
+            later.append(route)  # answered below, once the button has been looked at
+
+    page.add_init_script(COUNT_DECISIONS)
+    page.route("**/sessions/many/events", events)
+    page.goto(f"{base_url}/#many")
+    approve = page.locator(".tool button.approve")
+    expect(approve).to_be_visible(timeout=WAIT_MS)
+    seen: dict[str, object] = {"enabled_while_running": approve.is_enabled()}
+    page.evaluate("document.querySelector('.tool button.approve').click()")
+    seen["decisions_while_running"] = page.evaluate("window.decisions")
+    if seen["decisions_while_running"]:
+        return seen  # decided already: there is no approve left to click
+    for _ in range(WAIT_MS // 50):  # the page asks again a second after the stream ends
+        if len(later) > 1:
+            break
+        page.wait_for_timeout(50)
+    released.append(True)
+    for route in later[1:]:
+        route.continue_()
+    approve.click(timeout=WAIT_MS)  # once enabled: the turn's end has come
+    expect(page.locator(".tool .result")).to_have_count(1, timeout=WAIT_MS)
+    seen["result"] = page.locator(".tool .result").text_content()
+    seen["error"] = page.locator("#error").text_content()
+    return seen
 
 
 PARSE = r"""
@@ -244,6 +290,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = badtoken(page, base_url)
         elif scenario == "parser":
             seen = parser(page, base_url)
+        elif scenario == "early":
+            seen = early(page, base_url)
         elif scenario == "odd":
             seen = odd(page, base_url)
         else:

@@ -284,6 +284,15 @@ function setRunning(running) {
   if (open) open.running = running;
   $("cancel").hidden = !running;
   $("status").textContent = running ? "running" : "idle";
+  for (const row of $("transcript").querySelectorAll(".held")) {
+    if (!row.dataset.sending) heldControls(row, running);
+  }
+}
+
+// A held call is decided once its turn has ended (awaiting approval): the server
+// refuses a decision while a turn runs, and a call is held before its turn ends.
+function heldControls(row, disabled) {
+  for (const control of row.querySelectorAll("button, input")) control.disabled = disabled;
 }
 
 // The transcript changes once per animation frame: streamed text waits in
@@ -436,14 +445,17 @@ function held(call) {
   approve.type = reject.type = "button";
   const choose = (approved) => {
     // once: a second click while the first is sent was refused as decided already
-    approve.disabled = reject.disabled = reason.disabled = true;
+    row.dataset.sending = "1";
+    heldControls(row, true);
     decide(call.id, approved, reason.value).finally(() => {
-      approve.disabled = reject.disabled = reason.disabled = false;
+      delete row.dataset.sending;
+      heldControls(row, Boolean(open && open.running));
     });
   };
   approve.onclick = () => choose(true);
   reject.onclick = () => choose(false);
   row.append(approve, reject, reason);
+  heldControls(row, open.running);
   box.append(row);
 }
 
