@@ -24,6 +24,18 @@ def _started_tool(event) -> bool:
     return event["type"] == "tool.started"
 
 
+def _second(done):
+    """``done`` for ``read_until``: the second event ``done`` is true of."""
+    seen: list[object] = []
+
+    def second(event) -> bool:
+        if done(event):
+            seen.append(event)
+        return len(seen) == 2
+
+    return second
+
+
 async def test_retrieve_gives_a_finished_response_as_the_post_returned_it(tmp_path):
     """Each response of a session, with its own turn's items only, also from a
     server started again on the same store (the event log is durable)."""
@@ -222,6 +234,33 @@ async def test_regression_a_background_streams_client_going_away_never_cancels_i
         await read_until(url, f"/sessions/{session}/events", finished(1))
         got = await in_thread(lambda ai: ai.responses.retrieve(f"resp_{session}_1"), url)
     assert (got.status, got.output_text) == ("completed", "after hold g")
+
+
+async def test_regression_another_reader_going_away_never_cancels_a_background_turn(
+    tmp_path,
+):
+    """Bug: under ``on_disconnect="cancel"`` a background response's own stream
+    leaving was held off, but any other reader of its session (a page on
+    ``/sessions/{id}/events``) going away last cancelled the turn. The turn of
+    the session started after it, a plain one, is still cancelled so."""
+    body = {"model": "any", "input": "hold g", "background": True}
+    async with running(tmp_path, on_disconnect="cancel") as (server, url), client(url) as http:
+        posted = await http.post("/v1/responses", json=body)
+        assert (posted.status_code, posted.json()["status"]) == (200, "in_progress")
+        session = session_of(posted.json()["id"])
+        events = f"/sessions/{session}/events"
+        await read_until(url, events, _started_tool)  # then it leaves
+        await wait_until(lambda: server.hub.readers(session) == 0)
+        assert server.hub.running_turn(session) == 1  # it goes on without its readers
+        serve_agents.release("g")
+        first = await read_until(url, events, finished(1))
+        assert first[-1][1]["event"]["result"]["end"]["reason"] == "completed"
+        await wait_until(lambda: server.hub.running_turn(session) is None)
+        await http.post(f"/sessions/{session}/turns", json={"message": "hold h"})
+        await read_until(url, events, _second(_started_tool))
+        await wait_until(lambda: server.hub.running_turn(session) is None)
+        got = await read_until(url, events, finished(2))
+    assert got[-1][1]["event"]["result"]["end"]["reason"] == "cancelled"
 
 
 async def test_regression_a_response_says_whether_it_runs_in_the_background(tmp_path):

@@ -72,6 +72,7 @@ class _Live:
     looking: bool = False  # a task runs the session's queued input
     look_again: bool = False  # input may have been queued since it looked
     new: bool = False  # its agent was made for a session not recorded yet
+    detached: bool = False  # its running turn is a background response's: no reader cancels it
 
 
 @final
@@ -172,9 +173,7 @@ class Hub:
             agent, live.agent = live.agent, None
             try:
                 if agent is not None:
-                    await agent.aclose()
-            except (LedgerError, RuntimeError) as exc:
-                SERVE.warning("session %s: not closed cleanly: %s", session_id, exc)
+                    await _close_quietly(session_id, agent)
             finally:
                 live.feed.close()
 
@@ -374,8 +373,11 @@ class Hub:
         async with live.lock:
             return await self._start_locked(live, session_id, message)
 
-    async def _start_locked(self, live: _Live, session_id: str, message: str | None) -> int:
-        """Under ``live.lock``: start a turn on ``message``; its number."""
+    async def _start_locked(
+        self, live: _Live, session_id: str, message: str | None, detached: bool = False
+    ) -> int:
+        """Under ``live.lock``: start a turn on ``message`` (``detached``: that no
+        reader leaving cancels); its number."""
         if self.draining or self._nursery is None:
             raise ApiError(503, "the server is stopping: no turn starts")
         await self._free(live, session_id)
@@ -388,7 +390,7 @@ class Hub:
             raise ApiError(400, f"the agent refuses this input: {exc}") from None
         except RuntimeError as exc:
             raise ApiError(409, str(exc)) from None
-        live.run, live.turn = run, agent.turns + 1
+        live.run, live.turn, live.detached = run, agent.turns + 1, detached
         if not (live.new and self.place.inbox is not None):
             self._nursery.start_soon(self._drive, session_id, live, run)
             return live.turn
@@ -497,7 +499,7 @@ class Hub:
             elif answer is None:
                 await relay.answer_recorded(session_id, row.id)
             else:
-                live.run, live.turn = answer, agent.turns + 1
+                live.run, live.turn, live.detached = answer, agent.turns + 1, False
                 SERVE.info("session %s: input %d runs as turn %d", session_id, row.id, live.turn)
                 nursery.start_soon(self._drive, session_id, live, answer, row.id)
                 return
@@ -562,11 +564,13 @@ class Hub:
         *,
         after: int | None = None,
         start: bool = True,
+        detached: bool = False,
     ) -> int:
         """Under the session's lock: check that it is still at turn ``after`` (if
         given; else ``Moved``), record ``decisions`` (all, or none: ``ApiError`` as
         ``decide``'s when one cannot be), then (``start``) start a turn on
-        ``message`` as ``start_turn`` does; its number (0 when none starts)."""
+        ``message`` as ``start_turn`` does (``detached``: a background response's,
+        that no reader leaving cancels); its number (0 when none starts)."""
         live = self._live(session_id) if start else await self._known(session_id)
         async with live.lock:
             await self._free(live, session_id)
@@ -584,7 +588,7 @@ class Hub:
                         )
                     except (ValueError, RuntimeError) as exc:
                         raise ApiError(409, str(exc)) from None
-            return await self._start_locked(live, session_id, message) if start else 0
+            return await self._start_locked(live, session_id, message, detached) if start else 0
 
     async def state(self, session_id: str) -> dict[str, Any]:
         """The session's derived state as JSON; ``ApiError(404)`` when not recorded."""
@@ -629,16 +633,12 @@ class Hub:
 
     def left(self, session_id: str, disconnected: bool) -> None:
         """A reader stopped; the last one going away cancels the running turn under
-        ``on_disconnect="cancel"``."""
+        ``on_disconnect="cancel"``, unless it is a background response's."""
         live = self._sessions[session_id]
         live.watchers -= 1
         live.used = trio.current_time()
-        if (
-            disconnected
-            and self.on_disconnect == "cancel"
-            and live.watchers == 0
-            and live.run is not None
-        ):
+        cancels = disconnected and self.on_disconnect == "cancel" and not live.detached
+        if cancels and live.watchers == 0 and live.run is not None:
             SERVE.info("session %s: its last reader left; turn %s cancelled", session_id, live.turn)
             live.run.cancel()
 

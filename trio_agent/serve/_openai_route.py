@@ -10,6 +10,7 @@ so the official SDKs raise them as their own ``BadRequestError`` and the like.""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, Final
 
 import msgspec
@@ -70,8 +71,8 @@ async def responses(hub: Hub, body: bytes, receive: Receive) -> Response:
         watch = await hub.watch(session_id)
     except ApiError as exc:
         return openai_error(exc.status, exc.message)
-    if request.body.stream:  # a background one's client may go and retrieve it later
-        return EventStream(watch, cursor, framing, detached=bool(request.body.background))
+    if request.body.stream:  # a background one's client may go: its turn is detached
+        return EventStream(watch, cursor, framing)
     return await _whole(watch, cursor, framing, receive)
 
 
@@ -85,20 +86,21 @@ async def _start(hub: Hub, request: ResponsesRequest) -> tuple[str, int, int]:
     leaves nothing behind. The session, the turn and the cursor its events
     follow."""
     decisions, message = request.decisions, request.message
+    respond = partial(hub.respond, detached=bool(request.body.background))
     if request.previous is None:
         session_id = new_session_id()
         cursor = await hub.last_sequence(session_id)
-        return session_id, await hub.respond(session_id, decisions, message, after=0), cursor
+        return session_id, await respond(session_id, decisions, message, after=0), cursor
     source, turn = request.previous
     if turn == await _latest(hub, request):
         cursor = await hub.last_sequence(source)
         try:
-            return source, await hub.respond(source, decisions, message, after=turn), cursor
+            return source, await respond(source, decisions, message, after=turn), cursor
         except Moved:  # another continuation of that response came first
             pass
     session_id = await _branch(hub, source, turn, decisions)
     cursor = await hub.last_sequence(session_id)
-    return session_id, await hub.respond(session_id, decisions, message, after=turn), cursor
+    return session_id, await respond(session_id, decisions, message, after=turn), cursor
 
 
 async def _latest(hub: Hub, request: ResponsesRequest) -> int:

@@ -112,18 +112,14 @@ class EventStream(Response):
     """Streams ``watch.feed`` from after ``cursor``, framed by ``framing``, until it
     is done, the feed closes or the client disconnects. Cancellation (the server
     stops): it leaves the readers as having not disconnected, so no turn is
-    cancelled for it. ``detached`` (a background response's stream): its client
-    going away never cancels the turn, whatever ``on_disconnect`` says."""
+    cancelled for it."""
 
-    def __init__(
-        self, watch: Watch, cursor: int, framing: Framing | None = None, *, detached: bool = False
-    ) -> None:
+    def __init__(self, watch: Watch, cursor: int, framing: Framing | None = None) -> None:
         super().__init__(status_code=200)
         self.watch = watch
         self.cursor = cursor
         self.framing: Framing = SessionFraming() if framing is None else framing
         self.disconnected = False
-        self.detached = detached
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
@@ -136,7 +132,7 @@ class EventStream(Response):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 nursery.cancel_scope.cancel()
         finally:
-            self.watch.leave(self.disconnected and not self.detached)
+            self.watch.leave(self.disconnected)
 
     async def _stream(self, feed: Feed, send: Any) -> None:
         async def out(body: bytes) -> None:
