@@ -9,7 +9,7 @@ import json
 import pytest
 import trio
 from loopback import Reply
-from otel_helpers import otel_sdk
+from otel_helpers import metric_points, otel_sdk
 from sse_bodies import DONE, REQUEST, anthropic_hello, choice, sse
 
 from trio_agent import (
@@ -173,6 +173,31 @@ async def test_each_attempts_chat_span_names_its_model(loopback):
     assert failed.attributes["error.type"] == "TransientModelError"
     assert answered.attributes["gen_ai.provider.name"] == "anthropic"
     assert answered.attributes["trio_agent.attempt"] == 2
+
+
+async def test_regression_each_attempts_metrics_name_its_model_not_the_fallback(loopback):
+    """Bug: the chat spans named each attempt's model, but the duration and token
+    metrics of every attempt carried the ``FallbackModel``'s names (provider
+    ``FallbackModel``, no model): a dashboard could not tell which model failed
+    or how many tokens each spent."""
+    loopback.replies += [Reply(503, ERROR_BODY), Reply(body=anthropic_hello())]
+    with otel_sdk() as (_, reader, _):
+        await Agent(model=FallbackModel(openai(loopback), anthropic(loopback))).prompt("hi")
+        points = metric_points(reader)
+
+    def names(point) -> tuple[str, str, str | None]:
+        said = point.attributes
+        return said["gen_ai.provider.name"], said["gen_ai.request.model"], said.get("error.type")
+
+    durations = sorted(names(p) for p in points["gen_ai.client.operation.duration"])
+    assert durations == [
+        ("anthropic", "claude", None),
+        ("openai", "gpt-4o-mini", "TransientModelError"),
+    ]
+    tokens = {
+        (names(p), p.attributes["gen_ai.token.type"]) for p in points["gen_ai.client.token.usage"]
+    }
+    assert tokens == {(("anthropic", "claude", None), kind) for kind in ("input", "output")}
 
 
 async def test_a_turns_cost_prices_each_answer_with_the_model_that_gave_it(loopback):

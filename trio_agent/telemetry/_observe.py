@@ -198,12 +198,22 @@ def _input_tokens(usage: Usage, provider: str) -> int:
 class SpanHandle:
     """One span and the context that makes it current; ``end`` ends it once."""
 
-    __slots__ = ("_ended", "_observer", "_token", "label", "provider", "span", "started")
+    __slots__ = (
+        "_ended",
+        "_observer",
+        "_token",
+        "label",
+        "measured",
+        "provider",
+        "span",
+        "started",
+    )
 
     def __init__(self, observer: Observer, span: Any, label: str = "") -> None:
         self._observer = observer
         self.label = label
         self.provider = observer.provider  # a chat span's: its model's, a fallback's own
+        self.measured: dict[str, Any] = {}  # a chat span's: its metrics' attributes
         self.span = span
         self._token: object = None
         self._ended = False
@@ -363,10 +373,9 @@ class Observer:
             if name is not None:
                 base["gen_ai.request.model"] = name
             server = _server_attributes(model)
+        measured = {"gen_ai.operation.name": "chat", **base, **server}
         attributes = {
-            "gen_ai.operation.name": "chat",
-            **base,
-            **server,
+            **measured,
             "trio_agent.request_id": request.id,
             "trio_agent.attempt": attempt,
             **_settings_attributes(model, request),
@@ -374,7 +383,7 @@ class Observer:
         title = f"chat {name}" if name else "chat"
         handle = self._start(title, attributes, self.turn_span, True)
         handle.label = f"{request.id} attempt {attempt}"
-        handle.provider = provider
+        handle.provider, handle.measured = provider, measured
         handle.enter()
         if self.capture and handle.span is not None:
             with _never_fails("recording a request"):
@@ -399,7 +408,7 @@ class Observer:
         if answer is not None:
             self.step_span = handle  # the step's tool calls are its children
         with _never_fails("recording a metric"):
-            self._measure(elapsed, usage, error, handle.provider)
+            self._measure(elapsed, usage, error, handle)
         if self.debug:
             outcome = (
                 "answered" if answer is not None else f"failed ({_error_type(error or 'error')})"
@@ -435,19 +444,24 @@ class Observer:
         elapsed: float,
         usage: Usage | None,
         error: BaseException | str | None,
-        provider: str,
+        handle: SpanHandle,
     ) -> None:
+        """The attempt's duration and tokens, labelled with the model that made
+        it (behind a ``FallbackModel``: the one that answered or failed)."""
         instruments = self.instruments
         if instruments is None or instruments.duration is None:
             return
-        attributes = {"gen_ai.operation.name": "chat", **self.base, **self.server}
+        attributes = dict(handle.measured)
         attributes.pop("gen_ai.conversation.id", None)  # no per-session metric series
         attributes.pop("trio_agent.session_id", None)
         if error is not None:
             attributes["error.type"] = _error_type(error)
         instruments.duration.record(elapsed, attributes)
         if usage is not None and instruments.tokens is not None:
-            counts = (("input", _input_tokens(usage, provider)), ("output", usage.output_tokens))
+            counts = (
+                ("input", _input_tokens(usage, handle.provider)),
+                ("output", usage.output_tokens),
+            )
             for kind, count in counts:
                 instruments.tokens.record(count, {**attributes, "gen_ai.token.type": kind})
 
