@@ -14,6 +14,7 @@ from sessions import add_text, adding, wait
 from trio_agent import (
     MAX_AGENT_STEPS,
     Agent,
+    FallbackModel,
     ToolRegistry,
     ToolResultMessage,
     run_agent_loop,
@@ -83,6 +84,37 @@ def test_request_range_ending_at_64_is_accepted(start, steps):
 def test_model_without_callable_stream_raises(model):
     with pytest.raises(TypeError, match="stream"):
         run_agent_loop(**options(model=model))
+
+
+class AsyncDefModel:
+    """The natural first try at 'Your own model': ``stream`` as an ``async def``."""
+
+    async def stream(self, request):
+        raise AssertionError("never called")
+
+
+class AsyncGeneratorModel:
+    async def stream(self, request):
+        yield request
+
+
+@pytest.mark.parametrize(
+    ("model", "shape"),
+    [(AsyncDefModel(), "an async function"), (AsyncGeneratorModel(), "an async generator")],
+)
+def test_regression_a_model_whose_stream_is_async_def_is_refused_when_made(model, shape):
+    """``async def stream`` returns a coroutine, never the async context manager a
+    turn enters: the turn failed later as MODEL_ERROR with Python's "'coroutine'
+    object does not support the asynchronous context manager protocol" and a
+    "never awaited" warning. The Agent, the loop and a FallbackModel refuse it
+    when made, saying what to write instead."""
+    said = rf"{type(model).__name__}\.stream is {shape}.*plain `def stream"
+    with pytest.raises(TypeError, match=said):
+        run_agent_loop(**options(model=model))
+    with pytest.raises(TypeError, match=said):
+        Agent(model=model)
+    with pytest.raises(TypeError, match=said):
+        FallbackModel(ScriptedModel([]), model)
 
 
 def test_a_str_model_is_a_model_name_and_one_without_a_provider_says_so():

@@ -12,7 +12,7 @@ import trio
 
 from ..errors import leaves
 from ..model import Model, ModelError, ModelRequest, ModelStream
-from ._options import model_of
+from ._options import check_model, model_of
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -72,11 +72,11 @@ class FallbackModel:
                 raise TypeError(
                     "a FallbackModel's models are models, not FallbackModels: list them all in one"
                 )
-            if not callable(getattr(model, "stream", None)):
-                raise TypeError(
-                    f"a FallbackModel's models must each have a callable stream(request) or be "
-                    f"a model name, got {given!r:.100}"
-                )
+            check_model(
+                model,
+                "a FallbackModel's models must each have a callable stream(request) or be "
+                "a model name",
+            )
             models.append(model)
         kinds = fallback_on if isinstance(fallback_on, tuple) else None
         if (kinds is None and not callable(fallback_on)) or not all(

@@ -8,6 +8,7 @@ marks a scope as taken).
 
 from __future__ import annotations
 
+import inspect
 import math
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ __all__ = [
     "check_loop_options",
     "check_max_steps",
     "check_messages_and_model",
+    "check_model",
     "check_metadata",
     "check_optional_hook",
     "check_positive",
@@ -68,8 +70,32 @@ def check_messages_and_model(messages: object, model: object) -> None:
     agent's ``messages``, a result's) and ``model`` a ``Model``."""
     if type(messages) not in (list, tuple, Transcript):
         raise TypeError(f"messages must be a list or tuple, got {type(messages).__name__}")
-    if not callable(getattr(model, "stream", None)):
-        raise TypeError(f"model must have a callable stream(request), got {model!r}")
+    check_model(model, "model must have a callable stream(request)")
+
+
+def check_model(model: object, what: str) -> None:
+    """``TypeError`` (``what``, then the value) unless ``model.stream`` is callable,
+    and also when it is an ``async def`` or an async generator function: a call of
+    one gives a coroutine or an async generator, never the async context manager
+    ``async with model.stream(request)`` needs, and a turn would fail later with
+    Python's own words about a coroutine."""
+    stream = getattr(model, "stream", None)
+    if not callable(stream):
+        raise TypeError(f"{what}, got {model!r:.100}")
+    shape = (
+        "an async function (async def)"
+        if inspect.iscoroutinefunction(stream)
+        else "an async generator function"
+        if inspect.isasyncgenfunction(stream)
+        else None
+    )
+    if shape is not None:
+        raise TypeError(
+            f"{type(model).__name__}.stream is {shape}, but stream(request) must return an "
+            "async context manager of the stream at once: write it as a plain `def stream("
+            "self, request)` returning an object with __aenter__ and __aexit__ (see "
+            "'Your own model' in the models page)"
+        )
 
 
 def check_max_steps(max_steps: object) -> None:
