@@ -12,6 +12,7 @@ import trio
 
 from trio_agent import (
     Agent,
+    Tool,
     ToolCall,
     ToolRegistry,
     ToolResultMessage,
@@ -676,3 +677,23 @@ def test_deciding_from_asyncio_says_so_at_once_and_decides_nothing(tmp_path):
     recorded, result = trio.run(later)
     assert recorded.decisions == {} and result.end.reason == "awaiting_approval"
     assert [name for name, _ in desk.ran] == ["read"]
+
+
+def test_regression_an_async_requires_approval_rule_is_refused_when_the_tool_is_made():
+    """``Agent(approval=)`` may be async, so ``@tool(requires_approval=)`` was
+    written async too: its call gave a coroutine, not a bool, and the first call
+    of the tool failed the turn with HOOK_ERROR and a "never awaited" warning.
+    The tool is refused when made, pointing to ``Agent(approval=...)``."""
+
+    async def large(arguments: dict[str, Any]) -> bool:
+        return bool(arguments["amount"] > 100)
+
+    async def refund(order: str, amount: int) -> str:
+        """Refund part of an order."""
+        return order
+
+    said = r"plain function \(def\).*async function '.*large'.*Agent\(approval=\.\.\.\)"
+    with pytest.raises(TypeError, match=said):
+        tool(requires_approval=large)(refund)
+    with pytest.raises(TypeError, match=said):
+        Tool("refund", "", {"type": "object"}, refund, requires_approval=large)

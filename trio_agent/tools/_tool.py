@@ -128,6 +128,15 @@ def _check_approval_rule(_: object, __: object, rule: Any) -> None:
         raise TypeError(
             f"requires_approval must be a bool or a function of the arguments, got {rule!r}"
         )
+    if inspect.iscoroutinefunction(rule) or inspect.isasyncgenfunction(rule):
+        # Its call would give a coroutine, not a bool: the turn failed at the first
+        # call with HOOK_ERROR and a "never awaited" warning. Agent(approval=) is
+        # the place for an async rule.
+        raise TypeError(
+            f"requires_approval must be a plain function (def) of the arguments returning a "
+            f"bool, got the async function {getattr(rule, '__qualname__', rule)!r}; for a "
+            "rule that awaits, pass Agent(approval=...), which may be async"
+        )
 
 
 ToolEffect = Literal["once", "idempotent", "pure"]
