@@ -24,6 +24,17 @@ def test_binding_beyond_loopback_needs_a_token(tmp_path):
         check_binding(host, None)
 
 
+def test_regression_server_beyond_loopback_without_a_token_names_its_token_keyword(
+    tmp_path, monkeypatch
+):
+    """``Server(host="0.0.0.0")`` said "--token or TRIO_AGENT_TOKEN", the command
+    line's words: a library user who set the variable got the same error, since
+    ``Server`` reads no environment. It names ``token=`` too."""
+    monkeypatch.setenv("TRIO_AGENT_TOKEN", TOKEN)
+    with pytest.raises(ValueError, match=r"needs a bearer token: Server\(token=\.\.\.\)"):
+        Server(lambda *a: None, store=tmp_path, host="0.0.0.0")
+
+
 @pytest.mark.parametrize(
     "token", ["short", "x" * 15, "with a space in it here", "tab\there-is-long-enough", "é" * 20]
 )

@@ -59,10 +59,13 @@ def check_token(token: str | None) -> str | None:
 
 
 def check_binding(host: str, token: str | None) -> None:
-    """``ValueError`` when ``host`` is reachable beyond this machine and no token is set."""
+    """``ValueError`` when ``host`` is reachable beyond this machine and no token is set.
+    It names both ways to give one: ``Server`` reads no environment variable, so
+    the command line's words alone sent a library user to a variable it ignores."""
     if token is None and not is_loopback(host):
         raise ValueError(
-            f"serving on {host} (beyond loopback) needs a bearer token: --token or TRIO_AGENT_TOKEN"
+            f"serving on {host} (beyond loopback) needs a bearer token: Server(token=...), "
+            "or --token or TRIO_AGENT_TOKEN for `trio-agent serve`"
         )
 
 
