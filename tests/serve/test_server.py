@@ -103,6 +103,24 @@ def test_a_server_needs_one_place_for_its_sessions(tmp_path):
             Server(serve_agents.make_agent, **where)
 
 
+def test_regression_an_agent_or_a_function_of_other_arguments_is_refused_as_a_factory(tmp_path):
+    """The docs' ``--agent`` takes an Agent or a factory, so ``Server(agent)`` is
+    tried: it was refused as not callable with no word of what to pass. A
+    function of other arguments (the model's ``echo(request)``) was taken, and
+    every turn posted was then a 500 (the factory raised TypeError)."""
+    agent = Agent(model=serve_agents.make_agent_model())
+    with pytest.raises(TypeError, match=r"not an Agent: pass trio_agent\.fleet\.agent_maker"):
+        Server(agent, store=tmp_path)
+
+    def echo(request):
+        return request
+
+    with pytest.raises(TypeError, match=r"must take \(store, session_id, new\).*\(request\)"):
+        Server(echo, store=tmp_path)
+    Server(lambda store, session_id, new=False: None, store=tmp_path)  # fits: taken
+    Server(serve_agents.make_agent, store=tmp_path)
+
+
 async def test_a_session_another_server_holds_is_a_409(tmp_path):
     """Two servers on one store: the second cannot take a session the first
     writes (its ledger's lock), and says so rather than running a turn, without

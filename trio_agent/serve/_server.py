@@ -8,6 +8,7 @@ then the listener closes.
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 from functools import partial
@@ -17,6 +18,7 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
+from ..session import Agent
 from ._auth import check_binding, check_token
 from ._hub import SERVE, Hub, OnDisconnect, SessionFactory
 from ._place import JsonlPlace, Place
@@ -59,6 +61,31 @@ class _Sends:
                 raise failed[0]
 
         await self.app(scope, receive, sending)
+
+
+def _check_factory(factory: object) -> None:
+    """``TypeError`` unless ``factory`` can be called as ``(store, session_id, new)``:
+    an ``Agent`` (what ``trio-agent serve --agent`` takes) or a function of other
+    arguments was taken, and every turn posted was then a 500."""
+    if isinstance(factory, Agent):
+        raise TypeError(
+            "Server takes a session factory (store, session_id, new) -> Agent, not an Agent: "
+            "pass trio_agent.fleet.agent_maker(model=..., tools=...), which makes and resumes "
+            "each session's agent from the same options (`trio-agent serve --agent` does this "
+            "with an Agent's options)"
+        )
+    if not callable(factory):
+        raise TypeError(f"factory must be callable (store, session_id, new), got {factory!r:.100}")
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # no signature to tell: let it be tried
+        return
+    try:
+        signature.bind(None, "", True)
+    except TypeError:
+        raise TypeError(
+            f"factory must take (store, session_id, new), got {factory!r:.100} taking {signature}"
+        ) from None
 
 
 def _bind(host: str, port: int) -> str:
@@ -120,8 +147,7 @@ class Server:
         keepalive_seconds: float | None = 15.0,
         idle_seconds: float | None = 600.0,
     ) -> None:
-        if not callable(factory):
-            raise TypeError(f"factory must be callable (store, session_id, new), got {factory!r}")
+        _check_factory(factory)
         if type(port) is not int or not 0 <= port <= 65535:
             raise ValueError(f"port must be an int in 0..65535, got {port!r}")
         self.token = check_token(token)
