@@ -117,6 +117,27 @@ def test_regression_a_model_whose_stream_is_async_def_is_refused_when_made(model
         FallbackModel(ScriptedModel([]), model)
 
 
+@pytest.mark.parametrize(
+    "hook",
+    [
+        "transform_context",
+        "before_tool_call",
+        "after_tool_call",
+        "should_stop_turn",
+        "compact",
+        "approval",
+    ],
+)
+def test_regression_a_hook_that_is_no_function_is_refused_saying_a_plain_def_will_do(hook):
+    """The hooks page says a hook may be an async function or a plain one; the
+    refusal of one that is no function said "must be an async callable", sending
+    a user to rewrite a plain hook that was fine."""
+    with pytest.raises(
+        TypeError, match=rf"{hook} must be a function \(async def, or a plain def\)"
+    ):
+        Agent(model=ScriptedModel([]), **{hook: "yes"})
+
+
 def test_a_str_model_is_a_model_name_and_one_without_a_provider_says_so():
     """A str is a model name (``providers.infer_model``): one that is not
     ``provider:model`` says what a name looks like, before the run exists."""

@@ -211,9 +211,11 @@ def check_loop_options(
 
 
 def check_optional_hook(name: str, value: object) -> None:
-    """None, or something callable (an async hook)."""
+    """None, or something callable: a hook may be an ``async def`` or a plain one."""
     if value is not None and not callable(value):
-        raise TypeError(f"{name} must be an async callable or None, got {value!r}")
+        raise TypeError(
+            f"{name} must be a function (async def, or a plain def) or None, got {value!r:.100}"
+        )
 
 
 def check_fsync(fsync: object) -> None:

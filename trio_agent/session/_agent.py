@@ -110,7 +110,7 @@ class Agent(Generic[OutputT, DepsT]):
     (``TurnUsageLimit``). A cost limit needs each model's price (``prices``, or
     genai-prices installed): ``ValueError`` here otherwise.
 
-    Hooks (each an optional async callable): ``transform_context(messages)``
+    Hooks (each optional, async or plain): ``transform_context(messages)``
     returns the messages to send (the transcript itself is unchanged);
     ``before_tool_call(call)`` returns None or ``block(reason)``;
     ``after_tool_call(call, result)`` returns the result to record;
