@@ -156,6 +156,14 @@ async def test_a_call_held_before_its_turn_ends_is_approved_once_it_has_ended(tm
     assert (seen["result"], seen["error"]) == ("done n", "")
 
 
+async def test_a_message_is_sent_once_however_often_send_is_pressed(tmp_path):
+    """Bug: send (or Ctrl+Enter) pressed again before the server answered posted
+    the message again: a 409 (a turn runs) shown as an error, or, once a fast
+    turn had ended, the same message twice in the session."""
+    seen = await hostile(tmp_path, "sendtwice")
+    assert seen == {"posted": 1, "users": 1, "error": ""}
+
+
 async def test_the_transcript_follows_a_streamed_answer(tmp_path):
     """The answer grew below the view (only a new element scrolled, and only if
     the view was at the end before it), each chunk copying the whole text so

@@ -19,7 +19,9 @@ value, what it saw in that scenario:
   it shows then;
 - ``parser``: the page's SSE parser fed a stream whole and cut at every place;
 - ``badtoken``: a token no header can carry typed into the token form: what
-  the page keeps and says.
+  the page keeps and says;
+- ``sendtwice``: send clicked and Ctrl+Enter pressed at once: the messages
+  posted, and what the page shows.
 """
 
 from __future__ import annotations
@@ -229,6 +231,41 @@ def early(page: Page, base_url: str) -> dict[str, object]:
     return seen
 
 
+COUNT_TURNS = """
+window.posted = 0;
+const fetchTurns = window.fetch;
+window.fetch = (path, init) => {
+  if (String(path).endsWith("/turns")) window.posted += 1;
+  return fetchTurns(path, init);
+};
+"""
+
+SEND_TWICE = """
+(() => {
+  document.getElementById("send").click();
+  const keys = { key: "Enter", ctrlKey: true, bubbles: true, cancelable: true };
+  document.getElementById("message").dispatchEvent(new KeyboardEvent("keydown", keys));
+})()
+"""
+
+
+def sendtwice(page: Page, base_url: str) -> dict[str, object]:
+    """send clicked, then Ctrl+Enter pressed, in one task (faster than the
+    server answers): the messages the page posted, and what it showed."""
+    page.add_init_script(COUNT_TURNS)
+    page.goto(f"{base_url}/#twice")
+    expect(page.locator("#message")).to_be_enabled(timeout=WAIT_MS)
+    page.fill("#message", "hi")
+    page.evaluate(SEND_TWICE)
+    expect(page.locator(".end")).to_have_count(1, timeout=WAIT_MS)
+    expect(page.locator("#message")).to_have_value("", timeout=WAIT_MS)  # the post answered
+    return {
+        "posted": page.evaluate("window.posted"),
+        "users": page.locator(".user").count(),
+        "error": page.locator("#error").text_content(),
+    }
+
+
 PARSE = r"""
 (() => {
   const text = ": hi\r\nid: 1\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n" +
@@ -294,6 +331,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = early(page, base_url)
         elif scenario == "odd":
             seen = odd(page, base_url)
+        elif scenario == "sendtwice":
+            seen = sendtwice(page, base_url)
         else:
             seen = follow(page, base_url)
         browser.close()

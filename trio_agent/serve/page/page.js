@@ -489,18 +489,28 @@ async function decide(callId, approved, reason) {
 }
 
 // -- the controls
+let sending = false; // a message posted, not answered yet: sent once, however often asked
+
 async function send(event) {
   event.preventDefault();
+  const session = open;
   const text = $("message").value;
-  if (!open || !text.trim()) return;
+  if (!session || !text.trim() || sending) return;
+  sending = true;
+  $("send").disabled = true;
   showError("");
   try {
-    await api("POST", sessionPath(open.id, "/turns"), { message: text });
-    $("message").value = "";
-    listen();
+    await api("POST", sessionPath(session.id, "/turns"), { message: text });
+    if (open === session) {
+      $("message").value = "";
+      listen();
+    }
     refreshSessions();
   } catch (error) {
-    showError(error.message);
+    if (open === session) showError(error.message);
+  } finally {
+    sending = false;
+    $("send").disabled = !open;
   }
 }
 
