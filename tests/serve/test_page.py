@@ -156,6 +156,18 @@ async def test_a_call_held_before_its_turn_ends_is_approved_once_it_has_ended(tm
     assert (seen["result"], seen["error"]) == ("done n", "")
 
 
+async def test_a_held_call_decided_elsewhere_is_run_when_approved_on_the_page(tmp_path):
+    """Bug: a decision is in the event stream only once the turn that runs it
+    starts, so a call decided in another tab (or in this one before a reload)
+    whose turn was not started was shown held; approve then said "decided
+    already" and started nothing: the call was never run (with two held calls,
+    two tabs deciding one each both waited for the other's). Now, after a
+    decision, the page asks the server what still waits and, when nothing does,
+    starts the turn that runs what was decided."""
+    seen = await hostile(tmp_path, "elsewhere", 1, said="guard")
+    assert seen == {"result": ["done n"], "error": ""}
+
+
 async def test_a_message_is_sent_once_however_often_send_is_pressed(tmp_path):
     """Bug: send (or Ctrl+Enter) pressed again before the server answered posted
     the message again: a 409 (a turn runs) shown as an error, or, once a fast

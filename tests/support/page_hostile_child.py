@@ -20,6 +20,8 @@ value, what it saw in that scenario:
 - ``parser``: the page's SSE parser fed a stream whole and cut at every place;
 - ``badtoken``: a token no header can carry typed into the token form: what
   the page keeps and says;
+- ``elsewhere``: a held call of ``many`` decided by another client, its turn
+  not started, then approved on the page: what the page shows;
 - ``sendtwice``: send clicked and Ctrl+Enter pressed at once: the messages
   posted, and what the page shows.
 """
@@ -231,6 +233,37 @@ def early(page: Page, base_url: str) -> dict[str, object]:
     return seen
 
 
+def decide_outside(base_url: str) -> None:
+    """The call ``many`` holds approved by another client (another tab, or this
+    page before a reload): recorded, and no turn started after it."""
+    with urllib.request.urlopen(f"{base_url}/sessions/many", timeout=60) as answer:
+        (call,) = json.load(answer)["pending_approvals"]
+    body = json.dumps({"call_id": call["id"], "approved": True}).encode()
+    asked = urllib.request.Request(
+        f"{base_url}/sessions/many/approvals",
+        data=body,
+        headers={"content-type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(asked, timeout=60):
+        pass
+
+
+def elsewhere(page: Page, base_url: str) -> dict[str, object]:
+    """``many`` holds a call decided already, its turn not started (a decision is in
+    the event stream only once that turn starts, so the page shows it held): what
+    the page shows once approve is clicked there, the call's result or an error."""
+    decide_outside(base_url)
+    page.goto(f"{base_url}/#many")
+    page.locator(".tool button.approve").click(timeout=WAIT_MS)  # once enabled
+    shown = page.locator(".tool .result").or_(page.locator("#error:visible"))
+    expect(shown.first).to_be_visible(timeout=WAIT_MS)
+    return {
+        "result": page.locator(".tool .result").all_text_contents(),
+        "error": page.locator("#error").text_content(),
+    }
+
+
 COUNT_TURNS = """
 window.posted = 0;
 const fetchTurns = window.fetch;
@@ -331,6 +364,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = early(page, base_url)
         elif scenario == "odd":
             seen = odd(page, base_url)
+        elif scenario == "elsewhere":
+            seen = elsewhere(page, base_url)
         elif scenario == "sendtwice":
             seen = sendtwice(page, base_url)
         else:

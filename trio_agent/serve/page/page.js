@@ -68,7 +68,11 @@ async function api(method, path, body) {
   } catch (_) {
     value = null;
   }
-  if (!answer.ok) throw new Error((value && value.error) || `HTTP ${answer.status}`);
+  if (!answer.ok) {
+    const refused = new Error((value && value.error) || `HTTP ${answer.status}`);
+    refused.status = answer.status;
+    throw refused;
+  }
   return value;
 }
 
@@ -472,6 +476,7 @@ function decided(callId, approved, reason) {
 async function decide(callId, approved, reason) {
   const session = open;
   showError("");
+  let refused = null;
   try {
     // the id in the body: a path cannot hold "." or ".." (URLs drop them)
     await api("POST", sessionPath(session.id, "/approvals"), {
@@ -479,13 +484,40 @@ async function decide(callId, approved, reason) {
       approved,
       reason,
     });
-    decided(callId, approved, reason);
-    if (!$("transcript").querySelector(".held")) {
-      await api("POST", sessionPath(session.id, "/turns"), {}); // run what was decided
-    }
+    if (open === session) decided(callId, approved, reason);
   } catch (error) {
-    showError(error.message);
+    refused = error; // perhaps decided already: in another tab, or before a reload
   }
+  try {
+    await runDecided(session, callId, refused ? "" : reason);
+    if (refused && open === session && !decidedHere(callId)) showError(refused.message);
+  } catch (error) {
+    if (open === session) showError(error.message);
+  }
+}
+
+// A decision is in the event stream only once the turn that runs it starts: the
+// server's state says which held calls are decided (here, in another tab, or
+// before a reload) and whether any still waits. When none does, the turn that
+// runs them is started (a 409: another tab started it, or a turn runs).
+async function runDecided(session, callId, reason) {
+  const state = await api("GET", sessionPath(session.id));
+  if (open !== session) return;
+  for (const call of state.decided_approvals) {
+    if (!decidedHere(call.id)) decided(call.id, call.approved, call.id === callId ? reason : "");
+  }
+  if (state.pending_approvals.length || state.running_turn !== null) return;
+  if (!state.decided_approvals.length) return;
+  try {
+    await api("POST", sessionPath(session.id, "/turns"), {}); // run what was decided
+  } catch (error) {
+    if (error.status !== 409) throw error;
+  }
+}
+
+function decidedHere(callId) {
+  const box = open.items.get(`call:${callId}`);
+  return Boolean(box && box.querySelector(".decision"));
 }
 
 // -- the controls
