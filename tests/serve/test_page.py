@@ -176,6 +176,16 @@ async def test_a_message_is_sent_once_however_often_send_is_pressed(tmp_path):
     assert seen == {"posted": 1, "users": 1, "error": ""}
 
 
+async def test_a_call_of_a_failed_attempt_is_shown_void(tmp_path):
+    """Bug: a model's attempt that streamed a call and then failed (retried) left
+    that call shown as a call under way for ever, never run, never voided (its
+    text is struck through); one retried under the same id was shown once, in
+    the failed attempt's place. Now a failed attempt's calls are shown void, and
+    a retry's call is a box of its own with its result."""
+    seen = await hostile(tmp_path, "retried", 1)
+    assert seen == {"void": ["a1", "b"], "live": ["a2", "b"], "results": ["done a2", "done b"]}
+
+
 async def test_the_transcript_follows_a_streamed_answer(tmp_path):
     """The answer grew below the view (only a new element scrolled, and only if
     the view was at the end before it), each chunk copying the whole text so

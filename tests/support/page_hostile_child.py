@@ -23,7 +23,9 @@ value, what it saw in that scenario:
 - ``elsewhere``: a held call of ``many`` decided by another client, its turn
   not started, then approved on the page: what the page shows;
 - ``sendtwice``: send clicked and Ctrl+Enter pressed at once: the messages
-  posted, and what the page shows.
+  posted, and what the page shows;
+- ``retried``: a turn whose failed attempts streamed calls (``RETRIED_CALLS``,
+  given as ``many``'s event stream): the calls shown void and those shown live.
 """
 
 from __future__ import annotations
@@ -299,6 +301,83 @@ def sendtwice(page: Page, base_url: str) -> dict[str, object]:
     }
 
 
+def call(call_id: str) -> dict[str, object]:
+    return {"type": "tool_call", "id": call_id, "name": "guarded", "arguments": {"note": "n"}}
+
+
+def chunk(request: str, attempt: int, what: dict[str, object]) -> dict[str, object]:
+    return {"type": "model.chunk", "request_id": request, "attempt": attempt, "chunk": what}
+
+
+def ran(call_id: str) -> list[dict[str, object]]:
+    result = {
+        "role": "tool_result",
+        "id": f"tool-result-{call_id}",
+        "tool_call_id": call_id,
+        "tool_name": "guarded",
+        "content": f"done {call_id}",
+        "is_error": False,
+    }
+    return [
+        {"type": "tool.started", "call": call(call_id)},
+        {"type": "tool.finished", "call": call(call_id), "result": result},
+    ]
+
+
+def failed(request: str) -> dict[str, object]:
+    return {"type": "attempt.failed", "request_id": request, "attempt": 1, "error": "cut"}
+
+
+# a turn whose model's first attempts stream a call, then fail and are retried:
+# with a call of another id (as models name calls afresh), then of the same id
+RETRIED_CALLS = [
+    {"type": "turn.started", "turn": 1},
+    {"type": "message.accepted", "message": {"role": "user", "id": "u", "content": "go"}},
+    chunk("r1", 1, call("a1")),
+    failed("r1"),
+    chunk("r1", 2, call("a2")),
+    *ran("a2"),
+    chunk("r2", 1, call("b")),
+    failed("r2"),
+    chunk("r2", 2, call("b")),
+    *ran("b"),
+    chunk("r3", 1, {"type": "text_delta", "text": "fine"}),
+    {"type": "turn.finished", "turn": 1, "result": {"end": {"reason": "completed"}}},
+]
+
+
+def stream_of(events: list[dict[str, object]]) -> bytes:
+    return b"".join(
+        f"id: {n}\ndata: {json.dumps({'schema': 1, 'event': {**e, 'sequence': n}})}\n\n".encode()
+        for n, e in enumerate(events)
+    )
+
+
+def retried(page: Page, base_url: str) -> dict[str, object]:
+    """``many``'s event stream answered with ``RETRIED_CALLS`` (then held): the
+    calls shown void (of a failed attempt), and those shown live with their results."""
+    body = stream_of(RETRIED_CALLS)
+    headers = {"content-type": "text/event-stream"}
+    held: list[Route] = []
+
+    def events(route: Route) -> None:
+        if held:
+            held.append(route)  # asked again after the end: left unanswered
+        else:
+            held.append(route)
+            route.fulfill(status=200, headers=headers, body=body)
+
+    page.route("**/sessions/many/events", events)
+    page.goto(f"{base_url}/#many")
+    expect(page.locator(".end")).to_have_count(1, timeout=WAIT_MS)
+    live = page.locator(".tool:not(.void)")
+    return {
+        "void": page.locator(".tool.void").evaluate_all("(all) => all.map((b) => b.dataset.call)"),
+        "live": live.evaluate_all("(all) => all.map((b) => b.dataset.call)"),
+        "results": page.locator(".tool:not(.void) .result").all_text_contents(),
+    }
+
+
 PARSE = r"""
 (() => {
   const text = ": hi\r\nid: 1\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n" +
@@ -368,6 +447,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = elsewhere(page, base_url)
         elif scenario == "sendtwice":
             seen = sendtwice(page, base_url)
+        elif scenario == "retried":
+            seen = retried(page, base_url)
         else:
             seen = follow(page, base_url)
         browser.close()

@@ -368,9 +368,10 @@ const handlers = {
     const attempt = `${event.request_id}.${event.attempt}`;
     if (chunk.type === "text_delta" && chunk.text) piece(attempt, "text", chunk.text);
     else if (chunk.type === "thinking_delta" && chunk.thinking) piece(attempt, "thinking", chunk.thinking);
-    else if (chunk.type === "tool_call") toolCall(chunk);
+    else if (chunk.type === "tool_call") toolCall(attempt, chunk);
   },
   "attempt.failed": (event) => {
+    // its text and calls are void: none of them reaches the transcript, none runs
     const attempt = `${event.request_id}.${event.attempt}`;
     for (const [key, node] of open.items) {
       if (key.startsWith(`${attempt}:`)) node.classList.add("void");
@@ -424,8 +425,11 @@ function toolBox(call) {
   return box;
 }
 
-function toolCall(call) {
-  toolBox(call);
+function toolCall(attempt, call) {
+  // a retry's call is one of its own, even of a void call's id (a box of its own)
+  const known = open.items.get(`call:${call.id}`);
+  if (known && known.classList.contains("void")) open.items.delete(`call:${call.id}`);
+  open.items.set(`${attempt}:call:${call.id}`, toolBox(call));
 }
 
 function toolResult(result) {
