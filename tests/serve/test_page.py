@@ -186,6 +186,15 @@ async def test_a_call_of_a_failed_attempt_is_shown_void(tmp_path):
     assert seen == {"void": ["a1", "b"], "live": ["a2", "b"], "results": ["done a2", "done b"]}
 
 
+async def test_an_event_stream_answered_503_is_asked_for_again(tmp_path):
+    """Bug: any answer to the event stream but a 200 was taken as a refusal for
+    good ("reload the page"), a 502, 503 or 504 of a proxy while its server
+    restarts, or a 500 of a store's blip, too. Now a 5xx is asked for again
+    (as a dropped connection is), and only a 4xx is a refusal."""
+    turns = page_hostile_child.TURNS_RESUMED
+    assert await hostile(tmp_path, "unavailable", turns) == {"ends": turns, "error": ""}
+
+
 async def test_the_transcript_follows_a_streamed_answer(tmp_path):
     """The answer grew below the view (only a new element scrolled, and only if
     the view was at the end before it), each chunk copying the whole text so

@@ -25,7 +25,9 @@ value, what it saw in that scenario:
 - ``sendtwice``: send clicked and Ctrl+Enter pressed at once: the messages
   posted, and what the page shows;
 - ``retried``: a turn whose failed attempts streamed calls (``RETRIED_CALLS``,
-  given as ``many``'s event stream): the calls shown void and those shown live.
+  given as ``many``'s event stream): the calls shown void and those shown live;
+- ``unavailable``: ``many``'s event stream answered 503 once: the turns the
+  page shows then (``many`` holds ``TURNS_RESUMED``), and what it says.
 """
 
 from __future__ import annotations
@@ -378,6 +380,26 @@ def retried(page: Page, base_url: str) -> dict[str, object]:
     }
 
 
+def unavailable(page: Page, base_url: str) -> dict[str, object]:
+    """``many``'s event stream answered 503 once (a proxy in front of a server
+    that restarts, or a store's blip: 500), then served: the turns the page
+    shows, or what it says."""
+    asked: list[bool] = []
+
+    def events(route: Route) -> None:
+        asked.append(True)
+        if len(asked) == 1:
+            route.fulfill(status=503, headers={"content-type": "text/html"}, body="<h1>503</h1>")
+        else:
+            route.continue_()
+
+    page.route("**/sessions/many/events", events)
+    page.goto(f"{base_url}/#many")
+    shown = page.locator(".end").nth(TURNS_RESUMED - 1).or_(page.locator("#error:visible"))
+    expect(shown.first).to_be_visible(timeout=WAIT_MS)
+    return {"ends": page.locator(".end").count(), "error": page.locator("#error").text_content()}
+
+
 PARSE = r"""
 (() => {
   const text = ": hi\r\nid: 1\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n" +
@@ -449,6 +471,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = sendtwice(page, base_url)
         elif scenario == "retried":
             seen = retried(page, base_url)
+        elif scenario == "unavailable":
+            seen = unavailable(page, base_url)
         else:
             seen = follow(page, base_url)
         browser.close()

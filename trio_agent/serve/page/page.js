@@ -216,12 +216,14 @@ async function stream(session, signal) {
       answer = null; // the network: try again
     }
     if (signal.aborted || open !== session) return;
-    if (answer && !refusedStream(answer)) {
+    if (answer && answer.status >= 500) {
+      answer.body?.cancel().catch(() => {}); // unavailable for now (a proxy, a blip): again
+    } else if (answer && !refusedStream(answer)) {
       $("status").textContent = session.running ? "running" : "idle";
       wait = RETRY_MS;
       if (!(await readEvents(session, answer, signal))) return;
     } else if (answer) {
-      // refused (not a 200 of text/event-stream): no use asking again as it is
+      // refused (a 4xx, or no event stream): no use asking again as it is
       session.source = null;
       $("status").textContent = "disconnected";
       showError("the event stream was refused; reload the page to try again");
