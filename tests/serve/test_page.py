@@ -195,6 +195,12 @@ async def test_an_event_stream_answered_503_is_asked_for_again(tmp_path):
     assert await hostile(tmp_path, "unavailable", turns) == {"ends": turns, "error": ""}
 
 
+async def test_cancel_is_in_view_for_a_session_of_the_longest_id(tmp_path):
+    """Bug: the title (the session's id, up to 128 characters with no space) did
+    not wrap, and pushed cancel turn out of the window to its right."""
+    assert await hostile(tmp_path, "longid") == {"cancel_in_view": True}
+
+
 async def test_the_transcript_follows_a_streamed_answer(tmp_path):
     """The answer grew below the view (only a new element scrolled, and only if
     the view was at the end before it), each chunk copying the whole text so

@@ -27,7 +27,9 @@ value, what it saw in that scenario:
 - ``retried``: a turn whose failed attempts streamed calls (``RETRIED_CALLS``,
   given as ``many``'s event stream): the calls shown void and those shown live;
 - ``unavailable``: ``many``'s event stream answered 503 once: the turns the
-  page shows then (``many`` holds ``TURNS_RESUMED``), and what it says.
+  page shows then (``many`` holds ``TURNS_RESUMED``), and what it says;
+- ``longid``: a session of a 128-character id, a turn running: whether cancel
+  is in view.
 """
 
 from __future__ import annotations
@@ -400,6 +402,35 @@ def unavailable(page: Page, base_url: str) -> dict[str, object]:
     return {"ends": page.locator(".end").count(), "error": page.locator("#error").text_content()}
 
 
+LONG_ID = "a-session-of-a-long-id-" + "x" * 105  # 128 characters, as many as an id may
+
+
+def longid(page: Page, base_url: str) -> dict[str, object]:
+    """A session of a 128-character id whose turn runs (its event stream and the
+    sessions list given by the test): whether the cancel button is in view."""
+    listed = json.dumps({"sessions": [{"id": LONG_ID, "running_turn": 1}]})
+    started = stream_of([{"type": "turn.started", "turn": 1}])
+    held: list[Route] = []
+
+    def events(route: Route) -> None:
+        if held:
+            held.append(route)  # asked again after the end: left unanswered
+        else:
+            held.append(route)
+            headers = {"content-type": "text/event-stream"}
+            route.fulfill(status=200, headers=headers, body=started)
+
+    page.route("**/sessions", lambda route: route.fulfill(status=200, body=listed))
+    page.route(f"**/sessions/{LONG_ID}/events", events)
+    page.goto(f"{base_url}/#{LONG_ID}")
+    cancel = page.locator("#cancel")
+    expect(cancel).to_be_visible(timeout=WAIT_MS)
+    box = cancel.bounding_box()
+    assert box is not None
+    width = page.evaluate("document.documentElement.clientWidth")
+    return {"cancel_in_view": box["x"] + box["width"] <= width}
+
+
 PARSE = r"""
 (() => {
   const text = ": hi\r\nid: 1\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n" +
@@ -473,6 +504,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = retried(page, base_url)
         elif scenario == "unavailable":
             seen = unavailable(page, base_url)
+        elif scenario == "longid":
+            seen = longid(page, base_url)
         else:
             seen = follow(page, base_url)
         browser.close()
