@@ -201,6 +201,15 @@ async def test_cancel_is_in_view_for_a_session_of_the_longest_id(tmp_path):
     assert await hostile(tmp_path, "longid") == {"cancel_in_view": True}
 
 
+async def test_a_message_sent_is_out_of_the_box_when_another_session_is_opened(tmp_path):
+    """Bug: a message whose post was answered once another session was open
+    stayed in the box (one box for every session), to be sent to that one at
+    the next press. The box is read-only while its message is posted (text
+    typed then was emptied with it), and emptied once it is."""
+    seen = await hostile(tmp_path, "switched")
+    assert seen == {"box": "", "error": "", "posted": 1}
+
+
 async def test_the_transcript_follows_a_streamed_answer(tmp_path):
     """The answer grew below the view (only a new element scrolled, and only if
     the view was at the end before it), each chunk copying the whole text so

@@ -29,7 +29,9 @@ value, what it saw in that scenario:
 - ``unavailable``: ``many``'s event stream answered 503 once: the turns the
   page shows then (``many`` holds ``TURNS_RESUMED``), and what it says;
 - ``longid``: a session of a 128-character id, a turn running: whether cancel
-  is in view.
+  is in view;
+- ``switched``: a message sent, another session opened before the post is
+  answered: what the message box holds then.
 """
 
 from __future__ import annotations
@@ -431,6 +433,36 @@ def longid(page: Page, base_url: str) -> dict[str, object]:
     return {"cancel_in_view": box["x"] + box["width"] <= width}
 
 
+def switched(page: Page, base_url: str) -> dict[str, object]:
+    """A message sent in ``sent``, its post held until the page has opened
+    ``other``, then answered: what the box holds then (in ``other``), what the
+    page says, and the messages posted."""
+    posts: list[Route] = []
+    page.add_init_script(COUNT_TURNS)
+
+    def post(route: Route) -> None:
+        posts.append(route)  # answered below
+
+    page.route("**/sessions/sent/turns", post)
+    page.goto(f"{base_url}/#sent")
+    expect(page.locator("#message")).to_be_enabled(timeout=WAIT_MS)
+    page.fill("#message", "for sent")
+    page.click("#send")
+    for _ in range(WAIT_MS // 50):
+        if posts:
+            break
+        page.wait_for_timeout(50)
+    page.goto(f"{base_url}/#other")
+    expect(page.locator("#title")).to_have_text("other", timeout=WAIT_MS)
+    posts[0].continue_()
+    expect(page.locator("#send")).to_be_enabled(timeout=WAIT_MS)  # the post answered
+    return {
+        "box": page.locator("#message").input_value(),
+        "error": page.locator("#error").text_content(),
+        "posted": page.evaluate("window.posted"),
+    }
+
+
 PARSE = r"""
 (() => {
   const text = ": hi\r\nid: 1\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n" +
@@ -506,6 +538,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = unavailable(page, base_url)
         elif scenario == "longid":
             seen = longid(page, base_url)
+        elif scenario == "switched":
+            seen = switched(page, base_url)
         else:
             seen = follow(page, base_url)
         browser.close()

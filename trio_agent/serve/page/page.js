@@ -535,20 +535,19 @@ async function send(event) {
   const text = $("message").value;
   if (!session || !text.trim() || sending) return;
   sending = true;
-  $("send").disabled = true;
+  $("send").disabled = $("message").readOnly = true; // the box holds what is sent
   showError("");
   try {
     await api("POST", sessionPath(session.id, "/turns"), { message: text });
-    if (open === session) {
-      $("message").value = "";
-      listen();
-    }
+    $("message").value = ""; // sent (to `session`, whichever is open now)
+    if (open === session) listen();
     refreshSessions();
   } catch (error) {
-    if (open === session) showError(error.message);
+    showError(open === session ? error.message : `not sent to ${session.id}: ${error.message}`);
   } finally {
     sending = false;
     $("send").disabled = !open;
+    $("message").readOnly = false;
   }
 }
 
