@@ -210,6 +210,16 @@ async def test_a_message_sent_is_out_of_the_box_when_another_session_is_opened(t
     assert seen == {"box": "", "error": "", "posted": 1}
 
 
+async def test_a_session_is_shown_when_the_sessions_list_fails(tmp_path):
+    """Bug: a session was opened (its event stream read) only if the sessions
+    list named it; with the list failing (a 503, the network), a session of
+    many turns was shown empty, as "new session: send a message to start it".
+    Now, the list not had, the event stream is asked for (a 404: a new session)."""
+    turns = page_hostile_child.TURNS_RESUMED
+    seen = await hostile(tmp_path, "unlisted", turns)
+    assert seen == {"ends": turns, "status": "idle", "fresh": ["echo: hi"]}
+
+
 async def test_the_transcript_follows_a_streamed_answer(tmp_path):
     """The answer grew below the view (only a new element scrolled, and only if
     the view was at the end before it), each chunk copying the whole text so

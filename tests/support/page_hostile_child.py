@@ -31,7 +31,10 @@ value, what it saw in that scenario:
 - ``longid``: a session of a 128-character id, a turn running: whether cancel
   is in view;
 - ``switched``: a message sent, another session opened before the post is
-  answered: what the message box holds then.
+  answered: what the message box holds then;
+- ``unlisted``: the sessions list answered 503, ``many`` opened (it holds
+  ``TURNS_RESUMED`` turns): the turns shown, and the status; then a session
+  not made yet opened and a message sent: the answer.
 """
 
 from __future__ import annotations
@@ -463,6 +466,23 @@ def switched(page: Page, base_url: str) -> dict[str, object]:
     }
 
 
+def unlisted(page: Page, base_url: str) -> dict[str, object]:
+    """The sessions list answered 503 (a proxy, a store's blip), ``many``'s event
+    stream served: the turns the page shows, and its status."""
+    page.route("**/sessions", lambda route: route.fulfill(status=503, body="{}"))
+    page.goto(f"{base_url}/#many")
+    new = page.locator("#status", has_text="new session")
+    expect(page.locator(".end").nth(TURNS_RESUMED - 1).or_(new)).to_be_visible(timeout=WAIT_MS)
+    seen = {"ends": page.locator(".end").count(), "status": page.locator("#status").text_content()}
+    page.goto(f"{base_url}/#fresh")  # no such session: its event stream is a 404
+    expect(new).to_be_visible(timeout=WAIT_MS)
+    page.fill("#message", "hi")
+    page.click("#send")
+    expect(page.locator(".end")).to_have_count(1, timeout=WAIT_MS)
+    seen["fresh"] = page.locator(".assistant").all_text_contents()
+    return seen
+
+
 PARSE = r"""
 (() => {
   const text = ": hi\r\nid: 1\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n" +
@@ -540,6 +560,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = longid(page, base_url)
         elif scenario == "switched":
             seen = switched(page, base_url)
+        elif scenario == "unlisted":
+            seen = unlisted(page, base_url)
         else:
             seen = follow(page, base_url)
         browser.close()

@@ -15,6 +15,7 @@ const RETRY_MS = 1000; // the first wait before the event stream is asked for ag
 const RETRY_MAX_MS = 15000;
 
 const $ = (id) => document.getElementById(id);
+let sending = false; // a message posted, not answered yet: sent once, however often asked
 let open = null; // the open session: {id, source (its stream's AbortController), items, running}
 let follow = true; // the transcript keeps its end in view until the reader scrolls up
 let lastTop = 0; // where the transcript was scrolled to last (by the page or the reader)
@@ -125,7 +126,7 @@ async function listSessions() {
     return sessions.map((session) => session.id);
   } catch (error) {
     showError(`sessions: ${error.message}`);
-    return [];
+    return null; // not known
   }
 }
 
@@ -138,12 +139,15 @@ async function openSession(id) {
   $("transcript").replaceChildren();
   follow = true;
   lastTop = 0;
-  $("message").disabled = $("send").disabled = false;
+  $("message").disabled = false;
+  $("send").disabled = sending; // a message under way: sent once
   setRunning(false);
   showError("");
   const known = await refreshSessions();
   if (open.id !== id) return;
-  if (known.includes(id)) listen();
+  // not listed: a session not made yet (sending a message makes it); the list
+  // not had (null): asked for, a 404 says it is not made yet
+  if (known === null || known.includes(id)) listen();
   else $("status").textContent = "new session: send a message to start it";
 }
 
@@ -225,8 +229,15 @@ async function stream(session, signal) {
     } else if (answer) {
       // refused (a 4xx, or no event stream): no use asking again as it is
       session.source = null;
+      const said = await answer.json().then((value) => value && value.error, () => null);
+      if (open !== session) return;
+      if (answer.status === 404 && session.lastId === null) {
+        $("status").textContent = "new session: send a message to start it";
+        return;
+      }
       $("status").textContent = "disconnected";
-      showError("the event stream was refused; reload the page to try again");
+      const why = said || `HTTP ${answer.status}`;
+      showError(`the event stream was refused (${why}); reload the page to try again`);
       refreshSessions(); // a 401 shows the token form
       return;
     }
@@ -527,8 +538,6 @@ function decidedHere(callId) {
 }
 
 // -- the controls
-let sending = false; // a message posted, not answered yet: sent once, however often asked
-
 async function send(event) {
   event.preventDefault();
   const session = open;
