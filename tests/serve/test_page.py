@@ -220,6 +220,16 @@ async def test_a_session_is_shown_when_the_sessions_list_fails(tmp_path):
     assert seen == {"ends": turns, "status": "idle", "fresh": ["echo: hi"]}
 
 
+async def test_an_address_of_an_id_no_session_can_have_is_said_at_once(tmp_path):
+    """Bug: ``#my session``, ``#a%2Fb``... were opened as a new session ("send a
+    message to start it"); the message was refused then, ``a/b``'s with a bare
+    "Not Found". Now the page says what an id is, and offers no message box."""
+    seen = await hostile(tmp_path, "badids")
+    expected = {"said": ANY, "composer": False}
+    assert seen == [expected] * len(page_hostile_child.BAD_IDS)
+    assert all("letters, digits" in said["said"] for said in seen)
+
+
 async def test_the_transcript_follows_a_streamed_answer(tmp_path):
     """The answer grew below the view (only a new element scrolled, and only if
     the view was at the end before it), each chunk copying the whole text so

@@ -34,7 +34,9 @@ value, what it saw in that scenario:
   answered: what the message box holds then;
 - ``unlisted``: the sessions list answered 503, ``many`` opened (it holds
   ``TURNS_RESUMED`` turns): the turns shown, and the status; then a session
-  not made yet opened and a message sent: the answer.
+  not made yet opened and a message sent: the answer;
+- ``badids``: addresses naming ids no session can have (``BAD_IDS``): what
+  the page says, and whether a message can be typed.
 """
 
 from __future__ import annotations
@@ -483,6 +485,28 @@ def unlisted(page: Page, base_url: str) -> dict[str, object]:
     return seen
 
 
+BAD_IDS = ["a%2Fb", "my%20session", ".hidden", "x" * 129, "%C3%A9t%C3%A9"]
+
+
+def badids(page: Page, base_url: str) -> list[dict[str, object]]:
+    """Addresses naming sessions no session can have (a ``/``, a space, a first
+    ``.``, 129 characters, letters not ASCII): for each, what the page says and
+    whether a message can be typed."""
+    seen = []
+    for n, given in enumerate(BAD_IDS):
+        page.goto(f"{base_url}/#ok-{n}")  # a session between two: each one a change
+        expect(page.locator("#title")).to_have_text(f"ok-{n}", timeout=WAIT_MS)
+        page.goto(f"{base_url}/#{given}")
+        expect(page.locator("#title")).not_to_have_text(f"ok-{n}", timeout=WAIT_MS)
+        seen.append(
+            {
+                "said": page.locator("#error").text_content(),
+                "composer": page.locator("#message").is_enabled(),
+            }
+        )
+    return seen
+
+
 PARSE = r"""
 (() => {
   const text = ": hi\r\nid: 1\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n" +
@@ -562,6 +586,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = switched(page, base_url)
         elif scenario == "unlisted":
             seen = unlisted(page, base_url)
+        elif scenario == "badids":
+            seen = badids(page, base_url)
         else:
             seen = follow(page, base_url)
         browser.close()

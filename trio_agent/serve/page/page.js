@@ -14,6 +14,10 @@ const TOKEN_KEY = "trio-agent-token";
 const RETRY_MS = 1000; // the first wait before the event stream is asked for again
 const RETRY_MAX_MS = 15000;
 
+// as the server takes a session's id (it names files)
+const SESSION_ID = /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$/;
+const SESSION_ID_SAID = "an id is 1 to 128 letters, digits, '_', '-' or '.', not first";
+
 const $ = (id) => document.getElementById(id);
 let sending = false; // a message posted, not answered yet: sent once, however often asked
 let open = null; // the open session: {id, source (its stream's AbortController), items, running}
@@ -143,6 +147,13 @@ async function openSession(id) {
   $("send").disabled = sending; // a message under way: sent once
   setRunning(false);
   showError("");
+  if (!SESSION_ID.test(id)) {
+    // said now, not as a refusal of the first message (or a bare 404 for "a/b")
+    $("message").disabled = $("send").disabled = true;
+    $("status").textContent = "";
+    showError(`no session can have this id: ${SESSION_ID_SAID}`);
+    return;
+  }
   const known = await refreshSessions();
   if (open.id !== id) return;
   // not listed: a session not made yet (sending a message makes it); the list
