@@ -230,6 +230,16 @@ async def test_an_address_of_an_id_no_session_can_have_is_said_at_once(tmp_path)
     assert all("letters, digits" in said["said"] for said in seen)
 
 
+async def test_what_a_model_a_tool_or_a_person_wrote_is_shown_as_text(tmp_path):
+    """A guard, not a bug seen: a message, thinking, an answer, a call's name, id
+    and arguments, a result, a rejection's reason and a failure's detail, each
+    an ``<img onerror>`` and a ``<script>``, are shown as text and none runs."""
+    seen = await hostile(tmp_path, "markup", 1)
+    tags = {"DIV", "DETAILS", "SUMMARY", "PRE", "STRONG", "SPAN", "CODE"}
+    assert set(seen["tags"]) <= tags and seen["ran"] is None
+    assert seen["texts"] == 7  # the message, answer, name, result, reason, code, detail
+
+
 async def test_the_transcript_follows_a_streamed_answer(tmp_path):
     """The answer grew below the view (only a new element scrolled, and only if
     the view was at the end before it), each chunk copying the whole text so

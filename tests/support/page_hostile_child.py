@@ -36,7 +36,9 @@ value, what it saw in that scenario:
   ``TURNS_RESUMED`` turns): the turns shown, and the status; then a session
   not made yet opened and a message sent: the answer;
 - ``badids``: addresses naming ids no session can have (``BAD_IDS``): what
-  the page says, and whether a message can be typed.
+  the page says, and whether a message can be typed;
+- ``markup``: every text of a turn given as HTML that would run
+  (``HOSTILE_TEXT``): the elements shown, whether any of it ran.
 """
 
 from __future__ import annotations
@@ -507,6 +509,68 @@ def badids(page: Page, base_url: str) -> list[dict[str, object]]:
     return seen
 
 
+HTML = '<img src=x onerror="window.ran=1"><script>window.ran=2</script>&amp;'
+
+
+def hostile_call() -> dict[str, object]:
+    return {"type": "tool_call", "id": HTML, "name": HTML, "arguments": {HTML: HTML}}
+
+
+def hostile_result() -> dict[str, object]:
+    return {
+        "role": "tool_result",
+        "id": "r",
+        "tool_call_id": HTML,
+        "tool_name": HTML,
+        "content": [{"type": "text", "text": HTML}],
+        "is_error": True,
+    }
+
+
+# every text a model, a tool or a person gave, as HTML that would run
+HOSTILE_TEXT = [
+    {"type": "turn.started", "turn": 1},
+    {"type": "message.accepted", "message": {"role": "user", "id": "u", "content": HTML}},
+    chunk("r1", 1, {"type": "thinking_delta", "thinking": HTML}),
+    chunk("r1", 1, {"type": "text_delta", "text": HTML}),
+    chunk("r1", 1, hostile_call()),
+    {"type": "approval.requested", "call": hostile_call()},
+    {"type": "approval.decided", "call": hostile_call(), "approved": False, "reason": HTML},
+    {"type": "message.accepted", "message": hostile_result()},
+    {
+        "type": "turn.finished",
+        "turn": 1,
+        "result": {"end": {"reason": "failed", "code": HTML, "detail": HTML}},
+    },
+]
+
+
+def markup(page: Page, base_url: str) -> dict[str, object]:
+    """``many``'s event stream answered with ``HOSTILE_TEXT`` (then held): the
+    elements the transcript holds, whether any of it ran, and the texts shown."""
+    held: list[Route] = []
+
+    def events(route: Route) -> None:
+        if held:
+            held.append(route)  # asked again after the end: left unanswered
+        else:
+            held.append(route)
+            headers = {"content-type": "text/event-stream"}
+            route.fulfill(status=200, headers=headers, body=stream_of(HOSTILE_TEXT))
+
+    page.route("**/sessions/many/events", events)
+    page.goto(f"{base_url}/#many")
+    expect(page.locator(".end")).to_have_count(1, timeout=WAIT_MS)
+    page.evaluate("new Promise((done) => requestAnimationFrame(() => done()))")  # text in
+    return {
+        "tags": page.evaluate(
+            "[...new Set([...document.querySelectorAll('#transcript *')].map((e) => e.tagName))]"
+        ),
+        "ran": page.evaluate("window.ran === undefined ? null : window.ran"),
+        "texts": page.locator("#transcript").inner_text().count(HTML),
+    }
+
+
 PARSE = r"""
 (() => {
   const text = ": hi\r\nid: 1\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n" +
@@ -588,6 +652,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = unlisted(page, base_url)
         elif scenario == "badids":
             seen = badids(page, base_url)
+        elif scenario == "markup":
+            seen = markup(page, base_url)
         else:
             seen = follow(page, base_url)
         browser.close()
