@@ -248,6 +248,13 @@ async def test_the_transcript_follows_a_streamed_answer(tmp_path):
     assert distance < 40
 
 
+async def test_the_transcript_follows_again_once_a_message_is_sent(tmp_path):
+    """Bug: a reader who had scrolled up and then sent a message saw neither it
+    nor its answer: they came below the view. Sending brings the end back."""
+    seen = await hostile(tmp_path, "scrolledup", page_hostile_child.TURNS)
+    assert seen["top"] == 0 and seen["distance"] < 40
+
+
 async def test_a_cut_event_stream_is_resumed_after_the_last_event_seen(tmp_path):
     """The page reads its event stream with fetch (an EventSource can send no
     Authorization header): a stream that ends, here in the middle of an event,

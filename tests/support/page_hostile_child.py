@@ -38,7 +38,9 @@ value, what it saw in that scenario:
 - ``badids``: addresses naming ids no session can have (``BAD_IDS``): what
   the page says, and whether a message can be typed;
 - ``markup``: every text of a turn given as HTML that would run
-  (``HOSTILE_TEXT``): the elements shown, whether any of it ran.
+  (``HOSTILE_TEXT``): the elements shown, whether any of it ran;
+- ``scrolledup``: ``many`` (``TURNS`` turns) scrolled to its top, then a
+  message sent: how far from its end the transcript is after the answer.
 """
 
 from __future__ import annotations
@@ -571,6 +573,32 @@ def markup(page: Page, base_url: str) -> dict[str, object]:
     }
 
 
+SCROLL_UP = """
+new Promise((done) => {
+  document.getElementById("transcript").scrollTop = 0;
+  requestAnimationFrame(() => done());  // the scroll event has come by then
+})
+"""
+
+
+def scrolledup(page: Page, base_url: str, turns: int) -> dict[str, object]:
+    """``many`` (``turns`` turns) read from its top, then a message sent: how far
+    from its end the transcript is once the answer has come."""
+    page.goto(f"{base_url}/#many")
+    expect(page.locator(".end")).to_have_count(turns, timeout=WAIT_MS)
+    page.evaluate(SCROLL_UP)
+    top = page.evaluate("document.getElementById('transcript').scrollTop")
+    page.fill("#message", "hi")
+    page.click("#send")
+    expect(page.locator(".end")).to_have_count(turns + 1, timeout=WAIT_MS)
+    page.evaluate("new Promise((done) => requestAnimationFrame(() => done()))")  # it scrolls
+    distance = page.evaluate(
+        "(() => { const t = document.getElementById('transcript');"
+        " return t.scrollHeight - t.scrollTop - t.clientHeight; })()"
+    )
+    return {"top": top, "distance": float(distance)}
+
+
 PARSE = r"""
 (() => {
   const text = ": hi\r\nid: 1\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n" +
@@ -654,6 +682,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = badids(page, base_url)
         elif scenario == "markup":
             seen = markup(page, base_url)
+        elif scenario == "scrolledup":
+            seen = scrolledup(page, base_url, TURNS)
         else:
             seen = follow(page, base_url)
         browser.close()

@@ -560,7 +560,11 @@ async function send(event) {
   try {
     await api("POST", sessionPath(session.id, "/turns"), { message: text });
     $("message").value = ""; // sent (to `session`, whichever is open now)
-    if (open === session) listen();
+    if (open === session) {
+      follow = true; // the message and its answer in view, wherever the reader was
+      show();
+      listen();
+    }
     refreshSessions();
   } catch (error) {
     showError(open === session ? error.message : `not sent to ${session.id}: ${error.message}`);
