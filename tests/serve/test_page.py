@@ -240,6 +240,14 @@ async def test_what_a_model_a_tool_or_a_person_wrote_is_shown_as_text(tmp_path):
     assert seen["texts"] == 7  # the message, answer, name, result, reason, code, detail
 
 
+async def test_a_turn_is_cancelled_once_however_often_cancel_is_clicked(tmp_path):
+    """Bug: cancel turn clicked again before the first cancel's answer posted a
+    second cancel (once the turn had ended, a 409, "no turn is running", shown
+    as an error after a cancel that worked). One cancel is under way at a time."""
+    seen = await hostile(tmp_path, "cancelled")
+    assert seen == {"cancels": 1, "end": "turn 1 ended: cancelled", "error": ""}
+
+
 async def test_the_transcript_follows_a_streamed_answer(tmp_path):
     """The answer grew below the view (only a new element scrolled, and only if
     the view was at the end before it), each chunk copying the whole text so

@@ -40,7 +40,9 @@ value, what it saw in that scenario:
 - ``markup``: every text of a turn given as HTML that would run
   (``HOSTILE_TEXT``): the elements shown, whether any of it ran;
 - ``scrolledup``: ``many`` (``TURNS`` turns) scrolled to its top, then a
-  message sent: how far from its end the transcript is after the answer.
+  message sent: how far from its end the transcript is after the answer;
+- ``cancelled``: cancel turn clicked twice at once: the cancels posted, the
+  turn's end, and what the page says.
 """
 
 from __future__ import annotations
@@ -599,6 +601,38 @@ def scrolledup(page: Page, base_url: str, turns: int) -> dict[str, object]:
     return {"top": top, "distance": float(distance)}
 
 
+COUNT_CANCELS = """
+window.cancels = 0;
+const fetchCancels = window.fetch;
+window.fetch = (path, init) => {
+  if (String(path).endsWith("/cancel")) window.cancels += 1;
+  return fetchCancels(path, init);
+};
+"""
+
+
+def cancelled(page: Page, base_url: str) -> dict[str, object]:
+    """A turn held (a ``hold`` call no one releases), cancel turn clicked twice
+    in one task: the cancels the page posted, the turn's end, what it said."""
+    page.add_init_script(COUNT_CANCELS)
+    page.goto(f"{base_url}/#cancelled")
+    expect(page.locator("#message")).to_be_enabled(timeout=WAIT_MS)
+    page.fill("#message", "hold cancelled-twice")
+    page.click("#send")
+    expect(page.locator(".tool .state")).to_have_text(" running…", timeout=WAIT_MS)
+    page.evaluate(
+        "(() => { const cancel = document.getElementById('cancel');"
+        " cancel.click(); cancel.click(); })()"
+    )
+    expect(page.locator(".end")).to_have_count(1, timeout=WAIT_MS)
+    expect(page.locator("#cancel")).to_be_enabled(timeout=WAIT_MS)  # the post answered
+    return {
+        "cancels": page.evaluate("window.cancels"),
+        "end": page.locator(".end").text_content(),
+        "error": page.locator("#error").text_content(),
+    }
+
+
 PARSE = r"""
 (() => {
   const text = ": hi\r\nid: 1\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n" +
@@ -684,6 +718,8 @@ def main(base_url: str, scenario: str) -> None:
             seen = markup(page, base_url)
         elif scenario == "scrolledup":
             seen = scrolledup(page, base_url, TURNS)
+        elif scenario == "cancelled":
+            seen = cancelled(page, base_url)
         else:
             seen = follow(page, base_url)
         browser.close()

@@ -576,10 +576,16 @@ async function send(event) {
 }
 
 async function cancelTurn() {
+  // one cancel under way at a time: another, once the turn has ended, is a 409
+  const session = open;
+  if (!session) return;
+  $("cancel").disabled = true;
   try {
-    await api("POST", sessionPath(open.id, "/cancel"));
+    await api("POST", sessionPath(session.id, "/cancel"));
   } catch (error) {
-    showError(error.message);
+    if (open === session) showError(error.message);
+  } finally {
+    $("cancel").disabled = false;
   }
 }
 
