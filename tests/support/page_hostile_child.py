@@ -65,14 +65,22 @@ def hash_part(page: Page, base_url: str, errors: list[str]) -> dict[str, object]
     return {"errors": list(errors), "said": page.locator("#error").text_content()}
 
 
-COUNT_LISTS = """
-window.listed = 0;
-const fetchOnce = window.fetch;
-window.fetch = (path, init) => {
-  if (String(path) === "/sessions") window.listed += 1;
-  return fetchOnce(path, init);
-};
+def counting(counter: str, matches: str) -> str:
+    """A script run before the page's own: it counts in ``window[counter]`` the
+    page's ``fetch`` calls whose ``path`` ``matches`` (a JavaScript expression)."""
+    return f"""
+window.{counter} = 0;
+(() => {{
+  const fetchBefore = window.fetch;
+  window.fetch = (path, init) => {{
+    if ({matches}) window.{counter} += 1;
+    return fetchBefore(path, init);
+  }};
+}})();
 """
+
+
+COUNT_LISTS = counting("listed", 'String(path) === "/sessions"')
 
 
 def replay(page: Page, base_url: str, turns: int) -> int:
@@ -139,14 +147,7 @@ def refused(page: Page, base_url: str) -> str | None:
     return page.locator("#status").text_content()
 
 
-COUNT_DECISIONS = """
-window.decisions = 0;
-const fetchFirst = window.fetch;
-window.fetch = (path, init) => {
-  if (String(path).includes("/approvals")) window.decisions += 1;
-  return fetchFirst(path, init);
-};
-"""
+COUNT_DECISIONS = counting("decisions", 'String(path).includes("/approvals")')
 
 
 def twice(page: Page, base_url: str) -> dict[str, object]:
@@ -283,14 +284,7 @@ def elsewhere(page: Page, base_url: str) -> dict[str, object]:
     }
 
 
-COUNT_TURNS = """
-window.posted = 0;
-const fetchTurns = window.fetch;
-window.fetch = (path, init) => {
-  if (String(path).endsWith("/turns")) window.posted += 1;
-  return fetchTurns(path, init);
-};
-"""
+COUNT_TURNS = counting("posted", 'String(path).endsWith("/turns")')
 
 SEND_TWICE = """
 (() => {
@@ -601,14 +595,7 @@ def scrolledup(page: Page, base_url: str, turns: int) -> dict[str, object]:
     return {"top": top, "distance": float(distance)}
 
 
-COUNT_CANCELS = """
-window.cancels = 0;
-const fetchCancels = window.fetch;
-window.fetch = (path, init) => {
-  if (String(path).endsWith("/cancel")) window.cancels += 1;
-  return fetchCancels(path, init);
-};
-"""
+COUNT_CANCELS = counting("cancels", 'String(path).endsWith("/cancel")')
 
 
 def cancelled(page: Page, base_url: str) -> dict[str, object]:
