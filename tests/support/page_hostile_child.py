@@ -51,6 +51,7 @@ import json
 import shutil
 import sys
 import urllib.request
+from collections.abc import Callable
 
 from playwright.sync_api import Page, Route, expect, sync_playwright
 
@@ -357,6 +358,20 @@ RETRIED_CALLS = [
 ]
 
 
+def served_once(page: Page, pattern: str, body: bytes) -> None:
+    """The page's first request for ``pattern`` (an event stream) answered with
+    ``body``; those after it (asked again once it ends) left unanswered."""
+    held: list[Route] = []
+
+    def events(route: Route) -> None:
+        held.append(route)
+        if len(held) == 1:
+            headers = {"content-type": "text/event-stream"}
+            route.fulfill(status=200, headers=headers, body=body)
+
+    page.route(pattern, events)
+
+
 def stream_of(events: list[dict[str, object]]) -> bytes:
     return b"".join(
         f"id: {n}\ndata: {json.dumps({'schema': 1, 'event': {**e, 'sequence': n}})}\n\n".encode()
@@ -367,18 +382,7 @@ def stream_of(events: list[dict[str, object]]) -> bytes:
 def retried(page: Page, base_url: str) -> dict[str, object]:
     """``many``'s event stream answered with ``RETRIED_CALLS`` (then held): the
     calls shown void (of a failed attempt), and those shown live with their results."""
-    body = stream_of(RETRIED_CALLS)
-    headers = {"content-type": "text/event-stream"}
-    held: list[Route] = []
-
-    def events(route: Route) -> None:
-        if held:
-            held.append(route)  # asked again after the end: left unanswered
-        else:
-            held.append(route)
-            route.fulfill(status=200, headers=headers, body=body)
-
-    page.route("**/sessions/many/events", events)
+    served_once(page, "**/sessions/many/events", stream_of(RETRIED_CALLS))
     page.goto(f"{base_url}/#many")
     expect(page.locator(".end")).to_have_count(1, timeout=WAIT_MS)
     live = page.locator(".tool:not(.void)")
@@ -417,18 +421,8 @@ def longid(page: Page, base_url: str) -> dict[str, object]:
     sessions list given by the test): whether the cancel button is in view."""
     listed = json.dumps({"sessions": [{"id": LONG_ID, "running_turn": 1}]})
     started = stream_of([{"type": "turn.started", "turn": 1}])
-    held: list[Route] = []
-
-    def events(route: Route) -> None:
-        if held:
-            held.append(route)  # asked again after the end: left unanswered
-        else:
-            held.append(route)
-            headers = {"content-type": "text/event-stream"}
-            route.fulfill(status=200, headers=headers, body=started)
-
     page.route("**/sessions", lambda route: route.fulfill(status=200, body=listed))
-    page.route(f"**/sessions/{LONG_ID}/events", events)
+    served_once(page, f"**/sessions/{LONG_ID}/events", started)
     page.goto(f"{base_url}/#{LONG_ID}")
     cancel = page.locator("#cancel")
     expect(cancel).to_be_visible(timeout=WAIT_MS)
@@ -546,17 +540,7 @@ HOSTILE_TEXT = [
 def markup(page: Page, base_url: str) -> dict[str, object]:
     """``many``'s event stream answered with ``HOSTILE_TEXT`` (then held): the
     elements the transcript holds, whether any of it ran, and the texts shown."""
-    held: list[Route] = []
-
-    def events(route: Route) -> None:
-        if held:
-            held.append(route)  # asked again after the end: left unanswered
-        else:
-            held.append(route)
-            headers = {"content-type": "text/event-stream"}
-            route.fulfill(status=200, headers=headers, body=stream_of(HOSTILE_TEXT))
-
-    page.route("**/sessions/many/events", events)
+    served_once(page, "**/sessions/many/events", stream_of(HOSTILE_TEXT))
     page.goto(f"{base_url}/#many")
     expect(page.locator(".end")).to_have_count(1, timeout=WAIT_MS)
     page.evaluate("new Promise((done) => requestAnimationFrame(() => done()))")  # text in
@@ -666,49 +650,30 @@ def main(base_url: str, scenario: str) -> None:
         page = browser.new_page(viewport={"width": 1100, "height": 760})
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
-        seen: object
-        if scenario == "hash":
-            seen = hash_part(page, base_url, errors)
-        elif scenario == "replay":
-            seen = replay(page, base_url, TURNS)
-        elif scenario == "refused":
-            seen = refused(page, base_url)
-        elif scenario == "twice":
-            seen = twice(page, base_url)
-        elif scenario == "resume":
-            seen = resume(page, base_url, TURNS_RESUMED)
-        elif scenario == "badtoken":
-            seen = badtoken(page, base_url)
-        elif scenario == "parser":
-            seen = parser(page, base_url)
-        elif scenario == "early":
-            seen = early(page, base_url)
-        elif scenario == "odd":
-            seen = odd(page, base_url)
-        elif scenario == "elsewhere":
-            seen = elsewhere(page, base_url)
-        elif scenario == "sendtwice":
-            seen = sendtwice(page, base_url)
-        elif scenario == "retried":
-            seen = retried(page, base_url)
-        elif scenario == "unavailable":
-            seen = unavailable(page, base_url)
-        elif scenario == "longid":
-            seen = longid(page, base_url)
-        elif scenario == "switched":
-            seen = switched(page, base_url)
-        elif scenario == "unlisted":
-            seen = unlisted(page, base_url)
-        elif scenario == "badids":
-            seen = badids(page, base_url)
-        elif scenario == "markup":
-            seen = markup(page, base_url)
-        elif scenario == "scrolledup":
-            seen = scrolledup(page, base_url, TURNS)
-        elif scenario == "cancelled":
-            seen = cancelled(page, base_url)
-        else:
-            seen = follow(page, base_url)
+        scenarios: dict[str, Callable[[], object]] = {
+            "hash": lambda: hash_part(page, base_url, errors),
+            "replay": lambda: replay(page, base_url, TURNS),
+            "refused": lambda: refused(page, base_url),
+            "twice": lambda: twice(page, base_url),
+            "resume": lambda: resume(page, base_url, TURNS_RESUMED),
+            "badtoken": lambda: badtoken(page, base_url),
+            "parser": lambda: parser(page, base_url),
+            "early": lambda: early(page, base_url),
+            "odd": lambda: odd(page, base_url),
+            "elsewhere": lambda: elsewhere(page, base_url),
+            "sendtwice": lambda: sendtwice(page, base_url),
+            "retried": lambda: retried(page, base_url),
+            "unavailable": lambda: unavailable(page, base_url),
+            "longid": lambda: longid(page, base_url),
+            "switched": lambda: switched(page, base_url),
+            "unlisted": lambda: unlisted(page, base_url),
+            "badids": lambda: badids(page, base_url),
+            "markup": lambda: markup(page, base_url),
+            "scrolledup": lambda: scrolledup(page, base_url, TURNS),
+            "cancelled": lambda: cancelled(page, base_url),
+            "follow": lambda: follow(page, base_url),
+        }
+        seen = scenarios[scenario]()
         browser.close()
     print(json.dumps(seen))
 
