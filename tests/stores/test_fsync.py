@@ -10,6 +10,7 @@ import threading
 
 import pytest
 import trio
+import trio.testing
 from helpers import add
 from ledger_scenario import script
 from paths import SUPPORT
@@ -48,6 +49,27 @@ async def test_many_open_ledgers_share_a_few_fsync_threads(tmp_path):
     assert 1 <= most <= MAX_FSYNC_THREADS  # one thread per ledger was 200
     for i in range(200):
         assert len((await store.load(f"s{i}")).records) == 5
+
+
+async def test_regression_sync_is_a_checkpoint_when_its_lines_are_on_disk_already(tmp_path):
+    """Bug (an exploration on a loaded machine): ``sync()`` of lines an earlier
+    fsync covered returned without a checkpoint, and whether one had depended on
+    the threads' timing. So a turn's checkpoints varied from run to run, and
+    ``explore_cancellation`` cancelled within a run at its last checkpoint."""
+    from trio_agent.stores import _fsync
+
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
+    synced = _fsync.SyncedFile(fd)
+    try:
+        os.write(fd, b"a line\n")
+        synced.written += 1
+        await synced.sync()  # waits for its fsync
+        assert synced.synced >= synced.written
+        with trio.testing.assert_checkpoints():
+            await synced.sync()  # nothing to wait for: still a checkpoint
+    finally:
+        synced.close()
+        os.close(fd)
 
 
 async def test_closing_a_file_whose_fsync_waits_in_the_queue_wakes_its_waiter(

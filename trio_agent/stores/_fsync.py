@@ -156,6 +156,12 @@ class SyncedFile:
     async def sync(self) -> None:
         """Wait until every line written so far is on disk.
 
+        Always a checkpoint, as a trio async function is: also when an fsync
+        already covered the lines. Whether one did depends on the threads'
+        timing, so otherwise a turn's checkpoints varied from run to run, and
+        ``explore_cancellation`` saw a run that completed before cancelled
+        at its last checkpoint on a loaded machine.
+
         Cancellation: the wait is abandoned; the fsync goes on in the pool
         and covers the lines anyway. Raises the fsync's ``OSError``, or
         ``FsyncClosedError`` once ``close()`` was called.
@@ -166,6 +172,7 @@ class SyncedFile:
             raise FsyncClosedError("the file is closed")
         target = self.written
         if self.synced >= target:
+            await trio.lowlevel.checkpoint()
             return
         event = trio.Event()
         self.waiters.append((target, event))
